@@ -1,0 +1,34 @@
+# Every target builds what it needs; `make test` works on a fresh clone with only python3 on PATH.
+PY ?= python3
+VENV := .venv
+MS_VENV := .venv-ministack
+BIN := $(VENV)/bin
+
+.PHONY: test lint typecheck unit demo clean
+
+$(BIN)/sqsjobs: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+# MiniStack pins botocore exactly, so it lives in its own virtualenv (DESIGN §7).
+$(MS_VENV)/bin/ministack:
+	$(PY) -m venv $(MS_VENV)
+	$(MS_VENV)/bin/pip install -q 'ministack==1.5.33'
+
+lint: $(BIN)/sqsjobs
+	$(BIN)/ruff check sqsjobs tests examples lambda_handlers
+	$(BIN)/ruff format --check sqsjobs tests examples lambda_handlers
+
+typecheck: $(BIN)/sqsjobs
+	$(BIN)/mypy
+
+test: $(BIN)/sqsjobs $(MS_VENV)/bin/ministack lint typecheck
+	SQSJOBS_MINISTACK_BIN=$(MS_VENV)/bin/ministack $(BIN)/pytest -q
+
+demo: $(BIN)/sqsjobs
+	$(BIN)/python -m examples.demo
+
+clean:
+	rm -rf $(VENV) $(MS_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,80 @@
+"""sqsjobs: durable background jobs on DynamoDB and SQS, run by ECS containers or Lambda.
+
+DynamoDB holds each job's record (the source of truth); SQS messages are only hints that a job
+may be runnable; a conditional write (the claim) is the only way to own a job.
+"""
+
+from __future__ import annotations
+
+from sqsjobs._clock import Clock, FakeClock, SystemClock
+from sqsjobs.app import App
+from sqsjobs.client import JobRequest
+from sqsjobs.config import Settings
+from sqsjobs.context import JobContext
+from sqsjobs.errors import (
+    AwsError,
+    Cancel,
+    ConfigurationError,
+    DuplicateHandler,
+    EnvelopeError,
+    HandlerNotFound,
+    IdempotencyConflict,
+    InvalidTransition,
+    JobControl,
+    JobNotFound,
+    LeaseLost,
+    PayloadError,
+    PayloadInvalid,
+    PayloadTooLarge,
+    PermanentError,
+    Retry,
+    SqsJobsError,
+    StoreError,
+    TransportError,
+    UnknownEnvelopeVersion,
+)
+from sqsjobs.job import Job, JobError, JobStatus
+from sqsjobs.registry import HandlerSpec, Registry
+from sqsjobs.retry import Backoff, RetryPolicy
+from sqsjobs.sweeper import SweepReport, sweep_once
+from sqsjobs.worker import Worker
+
+__all__ = [
+    "App",
+    "AwsError",
+    "Backoff",
+    "Cancel",
+    "Clock",
+    "ConfigurationError",
+    "DuplicateHandler",
+    "EnvelopeError",
+    "FakeClock",
+    "HandlerNotFound",
+    "HandlerSpec",
+    "IdempotencyConflict",
+    "InvalidTransition",
+    "Job",
+    "JobContext",
+    "JobControl",
+    "JobError",
+    "JobNotFound",
+    "JobRequest",
+    "JobStatus",
+    "LeaseLost",
+    "PayloadError",
+    "PayloadInvalid",
+    "PayloadTooLarge",
+    "PermanentError",
+    "Registry",
+    "Retry",
+    "RetryPolicy",
+    "Settings",
+    "SqsJobsError",
+    "StoreError",
+    "SweepReport",
+    "SystemClock",
+    "TransportError",
+    "UnknownEnvelopeVersion",
+    "Worker",
+    "sweep_once",
+]

@@ -1,0 +1,7 @@
+"""``python -m sqsjobs``."""
+
+from __future__ import annotations
+
+from sqsjobs.cli import main
+
+main()

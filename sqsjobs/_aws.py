@@ -1,0 +1,217 @@
+"""The thin I/O layer: boto3 and aioboto3 executors of sans-I/O ``Call`` flows.
+
+Each DynamoDB/SQS operation is written once as a generator that yields ``Call`` objects and
+receives their responses (or has the AWS error thrown into it). ``run_sync`` and ``run_async``
+drive such a flow with boto3 or aioboto3 clients, so the producer API has sync and async twins
+without duplicated logic (DESIGN §5). botocore errors are wrapped here, at the seam.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections import Counter
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from sqsjobs.errors import AwsError, StoreError, TransportError
+
+if TYPE_CHECKING:
+    from sqsjobs.config import Settings
+
+T = TypeVar("T")
+
+SERVICES = ("dynamodb", "sqs")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One AWS API call, described, not made."""
+
+    #: ``dynamodb`` or ``sqs``.
+    service: str
+    #: The boto3 client method, e.g. ``update_item``.
+    operation: str
+    params: Mapping[str, Any]
+
+
+def sleep_call(seconds: float) -> Call:
+    """A pause inside a flow (polling for a table to become ACTIVE); drivers sleep instead of calling AWS."""
+    return Call("clock", "sleep", {"seconds": seconds})
+
+
+#: A sans-I/O operation: yields Calls, receives responses, returns a result.
+Flow = Generator[Call, Any, T]
+
+
+def wrap_error(service: str, exc: Exception) -> AwsError:
+    """Turn a botocore exception into the sqsjobs error for ``service``."""
+    kind = StoreError if service == "dynamodb" else TransportError
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        code = str(error.get("Code", "Unknown"))
+        return kind(f"{service} {code}: {error.get('Message', '')}", code=code, response=exc.response)
+    return kind(f"{service} unreachable: {exc}", code="ConnectionError")
+
+
+def _botocore_config() -> Config:
+    # Standard retry mode backs off on throttling and 5xx; the flows stay safe under a retried write
+    # because every write is conditional.
+    return Config(
+        retries={"mode": "standard", "max_attempts": 5},
+        connect_timeout=5,
+        read_timeout=30,
+        max_pool_connections=64,
+    )
+
+
+class RequestCounter:
+    """Counts API calls by (service, operation); fed by botocore's ``before-call`` event."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self._lock = threading.Lock()
+
+    def __call__(self, event_name: str = "", **kwargs: Any) -> None:
+        """Record one call; ``event_name`` is ``before-call.<service>.<Operation>``."""
+        _prefix, service, operation = event_name.split(".", 2)
+        with self._lock:
+            self.counts[(service, operation)] += 1
+
+    def total(self, service: str | None = None) -> int:
+        """Calls made, optionally for one service."""
+        return sum(n for (s, _), n in self.counts.items() if service is None or s == service)
+
+    def snapshot(self) -> dict[str, int]:
+        """``{"dynamodb.UpdateItem": n, ...}``."""
+        return {f"{s}.{o}": n for (s, o), n in sorted(self.counts.items())}
+
+    def reset(self) -> None:
+        """Forget all counts."""
+        with self._lock:
+            self.counts.clear()
+
+
+def _client_kwargs(settings: Settings) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"region_name": settings.region, "config": _botocore_config()}
+    if settings.endpoint_url:
+        kwargs["endpoint_url"] = settings.endpoint_url
+    return kwargs
+
+
+class SyncClients:
+    """boto3 clients, created on first use and shared across threads (boto3 clients are thread-safe)."""
+
+    def __init__(self, settings: Settings, counter: RequestCounter) -> None:
+        self._settings = settings
+        self._counter = counter
+        self._clients: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, service: str) -> Any:
+        """The client for ``service``."""
+        client = self._clients.get(service)
+        if client is None:
+            with self._lock:
+                client = self._clients.get(service)
+                if client is None:
+                    session: Any = boto3.session.Session()
+                    client = session.client(service, **_client_kwargs(self._settings))
+                    client.meta.events.register("before-call.*.*", self._counter)
+                    self._clients[service] = client
+        return client
+
+    def close(self) -> None:
+        """Close every client's connection pool."""
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
+
+
+class AsyncClients:
+    """aioboto3 clients bound to the running event loop, opened on first use."""
+
+    def __init__(self, settings: Settings, counter: RequestCounter) -> None:
+        self._settings = settings
+        self._counter = counter
+        self._stack = contextlib.AsyncExitStack()
+        self._clients: dict[str, Any] = {}
+        self._lock: asyncio.Lock | None = None
+        self._session: Any = None
+
+    async def get(self, service: str) -> Any:
+        """The client for ``service``."""
+        existing = self._clients.get(service)
+        if existing is not None:
+            return existing
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if service not in self._clients:
+                import aioboto3  # deferred: producers that never go async do not pay for aiobotocore
+
+                if self._session is None:
+                    self._session = aioboto3.Session()
+                client = await self._stack.enter_async_context(
+                    self._session.client(service, **_client_kwargs(self._settings))
+                )
+                client.meta.events.register("before-call.*.*", self._counter)
+                self._clients[service] = client
+        return self._clients[service]
+
+    async def aclose(self) -> None:
+        """Close every client."""
+        self._clients.clear()
+        await self._stack.aclose()
+        self._stack = contextlib.AsyncExitStack()
+
+
+def run_sync(flow: Flow[T], clients: SyncClients) -> T:
+    """Drive ``flow`` with boto3."""
+    try:
+        call = next(flow)
+        while True:
+            if call.service == "clock":
+                time.sleep(call.params["seconds"])
+                call = flow.send(None)
+                continue
+            try:
+                response = getattr(clients.get(call.service), call.operation)(**call.params)
+            except (ClientError, BotoCoreError) as exc:
+                call = flow.throw(wrap_error(call.service, exc))
+            else:
+                call = flow.send(response)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+async def run_async(flow: Flow[T], clients: AsyncClients) -> T:
+    """Drive ``flow`` with aioboto3."""
+    try:
+        call = next(flow)
+        while True:
+            if call.service == "clock":
+                await asyncio.sleep(call.params["seconds"])
+                call = flow.send(None)
+                continue
+            try:
+                client = await clients.get(call.service)
+                response = await getattr(client, call.operation)(**call.params)
+            except (ClientError, BotoCoreError) as exc:
+                call = flow.throw(wrap_error(call.service, exc))
+            else:
+                call = flow.send(response)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+def one(call: Call) -> Flow[Any]:
+    """A flow of a single call that returns its response."""
+    return (yield call)

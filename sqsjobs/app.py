@@ -1,0 +1,219 @@
+"""App: the handler registry, the settings and the AWS clients, in one object loaded by every runtime.
+
+The ECS worker, the Lambda entry point, the CLI and ``sqsjobs dev`` all load the same App from a
+dotted path (``--app pkg.jobs:app`` or ``SQSJOBS_APP``). Creating an App reads nothing and
+connects to nothing; settings are resolved on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+from sqsjobs._aws import AsyncClients, Call, Flow, RequestCounter, SyncClients, run_async, run_sync
+from sqsjobs._clock import Clock, SystemClock
+from sqsjobs.client import JobRequest, build_new_job, cancel_flow, enqueue_many_flow, get_flow
+from sqsjobs.config import Settings
+from sqsjobs.errors import ConfigurationError
+from sqsjobs.provision import ProvisionReport, provision_flow
+from sqsjobs.registry import Registry
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from datetime import datetime, timedelta
+
+    from sqsjobs.job import Job
+
+
+class App:
+    """A named set of job types and the AWS resources they run on."""
+
+    def __init__(self, name: str, *, clock: Clock | None = None, **settings: Any) -> None:
+        """Create an App; ``settings`` are ``Settings`` fields that win over the environment."""
+        self.name = name
+        self.registry = Registry()
+        #: ``@app.job("name", queue=..., max_attempts=..., timeout=...)``.
+        self.job = self.registry.job
+        self.clock: Clock = clock or SystemClock()
+        #: Every AWS call this process made through the App, by service and operation.
+        self.requests = RequestCounter()
+        self._explicit = settings
+        self._settings: Settings | None = None
+        self._sync: SyncClients | None = None
+        self._async: AsyncClients | None = None
+        self._queue_urls: dict[str, str] = {}
+        self._logger: Any = None
+
+    # ── configuration ──────────────────────────────────────────────────────────────────────
+    @property
+    def settings(self) -> Settings:
+        """Resolved on first use: explicit arguments > environment > defaults."""
+        if self._settings is None:
+            self._settings = Settings.from_env(self.name, **self._explicit)
+        return self._settings
+
+    def configure(self, **settings: Any) -> None:
+        """Override settings (e.g. the CLI's ``--endpoint-url``); drops clients made with the old ones."""
+        self._explicit = {**self._explicit, **settings}
+        self._settings = None
+        if self._sync is not None:
+            self._sync.close()
+        self._sync = None
+        self._async = None
+        self._queue_urls.clear()
+
+    @property
+    def logger(self) -> Any:
+        """Powertools JSON logger: one line per job transition."""
+        if self._logger is None:
+            from aws_lambda_powertools import Logger
+
+            level = os.environ.get("SQSJOBS_LOG_LEVEL") or os.environ.get("POWERTOOLS_LOG_LEVEL") or "INFO"
+            self._logger = Logger(service=self.name, level=level, logger_handler=logging.StreamHandler())
+        return self._logger
+
+    @property
+    def sync_clients(self) -> SyncClients:
+        """boto3 clients for the sync API."""
+        if self._sync is None:
+            self._sync = SyncClients(self.settings, self.requests)
+        return self._sync
+
+    @property
+    def async_clients(self) -> AsyncClients:
+        """aioboto3 clients for the async API and the worker (bound to the running loop)."""
+        if self._async is None:
+            self._async = AsyncClients(self.settings, self.requests)
+        return self._async
+
+    def run(self, flow: Flow[Any]) -> Any:
+        """Run a sans-I/O flow with boto3."""
+        return run_sync(flow, self.sync_clients)
+
+    async def arun(self, flow: Flow[Any]) -> Any:
+        """Run a sans-I/O flow with aioboto3."""
+        return await run_async(flow, self.async_clients)
+
+    def queue_urls_flow(self, queues: Iterable[str]) -> Flow[dict[str, str]]:
+        """Resolve (and cache) queue URLs: one GetQueueUrl per queue per process."""
+        for queue in queues:
+            if queue not in self._queue_urls:
+                response = yield Call("sqs", "get_queue_url", {"QueueName": self.settings.queue_name(queue)})
+                self._queue_urls[queue] = response["QueueUrl"]
+                dlq = yield Call("sqs", "get_queue_url", {"QueueName": self.settings.dlq_name(queue)})
+                self._queue_urls[f"{queue}\0dlq"] = dlq["QueueUrl"]
+        return self._queue_urls
+
+    # ── producer API: sync and async twins over the same flows ─────────────────────────────
+    def _enqueue_flow(self, requests: list[JobRequest]) -> Flow[list[str]]:
+        now = self.clock.now()
+        jobs = [build_new_job(r, registry=self.registry, settings=self.settings, now=now) for r in requests]
+        urls = yield from self.queue_urls_flow({j.queue for j in jobs if not j.held})
+        return (
+            yield from enqueue_many_flow(jobs, settings=self.settings, queue_urls=urls, logger=self.logger)
+        )
+
+    def enqueue(
+        self,
+        job_type: str,
+        payload: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        delay: timedelta | float | None = None,
+        run_at: datetime | None = None,
+        queue: str | None = None,
+        tenant: str | None = None,
+        parent_id: str | None = None,
+        trace: str | None = None,
+    ) -> str:
+        """Enqueue one job and return its id (the same id again for a repeated idempotency key)."""
+        request = JobRequest(
+            job_type, payload, idempotency_key, delay, run_at, queue, tenant, parent_id, trace
+        )
+        return str(self.run(self._enqueue_flow([request]))[0])
+
+    async def aenqueue(
+        self,
+        job_type: str,
+        payload: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        delay: timedelta | float | None = None,
+        run_at: datetime | None = None,
+        queue: str | None = None,
+        tenant: str | None = None,
+        parent_id: str | None = None,
+        trace: str | None = None,
+    ) -> str:
+        """Async ``enqueue``."""
+        request = JobRequest(
+            job_type, payload, idempotency_key, delay, run_at, queue, tenant, parent_id, trace
+        )
+        return str((await self.arun(self._enqueue_flow([request])))[0])
+
+    def enqueue_many(self, requests: Iterable[JobRequest | Mapping[str, Any]]) -> list[str]:
+        """Enqueue many jobs; hints go to SQS in batches of ten. Returns ids in order."""
+        return list(self.run(self._enqueue_flow(_requests(requests))))
+
+    async def aenqueue_many(self, requests: Iterable[JobRequest | Mapping[str, Any]]) -> list[str]:
+        """Async ``enqueue_many``."""
+        return list(await self.arun(self._enqueue_flow(_requests(requests))))
+
+    def get(self, job_id: str) -> Job:
+        """The job's record; ``JobNotFound`` if there is none."""
+        job: Job = self.run(get_flow(self.settings, job_id))
+        return job
+
+    async def aget(self, job_id: str) -> Job:
+        """Async ``get``."""
+        job: Job = await self.arun(get_flow(self.settings, job_id))
+        return job
+
+    def cancel(self, job_id: str) -> str:
+        """Cancel a waiting job (``"cancelled"``) or ask a running one to stop (``"requested"``)."""
+        return str(self.run(cancel_flow(self.settings, job_id, self.clock.now())))
+
+    async def acancel(self, job_id: str) -> str:
+        """Async ``cancel``."""
+        return str(await self.arun(cancel_flow(self.settings, job_id, self.clock.now())))
+
+    def provision(self, queues: list[str] | None = None) -> ProvisionReport:
+        """Create the table, queues and DLQs on the configured endpoint (idempotent)."""
+        report: ProvisionReport = self.run(provision_flow(self.settings, self.registry, queues))
+        return report
+
+    def close(self) -> None:
+        """Close the sync clients."""
+        if self._sync is not None:
+            self._sync.close()
+            self._sync = None
+
+    async def aclose(self) -> None:
+        """Close the async clients."""
+        if self._async is not None:
+            await self._async.aclose()
+            self._async = None
+
+    @staticmethod
+    def from_path(path: str | None = None) -> App:
+        """Load ``module.path:attribute`` (default: ``SQSJOBS_APP``)."""
+        path = path or os.environ.get("SQSJOBS_APP")
+        if not path or ":" not in path:
+            raise ConfigurationError(
+                f"expected an app path like 'shop.jobs:app', got {path!r} (set --app or SQSJOBS_APP)"
+            )
+        module_name, _, attr = path.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ConfigurationError(f"cannot import {module_name!r} for --app {path}: {exc}") from exc
+        app = getattr(module, attr, None)
+        if not isinstance(app, App):
+            raise ConfigurationError(f"{path} is not an sqsjobs App (got {type(app).__name__})")
+        return app
+
+
+def _requests(items: Iterable[JobRequest | Mapping[str, Any]]) -> list[JobRequest]:
+    return [i if isinstance(i, JobRequest) else JobRequest(**i) for i in items]

@@ -1,0 +1,188 @@
+"""The ``sqsjobs`` command: provision, worker, sweep, dev, enqueue.
+
+Every command takes ``--app`` (``SQSJOBS_APP``) and ``--endpoint-url`` (``SQSJOBS_ENDPOINT_URL``),
+and turns sqsjobs errors into one actionable line and a non-zero exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from sqsjobs.app import App
+from sqsjobs.errors import SqsJobsError
+
+cli = typer.Typer(
+    no_args_is_help=True, add_completion=False, help="Durable background jobs on DynamoDB + SQS."
+)
+console = Console(stderr=True)
+
+AppOpt = Annotated[
+    str,
+    typer.Option("--app", envvar="SQSJOBS_APP", help="App to load, e.g. shop.jobs:app [env: SQSJOBS_APP]"),
+]
+EndpointOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--endpoint-url",
+        envvar="SQSJOBS_ENDPOINT_URL",
+        help="AWS endpoint (an emulator) [env: SQSJOBS_ENDPOINT_URL]",
+    ),
+]
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+def _load(app_path: str, endpoint_url: str | None) -> App:
+    sys.path.insert(0, os.getcwd())
+    app = App.from_path(app_path)
+    if endpoint_url:
+        app.configure(endpoint_url=endpoint_url)
+    return app
+
+
+def _fail(exc: Exception, code: int = EXIT_ERROR) -> typer.Exit:
+    console.print(f"[red]error:[/red] {exc}")
+    return typer.Exit(code)
+
+
+@cli.command()
+def provision(app: AppOpt, endpoint_url: EndpointOpt = None) -> None:
+    """Create the table, queues and DLQs the app needs (safe to repeat)."""
+    try:
+        report = _load(app, endpoint_url).provision()
+    except SqsJobsError as exc:
+        raise _fail(exc) from None
+    console.print(f"table [bold]{report.table}[/bold] (by_status index, TTL on expires_at)")
+    for queue, url in report.queue_urls.items():
+        console.print(
+            f"queue [bold]{queue}[/bold]: {url} → DLQ {report.dlq_urls[queue]} after {report.max_receive_count} receives"
+        )
+
+
+@cli.command()
+def worker(
+    app: AppOpt,
+    endpoint_url: EndpointOpt = None,
+    queues: Annotated[
+        str | None, typer.Option(help="Comma-separated logical queues (default: all of the app's)")
+    ] = None,
+    concurrency: Annotated[int | None, typer.Option(help="Jobs at once [env: SQSJOBS_CONCURRENCY]")] = None,
+) -> None:
+    """Run jobs until SIGTERM/SIGINT, then drain (DESIGN §3.7)."""
+    from sqsjobs.worker import Worker
+
+    try:
+        loaded = _load(app, endpoint_url)
+        w = Worker(loaded, queues=queues.split(",") if queues else None, concurrency=concurrency)
+        w.run_forever()
+    except SqsJobsError as exc:
+        raise _fail(exc) from None
+    if w.abandoned_threads:
+        # A sync handler outlived its release; its writes are fenced. Do not wait for the thread.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+@cli.command()
+def sweep(
+    app: AppOpt,
+    endpoint_url: EndpointOpt = None,
+    once: Annotated[bool, typer.Option(help="One pass, then exit")] = False,
+) -> None:
+    """Dispatch records no message will bring to a worker (lost sends, far-future jobs, dead workers)."""
+    from sqsjobs.sweeper import run_sweeper, sweep_once
+
+    try:
+        loaded = _load(app, endpoint_url)
+        if once:
+            report = asyncio.run(sweep_once(loaded))
+            console.print(
+                f"dispatched {len(report.dispatched_held)} held, re-dispatched {len(report.redispatched)}, "
+                f"rescued {len(report.rescued)}"
+            )
+            return
+
+        async def main() -> None:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+            await run_sweeper(loaded, stop)
+
+        asyncio.run(main())
+    except SqsJobsError as exc:
+        raise _fail(exc) from None
+
+
+@cli.command()
+def dev(
+    app: AppOpt,
+    port: Annotated[int, typer.Option(help="Port for the embedded emulator (0 = any free port)")] = 0,
+    concurrency: Annotated[int | None, typer.Option(help="Jobs at once")] = None,
+) -> None:
+    """Run everything locally: embedded emulator (moto, on 127.0.0.1), provisioning, worker and sweeper."""
+    try:
+        from sqsjobs.dev import DevStack
+
+        loaded = _load(app, None)
+        with DevStack(loaded, port=port) as stack:
+            console.print(
+                f"emulator listening on [bold]{stack.endpoint_url}[/bold]; SQSJOBS_ENDPOINT_URL={stack.endpoint_url}"
+            )
+
+            async def main() -> None:
+                stop = asyncio.Event()
+                loop = asyncio.get_running_loop()
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.add_signal_handler(sig, stop.set)
+                await stack.run(stop, concurrency=concurrency)
+
+            asyncio.run(main())
+    except ImportError as exc:
+        raise _fail(RuntimeError(f"{exc}; install the local extra: pip install 'sqsjobs[local]'")) from None
+    except SqsJobsError as exc:
+        raise _fail(exc) from None
+
+
+@cli.command()
+def enqueue(
+    job_type: Annotated[str, typer.Argument(help="Registered job type")],
+    app: AppOpt,
+    endpoint_url: EndpointOpt = None,
+    payload: Annotated[str, typer.Option(help="JSON, or @file with JSON")] = "null",
+    idempotency_key: Annotated[str | None, typer.Option(help="Same key, same job")] = None,
+    delay: Annotated[float | None, typer.Option(help="Seconds before it may run")] = None,
+) -> None:
+    """Enqueue one job and print its id."""
+    try:
+        raw = Path(payload[1:]).read_text() if payload.startswith("@") else payload
+        data: Any = json.loads(raw)
+    except (OSError, ValueError) as exc:
+        raise _fail(ValueError(f"--payload is not valid JSON: {exc}"), EXIT_USAGE) from None
+    try:
+        job_id = _load(app, endpoint_url).enqueue(
+            job_type, data, idempotency_key=idempotency_key, delay=delay
+        )
+    except SqsJobsError as exc:
+        raise _fail(exc) from None
+    typer.echo(job_id)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli()
+
+
+if __name__ == "__main__":
+    main()

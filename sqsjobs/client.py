@@ -1,0 +1,155 @@
+"""Producer operations, each one sans-I/O flow that the App runs with boto3 or aioboto3.
+
+Enqueue is "durable state first, then the queue": one conditional PutItem, then SendMessage. A
+crash between the two leaves a record without a message, which the sweeper dispatches; repeating
+the enqueue with the same idempotency key also re-sends the hint at once.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sqsjobs._aws import Call, Flow
+from sqsjobs.config import to_seconds
+from sqsjobs.envelope import Envelope
+from sqsjobs.errors import JobNotFound, PayloadTooLarge, StoreError, TransportError
+from sqsjobs.job import JobStatus
+from sqsjobs.store import requests as rq
+from sqsjobs.transport import sqs
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from datetime import datetime, timedelta
+
+    from sqsjobs.config import Settings
+    from sqsjobs.job import Job
+    from sqsjobs.registry import Registry
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """One job to enqueue (``App.enqueue_many`` takes a list of these or of dicts with these keys)."""
+
+    type: str
+    payload: Any = None
+    idempotency_key: str | None = None
+    delay: timedelta | float | None = None
+    run_at: datetime | None = None
+    queue: str | None = None
+    tenant: str | None = None
+    parent_id: str | None = None
+    trace: str | None = None
+
+
+def build_new_job(request: JobRequest, *, registry: Registry, settings: Settings, now: float) -> rq.NewJob:
+    """Validate a request against its handler and turn it into the record to write."""
+    spec = registry.get(request.type) if request.queue is None or request.type in registry else None
+    payload = spec.dump(request.payload) if spec else request.payload
+    size = len(json.dumps(payload, separators=(",", ":")).encode())
+    if size > settings.max_payload_bytes:
+        raise PayloadTooLarge(
+            f"payload of {request.type!r} is {size} bytes, over the "
+            f"{settings.max_payload_bytes}-byte inline limit; "
+            "store the data elsewhere (e.g. S3) and enqueue its key"
+        )
+    if request.run_at is not None:
+        run_at = request.run_at.timestamp()
+    else:
+        run_at = now + (to_seconds(request.delay) if request.delay is not None else 0.0)
+    job_id = (
+        rq.idempotent_job_id(request.type, request.idempotency_key, request.tenant)
+        if request.idempotency_key
+        else uuid.uuid4().hex
+    )
+    return rq.NewJob(
+        id=job_id,
+        type=request.type,
+        queue=request.queue or (spec.queue if spec else "default"),
+        payload=payload,
+        payload_version=spec.version if spec else 1,
+        max_attempts=spec.max_attempts if spec else 1,
+        run_at=run_at,
+        now=now,
+        held=run_at - now > sqs.MAX_DELAY_S,
+        idempotency_key=request.idempotency_key,
+        tenant=request.tenant,
+        parent_id=request.parent_id,
+        root_id=None,
+        trace=request.trace,
+    )
+
+
+def _put(settings: Settings, job: rq.NewJob) -> Flow[bool]:
+    """Write the record; True when it is new, False when the idempotency key already named it."""
+    try:
+        yield Call("dynamodb", "put_item", rq.put_job(settings.table_name, job))
+    except StoreError as exc:
+        rq.interpret_put_conflict(job, exc)  # raises IdempotencyConflict unless it is the same job
+        return False
+    return True
+
+
+def enqueue_many_flow(
+    jobs: Sequence[rq.NewJob], *, settings: Settings, queue_urls: dict[str, str], logger: Any = None
+) -> Flow[list[str]]:
+    """Write every record, then send the hints in batches of ten per queue."""
+    by_queue: dict[str, list[rq.NewJob]] = {}
+    for job in jobs:
+        yield from _put(settings, job)
+        # A repeated key re-sends its hint too: the earlier enqueue may have died before its send.
+        if not job.held:
+            by_queue.setdefault(job.queue, []).append(job)
+    for queue, queued in by_queue.items():
+        for batch in sqs.chunks(queued):
+            entries = [
+                (str(i), Envelope(j.id, j.type).to_body(), sqs.clamp_delay(j.run_at - j.now))
+                for i, j in enumerate(batch)
+            ]
+            try:
+                response = yield Call("sqs", "send_message_batch", sqs.send_batch(queue_urls[queue], entries))
+                failed = sqs.failed_entries(response)
+            except TransportError as exc:
+                failed = {e[0]: exc.code for e in entries}
+            if failed and logger is not None:
+                # The records are durable; the sweeper dispatches them after ``stale_after_s``.
+                logger.warning(
+                    "enqueue: hint not sent, the sweeper will dispatch",
+                    extra={
+                        "queue": queue,
+                        "job_ids": [batch[int(i)].id for i in failed],
+                        "codes": sorted(set(failed.values())),
+                    },
+                )
+    return [j.id for j in jobs]
+
+
+def get_flow(settings: Settings, job_id: str) -> Flow[Job]:
+    """Read one record (strongly consistent)."""
+    response = yield Call("dynamodb", "get_item", rq.get(settings.table_name, job_id))
+    item = response.get("Item")
+    if not item:
+        raise JobNotFound(f"no job with id {job_id!r} in table {settings.table_name}")
+    return rq.job_from_item(item)
+
+
+def cancel_flow(settings: Settings, job_id: str, now: float) -> Flow[str]:
+    """Cancel a waiting job (``cancelled``), or ask a running one to stop (``requested``)."""
+    try:
+        yield Call(
+            "dynamodb",
+            "update_item",
+            rq.cancel(settings.table_name, job_id, now=now, retention_s=settings.retention_s),
+        )
+        return "cancelled"
+    except StoreError as exc:
+        job = rq.interpret_cancel_refusal(job_id, exc)
+    if job.status is not JobStatus.RUNNING:
+        raise rq.not_cancellable(job)
+    try:
+        yield Call("dynamodb", "update_item", rq.request_cancel(settings.table_name, job_id, now=now))
+    except StoreError as exc:
+        raise rq.not_cancellable(rq.interpret_cancel_refusal(job_id, exc)) from None
+    return "requested"

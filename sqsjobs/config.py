@@ -1,0 +1,159 @@
+"""Settings: explicit argument > ``SQSJOBS_*`` (or ``AWS_*``) environment variable > default.
+
+Built once (``Settings.from_env``) and frozen; nothing reads the environment at import time.
+Defaults live here and only here, each with its unit in the name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from sqsjobs.errors import ConfigurationError
+from sqsjobs.retry import MAX_VISIBILITY_S
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+#: SQS long polls wait at most 20 s.
+#: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-short-and-long-polling.html
+MAX_WAIT_TIME_S = 20
+#: DynamoDB items are at most 400 KB; the payload shares the item with the record.
+#: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html
+MAX_INLINE_PAYLOAD_BYTES = 256 * 1024
+
+
+def to_seconds(value: timedelta | float | int) -> float:
+    """Accept a ``timedelta`` or a number of seconds."""
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything an App needs to reach AWS and pace its workers."""
+
+    #: Names the table and queues (``<app_name>-jobs``, ``<app_name>-<queue>``).
+    app_name: str
+    #: AWS endpoint (an emulator's URL); None means AWS itself.
+    #: ``SQSJOBS_ENDPOINT_URL``/``AWS_ENDPOINT_URL``.
+    endpoint_url: str | None = None
+    #: ``SQSJOBS_REGION``/``AWS_REGION``/``AWS_DEFAULT_REGION``.
+    region: str = "us-east-1"
+    #: DynamoDB table; default ``<app_name>-jobs``. ``SQSJOBS_TABLE``.
+    table_name: str = ""
+    #: Queue name prefix; default ``<app_name>``. ``SQSJOBS_QUEUE_PREFIX``.
+    queue_prefix: str = ""
+    #: Queue visibility timeout; the heartbeat re-extends held messages to this every third of it.
+    visibility_timeout_s: int = 30
+    #: Long-poll wait of each receive.
+    receive_wait_s: int = MAX_WAIT_TIME_S
+    #: Lease a claim takes in the record; renewed by the heartbeat only for jobs that outlive half of it.
+    lease_s: float = 60.0
+    #: Jobs one worker process runs at once, over all its queues.
+    concurrency: int = 10
+    #: Per-queue caps inside ``concurrency``.
+    queue_concurrency: Mapping[str, int] = field(default_factory=dict)
+    #: On SIGTERM, how long running jobs may finish before they are released (keep under ECS stopTimeout).
+    drain_timeout_s: float = 25.0
+    #: The sweeper re-dispatches a runnable record that has waited this long past due without a claim.
+    stale_after_s: float = 300.0
+    #: Pause between sweeps of ``sqsjobs sweep`` and ``sqsjobs dev``.
+    sweep_interval_s: float = 30.0
+    #: Redrive backstop; None means the largest ``max_attempts`` of any job type plus ``receive_slack``.
+    max_receive_count: int | None = None
+    #: Extra receives allowed above max attempts (duplicates, releases, not-yet-due hints).
+    receive_slack: int = 10
+    #: Finished records are deleted by DynamoDB TTL after this long.
+    retention_s: float = 14 * 86_400.0
+    #: Larger payloads raise ``PayloadTooLarge`` at enqueue.
+    max_payload_bytes: int = MAX_INLINE_PAYLOAD_BYTES
+    #: Finished messages are deleted in batches; a batch waits at most this long to fill.
+    ack_linger_s: float = 0.02
+
+    def __post_init__(self) -> None:
+        if not self.table_name:
+            object.__setattr__(self, "table_name", f"{self.app_name}-jobs")
+        if not self.queue_prefix:
+            object.__setattr__(self, "queue_prefix", self.app_name)
+        if not 0 <= self.receive_wait_s <= MAX_WAIT_TIME_S:
+            raise ConfigurationError(
+                f"receive_wait_s must be 0..{MAX_WAIT_TIME_S}, got {self.receive_wait_s}"
+            )
+        if not 1 <= self.visibility_timeout_s <= MAX_VISIBILITY_S:
+            raise ConfigurationError(
+                f"visibility_timeout_s must be 1..{MAX_VISIBILITY_S}, got {self.visibility_timeout_s}"
+            )
+        if self.concurrency < 1:
+            raise ConfigurationError(f"concurrency must be at least 1, got {self.concurrency}")
+        if self.lease_s <= 0:
+            raise ConfigurationError(f"lease_s must be positive, got {self.lease_s}")
+
+    @property
+    def heartbeat_interval_s(self) -> float:
+        """Held messages and long leases are extended this often."""
+        return max(self.visibility_timeout_s / 3.0, 0.2)
+
+    def queue_name(self, queue: str) -> str:
+        """The SQS queue name for a logical queue."""
+        return f"{self.queue_prefix}-{queue}"
+
+    def dlq_name(self, queue: str) -> str:
+        """The dead-letter queue name for a logical queue."""
+        return f"{self.queue_prefix}-{queue}-dlq"
+
+    def evolve(self, **changes: Any) -> Settings:
+        """Return a copy with ``changes`` applied."""
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_env(cls, app_name: str, env: Mapping[str, str] | None = None, **explicit: Any) -> Settings:
+        """Build settings: ``explicit`` first, then the environment, then the defaults."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        endpoint = env.get("SQSJOBS_ENDPOINT_URL") or env.get("AWS_ENDPOINT_URL")
+        if endpoint:
+            values["endpoint_url"] = endpoint
+        region = env.get("SQSJOBS_REGION") or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+        if region:
+            values["region"] = region
+        for f in dataclasses.fields(cls):
+            if f.name in ("app_name", "endpoint_url", "region", "queue_concurrency"):
+                continue
+            raw = env.get(f"SQSJOBS_{f.name.upper()}")
+            if raw is None and f.name == "table_name":
+                raw = env.get("SQSJOBS_TABLE")
+            if raw is not None:
+                values[f.name] = _parse(f.name, raw, f.type)
+        raw_qc = env.get("SQSJOBS_QUEUE_CONCURRENCY")
+        if raw_qc:
+            values["queue_concurrency"] = _parse_queue_caps(raw_qc)
+        values.update({k: v for k, v in explicit.items() if v is not None})
+        return cls(app_name=app_name, **values)
+
+
+def _parse(name: str, raw: str, annotation: Any) -> Any:
+    kind = str(annotation)
+    try:
+        if kind.startswith("int"):
+            return int(raw)
+        if kind.startswith("float"):
+            return float(raw)
+    except ValueError as exc:
+        raise ConfigurationError(f"SQSJOBS_{name.upper()}={raw!r} is not a number") from exc
+    return raw
+
+
+def _parse_queue_caps(raw: str) -> dict[str, int]:
+    """Parse ``default=4,reports=1``."""
+    caps: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in raw.split(","))):
+        queue, _, n = part.partition("=")
+        if not n.isdigit():
+            raise ConfigurationError(f"SQSJOBS_QUEUE_CONCURRENCY: expected queue=N, got {part!r}")
+        caps[queue] = int(n)
+    return caps

@@ -1,0 +1,59 @@
+"""``sqsjobs dev``: the whole system on one laptop, no AWS account.
+
+Starts moto's server in-process on 127.0.0.1 (requests serialised, see ``sqsjobs.emulator``),
+points the App at it, provisions the table and queues, and runs a worker and the sweeper.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import TYPE_CHECKING, Any
+
+from sqsjobs.emulator import EmbeddedMoto
+from sqsjobs.sweeper import run_sweeper
+from sqsjobs.worker import Worker
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from sqsjobs.app import App
+    from sqsjobs.provision import ProvisionReport
+
+#: moto accepts any credentials; set these only when the environment has none.
+_FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "sqsjobs-dev", "AWS_SECRET_ACCESS_KEY": "sqsjobs-dev"}
+
+
+class DevStack:
+    """An embedded emulator with the App provisioned on it; a context manager."""
+
+    def __init__(self, app: App, *, port: int = 0, **settings: Any) -> None:
+        self.app = app
+        self._server = EmbeddedMoto(port=port)
+        self._settings = settings
+        self.report: ProvisionReport | None = None
+
+    @property
+    def endpoint_url(self) -> str:
+        """Where the emulator listens."""
+        return self._server.endpoint_url
+
+    def __enter__(self) -> DevStack:
+        for key, value in _FAKE_CREDENTIALS.items():
+            os.environ.setdefault(key, value)
+        url = self._server.start()
+        self.app.configure(endpoint_url=url, **self._settings)
+        self.report = self.app.provision()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.app.close()
+        self._server.stop()
+
+    async def run(self, stop: asyncio.Event, *, concurrency: int | None = None) -> Worker:
+        """Run a worker and the sweeper until ``stop``."""
+        worker = Worker(self.app, concurrency=concurrency)
+        await asyncio.gather(worker.run(stop), run_sweeper(self.app, stop))
+        return worker

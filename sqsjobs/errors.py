@@ -1,0 +1,128 @@
+"""Every exception sqsjobs raises, under one root.
+
+::
+
+    SqsJobsError
+    ├── ConfigurationError          settings that cannot work together
+    ├── HandlerNotFound             no handler registered for a job type
+    ├── DuplicateHandler            two handlers registered under one name
+    ├── PayloadError
+    │   ├── PayloadInvalid          payload fails the handler's model
+    │   └── PayloadTooLarge         payload over the inline limit
+    ├── EnvelopeError               an SQS body sqsjobs cannot read
+    │   └── UnknownEnvelopeVersion
+    ├── AwsError                    an AWS call failed (wraps botocore; callers never see ClientError)
+    │   ├── StoreError              ...on the DynamoDB job table
+    │   │   ├── JobNotFound
+    │   │   ├── LeaseLost           the caller no longer owns the job (fencing)
+    │   │   ├── IdempotencyConflict same key, different payload
+    │   │   └── InvalidTransition   e.g. cancelling a finished job
+    │   └── TransportError          ...on SQS
+    └── JobControl                  raised by handlers to steer their own job
+        ├── PermanentError          dead at once, no retry
+        ├── Retry                   retry after a given delay
+        └── Cancel                  stop and mark cancelled
+
+An exception's docstring is its default message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SqsJobsError(Exception):
+    """sqsjobs failed."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+
+class ConfigurationError(SqsJobsError):
+    """The settings cannot work together."""
+
+
+class HandlerNotFound(SqsJobsError):
+    """No handler is registered for this job type."""
+
+
+class DuplicateHandler(SqsJobsError):
+    """A handler is already registered under this name."""
+
+
+class PayloadError(SqsJobsError):
+    """The payload cannot be used."""
+
+
+class PayloadInvalid(PayloadError):
+    """The payload does not validate against the handler's model."""
+
+
+class PayloadTooLarge(PayloadError):
+    """The payload is larger than the inline limit; store it elsewhere (e.g. S3) and pass its key."""
+
+
+class EnvelopeError(SqsJobsError):
+    """The SQS message body is not an sqsjobs envelope."""
+
+
+class UnknownEnvelopeVersion(EnvelopeError):
+    """The envelope was written by a newer sqsjobs than this worker runs."""
+
+
+class AwsError(SqsJobsError):
+    """An AWS call failed.
+
+    Attributes:
+        code: the AWS error code (``ThrottlingException``...), or ``ConnectionError`` when no answer came.
+        response: the parsed error response, when there was one.
+    """
+
+    def __init__(self, message: str | None = None, *, code: str = "", response: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.response = response
+
+
+class StoreError(AwsError):
+    """A call to the DynamoDB job table failed."""
+
+
+class JobNotFound(StoreError):
+    """No job has this id."""
+
+
+class LeaseLost(StoreError):
+    """This worker no longer owns the job: another worker claimed it, or it was finished or released."""
+
+
+class IdempotencyConflict(StoreError):
+    """A job with this idempotency key exists with a different payload; use a new key or the same payload."""
+
+
+class InvalidTransition(StoreError):
+    """The job is not in a state that allows this change."""
+
+
+class TransportError(AwsError):
+    """A call to SQS failed."""
+
+
+class JobControl(SqsJobsError):
+    """A handler steered its own job."""
+
+
+class PermanentError(JobControl):
+    """The job cannot succeed; it goes to the DLQ without further attempts."""
+
+
+class Retry(JobControl):
+    """Retry the job after ``delay_s`` seconds (attempts still count)."""
+
+    def __init__(self, message: str | None = None, *, delay_s: float | None = None) -> None:
+        super().__init__(message)
+        self.delay_s = delay_s
+
+
+class Cancel(JobControl):
+    """The job was cancelled."""

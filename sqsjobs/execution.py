@@ -1,0 +1,446 @@
+"""Handle one delivery: claim → run → record → ack. Shared by the ECS worker and the Lambda adapter.
+
+Delivery is at least once: SQS may hand the same message out twice, late, or after the job is
+finished. None of that matters here, because ownership comes only from the conditional claim in
+DynamoDB: a message whose claim is refused is deleted, re-armed or dead-lettered according to
+the record it found, and never runs the handler. A handler can still run twice for one job when a
+worker loses its lease mid-run (it crashed, stalled past the lease, or its sync thread outlived a
+timeout); every write of the stale run is then refused (``LeaseLost``), and handlers that pass
+``ctx.fencing_token`` to their own writes can refuse its side effects too.
+
+The record is always written before the message is touched (DESIGN §3.3): ``Execution.handle``
+returns an ``Ack`` saying what to do with the message, and the caller applies it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import json
+import traceback
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic_core import to_jsonable_python
+
+from sqsjobs import envelope as env
+from sqsjobs._aws import Call, Flow, one
+from sqsjobs.context import JobContext
+from sqsjobs.errors import (
+    Cancel,
+    EnvelopeError,
+    HandlerNotFound,
+    PayloadInvalid,
+    PermanentError,
+    Retry,
+    StoreError,
+)
+from sqsjobs.job import JobError, JobStatus
+from sqsjobs.retry import decide
+from sqsjobs.store import requests as rq
+from sqsjobs.transport import sqs
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sqsjobs.app import App
+    from sqsjobs.job import Job
+    from sqsjobs.registry import HandlerSpec
+    from sqsjobs.transport.sqs import Delivery
+
+#: Results above this are replaced by a note, so the record stays far below DynamoDB's 400 KB.
+MAX_RESULT_BYTES = 64 * 1024
+#: A worker that sees a payload version newer than its handler's parks the message this long.
+NEWER_VERSION_PARK_S = 60
+
+
+class JobTimeout(Exception):
+    """The handler ran past its timeout."""
+
+
+@dataclass(frozen=True)
+class Ack:
+    """What to do with the message once the record is written."""
+
+    #: ``delete``: done with; ``rearm``: hide for ``delay_s`` (a retry or an early hint);
+    #: ``dead_letter``: copy to the DLQ with ``attributes``, then delete; ``release``: visible now;
+    #: ``leave``: do nothing (another worker owns the job, or the record could not be written).
+    kind: Literal["delete", "rearm", "dead_letter", "release", "leave"]
+    delay_s: int = 0
+    attributes: dict[str, str] = field(default_factory=dict)
+
+
+DELETE = Ack("delete")
+LEAVE = Ack("leave")
+RELEASE = Ack("release")
+
+
+def dead_letter(
+    reason: str, *, job_id: str = "", job_type: str = "", error: JobError | None = None, queue: str = ""
+) -> Ack:
+    """An Ack that copies the message to the DLQ with the reason in its attributes."""
+    attrs = {env.DLQ_REASON: reason, env.DLQ_SOURCE_QUEUE: queue}
+    if job_id:
+        attrs[env.DLQ_JOB_ID] = job_id
+    if job_type:
+        attrs[env.DLQ_JOB_TYPE] = job_type
+    if error is not None:
+        attrs[env.DLQ_ERROR_CLASS] = error.error_class
+        attrs[env.DLQ_ERROR_MESSAGE] = error.message
+    return Ack("dead_letter", attributes=attrs)
+
+
+def job_error(exc: BaseException) -> JobError:
+    """Class, message and the last frames of the traceback, truncated to keep the item small."""
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3))
+    return JobError(error_class=type(exc).__name__, message=str(exc)[:1000], traceback=tb[-2000:])
+
+
+class Execution:
+    """Runs deliveries for one worker (``worker_id`` is the lease owner it writes)."""
+
+    def __init__(
+        self,
+        app: App,
+        worker_id: str,
+        *,
+        pool: ThreadPoolExecutor | None = None,
+        on_run: Callable[[JobContext], None] | None = None,
+        on_done: Callable[[JobContext], None] | None = None,
+    ) -> None:
+        self.app = app
+        self.worker_id = worker_id
+        self._pool = pool
+        self._on_run = on_run
+        self._on_done = on_done
+
+    @property
+    def _table(self) -> str:
+        return self.app.settings.table_name
+
+    def _log(self, event: str, job: Job, **fields: Any) -> None:
+        self.app.logger.info(
+            event,
+            extra={
+                "job_id": job.id,
+                "job_type": job.type,
+                "queue": job.queue,
+                "attempt": job.attempt,
+                "status": str(job.status),
+                "tenant": job.tenant,
+                "trace": job.trace,
+                "worker": self.worker_id,
+                **fields,
+            },
+        )
+
+    # ── the whole path for one message ─────────────────────────────────────────────────────
+    async def handle(self, delivery: Delivery) -> Ack:
+        """Decide and record the fate of one delivery; never raises for bad input."""
+        try:
+            envelope = env.Envelope.from_body(delivery.body)
+        except EnvelopeError as exc:
+            self.app.logger.warning("message rejected", extra={"queue": delivery.queue, "reason": str(exc)})
+            return dead_letter(f"malformed message: {exc}", error=job_error(exc), queue=delivery.queue)
+        try:
+            spec = self.app.registry.get(envelope.job_type)
+        except HandlerNotFound as exc:
+            return await self._reject(
+                envelope, delivery, exc, reason=f"unknown job type {envelope.job_type!r}"
+            )
+
+        now = self.app.clock.now()
+        lease_s = max(self.app.settings.lease_s, 1.0)
+        try:
+            response = await self.app.arun(
+                _update(
+                    rq.claim(self._table, envelope.job_id, owner=self.worker_id, now=now, lease_s=lease_s)
+                )
+            )
+        except StoreError as exc:
+            if not rq.is_conflict(exc):
+                self.app.logger.warning(
+                    "claim failed, message left for redelivery",
+                    extra={"job_id": envelope.job_id, "error": str(exc)},
+                )
+                return LEAVE
+            return await self._refused(envelope, delivery, rq.interpret_claim_refusal(exc, now))
+        job = rq.job_from_item(response["Attributes"])
+        self._log(
+            "job claimed",
+            job,
+            receive_count=delivery.receive_count,
+            wait_s=round(now - job.run_at.timestamp(), 3),
+        )
+        return await self._run(spec, job, delivery)
+
+    async def _reject(
+        self, envelope: env.Envelope, delivery: Delivery, exc: Exception, *, reason: str
+    ) -> Ack:
+        """Dead without a claim: the record says why, the message goes to the DLQ."""
+        error = job_error(exc)
+        now = self.app.clock.now()
+        params = rq.reject(
+            self._table,
+            envelope.job_id,
+            now=now,
+            error=error,
+            reason=reason,
+            retention_s=self.app.settings.retention_s,
+        )
+        try:
+            await self.app.arun(_update(params))
+        except StoreError as store_exc:
+            if not rq.is_conflict(store_exc):
+                return LEAVE
+            refused = rq.interpret_claim_refusal(store_exc, now)
+            if refused.reason == "finished" and refused.job and refused.job.status is not JobStatus.DEAD:
+                return DELETE
+            if refused.reason == "held_elsewhere":
+                return DELETE
+        self.app.logger.warning(
+            "job rejected", extra={"job_id": envelope.job_id, "job_type": envelope.job_type, "reason": reason}
+        )
+        return dead_letter(
+            reason, job_id=envelope.job_id, job_type=envelope.job_type, error=error, queue=delivery.queue
+        )
+
+    async def _refused(self, envelope: env.Envelope, delivery: Delivery, refused: rq.ClaimRefused) -> Ack:
+        """A claim that did not take the job: the record decides what the message is worth."""
+        job = refused.job
+        if refused.reason == "missing":
+            return dead_letter(
+                f"no record for job {envelope.job_id}",
+                job_id=envelope.job_id,
+                job_type=envelope.job_type,
+                queue=delivery.queue,
+            )
+        assert job is not None
+        if refused.reason == "finished":
+            if job.status is JobStatus.DEAD:
+                # The record died but this copy survived (a crash between the record and the DLQ send,
+                # or a duplicate): make sure the DLQ has it.
+                return dead_letter(
+                    job.reason or "dead",
+                    job_id=job.id,
+                    job_type=job.type,
+                    error=job.last_error,
+                    queue=delivery.queue,
+                )
+            return DELETE
+        if refused.reason == "not_due":
+            return Ack("rearm", delay_s=sqs.clamp_visibility(job.run_at.timestamp() - self.app.clock.now()))
+        if refused.reason == "held_elsewhere":
+            # Another live owner runs it; its own message, or the sweeper, covers a crash of that owner.
+            return DELETE
+        return await self._reject(
+            envelope, delivery, RuntimeError(f"attempts exhausted ({job.attempt}/{job.max_attempts})"),
+            reason=f"attempts exhausted ({job.attempt}/{job.max_attempts}) by runs that never finished",
+        )  # fmt: skip
+
+    # ── running the handler ───────────────────────────────────────────────────────────────
+    async def _run(self, spec: HandlerSpec, job: Job, delivery: Delivery | None) -> Ack:
+        if job.payload_version > spec.version:
+            await self._write(
+                job, rq.release(self._table, job, owner=self.worker_id, now=self.app.clock.now())
+            )
+            return Ack("rearm", delay_s=NEWER_VERSION_PARK_S)
+        try:
+            payload = spec.validate(job.payload)
+        except PayloadInvalid as exc:
+            return await self._dead(
+                job, exc, reason="payload failed validation", queue=delivery.queue if delivery else job.queue
+            )
+
+        ctx = JobContext(
+            job=job,
+            worker_id=self.worker_id,
+            deadline=self.app.clock.now() + spec.timeout_s,
+            logger=self.app.logger,
+            delivery=delivery,
+        )
+        if self._on_run:
+            self._on_run(ctx)
+        try:
+            return await self._outcome(spec, job, payload, ctx, delivery)
+        finally:
+            if self._on_done:
+                self._on_done(ctx)
+
+    async def _outcome(
+        self, spec: HandlerSpec, job: Job, payload: Any, ctx: JobContext, delivery: Delivery | None
+    ) -> Ack:
+        started = self.app.clock.now()
+        run = asyncio.ensure_future(self._invoke(spec, payload=payload, ctx=ctx))
+        interrupted = asyncio.ensure_future(ctx._interrupt.wait())
+        try:
+            await asyncio.wait(
+                {run, interrupted}, timeout=spec.timeout_s, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            interrupted.cancel()
+        queue = delivery.queue if delivery else job.queue
+        if not run.done():
+            run.cancel()  # an async handler stops; a sync one's thread runs on, fenced by the lease
+            reason = ctx._interrupt_reason
+            if reason == "shutdown":
+                ok = await self._write(
+                    job, rq.release(self._table, job, owner=self.worker_id, now=self.app.clock.now())
+                )
+                if ok:
+                    self._log("job released", job)
+                return RELEASE if ok else LEAVE
+            if reason == "lease_lost":
+                self._log("job lost its lease", job)
+                return LEAVE
+            if reason == "cancel":
+                return await self._abort(job, "cancelled while running")
+            return await self._failed(
+                spec, job, JobTimeout(f"{spec.name} ran past its {spec.timeout_s:g} s timeout"), queue
+            )
+        duration = round(self.app.clock.now() - started, 4)
+        exc = run.exception()
+        if exc is None:
+            return await self._succeeded(job, run.result(), duration)
+        if isinstance(exc, Cancel):
+            return await self._abort(job, str(exc))
+        self.app.logger.info(
+            "handler raised",
+            extra={"job_id": job.id, "error": f"{type(exc).__name__}: {exc}", "duration_s": duration},
+        )
+        return await self._failed(spec, job, exc, queue)
+
+    async def _invoke(self, spec: HandlerSpec, *, payload: Any, ctx: JobContext) -> Any:
+        if spec.is_async:
+            return await spec.fn(payload, ctx)
+        loop = asyncio.get_running_loop()
+        call = functools.partial(contextvars.copy_context().run, spec.fn, payload, ctx)
+        return await loop.run_in_executor(self._pool, call)
+
+    # ── recording the outcome ─────────────────────────────────────────────────────────────
+    async def _write(self, job: Job, params: dict[str, Any]) -> bool:
+        """A fenced write; False (logged) when the lease is gone or DynamoDB would not take it."""
+        try:
+            await self.app.arun(_update(params))
+            return True
+        except StoreError as exc:
+            if rq.is_conflict(exc):
+                lost = rq.lease_lost(job, exc)
+                self.app.logger.warning(
+                    "write refused: lease lost", extra={"job_id": job.id, "error": str(lost)}
+                )
+            else:
+                # The message comes back after its visibility timeout and the lease expires: the job reruns.
+                self.app.logger.error("could not record outcome", extra={"job_id": job.id, "error": str(exc)})
+            return False
+
+    async def _succeeded(self, job: Job, result: Any, duration: float) -> Ack:
+        try:
+            stored = to_jsonable_python(result)
+            size = len(json.dumps(stored))
+        except Exception as exc:  # a result that cannot be stored must not lose the success
+            stored, size = (
+                {"sqsjobs_note": f"result not JSON-serialisable: {type(exc).__name__}: {exc}"[:500]},
+                0,
+            )
+        if size > MAX_RESULT_BYTES:
+            stored = {"sqsjobs_note": f"result of {size} bytes omitted (limit {MAX_RESULT_BYTES})"}
+        now = self.app.clock.now()
+        params = rq.complete(
+            self._table,
+            job,
+            owner=self.worker_id,
+            now=now,
+            result=stored,
+            retention_s=self.app.settings.retention_s,
+        )
+        if not await self._write(job, params):
+            return LEAVE
+        self._log(
+            "job succeeded", job.evolve(status=JobStatus.SUCCEEDED), duration_s=duration, outcome="succeeded"
+        )
+        return DELETE
+
+    async def _failed(self, spec: HandlerSpec, job: Job, exc: BaseException, queue: str) -> Ack:
+        if isinstance(exc, PermanentError | PayloadInvalid):
+            return await self._dead(job, exc, reason="permanent error", queue=queue)
+        now = self.app.clock.now()
+        decision = decide(
+            spec.retry,
+            attempt=job.attempt,
+            max_attempts=job.max_attempts,
+            created_at=job.created_at.timestamp(),
+            now=now,
+            requested_delay_s=exc.delay_s if isinstance(exc, Retry) else None,
+        )
+        if decision is None:
+            exhausted = job.attempt >= job.max_attempts
+            reason = (
+                f"attempts exhausted ({job.attempt}/{job.max_attempts})" if exhausted else "max age exceeded"
+            )
+            return await self._dead(job, exc, reason=reason, queue=queue)
+        held = decision.delay_s > sqs.MAX_VISIBILITY_S
+        error = job_error(exc)
+        params = rq.schedule_retry(
+            self._table,
+            job,
+            owner=self.worker_id,
+            now=now,
+            run_at=now + decision.delay_s,
+            error=error,
+            held=held,
+        )
+        if not await self._write(job, params):
+            return LEAVE
+        self._log(
+            "job retry scheduled",
+            job.evolve(status=JobStatus.RETRY_SCHEDULED),
+            delay_s=round(decision.delay_s, 3),
+            error=error.error_class,
+            outcome="retry",
+        )
+        # Retries re-arm the same message, so its receive count keeps meaning something (DESIGN §3.5);
+        # beyond the 12 h cap the record holds the job and the sweeper sends it when due.
+        return DELETE if held else Ack("rearm", delay_s=sqs.clamp_visibility(decision.delay_s))
+
+    async def _dead(self, job: Job, exc: BaseException, *, reason: str, queue: str) -> Ack:
+        error = job_error(exc)
+        params = rq.fail(
+            self._table,
+            job,
+            owner=self.worker_id,
+            now=self.app.clock.now(),
+            error=error,
+            reason=reason,
+            retention_s=self.app.settings.retention_s,
+        )
+        if not await self._write(job, params):
+            return LEAVE
+        self._log(
+            "job dead",
+            job.evolve(status=JobStatus.DEAD),
+            reason=reason,
+            error=error.error_class,
+            outcome="dead",
+        )
+        return dead_letter(reason, job_id=job.id, job_type=job.type, error=error, queue=queue)
+
+    async def _abort(self, job: Job, reason: str) -> Ack:
+        params = rq.abort(
+            self._table,
+            job,
+            owner=self.worker_id,
+            now=self.app.clock.now(),
+            reason=reason,
+            retention_s=self.app.settings.retention_s,
+        )
+        if not await self._write(job, params):
+            return LEAVE
+        self._log("job cancelled", job.evolve(status=JobStatus.CANCELLED), reason=reason, outcome="cancelled")
+        return DELETE
+
+
+def _update(params: dict[str, Any]) -> Flow[Any]:
+    return one(Call("dynamodb", "update_item", params))

@@ -1,0 +1,144 @@
+"""The job record and its state machine; pure, no I/O.
+
+::
+
+    enqueue ──▶ queued ──claim──▶ running ──complete──▶ succeeded
+                  │  ▲               │ ▲ │
+                  │  │ release       │ │ └─fail──▶ dead ──replay──▶ queued
+                  │  └───────────────┤ │
+                  │                  │ └─rescue (lease expired: new owner, epoch+1)
+                  │        schedule_retry
+                  │                  ▼
+                  │           retry_scheduled ──claim (once due)──▶ running
+                  └──cancel──▶ cancelled ◀──cancel── retry_scheduled
+
+Every arrow is one conditional write in ``sqsjobs.store.requests``; ``TRANSITIONS`` is the table
+the store and ``docs/lifecycle.md`` follow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+
+class JobStatus(enum.StrEnum):
+    """Where a job is in its life."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    RETRY_SCHEDULED = "retry_scheduled"
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        """True when nothing will run the job again without an operator."""
+        return self in TERMINAL
+
+
+TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED})
+
+#: Every allowed transition: operation name -> (from states, to state).
+TRANSITIONS: dict[str, tuple[frozenset[JobStatus], JobStatus]] = {
+    "claim": (frozenset({JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED}), JobStatus.RUNNING),
+    "rescue": (frozenset({JobStatus.RUNNING}), JobStatus.RUNNING),
+    "heartbeat": (frozenset({JobStatus.RUNNING}), JobStatus.RUNNING),
+    "complete": (frozenset({JobStatus.RUNNING}), JobStatus.SUCCEEDED),
+    "schedule_retry": (frozenset({JobStatus.RUNNING}), JobStatus.RETRY_SCHEDULED),
+    "fail": (frozenset({JobStatus.RUNNING}), JobStatus.DEAD),
+    "reject": (frozenset({JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED}), JobStatus.DEAD),
+    "release": (frozenset({JobStatus.RUNNING}), JobStatus.QUEUED),
+    "cancel": (frozenset({JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED}), JobStatus.CANCELLED),
+    "replay": (frozenset({JobStatus.DEAD, JobStatus.CANCELLED}), JobStatus.QUEUED),
+}
+
+
+@dataclass(frozen=True)
+class JobError:
+    """Why an attempt failed."""
+
+    #: Exception class name, e.g. ``ValueError``.
+    error_class: str
+    #: ``str(exception)``, truncated.
+    message: str
+    #: The last frames of the traceback, truncated.
+    traceback: str = ""
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One finished attempt, kept in the record's capped history."""
+
+    #: 1-based attempt number.
+    attempt: int
+    #: ``succeeded``, ``retry``, ``dead``, ``released``...
+    outcome: str
+    #: When the attempt started and ended (timezone-aware).
+    started_at: datetime | None
+    finished_at: datetime
+    #: Worker that ran it.
+    worker: str
+    #: Error class and message, if it failed.
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job as stored in DynamoDB; change it only through store transitions."""
+
+    #: Unique id; derived from the idempotency key when one is given.
+    id: str
+    #: Registered handler name, e.g. ``receipts.send``.
+    type: str
+    #: Logical queue name.
+    queue: str
+    #: Current state.
+    status: JobStatus
+    #: JSON-compatible payload.
+    payload: Any
+    #: Version of the payload's schema (``HandlerSpec.version`` at enqueue).
+    payload_version: int
+    #: Attempts started so far (claims); ``max_attempts`` bounds it.
+    attempt: int
+    max_attempts: int
+    #: Not runnable before this instant.
+    run_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    #: Lease: who runs it, the fencing epoch (bumped by every claim), and until when.
+    lease_owner: str | None = None
+    lease_epoch: int = 0
+    lease_expires: datetime | None = None
+    result: Any = None
+    last_error: JobError | None = None
+    history: tuple[AttemptRecord, ...] = ()
+    idempotency_key: str | None = None
+    tenant: str | None = None
+    parent_id: str | None = None
+    root_id: str | None = None
+    #: Trace context from the producer (e.g. an X-Ray trace header).
+    trace: str | None = None
+    #: An operator asked a running job to stop; it sees this at its next heartbeat.
+    cancel_requested: bool = False
+    #: Free-form reason when dead or cancelled.
+    reason: str | None = None
+    #: Extra fields that a newer sqsjobs wrote; kept so nothing is lost.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fencing_token(self) -> str:
+        """``<id>:<epoch>``: pass it to downstream writes so a stale owner's write can be refused."""
+        return f"{self.id}:{self.lease_epoch}"
+
+    def evolve(self, **changes: Any) -> Job:
+        """Return a copy with ``changes`` applied."""
+        return dataclasses.replace(self, **changes)

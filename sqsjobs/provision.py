@@ -1,0 +1,113 @@
+"""Create (or bring in line) the table, queues and DLQs an App needs; safe to run again.
+
+Used by ``sqsjobs provision``, ``sqsjobs dev`` and the tests; infra/ creates the same resources
+with CloudFormation for production.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sqsjobs._aws import Call, Flow, sleep_call
+from sqsjobs.errors import ConfigurationError, StoreError, TransportError
+from sqsjobs.store import requests as rq
+from sqsjobs.transport import sqs
+
+if TYPE_CHECKING:
+    from sqsjobs.config import Settings
+    from sqsjobs.registry import Registry
+
+SLEEP_1S = sleep_call(1.0)
+
+
+@dataclass
+class ProvisionReport:
+    """What exists after provisioning."""
+
+    table: str
+    queue_urls: dict[str, str] = field(default_factory=dict)
+    dlq_urls: dict[str, str] = field(default_factory=dict)
+    max_receive_count: int = 0
+    created: list[str] = field(default_factory=list)
+
+
+def redrive_count(settings: Settings, registry: Registry) -> int:
+    """MaxReceiveCount for the backstop: above every job type's max attempts (DESIGN §3.5)."""
+    largest = registry.max_attempts()
+    count = settings.max_receive_count or largest + settings.receive_slack
+    if count <= largest:
+        raise ConfigurationError(
+            f"max_receive_count={count} must exceed the largest max_attempts ({largest}); otherwise SQS "
+            "dead-letters jobs that still have attempts left"
+        )
+    return count
+
+
+def provision_flow(
+    settings: Settings, registry: Registry, queues: list[str] | None = None
+) -> Flow[ProvisionReport]:
+    """Create what is missing; update queue attributes that drifted."""
+    report = ProvisionReport(table=settings.table_name, max_receive_count=redrive_count(settings, registry))
+    try:
+        yield Call("dynamodb", "create_table", rq.table_definition(settings.table_name))
+        report.created.append(settings.table_name)
+    except StoreError as exc:
+        if exc.code != "ResourceInUseException":
+            raise
+    for _ in range(120):  # a new table takes seconds on AWS; emulators make it ACTIVE at once
+        described = yield Call("dynamodb", "describe_table", {"TableName": settings.table_name})
+        if described["Table"]["TableStatus"] == "ACTIVE":
+            break
+        yield SLEEP_1S
+    try:
+        yield Call(
+            "dynamodb",
+            "update_time_to_live",
+            {
+                "TableName": settings.table_name,
+                "TimeToLiveSpecification": {"Enabled": True, "AttributeName": "expires_at"},
+            },
+        )
+    except StoreError as exc:
+        if "already enabled" not in str(exc) and exc.code != "ValidationException":
+            raise
+    for queue in sorted(set(queues or []) | set(registry.queues()) or {"default"}):
+        dlq = yield from _ensure_queue(
+            settings.dlq_name(queue), {"MessageRetentionPeriod": str(14 * 86_400)}, report
+        )
+        attrs = yield Call("sqs", "get_queue_attributes", {"QueueUrl": dlq, "AttributeNames": ["QueueArn"]})
+        main_attrs = sqs.queue_attributes(
+            visibility_timeout_s=settings.visibility_timeout_s,
+            dlq_arn=attrs["Attributes"]["QueueArn"],
+            max_receive_count=report.max_receive_count,
+        )
+        url = yield from _ensure_queue(settings.queue_name(queue), main_attrs, report)
+        report.queue_urls[queue] = url
+        report.dlq_urls[queue] = dlq
+    return report
+
+
+def _ensure_queue(name: str, attributes: dict[str, str], report: ProvisionReport) -> Flow[str]:
+    try:
+        response = yield Call("sqs", "create_queue", {"QueueName": name, "Attributes": attributes})
+        report.created.append(name)
+        return str(response["QueueUrl"])
+    except TransportError as exc:
+        if exc.code not in (
+            "QueueAlreadyExists",
+            "QueueNameExists",
+            "AWS.SimpleQueueService.QueueNameExists",
+        ):
+            raise
+    response = yield Call("sqs", "get_queue_url", {"QueueName": name})
+    url = str(response["QueueUrl"])
+    yield Call("sqs", "set_queue_attributes", {"QueueUrl": url, "Attributes": attributes})
+    return url
+
+
+def parse_redrive(attributes: dict[str, str]) -> dict[str, str]:
+    """The RedrivePolicy attribute as a dict (empty when unset)."""
+    raw = attributes.get("RedrivePolicy")
+    return dict(json.loads(raw)) if raw else {}

@@ -1,0 +1,173 @@
+"""Handler registry: ``@registry.job("name")`` records a HandlerSpec and returns the function unchanged."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from sqsjobs.config import to_seconds
+from sqsjobs.errors import DuplicateHandler, HandlerNotFound, PayloadInvalid
+from sqsjobs.retry import RetryPolicy
+
+if typing.TYPE_CHECKING:
+    from datetime import timedelta
+
+Handler = Callable[..., Any]
+
+#: Defaults for ``@job`` options; settings-wide values live in ``sqsjobs.config``.
+DEFAULT_QUEUE = "default"
+DEFAULT_MAX_ATTEMPTS = 5
+DEFAULT_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class HandlerSpec:
+    """Everything the framework knows about one job type."""
+
+    #: Stable name that travels in messages and records; never derived from the function's module.
+    name: str
+    fn: Handler
+    queue: str = DEFAULT_QUEUE
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    #: The handler is cancelled (async) or abandoned (sync, its thread cannot be killed) after this long.
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    #: Version of the payload schema written with each job.
+    version: int = 1
+    #: The payload's type, from the handler's first parameter annotation (Any when unannotated).
+    payload_type: Any = Any
+
+    @property
+    def is_async(self) -> bool:
+        """True for ``async def`` handlers (run on the loop, not in a thread)."""
+        return inspect.iscoroutinefunction(self.fn)
+
+    @property
+    def _adapter(self) -> TypeAdapter[Any]:
+        return _adapter_for(self.payload_type)
+
+    def validate(self, payload: Any) -> Any:
+        """Turn stored JSON into the handler's argument; ``PayloadInvalid`` says what is wrong."""
+        try:
+            return self._adapter.validate_python(payload)
+        except ValidationError as exc:
+            raise PayloadInvalid(f"payload for {self.name!r} does not validate: {_summarise(exc)}") from exc
+
+    def dump(self, payload: Any) -> Any:
+        """Validate a producer's payload and return its JSON-compatible form (what is stored)."""
+        value = self.validate(payload)
+        return self._adapter.dump_python(value, mode="json")
+
+
+_ADAPTERS: dict[int, TypeAdapter[Any]] = {}
+
+
+def _adapter_for(tp: Any) -> TypeAdapter[Any]:
+    key = id(tp)
+    adapter = _ADAPTERS.get(key)
+    if adapter is None:
+        adapter = _ADAPTERS[key] = TypeAdapter(tp)
+    return adapter
+
+
+def _summarise(exc: ValidationError) -> str:
+    parts = [f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in exc.errors()[:5]]
+    return "; ".join(parts)
+
+
+def _payload_type(fn: Handler) -> Any:
+    params = list(inspect.signature(fn).parameters.values())
+    if not params:
+        raise TypeError(f"handler {fn.__qualname__} must accept (payload, ctx)")
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # unresolved forward references: validate nothing rather than refuse to start
+        hints = {}
+    return hints.get(params[0].name, Any)
+
+
+class Registry:
+    """Job types by name; composes with ``include``."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, HandlerSpec] = {}
+
+    def job(
+        self,
+        name: str,
+        *,
+        queue: str = DEFAULT_QUEUE,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        timeout: timedelta | float = DEFAULT_TIMEOUT_S,
+        retry: RetryPolicy | None = None,
+        max_age: timedelta | float | None = None,
+        version: int = 1,
+    ) -> Callable[[Handler], Handler]:
+        """Register a handler ``fn(payload, ctx)``; the function itself is returned unchanged."""
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
+        policy = retry or RetryPolicy()
+        if max_age is not None:
+            policy = RetryPolicy(
+                backoff=policy.backoff,
+                base_s=policy.base_s,
+                max_delay_s=policy.max_delay_s,
+                jitter=policy.jitter,
+                max_age_s=to_seconds(max_age),
+            )
+
+        def register(fn: Handler) -> Handler:
+            spec = HandlerSpec(
+                name=name,
+                fn=fn,
+                queue=queue,
+                max_attempts=max_attempts,
+                timeout_s=to_seconds(timeout),
+                retry=policy,
+                version=version,
+                payload_type=_payload_type(fn),
+            )
+            self.add(spec)
+            return fn
+
+        return register
+
+    def add(self, spec: HandlerSpec) -> None:
+        """Register a prepared spec."""
+        if spec.name in self._specs:
+            raise DuplicateHandler(f"a handler named {spec.name!r} is already registered")
+        self._specs[spec.name] = spec
+
+    def include(self, other: Registry, prefix: str = "") -> None:
+        """Register every handler of ``other``, names prefixed with ``prefix``."""
+        for spec in other:
+            self.add(HandlerSpec(**{**spec.__dict__, "name": prefix + spec.name}))
+
+    def get(self, name: str) -> HandlerSpec:
+        """The spec for ``name``; ``HandlerNotFound`` lists what is registered."""
+        try:
+            return self._specs[name]
+        except KeyError:
+            known = ", ".join(sorted(self._specs)) or "none"
+            raise HandlerNotFound(
+                f"no handler registered for job type {name!r} (registered: {known})"
+            ) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def __iter__(self) -> Iterator[HandlerSpec]:
+        return iter(self._specs.values())
+
+    def queues(self) -> list[str]:
+        """Logical queues used by any handler, sorted."""
+        return sorted({s.queue for s in self._specs.values()})
+
+    def max_attempts(self) -> int:
+        """The largest ``max_attempts`` of any handler (for the redrive backstop)."""
+        return max((s.max_attempts for s in self._specs.values()), default=DEFAULT_MAX_ATTEMPTS)

@@ -1,0 +1,1 @@
+"""DynamoDB job store: sans-I/O requests for every transition (``requests``)."""

@@ -1,0 +1,282 @@
+"""The asyncio worker for containers (ECS): receive, run with bounded concurrency, heartbeat, drain.
+
+Delivery is at least once (see ``sqsjobs.execution``): the worker never trusts a message, it asks
+the record. It never receives more messages than it can start at once, so no message sits
+invisible in a buffer; one heartbeat loop extends every held message in batches of ten and renews
+the record's lease only for jobs that outlive half of it.
+
+Shutdown (SIGTERM/SIGINT, DESIGN §3.7): stop receiving, let running jobs finish until
+``drain_timeout_s``, then release the rest (record back to ``queued`` without using up the
+attempt, message visible again), flush pending acks and return. A sync handler's thread cannot be
+killed: after release its late writes are refused by the fence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import signal
+import socket
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from sqsjobs._aws import Call, one
+from sqsjobs.errors import AwsError, ConfigurationError, LeaseLost, StoreError
+from sqsjobs.execution import Ack, Execution
+from sqsjobs.store import requests as rq
+from sqsjobs.transport import sqs
+from sqsjobs.transport.batcher import MessageOps
+
+if TYPE_CHECKING:
+    from sqsjobs.app import App
+    from sqsjobs.context import JobContext
+    from sqsjobs.transport.sqs import Delivery
+
+#: When some jobs run, a receive waits this long for enough free slots to fill a batch of ten.
+BATCH_GATHER_S = 0.05
+#: Pause after a failed receive before the next one.
+RECEIVE_ERROR_BACKOFF_S = 1.0
+
+
+def make_worker_id() -> str:
+    """``host-pid-random``: unique per process, readable in the record's ``lease_owner``."""
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+class Worker:
+    """Runs the App's jobs from its queues until told to stop."""
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        queues: list[str] | None = None,
+        concurrency: int | None = None,
+        worker_id: str | None = None,
+    ) -> None:
+        self.app = app
+        self.settings = app.settings
+        self.queues = queues or app.registry.queues() or ["default"]
+        self.concurrency = concurrency or self.settings.concurrency
+        if self.concurrency < 1:
+            raise ConfigurationError(f"concurrency must be at least 1, got {self.concurrency}")
+        self.worker_id = worker_id or make_worker_id()
+        self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="sqsjobs-handler")
+        self._ops = MessageOps(app)
+        self._execution = Execution(
+            app, self.worker_id, pool=self._pool, on_run=self._track, on_done=self._untrack
+        )
+        #: Messages received and not yet acked, by receipt handle: the heartbeat extends all of them.
+        self._held: dict[str, Delivery] = {}
+        #: Jobs whose handler is running, by job id.
+        self._running: dict[str, JobContext] = {}
+        self._in_use = 0
+        self._in_use_by_queue: Counter[str] = Counter()
+        self._slots: asyncio.Condition | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        #: Jobs this process has finished handling (any outcome), for tests and the dev runner.
+        self.handled = 0
+
+    # ── lifecycle ──────────────────────────────────────────────────────────────────────────
+    async def run(self, stop: asyncio.Event) -> None:
+        """Work until ``stop`` is set, then drain and return."""
+        self._slots = asyncio.Condition()
+        urls = await self.app.arun(self.app.queue_urls_flow(self.queues))
+        receivers = [
+            asyncio.create_task(self._receive_loop(q, urls[q], urls[f"{q}\0dlq"])) for q in self.queues
+        ]
+        heartbeat = asyncio.create_task(self._heartbeat_loop())
+        self.app.logger.info(
+            "worker started",
+            extra={"worker": self.worker_id, "queues": self.queues, "concurrency": self.concurrency},
+        )
+        try:
+            await stop.wait()
+        finally:
+            await self._shutdown(receivers, heartbeat)
+
+    def run_forever(self) -> None:
+        """Run until SIGTERM or SIGINT (a second signal skips the drain wait)."""
+
+        async def main() -> None:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self._on_signal, stop)
+            await self.run(stop)
+
+        asyncio.run(main())
+
+    def _on_signal(self, stop: asyncio.Event) -> None:
+        if stop.is_set():
+            self.app.logger.warning("second stop signal: releasing running jobs now")
+            for ctx in list(self._running.values()):
+                ctx.interrupt("shutdown")
+        stop.set()
+
+    async def _shutdown(self, receivers: list[asyncio.Task[None]], heartbeat: asyncio.Task[None]) -> None:
+        self.app.logger.info(
+            "worker draining", extra={"worker": self.worker_id, "running": len(self._running)}
+        )
+        for r in receivers:
+            r.cancel()
+        await asyncio.gather(*receivers, return_exceptions=True)
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=self.settings.drain_timeout_s)
+        for ctx in list(self._running.values()):
+            ctx.interrupt("shutdown")
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=10)
+        heartbeat.cancel()
+        await asyncio.gather(heartbeat, return_exceptions=True)
+        await self._ops.drain()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        await self.app.aclose()
+        self.app.logger.info("worker stopped", extra={"worker": self.worker_id, "handled": self.handled})
+
+    @property
+    def abandoned_threads(self) -> bool:
+        """True when a sync handler outlived its release (the process should exit without joining it)."""
+        return any(t.is_alive() for t in getattr(self._pool, "_threads", ())) and self._in_use == 0
+
+    # ── receiving ─────────────────────────────────────────────────────────────────────────
+    def _queue_cap(self, queue: str) -> int:
+        return min(self.settings.queue_concurrency.get(queue, self.concurrency), self.concurrency)
+
+    def _free(self, queue: str) -> int:
+        return min(self.concurrency - self._in_use, self._queue_cap(queue) - self._in_use_by_queue[queue])
+
+    async def _reserve(self, queue: str) -> int:
+        """Wait for free slots and reserve them; never more than can start now (no prefetch)."""
+        assert self._slots is not None
+        target = min(sqs.MAX_BATCH, self._queue_cap(queue))
+        async with self._slots:
+            if self._in_use and self._free(queue) < target:
+                # Busy: give finishing jobs a moment so one receive can fetch a fuller batch.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(
+                        self._slots.wait_for(lambda: self._free(queue) >= target), BATCH_GATHER_S
+                    )
+            await self._slots.wait_for(lambda: self._free(queue) >= 1)
+            share = max(1, (self.concurrency - self._in_use) // len(self.queues))
+            n = min(sqs.MAX_BATCH, self._free(queue), share)
+            self._in_use += n
+            self._in_use_by_queue[queue] += n
+            return n
+
+    async def _unreserve(self, queue: str, n: int) -> None:
+        assert self._slots is not None
+        if n <= 0:
+            return
+        async with self._slots:
+            self._in_use -= n
+            self._in_use_by_queue[queue] -= n
+            self._slots.notify_all()
+
+    async def _receive_loop(self, queue: str, url: str, dlq_url: str) -> None:
+        while True:
+            n = await self._reserve(queue)
+            try:
+                response = await self.app.arun(
+                    one(
+                        Call(
+                            "sqs",
+                            "receive_message",
+                            sqs.receive(url, max_messages=n, wait_s=self.settings.receive_wait_s),
+                        )
+                    )
+                )
+            except asyncio.CancelledError:
+                await asyncio.shield(self._unreserve(queue, n))
+                raise
+            except AwsError as exc:
+                await self._unreserve(queue, n)
+                self.app.logger.warning("receive failed", extra={"queue": queue, "error": str(exc)})
+                await asyncio.sleep(RECEIVE_ERROR_BACKOFF_S)
+                continue
+            got = sqs.deliveries(queue, url, response)
+            await self._unreserve(queue, n - len(got))
+            for delivery in got:
+                self._held[delivery.receipt_handle] = delivery
+                task = asyncio.create_task(self._process(delivery, dlq_url))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    async def _process(self, delivery: Delivery, dlq_url: str) -> None:
+        try:
+            ack = await self._execution.handle(delivery)
+        except Exception:
+            self.app.logger.exception(
+                "unexpected error handling a message; it will be redelivered",
+                extra={"message_id": delivery.message_id},
+            )
+            ack = Ack("leave")
+        finally:
+            self.handled += 1
+            await self._unreserve(delivery.queue, 1)
+        await self._apply(delivery, ack, dlq_url)
+
+    async def _apply(self, delivery: Delivery, ack: Ack, dlq_url: str) -> None:
+        """Act on the message after the record was written (DESIGN §3.3)."""
+        self._held.pop(delivery.receipt_handle, None)
+        if ack.kind == "delete":
+            self._ops.delete(delivery)
+        elif ack.kind == "rearm":
+            self._ops.set_visibility(delivery, ack.delay_s)
+        elif ack.kind == "release":
+            self._ops.set_visibility(delivery, 0)
+        elif ack.kind == "dead_letter":
+            await self._ops.dead_letter(delivery, dlq_url, ack.attributes)
+
+    # ── heartbeat ─────────────────────────────────────────────────────────────────────────
+    def _track(self, ctx: JobContext) -> None:
+        self._running[ctx.job.id] = ctx
+
+    def _untrack(self, ctx: JobContext) -> None:
+        self._running.pop(ctx.job.id, None)
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.heartbeat_interval_s)
+            try:
+                await self.heartbeat_once()
+            except Exception:
+                self.app.logger.exception("heartbeat failed")
+
+    async def heartbeat_once(self) -> None:
+        """Extend every held message, and renew the leases about to run out."""
+        held = list(self._held.values())
+        if held:
+            for receipt in await self._ops.extend(held, self.settings.visibility_timeout_s):
+                self._held.pop(receipt, None)
+        now = self.app.clock.now()
+        half = self.settings.lease_s / 2
+        due = [
+            ctx for ctx in self._running.values()
+            if ctx.job.lease_expires is not None and ctx.job.lease_expires.timestamp() - now < half
+        ]  # fmt: skip
+        await asyncio.gather(*(self._renew(ctx, now) for ctx in due))
+
+    async def _renew(self, ctx: JobContext, now: float) -> None:
+        params = rq.heartbeat(
+            self.settings.table_name, ctx.job, owner=self.worker_id, now=now, lease_s=self.settings.lease_s
+        )
+        try:
+            response = await self.app.arun(one(Call("dynamodb", "update_item", params)))
+        except StoreError as exc:
+            if rq.is_conflict(exc):
+                lost: LeaseLost = rq.lease_lost(ctx.job, exc)
+                self.app.logger.warning(
+                    "lease lost at heartbeat", extra={"job_id": ctx.job.id, "error": str(lost)}
+                )
+                ctx.interrupt("lease_lost")
+            return
+        renewed = rq.job_from_item(response["Attributes"])
+        ctx.job = ctx.job.evolve(
+            lease_expires=renewed.lease_expires, cancel_requested=renewed.cancel_requested
+        )
+        if renewed.cancel_requested:
+            ctx.interrupt("cancel")

@@ -1,0 +1,56 @@
+"""Small helpers shared by the integration tests: raw SQS access and queue inspection."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqsjobs import App
+from sqsjobs._aws import Call, one
+
+
+def sqs_call(app: App, operation: str, **params: Any) -> Any:
+    return app.run(one(Call("sqs", operation, params)))
+
+
+def queue_url(app: App, queue: str = "default", dlq: bool = False) -> str:
+    urls = app.run(app.queue_urls_flow([queue]))
+    return str(urls[f"{queue}\0dlq" if dlq else queue])
+
+
+def depth(app: App, queue: str = "default", dlq: bool = False) -> dict[str, int]:
+    attrs = sqs_call(
+        app,
+        "get_queue_attributes",
+        QueueUrl=queue_url(app, queue, dlq),
+        AttributeNames=[
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        ],
+    )["Attributes"]
+    return {
+        "visible": int(attrs["ApproximateNumberOfMessages"]),
+        "in_flight": int(attrs["ApproximateNumberOfMessagesNotVisible"]),
+        "delayed": int(attrs["ApproximateNumberOfMessagesDelayed"]),
+    }
+
+
+def send_raw(app: App, body: str, queue: str = "default") -> None:
+    sqs_call(app, "send_message", QueueUrl=queue_url(app, queue), MessageBody=body)
+
+
+def receive_dlq(app: App, queue: str = "default", n: int = 10) -> list[dict[str, Any]]:
+    response = sqs_call(
+        app,
+        "receive_message",
+        QueueUrl=queue_url(app, queue, dlq=True),
+        MaxNumberOfMessages=n,
+        WaitTimeSeconds=1,
+        MessageAttributeNames=["All"],
+        VisibilityTimeout=30,
+    )
+    return list(response.get("Messages", []))
+
+
+def attr(message: dict[str, Any], name: str) -> str:
+    return str(message["MessageAttributes"][name]["StringValue"])
