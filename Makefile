@@ -32,3 +32,7 @@ demo: $(BIN)/sqsjobs
 
 clean:
 	rm -rf $(VENV) $(MS_VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# Each area (infra, bench, soak, lambda...) keeps its targets in its own mk/<area>.mk and may add
+# prerequisites to `test` there (e.g. `test: .venv-cdk/bin/python`).
+-include mk/*.mk

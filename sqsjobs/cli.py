@@ -15,53 +15,24 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
-from sqsjobs.app import App
+from sqsjobs.cli_common import EXIT_USAGE, AppOpt, EndpointOpt, console, fail, load_app
 from sqsjobs.errors import SqsJobsError
 
 cli = typer.Typer(
     no_args_is_help=True, add_completion=False, help="Durable background jobs on DynamoDB + SQS."
 )
-console = Console(stderr=True)
 
-AppOpt = Annotated[
-    str,
-    typer.Option("--app", envvar="SQSJOBS_APP", help="App to load, e.g. shop.jobs:app [env: SQSJOBS_APP]"),
-]
-EndpointOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--endpoint-url",
-        envvar="SQSJOBS_ENDPOINT_URL",
-        help="AWS endpoint (an emulator) [env: SQSJOBS_ENDPOINT_URL]",
-    ),
-]
-
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-
-
-def _load(app_path: str, endpoint_url: str | None) -> App:
-    sys.path.insert(0, os.getcwd())
-    app = App.from_path(app_path)
-    if endpoint_url:
-        app.configure(endpoint_url=endpoint_url)
-    return app
-
-
-def _fail(exc: Exception, code: int = EXIT_ERROR) -> typer.Exit:
-    console.print(f"[red]error:[/red] {exc}")
-    return typer.Exit(code)
+# Sub-command groups live in their own modules (cli_<area>.py) and are added here, one line each.
 
 
 @cli.command()
 def provision(app: AppOpt, endpoint_url: EndpointOpt = None) -> None:
     """Create the table, queues and DLQs the app needs (safe to repeat)."""
     try:
-        report = _load(app, endpoint_url).provision()
+        report = load_app(app, endpoint_url).provision()
     except SqsJobsError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     console.print(f"table [bold]{report.table}[/bold] (by_status index, TTL on expires_at)")
     for queue, url in report.queue_urls.items():
         console.print(
@@ -82,11 +53,11 @@ def worker(
     from sqsjobs.worker import Worker
 
     try:
-        loaded = _load(app, endpoint_url)
+        loaded = load_app(app, endpoint_url)
         w = Worker(loaded, queues=queues.split(",") if queues else None, concurrency=concurrency)
         w.run_forever()
     except SqsJobsError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     if w.abandoned_threads:
         # A sync handler outlived its release; its writes are fenced. Do not wait for the thread.
         sys.stdout.flush()
@@ -104,7 +75,7 @@ def sweep(
     from sqsjobs.sweeper import run_sweeper, sweep_once
 
     try:
-        loaded = _load(app, endpoint_url)
+        loaded = load_app(app, endpoint_url)
         if once:
             report = asyncio.run(sweep_once(loaded))
             console.print(
@@ -122,7 +93,7 @@ def sweep(
 
         asyncio.run(main())
     except SqsJobsError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
 
 
 @cli.command()
@@ -135,7 +106,7 @@ def dev(
     try:
         from sqsjobs.dev import DevStack
 
-        loaded = _load(app, None)
+        loaded = load_app(app, None)
         with DevStack(loaded, port=port) as stack:
             console.print(
                 f"emulator listening on [bold]{stack.endpoint_url}[/bold]; SQSJOBS_ENDPOINT_URL={stack.endpoint_url}"
@@ -150,9 +121,9 @@ def dev(
 
             asyncio.run(main())
     except ImportError as exc:
-        raise _fail(RuntimeError(f"{exc}; install the local extra: pip install 'sqsjobs[local]'")) from None
+        raise fail(RuntimeError(f"{exc}; install the local extra: pip install 'sqsjobs[local]'")) from None
     except SqsJobsError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
 
 
 @cli.command()
@@ -169,13 +140,13 @@ def enqueue(
         raw = Path(payload[1:]).read_text() if payload.startswith("@") else payload
         data: Any = json.loads(raw)
     except (OSError, ValueError) as exc:
-        raise _fail(ValueError(f"--payload is not valid JSON: {exc}"), EXIT_USAGE) from None
+        raise fail(ValueError(f"--payload is not valid JSON: {exc}"), EXIT_USAGE) from None
     try:
-        job_id = _load(app, endpoint_url).enqueue(
+        job_id = load_app(app, endpoint_url).enqueue(
             job_type, data, idempotency_key=idempotency_key, delay=delay
         )
     except SqsJobsError as exc:
-        raise _fail(exc) from None
+        raise fail(exc) from None
     typer.echo(job_id)
 
 
