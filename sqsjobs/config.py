@@ -72,8 +72,11 @@ class Settings:
     retention_s: float = 14 * 86_400.0
     #: Larger payloads raise ``PayloadTooLarge`` at enqueue.
     max_payload_bytes: int = MAX_INLINE_PAYLOAD_BYTES
-    #: Finished messages are deleted in batches; a batch waits at most this long to fill.
-    ack_linger_s: float = 0.02
+    #: Finished messages are deleted in batches; a batch waits at most this long to fill. The record is
+    #: already final, so a late delete costs nothing but a redelivery the claim discards.
+    ack_linger_s: float = 0.1
+    #: When some jobs run, a receive waits at most this long for enough free slots to fill a batch of ten.
+    receive_gather_s: float = 0.1
 
     def __post_init__(self) -> None:
         if not self.table_name:

@@ -35,8 +35,6 @@ if TYPE_CHECKING:
     from sqsjobs.context import JobContext
     from sqsjobs.transport.sqs import Delivery
 
-#: When some jobs run, a receive waits this long for enough free slots to fill a batch of ten.
-BATCH_GATHER_S = 0.05
 #: Pause after a failed receive before the next one.
 RECEIVE_ERROR_BACKOFF_S = 1.0
 
@@ -158,7 +156,8 @@ class Worker:
                 # Busy: give finishing jobs a moment so one receive can fetch a fuller batch.
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(
-                        self._slots.wait_for(lambda: self._free(queue) >= target), BATCH_GATHER_S
+                        self._slots.wait_for(lambda: self._free(queue) >= target),
+                        self.settings.receive_gather_s,
                     )
             await self._slots.wait_for(lambda: self._free(queue) >= 1)
             share = max(1, (self.concurrency - self._in_use) // len(self.queues))

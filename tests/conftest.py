@@ -26,7 +26,6 @@ FAST = {
     "receive_wait_s": 1,
     "lease_s": 5.0,
     "drain_timeout_s": 5.0,
-    "ack_linger_s": 0.01,
 }
 
 
