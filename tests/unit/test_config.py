@@ -1,0 +1,58 @@
+"""Settings: explicit > environment > default, checked for values that cannot work."""
+
+from __future__ import annotations
+
+import pytest
+
+from sqsjobs import App, ConfigurationError, Settings
+
+
+def test_explicit_beats_environment_beats_default():
+    env = {"SQSJOBS_CONCURRENCY": "7", "SQSJOBS_LEASE_S": "12.5", "AWS_REGION": "eu-west-1"}
+    settings = Settings.from_env("shop", env=env, lease_s=30.0)
+    assert (settings.concurrency, settings.lease_s, settings.region) == (7, 30.0, "eu-west-1")
+    assert Settings.from_env("shop", env={}).concurrency == 10
+
+
+def test_names_derive_from_the_app():
+    settings = Settings.from_env("shop", env={})
+    assert settings.table_name == "shop-jobs"
+    assert (settings.queue_name("default"), settings.dlq_name("default")) == (
+        "shop-default",
+        "shop-default-dlq",
+    )
+
+
+def test_endpoint_and_queue_caps_come_from_the_environment():
+    env = {"AWS_ENDPOINT_URL": "http://127.0.0.1:4566", "SQSJOBS_QUEUE_CONCURRENCY": "default=4,reports=1"}
+    settings = Settings.from_env("shop", env=env)
+    assert settings.endpoint_url == "http://127.0.0.1:4566"
+    assert dict(settings.queue_concurrency) == {"default": 4, "reports": 1}
+
+
+@pytest.mark.parametrize(
+    ("env", "match"),
+    [
+        ({"SQSJOBS_CONCURRENCY": "many"}, "not a number"),
+        ({"SQSJOBS_RECEIVE_WAIT_S": "30"}, "receive_wait_s must be 0..20"),
+        ({"SQSJOBS_VISIBILITY_TIMEOUT_S": "50000"}, "visibility_timeout_s must be 1..43200"),
+        ({"SQSJOBS_QUEUE_CONCURRENCY": "default"}, "expected queue=N"),
+    ],
+)
+def test_impossible_settings_are_refused_with_the_reason(env, match):
+    with pytest.raises(ConfigurationError, match=match):
+        Settings.from_env("shop", env=env)
+
+
+def test_creating_an_app_reads_nothing_until_first_use(monkeypatch):
+    app = App("shop")
+    monkeypatch.setenv("SQSJOBS_CONCURRENCY", "3")
+    assert app.settings.concurrency == 3
+
+
+def test_apps_load_from_a_dotted_path():
+    with pytest.raises(ConfigurationError, match="expected an app path"):
+        App.from_path("nocolon")
+    with pytest.raises(ConfigurationError, match="cannot import"):
+        App.from_path("no_such_module_xyz:app")
+    assert App.from_path("tests.apps.sleepy:app").registry.queues() == ["default"]

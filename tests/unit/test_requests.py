@@ -1,0 +1,140 @@
+"""The sans-I/O DynamoDB requests: what each transition writes and how a refusal is read."""
+
+from __future__ import annotations
+
+import pytest
+
+from sqsjobs import IdempotencyConflict, JobStatus
+from sqsjobs.errors import StoreError
+from sqsjobs.store import requests as rq
+from sqsjobs.transport import sqs
+
+NOW = 1_800_000_000.0
+
+
+def new_job(**changes) -> rq.NewJob:
+    fields = {
+        "id": "j1",
+        "type": "t",
+        "queue": "default",
+        "payload": {"a": 1},
+        "payload_version": 1,
+        "max_attempts": 3,
+        "run_at": NOW,
+        "now": NOW,
+    }
+    return rq.NewJob(**{**fields, **changes})
+
+
+def refusal(item) -> StoreError:
+    return StoreError(
+        "refused", code="ConditionalCheckFailedException", response={"Item": item} if item else {}
+    )
+
+
+def test_a_put_item_round_trips_through_job_from_item():
+    item = rq.put_job("table", new_job(tenant="acme", trace="Root=1-abc"))["Item"]
+    job = rq.job_from_item(item)
+    assert (job.id, job.status, job.payload, job.attempt, job.max_attempts) == (
+        "j1",
+        JobStatus.QUEUED,
+        {"a": 1},
+        0,
+        3,
+    )
+    assert (job.tenant, job.trace, job.run_at.timestamp()) == ("acme", "Root=1-abc", NOW)
+
+
+def test_a_far_future_job_is_indexed_as_held():
+    assert rq.put_job("t", new_job(held=True))["Item"]["st"] == {"S": "held"}
+
+
+def test_idempotency_keys_scope_by_type_and_tenant():
+    assert rq.idempotent_job_id("a", "k") == rq.idempotent_job_id("a", "k")
+    assert (
+        len(
+            {
+                rq.idempotent_job_id("a", "k"),
+                rq.idempotent_job_id("b", "k"),
+                rq.idempotent_job_id("a", "k", "t"),
+            }
+        )
+        == 3
+    )
+
+
+def test_a_refused_put_with_the_same_payload_is_the_same_job_and_otherwise_a_conflict():
+    existing = rq.put_job("t", new_job(idempotency_key="k"))["Item"]
+    assert rq.interpret_put_conflict(new_job(idempotency_key="k"), refusal(existing)) == "j1"
+    with pytest.raises(IdempotencyConflict):
+        rq.interpret_put_conflict(new_job(idempotency_key="k", payload={"a": 2}), refusal(existing))
+
+
+def test_errors_other_than_a_false_condition_are_not_mistaken_for_conflicts():
+    throttled = StoreError("slow down", code="ProvisionedThroughputExceededException")
+    with pytest.raises(StoreError, match="slow down"):
+        rq.interpret_claim_refusal(throttled, NOW)
+
+
+def _item(status: str, **extra) -> dict:
+    item = rq.put_job("t", new_job())["Item"]
+    item["status"] = {"S": status}
+    for key, value in extra.items():
+        item[key] = {"N": str(value)} if isinstance(value, int | float) else {"S": value}
+    return item
+
+
+@pytest.mark.parametrize(
+    ("item", "reason"),
+    [
+        (None, "missing"),
+        (_item("succeeded"), "finished"),
+        (_item("queued", run_at=NOW + 60), "not_due"),
+        (_item("running", lease_expires=NOW + 30, lease_owner="w"), "held_elsewhere"),
+        (_item("running", lease_expires=NOW - 1, attempt=3), "exhausted"),
+        (_item("retry_scheduled", attempt=3), "exhausted"),
+    ],
+)
+def test_a_refused_claim_says_what_the_message_is_worth(item, reason):
+    assert rq.interpret_claim_refusal(refusal(item), NOW).reason == reason
+
+
+def test_fenced_writes_are_conditional_on_owner_and_epoch():
+    job = rq.job_from_item(_item("running", lease_owner="w", lease_epoch=4))
+    for params in (
+        rq.complete("t", job, owner="w", now=NOW, result=None, retention_s=1),
+        rq.schedule_retry("t", job, owner="w", now=NOW, run_at=NOW, error=rq.JobError("E", "m"), held=False),
+        rq.fail("t", job, owner="w", now=NOW, error=rq.JobError("E", "m"), reason="r", retention_s=1),
+        rq.release("t", job, owner="w", now=NOW),
+        rq.heartbeat("t", job, owner="w", now=NOW, lease_s=1),
+    ):
+        assert "lease_owner = :owner AND lease_epoch = :epoch" in params["ConditionExpression"]
+        assert params["ExpressionAttributeValues"][":epoch"] == {"N": "4"}
+        assert params["ReturnValuesOnConditionCheckFailure"] == "ALL_OLD"
+
+
+def test_the_history_is_capped():
+    job = rq.job_from_item(_item("running", lease_owner="w"))
+    for attempt in range(15):
+        params = rq.schedule_retry(
+            "t",
+            job.evolve(attempt=attempt + 1),
+            owner="w",
+            now=NOW,
+            run_at=NOW,
+            error=rq.JobError("E", "m"),
+            held=False,
+        )
+        job = rq.job_from_item(
+            {**_item("running", lease_owner="w"), "history": params["ExpressionAttributeValues"][":history"]}
+        )
+    assert len(job.history) == rq.HISTORY_CAP
+    assert job.history[-1].attempt == 15
+
+
+def test_sqs_limits_are_applied_where_they_bite():
+    assert [len(c) for c in sqs.chunks(list(range(23)))] == [10, 10, 3]
+    assert (sqs.clamp_delay(-3), sqs.clamp_delay(0.2), sqs.clamp_delay(10_000)) == (0, 1, 900)
+    assert sqs.clamp_visibility(10**6) == 43_200
+    with pytest.raises(ValueError):
+        sqs.receive("url", max_messages=11, wait_s=1)
