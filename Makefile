@@ -17,9 +17,11 @@ $(MS_VENV)/bin/ministack:
 	$(PY) -m venv $(MS_VENV)
 	$(MS_VENV)/bin/pip install -q 'ministack==1.5.33'
 
+LINTED := $(wildcard sqsjobs tests examples lambda_handlers bench infra)
+
 lint: $(BIN)/sqsjobs
-	$(BIN)/ruff check sqsjobs tests examples lambda_handlers
-	$(BIN)/ruff format --check sqsjobs tests examples lambda_handlers
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 
 typecheck: $(BIN)/sqsjobs
 	$(BIN)/mypy
