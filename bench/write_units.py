@@ -20,6 +20,7 @@ OWNER = "ip-10-0-0-1-12345-abcdef"  # a realistic lease owner (host-pid-random)
 
 
 def units(response: dict[str, Any]) -> tuple[float, float]:
+    """(table, all indexes) capacity units of one write."""
     consumed = response["ConsumedCapacity"]
     table = float(consumed.get("Table", {}).get("CapacityUnits", 0))
     indexes = sum(float(i["CapacityUnits"]) for i in consumed.get("GlobalSecondaryIndexes", {}).values())
@@ -27,6 +28,7 @@ def units(response: dict[str, Any]) -> tuple[float, float]:
 
 
 def measure(url: str, payload_bytes: int) -> dict[str, tuple[float, float]]:
+    """Units of enqueue, claim and complete for one job with a payload of ``payload_bytes``."""
     app = App(f"wcu{payload_bytes}", endpoint_url=url)
     app.job("noop")(lambda payload, ctx: None)
     app.provision()
@@ -46,6 +48,7 @@ def measure(url: str, payload_bytes: int) -> dict[str, tuple[float, float]]:
 
 
 def main() -> None:
+    """Print the table."""
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
