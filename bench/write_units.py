@@ -34,16 +34,23 @@ def measure(url: str, payload_bytes: int) -> dict[str, tuple[float, float]]:
     app.provision()
     table, now = app.settings.table_name, time.time()
     job = build_new_job(
-        JobRequest("noop", {"blob": "x" * payload_bytes}), registry=app.registry, settings=app.settings, now=now
+        JobRequest("noop", {"blob": "x" * payload_bytes}),
+        registry=app.registry,
+        settings=app.settings,
+        now=now,
     )
 
     def call(operation: str, params: dict[str, Any]) -> dict[str, Any]:
-        return dict(app.run(one(Call("dynamodb", operation, {**params, "ReturnConsumedCapacity": "INDEXES"}))))
+        return dict(
+            app.run(one(Call("dynamodb", operation, {**params, "ReturnConsumedCapacity": "INDEXES"})))
+        )
 
     put = call("put_item", rq.put_job(table, job))
     claimed = call("update_item", rq.claim(table, job.id, owner=OWNER, now=now + 1, lease_s=60))
     record = rq.job_from_item(claimed["Attributes"])
-    done = call("update_item", rq.complete(table, record, owner=OWNER, now=now + 2, result=None, retention_s=86_400))
+    done = call(
+        "update_item", rq.complete(table, record, owner=OWNER, now=now + 2, result=None, retention_s=86_400)
+    )
     return {"enqueue": units(put), "claim": units(claimed), "complete": units(done)}
 
 
