@@ -1,7 +1,8 @@
 """``make demo``: the whole lifecycle on the embedded emulator, in under a minute, then a summary.
 
-Starts moto's server on 127.0.0.1, provisions the example app, enqueues four jobs, runs a worker and
-the sweeper until every job is final, and prints what happened to each, with the DLQ's contents.
+Starts moto's server on 127.0.0.1, provisions the example app, enqueues four jobs, runs a worker, the
+sweeper and the local firing loop of the app's schedule until every job (and the first scheduled one)
+is final, and prints what happened to each, with the DLQ's contents.
 """
 
 from __future__ import annotations
@@ -17,33 +18,41 @@ from examples.shop import app
 from sqsjobs._aws import Call, one
 from sqsjobs.dev import DevStack
 from sqsjobs.envelope import DLQ_JOB_ID, DLQ_REASON
-from sqsjobs.sweeper import run_sweeper
-from sqsjobs.worker import Worker
+from sqsjobs.ops.inspect import ListQuery, list_flow
 
 console = Console(width=120)
 
 
-async def run_until_final(job_ids: list[str], timeout_s: float = 90) -> None:
+def scheduled_job_ids() -> list[str]:
+    """Jobs the schedule's fires created, from the by-type index."""
+    page = app.run(list_flow(app, ListQuery(type="inventory.audit"), time.time()))
+    return [row.id for row in page.rows]
+
+
+async def run_until_final(job_ids: list[str], stack: DevStack, timeout_s: float = 90) -> list[str]:
+    """Run the dev stack (worker, sweeper, local schedule firing) until every job is final."""
     stop = asyncio.Event()
-    worker = Worker(app, concurrency=4)
-    tasks = [asyncio.create_task(worker.run(stop)), asyncio.create_task(run_sweeper(app, stop))]
+    running = asyncio.create_task(stack.run(stop, concurrency=4))
     deadline = time.monotonic() + timeout_s
     last: dict[str, str] = {}
     while time.monotonic() < deadline:
-        jobs = [await app.aget(i) for i in job_ids]
+        ids = job_ids + await asyncio.to_thread(scheduled_job_ids)
+        jobs = [await app.aget(i) for i in ids]
         for job in jobs:
             if last.get(job.id) != job.status:
                 console.print(f"  {job.type:<16} → [bold]{job.status}[/bold] (attempt {job.attempt})")
                 last[job.id] = job.status
-        if all(j.status.terminal for j in jobs):
+        if len(ids) > len(job_ids) and all(j.status.terminal for j in jobs):
             break
         await asyncio.sleep(0.2)
     stop.set()
-    await asyncio.gather(*tasks)
+    await running
+    return ids
 
 
 def main() -> None:
-    os.environ.setdefault("SQSJOBS_LOG_LEVEL", "WARNING")  # the table below tells the story
+    os.environ.setdefault("SQSJOBS_LOG_LEVEL", "WARNING")  # the table below tells the story,
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")  # so no log lines or EMF metrics
     with DevStack(app, receive_wait_s=1) as stack:
         console.print(f"[bold]sqsjobs demo[/bold] — embedded emulator at {stack.endpoint_url}\n")
         started = time.monotonic()
@@ -63,7 +72,7 @@ def main() -> None:
         console.print(
             f"enqueued 4 jobs (a repeated enqueue with the same idempotency key returned the same id: {again == ids[0]})"
         )
-        asyncio.run(run_until_final(ids))
+        ids = asyncio.run(run_until_final(ids, stack))
 
         table = Table(title="Final state of each job")
         for column in ("type", "status", "attempts", "result / reason", "history"):

@@ -42,6 +42,18 @@ def charge(payload: Charge, ctx: JobContext) -> None:
     raise PermanentError(f"card declined for order {payload.order_id}")
 
 
+@app.job("inventory.audit")
+def audit_inventory(payload: dict[str, str], ctx: JobContext) -> str:
+    """Runs on a schedule (EventBridge Scheduler in AWS, the local firing loop in ``sqsjobs dev``)."""
+    return f"audited {payload.get('scope', 'all')}"
+
+
+# One job per fire, however often Scheduler delivers it; `sqsjobs schedules apply` deploys it.
+app.schedule(
+    "inventory.audit-every-minute", rate="rate(1 minute)", job="inventory.audit", payload={"scope": "all"}
+)
+
+
 @app.job("reminders.send")
 def send_reminder(payload: dict[str, str], ctx: JobContext) -> str:
     """Enqueued with a delay; runs only when due."""

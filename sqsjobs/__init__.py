@@ -28,6 +28,7 @@ from sqsjobs.errors import (
     PayloadTooLarge,
     PermanentError,
     Retry,
+    SchedulerError,
     SqsJobsError,
     StoreError,
     TransportError,
@@ -36,6 +37,7 @@ from sqsjobs.errors import (
 from sqsjobs.job import Job, JobError, JobStatus
 from sqsjobs.registry import HandlerSpec, Registry
 from sqsjobs.retry import Backoff, RetryPolicy
+from sqsjobs.schedules import ScheduleSpec
 from sqsjobs.sweeper import SweepReport, sweep_once
 from sqsjobs.worker import Worker
 
@@ -68,6 +70,8 @@ __all__ = [
     "Registry",
     "Retry",
     "RetryPolicy",
+    "ScheduleSpec",
+    "SchedulerError",
     "Settings",
     "SqsJobsError",
     "StoreError",

@@ -17,14 +17,18 @@ from sqsjobs._clock import Clock, SystemClock
 from sqsjobs.client import JobRequest, build_new_job, cancel_flow, enqueue_many_flow, get_flow
 from sqsjobs.config import Settings
 from sqsjobs.errors import ConfigurationError
+from sqsjobs.ops.requeue import retry_flow
 from sqsjobs.provision import ProvisionReport, provision_flow
 from sqsjobs.registry import Registry
+from sqsjobs.schedules import Schedules
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from datetime import datetime, timedelta
 
     from sqsjobs.job import Job
+    from sqsjobs.observability import JobMetrics
+    from sqsjobs.tracing import JobTracer
 
 
 class App:
@@ -36,6 +40,9 @@ class App:
         self.registry = Registry()
         #: ``@app.job("name", queue=..., max_attempts=..., timeout=...)``.
         self.job = self.registry.job
+        self.schedules = Schedules()
+        #: ``app.schedule("name", cron=|rate=|at=, job=..., payload=...)``: see docs/schedules.md.
+        self.schedule = self.schedules.add
         self.clock: Clock = clock or SystemClock()
         #: Every AWS call this process made through the App, by service and operation.
         self.requests = RequestCounter()
@@ -45,6 +52,8 @@ class App:
         self._async: AsyncClients | None = None
         self._queue_urls: dict[str, str] = {}
         self._logger: Any = None
+        self._metrics: JobMetrics | None = None
+        self._tracer: JobTracer | None = None
 
     # ── configuration ──────────────────────────────────────────────────────────────────────
     @property
@@ -73,6 +82,24 @@ class App:
             level = os.environ.get("SQSJOBS_LOG_LEVEL") or os.environ.get("POWERTOOLS_LOG_LEVEL") or "INFO"
             self._logger = Logger(service=self.name, level=level, logger_handler=logging.StreamHandler())
         return self._logger
+
+    @property
+    def metrics(self) -> JobMetrics:
+        """EMF metrics per job type (``sqsjobs.observability``); flushed by the worker and the Lambda entry."""
+        if self._metrics is None:
+            from sqsjobs.observability import JobMetrics
+
+            self._metrics = JobMetrics(self.name, flush_interval_s=self.settings.metrics_interval_s)
+        return self._metrics
+
+    @property
+    def tracer(self) -> JobTracer:
+        """Continues each job's producer trace while it runs (``sqsjobs.tracing``)."""
+        if self._tracer is None:
+            from sqsjobs.tracing import JobTracer
+
+            self._tracer = JobTracer(self.name)
+        return self._tracer
 
     @property
     def sync_clients(self) -> SyncClients:
@@ -112,7 +139,9 @@ class App:
         jobs = [build_new_job(r, registry=self.registry, settings=self.settings, now=now) for r in requests]
         urls = yield from self.queue_urls_flow({j.queue for j in jobs if not j.held})
         return (
-            yield from enqueue_many_flow(jobs, settings=self.settings, queue_urls=urls, logger=self.logger)
+            yield from enqueue_many_flow(
+                jobs, settings=self.settings, queue_urls=urls, logger=self.logger, metrics=self.metrics
+            )
         )
 
     def enqueue(
@@ -178,6 +207,16 @@ class App:
     async def acancel(self, job_id: str) -> str:
         """Async ``cancel``."""
         return str(await self.arun(cancel_flow(self.settings, job_id, self.clock.now())))
+
+    def retry(self, job_id: str) -> Job:
+        """Put a dead or cancelled job back in its queue (attempts reset, audit entry); see ``sqsjobs.ops.requeue``."""
+        job: Job = self.run(retry_flow(self, job_id, self.clock.now()))
+        return job
+
+    async def aretry(self, job_id: str) -> Job:
+        """Async ``retry``."""
+        job: Job = await self.arun(retry_flow(self, job_id, self.clock.now()))
+        return job
 
     def provision(self, queues: list[str] | None = None) -> ProvisionReport:
         """Create the table, queues and DLQs on the configured endpoint (idempotent)."""

@@ -16,7 +16,10 @@ from typing import Annotated, Any
 
 import typer
 
-from sqsjobs.cli_common import EXIT_USAGE, AppOpt, EndpointOpt, console, fail, load_app
+from sqsjobs.cli_common import EXIT_USAGE, AppOpt, EndpointOpt, console, fail, load_app, out
+from sqsjobs.cli_ops import dlq_cli, doctor, exit_code, jobs_cli, stats
+from sqsjobs.cli_package import package_cli
+from sqsjobs.cli_schedules import schedules_cli
 from sqsjobs.errors import SqsJobsError
 
 cli = typer.Typer(
@@ -24,6 +27,12 @@ cli = typer.Typer(
 )
 
 # Sub-command groups live in their own modules (cli_<area>.py) and are added here, one line each.
+cli.add_typer(package_cli, name="package")
+cli.add_typer(schedules_cli, name="schedules")
+cli.add_typer(jobs_cli, name="jobs")
+cli.add_typer(dlq_cli, name="dlq")
+cli.command()(stats)
+cli.command()(doctor)
 
 
 @cli.command()
@@ -33,9 +42,9 @@ def provision(app: AppOpt, endpoint_url: EndpointOpt = None) -> None:
         report = load_app(app, endpoint_url).provision()
     except SqsJobsError as exc:
         raise fail(exc) from None
-    console.print(f"table [bold]{report.table}[/bold] (by_status index, TTL on expires_at)")
+    out.print(f"table [bold]{report.table}[/bold] (indexes, TTL on expires_at)")
     for queue, url in report.queue_urls.items():
-        console.print(
+        out.print(
             f"queue [bold]{queue}[/bold]: {url} → DLQ {report.dlq_urls[queue]} after {report.max_receive_count} receives"
         )
 
@@ -78,7 +87,7 @@ def sweep(
         loaded = load_app(app, endpoint_url)
         if once:
             report = asyncio.run(sweep_once(loaded))
-            console.print(
+            out.print(
                 f"dispatched {len(report.dispatched_held)} held, re-dispatched {len(report.redispatched)}, "
                 f"rescued {len(report.rescued)}"
             )
@@ -134,6 +143,9 @@ def enqueue(
     payload: Annotated[str, typer.Option(help="JSON, or @file with JSON")] = "null",
     idempotency_key: Annotated[str | None, typer.Option(help="Same key, same job")] = None,
     delay: Annotated[float | None, typer.Option(help="Seconds before it may run")] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help='Print {"id": ...} instead of the bare id')
+    ] = False,
 ) -> None:
     """Enqueue one job and print its id."""
     try:
@@ -146,8 +158,8 @@ def enqueue(
             job_type, data, idempotency_key=idempotency_key, delay=delay
         )
     except SqsJobsError as exc:
-        raise fail(exc) from None
-    typer.echo(job_id)
+        raise fail(exc, exit_code(exc)) from None  # bad type or payload: 2, conflict: 4
+    typer.echo(json.dumps({"id": job_id}) if json_out else job_id)
 
 
 def main() -> None:

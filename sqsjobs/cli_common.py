@@ -11,7 +11,8 @@ from rich.console import Console
 
 from sqsjobs.app import App
 
-#: Human output goes to stderr, machine output (ids, --json) to stdout.
+#: Results (tables, ids, --json) go to stdout; errors and progress to stderr.
+out = Console()
 console = Console(stderr=True)
 
 AppOpt = Annotated[
@@ -43,5 +44,5 @@ def load_app(app_path: str, endpoint_url: str | None) -> App:
 
 def fail(exc: Exception, code: int = EXIT_ERROR) -> typer.Exit:
     """Print one actionable line and return the Exit to raise."""
-    console.print(f"[red]error:[/red] {exc}")
+    console.print(f"[red]error:[/red] {exc}", soft_wrap=True, markup=True)
     return typer.Exit(code)

@@ -18,6 +18,7 @@ from sqsjobs.envelope import Envelope
 from sqsjobs.errors import JobNotFound, PayloadTooLarge, StoreError, TransportError
 from sqsjobs.job import JobStatus
 from sqsjobs.store import requests as rq
+from sqsjobs.tracing import current_trace, message_attributes
 from sqsjobs.transport import sqs
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
     from sqsjobs.config import Settings
     from sqsjobs.job import Job
+    from sqsjobs.observability import JobMetrics
     from sqsjobs.registry import Registry
 
 
@@ -78,7 +80,8 @@ def build_new_job(request: JobRequest, *, registry: Registry, settings: Settings
         tenant=request.tenant,
         parent_id=request.parent_id,
         root_id=None,
-        trace=request.trace,
+        # The record keeps the producer's trace so the run can continue it (sqsjobs.tracing).
+        trace=request.trace or current_trace(),
     )
 
 
@@ -93,12 +96,19 @@ def _put(settings: Settings, job: rq.NewJob) -> Flow[bool]:
 
 
 def enqueue_many_flow(
-    jobs: Sequence[rq.NewJob], *, settings: Settings, queue_urls: dict[str, str], logger: Any = None
+    jobs: Sequence[rq.NewJob],
+    *,
+    settings: Settings,
+    queue_urls: dict[str, str],
+    logger: Any = None,
+    metrics: JobMetrics | None = None,
 ) -> Flow[list[str]]:
     """Write every record, then send the hints in batches of ten per queue."""
     by_queue: dict[str, list[rq.NewJob]] = {}
     for job in jobs:
-        yield from _put(settings, job)
+        created = yield from _put(settings, job)
+        if created and metrics is not None:
+            metrics.enqueued(job.type, job.tenant)
         # A repeated key re-sends its hint too: the earlier enqueue may have died before its send.
         if not job.held:
             by_queue.setdefault(job.queue, []).append(job)
@@ -109,7 +119,10 @@ def enqueue_many_flow(
                 for i, j in enumerate(batch)
             ]
             try:
-                response = yield Call("sqs", "send_message_batch", sqs.send_batch(queue_urls[queue], entries))
+                params = sqs.send_batch(queue_urls[queue], entries)
+                for entry, j in zip(params["Entries"], batch, strict=True):
+                    entry.update(message_attributes(j.trace))
+                response = yield Call("sqs", "send_message_batch", params)
                 failed = sqs.failed_entries(response)
             except TransportError as exc:
                 failed = {e[0]: exc.code for e in entries}

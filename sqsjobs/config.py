@@ -48,6 +48,11 @@ class Settings:
     table_name: str = ""
     #: Queue name prefix; default ``<app_name>``. ``SQSJOBS_QUEUE_PREFIX``.
     queue_prefix: str = ""
+    #: EventBridge Scheduler group holding the app's schedules (apply deletes only inside it);
+    #: default ``<app_name>-schedules``. ``SQSJOBS_SCHEDULE_GROUP``.
+    schedule_group: str = ""
+    #: IAM role Scheduler assumes to send fires to SQS (infra creates it). ``SQSJOBS_SCHEDULER_ROLE_ARN``.
+    scheduler_role_arn: str | None = None
     #: Queue visibility timeout; the heartbeat re-extends held messages to this every third of it.
     visibility_timeout_s: int = 30
     #: Long-poll wait of each receive.
@@ -77,12 +82,18 @@ class Settings:
     ack_linger_s: float = 0.1
     #: When some jobs run, a receive waits at most this long for enough free slots to fill a batch of ten.
     receive_gather_s: float = 0.1
+    #: Buffered EMF metrics are written at least this often (Lambda also writes them per invocation).
+    metrics_interval_s: float = 60.0
+    #: Put each job's payload in its "job claimed" log line; off, because payloads may hold personal data.
+    log_payloads: bool = False
 
     def __post_init__(self) -> None:
         if not self.table_name:
             object.__setattr__(self, "table_name", f"{self.app_name}-jobs")
         if not self.queue_prefix:
             object.__setattr__(self, "queue_prefix", self.app_name)
+        if not self.schedule_group:
+            object.__setattr__(self, "schedule_group", f"{self.app_name}-schedules")
         if not 0 <= self.receive_wait_s <= MAX_WAIT_TIME_S:
             raise ConfigurationError(
                 f"receive_wait_s must be 0..{MAX_WAIT_TIME_S}, got {self.receive_wait_s}"
@@ -141,6 +152,8 @@ class Settings:
 
 def _parse(name: str, raw: str, annotation: Any) -> Any:
     kind = str(annotation)
+    if kind == "bool":
+        return raw.strip().lower() in ("1", "true", "yes", "on")
     try:
         if kind.startswith("int"):
             return int(raw)

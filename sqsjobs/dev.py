@@ -1,7 +1,8 @@
 """``sqsjobs dev``: the whole system on one laptop, no AWS account.
 
 Starts moto's server in-process on 127.0.0.1 (requests serialised, see ``sqsjobs.emulator``),
-points the App at it, provisions the table and queues, and runs a worker and the sweeper.
+points the App at it, provisions the table and queues, and runs a worker, the sweeper and the
+local firing loop of the app's schedules (no EventBridge Scheduler needed).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.emulator import EmbeddedMoto
+from sqsjobs.local_scheduler import LocalScheduler
 from sqsjobs.sweeper import run_sweeper
 from sqsjobs.worker import Worker
 
@@ -53,7 +55,8 @@ class DevStack:
         self._server.stop()
 
     async def run(self, stop: asyncio.Event, *, concurrency: int | None = None) -> Worker:
-        """Run a worker and the sweeper until ``stop``."""
+        """Run a worker, the sweeper and the local firing loop of the app's schedules until ``stop``."""
+        schedules = LocalScheduler(self.app)  # validates the declarations before anything starts
         worker = Worker(self.app, concurrency=concurrency)
-        await asyncio.gather(worker.run(stop), run_sweeper(self.app, stop))
+        await asyncio.gather(worker.run(stop), run_sweeper(self.app, stop), schedules.run(stop))
         return worker

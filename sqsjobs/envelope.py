@@ -2,6 +2,9 @@
 
 Messages stay a few dozen bytes because the payload lives in the record (the claim returns it),
 which makes a duplicated, late or stale message harmless: it only says "look at job X".
+
+A second kind, ``Fire``, is what EventBridge Scheduler (or the local firing loop of ``sqsjobs dev``)
+sends for one occurrence of a schedule; the worker turns it into a job (``sqsjobs.fire``).
 """
 
 from __future__ import annotations
@@ -40,20 +43,73 @@ class Envelope:
     @classmethod
     def from_body(cls, body: str) -> Envelope:
         """Parse a message body; ``EnvelopeError`` says why it is not one of ours."""
-        try:
-            data: Any = json.loads(body)
-        except (ValueError, TypeError) as exc:
-            raise EnvelopeError(f"message body is not JSON: {body[:80]!r}") from exc
-        if not isinstance(data, dict):
-            raise EnvelopeError(f"message body is not a JSON object: {body[:80]!r}")
-        version = data.get("v")
-        if version != ENVELOPE_VERSION:
-            if isinstance(version, int) and version > ENVELOPE_VERSION:
-                raise UnknownEnvelopeVersion(
-                    f"envelope version {version} is newer than this worker's {ENVELOPE_VERSION}"
-                )
-            raise EnvelopeError(f"message body has no sqsjobs envelope version: {body[:80]!r}")
+        return cls._from_data(_load(body), body)
+
+    @classmethod
+    def _from_data(cls, data: dict[str, Any], body: str) -> Envelope:
         job_id, job_type = data.get("id"), data.get("type")
         if not isinstance(job_id, str) or not job_id or not isinstance(job_type, str) or not job_type:
             raise EnvelopeError(f"envelope lacks a job id or type: {body[:80]!r}")
-        return cls(job_id=job_id, job_type=job_type, version=version)
+        return cls(job_id=job_id, job_type=job_type, version=data["v"])
+
+
+#: EventBridge Scheduler replaces this with the occurrence's time (``2026-12-01T08:00:00Z``);
+#: some emulators deliver it unchanged.
+SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
+
+
+@dataclass(frozen=True)
+class Fire:
+    """``{"v": 1, "fire": schedule, "at": time, "job": type, "payload": ...}``: one occurrence of a schedule.
+
+    The job type and payload travel in the fire, so what runs is what was applied to Scheduler.
+    """
+
+    schedule: str
+    #: The scheduled time (ISO 8601, UTC) or, before substitution, ``SCHEDULED_TIME``.
+    at: str
+    job_type: str
+    payload: Any = None
+    version: int = ENVELOPE_VERSION
+
+    def to_body(self) -> str:
+        """Serialise (canonical JSON, so a plan compares it textually)."""
+        data = {
+            "v": self.version,
+            "fire": self.schedule,
+            "at": self.at,
+            "job": self.job_type,
+            "payload": self.payload,
+        }
+        return json.dumps(data, separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def _from_data(cls, data: dict[str, Any], body: str) -> Fire:
+        schedule, at, job_type = data.get("fire"), data.get("at"), data.get("job")
+        if not all(isinstance(v, str) and v for v in (schedule, at, job_type)):
+            raise EnvelopeError(f"schedule fire lacks a schedule name, time or job type: {body[:80]!r}")
+        return cls(str(schedule), str(at), str(job_type), data.get("payload"), data["v"])
+
+
+def parse(body: str) -> Envelope | Fire:
+    """Parse any sqsjobs message body: a job hint or a schedule fire."""
+    data = _load(body)
+    return Fire._from_data(data, body) if "fire" in data else Envelope._from_data(data, body)
+
+
+def _load(body: str) -> dict[str, Any]:
+    """The JSON object of a body carrying our version; ``EnvelopeError`` says why it is not one of ours."""
+    try:
+        data: Any = json.loads(body)
+    except (ValueError, TypeError) as exc:
+        raise EnvelopeError(f"message body is not JSON: {body[:80]!r}") from exc
+    if not isinstance(data, dict):
+        raise EnvelopeError(f"message body is not a JSON object: {body[:80]!r}")
+    version = data.get("v")
+    if version != ENVELOPE_VERSION:
+        if isinstance(version, int) and version > ENVELOPE_VERSION:
+            raise UnknownEnvelopeVersion(
+                f"envelope version {version} is newer than this worker's {ENVELOPE_VERSION}"
+            )
+        raise EnvelopeError(f"message body has no sqsjobs envelope version: {body[:80]!r}")
+    return data

@@ -17,7 +17,8 @@
     │   │   ├── LeaseLost           the caller no longer owns the job (fencing)
     │   │   ├── IdempotencyConflict same key, different payload
     │   │   └── InvalidTransition   e.g. cancelling a finished job
-    │   └── TransportError          ...on SQS
+    │   ├── TransportError          ...on SQS
+    │   └── SchedulerError          ...on EventBridge Scheduler
     └── JobControl                  raised by handlers to steer their own job
         ├── PermanentError          dead at once, no retry
         ├── Retry                   retry after a given delay
@@ -106,6 +107,10 @@ class InvalidTransition(StoreError):
 
 class TransportError(AwsError):
     """A call to SQS failed."""
+
+
+class SchedulerError(AwsError):
+    """A call to EventBridge Scheduler failed."""
 
 
 class JobControl(SqsJobsError):

@@ -37,8 +37,10 @@ from sqsjobs.errors import (
     StoreError,
 )
 from sqsjobs.job import JobError, JobStatus
+from sqsjobs.observability import DEAD, on_transition
 from sqsjobs.retry import decide
 from sqsjobs.store import requests as rq
+from sqsjobs.tracing import trace_id
 from sqsjobs.transport import sqs
 
 if TYPE_CHECKING:
@@ -121,6 +123,9 @@ class Execution:
         return self.app.settings.table_name
 
     def _log(self, event: str, job: Job, **fields: Any) -> None:
+        """One JSON line per transition; the same fields feed the metrics and the job's trace span."""
+        if fields.get("outcome") not in (None, "started") and "duration_s" not in fields and job.started_at:
+            fields["duration_s"] = round(self.app.clock.now() - job.started_at.timestamp(), 4)
         self.app.logger.info(
             event,
             extra={
@@ -130,20 +135,25 @@ class Execution:
                 "attempt": job.attempt,
                 "status": str(job.status),
                 "tenant": job.tenant,
-                "trace": job.trace,
+                "trace_id": trace_id(job.trace),
                 "worker": self.worker_id,
                 **fields,
             },
         )
+        on_transition(self.app.metrics, job, fields)
 
     # ── the whole path for one message ─────────────────────────────────────────────────────
     async def handle(self, delivery: Delivery) -> Ack:
         """Decide and record the fate of one delivery; never raises for bad input."""
         try:
-            envelope = env.Envelope.from_body(delivery.body)
+            envelope = env.parse(delivery.body)
         except EnvelopeError as exc:
             self.app.logger.warning("message rejected", extra={"queue": delivery.queue, "reason": str(exc)})
             return dead_letter(f"malformed message: {exc}", error=job_error(exc), queue=delivery.queue)
+        if isinstance(envelope, env.Fire):  # a schedule fired: enqueue its job once per occurrence
+            from sqsjobs.fire import handle_fire  # fire imports this module
+
+            return await handle_fire(self.app, envelope, delivery)
         try:
             spec = self.app.registry.get(envelope.job_type)
         except HandlerNotFound as exc:
@@ -153,12 +163,9 @@ class Execution:
 
         now = self.app.clock.now()
         lease_s = max(self.app.settings.lease_s, 1.0)
+        params = rq.claim(self._table, envelope.job_id, owner=self.worker_id, now=now, lease_s=lease_s)
         try:
-            response = await self.app.arun(
-                _update(
-                    rq.claim(self._table, envelope.job_id, owner=self.worker_id, now=now, lease_s=lease_s)
-                )
-            )
+            job = rq.job_from_item((await self.app.arun(_update(params)))["Attributes"])
         except StoreError as exc:
             if not rq.is_conflict(exc):
                 self.app.logger.warning(
@@ -166,13 +173,20 @@ class Execution:
                     extra={"job_id": envelope.job_id, "error": str(exc)},
                 )
                 return LEAVE
-            return await self._refused(envelope, delivery, rq.interpret_claim_refusal(exc, now))
-        job = rq.job_from_item(response["Attributes"])
+            # botocore retried a claim whose answer was lost, and our own first try refused it:
+            # the job is ours to run, not "held elsewhere" (which would orphan it until the sweeper).
+            claimed = rq.own_claim(params, exc)
+            if claimed is None:
+                return await self._refused(envelope, delivery, rq.interpret_claim_refusal(exc, now))
+            self.app.logger.info("claim confirmed after a lost answer", extra={"job_id": claimed.id})
+            job = claimed
         self._log(
             "job claimed",
             job,
             receive_count=delivery.receive_count,
             wait_s=round(now - job.run_at.timestamp(), 3),
+            outcome="started",
+            **({"payload": job.payload} if self.app.settings.log_payloads else {}),
         )
         return await self._run(spec, job, delivery)
 
@@ -203,6 +217,7 @@ class Execution:
         self.app.logger.warning(
             "job rejected", extra={"job_id": envelope.job_id, "job_type": envelope.job_type, "reason": reason}
         )
+        self.app.metrics.count(DEAD, envelope.job_type)
         return dead_letter(
             reason, job_id=envelope.job_id, job_type=envelope.job_type, error=error, queue=delivery.queue
         )
@@ -264,7 +279,8 @@ class Execution:
         if self._on_run:
             self._on_run(ctx)
         try:
-            return await self._outcome(spec, job, payload, ctx, delivery)
+            with self.app.tracer.span(job):
+                return await self._outcome(spec, job, payload, ctx, delivery)
         finally:
             if self._on_done:
                 self._on_done(ctx)
@@ -326,6 +342,9 @@ class Execution:
             await self.app.arun(_update(params))
             return True
         except StoreError as exc:
+            if rq.already_written(params, exc):  # botocore retried after a lost answer; the first try landed
+                self.app.logger.info("write confirmed after a lost answer", extra={"job_id": job.id})
+                return True
             if rq.is_conflict(exc):
                 lost = rq.lease_lost(job, exc)
                 self.app.logger.warning(

@@ -87,6 +87,7 @@ class Worker:
             asyncio.create_task(self._receive_loop(q, urls[q], urls[f"{q}\0dlq"])) for q in self.queues
         ]
         heartbeat = asyncio.create_task(self._heartbeat_loop())
+        metrics = asyncio.create_task(self._metrics_loop())
         self.app.logger.info(
             "worker started",
             extra={"worker": self.worker_id, "queues": self.queues, "concurrency": self.concurrency},
@@ -95,6 +96,15 @@ class Worker:
             await stop.wait()
         finally:
             await self._shutdown(receivers, heartbeat)
+            metrics.cancel()
+            await asyncio.gather(metrics, return_exceptions=True)
+            self.app.metrics.flush()
+
+    async def _metrics_loop(self) -> None:
+        """A container has no invocation end: EMF metrics leave on an interval (and at shutdown)."""
+        while True:
+            await asyncio.sleep(self.settings.metrics_interval_s)
+            self.app.metrics.flush()
 
     def run_forever(self) -> None:
         """Run until SIGTERM or SIGINT (a second signal skips the drain wait)."""

@@ -16,7 +16,8 @@ Item layout: one item per job keyed by ``id``. ``st``/``due`` feed the ``by_stat
 sweeper and operators query: ``st`` is the status, or ``held`` for a runnable record whose SQS
 message has not been sent yet (far-future jobs, retries beyond the 12 h visibility cap); ``due``
 is ``run_at`` for runnable jobs, ``lease_expires`` for running ones and ``finished_at`` for
-finished ones.
+finished ones. ``by_type``, ``by_queue`` and ``by_tenant`` list jobs newest first for operators.
+``audit`` is a capped list of operator actions (retry, replay), read through ``Job.extra``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.errors import IdempotencyConflict, InvalidTransition, JobNotFound, LeaseLost, StoreError
@@ -34,7 +36,25 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 STATUS_INDEX = "by_status"
+#: Operator listing indexes (``sqsjobs jobs list --type/--queue/--tenant``), newest ``created_at`` first.
+#: Their keys and projected attributes never change after the PutItem, so each costs one index
+#: write per job at enqueue and none per transition; ``by_tenant`` is sparse (only jobs with a tenant).
+TYPE_INDEX = "by_type"
+QUEUE_INDEX = "by_queue"
+TENANT_INDEX = "by_tenant"
+#: Attributes the ``by_status`` entries carry besides their keys. Each one changes only together with
+#: ``st`` or ``due`` (both index keys, so the entry is rewritten anyway), so listing by status needs
+#: no read of the table and the projection adds no write units.
+STATUS_PROJECTION = (
+    "type", "queue", "run_at", "tenant", "status", "created_at", "attempt", "max_attempts", "reason",
+)  # fmt: skip
+#: Immutable attributes the listing indexes carry, so ``--type T --queue Q`` filters in the index.
+_DIMENSIONS = ("type", "queue", "tenant")
 HELD = "held"
+#: Finished records carry their deletion time (epoch seconds) here; the table's TTL attribute.
+TTL_ATTRIBUTE = "expires_at"
+#: Operator actions (retry, replay) kept in the record's ``audit`` list; older ones are dropped.
+AUDIT_CAP = 10
 #: Attempts kept in the record; older ones are dropped so the item stays small.
 HISTORY_CAP = 10
 #: A message may arrive this much before ``run_at`` (clock skew between hosts) and still claim.
@@ -302,6 +322,51 @@ def interpret_claim_refusal(error: StoreError, now: float) -> ClaimRefused:
     if job.status is JobStatus.RUNNING:
         return ClaimRefused("held_elsewhere", job)
     return ClaimRefused("not_due", job)
+
+
+def own_claim(params: Mapping[str, Any], error: StoreError) -> Job | None:
+    """The job, when a refused claim was refused only because this very claim already landed.
+
+    botocore retries a request whose answer was lost (connection reset, read timeout) with the
+    same parameters. If the first try took the job, the retry's condition fails against our own
+    lease. ``ALL_OLD`` then shows this claim's result exactly: running, our owner, and the
+    ``started_at`` this request set. Any other claim — even an earlier one by the same worker for
+    a duplicate message — set another ``started_at`` and is not ours to run again.
+    """
+    if not is_conflict(error):
+        return None
+    old = _old_item(error)
+    values = params["ExpressionAttributeValues"]
+    if (
+        old is None
+        or old.get("status") != values[":running"]
+        or old.get("lease_owner") != values[":owner"]
+        or not _same_number(old.get("started_at"), values[":now"])
+    ):
+        return None
+    return job_from_item(old)
+
+
+def already_written(params: Mapping[str, Any], error: StoreError) -> bool:
+    """True when a fenced write was refused only because an earlier try of the same request landed.
+
+    The lost-answer retry again (see ``own_claim``): the record then shows our epoch and the exact
+    ``updated_at`` this request sets, which no other writer produces.
+    """
+    if not is_conflict(error):
+        return False
+    old = _old_item(error)
+    values = params["ExpressionAttributeValues"]
+    return (
+        old is not None
+        and _same_number(old.get("lease_epoch"), values[":epoch"])
+        and _same_number(old.get("updated_at"), values[":now"])
+    )
+
+
+def _same_number(stored: Mapping[str, Any] | None, sent: Mapping[str, Any]) -> bool:
+    # DynamoDB normalises numbers ("5.10" comes back as "5.1"), so compare values, not strings.
+    return stored is not None and "N" in stored and Decimal(stored["N"]) == Decimal(sent["N"])
 
 
 # ── owner-fenced transitions ─────────────────────────────────────────────────────────────────
@@ -579,6 +644,71 @@ def not_cancellable(job: Job) -> InvalidTransition:
     )
 
 
+def replay(
+    table: str, job: Job, *, seen_updated: str, now: float, max_attempts: int, audit: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Dead | cancelled → queued by an operator (``jobs retry``, ``dlq replay``).
+
+    Attempts start again from zero (up to the current handler's ``max_attempts``); the payload,
+    job id and idempotency key stay as they are; the TTL and the finished-state fields go, so the
+    record is not deleted while it waits; ``audit`` is appended to the capped ``audit`` list.
+    Conditional on the status and on ``updated_at`` as the caller read it (``seen_updated``, the
+    stored number), so the audit list built from that read cannot overwrite a concurrent change,
+    and a replay that already happened cannot happen again.
+    """
+    previous = list(job.extra.get("audit", {}).get("L", []))[-(AUDIT_CAP - 1) :]
+    return {
+        "TableName": table,
+        "Key": {"id": _s(job.id)},
+        "ConditionExpression": "#status IN (:dead, :cancelled) AND updated_at = :seen",
+        "UpdateExpression": (
+            "SET #status = :queued, st = :queued, due = :now, run_at = :now, attempt = :zero, "
+            "max_attempts = :max, updated_at = :now, audit = :audit "
+            "REMOVE finished_at, expires_at, reason, lease_owner, lease_expires, cancel_requested"
+        ),
+        "ExpressionAttributeNames": {"#status": "status"},
+        "ExpressionAttributeValues": {
+            ":dead": _s(JobStatus.DEAD),
+            ":cancelled": _s(JobStatus.CANCELLED),
+            ":queued": _s(JobStatus.QUEUED),
+            ":seen": {"N": seen_updated},
+            ":now": _n(now),
+            ":zero": _n(0),
+            ":max": _n(max_attempts),
+            ":audit": {"L": [*previous, audit_av(audit)]},
+        },
+        "ReturnValues": "ALL_NEW",
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+def audit_av(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """One audit entry (strings and numbers; None values dropped) as a DynamoDB map."""
+    return {
+        "M": {
+            k: _n(v) if isinstance(v, int | float) else _s(str(v)) for k, v in entry.items() if v is not None
+        }
+    }
+
+
+def audit_entries(job: Job) -> list[dict[str, Any]]:
+    """The record's audit list, decoded (oldest first)."""
+    out = []
+    for av in job.extra.get("audit", {}).get("L", []):
+        out.append({k: float(v["N"]) if "N" in v else v.get("S") for k, v in av.get("M", {}).items()})
+    return out
+
+
+def updated_raw(item: Mapping[str, Any]) -> str:
+    """``updated_at`` exactly as stored, for the ``replay`` condition."""
+    return str(item["updated_at"]["N"])
+
+
+def interpret_replay_refusal(job_id: str, error: StoreError) -> Job:
+    """The record that refused a replay (changed since it was read); ``JobNotFound`` when gone."""
+    return interpret_cancel_refusal(job_id, error)
+
+
 def get(table: str, job_id: str) -> dict[str, Any]:
     """GetItem, strongly consistent (an operator asking right after a write sees it)."""
     return {"TableName": table, "Key": {"id": _s(job_id)}, "ConsistentRead": True}
@@ -661,8 +791,22 @@ def mark_dispatched(table: str, record: DueRecord, *, now: float, next_check: fl
     return params
 
 
+def _listing_index(name: str, hash_key: str) -> dict[str, Any]:
+    return {
+        "IndexName": name,
+        "KeySchema": [
+            {"AttributeName": hash_key, "KeyType": "HASH"},
+            {"AttributeName": "created_at", "KeyType": "RANGE"},
+        ],
+        "Projection": {
+            "ProjectionType": "INCLUDE",
+            "NonKeyAttributes": [a for a in _DIMENSIONS if a != hash_key],
+        },
+    }
+
+
 def table_definition(table: str) -> dict[str, Any]:
-    """CreateTable: on-demand, keyed by id, with the ``by_status`` index."""
+    """CreateTable: on-demand, keyed by id, with the ``by_status`` index and the listing indexes."""
     return {
         "TableName": table,
         "BillingMode": "PAY_PER_REQUEST",
@@ -671,6 +815,10 @@ def table_definition(table: str) -> dict[str, Any]:
             {"AttributeName": "id", "AttributeType": "S"},
             {"AttributeName": "st", "AttributeType": "S"},
             {"AttributeName": "due", "AttributeType": "N"},
+            {"AttributeName": "type", "AttributeType": "S"},
+            {"AttributeName": "queue", "AttributeType": "S"},
+            {"AttributeName": "tenant", "AttributeType": "S"},
+            {"AttributeName": "created_at", "AttributeType": "N"},
         ],
         "GlobalSecondaryIndexes": [
             {
@@ -679,10 +827,10 @@ def table_definition(table: str) -> dict[str, Any]:
                     {"AttributeName": "st", "KeyType": "HASH"},
                     {"AttributeName": "due", "KeyType": "RANGE"},
                 ],
-                "Projection": {
-                    "ProjectionType": "INCLUDE",
-                    "NonKeyAttributes": ["type", "queue", "run_at", "tenant"],
-                },
-            }
+                "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(STATUS_PROJECTION)},
+            },
+            _listing_index(TYPE_INDEX, "type"),
+            _listing_index(QUEUE_INDEX, "queue"),
+            _listing_index(TENANT_INDEX, "tenant"),
         ],
     }

@@ -1,0 +1,1 @@
+"""Deployable Lambda entry points (``sqsjobs package lambda`` puts this package in the zip)."""

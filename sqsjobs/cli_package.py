@@ -1,0 +1,77 @@
+"""``sqsjobs package``: build deployment artifacts (today: the Lambda zip)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from sqsjobs.cli_common import EXIT_USAGE, console, fail
+from sqsjobs.errors import SqsJobsError
+from sqsjobs.packaging import DEFAULT_PYTHON, PLATFORMS, LambdaBuild, build_lambda_zip, install_deps
+
+package_cli = typer.Typer(no_args_is_help=True, help="Build deployment artifacts.")
+
+
+@package_cli.command("lambda")
+def lambda_zip(
+    app: Annotated[
+        str | None,
+        typer.Option(
+            "--app", envvar="SQSJOBS_APP", help="App to package, e.g. shop.jobs:app [env: SQSJOBS_APP]"
+        ),
+    ] = None,
+    output: Annotated[Path, typer.Option(help="Where to write the zip")] = Path("dist/lambda.zip"),
+    python_version: Annotated[
+        str, typer.Option(help="The function's Python (its runtime, e.g. python3.12 → 3.12)")
+    ] = DEFAULT_PYTHON,
+    arch: Annotated[
+        str, typer.Option(help=f"The function's architecture: {' or '.join(PLATFORMS)}")
+    ] = "x86_64",
+    requirement: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--requirement", "-r", help="A requirements file of the app's own dependencies (repeatable)"
+        ),
+    ] = None,
+    include: Annotated[
+        list[Path] | None, typer.Option(help="Extra file or directory to put in the zip (repeatable)")
+    ] = None,
+    cache_dir: Annotated[Path | None, typer.Option(help="Dependency cache [default: build/lambda]")] = None,
+    offline: Annotated[
+        bool, typer.Option(help="Fail rather than run pip when dependencies are not cached")
+    ] = False,
+    deps_only: Annotated[bool, typer.Option(help="Only install the dependencies into the cache")] = False,
+    compress_level: Annotated[int, typer.Option(min=0, max=9, help="zlib level (1 fast, 9 small)")] = 6,
+) -> None:
+    """Build the deployment zip of a Lambda SQS worker (handler lambda_handlers.worker.handler)."""
+    if app is None and not deps_only:
+        raise fail(ValueError("--app (or SQSJOBS_APP) is required"), EXIT_USAGE)
+    build = LambdaBuild(
+        app=app or "",
+        output=output,
+        python_version=python_version,
+        arch=arch,
+        requirements=tuple(f"-r{r}" for r in requirement or ()),
+        include=tuple(include or ()),
+        project_dir=Path.cwd(),
+        cache_dir=cache_dir,
+        offline=offline,
+        compress_level=compress_level,
+    )
+    try:
+        if deps_only:
+            console.print(f"dependencies in {install_deps(build)}")
+            return
+        report = build_lambda_zip(build)
+    except (SqsJobsError, OSError) as exc:
+        raise fail(exc) from None
+    for warning in report.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}")
+    console.print(
+        f"{report.path}: {report.size_bytes / 1e6:.1f} MB ({report.unzipped_bytes / 1e6:.1f} MB unzipped, "
+        f"{report.files} files) for Python {python_version} on {arch}; handler [bold]{report.handler}[/bold], "
+        "set SQSJOBS_APP on the function"
+    )
+    typer.echo(str(report.path))

@@ -1,0 +1,147 @@
+"""``sqsjobs schedules plan|apply|list``: the app's schedule declarations vs EventBridge Scheduler.
+
+``plan`` prints what ``apply`` would change in the app's own schedule group, field by field;
+``apply`` makes the group match (it never touches schedules outside that group); ``list`` shows
+each schedule's next fire times, computed by sqsjobs in the schedule's time zone.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from sqsjobs import schedule_expr as sx
+from sqsjobs.cli_common import AppOpt, EndpointOpt, fail, load_app
+from sqsjobs.cli_common import out as console
+from sqsjobs.errors import SqsJobsError
+from sqsjobs.schedule_sync import apply_flow, list_flow, plan_flow
+
+if TYPE_CHECKING:
+    from sqsjobs.schedule_sync import Plan, ScheduleRow
+
+schedules_cli = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="Recurring jobs on EventBridge Scheduler: plan, apply, list.",
+)
+
+_MARK = {
+    "create": "[green]+ create[/green]",
+    "update": "[yellow]~ update[/yellow]",
+    "delete": "[red]- delete[/red]",
+}
+#: A delete shows only what identifies the schedule.
+_DELETE_SUMMARY = {"ScheduleExpression", "ScheduleExpressionTimezone", "Target.Arn", "Target.Input.job"}
+#: Long values (the fire input's payload) are cut to this in the plan.
+_VALUE_CHARS = 120
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "(none)"
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= _VALUE_CHARS else text[: _VALUE_CHARS - 1] + "…"
+
+
+def print_plan(plan: Plan) -> None:
+    """The plan, one block per change and one line per changed field."""
+    if not plan.group_exists:
+        console.print(f"schedule group [bold]{plan.group}[/bold] does not exist: apply creates it")
+    for change in plan.changes:
+        console.print(f"{_MARK[change.action]} [bold]{change.name}[/bold]", highlight=False)
+        for f in change.fields:
+            if change.action == "delete" and f.path not in _DELETE_SUMMARY:
+                continue
+            if change.action == "update":
+                line = f"{_show(f.old)} → {_show(f.new)}"
+            else:
+                line = _show(f.new if change.action == "create" else f.old)
+            console.print(f"    {f.path}: {line}", markup=False, highlight=False, soft_wrap=True)
+    for name, reason in plan.skipped.items():
+        console.print(f"  skip [bold]{name}[/bold]: {reason}", highlight=False)
+    console.print(
+        f"group {plan.group}: {plan.count('create')} to create, {plan.count('update')} to update, "
+        f"{plan.count('delete')} to delete, {len(plan.unchanged)} unchanged",
+        highlight=False,
+    )
+
+
+@schedules_cli.command()
+def plan(app: AppOpt, endpoint_url: EndpointOpt = None) -> None:
+    """Show what apply would create, update and delete in the app's schedule group."""
+    try:
+        loaded = load_app(app, endpoint_url)
+        result: Plan = loaded.run(plan_flow(loaded, now=loaded.clock.now()))
+    except SqsJobsError as exc:
+        raise fail(exc) from None
+    print_plan(result)
+
+
+@schedules_cli.command()
+def apply(app: AppOpt, endpoint_url: EndpointOpt = None) -> None:
+    """Make the app's schedule group match the declarations (deletes undeclared schedules in it)."""
+    try:
+        loaded = load_app(app, endpoint_url)
+        result: Plan = loaded.run(plan_flow(loaded, now=loaded.clock.now()))
+        print_plan(result)
+        if result.empty:
+            console.print("nothing to apply")
+            return
+        loaded.run(apply_flow(loaded, result))
+    except SqsJobsError as exc:
+        raise fail(exc) from None
+    console.print("[green]applied[/green]")
+
+
+def _when(instant: float, timezone: str) -> str:
+    local = datetime.fromtimestamp(instant, sx.timezone(timezone))
+    utc = datetime.fromtimestamp(instant, UTC)
+    if timezone == "UTC":
+        return utc.strftime("%Y-%m-%d %H:%M UTC")
+    return f"{local:%Y-%m-%d %H:%M %Z} ({utc:%H:%M} UTC)"
+
+
+def _row_json(row: ScheduleRow) -> dict[str, Any]:
+    return {
+        "name": row.name,
+        "expression": row.expression,
+        "timezone": row.timezone,
+        "job": row.job,
+        "status": row.status,
+        "next_fires": [sx.iso_utc(t) for t in row.next_fires],
+        "note": row.note,
+    }
+
+
+@schedules_cli.command("list")
+def list_schedules(
+    app: AppOpt,
+    endpoint_url: EndpointOpt = None,
+    count: Annotated[int, typer.Option(help="Next fire times to show per schedule")] = 3,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per schedule on stdout")] = False,
+) -> None:
+    """List declared and deployed schedules with their next fire times."""
+    try:
+        loaded = load_app(app, endpoint_url)
+        rows: list[ScheduleRow] = loaded.run(list_flow(loaded, now=loaded.clock.now(), count=count))
+    except SqsJobsError as exc:
+        raise fail(exc) from None
+    if as_json:
+        for row in rows:
+            typer.echo(json.dumps(_row_json(row)))
+        return
+    if not rows:
+        console.print("no schedules declared or deployed")
+    for row in rows:
+        console.print(
+            f"[bold]{row.name}[/bold]  {row.expression}  {row.timezone}  → {row.job}  ({row.status})",
+            highlight=False,
+            soft_wrap=True,
+        )
+        for instant in row.next_fires:
+            console.print(f"    {_when(instant, row.timezone)}", highlight=False)
+        if not row.next_fires:
+            console.print(f"    {row.note or 'no upcoming fire'}", highlight=False)

@@ -1,0 +1,103 @@
+"""Turn one schedule fire into one job, whatever the number of deliveries.
+
+EventBridge Scheduler delivers at least once, and a slow fire can overlap the next one; the
+local loop of ``sqsjobs dev`` may be restarted. So a fire never runs anything itself: it enqueues
+a job whose idempotency key is ``schedule:<name>@<scheduled time>``. The first delivery writes the
+record; every later delivery of the same occurrence finds it (same id, same payload) and only
+re-sends its hint, which the claim then discards if the job already ran.
+
+The scheduled time comes from ``<aws.scheduler.scheduled-time>``, which Scheduler substitutes in
+the fire's input. Some emulators deliver the placeholder unchanged; the occurrence is then the
+last one of the schedule at or before the message's ``SentTimestamp`` (for a rate: the sent time
+truncated to the period), and a warning says so. On MiniStack a rate fire lands at the same phase
+of every period, so two fires never share a slot unless one is sent within ~0.1 s of a period
+boundary.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from sqsjobs.client import JobRequest, build_new_job, enqueue_many_flow
+from sqsjobs.envelope import SCHEDULED_TIME
+from sqsjobs.errors import AwsError, HandlerNotFound, IdempotencyConflict, PayloadError
+from sqsjobs.execution import DELETE, LEAVE, Ack, dead_letter, job_error
+from sqsjobs.schedule_expr import MIN_PERIOD_S, iso_utc, parse_instant
+
+if TYPE_CHECKING:
+    from sqsjobs._aws import Flow
+    from sqsjobs.app import App
+    from sqsjobs.envelope import Fire
+    from sqsjobs.store.requests import NewJob
+    from sqsjobs.transport.sqs import Delivery
+
+
+def idempotency_key(schedule: str, slot: float) -> str:
+    """The key of the job for one occurrence: ``schedule:<name>@<UTC time>``."""
+    return f"schedule:{schedule}@{iso_utc(slot)}"
+
+
+def fire_slot(app: App, fire: Fire, sent_at: float) -> tuple[float, bool]:
+    """The occurrence a fire stands for, and whether Scheduler said so (False: derived from ``sent_at``)."""
+    if fire.at != SCHEDULED_TIME:
+        try:
+            return parse_instant(fire.at), True
+        except ValueError:
+            pass  # not a time: derive it like an unsubstituted placeholder (logged by the caller)
+    spec = app.schedules.get(fire.schedule)
+    slot = spec.slot_at_or_before(sent_at) if spec is not None else None
+    if slot is None:  # not declared in this app (or no occurrence found): Scheduler's 1-minute grid
+        slot = math.floor(sent_at / MIN_PERIOD_S) * MIN_PERIOD_S
+    return slot, False
+
+
+async def handle_fire(app: App, fire: Fire, delivery: Delivery) -> Ack:
+    """Enqueue the occurrence's job (idempotently), then let the fire message go."""
+    slot, substituted = fire_slot(app, fire, delivery.sent_at)
+    fields = {
+        "schedule": fire.schedule,
+        "job_type": fire.job_type,
+        "slot": iso_utc(slot),
+        "queue": delivery.queue,
+    }
+    if not substituted:
+        app.logger.warning(
+            "schedule fire without a scheduled time: slot derived from the message's SentTimestamp",
+            extra={**fields, "at": fire.at[:64], "sent_at": delivery.sent_at},
+        )
+    request = JobRequest(fire.job_type, fire.payload, idempotency_key=idempotency_key(fire.schedule, slot))
+    try:
+        job = build_new_job(request, registry=app.registry, settings=app.settings, now=app.clock.now())
+    except (HandlerNotFound, PayloadError) as exc:
+        app.logger.warning("schedule fire rejected", extra={**fields, "error": str(exc)})
+        return dead_letter(
+            f"schedule {fire.schedule!r}: {exc}",
+            job_type=fire.job_type,
+            error=job_error(exc),
+            queue=delivery.queue,
+        )
+    try:
+        await app.arun(_enqueue(app, job))
+    except IdempotencyConflict:
+        # The occurrence already has its job, enqueued with the payload applied before a change.
+        app.logger.info(
+            "schedule fire already enqueued with another payload", extra={**fields, "job_id": job.id}
+        )
+        return DELETE
+    except AwsError as exc:
+        app.logger.warning(
+            "schedule fire not enqueued; left for redelivery", extra={**fields, "error": str(exc)}
+        )
+        return LEAVE
+    app.logger.info("schedule fired", extra={**fields, "job_id": job.id})
+    return DELETE
+
+
+def _enqueue(app: App, job: NewJob) -> Flow[list[str]]:
+    urls = yield from app.queue_urls_flow([job.queue])
+    return (
+        yield from enqueue_many_flow(
+            [job], settings=app.settings, queue_urls=urls, logger=app.logger, metrics=app.metrics
+        )
+    )

@@ -1,0 +1,492 @@
+"""Lambda SQS batch → the shared execution core → a validated partial batch response.
+
+The same App and handlers run here as in the ECS worker: each record becomes a ``Delivery`` and goes
+through ``Execution.handle`` (claim → run → record), and the ``Ack`` it returns is applied the way an
+SQS event source mapping (ESM) needs it. The ESM deletes every record the response does not list,
+so the response names exactly those whose message must stay::
+
+    Ack            before returning                          reported
+    delete         -                                         success (the ESM deletes it)
+    rearm          ChangeMessageVisibility(delay)            failure (comes back when the retry is due)
+    dead_letter    SendMessage to the DLQ, with the reason   success (the ESM deletes the original)
+    release        ChangeMessageVisibility(0)                failure
+    leave          -                                         failure (back after the visibility timeout)
+    not started    ChangeMessageVisibility(0)                failure (deadline guard; no attempt used)
+
+Delivery is at least once here too. The ESM may hand one message to two invocations, or a message
+whose job already finished; ownership comes only from the conditional claim, exactly as in the
+worker, and a job that outlives half its lease has the lease renewed during the invocation. The
+lease (``Settings.lease_s``), not the function timeout, is what keeps a job from running twice.
+
+Deadline guard: a record is started only if its handler's timeout, plus ``DEADLINE_MARGIN_S`` to
+record the outcome and ack, fits in the time the invocation has left::
+
+    invocation start                                               Lambda deadline
+    │ record A: timeout_s + margin fits → run ──────────┤             │
+    │            record B waits for a slot ─ its timeout_s + margin no longer fits ─▶ not started:
+    │            no claim (the attempt is not used), visibility 0, reported as failure
+
+AWS fails the whole batch when a ``batchItemFailures`` entry is empty or names no record of the
+batch; MiniStack instead deletes the whole batch as if it succeeded. Either way a wrong id loses or
+loops messages, so the response is built only from the batch's message ids and checked before it
+is returned (``batch_response``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+
+from sqsjobs import envelope as env
+from sqsjobs._aws import Call, one
+from sqsjobs.errors import (
+    AwsError,
+    ConfigurationError,
+    EnvelopeError,
+    HandlerNotFound,
+    SqsJobsError,
+    StoreError,
+)
+from sqsjobs.execution import LEAVE, Ack, Execution
+from sqsjobs.store import requests as rq
+from sqsjobs.transport import sqs
+from sqsjobs.transport.sqs import Delivery
+from sqsjobs.worker import make_worker_id
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    from sqsjobs.app import App
+    from sqsjobs.context import JobContext
+
+#: Seconds kept back from the deadline to record an outcome, ack the message and flush metrics.
+DEADLINE_MARGIN_S = 2.0
+#: FIFO queue names end with this; their records run one at a time, in order.
+FIFO_SUFFIX = ".fifo"
+
+
+class LambdaContext(Protocol):
+    """The part of the Lambda context object this module reads."""
+
+    def get_remaining_time_in_millis(self) -> int:
+        """Milliseconds until the function times out."""
+        ...
+
+
+class BatchItemFailure(TypedDict):
+    """One record the ESM must not delete."""
+
+    itemIdentifier: str
+
+
+class BatchResponse(TypedDict):
+    """The partial batch response (``FunctionResponseTypes=["ReportBatchItemFailures"]`` on the ESM)."""
+
+    batchItemFailures: list[BatchItemFailure]
+
+
+class InvalidEvent(SqsJobsError):
+    """The event is not an SQS batch this App can read."""
+
+
+class InvalidBatchResponse(SqsJobsError):
+    """A failure names no record of the batch; AWS would fail the whole batch, so it is never returned."""
+
+
+# ── the event ────────────────────────────────────────────────────────────────────────────────
+@dataclass(frozen=True)
+class SqsRecord:
+    """One record of an SQS event, as the ESM delivers it."""
+
+    message_id: str
+    receipt_handle: str
+    body: str
+    #: ``arn:aws:sqs:<region>:<account>:<queue name>``.
+    source_arn: str
+    attributes: Mapping[str, str] = field(default_factory=dict)
+    #: Converted to the SQS API's shape (``{"DataType": ..., "StringValue": ...}``), as a receive returns them.
+    message_attributes: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def queue_name(self) -> str:
+        """The source queue's name (the ARN's last part)."""
+        return self.source_arn.rsplit(":", 1)[-1]
+
+
+def parse_event(event: Mapping[str, Any]) -> list[SqsRecord]:
+    """Read an SQS event; ``InvalidEvent`` when a record lacks what a reply or an ack needs."""
+    records = event.get("Records") if isinstance(event, dict) else None
+    if not isinstance(records, list):
+        raise InvalidEvent("not an SQS event: no 'Records' list")
+    out = []
+    for i, r in enumerate(records):
+        if not isinstance(r, dict) or r.get("eventSource", "aws:sqs") != "aws:sqs":
+            raise InvalidEvent(f"record {i} is not an SQS record")
+        missing = [k for k in ("messageId", "receiptHandle", "eventSourceARN") if not r.get(k)]
+        if missing:
+            raise InvalidEvent(f"record {i} lacks {', '.join(missing)}")
+        out.append(
+            SqsRecord(
+                message_id=str(r["messageId"]),
+                receipt_handle=str(r["receiptHandle"]),
+                body=str(r.get("body") or ""),
+                source_arn=str(r["eventSourceARN"]),
+                attributes=dict(r.get("attributes") or {}),
+                message_attributes={
+                    name: _api_attribute(value) for name, value in (r.get("messageAttributes") or {}).items()
+                },
+            )
+        )
+    return out
+
+
+def _api_attribute(value: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"DataType": value.get("dataType", "String")}
+    if value.get("stringValue") is not None:
+        out["StringValue"] = value["stringValue"]
+    if value.get("binaryValue") is not None:
+        out["BinaryValue"] = value["binaryValue"]
+    return out
+
+
+def to_delivery(record: SqsRecord, *, queue: str, queue_url: str) -> Delivery:
+    """The record as the execution core sees any received message."""
+    return Delivery(
+        queue=queue,
+        queue_url=queue_url,
+        message_id=record.message_id,
+        receipt_handle=record.receipt_handle,
+        body=record.body,
+        receive_count=int(record.attributes.get("ApproximateReceiveCount", "1")),
+        sent_at=int(record.attributes.get("SentTimestamp", "0")) / 1000.0,
+        attributes=record.attributes,
+        message_attributes=record.message_attributes,
+    )
+
+
+def batch_response(message_ids: Sequence[str], failed: Iterable[str]) -> BatchResponse:
+    """The partial batch response for ``failed``, checked against the batch's message ids.
+
+    Raises:
+        InvalidBatchResponse: an id is empty or not in the batch (a bug; failing the invocation
+            makes the ESM retry the whole batch, which is safe, where a wrong id is not).
+    """
+    known = set(message_ids)
+    seen: list[str] = []
+    for item in failed:
+        if not isinstance(item, str) or not item:
+            raise InvalidBatchResponse(f"empty itemIdentifier {item!r} in a partial batch response")
+        if item not in known:
+            raise InvalidBatchResponse(f"itemIdentifier {item!r} is not a messageId of this batch")
+        if item not in seen:
+            seen.append(item)
+    return {"batchItemFailures": [{"itemIdentifier": item} for item in seen]}
+
+
+# ── the runtime ──────────────────────────────────────────────────────────────────────────────
+@dataclass
+class _Result:
+    """What became of one record."""
+
+    ok: bool
+    #: Set the message's visibility to this before replying (None: leave it).
+    visibility_s: int | None = None
+
+
+class LambdaWorker:
+    """Runs SQS batches for one App; create it once per container (cold start) and call it per invocation."""
+
+    def __init__(
+        self, app: App, *, margin_s: float = DEADLINE_MARGIN_S, worker_id: str | None = None
+    ) -> None:
+        self.app = app
+        self.margin_s = margin_s
+        self.worker_id = worker_id or f"lambda-{make_worker_id()}"
+        self._pool = ThreadPoolExecutor(
+            max_workers=app.settings.concurrency, thread_name_prefix="sqsjobs-handler"
+        )
+        self._running: dict[str, JobContext] = {}
+        self._execution = Execution(
+            app, self.worker_id, pool=self._pool, on_run=self._track, on_done=self._untrack
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None
+        #: Invocations handled by this container, for logs and tests.
+        self.invocations = 0
+
+    def __call__(self, event: Mapping[str, Any], context: LambdaContext | None = None) -> BatchResponse:
+        """The Lambda handler: sync, as the Python runtime calls it."""
+        # Lambda calls a sync function and the execution core is async (DESIGN §5), so this owns an
+        # event loop. One loop for the container's life rather than asyncio.run per invocation: the
+        # aioboto3 clients belong to the loop that opened them, and keeping it keeps their
+        # connections warm across invocations (asyncio.run would close it under the cached clients).
+        if self._loop is None or self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(self.handle_event(event, context))
+
+    def close(self) -> None:
+        """Close the clients, the loop and the thread pool (tests; Lambda just freezes the process)."""
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.run_until_complete(self.app.aclose())
+            self._loop.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def handle_event(self, event: Mapping[str, Any], context: LambdaContext | None) -> BatchResponse:
+        """Run one batch and return the records to keep; metrics are flushed before returning."""
+        self.invocations += 1
+        records = parse_event(event)
+        request_id = getattr(context, "aws_request_id", None)
+        if (
+            request_id
+        ):  # every log line of this invocation names it, as Powertools' inject_lambda_context does
+            self.app.logger.append_keys(function_request_id=request_id)
+        keeper = asyncio.create_task(self._keep_leases())
+        try:
+            results = await self._run_batch(records, context)
+        finally:
+            keeper.cancel()
+            await asyncio.gather(keeper, return_exceptions=True)
+            self.app.metrics.flush()
+        failed = [r.message_id for r, res in zip(records, results, strict=True) if not res.ok]
+        response = batch_response([r.message_id for r in records], failed)
+        self.app.logger.debug(
+            "batch done", extra={"records": len(records), "failed": len(response["batchItemFailures"])}
+        )
+        return response
+
+    async def _run_batch(self, records: list[SqsRecord], context: LambdaContext | None) -> list[_Result]:
+        queues = {r.queue_name: self._logical_queue(r.queue_name) for r in records}
+        urls = await self.app.arun(self.app.queue_urls_flow(sorted(set(queues.values()))))
+        deliveries = [
+            to_delivery(r, queue=queues[r.queue_name], queue_url=urls[queues[r.queue_name]]) for r in records
+        ]
+        budget = _Budget(context)
+        if self.invocations == 1:
+            self._check_timeouts(budget)
+        if any(r.queue_name.endswith(FIFO_SUFFIX) for r in records):
+            results = await self._run_in_order(deliveries, urls, budget)
+        else:
+            slots = asyncio.Semaphore(self.app.settings.concurrency)
+
+            async def run(d: Delivery) -> _Result:
+                async with slots:
+                    return await self._run_one(d, urls[f"{d.queue}\0dlq"], budget)
+
+            results = list(await asyncio.gather(*(run(d) for d in deliveries)))
+        await self._set_visibility(
+            [
+                (d, r.visibility_s)
+                for d, r in zip(deliveries, results, strict=True)
+                if r.visibility_s is not None
+            ]
+        )
+        return results
+
+    async def _run_in_order(
+        self, deliveries: list[Delivery], urls: Mapping[str, str], budget: _Budget
+    ) -> list[_Result]:
+        """FIFO: one at a time; after the first failure the rest stay unstarted, so order holds."""
+        results: list[_Result] = []
+        for d in deliveries:
+            if results and not results[-1].ok:
+                results.append(_Result(ok=False))
+                continue
+            results.append(await self._run_one(d, urls[f"{d.queue}\0dlq"], budget))
+        return results
+
+    async def _run_one(self, delivery: Delivery, dlq_url: str, budget: _Budget) -> _Result:
+        need_s = self._time_needed(delivery.body)
+        if not budget.fits(need_s):
+            never = not budget.fitted_at_start(need_s)
+            log = self.app.logger.error if never else self.app.logger.info
+            log(
+                "record not started: it cannot finish before the function's deadline"
+                + (
+                    " (its timeout is longer than the whole invocation: lower it or raise the function's)"
+                    if never
+                    else ""
+                ),
+                extra={
+                    "message_id": delivery.message_id,
+                    "needed_s": need_s,
+                    "left_s": round(budget.left_s(), 3),
+                },
+            )
+            # No claim was made, so no attempt is used. Visible again at once for an invocation
+            # with time left, unless no invocation can ever fit it (then it waits for the timeout).
+            return _Result(ok=False, visibility_s=None if never else 0)
+        try:
+            ack = await self._execution.handle(delivery)
+        except Exception:
+            self.app.logger.exception(
+                "unexpected error handling a record; it will be redelivered",
+                extra={"message_id": delivery.message_id},
+            )
+            ack = LEAVE
+        return await self._apply(delivery, ack, dlq_url)
+
+    def _check_timeouts(self, budget: _Budget) -> None:
+        """At the first invocation: name the job types whose timeout no invocation of this function fits."""
+        too_long = sorted(
+            s.name for s in self.app.registry if not budget.fitted_at_start(s.timeout_s + self.margin_s)
+        )
+        if too_long:
+            self.app.logger.error(
+                "job types that can never start on this function: their timeout plus the margin exceeds "
+                "the function's timeout; lower their timeout or raise the function's",
+                extra={
+                    "job_types": too_long,
+                    "function_s": round(budget.left_s(), 1),
+                    "margin_s": self.margin_s,
+                },
+            )
+
+    def _time_needed(self, body: str) -> float:
+        """The handler's timeout plus the margin; only the margin for what runs no handler."""
+        try:
+            spec = self.app.registry.get(env.Envelope.from_body(body).job_type)
+        except (EnvelopeError, HandlerNotFound):
+            return self.margin_s
+        return spec.timeout_s + self.margin_s
+
+    async def _apply(self, delivery: Delivery, ack: Ack, dlq_url: str) -> _Result:
+        """Map an Ack to the reply (see the module docstring); the record is already written."""
+        if ack.kind == "delete":
+            return _Result(ok=True)
+        if ack.kind == "rearm":
+            return _Result(ok=False, visibility_s=ack.delay_s)
+        if ack.kind == "release":
+            return _Result(ok=False, visibility_s=0)
+        if ack.kind == "dead_letter":
+            # Like MessageOps.dead_letter, without the delete: the ESM deletes what succeeded.
+            try:
+                await self.app.arun(
+                    one(
+                        Call(
+                            "sqs",
+                            "send_message",
+                            sqs.send_one(dlq_url, delivery.body, attributes=ack.attributes),
+                        )
+                    )
+                )
+            except AwsError as exc:
+                self.app.logger.error(
+                    "dead-letter send failed; the message will be redelivered",
+                    extra={"message_id": delivery.message_id, "error": str(exc)},
+                )
+                return _Result(ok=False)
+            return _Result(ok=True)
+        return _Result(ok=False)
+
+    async def _set_visibility(self, changes: list[tuple[Delivery, int]]) -> None:
+        """Re-arm or release messages, ten to a request, before the reply reports them as failed."""
+        by_queue: dict[str, list[tuple[Delivery, int]]] = {}
+        for delivery, seconds in changes:
+            by_queue.setdefault(delivery.queue_url, []).append((delivery, seconds))
+        for queue_url, items in by_queue.items():
+            for batch in sqs.chunks(items):
+                entries = [(str(i), d.receipt_handle, s) for i, (d, s) in enumerate(batch)]
+                try:
+                    response = await self.app.arun(
+                        one(
+                            Call(
+                                "sqs",
+                                "change_message_visibility_batch",
+                                sqs.change_visibility_batch(queue_url, entries),
+                            )
+                        )
+                    )
+                except AwsError as exc:
+                    # Reported as failed anyway: the message returns after its visibility timeout and
+                    # the record (already written) decides what it is worth then.
+                    self.app.logger.warning("visibility change failed", extra={"error": str(exc)})
+                    continue
+                for entry_id, code in sqs.failed_entries(response).items():
+                    self.app.logger.warning(
+                        "visibility change refused",
+                        extra={"message_id": batch[int(entry_id)][0].message_id, "code": code},
+                    )
+
+    def _logical_queue(self, queue_name: str) -> str:
+        prefix = f"{self.app.settings.queue_prefix}-"
+        if not queue_name.startswith(prefix) or len(queue_name) == len(prefix):
+            raise ConfigurationError(
+                f"event from queue {queue_name!r}, which is not one of app {self.app.name!r}'s queues "
+                f"(they are named {prefix}<queue>); check the event source mapping and SQSJOBS_QUEUE_PREFIX"
+            )
+        return queue_name[len(prefix) :]
+
+    # ── leases of long jobs ───────────────────────────────────────────────────────────────
+    def _track(self, ctx: JobContext) -> None:
+        self._running[ctx.job.id] = ctx
+
+    def _untrack(self, ctx: JobContext) -> None:
+        self._running.pop(ctx.job.id, None)
+
+    async def _keep_leases(self) -> None:
+        """Renew the lease of jobs that outlive half of it, as the ECS worker's heartbeat does."""
+        lease_s = self.app.settings.lease_s
+        while True:
+            await asyncio.sleep(max(lease_s / 3.0, 0.2))
+            now = self.app.clock.now()
+            due = [
+                ctx for ctx in self._running.values()
+                if ctx.job.lease_expires is not None and ctx.job.lease_expires.timestamp() - now < lease_s / 2
+            ]  # fmt: skip
+            await asyncio.gather(*(self._renew(ctx, now) for ctx in due))
+
+    async def _renew(self, ctx: JobContext, now: float) -> None:
+        params = rq.heartbeat(
+            self.app.settings.table_name,
+            ctx.job,
+            owner=self.worker_id,
+            now=now,
+            lease_s=self.app.settings.lease_s,
+        )
+        try:
+            response = await self.app.arun(one(Call("dynamodb", "update_item", params)))
+        except StoreError as exc:
+            if rq.is_conflict(exc):
+                self.app.logger.warning(
+                    "lease lost at heartbeat",
+                    extra={"job_id": ctx.job.id, "error": str(rq.lease_lost(ctx.job, exc))},
+                )
+                ctx.interrupt("lease_lost")
+            return
+        renewed = rq.job_from_item(response["Attributes"])
+        ctx.job = ctx.job.evolve(
+            lease_expires=renewed.lease_expires, cancel_requested=renewed.cancel_requested
+        )
+        if renewed.cancel_requested:
+            ctx.interrupt("cancel")
+
+
+class _Budget:
+    """The invocation's time: what was left at the start, and what is left now."""
+
+    def __init__(self, context: LambdaContext | None) -> None:
+        self._context = context
+        self._at_start = self.left_s()
+
+    def left_s(self) -> float:
+        """Seconds until the function's deadline (infinite without a context, e.g. a direct call)."""
+        if self._context is None:
+            return math.inf
+        return self._context.get_remaining_time_in_millis() / 1000.0
+
+    def fits(self, need_s: float) -> bool:
+        """True when ``need_s`` seconds remain now."""
+        return need_s <= self.left_s()
+
+    def fitted_at_start(self, need_s: float) -> bool:
+        """True when ``need_s`` would have fitted a whole invocation (else it never can)."""
+        return need_s <= self._at_start
+
+
+def handler_from_env() -> LambdaWorker:
+    """The App named by ``SQSJOBS_APP``, wrapped for Lambda; call once per container, at import."""
+    from sqsjobs.app import App
+
+    return LambdaWorker(App.from_path())

@@ -1,0 +1,195 @@
+"""Metrics for every job transition, as CloudWatch EMF lines written by Powertools.
+
+Per job type (and per tenant, as a second dimension set, when the job has one)::
+
+    JobsEnqueued   JobsStarted   JobsSucceeded   JobsRetried   JobsDead   JobsCancelled   (Count)
+    JobRunTime     claim → outcome recorded                                        (Milliseconds)
+    JobQueueWait   due (run_at) → claimed                                          (Milliseconds)
+
+Counts are summed in memory; run and wait times keep every value (CloudWatch takes p50/p95 from
+the values of an EMF line). Nothing is sent anywhere: a flush prints one JSON line per
+(job type, tenant) to stdout, where Lambda's log pipeline (or a FireLens/CloudWatch-agent route on
+ECS) turns it into metrics. Who flushes:
+
+- the Lambda entry point, at the end of every invocation;
+- the ECS worker, every ``Settings.metrics_interval_s`` and when it stops;
+- any process, on the next transition once ``metrics_interval_s`` has passed since the last flush,
+  so a producer that only enqueues still reports (call ``app.metrics.flush()`` before it exits).
+
+``POWERTOOLS_METRICS_DISABLED=true`` turns the output off, as it does for Powertools itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
+from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
+from sqsjobs import tracing
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from sqsjobs.job import Job
+
+#: Namespace when ``POWERTOOLS_METRICS_NAMESPACE`` is unset.
+DEFAULT_NAMESPACE = "sqsjobs"
+#: CloudWatch EMF takes at most 100 values per metric in one line, and Powertools prints a line by
+#: itself when a metric reaches 100 values; a longer series is split into lines of 99.
+#: https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Specification.html
+MAX_VALUES_PER_LINE = 99
+#: A series this long is flushed at once, so memory stays bounded between timed flushes.
+MAX_BUFFERED_VALUES = 1_000
+
+ENQUEUED = "JobsEnqueued"
+STARTED = "JobsStarted"
+SUCCEEDED = "JobsSucceeded"
+RETRIED = "JobsRetried"
+DEAD = "JobsDead"
+CANCELLED = "JobsCancelled"
+RUN_TIME = "JobRunTime"
+QUEUE_WAIT = "JobQueueWait"
+
+#: The ``outcome`` field of a transition's log line → the count it adds to.
+OUTCOME_COUNTS = {
+    "started": STARTED,
+    "succeeded": SUCCEEDED,
+    "retry": RETRIED,
+    "dead": DEAD,
+    "cancelled": CANCELLED,
+}
+
+_Key = tuple[str, str | None]
+
+
+class JobMetrics:
+    """Buffers job metrics by (job type, tenant) and writes them as EMF on ``flush``.
+
+    Thread-safe: producers may enqueue from many threads while the worker loop records runs.
+    """
+
+    def __init__(
+        self,
+        service: str,
+        *,
+        namespace: str | None = None,
+        flush_interval_s: float = 60.0,
+        write: Callable[[str], None] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``write`` receives each EMF line (default: stdout, looked up at write time)."""
+        self.service = os.environ.get("POWERTOOLS_SERVICE_NAME") or service
+        self.namespace = namespace or os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or DEFAULT_NAMESPACE
+        self.flush_interval_s = flush_interval_s
+        self._write = write
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._counts: dict[_Key, Counter[str]] = {}
+        self._timings: dict[_Key, dict[str, list[float]]] = {}
+        self._last_flush = monotonic()
+
+    # ── recording ─────────────────────────────────────────────────────────────────────────
+    def count(self, name: str, job_type: str, tenant: str | None = None, value: int = 1) -> None:
+        """Add to a count."""
+        with self._lock:
+            self._counts.setdefault((job_type, tenant), Counter())[name] += value
+        self._maybe_flush()
+
+    def enqueued(self, job_type: str, tenant: str | None = None) -> None:
+        """One new job record (a repeated idempotency key is not counted again)."""
+        self.count(ENQUEUED, job_type, tenant)
+
+    def timing(self, name: str, job_type: str, tenant: str | None, seconds: float) -> None:
+        """Record one duration (stored in milliseconds)."""
+        with self._lock:
+            series = self._timings.setdefault((job_type, tenant), {}).setdefault(name, [])
+            series.append(round(max(seconds, 0.0) * 1000.0, 3))
+            full = len(series) >= MAX_BUFFERED_VALUES
+        self._maybe_flush(force=full)
+
+    def transition(self, job: Job, fields: Mapping[str, Any]) -> None:
+        """Record what one logged transition means, from its ``outcome``, ``wait_s`` and ``duration_s``."""
+        outcome = fields.get("outcome")
+        name = OUTCOME_COUNTS.get(outcome) if isinstance(outcome, str) else None
+        if name is None:
+            return
+        with self._lock:
+            key = (job.type, job.tenant)
+            self._counts.setdefault(key, Counter())[name] += 1
+            timings = self._timings.setdefault(key, {})
+            if outcome == "started" and isinstance(fields.get("wait_s"), int | float):
+                timings.setdefault(QUEUE_WAIT, []).append(round(max(fields["wait_s"], 0.0) * 1000, 3))
+            elif outcome != "started" and isinstance(fields.get("duration_s"), int | float):
+                timings.setdefault(RUN_TIME, []).append(round(max(fields["duration_s"], 0.0) * 1000, 3))
+        self._maybe_flush()
+
+    # ── output ────────────────────────────────────────────────────────────────────────────
+    def _maybe_flush(self, force: bool = False) -> None:
+        if force or self._monotonic() - self._last_flush >= self.flush_interval_s:
+            self.flush()
+
+    def lines(self) -> list[dict[str, Any]]:
+        """Take everything buffered and return it as EMF documents (one or more per dimension set)."""
+        with self._lock:
+            counts, self._counts = self._counts, {}
+            timings, self._timings = self._timings, {}
+            self._last_flush = self._monotonic()
+        out: list[dict[str, Any]] = []
+        for key in sorted(set(counts) | set(timings), key=lambda k: (k[0], k[1] or "")):
+            series = timings.get(key, {})
+            chunks = max(
+                [1, *((len(v) + MAX_VALUES_PER_LINE - 1) // MAX_VALUES_PER_LINE for v in series.values())]
+            )
+            for i in range(chunks):
+                metrics = self._blob(key)
+                if i == 0:
+                    for name, total in sorted(counts.get(key, Counter()).items()):
+                        metrics.add_metric(name=name, unit=MetricUnit.Count, value=total)
+                for name, values in sorted(series.items()):
+                    for value in values[i * MAX_VALUES_PER_LINE : (i + 1) * MAX_VALUES_PER_LINE]:
+                        metrics.add_metric(name=name, unit=MetricUnit.Milliseconds, value=value)
+                if metrics.metric_set:
+                    out.append(dict(metrics.serialize_metric_set()))
+        return out
+
+    def flush(self) -> int:
+        """Write every buffered metric as EMF; returns the number of lines written."""
+        documents = self.lines()
+        if not documents or is_metrics_disabled():
+            return 0
+        write = self._write or _stdout
+        for doc in documents:
+            write(json.dumps(doc, separators=(",", ":")))
+        return len(documents)
+
+    def _blob(self, key: _Key) -> EphemeralMetrics:
+        # EphemeralMetrics keeps its own metric set (Metrics shares one per process), so each
+        # (job type, tenant) gets its own EMF line with its own dimensions.
+        job_type, tenant = key
+        metrics = EphemeralMetrics(namespace=self.namespace, service=self.service)
+        metrics.add_dimension(name="service", value=self.service)
+        metrics.add_dimension(name="job_type", value=job_type)
+        if tenant:
+            metrics.add_dimensions(service=self.service, job_type=job_type, tenant=tenant)
+        return metrics
+
+
+def on_transition(metrics: JobMetrics, job: Job, fields: Mapping[str, Any]) -> None:
+    """Everything a logged transition feeds besides the log line: metrics and the job's trace span."""
+    metrics.transition(job, fields)
+    outcome = fields.get("outcome")
+    if isinstance(outcome, str) and outcome != "started":
+        tracing.note(outcome=outcome, error=str(fields.get("error") or ""))
+
+
+def _stdout(line: str) -> None:
+    # Looked up on every write: Lambda runtimes and test harnesses replace sys.stdout after import.
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()

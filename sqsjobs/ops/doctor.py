@@ -1,0 +1,250 @@
+"""Check the deployed resources against the App, each check with its fix.
+
+Checks, in order: the table (exists, ACTIVE, keyed by ``id``), each index the store and the CLI
+query, TTL on ``expires_at``; then per logical queue: the queue and its DLQ exist, the redrive
+policy targets that DLQ with ``maxReceiveCount`` above every job type's ``max_attempts``
+(DESIGN §3.5), and the visibility timeout against the worker's settings and the handlers'
+timeouts. ``fail`` means something will misbehave; ``warn`` means it depends on how you run.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from sqsjobs._aws import Call, Flow
+from sqsjobs.errors import AwsError, ConfigurationError, StoreError, TransportError
+from sqsjobs.ops._common import app_queues
+from sqsjobs.provision import parse_redrive, redrive_count
+from sqsjobs.store import requests as rq
+from sqsjobs.transport import sqs
+
+if TYPE_CHECKING:
+    from sqsjobs.app import App
+
+Level = Literal["ok", "warn", "fail"]
+TTL_ATTRIBUTE = rq.TTL_ATTRIBUTE
+#: AWS: a Lambda event source mapping wants the queue's visibility timeout at least 6x the function timeout.
+#: https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html
+LAMBDA_VISIBILITY_FACTOR = 6
+_MISSING_QUEUE = ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the report."""
+
+    name: str
+    level: Level
+    detail: str
+    #: What to do about it ('' for ok).
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, str | None]:
+        """JSON form."""
+        return {"name": self.name, "level": self.level, "detail": self.detail, "fix": self.fix or None}
+
+
+def _index_shape(index: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(k["AttributeName"], k["KeyType"]) for k in index["KeySchema"]]
+
+
+def table_checks_flow(app: App) -> Flow[list[Check]]:
+    """The table, its indexes and TTL."""
+    table = app.settings.table_name
+    provision = "run `sqsjobs provision` (or deploy infra/) to create it"
+    try:
+        described = yield Call("dynamodb", "describe_table", {"TableName": table})
+    except StoreError as exc:
+        if exc.code == "ResourceNotFoundException":
+            return [Check(f"table {table}", "fail", "does not exist", provision)]
+        raise
+    info = described["Table"]
+    checks = []
+    keyed = _index_shape(info) == [("id", "HASH")]
+    status = info.get("TableStatus", "?")
+    checks.append(
+        Check(
+            f"table {table}",
+            "ok" if keyed and status == "ACTIVE" else "fail",
+            f"{status}, key {'id' if keyed else _index_shape(info)}",
+            "" if keyed else "the table must be keyed by `id` (S) alone; recreate it",
+        )
+    )
+    present = {i["IndexName"]: i for i in info.get("GlobalSecondaryIndexes", [])}
+    for wanted in rq.table_definition(table)["GlobalSecondaryIndexes"]:
+        name = wanted["IndexName"]
+        have = present.get(name)
+        keys = ", ".join(f"{a} ({t.lower()})" for a, t in _index_shape(wanted))
+        if have is None:
+            checks.append(
+                Check(
+                    f"index {name}",
+                    "fail",
+                    "missing",
+                    f"add GSI {name} on {keys} with UpdateTable (see docs/operations.md); "
+                    "`sqsjobs provision` only creates missing tables",
+                )
+            )
+        elif _index_shape(have) != _index_shape(wanted):
+            checks.append(
+                Check(f"index {name}", "fail", f"keys {_index_shape(have)}", f"recreate it on {keys}")
+            )
+        else:
+            checks.append(Check(f"index {name}", "ok", keys))
+    ttl = yield Call("dynamodb", "describe_time_to_live", {"TableName": table})
+    desc = ttl.get("TimeToLiveDescription", {})
+    enabled = (
+        desc.get("TimeToLiveStatus") in ("ENABLED", "ENABLING") and desc.get("AttributeName") == TTL_ATTRIBUTE
+    )
+    checks.append(
+        Check(
+            "ttl",
+            "ok" if enabled else "fail",
+            f"{desc.get('TimeToLiveStatus', 'DISABLED')} on {desc.get('AttributeName', '-')}",
+            ""
+            if enabled
+            else (
+                f"aws dynamodb update-time-to-live --table-name {table} --time-to-live-specification "
+                f"Enabled=true,AttributeName={TTL_ATTRIBUTE}  (finished jobs are never deleted without it)"
+            ),
+        )
+    )
+    return checks
+
+
+def _queue_attrs(name: str) -> Flow[dict[str, str] | None]:
+    try:
+        response = yield Call("sqs", "get_queue_url", {"QueueName": name})
+    except TransportError as exc:
+        if exc.code in _MISSING_QUEUE:
+            return None
+        raise
+    attrs = yield Call(
+        "sqs", "get_queue_attributes", {"QueueUrl": response["QueueUrl"], "AttributeNames": ["All"]}
+    )
+    return dict(attrs.get("Attributes", {}))
+
+
+def queue_checks_flow(app: App, queue: str) -> Flow[list[Check]]:
+    """One logical queue: existence, redrive and visibility timeout."""
+    settings = app.settings
+    name, dlq_name = settings.queue_name(queue), settings.dlq_name(queue)
+    provision = "run `sqsjobs provision` (or deploy infra/)"
+    main = yield from _queue_attrs(name)
+    dlq = yield from _queue_attrs(dlq_name)
+    checks = [
+        Check(f"queue {name}", "ok" if main is not None else "fail", "exists" if main is not None else "missing",
+              "" if main is not None else provision),
+        Check(f"dlq {dlq_name}", "ok" if dlq is not None else "fail", "exists" if dlq is not None else "missing",
+              "" if dlq is not None else provision),
+    ]  # fmt: skip
+    if main is None:
+        return checks
+    specs = [s for s in app.registry if s.queue == queue]
+    largest = max((s.max_attempts for s in specs), default=1)
+    try:
+        target = redrive_count(settings, app.registry)
+    except ConfigurationError:
+        target = largest + settings.receive_slack
+    redrive = parse_redrive(main)
+    count = int(redrive.get("maxReceiveCount", 0) or 0)
+    fix_redrive = (
+        f"aws sqs set-queue-attributes --queue-url <{name}> --attributes "
+        f'\'RedrivePolicy={{"deadLetterTargetArn":"<{dlq_name} arn>","maxReceiveCount":"{target}"}}\' '
+        "(or `sqsjobs provision`)"
+    )
+    if not redrive:
+        checks.append(
+            Check(f"redrive {name}", "fail", "no redrive policy: poison messages loop forever", fix_redrive)
+        )
+    elif dlq is not None and redrive.get("deadLetterTargetArn") != dlq.get("QueueArn"):
+        checks.append(
+            Check(
+                f"redrive {name}",
+                "fail",
+                f"targets {redrive.get('deadLetterTargetArn')}, not {dlq_name}",
+                fix_redrive,
+            )
+        )
+    elif count <= largest:
+        worst = max(specs, key=lambda s: s.max_attempts).name if specs else "-"
+        checks.append(
+            Check(
+                f"redrive {name}",
+                "fail",
+                f"maxReceiveCount {count} <= max_attempts {largest} of {worst}: SQS dead-letters jobs "
+                "that still have attempts left",
+                fix_redrive,
+            )
+        )
+    else:
+        checks.append(Check(f"redrive {name}", "ok", f"maxReceiveCount {count} > max_attempts {largest}"))
+    checks.append(_visibility_check(app, queue, name, int(main.get("VisibilityTimeout", 0)), specs))
+    return checks
+
+
+def _visibility_check(app: App, queue: str, name: str, visibility: int, specs: list[Any]) -> Check:
+    wanted = app.settings.visibility_timeout_s
+    fix_vt = (
+        f"aws sqs set-queue-attributes --queue-url <{name}> --attributes VisibilityTimeout={wanted} "
+        f"(or `sqsjobs provision`), or set SQSJOBS_VISIBILITY_TIMEOUT_S={visibility}"
+    )
+    if visibility < wanted:
+        return Check(
+            f"visibility {name}",
+            "fail",
+            f"{visibility} s < the worker's visibility_timeout_s {wanted} s: messages reappear before "
+            "the heartbeat extends them",
+            fix_vt,
+        )
+    longest = max(specs, key=lambda s: s.timeout_s, default=None)
+    if longest is not None and longest.timeout_s > sqs.MAX_VISIBILITY_S:
+        return Check(
+            f"visibility {name}",
+            "warn",
+            f"{longest.name} may run {longest.timeout_s:g} s, beyond the 12 h SQS visibility cap: its "
+            "message reappears while it runs (the claim still keeps it single)",
+            f"lower the timeout of {longest.name} below {sqs.MAX_VISIBILITY_S} s or split the job",
+        )
+    if longest is not None and visibility < longest.timeout_s:
+        # Not a fault: `sqsjobs worker` extends held messages by heartbeat. Say what it relies on.
+        return Check(
+            f"visibility {name}",
+            "ok",
+            f"{visibility} s, extended by the worker's heartbeat while {longest.name} runs (up to "
+            f"{longest.timeout_s:g} s); a Lambda consumer needs >= {LAMBDA_VISIBILITY_FACTOR} x its function timeout",
+        )
+    return Check(f"visibility {name}", "ok", f"{visibility} s")
+
+
+def doctor_flow(app: App) -> Flow[list[Check]]:
+    """Every check; the caller fails when any is ``fail``."""
+    checks: list[Check] = []
+    try:
+        checks.extend((yield from table_checks_flow(app)))
+        for queue in app_queues(app):
+            checks.extend((yield from queue_checks_flow(app, queue)))
+    except AwsError as exc:
+        where = app.settings.endpoint_url or "AWS"
+        checks.append(
+            Check(
+                "reach AWS",
+                "fail",
+                str(exc).splitlines()[0],
+                f"check credentials and --endpoint-url (now {where})",
+            )
+        )
+    try:
+        redrive_count(app.settings, app.registry)
+    except ConfigurationError as exc:
+        checks.append(Check("settings", "fail", str(exc), "raise SQSJOBS_MAX_RECEIVE_COUNT or unset it"))
+    return checks
+
+
+def encode(checks: list[Check]) -> str:
+    """The report as JSON."""
+    return json.dumps(
+        {"ok": not any(c.level == "fail" for c in checks), "checks": [c.to_dict() for c in checks]}
+    )

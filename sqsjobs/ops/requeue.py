@@ -1,0 +1,162 @@
+"""The operator's ``replay`` transition: a dead or cancelled job back to ``queued``.
+
+Shared by ``sqsjobs jobs retry`` (``App.retry``) and ``sqsjobs dlq replay``. Durable state first
+(DESIGN §3.3): the record is re-validated against the *current* handler, then moved with one
+conditional write (attempts reset, job id, payload and idempotency key kept, an audit entry
+appended), and only then is a hint sent. If the hint is lost, the record is still ``queued`` and
+the sweeper dispatches it; a re-run that finds the job already queued sends a hint again, which
+is harmless because the claim decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from sqsjobs._aws import Call, Flow
+from sqsjobs.envelope import Envelope
+from sqsjobs.errors import (
+    AwsError,
+    HandlerNotFound,
+    InvalidTransition,
+    JobNotFound,
+    PayloadInvalid,
+    StoreError,
+)
+from sqsjobs.job import TRANSITIONS
+from sqsjobs.ops._common import actor
+from sqsjobs.store import requests as rq
+from sqsjobs.transport import sqs
+
+if TYPE_CHECKING:
+    from sqsjobs.app import App
+    from sqsjobs.job import Job
+
+#: Re-reads when the record changed between our read and our conditional write.
+CONFLICT_RETRIES = 3
+REPLAYABLE = TRANSITIONS["replay"][0]
+
+Outcome = Literal["requeued", "would_requeue", "not_replayable", "invalid", "missing"]
+
+
+@dataclass(frozen=True)
+class Requeue:
+    """What happened to one job."""
+
+    job_id: str
+    outcome: Outcome
+    #: The record after the write (``requeued``) or as found.
+    job: Job | None = None
+    #: Why it was not requeued (``invalid``, ``not_replayable``).
+    reason: str = ""
+    #: For ``requeued``: whether the SQS hint went out (if not, the sweeper dispatches the record).
+    hint_sent: bool = False
+
+
+def check_replayable(app: App, job: Job) -> str:
+    """Why the current code would refuse to run ``job`` ('' when it would run it)."""
+    try:
+        spec = app.registry.get(job.type)
+    except HandlerNotFound as exc:
+        return str(exc)
+    if job.payload_version > spec.version:
+        return f"payload version {job.payload_version} is newer than the handler's {spec.version}"
+    try:
+        spec.validate(job.payload)
+    except PayloadInvalid as exc:
+        return str(exc)
+    return ""
+
+
+def hint_flow(app: App, job: Job) -> Flow[bool]:
+    """Send the job's hint now; False (not raised) when SQS refuses, since the sweeper covers it."""
+    try:
+        urls = yield from app.queue_urls_flow({job.queue})
+        yield Call("sqs", "send_message", sqs.send_one(urls[job.queue], Envelope(job.id, job.type).to_body()))
+    except AwsError:
+        return False
+    return True
+
+
+def requeue_flow(
+    app: App,
+    job_id: str,
+    *,
+    action: str,
+    now: float,
+    write: bool = True,
+    by: str | None = None,
+    note: dict[str, str | float | None] | None = None,
+) -> Flow[Requeue]:
+    """Move ``job_id`` from dead|cancelled to queued and send its hint.
+
+    Args:
+        app: the App whose handlers judge the payload.
+        job_id: the job.
+        action: ``retry`` or ``replay``, written to the audit entry.
+        now: the current time.
+        write: False checks everything and changes nothing (``would_requeue``).
+        by: who acts (default ``user@host``).
+        note: extra audit fields (e.g. the DLQ message id).
+    """
+    table = app.settings.table_name
+    for _ in range(CONFLICT_RETRIES):
+        response = yield Call("dynamodb", "get_item", rq.get(table, job_id))
+        item = response.get("Item")
+        if not item:
+            return Requeue(job_id, "missing", reason=f"no record for job {job_id}")
+        job = rq.job_from_item(item)
+        if job.status not in REPLAYABLE:
+            return Requeue(job_id, "not_replayable", job, reason=f"job is {job.status.value}")
+        problem = check_replayable(app, job)
+        if problem:
+            return Requeue(job_id, "invalid", job, reason=problem)
+        if not write:
+            return Requeue(job_id, "would_requeue", job)
+        spec = app.registry.get(job.type)
+        audit = {
+            "action": action,
+            "at": now,
+            "by": by or actor(),
+            "from": job.status.value,
+            "attempts": job.attempt,
+            "reason": job.reason,
+            **(note or {}),
+        }
+        params = rq.replay(
+            table,
+            job,
+            seen_updated=rq.updated_raw(item),
+            now=now,
+            max_attempts=spec.max_attempts,
+            audit=audit,
+        )
+        try:
+            written = yield Call("dynamodb", "update_item", params)
+        except StoreError as exc:
+            if not rq.is_conflict(exc):
+                raise
+            current = rq.interpret_replay_refusal(job_id, exc)
+            if current.status in REPLAYABLE:
+                continue  # changed under us (e.g. a concurrent cancel): read again
+            return Requeue(job_id, "not_replayable", current, reason=f"job is {current.status.value}")
+        queued = rq.job_from_item(written["Attributes"])
+        sent = yield from hint_flow(app, queued)
+        return Requeue(job_id, "requeued", queued, hint_sent=sent)
+    raise StoreError(f"job {job_id} kept changing while it was being requeued; try again")
+
+
+def retry_flow(app: App, job_id: str, now: float, by: str | None = None) -> Flow[Job]:
+    """``App.retry``: requeue one job or raise why not (``JobNotFound``, ``InvalidTransition``, ...)."""
+    result = yield from requeue_flow(app, job_id, action="retry", now=now, by=by)
+    if result.outcome == "missing":
+        raise JobNotFound(f"no job with id {job_id!r} in table {app.settings.table_name}")
+    if result.outcome == "not_replayable":
+        raise InvalidTransition(
+            f"job {job_id} is {result.job.status.value if result.job else '?'}; "
+            f"only {' or '.join(sorted(s.value for s in REPLAYABLE))} jobs can be retried"
+        )
+    if result.outcome == "invalid":
+        raise PayloadInvalid(f"job {job_id} cannot be retried with the current code: {result.reason}")
+    assert result.job is not None
+    return result.job

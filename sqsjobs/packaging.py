@@ -1,0 +1,276 @@
+"""Build a Lambda deployment zip from the project: dependencies, sqsjobs, the user's app, the entry point.
+
+Layout of the zip (everything at the root, which Lambda puts first on ``sys.path``)::
+
+    lambda_handlers/worker.py   handler = lambda_handlers.worker.handler
+    sqsjobs/                    this package's source, as the project runs it
+    <app package>/              the top-level package (or module) named by --app
+    boto3/ botocore/ aioboto3/ aiobotocore/ pydantic/ ...   sqsjobs' runtime requirements
+
+Dependencies are installed with ``pip install --target`` for the Lambda runtime's Python and
+architecture (``--platform manylinux2014_<arch> --only-binary=:all:``), so the zip is right for
+Lambda whatever machine builds it. They are cached per (requirements, Python, platform) under
+``build/lambda/deps-<hash>``: a second build only zips.
+
+boto3 and botocore are bundled even though the Lambda runtime provides boto3: aiobotocore pins
+botocore to a narrow range, and the runtime's botocore (whatever version AWS ships that month)
+would not match it. Bundling also makes the zip run on emulators that provide no boto3 at all
+(MiniStack runs functions on its own interpreter, without boto3; see EMULATORS.md). The CLI-only
+requirements (typer, rich) are left out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqsjobs.errors import ConfigurationError
+
+#: The handler string for functions built by ``build_lambda_zip``.
+HANDLER = "lambda_handlers.worker.handler"
+#: Default target: the newest Lambda Python runtime this release is tested for.
+DEFAULT_PYTHON = "3.12"
+#: Lambda architectures → the manylinux platform tag pip installs wheels for.
+#: https://docs.aws.amazon.com/lambda/latest/dg/python-package.html
+PLATFORMS = {"x86_64": "manylinux2014_x86_64", "arm64": "manylinux2014_aarch64"}
+#: Direct-upload limit for a zip (larger ones must go through S3), and the unzipped limit.
+#: https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html
+MAX_DIRECT_UPLOAD_BYTES = 50 * 1024 * 1024
+MAX_UNZIPPED_BYTES = 250 * 1024 * 1024
+#: sqsjobs requirements only the CLI imports.
+CLI_ONLY = frozenset({"typer", "rich"})
+#: Never shipped: caches and the console scripts pip puts in ``--target``/bin.
+_SKIP_DIRS = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+_SKIP_TOP = frozenset({"bin"})
+#: Fixed timestamp for every entry, so the same inputs give the same zip (and the same code hash).
+_ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+
+#: Written when the project has no ``lambda_handlers/worker.py`` of its own.
+ENTRY_POINT = '''"""SQS worker function: SQSJOBS_APP names the App, loaded once per container."""
+
+from __future__ import annotations
+
+from sqsjobs.lambda_sqs import handler_from_env
+
+handler = handler_from_env()
+'''
+
+
+@dataclass(frozen=True)
+class LambdaBuild:
+    """What to build."""
+
+    #: ``module.path:attribute`` of the App (its top-level package goes into the zip).
+    app: str
+    output: Path
+    python_version: str = DEFAULT_PYTHON
+    arch: str = "x86_64"
+    #: Extra requirement specifiers or ``-r file`` arguments for the app's own dependencies.
+    requirements: tuple[str, ...] = ()
+    #: Extra files or directories, relative to ``project_dir``, put in the zip under the same path.
+    include: tuple[Path, ...] = ()
+    project_dir: Path = field(default_factory=Path.cwd)
+    cache_dir: Path | None = None
+    #: Fail instead of running pip when the dependencies are not cached yet (tests, air-gapped CI).
+    offline: bool = False
+    #: zlib level; 1 builds fast, 9 uploads smallest.
+    compress_level: int = 6
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    """What was built."""
+
+    path: Path
+    size_bytes: int
+    unzipped_bytes: int
+    files: int
+    handler: str
+    deps_dir: Path
+    warnings: tuple[str, ...] = ()
+
+
+def runtime_requirements() -> list[str]:
+    """Sqsjobs' own runtime requirements (no extras, no CLI-only ones), from its installed metadata."""
+    out = []
+    for spec in importlib.metadata.requires("sqsjobs") or []:
+        requirement, _, marker = spec.partition(";")
+        if "extra" in marker:
+            continue
+        name = re.match(r"[A-Za-z0-9._-]+", requirement.strip())
+        if name and name.group(0).lower() in CLI_ONLY:
+            continue
+        out.append(spec.strip())
+    return sorted(out)
+
+
+def deps_dir_for(build: LambdaBuild) -> Path:
+    """The cache directory for this build's dependencies (same inputs, same directory)."""
+    if build.arch not in PLATFORMS:
+        raise ConfigurationError(f"--arch must be one of {', '.join(PLATFORMS)}, got {build.arch!r}")
+    if not re.fullmatch(r"3\.\d+", build.python_version):
+        raise ConfigurationError(f"--python-version must look like 3.12, got {build.python_version!r}")
+    key = {
+        "requirements": runtime_requirements() + sorted(build.requirements),
+        "files": {r: _digest_file(build.project_dir, r) for r in build.requirements},
+        "python": build.python_version,
+        "platform": PLATFORMS[build.arch],
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    cache = build.cache_dir or build.project_dir / "build" / "lambda"
+    return cache / f"deps-py{build.python_version}-{build.arch}-{digest}"
+
+
+def _digest_file(project_dir: Path, requirement: str) -> str:
+    """A requirements file's content hash, so editing it invalidates the cache."""
+    if not requirement.startswith("-r"):
+        return ""
+    path = project_dir / requirement[2:].strip()
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
+
+
+def install_deps(build: LambdaBuild) -> Path:
+    """Install (or reuse) the dependencies for the target runtime; returns their directory."""
+    target = deps_dir_for(build)
+    if (target / ".complete").exists():
+        return target
+    if build.offline:
+        raise ConfigurationError(
+            f"dependencies for Python {build.python_version}/{build.arch} are not cached in {target}; "
+            "build them once with network access (`make lambda-zip`, or without --offline)"
+        )
+    partial = target.with_name(target.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    extra: list[str] = []
+    for r in build.requirements:
+        extra += ["-r", str(build.project_dir / r[2:].strip())] if r.startswith("-r") else [r]
+    command = [
+        sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
+        "--target", str(partial), "--implementation", "cp", "--python-version", build.python_version,
+        "--platform", PLATFORMS[build.arch], "--only-binary=:all:", *runtime_requirements(), *extra,
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise ConfigurationError(
+            f"pip could not install the Lambda dependencies:\n{result.stderr.strip()[-2000:]}"
+        )
+    (partial / ".complete").write_text(" ".join(command) + "\n")
+    shutil.rmtree(target, ignore_errors=True)
+    partial.rename(target)
+    for stale in target.parent.glob(f"deps-py{build.python_version}-{build.arch}-*"):
+        if stale != target and not stale.name.endswith(".partial"):
+            shutil.rmtree(stale, ignore_errors=True)  # older requirements for the same runtime
+    return target
+
+
+def _app_sources(build: LambdaBuild) -> list[tuple[Path, str]]:
+    """The files of the app's top-level package (or module), as (path, name in the zip)."""
+    module, _, attr = build.app.partition(":")
+    if not module or not attr:
+        raise ConfigurationError(f"expected an app path like 'shop.jobs:app', got {build.app!r}")
+    top = module.split(".")[0]
+    sys.path.insert(0, str(build.project_dir))
+    try:
+        spec = importlib.util.find_spec(top)
+    finally:
+        sys.path.remove(str(build.project_dir))
+    if spec is None:
+        raise ConfigurationError(f"cannot find module {top!r} for --app {build.app} from {build.project_dir}")
+    if spec.submodule_search_locations:
+        files: list[tuple[Path, str]] = []
+        for location in spec.submodule_search_locations:
+            files += _tree(Path(location), top)
+        return files
+    if spec.origin is None:
+        raise ConfigurationError(f"module {top!r} has no source file to package")
+    origin = Path(spec.origin)
+    return [(origin, origin.name)]
+
+
+def _tree(root: Path, prefix: str) -> list[tuple[Path, str]]:
+    files = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
+        for name in sorted(filenames):
+            if name.endswith((".pyc", ".pyo")):
+                continue
+            path = Path(dirpath) / name
+            files.append((path, f"{prefix}/{path.relative_to(root).as_posix()}".lstrip("/")))
+    return files
+
+
+def build_lambda_zip(build: LambdaBuild) -> BuildReport:
+    """Install or reuse the dependencies, then write the zip; see the module docstring for its layout."""
+    import sqsjobs
+
+    deps = install_deps(build)
+    entries: dict[str, Path | str] = {}
+    for path, name in _tree(deps, ""):
+        if name.split("/", 1)[0] not in _SKIP_TOP and name != ".complete":
+            entries[name] = path
+    for path, name in _tree(Path(sqsjobs.__file__).parent, "sqsjobs"):
+        entries[name] = path
+    for path, name in _app_sources(build):
+        entries[name] = path
+    handlers = build.project_dir / "lambda_handlers"
+    if (handlers / "worker.py").is_file():
+        for path, name in _tree(handlers, "lambda_handlers"):
+            entries[name] = path
+    else:
+        entries["lambda_handlers/worker.py"] = ENTRY_POINT
+    for extra in build.include:
+        source = build.project_dir / extra
+        if source.is_dir():
+            for path, name in _tree(source, extra.as_posix()):
+                entries[name] = path
+        elif source.is_file():
+            entries[extra.as_posix()] = source
+        else:
+            raise ConfigurationError(f"--include {extra} does not exist in {build.project_dir}")
+
+    build.output.parent.mkdir(parents=True, exist_ok=True)
+    partial = build.output.with_name(build.output.name + ".partial")
+    unzipped = 0
+    with zipfile.ZipFile(
+        partial, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=build.compress_level
+    ) as archive:
+        for name in sorted(entries):
+            content = entries[name]
+            data = content.encode() if isinstance(content, str) else content.read_bytes()
+            info = zipfile.ZipInfo(name, date_time=_ZIP_DATE)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, data, compresslevel=build.compress_level)
+            unzipped += len(data)
+    partial.replace(build.output)
+    size = build.output.stat().st_size
+    if unzipped > MAX_UNZIPPED_BYTES:
+        raise ConfigurationError(
+            f"{build.output} unzips to {unzipped} bytes, over Lambda's {MAX_UNZIPPED_BYTES}-byte limit"
+        )
+    warnings = []
+    if size > MAX_DIRECT_UPLOAD_BYTES:
+        warnings.append(
+            f"the zip is {size} bytes, over the {MAX_DIRECT_UPLOAD_BYTES}-byte direct upload limit: "
+            "upload it to S3 and point the function at it"
+        )
+    return BuildReport(
+        path=build.output,
+        size_bytes=size,
+        unzipped_bytes=unzipped,
+        files=len(entries),
+        handler=HANDLER,
+        deps_dir=deps,
+        warnings=tuple(warnings),
+    )

@@ -1,0 +1,174 @@
+"""Schedule declarations: ``app.schedule(...)`` records a ScheduleSpec, validated on the spot.
+
+Recurring and one-time jobs are declared in code next to their handlers; ``sqsjobs schedules
+plan/apply`` (``sqsjobs.schedule_sync``) makes EventBridge Scheduler match them, and ``sqsjobs dev``
+fires them locally (``sqsjobs.local_scheduler``). A declaration that AWS would refuse raises
+``ConfigurationError`` naming the schedule when the module declaring it is imported, long before
+anything is sent.
+
+Which job a schedule names, and whether its payload fits the handler, is checked when the
+declarations are used (plan, apply, dev): handlers may be registered after the schedule.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sqsjobs import schedule_expr as sx
+from sqsjobs.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from zoneinfo import ZoneInfo
+
+#: Schedule and group names: 1-64 of ``[0-9a-zA-Z-_.]`` (CreateSchedule API reference).
+NAME_PATTERN = re.compile(r"^[0-9a-zA-Z_.-]{1,64}$")
+#: ``FlexibleTimeWindow.MaximumWindowInMinutes`` range.
+MIN_FLEXIBLE_WINDOW_MIN, MAX_FLEXIBLE_WINDOW_MIN = 1, 1440
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """One declared schedule: when it fires and which job each fire enqueues."""
+
+    #: Unique in the app; the Scheduler schedule's name and half of each fire's idempotency key.
+    name: str
+    #: ``cron(...)``, ``rate(...)`` or ``at(...)``, exactly as sent to Scheduler.
+    expression: str
+    #: The registered job type each fire enqueues.
+    job: str
+    #: ``expression`` parsed.
+    parsed: sx.Expression = field(compare=False, repr=False)
+    #: JSON-serialisable payload of every job this schedule enqueues.
+    payload: Any = None
+    #: IANA time zone that cron and at() are evaluated in.
+    timezone: str = "UTC"
+    #: Scheduler may delay each fire by up to this many minutes to spread load; None means on time.
+    flexible_window_minutes: int | None = None
+
+    @property
+    def kind(self) -> str:
+        """``cron``, ``rate`` or ``at``."""
+        return self.expression.partition("(")[0]
+
+    @property
+    def tz(self) -> ZoneInfo:
+        """The time zone object."""
+        return sx.timezone(self.timezone)
+
+    def next_fire(self, after: float, *, anchor: float) -> float | None:
+        """The first fire strictly after ``after``; ``anchor`` is where a rate starts counting."""
+        p = self.parsed
+        if isinstance(p, sx.Rate):
+            return p.next_after(after, anchor)
+        if isinstance(p, sx.At):
+            instant = p.instant(self.tz)
+            return instant if instant > after else None
+        return p.next_after(after, self.tz)
+
+    def slot_at_or_before(self, when: float, *, anchor: float = 0.0) -> float | None:
+        """The occurrence a fire sent at ``when`` belongs to: the last one at or before it."""
+        p = self.parsed
+        if isinstance(p, sx.Rate):
+            return p.latest_at_or_before(when, anchor)
+        if isinstance(p, sx.At):
+            return p.instant(self.tz)
+        return p.latest_at_or_before(when, self.tz)
+
+
+class Schedules:
+    """The app's schedule declarations, by name (``app.schedule`` is ``app.schedules.add``)."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, ScheduleSpec] = {}
+
+    def add(
+        self,
+        name: str,
+        *,
+        job: str,
+        cron: str | None = None,
+        rate: str | None = None,
+        at: str | datetime | None = None,
+        timezone: str = "UTC",
+        payload: Any = None,
+        flexible_window_minutes: int | None = None,
+    ) -> ScheduleSpec:
+        """Declare a schedule that enqueues ``job`` with ``payload`` at each fire.
+
+        Give exactly one of ``cron`` (``"cron(0 2 * * ? *)"``), ``rate`` (``"rate(10 minutes)"``)
+        or ``at`` (``"2026-12-01T09:00:00"`` or a datetime: one time). The wrapper may be left out
+        (``cron="0 2 * * ? *"``). ``timezone`` applies to cron and at. Every fire becomes one job
+        whose idempotency key is (schedule, scheduled time), so repeated deliveries of a fire never
+        make a second job.
+
+        Raises:
+            ConfigurationError: the name, expression, time zone or window would be refused by AWS,
+                or the name is already declared.
+        """
+        if not NAME_PATTERN.match(name):
+            raise ConfigurationError(
+                f"schedule name {name!r} must be 1-64 characters of letters, digits, '-', '_' or '.'"
+            )
+        if name in self._specs:
+            raise ConfigurationError(f"schedule {name!r} is declared twice")
+        given = [(k, v) for k, v in (("cron", cron), ("rate", rate), ("at", at)) if v is not None]
+        if len(given) != 1:
+            raise ConfigurationError(
+                f"schedule {name!r}: give exactly one of cron=, rate= or at= (got {len(given)})"
+            )
+        try:
+            expression = _expression(*given[0])
+            parsed = sx.parse(expression)
+            sx.timezone(timezone)
+        except sx.ExpressionError as exc:
+            raise ConfigurationError(f"schedule {name!r}: {exc}") from None
+        if flexible_window_minutes is not None and not (
+            MIN_FLEXIBLE_WINDOW_MIN <= flexible_window_minutes <= MAX_FLEXIBLE_WINDOW_MIN
+        ):
+            raise ConfigurationError(
+                f"schedule {name!r}: flexible_window_minutes must be "
+                f"{MIN_FLEXIBLE_WINDOW_MIN}..{MAX_FLEXIBLE_WINDOW_MIN}, got {flexible_window_minutes}"
+            )
+        if not job:
+            raise ConfigurationError(f"schedule {name!r}: job= must name a registered job type")
+        spec = ScheduleSpec(
+            name=name,
+            expression=expression,
+            job=job,
+            payload=payload,
+            timezone=timezone,
+            flexible_window_minutes=flexible_window_minutes,
+            parsed=parsed,
+        )
+        self._specs[name] = spec
+        return spec
+
+    def get(self, name: str) -> ScheduleSpec | None:
+        """The declaration named ``name``, if any."""
+        return self._specs.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._specs
+
+    def __iter__(self) -> Iterator[ScheduleSpec]:
+        return iter(self._specs.values())
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+
+def _expression(kind: str, value: str | datetime) -> str:
+    """The AWS expression for a declaration, wrapping a bare value (``0 2 * * ? *`` → ``cron(...)``)."""
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            raise sx.ExpressionError(
+                "at= takes a naive datetime (wall-clock time in the schedule's timezone=), "
+                f"got {value.isoformat()}"
+            )
+        value = value.strftime("%Y-%m-%dT%H:%M:%S")
+    text = value.strip()
+    return text if text.startswith(f"{kind}(") else f"{kind}({text})"

@@ -1,0 +1,213 @@
+"""Logs, EMF metrics and trace continuation, captured from real runs on MiniStack (Lambda entry and ECS worker)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+
+import pytest
+
+from sqsjobs.lambda_sqs import LambdaWorker
+from sqsjobs.worker import Worker
+from tests.apps import lambda_app
+from tests.integration.lambda_events import FakeContext, event_from, receive
+
+SECRET = "4111-1111-1111-1111"
+
+
+def json_lines(text):
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(line))
+    return out
+
+
+def emf(lines):
+    return [line for line in lines if "_aws" in line]
+
+
+@pytest.fixture
+def traced_app(ministack_url, make_app, monkeypatch):
+    def make(**settings):
+        monkeypatch.setenv("SQSJOBS_LOG_LEVEL", "INFO")
+        app = make_app(ministack_url, **settings)
+        app.registry.include(lambda_app.app.registry)
+        app.provision()
+        return app
+
+    return make
+
+
+def run_lambda(app, n):
+    worker = LambdaWorker(app)
+    try:
+        messages = receive(app, n)
+        return messages, worker(event_from(app, messages), FakeContext())
+    finally:
+        worker.close()
+
+
+def test_each_transition_logs_one_json_line_with_its_fields_and_never_the_payload(traced_app, capfd):
+    # GIVEN a tenant's job whose payload holds something that must not reach the logs
+    app = traced_app()
+    ok = app.enqueue("ok", {"n": SECRET}, tenant="acme")
+    flaky = app.enqueue("flaky", {"delay_s": 60, "card": SECRET})
+    capfd.readouterr()
+
+    # WHEN the Lambda entry point runs them
+    run_lambda(app, 2)
+    out, err = capfd.readouterr()
+
+    # THEN every transition is one JSON line with the job's fields
+    logs = {(line["job_id"], line["message"]): line for line in json_lines(err) if "job_id" in line}
+    claimed, done = logs[(ok, "job claimed")], logs[(ok, "job succeeded")]
+    for line in (claimed, done):
+        assert (line["job_type"], line["queue"], line["attempt"], line["tenant"]) == (
+            "ok",
+            "default",
+            1,
+            "acme",
+        )
+        assert line["level"] == "INFO"
+    assert claimed["outcome"] == "started" and claimed["wait_s"] >= 0
+    assert done["outcome"] == "succeeded" and done["duration_s"] >= 0
+    retry = logs[(flaky, "job retry scheduled")]
+    assert (retry["outcome"], retry["error"], retry["delay_s"]) == ("retry", "Retry", 60.0)
+    assert retry["duration_s"] >= 0  # not only successes say how long they took
+    # ... and the payload is nowhere: not in the logs, not in the metrics
+    assert SECRET not in out and SECRET not in err
+
+    # THEN the invocation flushed EMF: one line per job type, the tenant as a second dimension set
+    docs = {(d["job_type"], d.get("tenant")): d for d in emf(json_lines(out))}
+    acme = docs[("ok", "acme")]
+    assert acme["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [
+        ["service", "job_type"],
+        ["service", "job_type", "tenant"],
+    ]
+    assert acme["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "sqsjobs"
+    for name in ("JobsEnqueued", "JobsStarted", "JobsSucceeded"):
+        assert acme[name] == [1.0]
+    assert len(acme["JobRunTime"]) == 1 and len(acme["JobQueueWait"]) == 1
+    units = {m["Name"]: m["Unit"] for m in acme["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+    assert units["JobRunTime"] == units["JobQueueWait"] == "Milliseconds"
+    assert docs[("flaky", None)]["JobsRetried"] == [1.0]
+
+
+def test_payloads_are_logged_only_when_the_user_opts_in(traced_app, capfd):
+    app = traced_app(log_payloads=True)
+    job_id = app.enqueue("ok", {"n": "visible-on-purpose"})
+    run_lambda(app, 1)
+    claimed = next(
+        line for line in json_lines(capfd.readouterr().err) if line.get("message") == "job claimed"
+    )
+    assert (claimed["job_id"], claimed["payload"]) == (job_id, {"n": "visible-on-purpose"})
+
+
+def test_the_x_ray_trace_travels_with_the_job_and_the_run_continues_it(traced_app, monkeypatch, capfd):
+    # GIVEN an X-Ray daemon (a UDP socket here) and a producer inside a traced Lambda invocation
+    daemon = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    daemon.bind(("127.0.0.1", 0))
+    daemon.settimeout(5)
+    monkeypatch.setenv("AWS_XRAY_DAEMON_ADDRESS", f"127.0.0.1:{daemon.getsockname()[1]}")
+    root, parent = "1-5759e988-bd862e3fe1be46a994272793", "53995c3f42cd8ad8"
+    monkeypatch.setenv("_X_AMZN_TRACE_ID", f"Root={root};Parent={parent};Sampled=1;Lineage=a87bd80c:1")
+    app = traced_app()
+    try:
+        job_id = app.enqueue("ok", {"n": 1})
+        monkeypatch.delenv("_X_AMZN_TRACE_ID")
+
+        # THEN the record keeps the trace (only the keys SQS accepts in AWSTraceHeader). The message's
+        # AWSTraceHeader cannot be checked here: MiniStack 1.5.33 and moto 5.2.5 both drop
+        # MessageSystemAttributes from SendMessageBatch entries (tests/unit/test_tracing.py checks the entry).
+        header = f"Root={root};Parent={parent};Sampled=1"
+        assert app.get(job_id).trace == header
+        messages = receive(app, 1)
+        worker = LambdaWorker(app)
+        try:
+            worker(event_from(app, messages), FakeContext())
+        finally:
+            worker.close()
+
+        # THEN the run is a segment of the producer's trace, child of the producer's segment
+        data, _ = daemon.recvfrom(65536)
+        _, _, body = data.decode().partition("\n")
+        segment = json.loads(body)
+        assert (segment["trace_id"], segment["parent_id"]) == (root, parent)
+        assert segment["annotations"]["job_id"] == job_id
+        assert segment["annotations"]["outcome"] == "succeeded"
+        assert "error" not in segment
+        # ... and the log lines name the trace
+        done = next(
+            line for line in json_lines(capfd.readouterr().err) if line.get("message") == "job succeeded"
+        )
+        assert done["trace_id"] == root
+    finally:
+        daemon.close()
+
+
+@pytest.fixture(scope="module")
+def otel_spans():
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    return exporter
+
+
+def test_w3c_trace_context_is_continued_when_opentelemetry_is_in_use(traced_app, otel_spans):
+    from opentelemetry import trace
+
+    app = traced_app()
+    with trace.get_tracer("test").start_as_current_span("http request") as request:
+        job_id = app.enqueue("flaky", {"delay_s": 60})
+    ctx = request.get_span_context()
+    traceparent = f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-01"
+    assert app.get(job_id).trace == traceparent
+    messages, _ = run_lambda(app, 1)
+    assert messages[0]["MessageAttributes"]["traceparent"]["StringValue"] == traceparent
+
+    span = next(s for s in otel_spans.get_finished_spans() if s.name == "flaky process")
+    assert span.context.trace_id == ctx.trace_id
+    assert span.parent is not None and span.parent.span_id == ctx.span_id
+    assert span.kind is trace.SpanKind.CONSUMER
+    assert span.attributes["sqsjobs.job.id"] == job_id
+    assert span.attributes["sqsjobs.outcome"] == "retry"
+    assert span.status.status_code is trace.StatusCode.ERROR
+
+
+def test_the_ecs_worker_flushes_metrics_on_its_interval_and_when_it_stops(traced_app, capfd):
+    app = traced_app(metrics_interval_s=0.3)
+    first = app.enqueue("ok", {"n": 1})
+    capfd.readouterr()
+
+    async def scenario():
+        stop = asyncio.Event()
+        worker = Worker(app)
+        task = asyncio.create_task(worker.run(stop))
+        try:
+            while not app.get(first).status.terminal:
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(0.8)  # a few intervals: the worker is still running
+            running = capfd.readouterr().out
+            second = await app.aenqueue("ok", {"n": 2})
+            while not (await app.aget(second)).status.terminal:
+                await asyncio.sleep(0.05)
+        finally:
+            stop.set()
+            await task
+        return running, capfd.readouterr().out
+
+    while_running, after_stop = asyncio.run(scenario())
+    assert sum(sum(d.get("JobsSucceeded", [])) for d in emf(json_lines(while_running))) == 1
+    # the second job's metrics left by the next interval or, at the latest, at shutdown
+    assert sum(sum(d.get("JobsSucceeded", [])) for d in emf(json_lines(after_stop))) == 1

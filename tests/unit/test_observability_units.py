@@ -1,0 +1,94 @@
+"""Pure parts of observability: trace header formats, what the message carries, EMF documents."""
+
+from __future__ import annotations
+
+import json
+
+from sqsjobs import tracing
+from sqsjobs.client import enqueue_many_flow
+from sqsjobs.config import Settings
+from sqsjobs.observability import MAX_VALUES_PER_LINE, RUN_TIME, JobMetrics
+from sqsjobs.store.requests import NewJob
+
+ROOT, PARENT = "1-5759e988-bd862e3fe1be46a994272793", "53995c3f42cd8ad8"
+XRAY = f"Root={ROOT};Parent={PARENT};Sampled=1"
+W3C = "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01"
+
+
+def test_both_trace_formats_parse_to_the_same_position():
+    x, w = tracing.parse(XRAY + ";Lineage=a87bd80c:1"), tracing.parse(W3C)
+    assert x is not None and w is not None
+    assert (x.trace_id, x.parent_id, x.sampled) == (w.trace_id, w.parent_id, w.sampled)
+    assert x.xray_header() == XRAY and w.traceparent() == W3C
+    assert x.traceparent() == W3C  # an X-Ray id is a valid W3C id
+    assert (tracing.trace_id(XRAY), tracing.trace_id(W3C)) == (ROOT, W3C.split("-")[1])
+
+
+def test_garbage_is_no_trace():
+    for header in (
+        None,
+        "",
+        "Root=abc",
+        "00-" + "0" * 32 + "-53995c3f42cd8ad8-01",
+        "ff-" + "a" * 32 + "-" + "b" * 16 + "-01",
+    ):
+        assert tracing.parse(header) is None
+    assert tracing.parse(f"Root={ROOT};Sampled=?") == tracing.TraceContext(
+        ROOT[2:].replace("-", ""), "", None, "xray"
+    )
+
+
+def test_the_producer_reads_the_lambda_trace_header_and_normalises_it():
+    assert tracing.current_trace({"_X_AMZN_TRACE_ID": XRAY + ";Lineage=a87bd80c:1"}) == XRAY
+    assert tracing.current_trace({}) is None
+
+
+def test_the_send_batch_entry_carries_the_trace():
+    # Both emulators drop MessageSystemAttributes from SendMessageBatch entries, so the entry itself is checked.
+    settings = Settings("t")
+    jobs = [
+        NewJob(id=f"j{i}", type="x", queue="default", payload={}, payload_version=1, max_attempts=1,
+               run_at=0.0, now=0.0, trace=trace)
+        for i, trace in enumerate([XRAY, W3C, None])
+    ]  # fmt: skip
+    flow = enqueue_many_flow(jobs, settings=settings, queue_urls={"default": "https://q"})
+    call = next(flow)
+    while call.operation != "send_message_batch":
+        call = flow.send({})
+    xray, w3c, none = call.params["Entries"]
+    assert xray["MessageSystemAttributes"] == {"AWSTraceHeader": {"DataType": "String", "StringValue": XRAY}}
+    assert w3c["MessageAttributes"] == {"traceparent": {"DataType": "String", "StringValue": W3C}}
+    assert "MessageSystemAttributes" not in none and "MessageAttributes" not in none
+
+
+def test_emf_documents_split_long_series_and_sum_counts():
+    lines = []
+    metrics = JobMetrics("svc", write=lines.append, flush_interval_s=3600)
+    for _ in range(3):
+        metrics.enqueued("report", "acme")
+    for i in range(MAX_VALUES_PER_LINE + 5):
+        metrics.timing(RUN_TIME, "report", "acme", i / 1000)
+    assert metrics.flush() == 2
+    first, second = (json.loads(line) for line in lines)
+    assert first["JobsEnqueued"] == [3.0]
+    assert len(first[RUN_TIME]) == MAX_VALUES_PER_LINE and len(second[RUN_TIME]) == 5
+    assert "JobsEnqueued" not in second
+    assert first["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [
+        ["service", "job_type"],
+        ["service", "job_type", "tenant"],
+    ]
+    assert metrics.flush() == 0  # nothing left
+
+
+def test_metrics_flush_by_themselves_once_the_interval_passed_and_can_be_turned_off(monkeypatch):
+    now = [0.0]
+    lines = []
+    metrics = JobMetrics("svc", write=lines.append, flush_interval_s=60, monotonic=lambda: now[0])
+    metrics.enqueued("a")
+    assert lines == []
+    now[0] = 61.0
+    metrics.enqueued("a")
+    assert len(lines) == 1 and json.loads(lines[0])["JobsEnqueued"] == [2.0]
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    metrics.enqueued("a")
+    assert metrics.flush() == 0 and len(lines) == 1
