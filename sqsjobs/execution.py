@@ -44,7 +44,7 @@ from sqsjobs.tracing import trace_id
 from sqsjobs.transport import sqs
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
     from concurrent.futures import ThreadPoolExecutor
 
     from sqsjobs.app import App
@@ -334,6 +334,38 @@ class Execution:
         loop = asyncio.get_running_loop()
         call = functools.partial(contextvars.copy_context().run, spec.fn, payload, ctx)
         return await loop.run_in_executor(self._pool, call)
+
+    # ── leases of long jobs (ECS heartbeat and Lambda alike) ──────────────────────────────────
+    async def renew_leases(self, running: Iterable[JobContext]) -> None:
+        """Renew the lease of every job past half of it; a renewal shows a cancel request or a lost lease."""
+        now = self.app.clock.now()
+        half = self.app.settings.lease_s / 2
+        due = [
+            ctx for ctx in running
+            if ctx.job.lease_expires is not None and ctx.job.lease_expires.timestamp() - now < half
+        ]  # fmt: skip
+        await asyncio.gather(*(self._renew(ctx, now) for ctx in due))
+
+    async def _renew(self, ctx: JobContext, now: float) -> None:
+        params = rq.heartbeat(
+            self._table, ctx.job, owner=self.worker_id, now=now, lease_s=self.app.settings.lease_s
+        )
+        try:
+            response = await self.app.arun(_update(params))
+        except StoreError as exc:
+            if rq.is_conflict(exc):
+                lost = rq.lease_lost(ctx.job, exc)
+                self.app.logger.warning(
+                    "lease lost at heartbeat", extra={"job_id": ctx.job.id, "error": str(lost)}
+                )
+                ctx.interrupt("lease_lost")
+            return
+        renewed = rq.job_from_item(response["Attributes"])
+        ctx.job = ctx.job.evolve(
+            lease_expires=renewed.lease_expires, cancel_requested=renewed.cancel_requested
+        )
+        if renewed.cancel_requested:
+            ctx.interrupt("cancel")
 
     # ── recording the outcome ─────────────────────────────────────────────────────────────
     async def _write(self, job: Job, params: dict[str, Any]) -> bool:

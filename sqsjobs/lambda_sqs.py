@@ -48,10 +48,8 @@ from sqsjobs.errors import (
     EnvelopeError,
     HandlerNotFound,
     SqsJobsError,
-    StoreError,
 )
 from sqsjobs.execution import LEAVE, Ack, Execution
-from sqsjobs.store import requests as rq
 from sqsjobs.transport import sqs
 from sqsjobs.transport.sqs import Delivery
 from sqsjobs.worker import make_worker_id
@@ -430,37 +428,7 @@ class LambdaWorker:
         lease_s = self.app.settings.lease_s
         while True:
             await asyncio.sleep(max(lease_s / 3.0, 0.2))
-            now = self.app.clock.now()
-            due = [
-                ctx for ctx in self._running.values()
-                if ctx.job.lease_expires is not None and ctx.job.lease_expires.timestamp() - now < lease_s / 2
-            ]  # fmt: skip
-            await asyncio.gather(*(self._renew(ctx, now) for ctx in due))
-
-    async def _renew(self, ctx: JobContext, now: float) -> None:
-        params = rq.heartbeat(
-            self.app.settings.table_name,
-            ctx.job,
-            owner=self.worker_id,
-            now=now,
-            lease_s=self.app.settings.lease_s,
-        )
-        try:
-            response = await self.app.arun(one(Call("dynamodb", "update_item", params)))
-        except StoreError as exc:
-            if rq.is_conflict(exc):
-                self.app.logger.warning(
-                    "lease lost at heartbeat",
-                    extra={"job_id": ctx.job.id, "error": str(rq.lease_lost(ctx.job, exc))},
-                )
-                ctx.interrupt("lease_lost")
-            return
-        renewed = rq.job_from_item(response["Attributes"])
-        ctx.job = ctx.job.evolve(
-            lease_expires=renewed.lease_expires, cancel_requested=renewed.cancel_requested
-        )
-        if renewed.cancel_requested:
-            ctx.interrupt("cancel")
+            await self._execution.renew_leases(list(self._running.values()))
 
 
 class _Budget:

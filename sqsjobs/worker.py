@@ -24,9 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from sqsjobs._aws import Call, one
-from sqsjobs.errors import AwsError, ConfigurationError, LeaseLost, StoreError
+from sqsjobs.errors import AwsError, ConfigurationError
 from sqsjobs.execution import Ack, Execution
-from sqsjobs.store import requests as rq
 from sqsjobs.transport import sqs
 from sqsjobs.transport.batcher import MessageOps
 
@@ -261,31 +260,4 @@ class Worker:
         if held:
             for receipt in await self._ops.extend(held, self.settings.visibility_timeout_s):
                 self._held.pop(receipt, None)
-        now = self.app.clock.now()
-        half = self.settings.lease_s / 2
-        due = [
-            ctx for ctx in self._running.values()
-            if ctx.job.lease_expires is not None and ctx.job.lease_expires.timestamp() - now < half
-        ]  # fmt: skip
-        await asyncio.gather(*(self._renew(ctx, now) for ctx in due))
-
-    async def _renew(self, ctx: JobContext, now: float) -> None:
-        params = rq.heartbeat(
-            self.settings.table_name, ctx.job, owner=self.worker_id, now=now, lease_s=self.settings.lease_s
-        )
-        try:
-            response = await self.app.arun(one(Call("dynamodb", "update_item", params)))
-        except StoreError as exc:
-            if rq.is_conflict(exc):
-                lost: LeaseLost = rq.lease_lost(ctx.job, exc)
-                self.app.logger.warning(
-                    "lease lost at heartbeat", extra={"job_id": ctx.job.id, "error": str(lost)}
-                )
-                ctx.interrupt("lease_lost")
-            return
-        renewed = rq.job_from_item(response["Attributes"])
-        ctx.job = ctx.job.evolve(
-            lease_expires=renewed.lease_expires, cancel_requested=renewed.cancel_requested
-        )
-        if renewed.cancel_requested:
-            ctx.interrupt("cancel")
+        await self._execution.renew_leases(list(self._running.values()))
