@@ -418,27 +418,57 @@ def _history_av(h: AttemptRecord) -> dict[str, Any]:
     return {"M": m}
 
 
+def _finish(
+    table: str,
+    job: Job,
+    *,
+    owner: str,
+    now: float,
+    status: JobStatus,
+    retention_s: float,
+    error: JobError | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Running → a final status, fenced: what complete, fail and abort share (TTL set, lease dropped)."""
+    sets = (
+        "#status = :final, st = :final, due = :now, finished_at = :now, updated_at = :now, history = :history"
+    )
+    values: dict[str, Any] = {
+        ":final": _s(status),
+        ":now": _n(now),
+        ":history": _history(job, now, str(status), owner, error),
+        ":ttl": _n(int(now + retention_s)),
+    }
+    names = {"#status": "status"}
+    for attr, value in (extra or {}).items():
+        sets += f", #{attr} = :{attr}"
+        names[f"#{attr}"] = attr
+        values[f":{attr}"] = value
+    params = _fenced(
+        table,
+        job,
+        owner=owner,
+        set_expr=f"{sets}, expires_at = :ttl",
+        values=values,
+        remove="lease_owner, lease_expires",
+    )
+    params["ExpressionAttributeNames"] = names
+    return params
+
+
 def complete(
     table: str, job: Job, *, owner: str, now: float, result: Any, retention_s: float
 ) -> dict[str, Any]:
     """Running → succeeded, fenced."""
-    return _fenced(
+    return _finish(
         table,
         job,
         owner=owner,
-        set_expr=(
-            "#status = :done, st = :done, due = :now, finished_at = :now, updated_at = :now, "
-            "#result = :result, history = :history, expires_at = :ttl"
-        ),
-        values={
-            ":done": _s(JobStatus.SUCCEEDED),
-            ":now": _n(now),
-            ":result": _json(result),
-            ":history": _history(job, now, "succeeded", owner, None),
-            ":ttl": _n(int(now + retention_s)),
-        },
-        remove="lease_owner, lease_expires",
-    ) | {"ExpressionAttributeNames": {"#status": "status", "#result": "result"}}
+        now=now,
+        status=JobStatus.SUCCEEDED,
+        retention_s=retention_s,
+        extra={"result": _json(result)},
+    )
 
 
 def schedule_retry(
@@ -469,44 +499,28 @@ def fail(
     table: str, job: Job, *, owner: str, now: float, error: JobError, reason: str, retention_s: float
 ) -> dict[str, Any]:
     """Running → dead, fenced."""
-    return _fenced(
+    return _finish(
         table,
         job,
         owner=owner,
-        set_expr=(
-            "#status = :dead, st = :dead, due = :now, finished_at = :now, updated_at = :now, "
-            "#error = :error, reason = :reason, history = :history, expires_at = :ttl"
-        ),
-        values={
-            ":dead": _s(JobStatus.DEAD),
-            ":now": _n(now),
-            ":error": _error_av(error),
-            ":reason": _s(reason),
-            ":history": _history(job, now, "dead", owner, error),
-            ":ttl": _n(int(now + retention_s)),
-        },
-        remove="lease_owner, lease_expires",
-    ) | {"ExpressionAttributeNames": {"#status": "status", "#error": "error"}}
+        now=now,
+        status=JobStatus.DEAD,
+        retention_s=retention_s,
+        error=error,
+        extra={"error": _error_av(error), "reason": _s(reason)},
+    )
 
 
 def abort(table: str, job: Job, *, owner: str, now: float, reason: str, retention_s: float) -> dict[str, Any]:
     """Running → cancelled, fenced (the handler stopped on a cancel request)."""
-    return _fenced(
+    return _finish(
         table,
         job,
         owner=owner,
-        set_expr=(
-            "#status = :cancelled, st = :cancelled, due = :now, finished_at = :now, updated_at = :now, "
-            "reason = :reason, history = :history, expires_at = :ttl"
-        ),
-        values={
-            ":cancelled": _s(JobStatus.CANCELLED),
-            ":now": _n(now),
-            ":reason": _s(reason),
-            ":history": _history(job, now, "cancelled", owner, None),
-            ":ttl": _n(int(now + retention_s)),
-        },
-        remove="lease_owner, lease_expires",
+        now=now,
+        status=JobStatus.CANCELLED,
+        retention_s=retention_s,
+        extra={"reason": _s(reason)},
     )
 
 
