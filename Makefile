@@ -1,5 +1,7 @@
 # Every target builds what it needs; `make test` works on a fresh clone with only python3 on PATH.
 PY ?= python3
+# The virtualenvs (library, MiniStack, CDK, bench peers) are independent: build them side by side.
+MAKEFLAGS += --jobs=4 --output-sync=target
 VENV := .venv
 MS_VENV := .venv-ministack
 BIN := $(VENV)/bin

@@ -1,0 +1,31 @@
+# The worker image: `sqsjobs worker` by default; the sweeper task runs the same image with `sweep --once`.
+#
+# Small: a slim base, a venv built in a throw-away stage (no compiler or pip cache in the result).
+# Non-root: the process runs as uid 10001 and can write nowhere but /tmp (ECS mounts it; the root
+# filesystem is read-only there). SIGTERM reaches Python: ENTRYPOINT is in exec form, so `sqsjobs`
+# is PID 1 with no shell in between, and the worker's own handler starts the drain (DESIGN §3.7).
+#
+# Build from the repository root: docker build -t sqsjobs-worker .
+# Your own jobs: copy your package next to `examples/` below and set SQSJOBS_APP=yourpkg.jobs:app.
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python -m venv /opt/venv
+COPY pyproject.toml README.md /src/
+COPY sqsjobs /src/sqsjobs
+RUN /opt/venv/bin/pip install /src
+
+FROM ${PYTHON_IMAGE}
+RUN useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin sqsjobs
+COPY --from=build /opt/venv /opt/venv
+WORKDIR /app
+COPY examples /app/examples
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    SQSJOBS_APP=examples.shop:app
+USER 10001
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["sqsjobs"]
+CMD ["worker"]

@@ -1,0 +1,8 @@
+"""CDK v2 constructs that deploy an sqsjobs App: ``SqsJobs`` and its options."""
+
+from __future__ import annotations
+
+from .construct import SqsJobs
+from .options import FargateWorker, LambdaWorker, Monitoring, Sweeper
+
+__all__ = ["FargateWorker", "LambdaWorker", "Monitoring", "SqsJobs", "Sweeper"]

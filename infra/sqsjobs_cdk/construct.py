@@ -1,0 +1,316 @@
+"""``SqsJobs``: everything one sqsjobs App needs in AWS, derived from the App itself.
+
+Add it to your own CDK stack::
+
+    from examples.shop import app as shop
+    from sqsjobs_cdk import FargateWorker, SqsJobs
+
+    SqsJobs(stack, "Jobs", app=shop, fargate=FargateWorker(image=ecs.ContainerImage.from_asset(repo)))
+
+Derived, never restated: table keys and indexes (``table_definition``), TTL attribute, queue and
+DLQ names (``Settings``), the redrive count (``provision.redrive_count``), the visibility timeout,
+the ECS stop timeout (``deployment.stop_timeout_s``) and every IAM action list
+(``sqsjobs.deployment``). What ``sqsjobs provision`` creates on an emulator is what this creates
+in AWS.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from aws_cdk import CfnOutput
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from sqsjobs import App
+from sqsjobs.deployment import (
+    SWEEPER_ACTIONS,
+    WORKER_ACTIONS,
+    check_lambda_timeout,
+    check_lambda_visibility,
+    lambda_timeout_s,
+    queues_of,
+    runtime_environment,
+    stop_timeout_s,
+)
+from sqsjobs.errors import ConfigurationError
+from sqsjobs.provision import redrive_count
+from sqsjobs.store.requests import TTL_ATTRIBUTE, table_definition
+
+from . import fargate as fg
+from .iam import allow
+from .lambda_worker import lambda_sweeper as build_lambda_sweeper
+from .lambda_worker import lambda_worker as build_lambda_worker
+from .monitoring import alarms_and_dashboard
+from .nag import acknowledge
+from .options import FargateWorker, LambdaWorker, Monitoring, Sweeper
+from .queues import job_queues
+from .scheduler import schedule_group, scheduler_role
+from .table import index_names, jobs_table
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from aws_cdk import aws_ecs as ecs
+    from aws_cdk import aws_lambda as lambda_
+
+_DEFAULT_SWEEPER = Sweeper()
+_DEFAULT_MONITORING = Monitoring()
+
+
+class SqsJobs(Construct):
+    """The jobs table, queues + DLQs, workers (ECS and/or Lambda), sweeper, Scheduler group, alarms."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        app: App | str,
+        app_path: str | None = None,
+        queues: Sequence[str] = (),
+        fargate: FargateWorker | None = None,
+        lambda_worker: LambdaWorker | None = None,
+        sweeper: Sweeper | None = _DEFAULT_SWEEPER,
+        monitoring: Monitoring = _DEFAULT_MONITORING,
+        vpc: ec2.IVpc | None = None,
+        alarm_topic: sns.ITopic | None = None,
+    ) -> None:
+        """Build the deployment of ``app``.
+
+        Args:
+            scope: Parent construct (usually your Stack).
+            construct_id: Construct id.
+            app: The App, or its dotted path (``shop.jobs:app``).
+            app_path: How deployed processes import the App (``SQSJOBS_APP``); found in
+                ``sys.modules`` when ``app`` is an object.
+            queues: Logical queues beyond those the App's handlers name.
+            fargate: The ECS worker service; None for none.
+            lambda_worker: The Lambda worker; None for none (e.g. no deployment package built).
+            sweeper: The scheduled sweeper: a Fargate task with ``fargate``, else a Lambda function
+                from the ``lambda_worker``'s package; None for none (then run ``sqsjobs sweep``
+                elsewhere: without a sweeper, lost hints and held jobs are never dispatched).
+            monitoring: Alarm thresholds and log retention.
+            vpc: Where the Fargate tasks run; a new two-AZ VPC when None.
+            alarm_topic: Where alarms go; a new topic when None.
+        """
+        super().__init__(scope, construct_id)
+        if isinstance(app, str):
+            app_path, app = app, App.from_path(app)
+        self.app = app
+        self.app_path = app_path or _find_app_path(app)
+        settings = app.settings
+        if fargate is None and lambda_worker is None:
+            raise ConfigurationError(
+                "nothing would run the jobs: pass fargate=..., lambda_worker=... or both"
+            )
+
+        names = queues_of(app.registry, queues)
+        lambda_queues: list[str] = []
+        if lambda_worker is not None:
+            lambda_queues = _pick(lambda_worker.queues or names, names, "lambda_worker")
+        fargate_queues: list[str] = []
+        if fargate is not None:
+            fargate_queues = _pick(
+                fargate.queues or [n for n in names if n not in lambda_queues], names, "fargate"
+            )
+            if not fargate_queues:
+                raise ConfigurationError(
+                    "every queue goes to the Lambda worker; name fargate.queues explicitly"
+                )
+        function_timeout_s = 0
+        if lambda_worker is not None:
+            function_timeout_s = lambda_worker.timeout_s or lambda_timeout_s(app.registry, lambda_queues)
+            check_lambda_timeout(app.registry, lambda_queues, function_timeout_s)
+            for name in lambda_queues:
+                check_lambda_visibility(
+                    name,
+                    visibility_timeout_s=settings.visibility_timeout_s,
+                    function_timeout_s=function_timeout_s,
+                )
+        environment = runtime_environment(settings, self.app_path)
+
+        # ── state: table and queues ────────────────────────────────────────────────────────
+        definition = table_definition(settings.table_name)
+        self.table = jobs_table(self, "Table", definition, ttl_attribute=TTL_ATTRIBUTE)
+        table_arns = [self.table.table_arn]
+        index_arns = [f"{self.table.table_arn}/index/{name}" for name in index_names(definition)]
+        self.queues = job_queues(
+            self, settings, names, max_receive_count=redrive_count(settings, app.registry)
+        )
+        queue_arns = [arn for jq in self.queues.values() for arn in (jq.queue.queue_arn, jq.dlq.queue_arn)]
+
+        # ── workers ────────────────────────────────────────────────────────────────────────
+        retention = _retention(monitoring.log_retention_days)
+        worker_logs: list[logs.ILogGroup] = []
+        self.service: ecs.FargateService | None = None
+        self.function: lambda_.Function | None = None
+        if fargate is not None:
+            self.vpc = vpc or fg.network(self, retention)
+            self.cluster = fg.cluster(self, self.vpc)
+            security_group = ec2.SecurityGroup(
+                self, "TasksSecurityGroup", vpc=self.vpc, description="sqsjobs tasks: outbound only"
+            )
+            worker_role = _task_role(self, "WorkerTaskRole", "sqsjobs ECS worker")
+            allow(worker_role, WORKER_ACTIONS, table_arns=table_arns, queue_arns=queue_arns)
+            worker_log = logs.LogGroup(self, "WorkerLogs", retention=retention)
+            worker_logs.append(worker_log)
+            self.service = fg.worker_service(
+                self,
+                cluster=self.cluster,
+                options=fargate,
+                environment=environment,
+                task_role=worker_role,
+                log_group=worker_log,
+                stop_timeout_s=stop_timeout_s(settings.drain_timeout_s),
+                queues=[self.queues[n].queue for n in fargate_queues],
+                security_group=security_group,
+            )
+            if sweeper is not None:
+                sweeper_role = _task_role(self, "SweeperTaskRole", "sqsjobs sweeper")
+                allow(
+                    sweeper_role,
+                    SWEEPER_ACTIONS,
+                    table_arns=[*table_arns, *index_arns],
+                    queue_arns=queue_arns,
+                )
+                self.sweeper_schedule = fg.sweeper_task(
+                    self,
+                    cluster=self.cluster,
+                    image=fargate.image,
+                    options=sweeper,
+                    environment=environment,
+                    task_role=sweeper_role,
+                    log_group=_sweeper_logs(self, retention, worker_logs),
+                    security_group=security_group,
+                    architecture=fargate.cpu_architecture,
+                )
+        if lambda_worker is not None:
+            function_log = logs.LogGroup(self, "LambdaWorkerLogs", retention=retention)
+            worker_logs.append(function_log)
+            self.function = function = build_lambda_worker(
+                self,
+                options=lambda_worker,
+                timeout_s=function_timeout_s,
+                environment=environment,
+                queues=[self.queues[n].queue for n in lambda_queues],
+                log_group=function_log,
+            )
+            assert function.role is not None
+            allow(function.role, WORKER_ACTIONS, table_arns=table_arns, queue_arns=queue_arns)
+            if sweeper is not None and fargate is None:
+                swept = build_lambda_sweeper(
+                    self,
+                    options=lambda_worker,
+                    sweeper=sweeper,
+                    environment=environment,
+                    log_group=_sweeper_logs(self, retention, worker_logs),
+                )
+                assert swept.role is not None
+                allow(
+                    swept.role,
+                    SWEEPER_ACTIONS,
+                    table_arns=[*table_arns, *index_arns],
+                    queue_arns=queue_arns,
+                )
+
+        # ── schedules ──────────────────────────────────────────────────────────────────────
+        self.schedule_group = schedule_group(self, settings.schedule_group)
+        self.scheduler_role = scheduler_role(self, queue_arns)
+
+        # ── monitoring ─────────────────────────────────────────────────────────────────────
+        if alarm_topic is None:
+            alarm_topic = sns.Topic(
+                self, "Alarms", display_name=f"sqsjobs {app.name} alarms", enforce_ssl=True
+            )
+            acknowledge(
+                alarm_topic,
+                "AwsSolutions-SNS2",
+                "Alarm notifications carry alarm names only, no job data; CloudWatch cannot publish to a "
+                "topic encrypted with the AWS-managed SNS key. Pass alarm_topic= to use a topic with your own CMK.",
+            )
+        self.alarm_topic = alarm_topic
+        self.alarms, self.dashboard = alarms_and_dashboard(
+            self,
+            app_name=app.name,
+            options=monitoring,
+            topic=alarm_topic,
+            queues=self.queues,
+            worker_logs=worker_logs,
+            service=self.service,
+            function=self.function,
+        )
+
+        # ── outputs: what the CLI and the scheduler helper read ────────────────────────────
+        CfnOutput(self, "TableName", value=self.table.table_name, description="SQSJOBS_TABLE")
+        CfnOutput(
+            self,
+            "SchedulerRoleArn",
+            value=self.scheduler_role.role_arn,
+            description="SQSJOBS_SCHEDULER_ROLE_ARN",
+        )
+        CfnOutput(
+            self, "ScheduleGroupName", value=settings.schedule_group, description="SQSJOBS_SCHEDULE_GROUP"
+        )
+        CfnOutput(self, "AlarmTopicArn", value=alarm_topic.topic_arn)
+        for name, jq in self.queues.items():
+            CfnOutput(self, f"QueueUrl-{name}", value=jq.queue.queue_url, description=f"queue {name}")
+            CfnOutput(self, f"DlqUrl-{name}", value=jq.dlq.queue_url, description=f"DLQ of queue {name}")
+
+
+def _sweeper_logs(
+    scope: Construct, retention: logs.RetentionDays, error_sources: list[logs.ILogGroup]
+) -> logs.LogGroup:
+    """The sweeper's log group; its ERROR lines count as worker errors too."""
+    group = logs.LogGroup(scope, "SweeperLogs", retention=retention)
+    error_sources.append(group)
+    return group
+
+
+def _task_role(scope: Construct, construct_id: str, description: str) -> iam.Role:
+    return iam.Role(
+        scope,
+        construct_id,
+        description=description,
+        assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
+    )
+
+
+def _pick(chosen: Sequence[str], names: Sequence[str], option: str) -> list[str]:
+    unknown = sorted(set(chosen) - set(names))
+    if unknown:
+        raise ConfigurationError(
+            f"{option}.queues names {unknown}, which the App does not have (it has {list(names)})"
+        )
+    return list(chosen)
+
+
+_RETENTION = {
+    1: "ONE_DAY", 3: "THREE_DAYS", 5: "FIVE_DAYS", 7: "ONE_WEEK", 14: "TWO_WEEKS", 30: "ONE_MONTH",
+    60: "TWO_MONTHS", 90: "THREE_MONTHS", 180: "SIX_MONTHS", 365: "ONE_YEAR", 731: "TWO_YEARS",
+}  # fmt: skip
+
+
+def _retention(days: int) -> logs.RetentionDays:
+    if days in _RETENTION:
+        return getattr(logs.RetentionDays, _RETENTION[days])  # type: ignore[no-any-return]
+    raise ConfigurationError(
+        f"log_retention_days must be one CloudWatch accepts (1, 3, 5, 7, 14, 30, ...), got {days}"
+    )
+
+
+def _find_app_path(app: App) -> str:
+    """``module:attribute`` of an imported App object, for ``SQSJOBS_APP``."""
+    for module_name, module in list(sys.modules.items()):
+        if module_name == "__main__" or module is None:
+            continue
+        for attribute, value in list(vars(module).items()):
+            if value is app:
+                return f"{module_name}:{attribute}"
+    raise ConfigurationError(
+        f"cannot tell how to import App {app.name!r}: define it in an importable module or pass app_path="
+    )

@@ -1,0 +1,158 @@
+"""The Lambda side: the worker behind an SQS event source mapping, and the sweeper on a schedule.
+
+Both run the Lambda issue's deployment package (``sqsjobs package lambda``). The worker mapping
+uses ReportBatchItemFailures (only the failed records come back) and MaximumConcurrency (the
+function cannot starve the table or a downstream); its queues' visibility is at least 6x the
+function timeout and the timeout starts every job type, both checked in ``sqsjobs.deployment``
+before anything is synthesized. The sweeper (``sqsjobs.lambda_sweeper``) is for deployments
+without an ECS cluster to run ``sqsjobs sweep --once`` on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from aws_cdk import Duration
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+
+from sqsjobs.deployment import check_esm
+from sqsjobs.errors import ConfigurationError
+
+from .nag import acknowledge
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from aws_cdk import aws_logs as logs
+    from aws_cdk import aws_sqs as sqs
+    from constructs import Construct
+
+    from .options import LambdaWorker, Sweeper
+
+#: The sweeper function's entry point, inside the ``sqsjobs`` package every deployment zip carries.
+SWEEPER_HANDLER = "sqsjobs.lambda_sweeper.handler"
+SWEEPER_TIMEOUT_S = 120
+
+
+def _function(
+    scope: Construct,
+    construct_id: str,
+    *,
+    options: LambdaWorker,
+    handler: str,
+    timeout_s: int,
+    memory_mib: int,
+    environment: Mapping[str, str],
+    log_group: logs.ILogGroup,
+    description: str,
+) -> lambda_.Function:
+    code = Path(options.code_path)
+    if not code.exists():
+        raise ConfigurationError(f"Lambda code {code} does not exist; build the deployment package first")
+    try:
+        architecture = getattr(lambda_.Architecture, options.architecture)
+    except AttributeError:
+        raise ConfigurationError(
+            f"architecture must be X86_64 or ARM64, got {options.architecture!r}"
+        ) from None
+    # An explicit role: the default one carries the AWSLambdaBasicExecutionRole managed policy,
+    # which may write to any log group. Callers add the sqsjobs action lists.
+    role = iam.Role(
+        scope,
+        f"{construct_id}Role",
+        description=description,
+        assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+    )
+    log_group.grant_write(role)
+    function = lambda_.Function(
+        scope,
+        construct_id,
+        description=description,
+        runtime=lambda_.Runtime(options.runtime, lambda_.RuntimeFamily.PYTHON),
+        architecture=architecture,
+        handler=handler,
+        code=lambda_.Code.from_asset(str(code)),
+        timeout=Duration.seconds(timeout_s),
+        memory_size=memory_mib,
+        role=role,
+        environment=dict(environment),
+        log_group=log_group,
+    )
+    acknowledge(
+        function,
+        "AwsSolutions-L1",
+        "The runtime must match the Python the deployment zip's compiled wheels (pydantic-core) were "
+        "built for (`sqsjobs package lambda --python-version`); LambdaWorker.runtime moves with it.",
+    )
+    return function
+
+
+def lambda_worker(
+    scope: Construct,
+    *,
+    options: LambdaWorker,
+    timeout_s: int,
+    environment: Mapping[str, str],
+    queues: Sequence[sqs.IQueue],
+    log_group: logs.ILogGroup,
+) -> lambda_.Function:
+    """The worker function and one event source mapping per consumed queue."""
+    check_esm(batch_size=options.batch_size, max_concurrency=options.max_concurrency)
+    function = _function(
+        scope,
+        "LambdaWorker",
+        options=options,
+        handler=options.handler,
+        timeout_s=timeout_s,
+        memory_mib=options.memory_mib,
+        environment=environment,
+        log_group=log_group,
+        description="sqsjobs worker (SQS event source mapping)",
+    )
+    for queue in queues:
+        function.add_event_source(
+            sources.SqsEventSource(
+                queue,
+                batch_size=options.batch_size,
+                report_batch_item_failures=True,
+                max_concurrency=options.max_concurrency,
+            )
+        )
+    return function
+
+
+def lambda_sweeper(
+    scope: Construct,
+    *,
+    options: LambdaWorker,
+    sweeper: Sweeper,
+    environment: Mapping[str, str],
+    log_group: logs.ILogGroup,
+) -> lambda_.Function:
+    """``sqsjobs.lambda_sweeper`` every ``sweeper.every_minutes`` (an EventBridge rule)."""
+    if sweeper.every_minutes < 1:
+        raise ConfigurationError(f"the sweeper runs at most once a minute, got every {sweeper.every_minutes}")
+    function = _function(
+        scope,
+        "LambdaSweeper",
+        options=options,
+        handler=SWEEPER_HANDLER,
+        timeout_s=SWEEPER_TIMEOUT_S,
+        memory_mib=sweeper.memory_mib,
+        environment=environment,
+        log_group=log_group,
+        description="sqsjobs sweeper (scheduled)",
+    )
+    events.Rule(
+        scope,
+        "SweeperSchedule",
+        description="sqsjobs sweeper",
+        schedule=events.Schedule.rate(Duration.minutes(sweeper.every_minutes)),
+        targets=[targets.LambdaFunction(function, retry_attempts=0)],
+    )
+    return function

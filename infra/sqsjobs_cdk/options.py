@@ -1,0 +1,87 @@
+"""What a user can choose about each part of the deployment; everything else is derived from the App.
+
+Plain frozen dataclasses (not jsii structs): they never leave Python, and a typo in a field name
+fails at construction instead of being ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sqsjobs.packaging import DEFAULT_PYTHON, HANDLER
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from aws_cdk import aws_ecs as ecs
+
+
+@dataclass(frozen=True)
+class FargateWorker:
+    """The ECS worker service (``sqsjobs worker``), scaled on the backlog per running task."""
+
+    #: The worker image, e.g. ``ecs.ContainerImage.from_asset(repo_root)`` (the repo's Dockerfile).
+    image: ecs.ContainerImage
+    #: Logical queues it consumes; None means every queue no Lambda worker consumes.
+    queues: Sequence[str] | None = None
+    cpu: int = 512
+    memory_mib: int = 1024
+    #: ``X86_64`` or ``ARM64``; must match the platform the image was built for.
+    cpu_architecture: str = "X86_64"
+    #: At least one task: the scaling metric divides by the running task count.
+    min_tasks: int = 1
+    max_tasks: int = 10
+    #: Target of the scaling policy: visible messages per running task. Roughly the acceptable
+    #: wait in seconds times the jobs one task finishes per second.
+    backlog_per_task: int = 100
+    #: ``SQSJOBS_CONCURRENCY`` for each task; None keeps the App's setting.
+    concurrency: int | None = None
+
+
+@dataclass(frozen=True)
+class LambdaWorker:
+    """A Lambda function fed by an SQS event source mapping (the Lambda issue's deployment package)."""
+
+    #: A deployment zip, or a directory to zip; built by the Lambda packaging step.
+    code_path: str
+    #: The entry point ``sqsjobs package lambda`` puts in the zip.
+    handler: str = HANDLER
+    #: Logical queues it consumes; None means all of the App's queues.
+    queues: Sequence[str] | None = None
+    #: Function timeout; None means the shortest that starts every job type on its queues
+    #: (``deployment.lambda_timeout_s``). Each consumed queue's visibility must be at least 6x it.
+    timeout_s: int | None = None
+    memory_mib: int = 512
+    #: Must match the interpreter the zip was built for.
+    runtime: str = f"python{DEFAULT_PYTHON}"
+    #: ``X86_64`` or ``ARM64``; must match the zip's compiled wheels.
+    architecture: str = "X86_64"
+    batch_size: int = 10
+    #: ``ScalingConfig.MaximumConcurrency``: concurrent invocations per queue (2..1000).
+    max_concurrency: int = 5
+
+
+@dataclass(frozen=True)
+class Sweeper:
+    """A sweep on a schedule: a Fargate task, or a function when there is no ECS cluster.
+
+    With ``fargate``: ``sqsjobs sweep --once`` as a task on the worker's cluster. Without:
+    ``sqsjobs.lambda_sweeper`` as a function from the Lambda worker's package.
+    """
+
+    every_minutes: int = 5
+    cpu: int = 256
+    memory_mib: int = 512
+
+
+@dataclass(frozen=True)
+class Monitoring:
+    """Alarms (to an SNS topic) and a dashboard."""
+
+    #: Alarm when a queue's oldest message is older than this.
+    max_message_age_s: int = 900
+    #: Alarm on this many worker ERROR log lines (or Lambda errors) within five minutes.
+    error_threshold: int = 1
+    #: Log retention of the worker, sweeper and function log groups.
+    log_retention_days: int = 30

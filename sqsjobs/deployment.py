@@ -1,0 +1,176 @@
+"""What a deployment of an App is built from: its queues, the limits they must respect, and IAM actions.
+
+Pure and CDK-free: ``infra/`` (the CDK construct), the local stacks and the tests all import it,
+so the numbers a stack is synthesized from come from the same code the runtime uses, and the
+rules that tie settings together (DESIGN §3.5, §3.7; STYLE §7) are checked in one place.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import TYPE_CHECKING
+
+from sqsjobs.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from sqsjobs.config import Settings
+    from sqsjobs.registry import Registry
+
+#: The queue's visibility timeout must be at least this many times the function timeout, or a
+#: batch still running can reappear and be handed to a second invocation.
+#: https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html
+LAMBDA_VISIBILITY_FACTOR = 6
+#: Lambda function timeout cap (15 min).
+#: https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html
+LAMBDA_MAX_TIMEOUT_S = 900
+#: ``ScalingConfig.MaximumConcurrency`` of an SQS event source mapping: 2..1000.
+#: https://docs.aws.amazon.com/lambda/latest/api/API_ScalingConfig.html
+ESM_MIN_CONCURRENCY, ESM_MAX_CONCURRENCY = 2, 1000
+#: Without a batching window an SQS event source mapping delivers at most 10 records per batch.
+#: https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html
+ESM_MAX_BATCH_SIZE = 10
+#: Fargate kills a container this long after SIGTERM at most (``stopTimeout`` cap).
+#: https://docs.aws.amazon.com/AmazonECS/latest/APIReference/API_ContainerDefinition.html
+FARGATE_MAX_STOP_TIMEOUT_S = 120
+#: Time after the drain deadline for releasing unfinished jobs, flushing acks and exiting.
+STOP_MARGIN_S = 10
+#: DLQ retention: the SQS maximum (14 days), so an operator has time to look.
+#: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SetQueueAttributes.html
+DLQ_RETENTION_S = 14 * 86_400
+
+#: What each deployed principal may do, by service. Every action is named; none is a wildcard, and
+#: ``tests/unit/test_deployment.py`` keeps each list equal to the calls the runtime code makes.
+#: ``WORKER``: the ECS worker and the Lambda worker (claim → run → record → ack, enqueue from a
+#: handler, dead-letter with a reason). ``SWEEPER``: read the ``by_status`` index, move ``due``,
+#: send hints. ``SCHEDULER``: the role EventBridge Scheduler assumes to deliver a fire (and to
+#: dead-letter one it cannot deliver). The Lambda event source mapping's own receive/delete rights
+#: are granted with the mapping.
+WORKER_ACTIONS: Mapping[str, tuple[str, ...]] = {
+    "dynamodb": ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"),
+    "sqs": (
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
+        "sqs:ChangeMessageVisibility",
+        "sqs:SendMessage",
+        "sqs:GetQueueUrl",
+    ),
+}
+SWEEPER_ACTIONS: Mapping[str, tuple[str, ...]] = {
+    "dynamodb": ("dynamodb:Query", "dynamodb:UpdateItem"),
+    "sqs": ("sqs:SendMessage", "sqs:GetQueueUrl"),
+}
+SCHEDULER_ACTIONS: Mapping[str, tuple[str, ...]] = {"sqs": ("sqs:SendMessage",)}
+
+#: SQS batch APIs are authorised by the single-message action.
+#: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-api-permissions-reference.html
+_BATCH_SUFFIX = "Batch"
+
+
+def queues_of(registry: Registry, extra: Iterable[str] = ()) -> list[str]:
+    """The logical queues a deployment needs: every handler's queue plus ``extra`` (``default`` if none).
+
+    The same rule ``sqsjobs provision`` applies, so infra and provision create the same queues.
+    """
+    return sorted(set(extra) | set(registry.queues()) or {"default"})
+
+
+def iam_action(service: str, operation: str) -> str:
+    """The IAM action that authorises a boto3 operation, e.g. ``sqs:SendMessage`` for ``send_message_batch``."""
+    name = "".join(part.capitalize() for part in operation.split("_"))
+    if service == "sqs" and name.endswith(_BATCH_SUFFIX):
+        name = name[: -len(_BATCH_SUFFIX)]
+    return f"{service}:{name}"
+
+
+def check_lambda_visibility(queue: str, *, visibility_timeout_s: int, function_timeout_s: int) -> None:
+    """Raise unless the queue hides a message for at least 6 x the function timeout."""
+    if not 1 <= function_timeout_s <= LAMBDA_MAX_TIMEOUT_S:
+        raise ConfigurationError(
+            f"Lambda timeout must be 1..{LAMBDA_MAX_TIMEOUT_S} s, got {function_timeout_s}"
+        )
+    needed = LAMBDA_VISIBILITY_FACTOR * function_timeout_s
+    if visibility_timeout_s < needed:
+        raise ConfigurationError(
+            f"queue {queue!r}: visibility_timeout_s={visibility_timeout_s} is below "
+            f"{LAMBDA_VISIBILITY_FACTOR} x the Lambda timeout ({function_timeout_s} s) = {needed}; raise "
+            f"visibility_timeout_s to at least {needed} or lower the function timeout to at most "
+            f"{visibility_timeout_s // LAMBDA_VISIBILITY_FACTOR} s"
+        )
+
+
+def lambda_timeout_s(registry: Registry, queues: Iterable[str]) -> int:
+    """The shortest function timeout that can start every job type on ``queues``.
+
+    The Lambda worker starts a record only if its handler's timeout plus
+    ``lambda_sqs.DEADLINE_MARGIN_S`` fits in the time left (the deadline guard), so a function
+    timeout at or below that never runs the job at all.
+    """
+    from sqsjobs.lambda_sqs import DEADLINE_MARGIN_S
+
+    wanted = set(queues)
+    longest = max((s.timeout_s for s in registry if s.queue in wanted), default=0.0)
+    timeout = math.ceil(longest + DEADLINE_MARGIN_S) + 1
+    if timeout > LAMBDA_MAX_TIMEOUT_S:
+        raise ConfigurationError(
+            f"a job type on {sorted(wanted)} has a {longest:g} s timeout, more than a Lambda function "
+            f"can run ({LAMBDA_MAX_TIMEOUT_S} s minus a {DEADLINE_MARGIN_S:g} s margin); run that queue on ECS"
+        )
+    return timeout
+
+
+def check_lambda_timeout(registry: Registry, queues: Iterable[str], function_timeout_s: int) -> None:
+    """Raise unless every job type on ``queues`` can start within ``function_timeout_s``."""
+    needed = lambda_timeout_s(registry, queues)
+    if function_timeout_s < needed:
+        raise ConfigurationError(
+            f"a Lambda timeout of {function_timeout_s} s never starts the longest job on {sorted(set(queues))} "
+            f"(its timeout plus the deadline margin needs {needed} s); raise it or lower the job's timeout"
+        )
+
+
+def check_esm(*, batch_size: int, max_concurrency: int) -> None:
+    """Raise unless the SQS event source mapping settings are within the AWS limits."""
+    if not 1 <= batch_size <= ESM_MAX_BATCH_SIZE:
+        raise ConfigurationError(f"Lambda batch_size must be 1..{ESM_MAX_BATCH_SIZE}, got {batch_size}")
+    if not ESM_MIN_CONCURRENCY <= max_concurrency <= ESM_MAX_CONCURRENCY:
+        raise ConfigurationError(
+            f"Lambda max_concurrency must be {ESM_MIN_CONCURRENCY}..{ESM_MAX_CONCURRENCY}, got {max_concurrency}"
+        )
+
+
+def stop_timeout_s(drain_timeout_s: float) -> int:
+    """ECS ``stopTimeout`` for a worker: the drain deadline plus time to release and exit.
+
+    The platform's SIGKILL must come after the worker's own deadline (DESIGN §3.7), or running
+    jobs are killed instead of released.
+    """
+    timeout = math.ceil(drain_timeout_s) + STOP_MARGIN_S
+    if timeout > FARGATE_MAX_STOP_TIMEOUT_S:
+        raise ConfigurationError(
+            f"drain_timeout_s={drain_timeout_s:g} leaves no room under Fargate's {FARGATE_MAX_STOP_TIMEOUT_S} s "
+            f"stopTimeout cap (needs {timeout} s); use drain_timeout_s <= "
+            f"{FARGATE_MAX_STOP_TIMEOUT_S - STOP_MARGIN_S}"
+        )
+    return timeout
+
+
+def runtime_environment(settings: Settings, app_path: str) -> dict[str, str]:
+    """Environment for a deployed worker, sweeper or function: the names infra chose, pinned.
+
+    Settings given explicitly to the App win over these anyway (``Settings.from_env``); pinning them
+    makes the deployed process agree with what was synthesized even when the synthesizing shell
+    had ``SQSJOBS_*`` variables set.
+    """
+    if not re.fullmatch(r"[\w.]+:\w+", app_path):
+        raise ConfigurationError(f"expected an app path like 'shop.jobs:app', got {app_path!r}")
+    return {
+        "SQSJOBS_APP": app_path,
+        "SQSJOBS_TABLE": settings.table_name,
+        "SQSJOBS_QUEUE_PREFIX": settings.queue_prefix,
+        "SQSJOBS_VISIBILITY_TIMEOUT_S": str(settings.visibility_timeout_s),
+        "SQSJOBS_DRAIN_TIMEOUT_S": f"{settings.drain_timeout_s:g}",
+        "SQSJOBS_SCHEDULE_GROUP": settings.schedule_group,
+    }

@@ -1,0 +1,398 @@
+"""The synthesized template against the code it is derived from: table, queues, workers, IAM, alarms, nag, lint.
+
+Expected values come from sqsjobs itself (``table_definition``, ``redrive_count``, ``Settings``,
+``sqsjobs.deployment``), never from infra/, so a change on either side that breaks agreement fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+from examples.shop import app as shop
+from sqsjobs.deployment import (
+    FARGATE_MAX_STOP_TIMEOUT_S,
+    LAMBDA_VISIBILITY_FACTOR,
+    SCHEDULER_ACTIONS,
+    SWEEPER_ACTIONS,
+    WORKER_ACTIONS,
+    queues_of,
+)
+from sqsjobs.lambda_sqs import DEADLINE_MARGIN_S
+from sqsjobs.packaging import HANDLER
+from sqsjobs.provision import redrive_count
+from sqsjobs.store.requests import TTL_ATTRIBUTE, table_definition
+from tests.emulators import REPO_ROOT
+from tests.infra.conftest import CDK_VENV
+
+QUEUES = queues_of(shop.registry)
+#: Every acknowledged cdk-nag finding, so a new one is a reviewed change of this list.
+ACKNOWLEDGED = {
+    "AwsSolutions-ECS2",
+    "AwsSolutions-IAM5[Resource::*]",
+    "AwsSolutions-L1",
+    "AwsSolutions-SNS2",
+}
+ACKNOWLEDGED_PATTERNS = [
+    r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:\*:task/<\w+>/\*\]"
+]
+
+
+def logical_id(ref: object) -> str:
+    """The logical id a Ref or Fn::GetAtt points at."""
+    assert isinstance(ref, dict), ref
+    if "Ref" in ref:
+        return str(ref["Ref"])
+    return str(ref["Fn::GetAtt"][0])
+
+
+def queue_ids(asm) -> dict[str, str]:
+    return {v["Properties"]["QueueName"]: k for k, v in asm.resources("AWS::SQS::Queue").items()}
+
+
+def env_of(container: dict) -> dict[str, str]:
+    return {e["Name"]: e["Value"] for e in container.get("Environment", [])}
+
+
+def containers(asm) -> dict[str, dict]:
+    return {
+        c["Name"]: c
+        for td in asm.resources("AWS::ECS::TaskDefinition").values()
+        for c in td["Properties"]["ContainerDefinitions"]
+    }
+
+
+def statements(asm, role_id: str) -> list[dict]:
+    return [
+        s
+        for p in asm.resources("AWS::IAM::Policy").values()
+        if any(logical_id(r) == role_id for r in p["Properties"].get("Roles", []))
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def actions(stmts: list[dict]) -> set[str]:
+    out = set()
+    for s in stmts:
+        out |= {s["Action"]} if isinstance(s["Action"], str) else set(s["Action"])
+    return out
+
+
+def function(asm, handler: str) -> dict:
+    [found] = [
+        r["Properties"]
+        for r in asm.resources("AWS::Lambda::Function").values()
+        if r["Properties"]["Handler"] == handler
+    ]
+    return found
+
+
+def role_of_task(asm, container_name: str) -> str:
+    for td in asm.resources("AWS::ECS::TaskDefinition").values():
+        if any(c["Name"] == container_name for c in td["Properties"]["ContainerDefinitions"]):
+            return logical_id(td["Properties"]["TaskRoleArn"])
+    raise AssertionError(f"no task definition with container {container_name}")
+
+
+# ── the table ────────────────────────────────────────────────────────────────────────────────
+def _keys(schema):
+    return sorted((k["AttributeName"], k["KeyType"]) for k in schema)
+
+
+def _index(i):
+    p = i["Projection"]
+    return (i["IndexName"], _keys(i["KeySchema"]), p["ProjectionType"], sorted(p.get("NonKeyAttributes", [])))
+
+
+def test_the_table_is_the_stores_definition_on_demand_encrypted_with_pitr_ttl_and_retained(full, local):
+    expected = table_definition(shop.settings.table_name)
+    for asm in (full, local):
+        [(_, resource)] = asm.resources("AWS::DynamoDB::Table").items()
+        table = resource["Properties"]
+        assert table["TableName"] == expected["TableName"]
+        assert table["BillingMode"] == expected["BillingMode"] == "PAY_PER_REQUEST"
+        assert _keys(table["KeySchema"]) == _keys(expected["KeySchema"])
+        assert sorted(map(json.dumps, table["AttributeDefinitions"])) == sorted(
+            map(json.dumps, expected["AttributeDefinitions"])
+        )
+        assert sorted(map(_index, table["GlobalSecondaryIndexes"])) == sorted(
+            map(_index, expected["GlobalSecondaryIndexes"])
+        )
+        assert table["TimeToLiveSpecification"] == {"AttributeName": TTL_ATTRIBUTE, "Enabled": True}
+        assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+        assert table["SSESpecification"]["SSEEnabled"] is True
+        assert table["DeletionProtectionEnabled"] is True
+        assert resource["DeletionPolicy"] == resource["UpdateReplacePolicy"] == "Retain"
+
+
+# ── queues ───────────────────────────────────────────────────────────────────────────────────
+def test_each_queue_has_an_encrypted_tls_only_dlq_with_a_redrive_above_every_max_attempts(full, local):
+    settings = shop.settings
+    count = redrive_count(settings, shop.registry)
+    assert count > shop.registry.max_attempts()
+    for asm in (full, local):
+        ids = queue_ids(asm)
+        assert set(ids) == {settings.queue_name(q) for q in QUEUES} | {settings.dlq_name(q) for q in QUEUES}
+        queues = asm.resources("AWS::SQS::Queue")
+        for q in QUEUES:
+            main = queues[ids[settings.queue_name(q)]]["Properties"]
+            assert main["RedrivePolicy"]["maxReceiveCount"] == count
+            assert logical_id(main["RedrivePolicy"]["deadLetterTargetArn"]) == ids[settings.dlq_name(q)]
+        for props in (r["Properties"] for r in queues.values()):
+            assert props["SqsManagedSseEnabled"] is True or "KmsMasterKeyId" in props
+        # ... and every queue refuses requests without TLS
+        tls_only = set()
+        for policy in asm.resources("AWS::SQS::QueuePolicy").values():
+            for s in policy["Properties"]["PolicyDocument"]["Statement"]:
+                if s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}:
+                    tls_only |= {logical_id(r) for r in policy["Properties"]["Queues"]}
+        assert tls_only == set(queues)
+
+
+# ── workers ──────────────────────────────────────────────────────────────────────────────────
+def test_the_lambda_worker_reports_item_failures_caps_concurrency_and_fits_the_visibility(full, local):
+    for asm in (full, local):
+        worker = function(asm, HANDLER)
+        mappings = asm.resources("AWS::Lambda::EventSourceMapping")
+        queues = asm.resources("AWS::SQS::Queue")
+        assert {logical_id(m["Properties"]["EventSourceArn"]) for m in mappings.values()} == {
+            queue_ids(asm)[shop.settings.queue_name(q)] for q in QUEUES
+        }
+        for m in mappings.values():
+            esm = m["Properties"]
+            assert esm["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+            assert 2 <= esm["ScalingConfig"]["MaximumConcurrency"] <= 1000
+            assert 1 <= esm["BatchSize"] <= 10
+            visibility = queues[logical_id(esm["EventSourceArn"])]["Properties"]["VisibilityTimeout"]
+            assert visibility >= LAMBDA_VISIBILITY_FACTOR * worker["Timeout"]
+            # ... and the function's settings agree with the queue it reads
+            assert int(worker["Environment"]["Variables"]["SQSJOBS_VISIBILITY_TIMEOUT_S"]) == visibility
+        # ... and its timeout lets the deadline guard start every job type of those queues
+        longest = max(spec.timeout_s for spec in shop.registry if spec.queue in QUEUES)
+        assert worker["Timeout"] > longest + DEADLINE_MARGIN_S
+        assert worker["Environment"]["Variables"]["SQSJOBS_APP"] == "examples.shop:app"
+
+
+def test_the_ecs_worker_outlives_its_drain_and_the_sweeper_runs_on_a_schedule(full):
+    by_name = containers(full)
+    worker, sweeper = by_name["worker"], by_name["sweeper"]
+    env = env_of(worker)
+    assert worker["Command"] == ["worker"]
+    assert float(env["SQSJOBS_DRAIN_TIMEOUT_S"]) < worker["StopTimeout"] <= FARGATE_MAX_STOP_TIMEOUT_S
+    assert env["SQSJOBS_TABLE"] == shop.settings.table_name
+    assert env["SQSJOBS_QUEUE_PREFIX"] == shop.settings.queue_prefix
+    assert env["SQSJOBS_APP"] == "examples.shop:app"
+    assert sweeper["Command"] == ["sweep", "--once"]
+    for c in (worker, sweeper):
+        assert c["ReadonlyRootFilesystem"] is True
+        assert c["LinuxParameters"]["InitProcessEnabled"] is True
+    [rule] = full.resources("AWS::Events::Rule").values()
+    assert re.fullmatch(r"rate\(\d+ minutes?\)", rule["Properties"]["ScheduleExpression"])
+    sweeper_task = next(
+        k
+        for k, v in full.resources("AWS::ECS::TaskDefinition").items()
+        if v["Properties"]["ContainerDefinitions"][0]["Name"] == "sweeper"
+    )
+    [target] = rule["Properties"]["Targets"]
+    assert logical_id(target["EcsParameters"]["TaskDefinitionArn"]) == sweeper_task
+    service = full.one("AWS::ECS::Service")
+    assert service["NetworkConfiguration"]["AwsvpcConfiguration"]["AssignPublicIp"] == "DISABLED"
+
+
+def test_the_worker_service_scales_on_backlog_per_running_task(full):
+    target = full.one("AWS::ApplicationAutoScaling::ScalableTarget")
+    assert 1 <= target["MinCapacity"] <= target["MaxCapacity"]
+    policy = full.one("AWS::ApplicationAutoScaling::ScalingPolicy")
+    assert policy["PolicyType"] == "TargetTrackingScaling"
+    config = policy["TargetTrackingScalingPolicyConfiguration"]
+    metrics = {m["Id"]: m for m in config["CustomizedMetricSpecification"]["Metrics"]}
+    [result] = [m for m in metrics.values() if m["ReturnData"]]
+    divisor = result["Expression"].rsplit("/", 1)[1].strip()
+    assert metrics[divisor]["MetricStat"]["Metric"]["MetricName"] == "RunningTaskCount"
+    queue_metrics = [
+        m for m in metrics.values() if m.get("MetricStat", {}).get("Metric", {}).get("Namespace") == "AWS/SQS"
+    ]
+    ids = queue_ids(full)
+    assert {logical_id(m["MetricStat"]["Metric"]["Dimensions"][0]["Value"]) for m in queue_metrics} == {
+        ids[shop.settings.queue_name(q)] for q in QUEUES
+    }
+    assert all(m["Id"] in result["Expression"] for m in queue_metrics)
+    assert config["TargetValue"] > 0
+
+
+# ── least privilege ──────────────────────────────────────────────────────────────────────────
+def test_no_iam_statement_has_a_wildcard_action_or_a_managed_policy(full, local):
+    for asm in (full, local):
+        for policy in asm.resources("AWS::IAM::Policy").values():
+            for s in policy["Properties"]["PolicyDocument"]["Statement"]:
+                assert not any("*" in a for a in actions([s])), s
+                if s["Resource"] == "*":
+                    assert actions([s]) == {"ecr:GetAuthorizationToken"}, s  # IAM accepts nothing narrower
+        for role in asm.resources("AWS::IAM::Role").values():
+            assert "ManagedPolicyArns" not in role["Properties"]
+
+
+def test_each_principal_gets_exactly_its_action_list(full):
+    def listed(spec):
+        return {a for names in spec.values() for a in names}
+
+    assert actions(statements(full, role_of_task(full, "worker"))) == listed(WORKER_ACTIONS)
+    assert actions(statements(full, role_of_task(full, "sweeper"))) == listed(SWEEPER_ACTIONS)
+    lambda_actions = actions(statements(full, logical_id(function(full, HANDLER)["Role"])))
+    consume = {
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
+        "sqs:ChangeMessageVisibility",
+        "sqs:GetQueueAttributes",
+    }
+    assert lambda_actions == listed(WORKER_ACTIONS) | consume | {
+        "sqs:GetQueueUrl",
+        "logs:CreateLogStream",
+        "logs:PutLogEvents",
+    }
+    [(scheduler_id, scheduler_role)] = [
+        (k, v)
+        for k, v in full.resources("AWS::IAM::Role").items()
+        if v["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
+        == {"Service": "scheduler.amazonaws.com"}
+    ]
+    assert actions(statements(full, scheduler_id)) == listed(SCHEDULER_ACTIONS)
+    trust = scheduler_role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]
+    assert "aws:SourceAccount" in trust["Condition"]["StringEquals"]
+    # ... the sweeper reads the by_status index by name, never index/*
+    sweeper_resources = json.dumps([s["Resource"] for s in statements(full, role_of_task(full, "sweeper"))])
+    assert "/index/by_status" in sweeper_resources
+    assert "index/*" not in json.dumps(full.template)
+
+
+def test_without_ecs_the_sweeper_is_a_scheduled_function_with_the_sweeper_actions(local):
+    sweeper = function(local, "sqsjobs.lambda_sweeper.handler")
+    assert actions(statements(local, logical_id(sweeper["Role"]))) == {
+        a for names in SWEEPER_ACTIONS.values() for a in names
+    } | {"logs:CreateLogStream", "logs:PutLogEvents"}
+    [rule] = local.resources("AWS::Events::Rule").values()
+    assert re.fullmatch(r"rate\(\d+ minutes?\)", rule["Properties"]["ScheduleExpression"])
+    [target] = rule["Properties"]["Targets"]
+    sweeper_id = next(
+        k
+        for k, v in local.resources("AWS::Lambda::Function").items()
+        if v["Properties"]["Handler"] == "sqsjobs.lambda_sweeper.handler"
+    )
+    assert logical_id(target["Arn"]) == sweeper_id
+
+
+# ── schedules, alarms, dashboard ─────────────────────────────────────────────────────────────
+def test_the_schedule_group_and_role_are_exported_for_the_schedules_cli(full, local):
+    for asm in (full, local):
+        assert asm.one("AWS::Scheduler::ScheduleGroup")["Name"] == shop.settings.schedule_group
+        outputs = asm.template["Outputs"]
+        assert any(o.get("Description") == "SQSJOBS_SCHEDULER_ROLE_ARN" for o in outputs.values())
+
+
+def test_alarms_cover_message_age_dlq_depth_and_worker_errors_and_notify(full):
+    alarms = [a["Properties"] for a in full.resources("AWS::CloudWatch::Alarm").values()]
+    ids = queue_ids(full)
+    by_metric: dict[str, list[dict]] = {}
+    for a in alarms:
+        by_metric.setdefault(a["MetricName"], []).append(a)
+        assert a["AlarmActions"] and a["TreatMissingData"] == "notBreaching"
+
+    def queues_watched(metric):
+        return {logical_id(a["Dimensions"][0]["Value"]) for a in by_metric[metric]}
+
+    assert queues_watched("ApproximateAgeOfOldestMessage") == {
+        ids[shop.settings.queue_name(q)] for q in QUEUES
+    }
+    assert queues_watched("ApproximateNumberOfMessagesVisible") == {
+        ids[shop.settings.dlq_name(q)] for q in QUEUES
+    }
+    for dlq_alarm in by_metric["ApproximateNumberOfMessagesVisible"]:
+        assert (dlq_alarm["Threshold"], dlq_alarm["ComparisonOperator"]) == (
+            1,
+            "GreaterThanOrEqualToThreshold",
+        )
+    assert by_metric["WorkerErrors"] and by_metric["Errors"]  # log ERROR lines; Lambda invocation errors
+    # ... counted on every log group a worker or sweeper writes (all but the VPC flow logs)
+    filters = full.resources("AWS::Logs::MetricFilter")
+    assert all('$.level = "ERROR"' in f["Properties"]["FilterPattern"] for f in filters.values())
+    flow_logs = {
+        logical_id(f["Properties"]["LogGroupName"]) for f in full.resources("AWS::EC2::FlowLog").values()
+    }
+    watched = {logical_id(f["Properties"]["LogGroupName"]) for f in filters.values()}
+    assert watched == set(full.resources("AWS::Logs::LogGroup")) - flow_logs
+    assert len(watched) == 3  # ECS worker, ECS sweeper, Lambda worker
+    full.one("AWS::CloudWatch::Dashboard")
+
+
+def test_the_local_variant_leaves_out_what_emulators_cannot_run(local):
+    kinds = {v["Type"] for v in local.template["Resources"].values()}
+    assert not {
+        k for k in kinds if k.startswith(("AWS::ECS::", "AWS::EC2::", "AWS::ApplicationAutoScaling::"))
+    }
+    assert {"AWS::Lambda::Function", "AWS::Lambda::EventSourceMapping", "AWS::DynamoDB::Table"} <= kinds
+
+
+# ── cdk-nag and cfn-lint ─────────────────────────────────────────────────────────────────────
+def acknowledgements(asm) -> dict[str, str]:
+    found = {}
+    for entries in asm.json(f"{asm.template_path.stem.split('.')[0]}.metadata.json").values():
+        for entry in entries:
+            if entry["type"] == "aws:cdk:acknowledged-rules":
+                for rule, reason in entry["data"].items():
+                    _source, _, rule_id = rule.partition("::")
+                    if rule_id.startswith("AwsSolutions-"):  # not CDK's own CloudFormation-Validate ones
+                        found[rule_id] = reason
+    return found
+
+
+def test_cdk_nag_finds_nothing_unacknowledged_and_every_acknowledgement_has_a_reason(full, local):
+    for asm in (full, local):
+        report = asm.json("validation-report.json")
+        violations = [v for r in report["pluginReports"] for v in r.get("violations", [])]
+        assert violations == []
+        acks = acknowledgements(asm)
+        assert all(len(reason) >= 20 for reason in acks.values()), acks
+        unexpected = {
+            r
+            for r in acks
+            if r not in ACKNOWLEDGED and not any(re.fullmatch(p, r) for p in ACKNOWLEDGED_PATTERNS)
+        }
+        assert unexpected == set()
+    assert set(acknowledgements(full)) >= ACKNOWLEDGED
+
+
+def test_cfn_lint_finds_no_errors(full, local):
+    done = subprocess.run(
+        [str(CDK_VENV / "bin" / "cfn-lint"), str(full.template_path), str(local.template_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    # cfn-lint's exit code is a bit field: 2 = errors, 4 = warnings, 8 = informational.
+    assert done.returncode & 2 == 0 and done.returncode < 16, done.stdout + done.stderr
+
+
+# ── the worker image ─────────────────────────────────────────────────────────────────────────
+def test_the_image_asset_holds_only_what_the_dockerfile_needs(full):
+    [image] = full.json(f"{full.template_path.stem.split('.')[0]}.assets.json")["dockerImages"].values()
+    assert image["source"]["dockerFile"] == "Dockerfile"
+    staged = full.directory / image["source"]["directory"]
+    names = {p.relative_to(staged).as_posix() for p in staged.rglob("*")}
+    assert {"Dockerfile", "pyproject.toml", "README.md", "sqsjobs/__init__.py", "examples/shop.py"} <= names
+    assert not {n for n in names if n.startswith((".venv", ".git", "tests", "infra", "bench", "cdk.out"))}
+    assert sum(p.stat().st_size for p in staged.rglob("*") if p.is_file()) < 5 * 1024 * 1024
+
+
+def test_the_dockerfile_runs_sqsjobs_worker_as_non_root_with_signals_reaching_python():
+    lines = [ln.strip() for ln in (REPO_ROOT / "Dockerfile").read_text().splitlines()]
+    final = lines[max(i for i, ln in enumerate(lines) if ln.startswith("FROM ")) :]
+    user = [ln.split()[1] for ln in final if ln.startswith("USER ")]
+    assert user and user[-1] not in ("root", "0")
+    [entrypoint] = [ln for ln in final if ln.startswith("ENTRYPOINT ")]
+    # Exec form (a JSON array), so `sqsjobs` gets SIGTERM itself; shell form would put sh in between.
+    assert json.loads(entrypoint.removeprefix("ENTRYPOINT ")) == ["sqsjobs"]
+    [cmd] = [ln for ln in final if ln.startswith("CMD ")]
+    assert json.loads(cmd.removeprefix("CMD ")) == ["worker"]
+    assert not any(ln.startswith("SHELL ") for ln in final)
+    assert (REPO_ROOT / ".dockerignore").read_text().splitlines()[2] == "*"

@@ -1,0 +1,136 @@
+"""The deployment rules infra/ is built from: limits, derived values, and IAM lists kept equal to the code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from sqsjobs import App
+from sqsjobs import deployment as d
+from sqsjobs.config import Settings
+from sqsjobs.errors import ConfigurationError
+
+SQSJOBS = Path(__file__).resolve().parents[2] / "sqsjobs"
+_CALL = re.compile(r'Call\(\s*"(\w+)",\s*"(\w+)"')
+
+#: The modules each deployed principal runs. A new AWS call in one of them needs its IAM action in
+#: ``sqsjobs.deployment``, or the deployed process gets AccessDenied on AWS (never on an emulator).
+WORKER_MODULES = [
+    "app.py",
+    "client.py",
+    "execution.py",
+    "worker.py",
+    "lambda_sqs.py",
+    "transport/sqs.py",
+    "transport/batcher.py",
+]
+SWEEPER_MODULES = ["app.py", "sweeper.py", "lambda_sweeper.py"]
+
+
+def actions_called(modules: list[str]) -> set[str]:
+    found = set()
+    for module in modules:
+        for service, operation in _CALL.findall((SQSJOBS / module).read_text()):
+            found.add(d.iam_action(service, operation))
+    return found
+
+
+def granted(actions: dict[str, tuple[str, ...]]) -> set[str]:
+    return {a for names in actions.values() for a in names}
+
+
+def test_iam_action_names_follow_boto3_operations():
+    assert d.iam_action("dynamodb", "update_item") == "dynamodb:UpdateItem"
+    assert d.iam_action("sqs", "send_message_batch") == "sqs:SendMessage"
+    assert d.iam_action("sqs", "change_message_visibility_batch") == "sqs:ChangeMessageVisibility"
+    assert d.iam_action("dynamodb", "batch_write_item") == "dynamodb:BatchWriteItem"
+
+
+@pytest.mark.parametrize(
+    ("actions", "modules"),
+    [(d.WORKER_ACTIONS, WORKER_MODULES), (d.SWEEPER_ACTIONS, SWEEPER_MODULES)],
+    ids=["worker", "sweeper"],
+)
+def test_each_role_is_granted_exactly_what_its_code_calls(actions, modules):
+    # GIVEN the AWS calls the modules a deployed worker/sweeper runs make
+    called = actions_called(modules)
+    # THEN the role grants each of them (no AccessDenied in AWS) and nothing else (least privilege)
+    assert granted(actions) == called
+    assert not any("*" in a for a in granted(actions))
+
+
+def test_the_lambda_visibility_rule_is_six_times_the_timeout():
+    d.check_lambda_visibility("q", visibility_timeout_s=360, function_timeout_s=60)
+    with pytest.raises(ConfigurationError, match=r"at least 360"):
+        d.check_lambda_visibility("q", visibility_timeout_s=359, function_timeout_s=60)
+    with pytest.raises(ConfigurationError, match=r"1\.\.900"):
+        d.check_lambda_visibility("q", visibility_timeout_s=43_200, function_timeout_s=901)
+
+
+def test_the_lambda_timeout_starts_every_job_type_of_its_queues():
+    from sqsjobs.lambda_sqs import DEADLINE_MARGIN_S
+
+    app = App("t")
+
+    @app.job("slow", queue="a", timeout=300)
+    def slow(payload: None, ctx: object) -> None: ...
+
+    @app.job("quick", queue="b", timeout=5)
+    def quick(payload: None, ctx: object) -> None: ...
+
+    # THEN the derived timeout leaves the deadline guard room for the longest job of those queues
+    assert d.lambda_timeout_s(app.registry, ["a", "b"]) > 300 + DEADLINE_MARGIN_S
+    assert d.lambda_timeout_s(app.registry, ["b"]) > 5 + DEADLINE_MARGIN_S
+    d.check_lambda_timeout(app.registry, ["b"], 60)
+    with pytest.raises(ConfigurationError, match="never starts"):
+        d.check_lambda_timeout(app.registry, ["a"], 300)
+
+    @app.job("too.long", queue="c", timeout=899)
+    def too_long(payload: None, ctx: object) -> None: ...
+
+    with pytest.raises(ConfigurationError, match="run that queue on ECS"):
+        d.lambda_timeout_s(app.registry, ["c"])
+
+
+def test_the_stop_timeout_outlasts_the_drain_and_fits_fargate():
+    assert d.stop_timeout_s(25.0) > 25.0
+    assert d.stop_timeout_s(25.5) >= 26 + d.STOP_MARGIN_S
+    assert d.stop_timeout_s(110) == d.FARGATE_MAX_STOP_TIMEOUT_S
+    with pytest.raises(ConfigurationError, match="drain_timeout_s <= 110"):
+        d.stop_timeout_s(111)
+
+
+def test_esm_limits():
+    d.check_esm(batch_size=10, max_concurrency=2)
+    with pytest.raises(ConfigurationError, match="batch_size"):
+        d.check_esm(batch_size=11, max_concurrency=5)
+    with pytest.raises(ConfigurationError, match="max_concurrency"):
+        d.check_esm(batch_size=10, max_concurrency=1)
+
+
+def test_queues_are_the_handlers_queues_or_default():
+    app = App("q")
+    assert d.queues_of(app.registry) == ["default"]
+
+    @app.job("a", queue="fast")
+    def a(payload: None, ctx: object) -> None: ...
+
+    assert d.queues_of(app.registry, ["slow"]) == ["fast", "slow"]
+
+
+def test_the_runtime_environment_pins_the_names_infra_chose():
+    settings = Settings(app_name="shop", visibility_timeout_s=360, drain_timeout_s=12.5)
+    env = d.runtime_environment(settings, "examples.shop:app")
+    # WHEN a deployed process builds its settings from that environment
+    seen = Settings.from_env("shop", env=env)
+    # THEN it agrees with the synthesized stack on every name and timing infra used
+    assert (seen.table_name, seen.queue_prefix, seen.schedule_group) == (
+        "shop-jobs",
+        "shop",
+        "shop-schedules",
+    )
+    assert (seen.visibility_timeout_s, seen.drain_timeout_s) == (360, 12.5)
+    with pytest.raises(ConfigurationError, match="app path"):
+        d.runtime_environment(settings, "examples/shop.py")
