@@ -1,0 +1,406 @@
+"""``make bench``: each framework drains the same backlog, answers the same idle jobs, on one emulator.
+
+Per framework and run (``--runs``) and per proxy latency (``--latency-ms``), in this order:
+
+1. start the worker (its own process group) and wait for its first ReceiveMessage at the proxy;
+   pause the whole group (SIGSTOP) so it cannot start on the backlog early;
+2. **bulk enqueue** N jobs through the framework's producer (requests and wall time);
+3. resume the worker and **drain** the backlog: worker CPU (its process group only, from /proc),
+   AWS requests by action, jobs/s from resume to the last handler start;
+4. **idle latency**: K jobs one at a time into the idle worker, enqueue→handler-start.
+
+Requests are counted by the proxy (``bench/proxy.py``) every process talks to; the harness itself
+provisions and inspects queues directly on the emulator, uncounted. Output: JSON + markdown (and
+a PNG when the bench virtualenv has matplotlib) under ``bench/results/``; see ``docs/bench.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from bench import procs, report
+from bench.frameworks import REPO, Framework, select
+from bench.markers import Markers
+from bench.proxy import AwsProxy
+
+READY_TIMEOUT_S = 60.0
+#: After the last handler start, how long the queue may take to be emptied (acks are batched).
+ACK_TIMEOUT_S = 30.0
+#: Pause after the queue is empty, so trailing deletes are counted.
+SETTLE_S = 0.5
+#: Between two idle jobs the worker finishes, acks and goes back to its long poll. The gap is
+#: jittered over one MiniStack poll tick: MiniStack answers a waiting ReceiveMessage by re-checking
+#: the queue every 100 ms (``ministack/services/sqs.py``), so a fixed gap would lock every
+#: framework to one phase of that tick and decide its latency by luck (AWS wakes a poll at once).
+IDLE_GAP_S = 0.3
+IDLE_JITTER_S = 0.1
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "bench",
+    "AWS_SECRET_ACCESS_KEY": "bench",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+class Producer:
+    """A framework's ``bench.producer`` process, driven over stdin/stdout."""
+
+    def __init__(self, fw: Framework, env: dict[str, str], log: Path) -> None:
+        self._log = open(log, "ab")  # noqa: SIM115 - closed in close()
+        self.proc = subprocess.Popen(
+            fw.producer_argv(), env=env, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self._log, text=True, start_new_session=True,
+        )  # fmt: skip
+        self.ask_ready()
+
+    def ask_ready(self) -> None:
+        """Wait for the producer's imports and clients (not part of any measurement)."""
+        line = self._read()
+        if not line.get("ready"):
+            raise RuntimeError(f"producer not ready: {line}")
+
+    def _read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"producer exited with {self.proc.poll()}; see its log")
+        return dict(json.loads(line))
+
+    def command(self, text: str) -> dict[str, Any]:
+        """Send one command line and return the JSON answer."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(text + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> None:
+        """Ask the producer to quit; kill it if it does not."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(RuntimeError, BrokenPipeError, ValueError):
+                self.command("quit")
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()
+
+
+class Bench:
+    """The emulator, the proxy, the marker socket and the queues, for a whole session."""
+
+    def __init__(self, stack: ExitStack, emulator: str, workdir: Path) -> None:
+        self.workdir = workdir
+        os.environ.update(CREDENTIALS)
+        if emulator == "ministack":
+            from tests.emulators import MiniStack
+
+            server: Any = MiniStack()
+        else:
+            from sqsjobs.emulator import EmbeddedMoto
+
+            server = EmbeddedMoto()
+        self.emulator = emulator
+        self.upstream = server.start()
+        #: The emulator's process group, to report its CPU per job (None when it runs in-process).
+        self.emulator_pgid: int | None = getattr(server, "pid", None)
+        stack.callback(server.stop)
+        self.proxy = AwsProxy(self.upstream)
+        self.proxy_url = self.proxy.start()
+        stack.callback(self.proxy.stop)
+        self.markers = Markers()
+        stack.callback(self.markers.close)
+        self.sqs = boto3.client("sqs", endpoint_url=self.upstream, region_name="us-east-1")
+        self.write_units = self._write_units()
+
+    def make_queue(self, fw: Framework, tag: str) -> str:
+        """Create the run's queue directly on the emulator (uncounted); returns its URL."""
+        if fw.kind == "sqsjobs":
+            from bench.apps.sqsjobs_app import app
+
+            app.configure(endpoint_url=self.upstream, **_settings(fw.queue_env(tag, "")))
+            try:
+                return str(app.provision().queue_urls["default"])
+            finally:
+                app.close()
+        attrs = {"VisibilityTimeout": "30"}
+        return str(self.sqs.create_queue(QueueName=fw.queue_name(tag), Attributes=attrs)["QueueUrl"])
+
+    def _write_units(self) -> dict[str, dict[str, float]]:
+        """Write units of enqueue, claim and complete for a 1 KB payload, from MiniStack's sizes."""
+        from bench.write_units import measure
+        from tests.emulators import MiniStack
+
+        if self.emulator == "ministack":
+            units = measure(self.upstream, 1024)
+        else:  # moto's ConsumedCapacity is not size-based: ask a short-lived MiniStack instead
+            with MiniStack() as sizer:
+                units = measure(sizer.endpoint_url, 1024)
+        return {step: {"table": t, "indexes": i} for step, (t, i) in units.items()}
+
+    def env(self, fw: Framework, tag: str, queue_url: str) -> dict[str, str]:
+        """The worker's and producer's environment: proxy endpoint, marker address, the run's queue."""
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("AWS_ENDPOINT_URL", "SQSJOBS_", "BENCH_"))
+        }
+        env.update(CREDENTIALS)
+        env.update(
+            PYTHONPATH=str(REPO),
+            PYTHONUNBUFFERED="1",
+            BENCH_ENDPOINT=self.proxy_url,
+            BENCH_MARK_ADDR=self.markers.address,
+            SQSJOBS_ENDPOINT_URL=self.proxy_url,
+        )
+        env.update(fw.queue_env(tag, queue_url))
+        return env
+
+    def emulator_cpu_s(self) -> float:
+        """CPU seconds the emulator has used so far (0 when it runs in this process)."""
+        return procs.group_cpu_s(self.emulator_pgid) if self.emulator_pgid else 0.0
+
+    def depth(self, queue_url: str) -> int:
+        """Visible + in-flight messages, asked of the emulator directly (not counted)."""
+        attrs = self.sqs.get_queue_attributes(
+            QueueUrl=queue_url,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+
+    def wait_receive(self, proc: subprocess.Popen[bytes], log: Path) -> None:
+        """Wait for the worker's first ReceiveMessage at the proxy: it is started and polling."""
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proxy.counts[("sqs", "ReceiveMessage")] >= 1:
+                return
+            if proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        tail = log.read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"worker never polled its queue (exit {proc.poll()}):\n{tail}")
+
+
+def _settings(env: dict[str, str]) -> dict[str, str]:
+    """``SQSJOBS_QUEUE_PREFIX``-style variables as App settings."""
+    names = {"SQSJOBS_QUEUE_PREFIX": "queue_prefix", "SQSJOBS_TABLE": "table_name"}
+    return {names[k]: v for k, v in env.items() if k in names}
+
+
+def _counts(proxy: AwsProxy) -> dict[str, int]:
+    return dict(proxy.snapshot()["requests"])
+
+
+def run_once(bench: Bench, fw: Framework, *, latency_ms: float, n: int, k: int, seq0: int) -> dict[str, Any]:
+    """One framework, one latency, one run: bulk enqueue, drain, idle latency."""
+    bench.proxy.latency_s = latency_ms / 1000.0
+    tag = f"r{seq0}"
+    queue_url = bench.make_queue(fw, tag)
+    env = bench.env(fw, tag, queue_url)
+    name = f"{fw.label.replace(' ', '-')}-{latency_ms:g}ms-{tag}"
+    worker_log = bench.workdir / f"{name}-worker.log"
+    producer = Producer(fw, env, bench.workdir / f"{name}-producer.log")
+    bench.proxy.reset_counts()
+    worker = procs.start(fw.worker_argv(), env=env, cwd=REPO, log=worker_log)
+    try:
+        bench.wait_receive(worker, worker_log)
+        procs.signal_group(worker, signal.SIGSTOP)
+        startup_counts = _counts(bench.proxy)
+
+        # (3) bulk enqueue, the worker paused
+        bench.proxy.reset_counts()
+        bulk = producer.command(f"bulk {n} {seq0}")
+        enqueue_counts = _counts(bench.proxy)
+
+        # (1) drain the backlog
+        time.sleep(0.05)
+        bench.proxy.reset_counts()
+        cpu0 = procs.group_cpu_s(worker.pid)
+        emu0 = bench.emulator_cpu_s()
+        resumed = time.monotonic()
+        procs.signal_group(worker, signal.SIGCONT)
+        seqs = range(seq0, seq0 + n)
+        if not bench.markers.wait(seqs, timeout_s=max(120.0, n * 0.5)):
+            raise RuntimeError(
+                f"{fw.label}: only {bench.markers.seen(seqs)}/{n} jobs started; see {worker_log}"
+            )
+        last = max(bench.markers.starts[s].received_mono for s in seqs)
+        deadline = time.monotonic() + ACK_TIMEOUT_S
+        while bench.depth(queue_url) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(SETTLE_S)
+        cpu1 = procs.group_cpu_s(worker.pid)
+        emu1 = bench.emulator_cpu_s()
+        drain_counts = _counts(bench.proxy)
+        left = bench.depth(queue_url)
+
+        # (2) idle latency: one job at a time
+        bench.proxy.reset_counts()
+        cpu2 = procs.group_cpu_s(worker.pid)
+        calls, latencies = [], []
+        idle0 = seq0 + n
+        jitter = random.Random(seq0)
+        for i in range(k):
+            time.sleep(IDLE_GAP_S + jitter.uniform(0, IDLE_JITTER_S))
+            answer = producer.command(f"one {idle0 + i}")
+            calls.append(answer["call_s"])
+            if not bench.markers.wait(range(idle0 + i, idle0 + i + 1), timeout_s=30.0):
+                raise RuntimeError(f"{fw.label}: idle job {i} never started; see {worker_log}")
+            start = bench.markers.starts[idle0 + i]
+            latencies.append(start.started_at - start.enqueued_at)
+        time.sleep(SETTLE_S)
+        idle_counts = _counts(bench.proxy)
+        cpu3 = procs.group_cpu_s(worker.pid)
+    finally:
+        procs.stop(worker)
+        producer.close()
+    return {
+        "framework": fw.label,
+        "kind": fw.kind,
+        "concurrency": fw.concurrency,
+        "latency_ms": latency_ms,
+        "n": n,
+        "k": k,
+        "bulk": {"wall_s": bulk["wall_s"], "producer_cpu_s": bulk["cpu_s"], "requests": enqueue_counts},
+        "drain": {
+            "wall_s": last - resumed,
+            "worker_cpu_s": cpu1 - cpu0,
+            "emulator_cpu_s": emu1 - emu0,
+            "requests": drain_counts,
+            "left_in_queue": left,
+        },
+        "idle": {
+            "latency_s": latencies,
+            "enqueue_call_s": calls,
+            "worker_cpu_s": cpu3 - cpu2,
+            "requests": idle_counts,
+        },
+        "startup_requests": startup_counts,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the comparison and write JSON, markdown and (with the bench virtualenv) a PNG."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--frameworks", default="all", help="all, or a comma list of labels/kinds")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--n", type=int, default=400, help="backlog size (drain and bulk enqueue)")
+    parser.add_argument("--k", type=int, default=20, help="idle jobs for the latency figure")
+    parser.add_argument("--latency-ms", default="0,10", help="per-request latency added by the proxy")
+    parser.add_argument("--emulator", choices=("ministack", "moto"), default="ministack")
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "bench"), help="output path stem")
+    parser.add_argument("--plot", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--keep-logs", metavar="DIR", help="keep worker/producer logs in DIR")
+    parser.add_argument("--smoke", action="store_true", help="tiny run: --runs 1 --n 30 --k 3 --latency-ms 0")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.runs, args.n, args.k, args.latency_ms = 1, 30, 3, "0"
+
+    frameworks = select(args.frameworks)
+    latencies = [float(x) for x in args.latency_ms.split(",") if x.strip()]
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    load_before = os.getloadavg()
+    runs: list[dict[str, Any]] = []
+    with ExitStack() as stack, tempfile.TemporaryDirectory(prefix="sqsjobs-bench-") as tmp:
+        workdir = Path(args.keep_logs or tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        bench = Bench(stack, args.emulator, workdir)
+        seq = 0
+        for run in range(args.runs):
+            for latency in latencies:
+                # Rotate the order each run so slow drift of the machine does not favour one framework.
+                order = frameworks[run % len(frameworks) :] + frameworks[: run % len(frameworks)]
+                for fw in order:
+                    t = time.monotonic()
+                    result = run_once(bench, fw, latency_ms=latency, n=args.n, k=args.k, seq0=seq)
+                    result["run"] = run
+                    runs.append(result)
+                    seq += args.n + args.k
+                    print(report.one_line(result, time.monotonic() - t), flush=True)
+        meta = {
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+            "duration_s": round(time.time() - started, 1),
+            "emulator": args.emulator,
+            "load_average_before": [round(x, 2) for x in load_before],
+            "load_average_after": [round(x, 2) for x in os.getloadavg()],
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "n": args.n,
+            "k": args.k,
+            "runs": args.runs,
+            "latency_ms": latencies,
+            "frameworks": [f.label for f in frameworks],
+            "versions": _versions(frameworks),
+            "write_units_1kb": bench.write_units,
+            "prices": report.PRICES,
+        }
+        summary = report.summarise(runs, bench.write_units, frameworks)
+    document = {"meta": meta, "summary": summary, "runs": runs}
+    json_path = out.with_suffix(".json")
+    json_path.write_text(json.dumps(document, indent=1) + "\n")
+    md_path = out.with_suffix(".md")
+    md_path.write_text(report.markdown(document))
+    print(md_path.read_text())
+    print(f"wrote {json_path} and {md_path}")
+    if args.plot:
+        _plot(json_path, out.with_suffix(".png"))
+    return 0
+
+
+def _versions(frameworks: list[Framework]) -> dict[str, str]:
+    """Package versions of every interpreter used, from their metadata."""
+    code = (
+        "import importlib.metadata as m, json\n"
+        "out = {}\n"
+        "for p in ('sqsjobs', 'celery', 'kombu', 'dramatiq', 'dramatiq-sqs', 'boto3', 'botocore', 'aiobotocore', 'pycurl'):\n"
+        "    try: out[p] = m.version(p)\n"
+        "    except m.PackageNotFoundError: pass\n"
+        "print(json.dumps(out))\n"
+    )
+    versions: dict[str, str] = {}
+    for python in sorted({f.python for f in frameworks}):
+        found = json.loads(
+            subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout
+        )
+        tag = "peers" if "venv-bench" in python else "sqsjobs"
+        # The peers' interpreter also sees this checkout's sqsjobs (PYTHONPATH); it does not use it.
+        versions.update(
+            {f"{name} ({tag})": v for name, v in found.items() if (name, tag) != ("sqsjobs", "peers")}
+        )
+    return versions
+
+
+def _plot(json_path: Path, png_path: Path) -> None:
+    from bench.frameworks import PEER_VENV
+
+    python = PEER_VENV / "bin" / "python"
+    if not python.exists():
+        print(f"no plot: {python} is missing (make bench-venv)")
+        return
+    subprocess.run(
+        [str(python), "-m", "bench.plot", str(json_path), str(png_path)],
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, check=True,
+    )  # fmt: skip
+    print(f"wrote {png_path}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
