@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 #: Pause after a failed receive before the next one.
 RECEIVE_ERROR_BACKOFF_S = 1.0
+#: At shutdown, pending deletes and visibility changes get this long; a hung AWS call (botocore
+#: waits out a 30 s read timeout, then retries) must not hold the exit past the platform's kill.
+ACK_FLUSH_TIMEOUT_S = 5.0
 
 
 def make_worker_id() -> str:
@@ -139,7 +142,12 @@ class Worker:
             await asyncio.wait(self._tasks, timeout=10)
         heartbeat.cancel()
         await asyncio.gather(heartbeat, return_exceptions=True)
-        await self._ops.drain()
+        try:
+            await asyncio.wait_for(self._ops.drain(), ACK_FLUSH_TIMEOUT_S)
+        except TimeoutError:
+            # Every record is final already; a message whose ack is dropped comes back and is
+            # deleted (or re-armed) by the claim it fails. Exiting on time matters more.
+            self.app.logger.warning("acks not flushed before exit; those messages will be redelivered")
         self._pool.shutdown(wait=False, cancel_futures=True)
         await self.app.aclose()
         self.app.logger.info("worker stopped", extra={"worker": self.worker_id, "handled": self.handled})
