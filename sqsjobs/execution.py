@@ -353,6 +353,8 @@ class Execution:
         try:
             response = await self.app.arun(_update(params))
         except StoreError as exc:
+            if rq.moved_on_by_owner(ctx.job, exc):
+                return  # the outcome was recorded while this renewal was in flight
             if rq.is_conflict(exc):
                 lost = rq.lease_lost(ctx.job, exc)
                 self.app.logger.warning(

@@ -69,21 +69,21 @@ def sweep_flow(app: App, now: float, *, page_size: int = 100) -> Flow[SweepRepor
             records = rq.due_records(page)
             urls = yield from app.queue_urls_flow({r.queue for r in records})
             for record in records:
+                mark = rq.mark_dispatched(
+                    settings.table_name,
+                    record,
+                    now=now,
+                    next_check=max(now, record.run_at if st == rq.HELD else now),
+                )
                 try:
-                    yield Call(
-                        "dynamodb",
-                        "update_item",
-                        rq.mark_dispatched(
-                            settings.table_name,
-                            record,
-                            now=now,
-                            next_check=max(now, record.run_at if st == rq.HELD else now),
-                        ),
-                    )
+                    yield Call("dynamodb", "update_item", mark)
                 except StoreError as exc:
-                    if rq.is_conflict(exc):
-                        continue  # it changed since the query: someone else acts on it
-                    raise
+                    # Refused: it changed since the query and someone else acts on it — unless the
+                    # change is this very write, retried by botocore after its answer was lost.
+                    if not rq.dispatch_landed(mark, exc):
+                        if rq.is_conflict(exc):
+                            continue
+                        raise
                 delay = sqs.clamp_delay(record.run_at - now) if st == rq.HELD else 0
                 yield Call(
                     "sqs",

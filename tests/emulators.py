@@ -45,7 +45,13 @@ def free_port() -> int:
 
 
 def _default_binary() -> str:
-    return os.environ.get("SQSJOBS_MINISTACK_BIN") or str(REPO_ROOT / ".venv-ministack" / "bin" / "ministack")
+    # Absolute: the server is started from a private temp directory.
+    configured = os.environ.get("SQSJOBS_MINISTACK_BIN")
+    return (
+        os.path.abspath(configured)
+        if configured
+        else str(REPO_ROOT / ".venv-ministack" / "bin" / "ministack")
+    )
 
 
 class MiniStack:

@@ -571,6 +571,20 @@ def lease_lost(job: Job, error: StoreError) -> LeaseLost:
     )
 
 
+def moved_on_by_owner(job: Job, error: StoreError) -> bool:
+    """True when a refused heartbeat met the owner's own later transition (same epoch, no longer running).
+
+    The heartbeat loop renews a lease while the execution records the outcome; when the outcome lands
+    first the renewal is refused, which is expected, not a lost lease.
+    """
+    old = _old_item(error) if is_conflict(error) else None
+    return (
+        old is not None
+        and _num(old, "lease_epoch") == job.lease_epoch
+        and old.get("status", {}).get("S") != JobStatus.RUNNING
+    )
+
+
 # ── transitions without an owner ─────────────────────────────────────────────────────────────
 def reject(
     table: str, job_id: str, *, now: float, error: JobError, reason: str, retention_s: float
@@ -798,11 +812,24 @@ def mark_dispatched(table: str, record: DueRecord, *, now: float, next_check: fl
         "ConditionExpression": "st = :st AND due = :due",
         "UpdateExpression": f"SET {set_expr}",
         "ExpressionAttributeValues": values,
-        "ReturnValuesOnConditionCheckFailure": "NONE",
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
     if names:
         params["ExpressionAttributeNames"] = names
     return params
+
+
+def dispatch_landed(params: Mapping[str, Any], error: StoreError) -> bool:
+    """True when a refused ``mark_dispatched`` met its own earlier try (a retry after a lost answer)."""
+    if not is_conflict(error):
+        return False
+    old = _old_item(error)
+    values = params["ExpressionAttributeValues"]
+    return (
+        old is not None
+        and _same_number(old.get("due"), values[":next"])
+        and _same_number(old.get("updated_at"), values[":now"])
+    )
 
 
 def _listing_index(name: str, hash_key: str) -> dict[str, Any]:

@@ -73,3 +73,22 @@ def test_a_completion_whose_answer_was_lost_deletes_the_message(ministack_url, m
     assert proxy.faults_injected == {"reset_after": 1}
     assert (job.status, job.attempt, job.result) == (JobStatus.SUCCEEDED, 1, "done")
     assert depth(direct) == {"visible": 0, "in_flight": 0, "delayed": 0}
+
+
+def test_a_sweep_whose_mark_answer_was_lost_still_sends_the_hint(ministack_url, make_app, proxy):
+    import time
+
+    from sqsjobs.sweeper import sweep_flow
+
+    direct, sweeper_app = _apps(make_app, ministack_url, proxy, lambda payload, ctx: None)
+    job_id = direct.enqueue("work", {}, delay=3600)  # held by the record: no message yet
+
+    # GIVEN the answer to the sweeper's conditional mark is lost after the mark was written
+    proxy.faults = LOSE_ONE_UPDATE_ANSWER
+    report = sweeper_app.run(sweep_flow(sweeper_app, time.time() + 3600 - 600))
+
+    # THEN the refused retry is recognised as the sweeper's own write and the hint goes out now
+    # (before, the hint waited for the next stale period).
+    assert proxy.faults_injected == {"reset_after": 1}
+    assert report.dispatched_held == [job_id]
+    assert depth(direct)["delayed"] == 1

@@ -138,3 +138,12 @@ def test_sqs_limits_are_applied_where_they_bite():
     assert sqs.clamp_visibility(10**6) == 43_200
     with pytest.raises(ValueError):
         sqs.receive("url", max_messages=11, wait_s=1)
+
+
+def test_a_heartbeat_refused_by_the_owners_own_outcome_is_not_a_lost_lease():
+    job = rq.job_from_item(_item("running", lease_owner="w", lease_epoch=2))
+    finished_by_us = _item("succeeded", lease_epoch=2)
+    rescued_by_another = _item("running", lease_owner="x", lease_epoch=3)
+    assert rq.moved_on_by_owner(job, refusal(finished_by_us))
+    assert not rq.moved_on_by_owner(job, refusal(rescued_by_another))
+    assert not rq.moved_on_by_owner(job, StoreError("slow down", code="ThrottlingException"))
