@@ -1,1 +1,1 @@
-"""DynamoDB job store: sans-I/O requests for every transition (``requests``)."""
+"""DynamoDB job store, sans-I/O: ``requests`` (every transition), ``codec`` (the item format), ``schema`` (table, indexes, sweeper reads)."""

@@ -1,0 +1,157 @@
+"""The DynamoDB wire format of a job: attribute values, reading an item, and reading a refusal.
+
+Pure helpers shared by ``requests`` (the transitions) and ``schema`` (the table and its indexes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from sqsjobs.job import AttemptRecord, Job, JobError, JobStatus
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from sqsjobs.errors import StoreError
+
+CCF = "ConditionalCheckFailedException"
+
+Item = dict[str, Any]  # DynamoDB wire format: {"attr": {"S": "..."}}
+
+
+# ── attribute values ─────────────────────────────────────────────────────────────────────────
+def av_s(value: str) -> dict[str, str]:
+    """A string attribute value."""
+    return {"S": value}
+
+
+def av_n(value: float | int) -> dict[str, str]:
+    """A number attribute value (times to the millisecond)."""
+    return {"N": str(round(value, 3)) if isinstance(value, float) else str(value)}
+
+
+def av_json(value: Any) -> dict[str, str]:
+    """A JSON document stored as a string attribute (canonical: sorted keys, no spaces)."""
+    return {"S": json.dumps(value, separators=(",", ":"), sort_keys=True)}
+
+
+def av_error(error: JobError) -> dict[str, Any]:
+    """A map attribute holding an attempt's error."""
+    return {
+        "M": {
+            "class": av_s(error.error_class),
+            "message": av_s(error.message),
+            "traceback": av_s(error.traceback),
+        }
+    }
+
+
+def to_datetime(value: float | None) -> datetime | None:
+    """Epoch seconds → an aware UTC datetime."""
+    return None if value is None else datetime.fromtimestamp(value, UTC)
+
+
+def num_attr(item: Mapping[str, Any], name: str) -> float | None:
+    """A number attribute of an item, or None."""
+    av = item.get(name)
+    return None if av is None else float(av["N"])
+
+
+def str_attr(item: Mapping[str, Any], name: str) -> str | None:
+    """A string attribute of an item, or None."""
+    av = item.get(name)
+    return None if av is None else str(av["S"])
+
+
+def payload_hash(job_type: str, version: int, payload: Any) -> str:
+    """Identity of a payload for idempotency: same type, version and canonical JSON."""
+    canonical = json.dumps(payload, separators=(",", ":"), sort_keys=True)
+    return hashlib.sha256(f"{job_type}\0{version}\0{canonical}".encode()).hexdigest()
+
+
+def idempotent_job_id(job_type: str, key: str, tenant: str | None = None) -> str:
+    """The job id for an idempotency key: the key's scope is (job type, tenant)."""
+    digest = hashlib.sha256(f"{job_type}\0{tenant or ''}\0{key}".encode()).hexdigest()
+    return f"k{digest[:31]}"
+
+
+# ── reading an item ──────────────────────────────────────────────────────────────────────────
+KNOWN_ATTRIBUTES = {
+    "id", "type", "queue", "status", "st", "due", "payload", "payload_hash", "payload_version", "attempt",
+    "max_attempts", "run_at", "created_at", "updated_at", "started_at", "finished_at", "lease_owner",
+    "lease_epoch", "lease_expires", "result", "error", "history", "idempotency_key", "tenant", "parent_id",
+    "root_id", "trace", "cancel_requested", "reason", "expires_at",
+}  # fmt: skip
+
+
+def job_from_item(item: Mapping[str, Any]) -> Job:
+    """Decode a DynamoDB item into a Job."""
+    error = None
+    if "error" in item:
+        m = item["error"]["M"]
+        error = JobError(m["class"]["S"], m["message"]["S"], m.get("traceback", {}).get("S", ""))
+    history = tuple(
+        AttemptRecord(
+            attempt=int(h["M"]["attempt"]["N"]),
+            outcome=h["M"]["outcome"]["S"],
+            started_at=to_datetime(num_attr(h["M"], "started_at")),
+            finished_at=to_datetime(num_attr(h["M"], "finished_at")) or datetime.fromtimestamp(0, UTC),
+            worker=h["M"].get("worker", {}).get("S", ""),
+            error=h["M"].get("error", {}).get("S", ""),
+        )
+        for h in item.get("history", {}).get("L", [])
+    )
+    result_raw = str_attr(item, "result")
+    return Job(
+        id=item["id"]["S"],
+        type=item["type"]["S"],
+        queue=item["queue"]["S"],
+        status=JobStatus(item["status"]["S"]),
+        payload=json.loads(item["payload"]["S"]) if "payload" in item else None,
+        payload_version=int(num_attr(item, "payload_version") or 1),
+        attempt=int(num_attr(item, "attempt") or 0),
+        max_attempts=int(num_attr(item, "max_attempts") or 1),
+        run_at=to_datetime(num_attr(item, "run_at")) or datetime.fromtimestamp(0, UTC),
+        created_at=to_datetime(num_attr(item, "created_at")) or datetime.fromtimestamp(0, UTC),
+        updated_at=to_datetime(num_attr(item, "updated_at")) or datetime.fromtimestamp(0, UTC),
+        started_at=to_datetime(num_attr(item, "started_at")),
+        finished_at=to_datetime(num_attr(item, "finished_at")),
+        lease_owner=str_attr(item, "lease_owner"),
+        lease_epoch=int(num_attr(item, "lease_epoch") or 0),
+        lease_expires=to_datetime(num_attr(item, "lease_expires")),
+        result=json.loads(result_raw) if result_raw is not None else None,
+        last_error=error,
+        history=history,
+        idempotency_key=str_attr(item, "idempotency_key"),
+        tenant=str_attr(item, "tenant"),
+        parent_id=str_attr(item, "parent_id"),
+        root_id=str_attr(item, "root_id"),
+        trace=str_attr(item, "trace"),
+        cancel_requested=bool(item.get("cancel_requested", {}).get("BOOL", False)),
+        reason=str_attr(item, "reason"),
+        extra={k: v for k, v in item.items() if k not in KNOWN_ATTRIBUTES},
+    )
+
+
+def old_item(error: StoreError) -> Item | None:
+    """The record a refused write returned (``ReturnValuesOnConditionCheckFailure=ALL_OLD``)."""
+    if error.code != CCF:
+        return None
+    response = error.response or {}
+    item = response.get("Item")
+    return dict(item) if item else None
+
+
+def is_conflict(error: StoreError) -> bool:
+    """True when the write's condition was false (as opposed to throttling or an outage)."""
+    return error.code == CCF
+
+
+def same_number(stored: Mapping[str, Any] | None, sent: Mapping[str, Any]) -> bool:
+    """True when a stored number attribute equals the one a request sent."""
+    # DynamoDB normalises numbers ("5.10" comes back as "5.1"), so compare values, not strings.
+    return stored is not None and "N" in stored and Decimal(stored["N"]) == Decimal(sent["N"])
