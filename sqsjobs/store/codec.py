@@ -155,3 +155,17 @@ def same_number(stored: Mapping[str, Any] | None, sent: Mapping[str, Any]) -> bo
     """True when a stored number attribute equals the one a request sent."""
     # DynamoDB normalises numbers ("5.10" comes back as "5.1"), so compare values, not strings.
     return stored is not None and "N" in stored and Decimal(stored["N"]) == Decimal(sent["N"])
+
+
+def shows_own_write(params: Mapping[str, Any], error: StoreError, fields: Mapping[str, str]) -> bool:
+    """True when a refused write's record holds exactly the numbers this request sets.
+
+    botocore retries a write whose answer was lost (connection reset after DynamoDB applied it); the
+    retry's condition then fails against the first try's result. ``fields`` maps attributes to the
+    request's placeholders, chosen so that no other writer produces the same values.
+    """
+    if not is_conflict(error):
+        return False
+    old = old_item(error)
+    values = params["ExpressionAttributeValues"]
+    return old is not None and all(same_number(old.get(attr), values[ph]) for attr, ph in fields.items())

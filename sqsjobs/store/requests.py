@@ -42,6 +42,7 @@ from sqsjobs.store.codec import (
     old_item,
     payload_hash,
     same_number,
+    shows_own_write,
     str_attr,
 )
 from sqsjobs.store.schema import (
@@ -262,15 +263,7 @@ def already_written(params: Mapping[str, Any], error: StoreError) -> bool:
     The lost-answer retry again (see ``own_claim``): the record then shows our epoch and the exact
     ``updated_at`` this request sets, which no other writer produces.
     """
-    if not is_conflict(error):
-        return False
-    old = old_item(error)
-    values = params["ExpressionAttributeValues"]
-    return (
-        old is not None
-        and same_number(old.get("lease_epoch"), values[":epoch"])
-        and same_number(old.get("updated_at"), values[":now"])
-    )
+    return shows_own_write(params, error, {"lease_epoch": ":epoch", "updated_at": ":now"})
 
 
 # ── owner-fenced transitions ─────────────────────────────────────────────────────────────────

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs.store.codec import av_n, av_s, is_conflict, old_item, same_number
+from sqsjobs.store.codec import av_n, av_s, shows_own_write
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -119,15 +119,7 @@ def mark_dispatched(table: str, record: DueRecord, *, now: float, next_check: fl
 
 def dispatch_landed(params: Mapping[str, Any], error: StoreError) -> bool:
     """True when a refused ``mark_dispatched`` met its own earlier try (a retry after a lost answer)."""
-    if not is_conflict(error):
-        return False
-    old = old_item(error)
-    values = params["ExpressionAttributeValues"]
-    return (
-        old is not None
-        and same_number(old.get("due"), values[":next"])
-        and same_number(old.get("updated_at"), values[":now"])
-    )
+    return shows_own_write(params, error, {"due": ":next", "updated_at": ":now"})
 
 
 def _listing_index(name: str, hash_key: str) -> dict[str, Any]:
