@@ -76,6 +76,8 @@ class Worker:
         self._in_use = 0
         self._in_use_by_queue: Counter[str] = Counter()
         self._slots: asyncio.Condition | None = None
+        #: Set when the drain begins: receive loops stop even if their cancellation was swallowed.
+        self._stopping = False
         self._tasks: set[asyncio.Task[None]] = set()
         #: Jobs this process has finished handling (any outcome), for tests and the dev runner.
         self.handled = 0
@@ -131,6 +133,7 @@ class Worker:
         self.app.logger.info(
             "worker draining", extra={"worker": self.worker_id, "running": len(self._running)}
         )
+        self._stopping = True
         for r in receivers:
             r.cancel()
         await asyncio.gather(*receivers, return_exceptions=True)
@@ -171,11 +174,11 @@ class Worker:
         async with self._slots:
             if self._in_use and self._free(queue) < target:
                 # Busy: give finishing jobs a moment so one receive can fetch a fuller batch.
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+                # races the inner wait's completion (cpython gh-86296), and the loop would live on.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(
-                        self._slots.wait_for(lambda: self._free(queue) >= target),
-                        self.settings.receive_gather_s,
-                    )
+                    async with asyncio.timeout(self.settings.receive_gather_s):
+                        await self._slots.wait_for(lambda: self._free(queue) >= target)
             await self._slots.wait_for(lambda: self._free(queue) >= 1)
             share = max(1, (self.concurrency - self._in_use) // len(self.queues))
             n = min(sqs.MAX_BATCH, self._free(queue), share)
@@ -193,7 +196,8 @@ class Worker:
             self._slots.notify_all()
 
     async def _receive_loop(self, queue: str, url: str, dlq_url: str) -> None:
-        while True:
+        # Shutdown cancels this task; the flag also ends it if a library swallowed that cancellation.
+        while not self._stopping:
             n = await self._reserve(queue)
             try:
                 response = await self.app.arun(
@@ -214,6 +218,11 @@ class Worker:
                 await asyncio.sleep(RECEIVE_ERROR_BACKOFF_S)
                 continue
             got = sqs.deliveries(queue, url, response)
+            if self._stopping:  # received as the drain began: not started, so released at once (§3.7)
+                for delivery in got:
+                    self._ops.set_visibility(delivery, 0)
+                await self._unreserve(queue, n)
+                return
             await self._unreserve(queue, n - len(got))
             for delivery in got:
                 self._held[delivery.receipt_handle] = delivery

@@ -108,3 +108,32 @@ def test_a_queue_limit_caps_its_jobs_inside_the_process_limit(ministack_url, mak
     work_until(app, all_finished(app, ids), concurrency=8)
     assert max(peak) == 1
     assert all(app.get(i).status is JobStatus.SUCCEEDED for i in ids)
+
+
+def test_shutdown_ends_even_if_a_receive_swallows_its_cancellation(ministack_url, make_app):
+    # On Python 3.11, asyncio.wait_for (and libraries built on it) can swallow a cancellation that
+    # races a completion (cpython gh-86296); a receive loop relying on cancellation alone then lives
+    # on and the drain never ends. Simulate the worst case: every receive swallows its cancellation.
+    app = make_app(ministack_url, receive_wait_s=1)
+    app.job("noop")(lambda payload, ctx: None)
+    app.provision()
+    real_arun = app.arun
+
+    async def swallowing_arun(flow):
+        try:
+            return await real_arun(flow)
+        except asyncio.CancelledError:
+            return {}  # as if the cancellation had been lost inside the SDK
+
+    app.arun = swallowing_arun
+
+    async def run_then_stop() -> float:
+        stop = asyncio.Event()
+        task = asyncio.create_task(Worker(app).run(stop))
+        await asyncio.sleep(0.5)  # the receive loop is inside its long poll
+        stop.set()
+        started = time.monotonic()
+        await asyncio.wait_for(task, timeout=15)  # before the fix: never returned
+        return time.monotonic() - started
+
+    assert asyncio.run(run_then_stop()) < 15
