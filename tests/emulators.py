@@ -24,7 +24,7 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["MiniStack", "free_port"]
+__all__ = ["MiniStack", "free_port", "ministack_python"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LOOPBACK = "127.0.0.1"
@@ -209,3 +209,15 @@ def _healthy(url: str) -> bool:
             return bool(answer.status == 200)
     except (urllib.error.URLError, OSError):
         return False
+
+
+def ministack_python() -> str:
+    """``3.11``: the Python MiniStack runs Lambda functions on (its own virtualenv's, whatever the runtime says)."""
+    python = Path(_default_binary()).parent / "python"
+    out = subprocess.run(
+        [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip()

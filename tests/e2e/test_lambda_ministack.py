@@ -18,9 +18,9 @@ from sqsjobs.envelope import DLQ_REASON
 from sqsjobs.errors import ConfigurationError
 from sqsjobs.packaging import HANDLER, LambdaBuild, build_lambda_zip
 from tests.apps import lambda_app
-from tests.emulators import REPO_ROOT
+from tests.emulators import REPO_ROOT, ministack_python
 from tests.integration.helpers import attr, depth, receive_dlq, send_raw
-from tests.integration.lambda_events import host_arch, ministack_python
+from tests.integration.lambda_events import host_arch
 
 SECRET = "4111-1111-1111-1111"
 FUNCTION_TIMEOUT_S = 10

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from sqsjobs.packaging import LambdaBuild, build_lambda_zip
-from tests.emulators import REPO_ROOT, _default_binary
+from tests.emulators import REPO_ROOT, ministack_python
 
 CDK_VENV = Path(os.environ.get("SQSJOBS_CDK_VENV") or REPO_ROOT / ".venv-cdk")
 STACK = "SqsJobsExample"
@@ -76,17 +76,6 @@ def cdk_python() -> Path:
     return python
 
 
-def ministack_python_version() -> str:
-    python = Path(_default_binary()).parent / "python"
-    out = subprocess.run(
-        [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout.strip()
-
-
 def synth_env() -> dict[str, str]:
     """No AWS_* or SQSJOBS_* from the shell: the template must not depend on who synthesizes it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SQSJOBS_", "CDK_"))}
@@ -132,7 +121,7 @@ def _synthesize(work: Path) -> None:
         LambdaBuild(
             app="examples.shop:app",
             output=work / "lambda.zip",
-            python_version=ministack_python_version(),
+            python_version=ministack_python(),
             arch={"aarch64": "arm64"}.get(platform.machine(), platform.machine()),
             project_dir=REPO_ROOT,
             offline=True,

@@ -8,26 +8,11 @@ real receipt handles: its visibility changes and DLQ sends act on real messages.
 from __future__ import annotations
 
 import platform
-import subprocess
 import time
-from pathlib import Path
 from typing import Any
 
 from sqsjobs import App
-from tests.emulators import _default_binary
 from tests.integration.helpers import queue_url, sqs_call
-
-
-def ministack_python() -> str:
-    """``3.11``: the Python MiniStack runs functions on (its own virtualenv's, whatever the runtime says)."""
-    python = Path(_default_binary()).parent / "python"
-    out = subprocess.run(
-        [str(python), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout.strip()
 
 
 def host_arch() -> str:

@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
+from bench.report import DYNAMODB_READS, DYNAMODB_WRITES
 from sqsjobs import JobStatus
 from sqsjobs.testing import all_finished, work_until
 
 JOBS = 100
-DYNAMODB_WRITES = {
-    "PutItem",
-    "UpdateItem",
-    "DeleteItem",
-    "BatchWriteItem",
-    "TransactWriteItems",
-    "BatchExecuteStatement",
-}
-DYNAMODB_READS = {"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"}
 
 
 def test_a_backlog_costs_at_most_three_dynamodb_writes_no_reads_and_under_point_six_sqs_requests_per_job(

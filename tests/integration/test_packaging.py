@@ -7,8 +7,8 @@ import zipfile
 from typer.testing import CliRunner
 
 from sqsjobs.cli import cli
-from tests.emulators import REPO_ROOT
-from tests.integration.lambda_events import host_arch, ministack_python
+from tests.emulators import REPO_ROOT, ministack_python
+from tests.integration.lambda_events import host_arch
 
 
 def test_the_zip_holds_the_entry_point_sqsjobs_the_app_and_the_runtime_dependencies(tmp_path, monkeypatch):
