@@ -111,7 +111,7 @@ class Bench:
 
             server: Any = MiniStack()
         else:
-            from sqsjobs.emulator import EmbeddedMoto
+            from sqsjobs.local.emulator import EmbeddedMoto
 
             server = EmbeddedMoto()
         self.emulator = emulator

@@ -63,10 +63,10 @@ STEPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("EMF metrics", ("observability.py",), ()),
     ("sync handler in a thread (submit, wake-up, run)", ("concurrent/futures",), ()),
     ("sync handler in a thread (submit, wake-up, run)", ("Thread._bootstrap",), ()),
-    ("other sqsjobs work (envelope, validation, tracing, outcome)", ("sqsjobs/execution.py",), ()),
+    ("other sqsjobs work (envelope, validation, tracing, outcome)", ("sqsjobs/runtime/execution.py",), ()),
     ("aiohttp/botocore callbacks on the loop (reading answers)", ("aiohttp/",), ("sqsjobs/",)),
     # SDK frames whose awaiting caller the sampler did not see (a task resumed by the loop).
-    ("SDK, caller not sampled", ("botocore/",), ("sqsjobs/execution.py",)),
+    ("SDK, caller not sampled", ("botocore/",), ("sqsjobs/runtime/execution.py",)),
     ("event loop and task bookkeeping", ("asyncio/",), ()),
 )
 

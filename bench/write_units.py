@@ -12,7 +12,7 @@ from typing import Any
 
 from sqsjobs import App
 from sqsjobs._aws import Call, one
-from sqsjobs.client import JobRequest, build_new_job
+from sqsjobs.producer import JobRequest, build_new_job
 from sqsjobs.store import requests as rq
 from tests.emulators import MiniStack
 

@@ -16,8 +16,8 @@ from rich.table import Table
 
 from examples.shop import app
 from sqsjobs._aws import Call, one
-from sqsjobs.dev import DevStack
 from sqsjobs.envelope import DLQ_JOB_ID, DLQ_REASON
+from sqsjobs.local.dev import DevStack
 from sqsjobs.ops.inspect import ListQuery, list_flow
 
 console = Console(width=120)

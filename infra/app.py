@@ -64,7 +64,7 @@ def build(
         local = _choice(context, "local", "SQSJOBS_INFRA_LOCAL").lower() in ("1", "true", "yes")
 
     from sqsjobs import App
-    from sqsjobs.deployment import LAMBDA_VISIBILITY_FACTOR, lambda_timeout_s, queues_of
+    from sqsjobs.deploy.rules import LAMBDA_VISIBILITY_FACTOR, lambda_timeout_s, queues_of
 
     jobs = App.from_path(app_path)
     if lambda_zip:

@@ -1,13 +1,10 @@
-"""The SQS worker function: set the handler to ``lambda_handlers.worker.handler``.
+"""Compatibility entry point for functions configured with ``lambda_handlers.worker.handler``.
 
-``SQSJOBS_APP`` (e.g. ``shop.jobs:app``) names the App; it is imported here, once per container,
-during Lambda's init phase (cold start), and every invocation reuses it with its clients and its
-event loop. The event source mapping must report batch item failures
-(``FunctionResponseTypes=["ReportBatchItemFailures"]``): the response names the records to keep.
+New deployments use ``sqsjobs.runtime.lambda_handlers.sqs_worker`` directly (see that module).
 """
 
 from __future__ import annotations
 
-from sqsjobs.lambda_sqs import handler_from_env
+from sqsjobs.runtime.lambda_handlers import sqs_worker as handler
 
-handler = handler_from_env()
+__all__ = ["handler"]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from sqsjobs._clock import Clock, FakeClock, SystemClock
 from sqsjobs.app import App
-from sqsjobs.client import JobRequest
 from sqsjobs.config import Settings
 from sqsjobs.context import JobContext
 from sqsjobs.errors import (
@@ -35,11 +34,12 @@ from sqsjobs.errors import (
     UnknownEnvelopeVersion,
 )
 from sqsjobs.job import Job, JobError, JobStatus
+from sqsjobs.producer import JobRequest
 from sqsjobs.registry import HandlerSpec, Registry
 from sqsjobs.retry import Backoff, RetryPolicy
-from sqsjobs.schedules import ScheduleSpec
-from sqsjobs.sweeper import SweepReport, sweep_once
-from sqsjobs.worker import Worker
+from sqsjobs.runtime.sweeper import SweepReport, sweep_once
+from sqsjobs.runtime.worker import Worker
+from sqsjobs.schedules.declarations import ScheduleSpec
 
 __all__ = [
     "App",

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from sqsjobs.cli import main
+from sqsjobs.cli.main import main
 
 main()

@@ -14,21 +14,21 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import AsyncClients, Call, Flow, RequestCounter, SyncClients, run_async, run_sync
 from sqsjobs._clock import Clock, SystemClock
-from sqsjobs.client import JobRequest, build_new_job, cancel_flow, enqueue_many_flow, get_flow
 from sqsjobs.config import Settings
+from sqsjobs.deploy.provision import ProvisionReport, provision_flow
 from sqsjobs.errors import ConfigurationError
 from sqsjobs.ops.requeue import retry_flow
-from sqsjobs.provision import ProvisionReport, provision_flow
+from sqsjobs.producer import JobRequest, build_new_job, cancel_flow, enqueue_many_flow, get_flow
 from sqsjobs.registry import Registry
-from sqsjobs.schedules import Schedules
+from sqsjobs.schedules.declarations import Schedules
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from datetime import datetime, timedelta
 
     from sqsjobs.job import Job
-    from sqsjobs.observability import JobMetrics
-    from sqsjobs.tracing import JobTracer
+    from sqsjobs.observability.metrics import JobMetrics
+    from sqsjobs.observability.tracing import JobTracer
 
 
 class App:
@@ -85,18 +85,18 @@ class App:
 
     @property
     def metrics(self) -> JobMetrics:
-        """EMF metrics per job type (``sqsjobs.observability``); flushed by the worker and the Lambda entry."""
+        """EMF metrics per job type (``sqsjobs.observability.metrics``); flushed by the worker and the Lambda entry."""
         if self._metrics is None:
-            from sqsjobs.observability import JobMetrics
+            from sqsjobs.observability.metrics import JobMetrics
 
             self._metrics = JobMetrics(self.name, flush_interval_s=self.settings.metrics_interval_s)
         return self._metrics
 
     @property
     def tracer(self) -> JobTracer:
-        """Continues each job's producer trace while it runs (``sqsjobs.tracing``)."""
+        """Continues each job's producer trace while it runs (``sqsjobs.observability.tracing``)."""
         if self._tracer is None:
-            from sqsjobs.tracing import JobTracer
+            from sqsjobs.observability.tracing import JobTracer
 
             self._tracer = JobTracer(self.name)
         return self._tracer

@@ -4,7 +4,7 @@ Messages stay a few dozen bytes because the payload lives in the record (the cla
 which makes a duplicated, late or stale message harmless: it only says "look at job X".
 
 A second kind, ``Fire``, is what EventBridge Scheduler (or the local firing loop of ``sqsjobs dev``)
-sends for one occurrence of a schedule; the worker turns it into a job (``sqsjobs.fire``).
+sends for one occurrence of a schedule; the worker turns it into a job (``sqsjobs.schedules.fire``).
 """
 
 from __future__ import annotations

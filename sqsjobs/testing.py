@@ -1,7 +1,7 @@
 """Helpers for tests, yours and ours: run a real worker against an endpoint until a condition holds.
 
 There is no in-memory imitation of SQS or DynamoDB here: point the App at an emulator
-(``sqsjobs.emulator.EmbeddedMoto``, MiniStack, LocalStack) and the real code path runs.
+(``sqsjobs.local.emulator.EmbeddedMoto``, MiniStack, LocalStack) and the real code path runs.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
-from sqsjobs.sweeper import run_sweeper
-from sqsjobs.worker import Worker
+from sqsjobs.runtime.sweeper import run_sweeper
+from sqsjobs.runtime.worker import Worker
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from sqsjobs import App
-from sqsjobs.emulator import EmbeddedMoto
+from sqsjobs.local.emulator import EmbeddedMoto
 from tests.emulators import MiniStack
 
 EXTERNAL_ENDPOINT = os.environ.get("SQSJOBS_TEST_ENDPOINT")

@@ -10,7 +10,7 @@ Add it to your own CDK stack::
 Derived, never restated: table keys and indexes (``table_definition``), TTL attribute, queue and
 DLQ names (``Settings``), the redrive count (``provision.redrive_count``), the visibility timeout,
 the ECS stop timeout (``deployment.stop_timeout_s``) and every IAM action list
-(``sqsjobs.deployment``). What ``sqsjobs provision`` creates on an emulator is what this creates
+(``sqsjobs.deploy.rules``). What ``sqsjobs provision`` creates on an emulator is what this creates
 in AWS.
 """
 
@@ -27,7 +27,8 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from sqsjobs import App
-from sqsjobs.deployment import (
+from sqsjobs.deploy.provision import redrive_count
+from sqsjobs.deploy.rules import (
     SWEEPER_ACTIONS,
     WORKER_ACTIONS,
     check_lambda_timeout,
@@ -38,7 +39,6 @@ from sqsjobs.deployment import (
     stop_timeout_s,
 )
 from sqsjobs.errors import ConfigurationError
-from sqsjobs.provision import redrive_count
 from sqsjobs.store.requests import TTL_ATTRIBUTE, table_definition
 
 from . import fargate as fg

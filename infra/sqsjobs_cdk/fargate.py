@@ -1,7 +1,7 @@
 """The ECS side: network, cluster, the worker service scaled on backlog per task, and the sweeper task.
 
 The worker runs ``sqsjobs worker`` from the repo's Dockerfile. Its ``stopTimeout`` comes from
-``sqsjobs.deployment.stop_timeout_s`` (the drain deadline plus a margin), so ECS's SIGKILL always
+``sqsjobs.deploy.rules.stop_timeout_s`` (the drain deadline plus a margin), so ECS's SIGKILL always
 comes after the worker has released what it could not finish (DESIGN §3.7).
 """
 

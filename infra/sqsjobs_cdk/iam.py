@@ -1,4 +1,4 @@
-"""Least privilege: each principal gets the action lists of ``sqsjobs.deployment``, on named resources.
+"""Least privilege: each principal gets the action lists of ``sqsjobs.deploy.rules``, on named resources.
 
 No ``grant_read_write_data``-style helpers (they grant far more than the runtime calls) and no
 wildcard actions; index ARNs are listed one by one rather than as ``index/*``.

@@ -3,8 +3,8 @@
 Both run the Lambda issue's deployment package (``sqsjobs package lambda``). The worker mapping
 uses ReportBatchItemFailures (only the failed records come back) and MaximumConcurrency (the
 function cannot starve the table or a downstream); its queues' visibility is at least 6x the
-function timeout and the timeout starts every job type, both checked in ``sqsjobs.deployment``
-before anything is synthesized. The sweeper (``sqsjobs.lambda_sweeper``) is for deployments
+function timeout and the timeout starts every job type, both checked in ``sqsjobs.deploy.rules``
+before anything is synthesized. The sweeper (``sqsjobs.runtime.lambda_handlers``) is for deployments
 without an ECS cluster to run ``sqsjobs sweep --once`` on.
 """
 
@@ -20,8 +20,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 
-from sqsjobs.deployment import check_esm
+from sqsjobs.deploy.rules import check_esm
 from sqsjobs.errors import ConfigurationError
+from sqsjobs.runtime.lambda_handlers import SWEEPER_HANDLER
 
 from .nag import acknowledge
 
@@ -34,8 +35,6 @@ if TYPE_CHECKING:
 
     from .options import LambdaWorker, Sweeper
 
-#: The sweeper function's entry point, inside the ``sqsjobs`` package every deployment zip carries.
-SWEEPER_HANDLER = "sqsjobs.lambda_sweeper.handler"
 SWEEPER_TIMEOUT_S = 120
 
 
@@ -134,7 +133,7 @@ def lambda_sweeper(
     environment: Mapping[str, str],
     log_group: logs.ILogGroup,
 ) -> lambda_.Function:
-    """``sqsjobs.lambda_sweeper`` every ``sweeper.every_minutes`` (an EventBridge rule)."""
+    """``sqsjobs.runtime.lambda_handlers`` every ``sweeper.every_minutes`` (an EventBridge rule)."""
     if sweeper.every_minutes < 1:
         raise ConfigurationError(f"the sweeper runs at most once a minute, got every {sweeper.every_minutes}")
     function = _function(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sqsjobs.packaging import DEFAULT_PYTHON, HANDLER
+from sqsjobs.deploy.packaging import DEFAULT_PYTHON, HANDLER
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -67,7 +67,7 @@ class Sweeper:
     """A sweep on a schedule: a Fargate task, or a function when there is no ECS cluster.
 
     With ``fargate``: ``sqsjobs sweep --once`` as a task on the worker's cluster. Without:
-    ``sqsjobs.lambda_sweeper`` as a function from the Lambda worker's package.
+    ``sqsjobs.runtime.lambda_handlers`` as a function from the Lambda worker's package.
     """
 
     every_minutes: int = 5

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from aws_cdk import Duration
 from aws_cdk import aws_sqs as sqs
 
-from sqsjobs.deployment import DLQ_RETENTION_S
+from sqsjobs.deploy.rules import DLQ_RETENTION_S
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -13,7 +13,7 @@ from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_scheduler as scheduler
 
-from sqsjobs.deployment import SCHEDULER_ACTIONS
+from sqsjobs.deploy.rules import SCHEDULER_ACTIONS
 
 from .iam import allow
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from sqsjobs._aws import Call, Flow
+from sqsjobs.deploy.provision import parse_redrive, redrive_count
 from sqsjobs.errors import AwsError, ConfigurationError, StoreError, TransportError
 from sqsjobs.ops._common import app_queues
-from sqsjobs.provision import parse_redrive, redrive_count
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import sqs
 

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sqsjobs import App
-from sqsjobs.cli import cli
+from sqsjobs.cli.main import cli
 from sqsjobs.testing import all_finished, work_until
 from tests.cli import jobs_app
 from tests.conftest import FAST

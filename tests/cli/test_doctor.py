@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from sqsjobs.cli_common import EXIT_ERROR
+from sqsjobs.cli.common import EXIT_ERROR
 from tests.cli.conftest import invoke, new_app
 from tests.integration.helpers import queue_url, sqs_call
 

@@ -14,9 +14,9 @@ import boto3
 import pytest
 
 from sqsjobs import JobStatus
+from sqsjobs.deploy.packaging import HANDLER, LambdaBuild, build_lambda_zip
 from sqsjobs.envelope import DLQ_REASON
 from sqsjobs.errors import ConfigurationError
-from sqsjobs.packaging import HANDLER, LambdaBuild, build_lambda_zip
 from tests.apps import lambda_app
 from tests.emulators import REPO_ROOT, ministack_python
 from tests.integration.helpers import attr, depth, receive_dlq, send_raw
@@ -41,7 +41,7 @@ def test_the_packaged_function_runs_a_mix_of_jobs_to_their_final_states(ministac
         report = build_lambda_zip(build)
     except ConfigurationError as exc:
         pytest.fail(f"{exc}\nrun `make lambda-e2e-deps` (part of `make test`) first")
-    assert report.handler == HANDLER == "lambda_handlers.worker.handler"
+    assert report.handler == HANDLER == "sqsjobs.runtime.lambda_handlers.sqs_worker"
 
     # ... deployed as a function with an ESM that reports batch item failures
     app = make_app(ministack_url, visibility_timeout_s=30)

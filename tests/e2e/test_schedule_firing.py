@@ -19,9 +19,9 @@ import pytest
 from sqsjobs import App, JobNotFound, JobStatus, SchedulerError
 from sqsjobs import envelope as env
 from sqsjobs._aws import Call, one
-from sqsjobs.execution import DELETE, Execution
-from sqsjobs.fire import idempotency_key
-from sqsjobs.schedule_sync import apply_flow, plan_flow
+from sqsjobs.runtime.execution import DELETE, Execution
+from sqsjobs.schedules.fire import idempotency_key
+from sqsjobs.schedules.sync import apply_flow, plan_flow
 from sqsjobs.store.requests import idempotent_job_id
 from sqsjobs.testing import work_until
 from sqsjobs.transport import sqs

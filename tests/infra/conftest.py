@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from sqsjobs.packaging import LambdaBuild, build_lambda_zip
+from sqsjobs.deploy.packaging import LambdaBuild, build_lambda_zip
 from tests.emulators import REPO_ROOT, ministack_python
 
 CDK_VENV = Path(os.environ.get("SQSJOBS_CDK_VENV") or REPO_ROOT / ".venv-cdk")

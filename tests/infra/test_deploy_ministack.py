@@ -18,7 +18,7 @@ import pytest
 
 from examples.shop import app as shop
 from sqsjobs import App, JobStatus
-from sqsjobs.packaging import HANDLER
+from sqsjobs.deploy.packaging import HANDLER
 from sqsjobs.store.requests import HELD
 from sqsjobs.transport.sqs import MAX_DELAY_S
 from tests.emulators import MiniStack
@@ -138,7 +138,7 @@ def test_the_local_template_deploys_and_its_lambda_worker_runs_a_job(local, mini
     [sweeper] = [
         f["FunctionName"]
         for f in lam.list_functions()["Functions"]
-        if f["Handler"] == "sqsjobs.lambda_sweeper.handler"
+        if f["Handler"] == "sqsjobs.runtime.lambda_handlers.sweeper"
     ]
     answer = lam.invoke(FunctionName=sweeper, Payload=b"{}")
     # THEN it hands the job to SQS (its record is no longer held)

@@ -1,7 +1,7 @@
 """The synthesized template against the code it is derived from: table, queues, workers, IAM, alarms, nag, lint.
 
 Expected values come from sqsjobs itself (``table_definition``, ``redrive_count``, ``Settings``,
-``sqsjobs.deployment``), never from infra/, so a change on either side that breaks agreement fails here.
+``sqsjobs.deploy.rules``), never from infra/, so a change on either side that breaks agreement fails here.
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ import re
 import subprocess
 
 from examples.shop import app as shop
-from sqsjobs.deployment import (
+from sqsjobs.deploy.packaging import HANDLER
+from sqsjobs.deploy.provision import redrive_count
+from sqsjobs.deploy.rules import (
     FARGATE_MAX_STOP_TIMEOUT_S,
     LAMBDA_VISIBILITY_FACTOR,
     SCHEDULER_ACTIONS,
@@ -19,9 +21,7 @@ from sqsjobs.deployment import (
     WORKER_ACTIONS,
     queues_of,
 )
-from sqsjobs.lambda_sqs import DEADLINE_MARGIN_S
-from sqsjobs.packaging import HANDLER
-from sqsjobs.provision import redrive_count
+from sqsjobs.runtime.lambda_sqs import DEADLINE_MARGIN_S
 from sqsjobs.store.requests import TTL_ATTRIBUTE, table_definition
 from tests.emulators import REPO_ROOT
 from tests.infra.conftest import CDK_VENV
@@ -267,7 +267,7 @@ def test_each_principal_gets_exactly_its_action_list(full):
 
 
 def test_without_ecs_the_sweeper_is_a_scheduled_function_with_the_sweeper_actions(local):
-    sweeper = function(local, "sqsjobs.lambda_sweeper.handler")
+    sweeper = function(local, "sqsjobs.runtime.lambda_handlers.sweeper")
     assert actions(statements(local, logical_id(sweeper["Role"]))) == {
         a for names in SWEEPER_ACTIONS.values() for a in names
     } | {"logs:CreateLogStream", "logs:PutLogEvents"}
@@ -277,7 +277,7 @@ def test_without_ecs_the_sweeper_is_a_scheduled_function_with_the_sweeper_action
     sweeper_id = next(
         k
         for k, v in local.resources("AWS::Lambda::Function").items()
-        if v["Properties"]["Handler"] == "sqsjobs.lambda_sweeper.handler"
+        if v["Properties"]["Handler"] == "sqsjobs.runtime.lambda_handlers.sweeper"
     )
     assert logical_id(target["Arn"]) == sweeper_id
 

@@ -1,6 +1,6 @@
 """Specifications of the two emulator harnesses the suite stands on.
 
-- ``sqsjobs.emulator.EmbeddedMoto``: moto's server with every request serialised,
+- ``sqsjobs.local.emulator.EmbeddedMoto``: moto's server with every request serialised,
   so that concurrent conditional claims have exactly one winner (stock moto lets
   several win), while a long-poll receive does not hold the lock as it waits.
 - ``tests.emulators.MiniStack``: a private MiniStack process that starts healthy,
@@ -24,7 +24,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from sqsjobs.emulator import EmbeddedMoto
+from sqsjobs.local.emulator import EmbeddedMoto
 from tests.emulators import MiniStack
 
 # Enough connections for the 8 claimers plus a waiter; no retries, so a failure shows as one.

@@ -14,8 +14,8 @@ from sqsjobs._aws import Call, one
 from sqsjobs.envelope import DLQ_ERROR_CLASS, DLQ_JOB_ID, DLQ_REASON, Envelope
 from sqsjobs.errors import LeaseLost, StoreError
 from sqsjobs.retry import Backoff
+from sqsjobs.runtime.sweeper import sweep_flow
 from sqsjobs.store import requests as rq
-from sqsjobs.sweeper import sweep_flow
 from sqsjobs.testing import all_finished, work_until
 from tests.integration.helpers import attr, depth, receive_dlq, send_raw
 

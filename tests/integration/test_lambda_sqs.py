@@ -14,7 +14,7 @@ import pytest
 
 from sqsjobs import JobStatus
 from sqsjobs.envelope import DLQ_JOB_ID, DLQ_REASON
-from sqsjobs.lambda_sqs import (
+from sqsjobs.runtime.lambda_sqs import (
     InvalidBatchResponse,
     InvalidEvent,
     LambdaWorker,

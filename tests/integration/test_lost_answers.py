@@ -78,7 +78,7 @@ def test_a_completion_whose_answer_was_lost_deletes_the_message(ministack_url, m
 def test_a_sweep_whose_mark_answer_was_lost_still_sends_the_hint(ministack_url, make_app, proxy):
     import time
 
-    from sqsjobs.sweeper import sweep_flow
+    from sqsjobs.runtime.sweeper import sweep_flow
 
     direct, sweeper_app = _apps(make_app, ministack_url, proxy, lambda payload, ctx: None)
     job_id = direct.enqueue("work", {}, delay=3600)  # held by the record: no message yet

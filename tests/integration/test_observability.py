@@ -9,8 +9,8 @@ import socket
 
 import pytest
 
-from sqsjobs.lambda_sqs import LambdaWorker
-from sqsjobs.worker import Worker
+from sqsjobs.runtime.lambda_sqs import LambdaWorker
+from sqsjobs.runtime.worker import Worker
 from tests.apps import lambda_app
 from tests.integration.lambda_events import FakeContext, event_from, receive
 

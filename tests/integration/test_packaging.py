@@ -6,7 +6,7 @@ import zipfile
 
 from typer.testing import CliRunner
 
-from sqsjobs.cli import cli
+from sqsjobs.cli.main import cli
 from tests.emulators import REPO_ROOT, ministack_python
 from tests.integration.lambda_events import host_arch
 
@@ -27,9 +27,12 @@ def test_the_zip_holds_the_entry_point_sqsjobs_the_app_and_the_runtime_dependenc
     with zipfile.ZipFile(output) as archive:
         infos = archive.infolist()
         names = {i.filename for i in infos}
-        entry = archive.read("lambda_handlers/worker.py").decode()
-    assert "handler_from_env()" in entry
-    assert {"sqsjobs/lambda_sqs.py", "sqsjobs/py.typed", "tests/apps/lambda_app.py"} <= names
+    assert {
+        "sqsjobs/runtime/lambda_handlers.py",
+        "sqsjobs/runtime/lambda_sqs.py",
+        "sqsjobs/py.typed",
+        "tests/apps/lambda_app.py",
+    } <= names
     assert {
         "boto3/__init__.py",
         "botocore/__init__.py",

@@ -19,12 +19,12 @@ from typer.testing import CliRunner
 from sqsjobs import App, ConfigurationError, FakeClock, JobNotFound, JobStatus, SchedulerError
 from sqsjobs import envelope as env
 from sqsjobs._aws import Call, one
-from sqsjobs.cli import cli
-from sqsjobs.dev import DevStack
-from sqsjobs.fire import idempotency_key
-from sqsjobs.local_scheduler import LocalScheduler
-from sqsjobs.schedule_expr import iso_utc
-from sqsjobs.schedule_sync import RETRY_MAX_ATTEMPTS, RETRY_MAX_EVENT_AGE_S, apply_flow, list_flow, plan_flow
+from sqsjobs.cli.main import cli
+from sqsjobs.local.dev import DevStack
+from sqsjobs.schedules.expressions import iso_utc
+from sqsjobs.schedules.fire import idempotency_key
+from sqsjobs.schedules.local import LocalScheduler
+from sqsjobs.schedules.sync import RETRY_MAX_ATTEMPTS, RETRY_MAX_EVENT_AGE_S, apply_flow, list_flow, plan_flow
 from sqsjobs.store.requests import idempotent_job_id
 from sqsjobs.testing import work_until
 from tests.integration.helpers import attr, depth, queue_url, receive_dlq, send_raw, sqs_call

@@ -7,8 +7,8 @@ import threading
 import time
 
 from sqsjobs import Backoff, JobStatus, RetryPolicy
+from sqsjobs.runtime.worker import Worker
 from sqsjobs.testing import all_finished, awork_until, work_until
-from sqsjobs.worker import Worker
 
 
 def test_the_heartbeat_keeps_a_job_longer_than_its_visibility_timeout_and_lease_with_one_owner(

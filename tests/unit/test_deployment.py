@@ -8,25 +8,25 @@ from pathlib import Path
 import pytest
 
 from sqsjobs import App
-from sqsjobs import deployment as d
 from sqsjobs.config import Settings
+from sqsjobs.deploy import rules as d
 from sqsjobs.errors import ConfigurationError
 
 SQSJOBS = Path(__file__).resolve().parents[2] / "sqsjobs"
 _CALL = re.compile(r'Call\(\s*"(\w+)",\s*"(\w+)"')
 
 #: The modules each deployed principal runs. A new AWS call in one of them needs its IAM action in
-#: ``sqsjobs.deployment``, or the deployed process gets AccessDenied on AWS (never on an emulator).
+#: ``sqsjobs.deploy.rules``, or the deployed process gets AccessDenied on AWS (never on an emulator).
 WORKER_MODULES = [
     "app.py",
-    "client.py",
-    "execution.py",
-    "worker.py",
-    "lambda_sqs.py",
+    "producer.py",
+    "runtime/execution.py",
+    "runtime/worker.py",
+    "runtime/lambda_sqs.py",
     "transport/sqs.py",
     "transport/batcher.py",
 ]
-SWEEPER_MODULES = ["app.py", "sweeper.py", "lambda_sweeper.py"]
+SWEEPER_MODULES = ["app.py", "runtime/sweeper.py", "runtime/lambda_handlers.py"]
 
 
 def actions_called(modules: list[str]) -> set[str]:
@@ -70,7 +70,7 @@ def test_the_lambda_visibility_rule_is_six_times_the_timeout():
 
 
 def test_the_lambda_timeout_starts_every_job_type_of_its_queues():
-    from sqsjobs.lambda_sqs import DEADLINE_MARGIN_S
+    from sqsjobs.runtime.lambda_sqs import DEADLINE_MARGIN_S
 
     app = App("t")
 

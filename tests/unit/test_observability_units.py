@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from sqsjobs import tracing
-from sqsjobs.client import enqueue_many_flow
 from sqsjobs.config import Settings
-from sqsjobs.observability import MAX_VALUES_PER_LINE, RUN_TIME, JobMetrics
+from sqsjobs.observability import tracing
+from sqsjobs.observability.metrics import MAX_VALUES_PER_LINE, RUN_TIME, JobMetrics
+from sqsjobs.producer import enqueue_many_flow
 from sqsjobs.store.requests import NewJob
 
 ROOT, PARENT = "1-5759e988-bd862e3fe1be46a994272793", "53995c3f42cd8ad8"

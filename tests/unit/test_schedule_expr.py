@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from sqsjobs import schedule_expr as sx
+from sqsjobs.schedules import expressions as sx
 
 
 def ts(*args: int) -> float:

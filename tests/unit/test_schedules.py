@@ -9,9 +9,9 @@ import pytest
 
 from sqsjobs import App, ConfigurationError, FakeClock, Settings
 from sqsjobs import envelope as env
-from sqsjobs.local_scheduler import LocalScheduler
-from sqsjobs.schedule_expr import iso_utc
-from sqsjobs.schedule_sync import check_declarations, diff
+from sqsjobs.schedules.expressions import iso_utc
+from sqsjobs.schedules.local import LocalScheduler
+from sqsjobs.schedules.sync import check_declarations, diff
 
 
 def ts(*args: int) -> float:

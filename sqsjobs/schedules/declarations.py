@@ -1,8 +1,8 @@
 """Schedule declarations: ``app.schedule(...)`` records a ScheduleSpec, validated on the spot.
 
 Recurring and one-time jobs are declared in code next to their handlers; ``sqsjobs schedules
-plan/apply`` (``sqsjobs.schedule_sync``) makes EventBridge Scheduler match them, and ``sqsjobs dev``
-fires them locally (``sqsjobs.local_scheduler``). A declaration that AWS would refuse raises
+plan/apply`` (``sqsjobs.schedules.sync``) makes EventBridge Scheduler match them, and ``sqsjobs dev``
+fires them locally (``sqsjobs.schedules.local``). A declaration that AWS would refuse raises
 ``ConfigurationError`` naming the schedule when the module declaring it is imported, long before
 anything is sent.
 
@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs import schedule_expr as sx
 from sqsjobs.errors import ConfigurationError
+from sqsjobs.schedules import expressions as sx
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from sqsjobs.cli_common import EXIT_USAGE, console, fail
+from sqsjobs.cli.common import EXIT_USAGE, console, fail
+from sqsjobs.deploy.packaging import DEFAULT_PYTHON, PLATFORMS, LambdaBuild, build_lambda_zip, install_deps
 from sqsjobs.errors import SqsJobsError
-from sqsjobs.packaging import DEFAULT_PYTHON, PLATFORMS, LambdaBuild, build_lambda_zip, install_deps
 
 package_cli = typer.Typer(no_args_is_help=True, help="Build deployment artifacts.")
 
@@ -45,7 +45,7 @@ def lambda_zip(
     deps_only: Annotated[bool, typer.Option(help="Only install the dependencies into the cache")] = False,
     compress_level: Annotated[int, typer.Option(min=0, max=9, help="zlib level (1 fast, 9 small)")] = 6,
 ) -> None:
-    """Build the deployment zip of a Lambda SQS worker (handler lambda_handlers.worker.handler)."""
+    """Build the deployment zip of a Lambda SQS worker (handler sqsjobs.runtime.lambda_handlers.sqs_worker)."""
     if app is None and not deps_only:
         raise fail(ValueError("--app (or SQSJOBS_APP) is required"), EXIT_USAGE)
     build = LambdaBuild(

@@ -49,10 +49,10 @@ from sqsjobs.errors import (
     HandlerNotFound,
     SqsJobsError,
 )
-from sqsjobs.execution import LEAVE, Ack, Execution
+from sqsjobs.runtime.execution import LEAVE, Ack, Execution
+from sqsjobs.runtime.worker import make_worker_id
 from sqsjobs.transport import sqs
 from sqsjobs.transport.sqs import Delivery
-from sqsjobs.worker import make_worker_id
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence

@@ -29,7 +29,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from sqsjobs.cli_common import EXIT_ERROR, EXIT_USAGE, AppOpt, EndpointOpt, load_app
+from sqsjobs.cli.common import EXIT_ERROR, EXIT_USAGE, AppOpt, EndpointOpt, load_app
 from sqsjobs.errors import (
     AwsError,
     ConfigurationError,

@@ -2,9 +2,9 @@
 
 Layout of the zip (everything at the root, which Lambda puts first on ``sys.path``)::
 
-    lambda_handlers/worker.py   handler = lambda_handlers.worker.handler
-    sqsjobs/                    this package's source, as the project runs it
+    sqsjobs/                    this package's source; the handler is sqsjobs.runtime.lambda_handlers.sqs_worker
     <app package>/              the top-level package (or module) named by --app
+    lambda_handlers/            the project's own entry points, if it has that folder
     boto3/ botocore/ aioboto3/ aiobotocore/ pydantic/ ...   sqsjobs' runtime requirements
 
 Dependencies are installed with ``pip install --target`` for the Lambda runtime's Python and
@@ -35,9 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqsjobs.errors import ConfigurationError
+from sqsjobs.runtime.lambda_handlers import SQS_WORKER_HANDLER
 
 #: The handler string for functions built by ``build_lambda_zip``.
-HANDLER = "lambda_handlers.worker.handler"
+HANDLER = SQS_WORKER_HANDLER
 #: Default target: the newest Lambda Python runtime this release is tested for.
 DEFAULT_PYTHON = "3.12"
 #: Lambda architectures → the manylinux platform tag pip installs wheels for.
@@ -54,16 +55,6 @@ _SKIP_DIRS = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_ca
 _SKIP_TOP = frozenset({"bin"})
 #: Fixed timestamp for every entry, so the same inputs give the same zip (and the same code hash).
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
-
-#: Written when the project has no ``lambda_handlers/worker.py`` of its own.
-ENTRY_POINT = '''"""SQS worker function: SQSJOBS_APP names the App, loaded once per container."""
-
-from __future__ import annotations
-
-from sqsjobs.lambda_sqs import handler_from_env
-
-handler = handler_from_env()
-'''
 
 
 @dataclass(frozen=True)
@@ -224,11 +215,9 @@ def build_lambda_zip(build: LambdaBuild) -> BuildReport:
     for path, name in _app_sources(build):
         entries[name] = path
     handlers = build.project_dir / "lambda_handlers"
-    if (handlers / "worker.py").is_file():
+    if handlers.is_dir():  # the project's own entry points, if it keeps any (its handler strings name them)
         for path, name in _tree(handlers, "lambda_handlers"):
             entries[name] = path
-    else:
-        entries["lambda_handlers/worker.py"] = ENTRY_POINT
     for extra in build.include:
         source = build.project_dir / extra
         if source.is_dir():

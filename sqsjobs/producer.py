@@ -17,8 +17,8 @@ from sqsjobs.config import to_seconds
 from sqsjobs.envelope import Envelope
 from sqsjobs.errors import JobNotFound, PayloadTooLarge, StoreError, TransportError
 from sqsjobs.job import JobStatus
+from sqsjobs.observability.tracing import current_trace, message_attributes
 from sqsjobs.store import requests as rq
-from sqsjobs.tracing import current_trace, message_attributes
 from sqsjobs.transport import sqs
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from sqsjobs.config import Settings
     from sqsjobs.job import Job
-    from sqsjobs.observability import JobMetrics
+    from sqsjobs.observability.metrics import JobMetrics
     from sqsjobs.registry import Registry
 
 
@@ -80,7 +80,7 @@ def build_new_job(request: JobRequest, *, registry: Registry, settings: Settings
         tenant=request.tenant,
         parent_id=request.parent_id,
         root_id=None,
-        # The record keeps the producer's trace so the run can continue it (sqsjobs.tracing).
+        # The record keeps the producer's trace so the run can continue it (sqsjobs.observability.tracing).
         trace=request.trace or current_trace(),
     )
 

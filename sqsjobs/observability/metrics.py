@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
-from sqsjobs import tracing
+from sqsjobs.observability import tracing
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

@@ -1,6 +1,6 @@
 """``sqsjobs dev``: the whole system on one laptop, no AWS account.
 
-Starts moto's server in-process on 127.0.0.1 (requests serialised, see ``sqsjobs.emulator``),
+Starts moto's server in-process on 127.0.0.1 (requests serialised, see ``sqsjobs.local.emulator``),
 points the App at it, provisions the table and queues, and runs a worker, the sweeper and the
 local firing loop of the app's schedules (no EventBridge Scheduler needed).
 """
@@ -11,16 +11,16 @@ import asyncio
 import os
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs.emulator import EmbeddedMoto
-from sqsjobs.local_scheduler import LocalScheduler
-from sqsjobs.sweeper import run_sweeper
-from sqsjobs.worker import Worker
+from sqsjobs.local.emulator import EmbeddedMoto
+from sqsjobs.runtime.sweeper import run_sweeper
+from sqsjobs.runtime.worker import Worker
+from sqsjobs.schedules.local import LocalScheduler
 
 if TYPE_CHECKING:
     from types import TracebackType
 
     from sqsjobs.app import App
-    from sqsjobs.provision import ProvisionReport
+    from sqsjobs.deploy.provision import ProvisionReport
 
 #: moto accepts any credentials; set these only when the environment has none.
 _FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "sqsjobs-dev", "AWS_SECRET_ACCESS_KEY": "sqsjobs-dev"}

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from sqsjobs import schedule_expr as sx
-from sqsjobs.cli_common import AppOpt, EndpointOpt, fail, load_app
-from sqsjobs.cli_common import out as console
+from sqsjobs.cli.common import AppOpt, EndpointOpt, fail, load_app
+from sqsjobs.cli.common import out as console
 from sqsjobs.errors import SqsJobsError
-from sqsjobs.schedule_sync import apply_flow, list_flow, plan_flow
+from sqsjobs.schedules import expressions as sx
+from sqsjobs.schedules.sync import apply_flow, list_flow, plan_flow
 
 if TYPE_CHECKING:
-    from sqsjobs.schedule_sync import Plan, ScheduleRow
+    from sqsjobs.schedules.sync import Plan, ScheduleRow
 
 schedules_cli = typer.Typer(
     no_args_is_help=True,

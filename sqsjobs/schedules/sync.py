@@ -1,6 +1,6 @@
 """Plan and apply: make the app's EventBridge Scheduler group match its schedule declarations.
 
-Sans-I/O flows like ``sqsjobs.client``: ``plan_flow`` reads the group and returns a ``Plan``
+Sans-I/O flows like ``sqsjobs.producer``: ``plan_flow`` reads the group and returns a ``Plan``
 (create / update / delete, field by field); ``apply_flow`` carries a plan out. Only schedules
 inside the app's own group (``Settings.schedule_group``) are ever changed or deleted, so other
 apps and hand-made schedules are safe.
@@ -8,7 +8,7 @@ apps and hand-made schedules are safe.
 Each schedule targets the SQS queue of the job it names. Its input is a ``Fire`` envelope carrying
 the schedule name, ``<aws.scheduler.scheduled-time>``, the job type and the payload; a retry
 policy and the queue's DLQ catch fires SQS would not take. The worker turns each fire into one
-job per occurrence (``sqsjobs.fire``).
+job per occurrence (``sqsjobs.schedules.fire``).
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from sqsjobs import schedule_expr as sx
 from sqsjobs._aws import Call
 from sqsjobs.envelope import SCHEDULED_TIME, Fire
 from sqsjobs.errors import ConfigurationError, HandlerNotFound, PayloadError, SchedulerError, TransportError
-from sqsjobs.schedules import NAME_PATTERN, ScheduleSpec
+from sqsjobs.schedules import expressions as sx
+from sqsjobs.schedules.declarations import NAME_PATTERN, ScheduleSpec
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

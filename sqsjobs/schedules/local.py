@@ -2,7 +2,7 @@
 
 It sends the same ``Fire`` envelope EventBridge Scheduler would (the scheduled time already
 substituted) into the job's queue on the emulator, so the worker turns it into a job exactly as
-in production. Fire instants are computed by sqsjobs (``sqsjobs.schedule_expr``): cron in the
+in production. Fire instants are computed by sqsjobs (``sqsjobs.schedules.expressions``): cron in the
 schedule's time zone with its DST rules, rate counted from the loop's start (the first fire is at
 the start, as Scheduler does for a schedule without a StartDate), at() once.
 
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 from sqsjobs._aws import Call
 from sqsjobs.envelope import Fire
 from sqsjobs.errors import AwsError
-from sqsjobs.schedule_expr import iso_utc
-from sqsjobs.schedule_sync import check_declarations
+from sqsjobs.schedules.expressions import iso_utc
+from sqsjobs.schedules.sync import check_declarations
 from sqsjobs.transport import sqs
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """The asyncio worker for containers (ECS): receive, run with bounded concurrency, heartbeat, drain.
 
-Delivery is at least once (see ``sqsjobs.execution``): the worker never trusts a message, it asks
+Delivery is at least once (see ``sqsjobs.runtime.execution``): the worker never trusts a message, it asks
 the record. It never receives more messages than it can start at once, so no message sits
 invisible in a buffer; one heartbeat loop extends every held message in batches of ten and renews
 the record's lease only for jobs that outlive half of it.
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from sqsjobs._aws import Call, one
 from sqsjobs.errors import AwsError, ConfigurationError
-from sqsjobs.execution import Ack, Execution
+from sqsjobs.runtime.execution import Ack, Execution
 from sqsjobs.transport import sqs
 from sqsjobs.transport.batcher import MessageOps
 

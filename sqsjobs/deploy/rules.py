@@ -108,7 +108,7 @@ def lambda_timeout_s(registry: Registry, queues: Iterable[str]) -> int:
     ``lambda_sqs.DEADLINE_MARGIN_S`` fits in the time left (the deadline guard), so a function
     timeout at or below that never runs the job at all.
     """
-    from sqsjobs.lambda_sqs import DEADLINE_MARGIN_S
+    from sqsjobs.runtime.lambda_sqs import DEADLINE_MARGIN_S
 
     wanted = set(queues)
     longest = max((s.timeout_s for s in registry if s.queue in wanted), default=0.0)

@@ -37,10 +37,10 @@ from sqsjobs.errors import (
     StoreError,
 )
 from sqsjobs.job import JobError, JobStatus
-from sqsjobs.observability import DEAD, on_transition
+from sqsjobs.observability.metrics import DEAD, on_transition
+from sqsjobs.observability.tracing import trace_id
 from sqsjobs.retry import decide
 from sqsjobs.store import requests as rq
-from sqsjobs.tracing import trace_id
 from sqsjobs.transport import sqs
 
 if TYPE_CHECKING:
@@ -151,7 +151,7 @@ class Execution:
             self.app.logger.warning("message rejected", extra={"queue": delivery.queue, "reason": str(exc)})
             return dead_letter(f"malformed message: {exc}", error=job_error(exc), queue=delivery.queue)
         if isinstance(envelope, env.Fire):  # a schedule fired: enqueue its job once per occurrence
-            from sqsjobs.fire import handle_fire  # fire imports this module
+            from sqsjobs.schedules.fire import handle_fire  # fire imports this module
 
             return await handle_fire(self.app, envelope, delivery)
         try:

@@ -16,10 +16,10 @@ from typing import Annotated, Any
 
 import typer
 
-from sqsjobs.cli_common import EXIT_USAGE, AppOpt, EndpointOpt, console, fail, load_app, out
-from sqsjobs.cli_ops import dlq_cli, doctor, exit_code, jobs_cli, stats
-from sqsjobs.cli_package import package_cli
-from sqsjobs.cli_schedules import schedules_cli
+from sqsjobs.cli.common import EXIT_USAGE, AppOpt, EndpointOpt, console, fail, load_app, out
+from sqsjobs.cli.jobs import dlq_cli, doctor, exit_code, jobs_cli, stats
+from sqsjobs.cli.package import package_cli
+from sqsjobs.cli.schedules import schedules_cli
 from sqsjobs.errors import SqsJobsError
 
 cli = typer.Typer(
@@ -59,7 +59,7 @@ def worker(
     concurrency: Annotated[int | None, typer.Option(help="Jobs at once [env: SQSJOBS_CONCURRENCY]")] = None,
 ) -> None:
     """Run jobs until SIGTERM/SIGINT, then drain (DESIGN §3.7)."""
-    from sqsjobs.worker import Worker
+    from sqsjobs.runtime.worker import Worker
 
     try:
         loaded = load_app(app, endpoint_url)
@@ -81,7 +81,7 @@ def sweep(
     once: Annotated[bool, typer.Option(help="One pass, then exit")] = False,
 ) -> None:
     """Dispatch records no message will bring to a worker (lost sends, far-future jobs, dead workers)."""
-    from sqsjobs.sweeper import run_sweeper, sweep_once
+    from sqsjobs.runtime.sweeper import run_sweeper, sweep_once
 
     try:
         loaded = load_app(app, endpoint_url)
@@ -113,7 +113,7 @@ def dev(
 ) -> None:
     """Run everything locally: embedded emulator (moto, on 127.0.0.1), provisioning, worker and sweeper."""
     try:
-        from sqsjobs.dev import DevStack
+        from sqsjobs.local.dev import DevStack
 
         loaded = load_app(app, None)
         with DevStack(loaded, port=port) as stack:

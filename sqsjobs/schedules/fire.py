@@ -19,11 +19,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from sqsjobs.client import JobRequest, build_new_job, enqueue_many_flow
 from sqsjobs.envelope import SCHEDULED_TIME
 from sqsjobs.errors import AwsError, HandlerNotFound, IdempotencyConflict, PayloadError
-from sqsjobs.execution import DELETE, LEAVE, Ack, dead_letter, job_error
-from sqsjobs.schedule_expr import MIN_PERIOD_S, iso_utc, parse_instant
+from sqsjobs.producer import JobRequest, build_new_job, enqueue_many_flow
+from sqsjobs.runtime.execution import DELETE, LEAVE, Ack, dead_letter, job_error
+from sqsjobs.schedules.expressions import MIN_PERIOD_S, iso_utc, parse_instant
 
 if TYPE_CHECKING:
     from sqsjobs._aws import Flow

@@ -1,0 +1,1 @@
+"""The ``sqsjobs`` command line: one module per command group."""

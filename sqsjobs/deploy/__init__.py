@@ -1,0 +1,1 @@
+"""Getting an App onto AWS: resource provisioning, the Lambda zip, and the rules infra/ synthesizes from."""

@@ -1,0 +1,1 @@
+"""Metrics (EMF), structured log fields and trace continuation for jobs."""

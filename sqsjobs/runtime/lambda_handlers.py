@@ -1,0 +1,74 @@
+"""The Lambda entry points, all in one place: the SQS worker and the scheduled sweeper.
+
+Handler strings (``infra/`` and ``sqsjobs package lambda`` use them; the deployment zip carries the
+whole ``sqsjobs`` package, so no generated entry file is needed):
+
+- ``sqsjobs.runtime.lambda_handlers.sqs_worker``: the SQS event source mapping's function. The event
+  source mapping must report batch item failures (``FunctionResponseTypes=["ReportBatchItemFailures"]``).
+- ``sqsjobs.runtime.lambda_handlers.sweeper``: one sweep per scheduled invocation, for deployments
+  without an ECS cluster. Without some sweeper, a record whose hint was lost, or a job held beyond
+  the SQS delay cap, never runs (DESIGN §3.1). Overlapping invocations are safe: every dispatch is a
+  conditional write first.
+
+``SQSJOBS_APP`` (e.g. ``shop.jobs:app``) names the App. Inside Lambda it is imported when this module
+is, during the init phase (cold start), and every invocation reuses it with its clients; elsewhere
+(tests, tools that only read the handler names) nothing is loaded until the first call. The sweeper
+uses the sync clients: they live as long as the container, where async clients would be bound to
+the event loop of one invocation.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import TYPE_CHECKING, Any
+
+from sqsjobs.app import App
+from sqsjobs.runtime.lambda_sqs import handler_from_env
+from sqsjobs.runtime.sweeper import sweep_flow
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from sqsjobs.runtime.lambda_sqs import BatchResponse, LambdaContext, LambdaWorker
+
+#: The handler strings to configure on each function.
+SQS_WORKER_HANDLER = f"{__name__}.sqs_worker"
+SWEEPER_HANDLER = f"{__name__}.sweeper"
+
+
+@functools.cache
+def _worker() -> LambdaWorker:
+    return handler_from_env()
+
+
+@functools.cache
+def _sweeper_app() -> App:
+    return App.from_path()
+
+
+def sqs_worker(event: Mapping[str, Any], context: LambdaContext) -> BatchResponse:
+    """Run one SQS batch; the response names the records to keep (partial batch response)."""
+    return _worker()(event, context)
+
+
+def sweeper(event: Mapping[str, Any], context: Any) -> dict[str, int]:
+    """Sweep once; returns how many hints each case sent."""
+    app = _sweeper_app()
+    report = app.run(sweep_flow(app, app.clock.now()))
+    counts = {
+        "dispatched_held": len(report.dispatched_held),
+        "redispatched": len(report.redispatched),
+        "rescued": len(report.rescued),
+    }
+    if report.total:
+        app.logger.info("sweep dispatched hints", extra=counts)
+    return counts
+
+
+if os.environ.get("AWS_LAMBDA_FUNCTION_NAME") and os.environ.get("SQSJOBS_APP"):
+    # Cold start: import the App during the init phase, not inside the first invocation's deadline.
+    if os.environ.get("_HANDLER") == SWEEPER_HANDLER:
+        _sweeper_app()
+    else:
+        _worker()

@@ -1,0 +1,1 @@
+"""Recurring jobs: declarations, expressions, plan/apply against EventBridge Scheduler, local firing."""
