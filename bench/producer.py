@@ -32,7 +32,7 @@ def _sqsjobs() -> tuple[Enqueue, Enqueue]:
     # Clients and queue URLs are made before the clock starts, as in a long-lived producer.
     app.sync_clients.get("dynamodb")
     app.sync_clients.get("sqs")
-    app.run(app.queue_urls_flow(["default"]))
+    app.run(app.queue_urls.flow(["default"]))
 
     def bulk(payloads: list[dict[str, Any]]) -> None:
         app.enqueue_many([{"type": "noop", "payload": p} for p in payloads])

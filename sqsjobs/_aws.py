@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import boto3
 from botocore.config import Config
@@ -50,6 +50,14 @@ def sleep_call(seconds: float) -> Call:
 
 #: A sans-I/O operation: yields Calls, receives responses, returns a result.
 Flow = Generator[Call, Any, T]
+
+
+class AsyncRunner(Protocol):
+    """Runs a flow with aioboto3 (``App.arun``): what a component needs instead of the whole App."""
+
+    async def __call__(self, flow: Flow[T], /) -> T:
+        """Drive ``flow`` to its result."""
+        ...
 
 
 def wrap_error(service: str, exc: Exception) -> AwsError:

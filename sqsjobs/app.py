@@ -10,9 +10,9 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqsjobs._aws import AsyncClients, Call, Flow, RequestCounter, SyncClients, run_async, run_sync
+from sqsjobs._aws import AsyncClients, Flow, RequestCounter, SyncClients, run_async, run_sync
 from sqsjobs._clock import Clock, SystemClock
 from sqsjobs.config import Settings
 from sqsjobs.deploy.provision import ProvisionReport, provision_flow
@@ -21,6 +21,7 @@ from sqsjobs.ops.requeue import retry_flow
 from sqsjobs.producer import JobRequest, build_new_job, cancel_flow, enqueue_many_flow, get_flow
 from sqsjobs.registry import Registry
 from sqsjobs.schedules.declarations import Schedules
+from sqsjobs.transport.queues import QueueUrls
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from sqsjobs.job import Job
     from sqsjobs.observability.metrics import JobMetrics
     from sqsjobs.observability.tracing import JobTracer
+
+T = TypeVar("T")
 
 
 class App:
@@ -50,7 +53,7 @@ class App:
         self._settings: Settings | None = None
         self._sync: SyncClients | None = None
         self._async: AsyncClients | None = None
-        self._queue_urls: dict[str, str] = {}
+        self._queue_urls: QueueUrls | None = None
         self._logger: Any = None
         self._metrics: JobMetrics | None = None
         self._tracer: JobTracer | None = None
@@ -71,7 +74,7 @@ class App:
             self._sync.close()
         self._sync = None
         self._async = None
-        self._queue_urls.clear()
+        self._queue_urls = None
 
     @property
     def logger(self) -> Any:
@@ -115,29 +118,26 @@ class App:
             self._async = AsyncClients(self.settings, self.requests)
         return self._async
 
-    def run(self, flow: Flow[Any]) -> Any:
+    def run(self, flow: Flow[T]) -> T:
         """Run a sans-I/O flow with boto3."""
         return run_sync(flow, self.sync_clients)
 
-    async def arun(self, flow: Flow[Any]) -> Any:
+    async def arun(self, flow: Flow[T]) -> T:
         """Run a sans-I/O flow with aioboto3."""
         return await run_async(flow, self.async_clients)
 
-    def queue_urls_flow(self, queues: Iterable[str]) -> Flow[dict[str, str]]:
-        """Resolve (and cache) queue URLs: one GetQueueUrl per queue per process."""
-        for queue in queues:
-            if queue not in self._queue_urls:
-                response = yield Call("sqs", "get_queue_url", {"QueueName": self.settings.queue_name(queue)})
-                self._queue_urls[queue] = response["QueueUrl"]
-                dlq = yield Call("sqs", "get_queue_url", {"QueueName": self.settings.dlq_name(queue)})
-                self._queue_urls[f"{queue}\0dlq"] = dlq["QueueUrl"]
+    @property
+    def queue_urls(self) -> QueueUrls:
+        """The App's queue URLs, resolved once per process (``QueueUrls.flow``)."""
+        if self._queue_urls is None:
+            self._queue_urls = QueueUrls(self.settings)
         return self._queue_urls
 
     # ── producer API: sync and async twins over the same flows ─────────────────────────────
     def _enqueue_flow(self, requests: list[JobRequest]) -> Flow[list[str]]:
         now = self.clock.now()
         jobs = [build_new_job(r, registry=self.registry, settings=self.settings, now=now) for r in requests]
-        urls = yield from self.queue_urls_flow({j.queue for j in jobs if not j.held})
+        urls = yield from self.queue_urls.flow({j.queue for j in jobs if not j.held})
         return (
             yield from enqueue_many_flow(
                 jobs, settings=self.settings, queue_urls=urls, logger=self.logger, metrics=self.metrics
@@ -210,13 +210,20 @@ class App:
 
     def retry(self, job_id: str) -> Job:
         """Put a dead or cancelled job back in its queue (attempts reset, audit entry); see ``sqsjobs.ops.requeue``."""
-        job: Job = self.run(retry_flow(self, job_id, self.clock.now()))
-        return job
+        return self.run(self._retry_flow(job_id))
 
     async def aretry(self, job_id: str) -> Job:
         """Async ``retry``."""
-        job: Job = await self.arun(retry_flow(self, job_id, self.clock.now()))
-        return job
+        return await self.arun(self._retry_flow(job_id))
+
+    def _retry_flow(self, job_id: str) -> Flow[Job]:
+        return retry_flow(
+            job_id,
+            settings=self.settings,
+            registry=self.registry,
+            queue_urls=self.queue_urls,
+            now=self.clock.now(),
+        )
 
     def provision(self, queues: list[str] | None = None) -> ProvisionReport:
         """Create the table, queues and DLQs on the configured endpoint (idempotent)."""

@@ -48,7 +48,6 @@ from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops import replay as replay_ops
 from sqsjobs.ops import stats as stats_ops
 from sqsjobs.ops._common import app_queues, parse_duration
-from sqsjobs.ops.requeue import retry_flow
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -298,7 +297,9 @@ def jobs_list(
     query = inspect_ops.ListQuery(status, job_type, queue, tenant, _since(since), limit, cursor)
     now = loaded.clock.now()
     with guarded(loaded):
-        page: inspect_ops.JobPage = loaded.run(inspect_ops.list_flow(loaded, query, now))
+        page: inspect_ops.JobPage = loaded.run(
+            inspect_ops.list_flow(loaded.settings, loaded.registry, query, now)
+        )
     if json_out:
         _json(
             {"jobs": [r.to_dict() for r in page.rows], "next_cursor": page.next_cursor, "index": page.index}
@@ -352,7 +353,7 @@ def jobs_retry(
     loaded = _load(app, endpoint_url)
     with guarded(loaded):
         try:
-            job: Job = loaded.run(retry_flow(loaded, job_id, loaded.clock.now()))
+            job = loaded.retry(job_id)
         except PayloadError as exc:  # the job is fine; the current code refuses it
             raise _error(str(exc), EXIT_REFUSED) from None
     if json_out:
@@ -407,7 +408,9 @@ def dlq_list(
     loaded = _load(app, endpoint_url)
     flt = _filter(loaded, job_type, error_class, since)
     with guarded(loaded):
-        messages = loaded.run(dlq_ops.browse_flow(loaded, app_queues(loaded, queue), flt, limit=limit))
+        messages = loaded.run(
+            dlq_ops.browse_flow(loaded.queue_urls, app_queues(loaded.registry, queue), flt, limit=limit)
+        )
         statuses = _record_statuses(loaded, messages)
     if json_out:
         _json({"messages": [m.to_dict() | {"record_status": statuses.get(m.job_id or "")} for m in messages]})
@@ -439,10 +442,14 @@ def dlq_show(
     loaded = _load(app, endpoint_url)
     flt = dlq_ops.DlqFilter(job_ids=frozenset({message_or_job_id}))
     with guarded(loaded):
-        found = loaded.run(dlq_ops.browse_flow(loaded, app_queues(loaded, queue), flt, stop_at_first=True))
+        found = loaded.run(
+            dlq_ops.browse_flow(
+                loaded.queue_urls, app_queues(loaded.registry, queue), flt, stop_at_first=True
+            )
+        )
         if not found:
             raise _error(
-                f"no DLQ message or job {message_or_job_id!r} in the DLQs of {', '.join(app_queues(loaded, queue))}",
+                f"no DLQ message or job {message_or_job_id!r} in the DLQs of {', '.join(app_queues(loaded.registry, queue))}",
                 EXIT_NOT_FOUND,
             )
         message = found[0]
@@ -498,7 +505,7 @@ def dlq_replay(
     """
     loaded = _load(app, endpoint_url)
     flt = _filter(loaded, job_type, error_class, since, job_id)
-    queues = app_queues(loaded, queue)
+    queues = app_queues(loaded.registry, queue)
     stop = {"requested": False}
 
     def on_sigint(signum: int, frame: Any) -> None:
@@ -514,7 +521,7 @@ def dlq_replay(
     console = _console()
     try:
         with guarded(loaded):
-            depths = loaded.run(dlq_ops.depth_flow(loaded, queues))
+            depths = loaded.run(dlq_ops.depth_flow(loaded.queue_urls, queues))
             total = sum(d.visible for d in depths)
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -527,7 +534,8 @@ def dlq_replay(
 
                 summary: replay_ops.ReplaySummary = loaded.run(
                     replay_ops.replay_flow(
-                        loaded, queues=queues, flt=flt, clock=loaded.clock, dry_run=dry_run, limit=limit,
+                        settings=loaded.settings, registry=loaded.registry, queue_urls=loaded.queue_urls,
+                        queues=queues, flt=flt, clock=loaded.clock, dry_run=dry_run, limit=limit,
                         rate=rate, on_item=on_item, should_stop=lambda: stop["requested"],
                     )
                 )  # fmt: skip
@@ -587,7 +595,7 @@ def stats(
     def snapshot() -> stats_ops.Stats:
         with guarded(loaded):
             result: stats_ops.Stats = loaded.run(
-                stats_ops.stats_flow(loaded, loaded.clock.now(), window_s=window_s)
+                stats_ops.stats_flow(loaded.settings, loaded.registry, loaded.clock.now(), window_s=window_s)
             )
         return result
 
@@ -661,7 +669,7 @@ def doctor(app: AppOpt, endpoint_url: EndpointOpt = None, json_out: JsonOpt = Fa
     """Check the table, indexes, TTL, queues, DLQs, redrive and visibility against the app; exit 1 on any fail."""
     loaded = _load(app, endpoint_url)
     with guarded(loaded):
-        checks: list[doctor_ops.Check] = loaded.run(doctor_ops.doctor_flow(loaded))
+        checks: list[doctor_ops.Check] = loaded.run(doctor_ops.doctor_flow(loaded.settings, loaded.registry))
     failed = any(c.level == "fail" for c in checks)
     if json_out:
         typer.echo(doctor_ops.encode(checks))

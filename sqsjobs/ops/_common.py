@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sqsjobs.app import App
+    from sqsjobs.registry import Registry
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0, "w": 604_800.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
@@ -23,11 +23,11 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2) or "s"]
 
 
-def app_queues(app: App, only: list[str] | None = None) -> list[str]:
-    """The logical queues to look at: ``only`` if given, else every queue of the App's handlers."""
+def app_queues(registry: Registry, only: list[str] | None = None) -> list[str]:
+    """The logical queues to look at: ``only`` if given, else every queue of the registry's handlers."""
     if only:
         return sorted(set(only))
-    return app.registry.queues() or ["default"]
+    return registry.queues() or ["default"]
 
 
 def actor() -> str:

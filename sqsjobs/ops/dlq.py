@@ -23,11 +23,12 @@ from sqsjobs._aws import Call, Flow
 from sqsjobs.errors import AwsError, EnvelopeError
 from sqsjobs.ops._common import iso
 from sqsjobs.transport import sqs
+from sqsjobs.transport.queues import dlq_key
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from sqsjobs.app import App
+    from sqsjobs.transport.queues import QueueUrls
 
 #: Long-poll wait while the scan expects more messages (seconds).
 POLL_WAIT_S = 1
@@ -147,12 +148,12 @@ class DlqDepth:
     in_flight: int
 
 
-def depth_flow(app: App, queues: list[str]) -> Flow[list[DlqDepth]]:
+def depth_flow(queue_urls: QueueUrls, queues: list[str]) -> Flow[list[DlqDepth]]:
     """Visible and in-flight counts of each queue's DLQ."""
-    urls = yield from app.queue_urls_flow(queues)
+    urls = yield from queue_urls.flow(queues)
     out = []
     for q in queues:
-        url = urls[f"{q}\0dlq"]
+        url = urls[dlq_key(q)]
         attrs = yield Call(
             "sqs",
             "get_queue_attributes",
@@ -265,10 +266,15 @@ def release_flow(scan: Scan) -> Flow[int]:
 
 
 def browse_flow(
-    app: App, queues: list[str], flt: DlqFilter, *, limit: int | None = None, stop_at_first: bool = False
+    queue_urls: QueueUrls,
+    queues: list[str],
+    flt: DlqFilter,
+    *,
+    limit: int | None = None,
+    stop_at_first: bool = False,
 ) -> Flow[list[DlqMessage]]:
     """Every matching message of the queues' DLQs (up to ``limit``), then release them all."""
-    depths = yield from depth_flow(app, queues)
+    depths = yield from depth_flow(queue_urls, queues)
     scan = Scan()
     found: list[DlqMessage] = []
 

@@ -21,7 +21,8 @@ from sqsjobs.store import requests as rq
 from sqsjobs.transport import sqs
 
 if TYPE_CHECKING:
-    from sqsjobs.app import App
+    from sqsjobs.config import Settings
+    from sqsjobs.registry import Registry
 
 Level = Literal["ok", "warn", "fail"]
 TTL_ATTRIBUTE = rq.TTL_ATTRIBUTE
@@ -50,9 +51,9 @@ def _index_shape(index: dict[str, Any]) -> list[tuple[str, str]]:
     return [(k["AttributeName"], k["KeyType"]) for k in index["KeySchema"]]
 
 
-def table_checks_flow(app: App) -> Flow[list[Check]]:
+def table_checks_flow(settings: Settings) -> Flow[list[Check]]:
     """The table, its indexes and TTL."""
-    table = app.settings.table_name
+    table = settings.table_name
     provision = "run `sqsjobs provision` (or deploy infra/) to create it"
     try:
         described = yield Call("dynamodb", "describe_table", {"TableName": table})
@@ -127,9 +128,8 @@ def _queue_attrs(name: str) -> Flow[dict[str, str] | None]:
     return dict(attrs.get("Attributes", {}))
 
 
-def queue_checks_flow(app: App, queue: str) -> Flow[list[Check]]:
+def queue_checks_flow(settings: Settings, registry: Registry, queue: str) -> Flow[list[Check]]:
     """One logical queue: existence, redrive and visibility timeout."""
-    settings = app.settings
     name, dlq_name = settings.queue_name(queue), settings.dlq_name(queue)
     provision = "run `sqsjobs provision` (or deploy infra/)"
     main = yield from _queue_attrs(name)
@@ -142,10 +142,10 @@ def queue_checks_flow(app: App, queue: str) -> Flow[list[Check]]:
     ]  # fmt: skip
     if main is None:
         return checks
-    specs = [s for s in app.registry if s.queue == queue]
+    specs = [s for s in registry if s.queue == queue]
     largest = max((s.max_attempts for s in specs), default=1)
     try:
-        target = redrive_count(settings, app.registry)
+        target = redrive_count(settings, registry)
     except ConfigurationError:
         target = largest + settings.receive_slack
     redrive = parse_redrive(main)
@@ -181,12 +181,12 @@ def queue_checks_flow(app: App, queue: str) -> Flow[list[Check]]:
         )
     else:
         checks.append(Check(f"redrive {name}", "ok", f"maxReceiveCount {count} > max_attempts {largest}"))
-    checks.append(_visibility_check(app, queue, name, int(main.get("VisibilityTimeout", 0)), specs))
+    checks.append(_visibility_check(settings, name, int(main.get("VisibilityTimeout", 0)), specs))
     return checks
 
 
-def _visibility_check(app: App, queue: str, name: str, visibility: int, specs: list[Any]) -> Check:
-    wanted = app.settings.visibility_timeout_s
+def _visibility_check(settings: Settings, name: str, visibility: int, specs: list[Any]) -> Check:
+    wanted = settings.visibility_timeout_s
     fix_vt = (
         f"aws sqs set-queue-attributes --queue-url <{name}> --attributes VisibilityTimeout={wanted} "
         f"(or `sqsjobs provision`), or set SQSJOBS_VISIBILITY_TIMEOUT_S={visibility}"
@@ -219,15 +219,15 @@ def _visibility_check(app: App, queue: str, name: str, visibility: int, specs: l
     return Check(f"visibility {name}", "ok", f"{visibility} s")
 
 
-def doctor_flow(app: App) -> Flow[list[Check]]:
+def doctor_flow(settings: Settings, registry: Registry) -> Flow[list[Check]]:
     """Every check; the caller fails when any is ``fail``."""
     checks: list[Check] = []
     try:
-        checks.extend((yield from table_checks_flow(app)))
-        for queue in app_queues(app):
-            checks.extend((yield from queue_checks_flow(app, queue)))
+        checks.extend((yield from table_checks_flow(settings)))
+        for queue in app_queues(registry):
+            checks.extend((yield from queue_checks_flow(settings, registry, queue)))
     except AwsError as exc:
-        where = app.settings.endpoint_url or "AWS"
+        where = settings.endpoint_url or "AWS"
         checks.append(
             Check(
                 "reach AWS",
@@ -237,7 +237,7 @@ def doctor_flow(app: App) -> Flow[list[Check]]:
             )
         )
     try:
-        redrive_count(app.settings, app.registry)
+        redrive_count(settings, registry)
     except ConfigurationError as exc:
         checks.append(Check("settings", "fail", str(exc), "raise SQSJOBS_MAX_RECEIVE_COUNT or unset it"))
     return checks

@@ -35,8 +35,9 @@ from sqsjobs.store import requests as rq
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from sqsjobs.app import App
+    from sqsjobs.config import Settings
     from sqsjobs.job import Job
+    from sqsjobs.registry import Registry
 
 #: BatchGetItem takes at most 100 keys.
 #: https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_BatchGetItem.html
@@ -126,7 +127,7 @@ class _Plan:
     since: float | None
 
 
-def plan(app: App, query: ListQuery, now: float) -> _Plan:
+def plan(registry: Registry, query: ListQuery, now: float) -> _Plan:
     """Pick the index that serves ``query``; the other filters become FilterExpressions."""
     since = now - query.since_s if query.since_s is not None else None
     dims = {"type": query.type, "queue": query.queue, "tenant": query.tenant}
@@ -143,7 +144,7 @@ def plan(app: App, query: ListQuery, now: float) -> _Plan:
         if value:
             filters = {k: v for k, v in dims.items() if v and k != attr}
             return _Plan(index, attr, "created_at", [value], filters, since)
-    return _Plan(rq.QUEUE_INDEX, "queue", "created_at", app_queues(app), {}, since)
+    return _Plan(rq.QUEUE_INDEX, "queue", "created_at", app_queues(registry), {}, since)
 
 
 def _query_params(table: str, p: _Plan, partition: str, limit: int, start: Any) -> dict[str, Any]:
@@ -294,12 +295,12 @@ def _row(item: Mapping[str, Any], at: float | None) -> JobRow:
     )
 
 
-def list_flow(app: App, query: ListQuery, now: float) -> Flow[JobPage]:
+def list_flow(settings: Settings, registry: Registry, query: ListQuery, now: float) -> Flow[JobPage]:
     """One page of ``query``, newest first."""
     if not 1 <= query.limit <= MAX_LIMIT:
         raise ValueError(f"--limit must be 1..{MAX_LIMIT}, got {query.limit}")
-    table = app.settings.table_name
-    p = plan(app, query, now)
+    table = settings.table_name
+    p = plan(registry, query, now)
     starts = (
         decode_cursor(query.cursor, p.index, len(p.partitions))
         if query.cursor

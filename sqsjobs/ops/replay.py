@@ -37,7 +37,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from sqsjobs._clock import Clock
-    from sqsjobs.app import App
+    from sqsjobs.config import Settings
+    from sqsjobs.registry import Registry
+    from sqsjobs.transport.queues import QueueUrls
 
 ItemOutcome = Literal["replayed", "would_replay", "stale", "skipped", "failed"]
 _RUNNABLE = frozenset({JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED})
@@ -101,7 +103,9 @@ class ReplaySummary:
 
 @dataclass
 class _Run:
-    app: App
+    settings: Settings
+    registry: Registry
+    queue_urls: QueueUrls
     flt: dlq.DlqFilter
     dry_run: bool
     clock: Clock
@@ -135,8 +139,10 @@ class _Run:
         yield from self.pace()
         try:
             result = yield from requeue_flow(
-                self.app,
                 m.job_id,
+                settings=self.settings,
+                registry=self.registry,
+                queue_urls=self.queue_urls,
                 action="replay",
                 now=self.clock.now(),
                 write=not (self.dry_run or again),
@@ -156,7 +162,7 @@ class _Run:
                     return item("stale", f"{result.reason}; the DLQ copy would be deleted")
                 if result.job is not None and result.job.status in _RUNNABLE:
                     # Perhaps an earlier run requeued it and stopped before its hint: send one now.
-                    yield from hint_flow(self.app, result.job)
+                    yield from hint_flow(self.queue_urls, result.job)
                 yield from dlq.delete_flow(m, self.scan)
                 return item("stale", f"{result.reason}; DLQ copy deleted")
             self.requeued_ids.add(m.job_id)
@@ -171,8 +177,10 @@ class _Run:
 
 
 def replay_flow(
-    app: App,
     *,
+    settings: Settings,
+    registry: Registry,
+    queue_urls: QueueUrls,
     queues: list[str],
     flt: dlq.DlqFilter,
     clock: Clock,
@@ -185,7 +193,9 @@ def replay_flow(
     """Replay the matching messages of the queues' DLQs; see the module docstring.
 
     Args:
-        app: the App; its current handlers re-validate every payload.
+        settings: where the table is.
+        registry: the current handlers, which re-validate every payload.
+        queue_urls: the DLQs read and the queues hints go to.
         queues: logical queues whose DLQs are read.
         flt: which messages to replay.
         clock: time for audit entries and pacing.
@@ -200,8 +210,8 @@ def replay_flow(
         raise ValueError(f"--limit must be at least 1, got {limit}")
     if rate is not None and rate <= 0:
         raise ValueError(f"--rate must be positive, got {rate}")
-    run = _Run(app, flt, dry_run, clock, rate, ReplaySummary(dry_run))
-    depths = yield from dlq.depth_flow(app, queues)
+    run = _Run(settings, registry, queue_urls, flt, dry_run, clock, rate, ReplaySummary(dry_run))
+    depths = yield from dlq.depth_flow(queue_urls, queues)
 
     def left() -> int:
         return (limit - run.summary.requeued) if limit is not None else 10

@@ -29,8 +29,10 @@ from sqsjobs.store import requests as rq
 from sqsjobs.transport import sqs
 
 if TYPE_CHECKING:
-    from sqsjobs.app import App
+    from sqsjobs.config import Settings
     from sqsjobs.job import Job
+    from sqsjobs.registry import Registry
+    from sqsjobs.transport.queues import QueueUrls
 
 #: Re-reads when the record changed between our read and our conditional write.
 CONFLICT_RETRIES = 3
@@ -53,10 +55,10 @@ class Requeue:
     hint_sent: bool = False
 
 
-def check_replayable(app: App, job: Job) -> str:
+def check_replayable(registry: Registry, job: Job) -> str:
     """Why the current code would refuse to run ``job`` ('' when it would run it)."""
     try:
-        spec = app.registry.get(job.type)
+        spec = registry.get(job.type)
     except HandlerNotFound as exc:
         return str(exc)
     if job.payload_version > spec.version:
@@ -68,10 +70,10 @@ def check_replayable(app: App, job: Job) -> str:
     return ""
 
 
-def hint_flow(app: App, job: Job) -> Flow[bool]:
+def hint_flow(queue_urls: QueueUrls, job: Job) -> Flow[bool]:
     """Send the job's hint now; False (not raised) when SQS refuses, since the sweeper covers it."""
     try:
-        urls = yield from app.queue_urls_flow({job.queue})
+        urls = yield from queue_urls.flow({job.queue})
         yield Call("sqs", "send_message", sqs.send_one(urls[job.queue], Envelope(job.id, job.type).to_body()))
     except AwsError:
         return False
@@ -79,9 +81,11 @@ def hint_flow(app: App, job: Job) -> Flow[bool]:
 
 
 def requeue_flow(
-    app: App,
     job_id: str,
     *,
+    settings: Settings,
+    registry: Registry,
+    queue_urls: QueueUrls,
     action: str,
     now: float,
     write: bool = True,
@@ -91,15 +95,17 @@ def requeue_flow(
     """Move ``job_id`` from dead|cancelled to queued and send its hint.
 
     Args:
-        app: the App whose handlers judge the payload.
         job_id: the job.
+        settings: where the table is.
+        registry: the handlers that judge the payload (the current code, not the one that failed).
+        queue_urls: where the hint goes.
         action: ``retry`` or ``replay``, written to the audit entry.
         now: the current time.
         write: False checks everything and changes nothing (``would_requeue``).
         by: who acts (default ``user@host``).
         note: extra audit fields (e.g. the DLQ message id).
     """
-    table = app.settings.table_name
+    table = settings.table_name
     for _ in range(CONFLICT_RETRIES):
         response = yield Call("dynamodb", "get_item", rq.get(table, job_id))
         item = response.get("Item")
@@ -108,12 +114,12 @@ def requeue_flow(
         job = rq.job_from_item(item)
         if job.status not in REPLAYABLE:
             return Requeue(job_id, "not_replayable", job, reason=f"job is {job.status.value}")
-        problem = check_replayable(app, job)
+        problem = check_replayable(registry, job)
         if problem:
             return Requeue(job_id, "invalid", job, reason=problem)
         if not write:
             return Requeue(job_id, "would_requeue", job)
-        spec = app.registry.get(job.type)
+        spec = registry.get(job.type)
         audit = {
             "action": action,
             "at": now,
@@ -141,16 +147,26 @@ def requeue_flow(
                 continue  # changed under us (e.g. a concurrent cancel): read again
             return Requeue(job_id, "not_replayable", current, reason=f"job is {current.status.value}")
         queued = rq.job_from_item(written["Attributes"])
-        sent = yield from hint_flow(app, queued)
+        sent = yield from hint_flow(queue_urls, queued)
         return Requeue(job_id, "requeued", queued, hint_sent=sent)
     raise StoreError(f"job {job_id} kept changing while it was being requeued; try again")
 
 
-def retry_flow(app: App, job_id: str, now: float, by: str | None = None) -> Flow[Job]:
+def retry_flow(
+    job_id: str,
+    *,
+    settings: Settings,
+    registry: Registry,
+    queue_urls: QueueUrls,
+    now: float,
+    by: str | None = None,
+) -> Flow[Job]:
     """``App.retry``: requeue one job or raise why not (``JobNotFound``, ``InvalidTransition``, ...)."""
-    result = yield from requeue_flow(app, job_id, action="retry", now=now, by=by)
+    result = yield from requeue_flow(
+        job_id, settings=settings, registry=registry, queue_urls=queue_urls, action="retry", now=now, by=by
+    )
     if result.outcome == "missing":
-        raise JobNotFound(f"no job with id {job_id!r} in table {app.settings.table_name}")
+        raise JobNotFound(f"no job with id {job_id!r} in table {settings.table_name}")
     if result.outcome == "not_replayable":
         raise InvalidTransition(
             f"job {job_id} is {result.job.status.value if result.job else '?'}; "

@@ -20,7 +20,8 @@ from sqsjobs.ops._common import app_queues, iso
 from sqsjobs.store import requests as rq
 
 if TYPE_CHECKING:
-    from sqsjobs.app import App
+    from sqsjobs.config import Settings
+    from sqsjobs.registry import Registry
 
 #: Finished jobs are counted over this window unless told otherwise.
 DEFAULT_WINDOW_S = 3600.0
@@ -91,10 +92,10 @@ def _attrs(response: dict[str, Any]) -> dict[str, str]:
     return dict(response.get("Attributes", {}))
 
 
-def queue_stats_flow(app: App, queue: str) -> Flow[QueueStats]:
+def queue_stats_flow(settings: Settings, queue: str) -> Flow[QueueStats]:
     """Depths of one queue and its DLQ."""
     out = QueueStats(queue)
-    names = [app.settings.queue_name(queue), app.settings.dlq_name(queue)]
+    names = [settings.queue_name(queue), settings.dlq_name(queue)]
     try:
         urls = []
         for name in names:
@@ -131,13 +132,18 @@ def queue_stats_flow(app: App, queue: str) -> Flow[QueueStats]:
 
 
 def stats_flow(
-    app: App, now: float, *, window_s: float = DEFAULT_WINDOW_S, max_entries: int = DEFAULT_MAX_ENTRIES
+    settings: Settings,
+    registry: Registry,
+    now: float,
+    *,
+    window_s: float = DEFAULT_WINDOW_S,
+    max_entries: int = DEFAULT_MAX_ENTRIES,
 ) -> Flow[Stats]:
     """Queue depths and per-type counts (finished ones over the last ``window_s``)."""
     queues = []
-    for queue in app_queues(app):
-        queues.append((yield from queue_stats_flow(app, queue)))
-    types: dict[str, TypeStats] = {spec.name: TypeStats(spec.name) for spec in app.registry}
+    for queue in app_queues(registry):
+        queues.append((yield from queue_stats_flow(settings, queue)))
+    types: dict[str, TypeStats] = {spec.name: TypeStats(spec.name) for spec in registry}
     truncated = False
     for st in (*_WAITING, *_FINISHED):
         key = "st = :st"
@@ -149,7 +155,7 @@ def stats_flow(
         read = 0
         while True:
             params: dict[str, Any] = {
-                "TableName": app.settings.table_name,
+                "TableName": settings.table_name,
                 "IndexName": rq.STATUS_INDEX,
                 "KeyConditionExpression": key,
                 "ProjectionExpression": "#t, #s, #d",

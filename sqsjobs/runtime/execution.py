@@ -18,9 +18,7 @@ import asyncio
 import contextvars
 import functools
 import json
-import traceback
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
@@ -36,10 +34,12 @@ from sqsjobs.errors import (
     Retry,
     StoreError,
 )
-from sqsjobs.job import JobError, JobStatus
+from sqsjobs.job import JobStatus
 from sqsjobs.observability.metrics import DEAD, on_transition
 from sqsjobs.observability.tracing import trace_id
 from sqsjobs.retry import decide
+from sqsjobs.runtime.acks import DELETE, LEAVE, RELEASE, Ack, dead_letter, job_error
+from sqsjobs.schedules.fire import handle_fire
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import sqs
 
@@ -60,44 +60,6 @@ NEWER_VERSION_PARK_S = 60
 
 class JobTimeout(Exception):
     """The handler ran past its timeout."""
-
-
-@dataclass(frozen=True)
-class Ack:
-    """What to do with the message once the record is written."""
-
-    #: ``delete``: done with; ``rearm``: hide for ``delay_s`` (a retry or an early hint);
-    #: ``dead_letter``: copy to the DLQ with ``attributes``, then delete; ``release``: visible now;
-    #: ``leave``: do nothing (another worker owns the job, or the record could not be written).
-    kind: Literal["delete", "rearm", "dead_letter", "release", "leave"]
-    delay_s: int = 0
-    attributes: dict[str, str] = field(default_factory=dict)
-
-
-DELETE = Ack("delete")
-LEAVE = Ack("leave")
-RELEASE = Ack("release")
-
-
-def dead_letter(
-    reason: str, *, job_id: str = "", job_type: str = "", error: JobError | None = None, queue: str = ""
-) -> Ack:
-    """An Ack that copies the message to the DLQ with the reason in its attributes."""
-    attrs = {env.DLQ_REASON: reason, env.DLQ_SOURCE_QUEUE: queue}
-    if job_id:
-        attrs[env.DLQ_JOB_ID] = job_id
-    if job_type:
-        attrs[env.DLQ_JOB_TYPE] = job_type
-    if error is not None:
-        attrs[env.DLQ_ERROR_CLASS] = error.error_class
-        attrs[env.DLQ_ERROR_MESSAGE] = error.message
-    return Ack("dead_letter", attributes=attrs)
-
-
-def job_error(exc: BaseException) -> JobError:
-    """Class, message and the last frames of the traceback, truncated to keep the item small."""
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3))
-    return JobError(error_class=type(exc).__name__, message=str(exc)[:1000], traceback=tb[-2000:])
 
 
 class Execution:
@@ -151,8 +113,6 @@ class Execution:
             self.app.logger.warning("message rejected", extra={"queue": delivery.queue, "reason": str(exc)})
             return dead_letter(f"malformed message: {exc}", error=job_error(exc), queue=delivery.queue)
         if isinstance(envelope, env.Fire):  # a schedule fired: enqueue its job once per occurrence
-            from sqsjobs.schedules.fire import handle_fire  # fire imports this module
-
             return await handle_fire(self.app, envelope, delivery)
         try:
             spec = self.app.registry.get(envelope.job_type)

@@ -55,7 +55,7 @@ def sqs_worker(event: Mapping[str, Any], context: LambdaContext) -> BatchRespons
 def sweeper(event: Mapping[str, Any], context: Any) -> dict[str, int]:
     """Sweep once; returns how many hints each case sent."""
     app = _sweeper_app()
-    report = app.run(sweep_flow(app, app.clock.now()))
+    report = app.run(sweep_flow(app.settings, app.queue_urls, app.clock.now()))
     counts = {
         "dispatched_held": len(report.dispatched_held),
         "redispatched": len(report.redispatched),

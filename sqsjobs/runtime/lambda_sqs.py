@@ -49,9 +49,11 @@ from sqsjobs.errors import (
     HandlerNotFound,
     SqsJobsError,
 )
-from sqsjobs.runtime.execution import LEAVE, Ack, Execution
+from sqsjobs.runtime.acks import LEAVE, Ack
+from sqsjobs.runtime.execution import Execution
 from sqsjobs.runtime.worker import make_worker_id
 from sqsjobs.transport import sqs
+from sqsjobs.transport.queues import dlq_key
 from sqsjobs.transport.sqs import Delivery
 
 if TYPE_CHECKING:
@@ -256,7 +258,7 @@ class LambdaWorker:
 
     async def _run_batch(self, records: list[SqsRecord], context: LambdaContext | None) -> list[_Result]:
         queues = {r.queue_name: self._logical_queue(r.queue_name) for r in records}
-        urls = await self.app.arun(self.app.queue_urls_flow(sorted(set(queues.values()))))
+        urls = await self.app.arun(self.app.queue_urls.flow(sorted(set(queues.values()))))
         deliveries = [
             to_delivery(r, queue=queues[r.queue_name], queue_url=urls[queues[r.queue_name]]) for r in records
         ]
@@ -270,7 +272,7 @@ class LambdaWorker:
 
             async def run(d: Delivery) -> _Result:
                 async with slots:
-                    return await self._run_one(d, urls[f"{d.queue}\0dlq"], budget)
+                    return await self._run_one(d, urls[dlq_key(d.queue)], budget)
 
             results = list(await asyncio.gather(*(run(d) for d in deliveries)))
         await self._set_visibility(
@@ -291,7 +293,7 @@ class LambdaWorker:
             if results and not results[-1].ok:
                 results.append(_Result(ok=False))
                 continue
-            results.append(await self._run_one(d, urls[f"{d.queue}\0dlq"], budget))
+            results.append(await self._run_one(d, urls[dlq_key(d.queue)], budget))
         return results
 
     async def _run_one(self, delivery: Delivery, dlq_url: str, budget: _Budget) -> _Result:

@@ -30,6 +30,8 @@ from sqsjobs.transport import sqs
 
 if TYPE_CHECKING:
     from sqsjobs.app import App
+    from sqsjobs.config import Settings
+    from sqsjobs.transport.queues import QueueUrls
 
 
 @dataclass
@@ -46,9 +48,10 @@ class SweepReport:
         return len(self.dispatched_held) + len(self.redispatched) + len(self.rescued)
 
 
-def sweep_flow(app: App, now: float, *, page_size: int = 100) -> Flow[SweepReport]:
+def sweep_flow(
+    settings: Settings, queue_urls: QueueUrls, now: float, *, page_size: int = 100
+) -> Flow[SweepReport]:
     """One pass over the three cases."""
-    settings = app.settings
     report = SweepReport()
     passes = [
         (rq.HELD, now + sqs.MAX_DELAY_S, report.dispatched_held),
@@ -67,7 +70,7 @@ def sweep_flow(app: App, now: float, *, page_size: int = 100) -> Flow[SweepRepor
                 ),
             )
             records = rq.due_records(page)
-            urls = yield from app.queue_urls_flow({r.queue for r in records})
+            urls = yield from queue_urls.flow({r.queue for r in records})
             for record in records:
                 mark = rq.mark_dispatched(
                     settings.table_name,
@@ -101,7 +104,7 @@ def sweep_flow(app: App, now: float, *, page_size: int = 100) -> Flow[SweepRepor
 
 async def sweep_once(app: App) -> SweepReport:
     """One sweep with the async clients; logs what it sent."""
-    report: SweepReport = await app.arun(sweep_flow(app, app.clock.now()))
+    report: SweepReport = await app.arun(sweep_flow(app.settings, app.queue_urls, app.clock.now()))
     if report.total:
         app.logger.info(
             "sweep dispatched hints",

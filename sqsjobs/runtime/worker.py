@@ -25,9 +25,11 @@ from typing import TYPE_CHECKING
 
 from sqsjobs._aws import Call, one
 from sqsjobs.errors import AwsError, ConfigurationError
-from sqsjobs.runtime.execution import Ack, Execution
+from sqsjobs.runtime.acks import Ack
+from sqsjobs.runtime.execution import Execution
 from sqsjobs.transport import sqs
 from sqsjobs.transport.batcher import MessageOps
+from sqsjobs.transport.queues import dlq_key
 
 if TYPE_CHECKING:
     from sqsjobs.app import App
@@ -65,7 +67,7 @@ class Worker:
             raise ConfigurationError(f"concurrency must be at least 1, got {self.concurrency}")
         self.worker_id = worker_id or make_worker_id()
         self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="sqsjobs-handler")
-        self._ops = MessageOps(app)
+        self._ops = MessageOps(app.arun, linger_s=app.settings.ack_linger_s, logger=app.logger)
         self._execution = Execution(
             app, self.worker_id, pool=self._pool, on_run=self._track, on_done=self._untrack
         )
@@ -86,9 +88,9 @@ class Worker:
     async def run(self, stop: asyncio.Event) -> None:
         """Work until ``stop`` is set, then drain and return."""
         self._slots = asyncio.Condition()
-        urls = await self.app.arun(self.app.queue_urls_flow(self.queues))
+        urls = await self.app.arun(self.app.queue_urls.flow(self.queues))
         receivers = [
-            asyncio.create_task(self._receive_loop(q, urls[q], urls[f"{q}\0dlq"])) for q in self.queues
+            asyncio.create_task(self._receive_loop(q, urls[q], urls[dlq_key(q)])) for q in self.queues
         ]
         heartbeat = asyncio.create_task(self._heartbeat_loop())
         metrics = asyncio.create_task(self._metrics_loop())

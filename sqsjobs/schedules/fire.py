@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from sqsjobs.envelope import SCHEDULED_TIME
 from sqsjobs.errors import AwsError, HandlerNotFound, IdempotencyConflict, PayloadError
 from sqsjobs.producer import JobRequest, build_new_job, enqueue_many_flow
-from sqsjobs.runtime.execution import DELETE, LEAVE, Ack, dead_letter, job_error
+from sqsjobs.runtime.acks import DELETE, LEAVE, Ack, dead_letter, job_error
 from sqsjobs.schedules.expressions import MIN_PERIOD_S, iso_utc, parse_instant
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ async def handle_fire(app: App, fire: Fire, delivery: Delivery) -> Ack:
 
 
 def _enqueue(app: App, job: NewJob) -> Flow[list[str]]:
-    urls = yield from app.queue_urls_flow([job.queue])
+    urls = yield from app.queue_urls.flow([job.queue])
     return (
         yield from enqueue_many_flow(
             [job], settings=app.settings, queue_urls=urls, logger=app.logger, metrics=app.metrics

@@ -93,7 +93,7 @@ class LocalScheduler:
 
     def send_flow(self, fires: Sequence[LocalFire]) -> Flow[None]:
         """Send each fire to its queue, as Scheduler's SQS target does."""
-        urls = yield from self.app.queue_urls_flow(sorted({f.queue for f in fires}))
+        urls = yield from self.app.queue_urls.flow(sorted({f.queue for f in fires}))
         for fire in fires:
             yield Call("sqs", "send_message", sqs.send_one(urls[fire.queue], fire.body))
 

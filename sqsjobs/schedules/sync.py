@@ -24,6 +24,7 @@ from sqsjobs.envelope import SCHEDULED_TIME, Fire
 from sqsjobs.errors import ConfigurationError, HandlerNotFound, PayloadError, SchedulerError, TransportError
 from sqsjobs.schedules import expressions as sx
 from sqsjobs.schedules.declarations import NAME_PATTERN, ScheduleSpec
+from sqsjobs.transport.queues import dlq_key
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -141,14 +142,14 @@ def _role_arn(app: App) -> str:
 def _queue_arns_flow(app: App, queues: set[str]) -> Flow[dict[str, str]]:
     """Queue ARN by logical queue, and for its DLQ under the key ``App.queue_urls_flow`` uses."""
     try:
-        urls = yield from app.queue_urls_flow(sorted(queues))
+        urls = yield from app.queue_urls.flow(sorted(queues))
     except TransportError as exc:
         raise ConfigurationError(
             f"a schedule's queue does not exist ({exc}); run `sqsjobs provision` or deploy infra first"
         ) from exc
     arns: dict[str, str] = {}
     for queue in sorted(queues):
-        for key in (queue, f"{queue}\0dlq"):
+        for key in (queue, dlq_key(queue)):
             response = yield Call(
                 "sqs", "get_queue_attributes", {"QueueUrl": urls[key], "AttributeNames": ["QueueArn"]}
             )
@@ -187,7 +188,7 @@ def desired_flow(app: App) -> Flow[dict[str, dict[str, Any]]]:
                     "MaximumEventAgeInSeconds": RETRY_MAX_EVENT_AGE_S,
                     "MaximumRetryAttempts": RETRY_MAX_ATTEMPTS,
                 },
-                "DeadLetterConfig": {"Arn": arns[f"{queue}\0dlq"]},
+                "DeadLetterConfig": {"Arn": arns[dlq_key(queue)]},
             },
             "State": "ENABLED",
             # A one-time schedule removes itself after its fire, keeping the account's quota clean.

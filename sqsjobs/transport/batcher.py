@@ -19,15 +19,18 @@ from sqsjobs.errors import AwsError
 from sqsjobs.transport import sqs
 
 if TYPE_CHECKING:
-    from sqsjobs.app import App
+    from sqsjobs._aws import AsyncRunner
     from sqsjobs.transport.sqs import Delivery
 
 
 class MessageOps:
     """Batches deletes and visibility changes per queue; sends dead letters with their reason."""
 
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, arun: AsyncRunner, *, linger_s: float, logger: Any) -> None:
+        """Send through ``arun``; hold each operation up to ``linger_s`` to fill a batch."""
+        self._arun = arun
+        self._linger_s = linger_s
+        self._logger = logger
         self.lock = asyncio.Lock()
         #: (queue_url, visibility or None for delete) -> pending deliveries.
         self._pending: dict[tuple[str, int | None], list[Delivery]] = {}
@@ -49,9 +52,7 @@ class MessageOps:
         if len(batch) >= sqs.MAX_BATCH:
             self._spawn_flush()
         elif self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(
-                self.app.settings.ack_linger_s, self._spawn_flush
-            )
+            self._timer = asyncio.get_running_loop().call_later(self._linger_s, self._spawn_flush)
 
     def _spawn_flush(self) -> None:
         if self._timer is not None:
@@ -93,9 +94,9 @@ class MessageOps:
                 "sqs", "change_message_visibility_batch", sqs.change_visibility_batch(queue_url, entries)
             )
         try:
-            failed = sqs.failed_entries(await self.app.arun(one(call)))
+            failed = sqs.failed_entries(await self._arun(one(call)))
         except AwsError as exc:
-            self.app.logger.warning(
+            self._logger.warning(
                 "message batch failed; the messages will be redelivered",
                 extra={"operation": call.operation, "error": str(exc)},
             )
@@ -103,7 +104,7 @@ class MessageOps:
         for entry_id, code in failed.items():
             # An invalid receipt means the message is gone or was redelivered to someone else: fine,
             # the record decides what happens to the job.
-            level = self.app.logger.debug if code in sqs.INVALID_RECEIPT else self.app.logger.warning
+            level = self._logger.debug if code in sqs.INVALID_RECEIPT else self._logger.warning
             level(
                 "message operation refused",
                 extra={
@@ -116,11 +117,11 @@ class MessageOps:
     async def dead_letter(self, delivery: Delivery, dlq_url: str, attributes: dict[str, str]) -> None:
         """Copy to the DLQ with the reason attached, then delete the original; keep it if the copy fails."""
         try:
-            await self.app.arun(
+            await self._arun(
                 one(Call("sqs", "send_message", sqs.send_one(dlq_url, delivery.body, attributes=attributes)))
             )
         except AwsError as exc:
-            self.app.logger.error(
+            self._logger.error(
                 "dead-letter send failed; the message will be redelivered",
                 extra={"message_id": delivery.message_id, "error": str(exc)},
             )
@@ -138,7 +139,7 @@ class MessageOps:
                 for batch in sqs.chunks(held):
                     entries = [(str(i), d.receipt_handle, seconds) for i, d in enumerate(batch)]
                     with contextlib.suppress(AwsError):
-                        response = await self.app.arun(
+                        response = await self._arun(
                             one(
                                 Call(
                                     "sqs",

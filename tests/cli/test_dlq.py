@@ -117,7 +117,15 @@ def test_an_interrupted_replay_rerun_replays_each_job_once(fresh):
 
     with pytest.raises(RuntimeError, match="laptop"):
         w.app.run(
-            replay_flow(w.app, queues=["mail"], flt=DlqFilter(), clock=w.app.clock, on_item=crash_after_two)
+            replay_flow(
+                settings=w.app.settings,
+                registry=w.app.registry,
+                queue_urls=w.app.queue_urls,
+                queues=["mail"],
+                flt=DlqFilter(),
+                clock=w.app.clock,
+                on_item=crash_after_two,
+            )
         )
     first = {i.job_id for i in done}
     assert {i.outcome for i in done} == {"replayed"}
@@ -127,7 +135,16 @@ def test_an_interrupted_replay_rerun_replays_each_job_once(fresh):
 
     # AND one more job whose requeue was written but whose DLQ copy was never deleted (a kill between the two).
     torn = next(j for j in dead if j not in first)
-    w.app.run(requeue_flow(w.app, torn, action="replay", now=w.app.clock.now()))
+    w.app.run(
+        requeue_flow(
+            torn,
+            settings=w.app.settings,
+            registry=w.app.registry,
+            queue_urls=w.app.queue_urls,
+            action="replay",
+            now=w.app.clock.now(),
+        )
+    )
     assert w.app.get(torn).status is JobStatus.QUEUED
 
     # WHEN it is re-run, first with a limit, then to the end

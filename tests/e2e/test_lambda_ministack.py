@@ -68,7 +68,7 @@ def test_the_packaged_function_runs_a_mix_of_jobs_to_their_final_states(ministac
     try:
         # One environment: each MiniStack environment unzips the code on its own, slowly on 2 cores.
         lam.put_function_concurrency(FunctionName=app.name, ReservedConcurrentExecutions=1)
-        queue_url = app.run(app.queue_urls_flow(["default"]))["default"]
+        queue_url = app.run(app.queue_urls.flow(["default"]))["default"]
         arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
             "QueueArn"
         ]

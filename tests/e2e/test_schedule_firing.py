@@ -19,7 +19,8 @@ import pytest
 from sqsjobs import App, JobNotFound, JobStatus, SchedulerError
 from sqsjobs import envelope as env
 from sqsjobs._aws import Call, one
-from sqsjobs.runtime.execution import DELETE, Execution
+from sqsjobs.runtime.acks import DELETE
+from sqsjobs.runtime.execution import Execution
 from sqsjobs.schedules.fire import idempotency_key
 from sqsjobs.schedules.sync import apply_flow, plan_flow
 from sqsjobs.store.requests import idempotent_job_id

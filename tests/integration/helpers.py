@@ -6,6 +6,7 @@ from typing import Any
 
 from sqsjobs import App
 from sqsjobs._aws import Call, one
+from sqsjobs.transport.queues import dlq_key
 
 
 def sqs_call(app: App, operation: str, **params: Any) -> Any:
@@ -13,8 +14,8 @@ def sqs_call(app: App, operation: str, **params: Any) -> Any:
 
 
 def queue_url(app: App, queue: str = "default", dlq: bool = False) -> str:
-    urls = app.run(app.queue_urls_flow([queue]))
-    return str(urls[f"{queue}\0dlq" if dlq else queue])
+    urls = app.run(app.queue_urls.flow([queue]))
+    return str(urls[dlq_key(queue) if dlq else queue])
 
 
 def depth(app: App, queue: str = "default", dlq: bool = False) -> dict[str, int]:

@@ -186,17 +186,19 @@ def test_a_record_whose_message_was_never_sent_is_dispatched_by_the_sweeper(back
 
     app.provision()
     # The producer dies between the record write and the SQS send: simulate it by a send that fails.
-    app.run(app.queue_urls_flow(["default"]))
-    real_url = app._queue_urls["default"]
-    app._queue_urls["default"] = real_url + "-gone"
+    app.run(app.queue_urls.flow(["default"]))
+    real_url = app.queue_urls._urls["default"]
+    app.queue_urls._urls["default"] = real_url + "-gone"
     job_id = app.enqueue("count", {})
-    app._queue_urls["default"] = real_url
+    app.queue_urls._urls["default"] = real_url
     assert app.get(job_id).status is JobStatus.QUEUED
     assert sum(depth(app).values()) == 0
 
-    report = app.run(sweep_flow(app, time.time()))
+    report = app.run(sweep_flow(app.settings, app.queue_urls, time.time()))
     assert report.redispatched == [job_id]
-    assert app.run(sweep_flow(app, time.time() - 1)).total == 0  # marked: not re-sent by the next sweep
+    assert (
+        app.run(sweep_flow(app.settings, app.queue_urls, time.time() - 1)).total == 0
+    )  # marked: not re-sent by the next sweep
 
     work_until(app, all_finished(app, [job_id]))
     assert runs == [1]
@@ -213,9 +215,11 @@ def test_a_far_future_job_is_held_by_the_record_and_sent_by_the_sweeper_when_due
     app.provision()
     job_id = app.enqueue("later", {}, delay=3600)  # beyond the 900 s SQS delay cap
     assert sum(depth(app).values()) == 0
-    assert app.run(sweep_flow(app, time.time())).total == 0  # not within 15 min of due yet
+    assert (
+        app.run(sweep_flow(app.settings, app.queue_urls, time.time())).total == 0
+    )  # not within 15 min of due yet
 
-    report = app.run(sweep_flow(app, time.time() + 3600 - 600))
+    report = app.run(sweep_flow(app.settings, app.queue_urls, time.time() + 3600 - 600))
     assert report.dispatched_held == [job_id]
     assert depth(app)["delayed"] == 1
     assert app.get(job_id).status is JobStatus.QUEUED

@@ -85,7 +85,9 @@ def test_a_sweep_whose_mark_answer_was_lost_still_sends_the_hint(ministack_url, 
 
     # GIVEN the answer to the sweeper's conditional mark is lost after the mark was written
     proxy.faults = LOSE_ONE_UPDATE_ANSWER
-    report = sweeper_app.run(sweep_flow(sweeper_app, time.time() + 3600 - 600))
+    report = sweeper_app.run(
+        sweep_flow(sweeper_app.settings, sweeper_app.queue_urls, time.time() + 3600 - 600)
+    )
 
     # THEN the refused retry is recognised as the sweeper's own write and the hint goes out now
     # (before, the hint waited for the next stale period).
