@@ -18,6 +18,10 @@ message has not been sent yet (far-future jobs, retries beyond the 12 h visibili
 is ``run_at`` for runnable jobs, ``lease_expires`` for running ones and ``finished_at`` for
 finished ones. ``by_type``, ``by_queue`` and ``by_tenant`` list jobs newest first for operators.
 ``audit`` is a capped list of operator actions (retry, replay), read through ``Job.extra``.
+
+Where each write is built: the producer's and the worker's transitions are below; the operator's
+(cancel, request_cancel, replay and its audit entry) are in ``store/operator.py``, and the
+sweeper's dispatch mark in ``store/schema.py``. All are re-exported here, the one entry point.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs.errors import IdempotencyConflict, InvalidTransition, JobNotFound, LeaseLost, StoreError
+from sqsjobs.errors import IdempotencyConflict, LeaseLost, StoreError
 from sqsjobs.job import AttemptRecord, Job, JobError, JobStatus
 from sqsjobs.store.codec import (
     CCF,
@@ -45,6 +49,18 @@ from sqsjobs.store.codec import (
     shows_own_write,
     str_attr,
 )
+from sqsjobs.store.operator import (
+    AUDIT_CAP,
+    audit_av,
+    audit_entries,
+    cancel,
+    interpret_cancel_refusal,
+    interpret_replay_refusal,
+    not_cancellable,
+    replay,
+    request_cancel,
+    updated_raw,
+)
 from sqsjobs.store.schema import (
     HELD,
     QUEUE_INDEX,
@@ -62,6 +78,7 @@ from sqsjobs.store.schema import (
 
 # Callers use ``requests`` as the one entry point of the store's sans-I/O layer.
 __all__ = [
+    "AUDIT_CAP",
     "CCF",
     "HELD",
     "QUEUE_INDEX",
@@ -72,22 +89,29 @@ __all__ = [
     "DueRecord",
     "Item",
     "JobError",
+    "audit_av",
+    "audit_entries",
+    "cancel",
     "dispatch_landed",
     "due_records",
     "idempotent_job_id",
+    "interpret_cancel_refusal",
+    "interpret_replay_refusal",
     "is_conflict",
     "job_from_item",
     "mark_dispatched",
+    "not_cancellable",
     "payload_hash",
     "query_due",
+    "replay",
+    "request_cancel",
     "table_definition",
+    "updated_raw",
 ]
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-#: Operator actions (retry, replay) kept in the record's ``audit`` list; older ones are dropped.
-AUDIT_CAP = 10
 #: Attempts kept in the record; older ones are dropped so the item stays small.
 HISTORY_CAP = 10
 #: A message may arrive this much before ``run_at`` (clock skew between hosts) and still claim.
@@ -510,130 +534,6 @@ def reject(
         },
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
-
-
-def cancel(table: str, job_id: str, *, now: float, retention_s: float) -> dict[str, Any]:
-    """Queued | retry_scheduled → cancelled."""
-    return {
-        "TableName": table,
-        "Key": {"id": av_s(job_id)},
-        "ConditionExpression": "#status IN (:queued, :retry)",
-        "UpdateExpression": (
-            "SET #status = :cancelled, st = :cancelled, due = :now, finished_at = :now, updated_at = :now, "
-            "reason = :reason, expires_at = :ttl"
-        ),
-        "ExpressionAttributeNames": {"#status": "status"},
-        "ExpressionAttributeValues": {
-            ":queued": av_s(JobStatus.QUEUED),
-            ":retry": av_s(JobStatus.RETRY_SCHEDULED),
-            ":cancelled": av_s(JobStatus.CANCELLED),
-            ":now": av_n(now),
-            ":reason": av_s("cancelled by request"),
-            ":ttl": av_n(int(now + retention_s)),
-        },
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-    }
-
-
-def request_cancel(table: str, job_id: str, *, now: float) -> dict[str, Any]:
-    """Flag a running job; its worker sees the flag at the next lease heartbeat."""
-    return {
-        "TableName": table,
-        "Key": {"id": av_s(job_id)},
-        "ConditionExpression": "#status = :running",
-        "UpdateExpression": "SET cancel_requested = :true, updated_at = :now",
-        "ExpressionAttributeNames": {"#status": "status"},
-        "ExpressionAttributeValues": {
-            ":running": av_s(JobStatus.RUNNING),
-            ":true": {"BOOL": True},
-            ":now": av_n(now),
-        },
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-    }
-
-
-def interpret_cancel_refusal(job_id: str, error: StoreError) -> Job:
-    """The record that refused a cancel; ``JobNotFound`` when there is none."""
-    if not is_conflict(error):
-        raise error
-    old = old_item(error)
-    if old is None:
-        raise JobNotFound(f"no job with id {job_id!r}")
-    return job_from_item(old)
-
-
-def not_cancellable(job: Job) -> InvalidTransition:
-    """The error for cancelling a finished job."""
-    return InvalidTransition(
-        f"job {job.id} is {job.status}; only queued, scheduled or running jobs can be cancelled"
-    )
-
-
-def replay(
-    table: str, job: Job, *, seen_updated: str, now: float, max_attempts: int, audit: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Dead | cancelled → queued by an operator (``jobs retry``, ``dlq replay``).
-
-    Attempts start again from zero (up to the current handler's ``max_attempts``); the payload,
-    job id and idempotency key stay as they are; the TTL and the finished-state fields go, so the
-    record is not deleted while it waits; ``audit`` is appended to the capped ``audit`` list.
-    Conditional on the status and on ``updated_at`` as the caller read it (``seen_updated``, the
-    stored number), so the audit list built from that read cannot overwrite a concurrent change,
-    and a replay that already happened cannot happen again.
-    """
-    previous = list(job.extra.get("audit", {}).get("L", []))[-(AUDIT_CAP - 1) :]
-    return {
-        "TableName": table,
-        "Key": {"id": av_s(job.id)},
-        "ConditionExpression": "#status IN (:dead, :cancelled) AND updated_at = :seen",
-        "UpdateExpression": (
-            "SET #status = :queued, st = :queued, due = :now, run_at = :now, attempt = :zero, "
-            "max_attempts = :max, updated_at = :now, audit = :audit "
-            "REMOVE finished_at, expires_at, reason, lease_owner, lease_expires, cancel_requested"
-        ),
-        "ExpressionAttributeNames": {"#status": "status"},
-        "ExpressionAttributeValues": {
-            ":dead": av_s(JobStatus.DEAD),
-            ":cancelled": av_s(JobStatus.CANCELLED),
-            ":queued": av_s(JobStatus.QUEUED),
-            ":seen": {"N": seen_updated},
-            ":now": av_n(now),
-            ":zero": av_n(0),
-            ":max": av_n(max_attempts),
-            ":audit": {"L": [*previous, audit_av(audit)]},
-        },
-        "ReturnValues": "ALL_NEW",
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-    }
-
-
-def audit_av(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """One audit entry (strings and numbers; None values dropped) as a DynamoDB map."""
-    return {
-        "M": {
-            k: av_n(v) if isinstance(v, int | float) else av_s(str(v))
-            for k, v in entry.items()
-            if v is not None
-        }
-    }
-
-
-def audit_entries(job: Job) -> list[dict[str, Any]]:
-    """The record's audit list, decoded (oldest first)."""
-    out = []
-    for av in job.extra.get("audit", {}).get("L", []):
-        out.append({k: float(v["N"]) if "N" in v else v.get("S") for k, v in av.get("M", {}).items()})
-    return out
-
-
-def updated_raw(item: Mapping[str, Any]) -> str:
-    """``updated_at`` exactly as stored, for the ``replay`` condition."""
-    return str(item["updated_at"]["N"])
-
-
-def interpret_replay_refusal(job_id: str, error: StoreError) -> Job:
-    """The record that refused a replay (changed since it was read); ``JobNotFound`` when gone."""
-    return interpret_cancel_refusal(job_id, error)
 
 
 def get(table: str, job_id: str) -> dict[str, Any]:

@@ -1,0 +1,145 @@
+"""Sans-I/O requests for the operator's transitions: cancel, request_cancel and replay (with its audit entry).
+
+Split from ``store/requests.py`` (which re-exports everything here) because these writes come from
+people, not workers: they carry an audit trail and are conditional on what the operator last saw.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sqsjobs.errors import InvalidTransition, JobNotFound
+from sqsjobs.job import Job, JobStatus
+from sqsjobs.store.codec import av_n, av_s, is_conflict, job_from_item, old_item
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from sqsjobs.errors import StoreError
+
+#: Operator actions (retry, replay) kept in the record's ``audit`` list; older ones are dropped.
+AUDIT_CAP = 10
+
+
+def cancel(table: str, job_id: str, *, now: float, retention_s: float) -> dict[str, Any]:
+    """Queued | retry_scheduled → cancelled."""
+    return {
+        "TableName": table,
+        "Key": {"id": av_s(job_id)},
+        "ConditionExpression": "#status IN (:queued, :retry)",
+        "UpdateExpression": (
+            "SET #status = :cancelled, st = :cancelled, due = :now, finished_at = :now, updated_at = :now, "
+            "reason = :reason, expires_at = :ttl"
+        ),
+        "ExpressionAttributeNames": {"#status": "status"},
+        "ExpressionAttributeValues": {
+            ":queued": av_s(JobStatus.QUEUED),
+            ":retry": av_s(JobStatus.RETRY_SCHEDULED),
+            ":cancelled": av_s(JobStatus.CANCELLED),
+            ":now": av_n(now),
+            ":reason": av_s("cancelled by request"),
+            ":ttl": av_n(int(now + retention_s)),
+        },
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+def request_cancel(table: str, job_id: str, *, now: float) -> dict[str, Any]:
+    """Flag a running job; its worker sees the flag at the next lease heartbeat."""
+    return {
+        "TableName": table,
+        "Key": {"id": av_s(job_id)},
+        "ConditionExpression": "#status = :running",
+        "UpdateExpression": "SET cancel_requested = :true, updated_at = :now",
+        "ExpressionAttributeNames": {"#status": "status"},
+        "ExpressionAttributeValues": {
+            ":running": av_s(JobStatus.RUNNING),
+            ":true": {"BOOL": True},
+            ":now": av_n(now),
+        },
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+def interpret_cancel_refusal(job_id: str, error: StoreError) -> Job:
+    """The record that refused a cancel; ``JobNotFound`` when there is none."""
+    if not is_conflict(error):
+        raise error
+    old = old_item(error)
+    if old is None:
+        raise JobNotFound(f"no job with id {job_id!r}")
+    return job_from_item(old)
+
+
+def not_cancellable(job: Job) -> InvalidTransition:
+    """The error for cancelling a finished job."""
+    return InvalidTransition(
+        f"job {job.id} is {job.status}; only queued, scheduled or running jobs can be cancelled"
+    )
+
+
+def replay(
+    table: str, job: Job, *, seen_updated: str, now: float, max_attempts: int, audit: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Dead | cancelled → queued by an operator (``jobs retry``, ``dlq replay``).
+
+    Attempts start again from zero (up to the current handler's ``max_attempts``); the payload,
+    job id and idempotency key stay as they are; the TTL and the finished-state fields go, so the
+    record is not deleted while it waits; ``audit`` is appended to the capped ``audit`` list.
+    Conditional on the status and on ``updated_at`` as the caller read it (``seen_updated``, the
+    stored number), so the audit list built from that read cannot overwrite a concurrent change,
+    and a replay that already happened cannot happen again.
+    """
+    previous = list(job.extra.get("audit", {}).get("L", []))[-(AUDIT_CAP - 1) :]
+    return {
+        "TableName": table,
+        "Key": {"id": av_s(job.id)},
+        "ConditionExpression": "#status IN (:dead, :cancelled) AND updated_at = :seen",
+        "UpdateExpression": (
+            "SET #status = :queued, st = :queued, due = :now, run_at = :now, attempt = :zero, "
+            "max_attempts = :max, updated_at = :now, audit = :audit "
+            "REMOVE finished_at, expires_at, reason, lease_owner, lease_expires, cancel_requested"
+        ),
+        "ExpressionAttributeNames": {"#status": "status"},
+        "ExpressionAttributeValues": {
+            ":dead": av_s(JobStatus.DEAD),
+            ":cancelled": av_s(JobStatus.CANCELLED),
+            ":queued": av_s(JobStatus.QUEUED),
+            ":seen": {"N": seen_updated},
+            ":now": av_n(now),
+            ":zero": av_n(0),
+            ":max": av_n(max_attempts),
+            ":audit": {"L": [*previous, audit_av(audit)]},
+        },
+        "ReturnValues": "ALL_NEW",
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+def audit_av(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """One audit entry (strings and numbers; None values dropped) as a DynamoDB map."""
+    return {
+        "M": {
+            k: av_n(v) if isinstance(v, int | float) else av_s(str(v))
+            for k, v in entry.items()
+            if v is not None
+        }
+    }
+
+
+def audit_entries(job: Job) -> list[dict[str, Any]]:
+    """The record's audit list, decoded (oldest first)."""
+    out = []
+    for av in job.extra.get("audit", {}).get("L", []):
+        out.append({k: float(v["N"]) if "N" in v else v.get("S") for k, v in av.get("M", {}).items()})
+    return out
+
+
+def updated_raw(item: Mapping[str, Any]) -> str:
+    """``updated_at`` exactly as stored, for the ``replay`` condition."""
+    return str(item["updated_at"]["N"])
+
+
+def interpret_replay_refusal(job_id: str, error: StoreError) -> Job:
+    """The record that refused a replay (changed since it was read); ``JobNotFound`` when gone."""
+    return interpret_cancel_refusal(job_id, error)
