@@ -25,8 +25,9 @@ WORKER_MODULES = [
     "runtime/lambda_sqs.py",
     "transport/sqs.py",
     "transport/batcher.py",
+    "transport/queues.py",
 ]
-SWEEPER_MODULES = ["app.py", "runtime/sweeper.py", "runtime/lambda_handlers.py"]
+SWEEPER_MODULES = ["app.py", "runtime/sweeper.py", "runtime/lambda_handlers.py", "transport/queues.py"]
 
 
 def actions_called(modules: list[str]) -> set[str]:
