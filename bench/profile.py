@@ -60,7 +60,7 @@ STEPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("SQS DeleteMessageBatch / ChangeMessageVisibilityBatch", ("MessageOps.",), ()),
     ("SQS ReceiveMessage", ("Worker._receive_loop",), ()),
     ("JSON log lines", ("logging/",), ()),
-    ("EMF metrics", ("observability.py",), ()),
+    ("EMF metrics", ("observability/metrics.py",), ()),
     ("sync handler in a thread (submit, wake-up, run)", ("concurrent/futures",), ()),
     ("sync handler in a thread (submit, wake-up, run)", ("Thread._bootstrap",), ()),
     ("other sqsjobs work (envelope, validation, tracing, outcome)", ("sqsjobs/runtime/execution.py",), ()),

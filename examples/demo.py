@@ -19,6 +19,7 @@ from sqsjobs._aws import Call, one
 from sqsjobs.envelope import DLQ_JOB_ID, DLQ_REASON
 from sqsjobs.local.dev import DevStack
 from sqsjobs.ops.inspect import ListQuery, list_flow
+from sqsjobs.transport.queues import dlq_key
 
 console = Console(width=120)
 
@@ -86,7 +87,7 @@ def main() -> None:
             table.add_row(job.type, str(job.status), f"{job.attempt}/{job.max_attempts}", outcome, history)
         console.print(table)
 
-        dlq_url = app.run(app.queue_urls_flow(["default"]))["default\0dlq"]
+        dlq_url = app.run(app.queue_urls.flow(["default"]))[dlq_key("default")]
         response = app.run(
             one(
                 Call(

@@ -70,7 +70,7 @@ def wrap_error(service: str, exc: Exception) -> AwsError:
     return kind(f"{service} unreachable: {exc}", code="ConnectionError")
 
 
-def _botocore_config() -> Config:
+def _botocore_config(*, validate: bool = False) -> Config:
     # Standard retry mode backs off on throttling and 5xx; the flows stay safe under a retried write
     # because every write is conditional.
     # CPU per request (profile in docs/bench.md): botocore rebuilds and sanitises its User-Agent from
@@ -84,7 +84,7 @@ def _botocore_config() -> Config:
         read_timeout=30,
         max_pool_connections=64,
         user_agent=_user_agent(),
-        parameter_validation=False,
+        parameter_validation=validate,
     )
 
 
@@ -129,7 +129,10 @@ class RequestCounter:
 
 
 def _client_kwargs(settings: Settings) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"region_name": settings.region, "config": _botocore_config()}
+    kwargs: dict[str, Any] = {
+        "region_name": settings.region,
+        "config": _botocore_config(validate=settings.validate_requests),
+    }
     if settings.endpoint_url:
         kwargs["endpoint_url"] = settings.endpoint_url
     return kwargs

@@ -86,6 +86,11 @@ class Settings:
     metrics_interval_s: float = 60.0
     #: Put each job's payload in its "job claimed" log line; off, because payloads may hold personal data.
     log_payloads: bool = False
+    #: Check every request against botocore's service model before it is sent. Off by default for
+    #: speed (it is a fifth of the SDK's CPU in a worker): the request builders are checked against
+    #: the model by the test suite, which runs with this on, and AWS validates every request anyway.
+    #: Turn it on to get a local error naming the field when a hand-built request is wrong.
+    validate_requests: bool = False
 
     def __post_init__(self) -> None:
         if not self.table_name:

@@ -37,6 +37,8 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
             if EXTERNAL_ENDPOINT and key.startswith("AWS_"):
                 continue
             monkeypatch.delenv(key)
+    # Every request the suite makes (worker subprocesses too) is checked against botocore's model.
+    monkeypatch.setenv("SQSJOBS_VALIDATE_REQUESTS", "1")
     if not EXTERNAL_ENDPOINT:
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")

@@ -1,0 +1,131 @@
+"""Every request builder's output is a valid request for its AWS operation (botocore's service model).
+
+The clients run with botocore's client-side parameter validation off (it costs CPU on every call),
+so a misspelt key or a wrong type in a builder would only show up as an emulator's or AWS's
+refusal, or not at all (emulators accept unknown keys). This test is what keeps that safe: each
+builder's output is validated against the same model botocore would use, and a new builder that
+is not listed here fails the coverage check below.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+
+import botocore.session
+import pytest
+from botocore.validate import ParamValidator
+
+from sqsjobs.runtime.acks import job_error
+from sqsjobs.store import codec, operator, schema
+from sqsjobs.store import requests as rq
+from sqsjobs.transport import sqs
+
+NOW = 1_800_000_000.0
+TABLE = "shop-jobs"
+URL = "http://127.0.0.1:4566/000000000000/shop-default"
+BUILDER_MODULES = (rq, operator, schema, sqs)
+
+
+def _new_job() -> rq.NewJob:
+    return rq.NewJob(
+        id="j1", type="shop.send_receipt", queue="default", payload={"order": 1}, payload_version=1,
+        max_attempts=3, run_at=NOW, now=NOW, idempotency_key="k1", tenant="acme", trace="Root=1-abc",
+    )  # fmt: skip
+
+
+def _job():
+    item = rq.put_job(TABLE, _new_job())["Item"]
+    return rq.job_from_item(item)
+
+
+def _due() -> schema.DueRecord:
+    return schema.DueRecord(id="j1", type="t", queue="default", st="held", due=NOW, run_at=NOW, due_raw="1")
+
+
+ERROR = job_error(ValueError("boom"))
+
+#: builder -> (service, operation, a call of it)
+CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = {
+    "put_job": ("dynamodb", "PutItem", lambda: rq.put_job(TABLE, _new_job())),
+    "claim": ("dynamodb", "UpdateItem", lambda: rq.claim(TABLE, "j1", owner="w1", now=NOW, lease_s=60)),
+    "complete": ("dynamodb", "UpdateItem",
+                 lambda: rq.complete(TABLE, _job(), owner="w1", now=NOW, result={"ok": True}, retention_s=60)),
+    "schedule_retry": ("dynamodb", "UpdateItem",
+                       lambda: rq.schedule_retry(TABLE, _job(), owner="w1", now=NOW, run_at=NOW + 5, error=ERROR,
+                                                 held=False)),
+    "fail": ("dynamodb", "UpdateItem",
+             lambda: rq.fail(TABLE, _job(), owner="w1", now=NOW, error=ERROR, reason="r", retention_s=60)),
+    "abort": ("dynamodb", "UpdateItem",
+              lambda: rq.abort(TABLE, _job(), owner="w1", now=NOW, reason="r", retention_s=60)),
+    "release": ("dynamodb", "UpdateItem", lambda: rq.release(TABLE, _job(), owner="w1", now=NOW)),
+    "heartbeat": ("dynamodb", "UpdateItem", lambda: rq.heartbeat(TABLE, _job(), owner="w1", now=NOW, lease_s=60)),
+    "reject": ("dynamodb", "UpdateItem",
+               lambda: rq.reject(TABLE, "j1", now=NOW, error=ERROR, reason="r", retention_s=60)),
+    "get": ("dynamodb", "GetItem", lambda: rq.get(TABLE, "j1")),
+    "cancel": ("dynamodb", "UpdateItem", lambda: operator.cancel(TABLE, "j1", now=NOW, retention_s=60)),
+    "request_cancel": ("dynamodb", "UpdateItem", lambda: operator.request_cancel(TABLE, "j1", now=NOW)),
+    "replay": ("dynamodb", "UpdateItem",
+               lambda: operator.replay(TABLE, _job(), seen_updated="1", now=NOW, max_attempts=3,
+                                       audit={"action": "retry", "at": NOW, "by": "me"})),
+    "query_due": ("dynamodb", "Query",
+                  lambda: schema.query_due(TABLE, "held", due_before=NOW, start_key={"id": {"S": "j0"}})),
+    "mark_dispatched": ("dynamodb", "UpdateItem",
+                        lambda: schema.mark_dispatched(TABLE, _due(), now=NOW, next_check=NOW)),
+    "table_definition": ("dynamodb", "CreateTable", lambda: schema.table_definition(TABLE)),
+    "send_one": ("sqs", "SendMessage",
+                 lambda: sqs.send_one(URL, "{}", delay_s=5, attributes={"reason": "r"})),
+    "send_batch": ("sqs", "SendMessageBatch", lambda: sqs.send_batch(URL, [("0", "{}", 0), ("1", "{}", 30)])),
+    "receive": ("sqs", "ReceiveMessage", lambda: sqs.receive(URL, max_messages=10, wait_s=20)),
+    "delete_batch": ("sqs", "DeleteMessageBatch", lambda: sqs.delete_batch(URL, [("0", "rh")])),
+    "change_visibility_batch": ("sqs", "ChangeMessageVisibilityBatch",
+                                lambda: sqs.change_visibility_batch(URL, [("0", "rh", 30)])),
+}  # fmt: skip
+
+_SESSION = botocore.session.get_session()
+
+
+def _input_shape(service: str, operation: str):
+    return _SESSION.get_service_model(service).operation_model(operation).input_shape
+
+
+def _builders() -> set[str]:
+    """Public functions of the builder modules that return request parameters."""
+    found = set()
+    for module in BUILDER_MODULES:
+        for name, fn in inspect.getmembers(module, inspect.isfunction):
+            if name.startswith("_") or fn.__module__ != module.__name__:
+                continue
+            if inspect.signature(fn).return_annotation == "dict[str, Any]" and name not in NOT_REQUESTS:
+                found.add(name)
+    return found
+
+
+#: Functions with that return type that build something other than a request.
+NOT_REQUESTS = {"audit_av", "queue_attributes"}
+
+
+def test_every_request_builder_is_checked_here():
+    assert _builders() == set(CASES), "add new request builders to CASES"
+
+
+@pytest.mark.parametrize("builder", sorted(CASES))
+def test_the_builder_output_is_valid_for_its_operation(builder):
+    service, operation, build = CASES[builder]
+    report = ParamValidator().validate(build(), _input_shape(service, operation))
+    assert not report.has_errors(), report.generate_report()
+
+
+def test_a_misspelt_key_is_caught():
+    # GIVEN a request with a typo, as a hand edit could make it
+    params = {**rq.get(TABLE, "j1"), "ConsistantRead": True}
+    # THEN the same validation reports it by name
+    report = ParamValidator().validate(params, _input_shape("dynamodb", "GetItem"))
+    assert "ConsistantRead" in report.generate_report()
+
+
+def test_codec_keys_are_attribute_values():
+    # The item codec's values are the AttributeValue shapes PutItem takes.
+    item = rq.put_job(TABLE, _new_job())["Item"]
+    assert all(len(v) == 1 and next(iter(v)) in {"S", "N", "M", "L", "BOOL", "NULL"} for v in item.values())
+    assert codec.job_from_item(item).id == "j1"
