@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import boto3
 from botocore.config import Config
@@ -30,15 +30,17 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 SERVICES = ("dynamodb", "sqs", "scheduler")
+#: Where a Call goes: an AWS service, or ``clock`` for a pause the driver sleeps through.
+Service = Literal["dynamodb", "sqs", "scheduler", "clock"]
 
 
 @dataclass(frozen=True)
 class Call:
     """One AWS API call, described, not made."""
 
-    #: ``dynamodb``, ``sqs`` or ``scheduler``.
-    service: str
-    #: The boto3 client method, e.g. ``update_item``.
+    service: Service
+    #: The boto3 client method, e.g. ``update_item``; tests/unit/test_request_shapes.py checks the
+    #: parameters each builder makes against botocore's model of it.
     operation: str
     params: Mapping[str, Any]
 
