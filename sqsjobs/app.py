@@ -35,7 +35,12 @@ class App:
     """A named set of job types and the AWS resources they run on."""
 
     def __init__(self, name: str, *, clock: Clock | None = None, **settings: Any) -> None:
-        """Create an App; ``settings`` are ``Settings`` fields that win over the environment."""
+        """Create an App; ``settings`` are ``Settings`` fields that win over the environment.
+
+        Only their names are checked now (``ConfigurationError`` for a typo); values, and the
+        environment, are read on first use.
+        """
+        Settings.check_names(settings)
         self.name = name
         self.registry = Registry()
         #: ``@app.job("name", queue=..., max_attempts=..., timeout=...)``.
@@ -65,6 +70,7 @@ class App:
 
     def configure(self, **settings: Any) -> None:
         """Override settings (e.g. the CLI's ``--endpoint-url``); drops clients made with the old ones."""
+        Settings.check_names(settings)
         self._explicit = {**self._explicit, **settings}
         self._settings = None
         if self._sync is not None:
