@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from sqsjobs import App, JobContext, JobRequest
+from sqsjobs.testing import arun_job, run_job
 
 app = App("shop")
 
@@ -58,3 +59,12 @@ async def async_producer_calls() -> None:
     await app.aenqueue(sync_inventory, {"sku": 3})
     await app.aenqueue(send_receipt, Receipt(order_id="o-1"))
     await app.aenqueue(send_receipt, "o-1")  # E: arg-type
+
+
+async def testing_calls() -> None:
+    # run_job is typed like enqueue.
+    run_job(app, "receipts.send", {"order_id": "o-1"})
+    run_job(app, send_receipt, Receipt(order_id="o-1"), attempt=2)
+    await arun_job(app, sync_inventory, {"sku": 3})
+    run_job(app, send_receipt, {"order_id": "o-1"})  # E: arg-type
+    await arun_job(app, sync_inventory, {"sku": "3"})  # E: arg-type
