@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from sqsjobs._aws import AsyncClients, Flow, RequestCounter, SyncClients, run_async, run_sync
 from sqsjobs._clock import Clock, SystemClock
@@ -19,7 +19,7 @@ from sqsjobs.deploy.provision import ProvisionReport, provision_flow
 from sqsjobs.errors import ConfigurationError
 from sqsjobs.ops.requeue import retry_flow
 from sqsjobs.producer import JobRequest, build_new_job, cancel_flow, enqueue_many_flow, get_flow
-from sqsjobs.registry import Registry
+from sqsjobs.registry import P, Registry
 from sqsjobs.schedules.declarations import Schedules
 from sqsjobs.transport.queues import QueueUrls
 
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from sqsjobs.job import Job
     from sqsjobs.observability.metrics import JobMetrics
     from sqsjobs.observability.tracing import JobTracer
+    from sqsjobs.registry import Handler, HandlerOf
 
 T = TypeVar("T")
 
@@ -38,7 +39,12 @@ class App:
     """A named set of job types and the AWS resources they run on."""
 
     def __init__(self, name: str, *, clock: Clock | None = None, **settings: Any) -> None:
-        """Create an App; ``settings`` are ``Settings`` fields that win over the environment."""
+        """Create an App; ``settings`` are ``Settings`` fields that win over the environment.
+
+        Only their names are checked now (``ConfigurationError`` for a typo); values, and the
+        environment, are read on first use.
+        """
+        Settings.check_names(settings)
         self.name = name
         self.registry = Registry()
         #: ``@app.job("name", queue=..., max_attempts=..., timeout=...)``.
@@ -68,6 +74,7 @@ class App:
 
     def configure(self, **settings: Any) -> None:
         """Override settings (e.g. the CLI's ``--endpoint-url``); drops clients made with the old ones."""
+        Settings.check_names(settings)
         self._explicit = {**self._explicit, **settings}
         self._settings = None
         if self._sync is not None:
@@ -134,7 +141,7 @@ class App:
         return self._queue_urls
 
     # ── producer API: sync and async twins over the same flows ─────────────────────────────
-    def _enqueue_flow(self, requests: list[JobRequest]) -> Flow[list[str]]:
+    def _enqueue_flow(self, requests: list[JobRequest[Any]]) -> Flow[list[str]]:
         now = self.clock.now()
         jobs = [build_new_job(r, registry=self.registry, settings=self.settings, now=now) for r in requests]
         urls = yield from self.queue_urls.flow({j.queue for j in jobs if not j.held})
@@ -144,6 +151,9 @@ class App:
             )
         )
 
+    # ``job_type`` is the type's name (any payload), or its handler: then mypy checks the payload
+    # against the handler's annotation, as dramatiq's ``Actor.send`` checks its arguments.
+    @overload
     def enqueue(
         self,
         job_type: str,
@@ -156,16 +166,84 @@ class App:
         tenant: str | None = None,
         parent_id: str | None = None,
         trace: str | None = None,
+    ) -> str: ...
+    @overload
+    def enqueue(
+        self,
+        job_type: HandlerOf[P],
+        payload: P,
+        *,
+        idempotency_key: str | None = None,
+        delay: timedelta | float | None = None,
+        run_at: datetime | None = None,
+        queue: str | None = None,
+        tenant: str | None = None,
+        parent_id: str | None = None,
+        trace: str | None = None,
+    ) -> str: ...
+    def enqueue(
+        self,
+        job_type: str | Handler,
+        payload: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        delay: timedelta | float | None = None,
+        run_at: datetime | None = None,
+        queue: str | None = None,
+        tenant: str | None = None,
+        parent_id: str | None = None,
+        trace: str | None = None,
     ) -> str:
-        """Enqueue one job and return its id (the same id again for a repeated idempotency key)."""
+        """Enqueue one job and return its id (the same id again for a repeated idempotency key).
+
+        Args:
+            job_type: the registered name, or the handler itself (``HandlerNotFound`` if this App
+                does not have it).
+            payload: validated against the handler's annotation, then stored as JSON.
+            idempotency_key: the job's identity: the same key and payload return the same job.
+            delay: run no sooner than this from now.
+            run_at: run no sooner than this instant (timezone-aware).
+            queue: override the handler's queue (needed for a type this App does not register).
+            tenant: recorded, and part of the idempotency identity.
+            parent_id: the job that enqueued this one.
+            trace: the producer's trace header; default: the current trace, if any.
+        """
         request = JobRequest(
             job_type, payload, idempotency_key, delay, run_at, queue, tenant, parent_id, trace
         )
         return str(self.run(self._enqueue_flow([request]))[0])
 
+    @overload
     async def aenqueue(
         self,
         job_type: str,
+        payload: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        delay: timedelta | float | None = None,
+        run_at: datetime | None = None,
+        queue: str | None = None,
+        tenant: str | None = None,
+        parent_id: str | None = None,
+        trace: str | None = None,
+    ) -> str: ...
+    @overload
+    async def aenqueue(
+        self,
+        job_type: HandlerOf[P],
+        payload: P,
+        *,
+        idempotency_key: str | None = None,
+        delay: timedelta | float | None = None,
+        run_at: datetime | None = None,
+        queue: str | None = None,
+        tenant: str | None = None,
+        parent_id: str | None = None,
+        trace: str | None = None,
+    ) -> str: ...
+    async def aenqueue(
+        self,
+        job_type: str | Handler,
         payload: Any = None,
         *,
         idempotency_key: str | None = None,
@@ -182,11 +260,15 @@ class App:
         )
         return str((await self.arun(self._enqueue_flow([request])))[0])
 
-    def enqueue_many(self, requests: Iterable[JobRequest | Mapping[str, Any]]) -> list[str]:
-        """Enqueue many jobs; hints go to SQS in batches of ten. Returns ids in order."""
+    def enqueue_many(self, requests: Iterable[JobRequest[Any] | Mapping[str, Any]]) -> list[str]:
+        """Enqueue many jobs; hints go to SQS in batches of ten. Returns ids in order.
+
+        Each request names its type by name or by handler, like ``enqueue``; only the ``JobRequest``
+        form has its payload type-checked.
+        """
         return list(self.run(self._enqueue_flow(_requests(requests))))
 
-    async def aenqueue_many(self, requests: Iterable[JobRequest | Mapping[str, Any]]) -> list[str]:
+    async def aenqueue_many(self, requests: Iterable[JobRequest[Any] | Mapping[str, Any]]) -> list[str]:
         """Async ``enqueue_many``."""
         return list(await self.arun(self._enqueue_flow(_requests(requests))))
 
@@ -261,5 +343,5 @@ class App:
         return app
 
 
-def _requests(items: Iterable[JobRequest | Mapping[str, Any]]) -> list[JobRequest]:
+def _requests(items: Iterable[JobRequest[Any] | Mapping[str, Any]]) -> list[JobRequest[Any]]:
     return [i if isinstance(i, JobRequest) else JobRequest(**i) for i in items]

@@ -7,6 +7,7 @@ Defaults live here and only here, each with its unit in the name.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -16,7 +17,7 @@ from sqsjobs.errors import ConfigurationError
 from sqsjobs.retry import MAX_VISIBILITY_S
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
 
 #: SQS long polls wait at most 20 s.
 #: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-short-and-long-polling.html
@@ -130,8 +131,30 @@ class Settings:
         return dataclasses.replace(self, **changes)
 
     @classmethod
+    def check_names(cls, names: Iterable[str]) -> None:
+        """Refuse names that are not settings, suggesting the closest one.
+
+        ``App(...)`` calls this at once, though values are resolved on first use: a misspelt name
+        would otherwise fail only when a worker or producer first touches the settings.
+        """
+        valid = [f.name for f in dataclasses.fields(cls) if f.name != "app_name"]
+        problems = []
+        for name in sorted(set(names) - set(valid)):
+            close = difflib.get_close_matches(name, valid, n=1)
+            if name == "app_name":
+                problems.append(f"{name!r} (it is the App's name, its first argument)")
+            else:
+                problems.append(f"{name!r} (did you mean {close[0]!r}?)" if close else repr(name))
+        if problems:
+            raise ConfigurationError(
+                f"unknown setting{'s' if len(problems) > 1 else ''} {', '.join(problems)}; "
+                "settings are the fields of sqsjobs.Settings"
+            )
+
+    @classmethod
     def from_env(cls, app_name: str, env: Mapping[str, str] | None = None, **explicit: Any) -> Settings:
         """Build settings: ``explicit`` first, then the environment, then the defaults."""
+        cls.check_names(explicit)
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
         endpoint = env.get("SQSJOBS_ENDPOINT_URL") or env.get("AWS_ENDPOINT_URL")

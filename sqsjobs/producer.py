@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic
 
 from sqsjobs._aws import Call, Flow
 from sqsjobs.config import to_seconds
@@ -18,6 +18,7 @@ from sqsjobs.envelope import Envelope
 from sqsjobs.errors import JobNotFound, PayloadTooLarge, StoreError, TransportError
 from sqsjobs.job import JobStatus
 from sqsjobs.observability.tracing import current_trace, message_attributes
+from sqsjobs.registry import P
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import sqs
 
@@ -28,15 +29,19 @@ if TYPE_CHECKING:
     from sqsjobs.config import Settings
     from sqsjobs.job import Job
     from sqsjobs.observability.metrics import JobMetrics
-    from sqsjobs.registry import Registry
+    from sqsjobs.registry import HandlerOf, Registry
 
 
 @dataclass(frozen=True)
-class JobRequest:
-    """One job to enqueue (``App.enqueue_many`` takes a list of these or of dicts with these keys)."""
+class JobRequest(Generic[P]):
+    """One job to enqueue (``App.enqueue_many`` takes a list of these or of dicts with these keys).
 
-    type: str
-    payload: Any = None
+    ``type`` is the job type's name or its handler; with the handler, mypy checks ``payload``
+    against the handler's annotation (``None`` always passes: it is the default).
+    """
+
+    type: str | HandlerOf[P]
+    payload: P | None = None
     idempotency_key: str | None = None
     delay: timedelta | float | None = None
     run_at: datetime | None = None
@@ -46,14 +51,17 @@ class JobRequest:
     trace: str | None = None
 
 
-def build_new_job(request: JobRequest, *, registry: Registry, settings: Settings, now: float) -> rq.NewJob:
+def build_new_job(
+    request: JobRequest[Any], *, registry: Registry, settings: Settings, now: float
+) -> rq.NewJob:
     """Validate a request against its handler and turn it into the record to write."""
-    spec = registry.get(request.type) if request.queue is None or request.type in registry else None
+    job_type = registry.name_of(request.type)
+    spec = registry.get(job_type) if request.queue is None or job_type in registry else None
     payload = spec.dump(request.payload) if spec else request.payload
     size = len(json.dumps(payload, separators=(",", ":")).encode())
     if size > settings.max_payload_bytes:
         raise PayloadTooLarge(
-            f"payload of {request.type!r} is {size} bytes, over the "
+            f"payload of {job_type!r} is {size} bytes, over the "
             f"{settings.max_payload_bytes}-byte inline limit; "
             "store the data elsewhere (e.g. S3) and enqueue its key"
         )
@@ -62,13 +70,13 @@ def build_new_job(request: JobRequest, *, registry: Registry, settings: Settings
     else:
         run_at = now + (to_seconds(request.delay) if request.delay is not None else 0.0)
     job_id = (
-        rq.idempotent_job_id(request.type, request.idempotency_key, request.tenant)
+        rq.idempotent_job_id(job_type, request.idempotency_key, request.tenant)
         if request.idempotency_key
         else uuid.uuid4().hex
     )
     return rq.NewJob(
         id=job_id,
-        type=request.type,
+        type=job_type,
         queue=request.queue or (spec.queue if spec else "default"),
         payload=payload,
         payload_version=spec.version if spec else 1,

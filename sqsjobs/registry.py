@@ -6,11 +6,12 @@ import inspect
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
 from sqsjobs.config import to_seconds
+from sqsjobs.context import JobContext
 from sqsjobs.errors import DuplicateHandler, HandlerNotFound, PayloadInvalid
 from sqsjobs.retry import RetryPolicy
 
@@ -18,6 +19,13 @@ if typing.TYPE_CHECKING:
     from datetime import timedelta
 
 Handler = Callable[..., Any]
+#: The payload type of a handler (its first parameter's annotation).
+P = TypeVar("P")
+#: A handler ``fn(payload: P, ctx) -> R``, sync or async: what producers may pass instead of the
+#: type name, so that mypy checks the payload against the handler's annotation.
+HandlerOf: TypeAlias = Callable[[P, JobContext], Any]
+#: Any handler; the decorator returns it with its own type, so its signature reaches the type checker.
+H = TypeVar("H", bound=Handler)
 
 #: Defaults for ``@job`` options; settings-wide values live in ``sqsjobs.config``.
 DEFAULT_QUEUE = "default"
@@ -107,7 +115,7 @@ class Registry:
         retry: RetryPolicy | None = None,
         max_age: timedelta | float | None = None,
         version: int = 1,
-    ) -> Callable[[Handler], Handler]:
+    ) -> Callable[[H], H]:
         """Register a handler ``fn(payload, ctx)``; the function itself is returned unchanged."""
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
@@ -121,7 +129,7 @@ class Registry:
                 max_age_s=to_seconds(max_age),
             )
 
-        def register(fn: Handler) -> Handler:
+        def register(fn: H) -> H:
             spec = HandlerSpec(
                 name=name,
                 fn=fn,
@@ -157,6 +165,28 @@ class Registry:
             raise HandlerNotFound(
                 f"no handler registered for job type {name!r} (registered: {known})"
             ) from None
+
+    def name_of(self, job_type: str | Handler) -> str:
+        """The job type's name: a string as given, a handler by the name it was registered under.
+
+        A string is not checked here, because a producer may enqueue a type that only another
+        service's workers handle (with an explicit ``queue``).
+        """
+        if isinstance(job_type, str):
+            return job_type
+        # ``==``, not ``is``: a bound method is a new object at each access but compares equal.
+        names = sorted(s.name for s in self._specs.values() if s.fn == job_type)
+        what = getattr(job_type, "__qualname__", repr(job_type))
+        if not names:
+            raise HandlerNotFound(
+                f"{what} is not a registered handler: decorate it with @app.job(...) "
+                "(or include the registry that has it), or pass the job type's name"
+            )
+        if len(names) > 1:
+            raise HandlerNotFound(
+                f"{what} is registered under several names ({', '.join(names)}): pass the job type's name"
+            )
+        return names[0]
 
     def __contains__(self, name: object) -> bool:
         return name in self._specs

@@ -1,22 +1,205 @@
-"""Helpers for tests, yours and ours: run a real worker against an endpoint until a condition holds.
+"""Helpers for tests, yours and ours.
 
-There is no in-memory imitation of SQS or DynamoDB here: point the App at an emulator
-(``sqsjobs.local.emulator.EmbeddedMoto``, MiniStack, LocalStack) and the real code path runs.
+- ``run_job`` runs one handler in-process, with no AWS at all, by the worker's own rules: the
+  payload validated and JSON-round-tripped as enqueue and the worker do, the handler's timeout,
+  and the worker's retry decision for the outcome (like Oban's ``perform_job``).
+- ``work_until`` runs a real worker against an endpoint until a condition holds. There is no
+  in-memory imitation of SQS or DynamoDB here: point the App at an emulator
+  (``sqsjobs.local.emulator.EmbeddedMoto``, MiniStack, LocalStack) and the real code path runs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
-from typing import TYPE_CHECKING
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, overload
 
+from sqsjobs.context import JobContext
+from sqsjobs.job import JobStatus
+from sqsjobs.producer import JobRequest, build_new_job
+from sqsjobs.runtime.execution import JobTimeout, invoke, judge_failure, storable_result
 from sqsjobs.runtime.sweeper import run_sweeper
 from sqsjobs.runtime.worker import Worker
+from sqsjobs.store import requests as rq
+from sqsjobs.store.codec import to_datetime
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from sqsjobs.app import App
+    from sqsjobs.job import Job
+    from sqsjobs.registry import Handler, HandlerOf, P
+
+#: The lease owner and ``ctx.worker_id`` of jobs made here.
+TEST_WORKER_ID = "sqsjobs-testing"
+
+
+def make_job(
+    app: App,
+    job_type: str | Handler,
+    payload: Any = None,
+    *,
+    attempt: int = 1,
+    tenant: str | None = None,
+    job_id: str | None = None,
+) -> Job:
+    """A job as a worker's claim of ``attempt`` leaves it: running, leased to ``TEST_WORKER_ID``.
+
+    Made by the producer's own code and read back from the item it would write, so the payload is
+    checked and JSON-round-tripped exactly as ``enqueue`` and the worker do it (``HandlerNotFound``,
+    ``PayloadInvalid``, ``PayloadTooLarge``). No AWS call.
+    """
+    now = app.clock.now()
+    request = JobRequest(job_type, payload, tenant=tenant)
+    new = build_new_job(request, registry=app.registry, settings=app.settings, now=now)
+    queued = rq.job_from_item(rq.put_job(app.settings.table_name, new)["Item"])
+    if not 1 <= attempt <= queued.max_attempts:
+        raise ValueError(
+            f"attempt must be 1..{queued.max_attempts} (the job type's max_attempts), got {attempt}"
+        )
+    # What the claim's UpdateItem sets (sqsjobs.store.requests.claim); each claim bumps the epoch.
+    return queued.evolve(
+        id=job_id or queued.id,
+        status=JobStatus.RUNNING,
+        attempt=attempt,
+        lease_owner=TEST_WORKER_ID,
+        lease_epoch=attempt,
+        lease_expires=to_datetime(now + app.settings.lease_s),
+        started_at=to_datetime(now),
+        updated_at=to_datetime(now),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunResult:
+    """What one run of a handler leads to, decided as the worker decides it."""
+
+    #: The job's next state: ``succeeded``, ``retry`` (scheduled again), ``dead`` or ``cancelled``.
+    outcome: Literal["succeeded", "retry", "dead", "cancelled"]
+    #: The job as the handler saw it (``ctx.job``).
+    job: Job
+    #: The return value as the record would store it (JSON round-tripped); None unless succeeded.
+    result: Any = None
+    #: What the handler raised (``JobTimeout`` past its timeout); None when it succeeded.
+    error: BaseException | None = None
+    #: The record's reason when dead or cancelled, e.g. ``attempts exhausted (5/5)``.
+    reason: str | None = None
+    #: Seconds until the retry (jittered by the policy unless ``Retry(delay_s=...)`` set it).
+    delay_s: float | None = None
+
+
+@overload
+async def arun_job(
+    app: App,
+    job_type: str,
+    payload: Any = None,
+    *,
+    attempt: int = 1,
+    tenant: str | None = None,
+    job_id: str | None = None,
+) -> RunResult: ...
+@overload
+async def arun_job(
+    app: App,
+    job_type: HandlerOf[P],
+    payload: P,
+    *,
+    attempt: int = 1,
+    tenant: str | None = None,
+    job_id: str | None = None,
+) -> RunResult: ...
+async def arun_job(
+    app: App,
+    job_type: str | Handler,
+    payload: Any = None,
+    *,
+    attempt: int = 1,
+    tenant: str | None = None,
+    job_id: str | None = None,
+) -> RunResult:
+    """Async ``run_job``, for tests that already run an event loop."""
+    job = make_job(app, job_type, payload, attempt=attempt, tenant=tenant, job_id=job_id)
+    spec = app.registry.get(job.type)
+    # The worker validates again before the run; a payload that does not survive the JSON round
+    # trip would die there ("payload failed validation"), and raises PayloadInvalid here.
+    value = spec.validate(job.payload)
+    ctx = JobContext(
+        job=job, worker_id=TEST_WORKER_ID, deadline=app.clock.now() + spec.timeout_s, logger=app.logger
+    )
+    # A pool of its own: a sync handler past its timeout runs on in its thread (it cannot be
+    # killed, as in the worker), and must not hold up the shutdown of the loop's default executor.
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqsjobs-run-job")
+    run = asyncio.ensure_future(invoke(spec, value, ctx, pool=pool))
+    try:
+        done, _ = await asyncio.wait({run}, timeout=spec.timeout_s)
+    finally:
+        pool.shutdown(wait=False)
+        if not run.done():
+            run.cancel()  # an async handler stops; a sync one is abandoned
+    exc = run.exception() if run in done else JobTimeout.of(spec)
+    if exc is None:
+        stored = json.loads(json.dumps(storable_result(run.result())))
+        return RunResult(outcome="succeeded", job=job, result=stored)
+    verdict = judge_failure(spec.retry, job, exc, now=app.clock.now())
+    return RunResult(
+        outcome=verdict.outcome,
+        job=job,
+        error=exc,
+        reason=verdict.reason or None,
+        delay_s=verdict.delay_s if verdict.outcome == "retry" else None,
+    )
+
+
+@overload
+def run_job(
+    app: App,
+    job_type: str,
+    payload: Any = None,
+    *,
+    attempt: int = 1,
+    tenant: str | None = None,
+    job_id: str | None = None,
+) -> RunResult: ...
+@overload
+def run_job(
+    app: App,
+    job_type: HandlerOf[P],
+    payload: P,
+    *,
+    attempt: int = 1,
+    tenant: str | None = None,
+    job_id: str | None = None,
+) -> RunResult: ...
+def run_job(
+    app: App,
+    job_type: str | Handler,
+    payload: Any = None,
+    *,
+    attempt: int = 1,
+    tenant: str | None = None,
+    job_id: str | None = None,
+) -> RunResult:
+    """Run one job's handler in-process, as a worker would run this attempt; no AWS.
+
+    The job type must be registered in ``app`` (``HandlerNotFound``). The payload goes through
+    what enqueue and the worker do to it (validation and dump, JSON, validation), so a payload the
+    handler cannot take raises ``PayloadInvalid`` as ``enqueue`` would. Sync handlers run in a
+    thread, async ones on a loop, both under the handler's timeout; the outcome is the worker's own
+    decision for this attempt (``Retry``, ``PermanentError``, ``Cancel``, other exceptions, the
+    retry policy and ``max_attempts``).
+
+    Args:
+        app: the App that registers the handler.
+        job_type: the registered name, or the handler (then mypy checks ``payload`` against it).
+        payload: what a producer would pass to ``enqueue``.
+        attempt: the attempt to run, 1..``max_attempts``: the last one turns a failure into ``dead``.
+        tenant: the job's tenant.
+        job_id: the job's id (``ctx.job_id``); default: a new one, as ``enqueue`` makes.
+    """
+    return asyncio.run(arun_job(app, job_type, payload, attempt=attempt, tenant=tenant, job_id=job_id))
 
 
 def all_finished(app: App, job_ids: Iterable[str]) -> Callable[[], bool]:

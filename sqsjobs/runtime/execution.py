@@ -18,7 +18,8 @@ import asyncio
 import contextvars
 import functools
 import json
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic_core import to_jsonable_python
 
@@ -45,11 +46,12 @@ from sqsjobs.transport import sqs
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import Executor, ThreadPoolExecutor
 
     from sqsjobs.app import App
     from sqsjobs.job import Job
     from sqsjobs.registry import HandlerSpec
+    from sqsjobs.retry import RetryPolicy
     from sqsjobs.transport.sqs import Delivery
 
 #: Results above this are replaced by a note, so the record stays far below DynamoDB's 400 KB.
@@ -60,6 +62,72 @@ NEWER_VERSION_PARK_S = 60
 
 class JobTimeout(Exception):
     """The handler ran past its timeout."""
+
+    @classmethod
+    def of(cls, spec: HandlerSpec) -> JobTimeout:
+        """The error recorded for a run of ``spec`` that outlived ``spec.timeout_s``."""
+        return cls(f"{spec.name} ran past its {spec.timeout_s:g} s timeout")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a failed attempt becomes: the transition the worker records for it."""
+
+    #: ``retry``: runs again after ``delay_s``; ``dead``: to the DLQ; ``cancelled``: stopped for good.
+    outcome: Literal["retry", "dead", "cancelled"]
+    #: The record's ``reason`` (dead or cancelled).
+    reason: str = ""
+    delay_s: float = 0.0
+
+
+def judge_failure(policy: RetryPolicy, job: Job, exc: BaseException, *, now: float) -> Verdict:
+    """Map a handler's exception to its job's next state; the one place the worker decides it.
+
+    ``Cancel`` stops the job; ``PermanentError`` and ``PayloadInvalid`` kill it at once; anything
+    else (a timeout, ``Retry`` with its delay) is retried by the job type's policy until the
+    attempts or its max age run out. Pure, so ``sqsjobs.testing.run_job`` reuses it.
+    """
+    if isinstance(exc, Cancel):
+        return Verdict("cancelled", reason=str(exc))
+    if isinstance(exc, PermanentError | PayloadInvalid):
+        return Verdict("dead", reason="permanent error")
+    decision = decide(
+        policy,
+        attempt=job.attempt,
+        max_attempts=job.max_attempts,
+        created_at=job.created_at.timestamp(),
+        now=now,
+        requested_delay_s=exc.delay_s if isinstance(exc, Retry) else None,
+    )
+    if decision is None:
+        exhausted = job.attempt >= job.max_attempts
+        reason = f"attempts exhausted ({job.attempt}/{job.max_attempts})" if exhausted else "max age exceeded"
+        return Verdict("dead", reason=reason)
+    return Verdict("retry", delay_s=decision.delay_s)
+
+
+def storable_result(result: Any) -> Any:
+    """A handler's return value as the record keeps it: JSON-compatible, or a note saying why not.
+
+    A result that cannot be stored must not lose the success, so this never raises.
+    """
+    try:
+        stored = to_jsonable_python(result)
+        size = len(json.dumps(stored))
+    except Exception as exc:
+        return {"sqsjobs_note": f"result not JSON-serialisable: {type(exc).__name__}: {exc}"[:500]}
+    if size > MAX_RESULT_BYTES:
+        return {"sqsjobs_note": f"result of {size} bytes omitted (limit {MAX_RESULT_BYTES})"}
+    return stored
+
+
+async def invoke(spec: HandlerSpec, payload: Any, ctx: JobContext, *, pool: Executor | None = None) -> Any:
+    """Call the handler: an async one on the loop, a sync one in ``pool`` (the loop's default if None)."""
+    if spec.is_async:
+        return await spec.fn(payload, ctx)
+    loop = asyncio.get_running_loop()
+    call = functools.partial(contextvars.copy_context().run, spec.fn, payload, ctx)
+    return await loop.run_in_executor(pool, call)
 
 
 class Execution:
@@ -249,7 +317,7 @@ class Execution:
         self, spec: HandlerSpec, job: Job, payload: Any, ctx: JobContext, delivery: Delivery | None
     ) -> Ack:
         started = self.app.clock.now()
-        run = asyncio.ensure_future(self._invoke(spec, payload=payload, ctx=ctx))
+        run = asyncio.ensure_future(invoke(spec, payload, ctx, pool=self._pool))
         interrupted = asyncio.ensure_future(ctx._interrupt.wait())
         try:
             await asyncio.wait(
@@ -273,27 +341,17 @@ class Execution:
                 return LEAVE
             if reason == "cancel":
                 return await self._abort(job, "cancelled while running")
-            return await self._failed(
-                spec, job, JobTimeout(f"{spec.name} ran past its {spec.timeout_s:g} s timeout"), queue
-            )
+            return await self._failed(spec, job, JobTimeout.of(spec), queue)
         duration = round(self.app.clock.now() - started, 4)
         exc = run.exception()
         if exc is None:
             return await self._succeeded(job, run.result(), duration)
-        if isinstance(exc, Cancel):
-            return await self._abort(job, str(exc))
-        self.app.logger.info(
-            "handler raised",
-            extra={"job_id": job.id, "error": f"{type(exc).__name__}: {exc}", "duration_s": duration},
-        )
+        if not isinstance(exc, Cancel):  # a cancel is an expected outcome, not an error
+            self.app.logger.info(
+                "handler raised",
+                extra={"job_id": job.id, "error": f"{type(exc).__name__}: {exc}", "duration_s": duration},
+            )
         return await self._failed(spec, job, exc, queue)
-
-    async def _invoke(self, spec: HandlerSpec, *, payload: Any, ctx: JobContext) -> Any:
-        if spec.is_async:
-            return await spec.fn(payload, ctx)
-        loop = asyncio.get_running_loop()
-        call = functools.partial(contextvars.copy_context().run, spec.fn, payload, ctx)
-        return await loop.run_in_executor(self._pool, call)
 
     # ── leases of long jobs (ECS heartbeat and Lambda alike) ──────────────────────────────────
     async def renew_leases(self, running: Iterable[JobContext]) -> None:
@@ -350,23 +408,13 @@ class Execution:
             return False
 
     async def _succeeded(self, job: Job, result: Any, duration: float) -> Ack:
-        try:
-            stored = to_jsonable_python(result)
-            size = len(json.dumps(stored))
-        except Exception as exc:  # a result that cannot be stored must not lose the success
-            stored, size = (
-                {"sqsjobs_note": f"result not JSON-serialisable: {type(exc).__name__}: {exc}"[:500]},
-                0,
-            )
-        if size > MAX_RESULT_BYTES:
-            stored = {"sqsjobs_note": f"result of {size} bytes omitted (limit {MAX_RESULT_BYTES})"}
         now = self.app.clock.now()
         params = rq.complete(
             self._table,
             job,
             owner=self.worker_id,
             now=now,
-            result=stored,
+            result=storable_result(result),
             retention_s=self.app.settings.retention_s,
         )
         if not await self._write(job, params):
@@ -377,31 +425,20 @@ class Execution:
         return DELETE
 
     async def _failed(self, spec: HandlerSpec, job: Job, exc: BaseException, queue: str) -> Ack:
-        if isinstance(exc, PermanentError | PayloadInvalid):
-            return await self._dead(job, exc, reason="permanent error", queue=queue)
         now = self.app.clock.now()
-        decision = decide(
-            spec.retry,
-            attempt=job.attempt,
-            max_attempts=job.max_attempts,
-            created_at=job.created_at.timestamp(),
-            now=now,
-            requested_delay_s=exc.delay_s if isinstance(exc, Retry) else None,
-        )
-        if decision is None:
-            exhausted = job.attempt >= job.max_attempts
-            reason = (
-                f"attempts exhausted ({job.attempt}/{job.max_attempts})" if exhausted else "max age exceeded"
-            )
-            return await self._dead(job, exc, reason=reason, queue=queue)
-        held = decision.delay_s > sqs.MAX_VISIBILITY_S
+        verdict = judge_failure(spec.retry, job, exc, now=now)
+        if verdict.outcome == "cancelled":
+            return await self._abort(job, verdict.reason)
+        if verdict.outcome == "dead":
+            return await self._dead(job, exc, reason=verdict.reason, queue=queue)
+        held = verdict.delay_s > sqs.MAX_VISIBILITY_S
         error = job_error(exc)
         params = rq.schedule_retry(
             self._table,
             job,
             owner=self.worker_id,
             now=now,
-            run_at=now + decision.delay_s,
+            run_at=now + verdict.delay_s,
             error=error,
             held=held,
         )
@@ -410,13 +447,13 @@ class Execution:
         self._log(
             "job retry scheduled",
             job.evolve(status=JobStatus.RETRY_SCHEDULED),
-            delay_s=round(decision.delay_s, 3),
+            delay_s=round(verdict.delay_s, 3),
             error=error.error_class,
             outcome="retry",
         )
         # Retries re-arm the same message, so its receive count keeps meaning something (DESIGN §3.5);
         # beyond the 12 h cap the record holds the job and the sweeper sends it when due.
-        return DELETE if held else Ack("rearm", delay_s=sqs.clamp_visibility(decision.delay_s))
+        return DELETE if held else Ack("rearm", delay_s=sqs.clamp_visibility(verdict.delay_s))
 
     async def _dead(self, job: Job, exc: BaseException, *, reason: str, queue: str) -> Ack:
         error = job_error(exc)

@@ -56,3 +56,36 @@ def test_apps_load_from_a_dotted_path():
     with pytest.raises(ConfigurationError, match="cannot import"):
         App.from_path("no_such_module_xyz:app")
     assert App.from_path("tests.apps.sleepy:app").registry.queues() == ["default"]
+
+
+def test_a_misspelt_setting_is_refused_at_construction_with_the_closest_name(monkeypatch):
+    # GIVEN an environment that would make any settings read fail
+    monkeypatch.setenv("SQSJOBS_CONCURRENCY", "many")
+    # WHEN an App is created with a typo, THEN it fails at once (before any read), naming both keys
+    with pytest.raises(
+        ConfigurationError, match=r"'visiblity_timeout_s' \(did you mean 'visibility_timeout_s'\?\)"
+    ):
+        App("shop", visiblity_timeout_s=30)
+    # ... while correct names still defer the environment to first use
+    app = App("shop", visibility_timeout_s=30)
+    with pytest.raises(ConfigurationError, match="not a number"):
+        _ = app.settings
+
+
+def test_configure_checks_names_too_and_keeps_the_settings_it_had():
+    # GIVEN an App with a valid explicit setting
+    app = App("shop", lease_s=20.0)
+    # WHEN configure is called with a typo, THEN it is refused and nothing changes
+    with pytest.raises(ConfigurationError, match=r"'endpoint' \(did you mean 'endpoint_url'\?\)"):
+        app.configure(endpoint="http://127.0.0.1:4566")
+    assert app.settings.lease_s == 20.0
+    assert app.settings.endpoint_url is None
+
+
+def test_every_unknown_name_is_reported_at_once():
+    with pytest.raises(ConfigurationError) as info:
+        Settings.check_names(["colour", "concurrency", "app_name"])
+    assert str(info.value) == (
+        "unknown settings 'app_name' (it is the App's name, its first argument), 'colour'; "
+        "settings are the fields of sqsjobs.Settings"
+    )
