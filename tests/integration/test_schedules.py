@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 import pytest
+from pydantic import BaseModel
 from typer.testing import CliRunner
 
 from sqsjobs import App, ConfigurationError, FakeClock, JobNotFound, JobStatus, SchedulerError
@@ -296,6 +297,10 @@ def test_cli_rejects_an_invalid_expression_naming_the_schedule():
 
 
 # ── fires turned into jobs ───────────────────────────────────────────────────────────────────
+class Report(BaseModel):
+    kind: str
+
+
 def fire_app(make_app, url: str) -> tuple[App, list[dict]]:
     app = make_app(url)
     runs: list[dict] = []
@@ -332,6 +337,40 @@ def test_a_fire_delivered_twice_makes_one_job_and_a_bad_fire_is_dead_lettered(mi
     dead = receive_dlq(app)
     assert len(dead) == 1
     assert "schedule 'ghost'" in attr(dead[0], "sqsjobs-reason")
+
+
+def test_a_fire_without_payload_becomes_a_job_with_the_empty_payload_its_handler_accepts(
+    ministack_url, make_app
+):
+    # GIVEN handlers taking a dict and a model with a required field
+    app = make_app(ministack_url)
+    runs: list[dict] = []
+
+    @app.job("cache.warm")
+    def warm(payload: dict, ctx):
+        runs.append(payload)
+
+    @app.job("reports.build")
+    def build(payload: Report, ctx):
+        runs.append(payload.model_dump())
+
+    app.provision()
+    # WHEN fires arrive without a payload (null, as from a schedule declared without payload=)
+    at = "2026-12-01T08:00:00Z"
+    send_raw(app, env.Fire("cache.warm", at, "cache.warm", None).to_body())
+    send_raw(app, env.Fire("reports.nightly", at, "reports.build", None).to_body())
+    slot = datetime(2026, 12, 1, 8, tzinfo=UTC).timestamp()
+    job_id = idempotent_job_id("cache.warm", idempotency_key("cache.warm", slot))
+    work_until(app, lambda: succeeded(app, job_id) and depth(app)["visible"] == 0)
+
+    # THEN the dict handler's job ran with {}
+    assert runs == [{}]
+    assert app.get(job_id).payload == {}
+    # AND the fire no empty payload fits is dead-lettered, saying to pass payload=
+    dead = receive_dlq(app)
+    assert len(dead) == 1
+    reason = attr(dead[0], "sqsjobs-reason")
+    assert "schedule 'reports.nightly'" in reason and "pass payload=" in reason
 
 
 def test_the_local_loop_fires_into_the_queue_and_each_slot_becomes_one_job(ministack_url, make_app):
