@@ -331,13 +331,14 @@ def apply_flow(app: App, plan: Plan) -> Flow[Plan]:
             except SchedulerError as exc:
                 if exc.code != _NOT_FOUND:
                     raise
+    # Not "created": LogRecord reserves it, and logging raises building the record.
     app.logger.info(
         "schedules applied",
         extra={
             "group": plan.group,
-            "created": plan.count("create"),
-            "updated": plan.count("update"),
-            "deleted": plan.count("delete"),
+            "schedules_created": plan.count("create"),
+            "schedules_updated": plan.count("update"),
+            "schedules_deleted": plan.count("delete"),
         },
     )
     return plan
