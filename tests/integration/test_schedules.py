@@ -8,9 +8,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
+import subprocess
+import sys
 import time
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -32,6 +36,8 @@ from tests.integration.helpers import attr, depth, queue_url, receive_dlq, send_
 
 #: Any well-formed role ARN: the emulator does not assume it.
 ROLE = "arn:aws:iam::000000000000:role/sqsjobs-scheduler"
+#: Where a user would run ``sqsjobs``: ``tests.apps...`` is importable from there.
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def scheduler(app: App, operation: str, **params):
@@ -286,6 +292,72 @@ def test_cli_plan_apply_list(ministack_url, monkeypatch):
     assert rows["reports.nightly"]["status"] == "applied"
     assert len(rows["cache.warm"]["next_fires"]) == 2
     app.close()
+
+
+def sqsjobs_process(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``sqsjobs ...`` as a user runs it: its own process, real stdout/stderr, its own logging."""
+    return subprocess.run(
+        [sys.executable, "-m", "sqsjobs", *args],
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def log_lines(stderr: str) -> list[dict]:
+    """The JSON log lines a process wrote (rich's error lines are not JSON)."""
+    lines = []
+    for line in stderr.splitlines():
+        try:
+            lines.append(json.loads(line))
+        except ValueError:
+            continue
+    return [line for line in lines if isinstance(line, dict)]
+
+
+def test_cli_plan_and_apply_in_a_process_with_default_logging_exit_cleanly(ministack_url):
+    # GIVEN a user's shell: fake credentials and a region (the suite's), the app's own resources,
+    # the scheduler role, and no log level set: INFO records are built and handled for real
+    suffix = uuid.uuid4().hex[:8]
+    environ = {k: v for k, v in os.environ.items() if k not in ("SQSJOBS_LOG_LEVEL", "POWERTOOLS_LOG_LEVEL")}
+    environ.update(
+        SQSJOBS_QUEUE_PREFIX=f"np{suffix}",
+        SQSJOBS_TABLE=f"np{suffix}-jobs",
+        SQSJOBS_SCHEDULE_GROUP=f"np{suffix}-schedules",
+        SQSJOBS_SCHEDULER_ROLE_ARN=ROLE,
+        COLUMNS="250",
+    )
+    args = ["--app", "tests.apps.no_payload:app", "--endpoint-url", ministack_url]
+    provisioned = sqsjobs_process("provision", *args, env=environ)
+    assert provisioned.returncode == 0, provisioned.stderr
+
+    # WHEN its schedules, declared without payload=, are planned
+    planned = sqsjobs_process("schedules", "plan", *args, env=environ)
+    # THEN plan exits 0 and shows the empty payload each handler accepts
+    assert planned.returncode == 0, planned.stderr
+    assert "+ create cache.warm" in planned.stdout
+    assert "Target.Input.payload: {}" in planned.stdout  # a dict handler
+    assert 'Target.Input.payload: {"kind": "daily"}' in planned.stdout  # a model's defaults
+    assert "2 to create, 0 to update, 0 to delete" in planned.stdout
+
+    # WHEN applied
+    applied = sqsjobs_process("schedules", "apply", *args, env=environ)
+    # THEN apply exits 0 without a traceback, and its log line was really written
+    output = applied.stdout + applied.stderr
+    assert applied.returncode == 0, output
+    assert "Traceback" not in output
+    assert "applied" in applied.stdout
+    logged = [line for line in log_lines(applied.stderr) if line.get("message") == "schedules applied"]
+    assert len(logged) == 1
+    assert (logged[0]["schedules_created"], logged[0]["schedules_updated"]) == (2, 0)
+
+    # AND the schedules exist: a new plan has nothing to do
+    again = sqsjobs_process("schedules", "plan", *args, env=environ)
+    assert again.returncode == 0, again.stderr
+    assert "0 to create, 0 to update, 0 to delete, 2 unchanged" in again.stdout
 
 
 def test_cli_rejects_an_invalid_expression_naming_the_schedule():
