@@ -7,7 +7,8 @@ fires them locally (``sqsjobs.schedules.local``). A declaration that AWS would r
 anything is sent.
 
 Which job a schedule names, and whether its payload fits the handler, is checked when the
-declarations are used (plan, apply, dev): handlers may be registered after the schedule.
+declarations are used (plan, apply, dev): handlers may be registered after the schedule. A
+schedule without ``payload=`` sends the empty payload its handler accepts (``empty_payload``).
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs.errors import ConfigurationError
+from sqsjobs.errors import ConfigurationError, PayloadInvalid
 from sqsjobs.schedules import expressions as sx
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from zoneinfo import ZoneInfo
+
+    from sqsjobs.registry import HandlerSpec
 
 #: Schedule and group names: 1-64 of ``[0-9a-zA-Z-_.]`` (CreateSchedule API reference).
 NAME_PATTERN = re.compile(r"^[0-9a-zA-Z_.-]{1,64}$")
@@ -42,7 +45,8 @@ class ScheduleSpec:
     job: str
     #: ``expression`` parsed.
     parsed: sx.Expression = field(compare=False, repr=False)
-    #: JSON-serialisable payload of every job this schedule enqueues.
+    #: JSON-serialisable payload of every job this schedule enqueues; None: the empty payload
+    #: the handler accepts (``empty_payload``).
     payload: Any = None
     #: IANA time zone that cron and at() are evaluated in.
     timezone: str = "UTC"
@@ -159,6 +163,32 @@ class Schedules:
 
     def __len__(self) -> int:
         return len(self._specs)
+
+
+def empty_payload(handler: HandlerSpec) -> Any:
+    """What a schedule without ``payload=`` sends: the first of ``None`` and ``{}`` the handler validates.
+
+    The handler's own validation decides, so ``{}`` serves a dict or a model whose fields all have
+    defaults (stored with those defaults), and ``None``, tried first, keeps what Optional, Any and
+    unannotated handlers always got, so schedules applied before show no change in a plan.
+
+    Raises:
+        PayloadInvalid: no empty payload validates (a model with required fields), naming the job
+            type and what it expects; the caller adds the schedule's name.
+    """
+    error: PayloadInvalid | None = None
+    candidates: tuple[Any, ...] = (None, {})
+    for candidate in candidates:
+        try:
+            return handler.dump(candidate)
+        except PayloadInvalid as exc:
+            error = exc
+    expected = handler.payload_type
+    shown = expected.__qualname__ if isinstance(expected, type) else repr(expected)
+    raise PayloadInvalid(
+        f"no payload given, and job type {handler.name!r} expects {shown}, "
+        f"which an empty payload does not fit ({error}); pass payload= to app.schedule"
+    )
 
 
 def _expression(kind: str, value: str | datetime) -> str:

@@ -23,6 +23,7 @@ from sqsjobs.envelope import SCHEDULED_TIME
 from sqsjobs.errors import AwsError, HandlerNotFound, IdempotencyConflict, PayloadError
 from sqsjobs.producer import JobRequest, build_new_job, enqueue_many_flow
 from sqsjobs.runtime.acks import DELETE, LEAVE, Ack, dead_letter, job_error
+from sqsjobs.schedules.declarations import empty_payload
 from sqsjobs.schedules.expressions import MIN_PERIOD_S, iso_utc, parse_instant
 
 if TYPE_CHECKING:
@@ -66,8 +67,13 @@ async def handle_fire(app: App, fire: Fire, delivery: Delivery) -> Ack:
             "schedule fire without a scheduled time: slot derived from the message's SentTimestamp",
             extra={**fields, "at": fire.at[:64], "sent_at": delivery.sent_at},
         )
-    request = JobRequest(fire.job_type, fire.payload, idempotency_key=idempotency_key(fire.schedule, slot))
     try:
+        # A fire without a payload (a schedule declared without payload=) gets the same empty
+        # payload plan and dev would have given it.
+        payload = fire.payload
+        if payload is None:
+            payload = empty_payload(app.registry.get(fire.job_type))
+        request = JobRequest(fire.job_type, payload, idempotency_key=idempotency_key(fire.schedule, slot))
         job = build_new_job(request, registry=app.registry, settings=app.settings, now=app.clock.now())
     except (HandlerNotFound, PayloadError) as exc:
         app.logger.warning("schedule fire rejected", extra={**fields, "error": str(exc)})

@@ -23,7 +23,7 @@ from sqsjobs._aws import Call
 from sqsjobs.envelope import SCHEDULED_TIME, Fire
 from sqsjobs.errors import ConfigurationError, HandlerNotFound, PayloadError, SchedulerError, TransportError
 from sqsjobs.schedules import expressions as sx
-from sqsjobs.schedules.declarations import NAME_PATTERN, ScheduleSpec
+from sqsjobs.schedules.declarations import NAME_PATTERN, ScheduleSpec, empty_payload
 from sqsjobs.transport.queues import dlq_key
 
 if TYPE_CHECKING:
@@ -108,6 +108,8 @@ def fire_input(spec: ScheduleSpec, payload: Any) -> str:
 def check_declarations(app: App) -> dict[str, Any]:
     """Validate every declaration against the registry; returns each schedule's stored payload.
 
+    A schedule without a payload gets the empty payload its handler accepts (``empty_payload``).
+
     Raises:
         ConfigurationError: naming the schedule whose job is unknown or whose payload does not fit.
     """
@@ -115,7 +117,9 @@ def check_declarations(app: App) -> dict[str, Any]:
     for spec in app.schedules:
         try:
             handler = app.registry.get(spec.job)
-            payloads[spec.name] = handler.dump(spec.payload)
+            payloads[spec.name] = (
+                empty_payload(handler) if spec.payload is None else handler.dump(spec.payload)
+            )
         except (HandlerNotFound, PayloadError) as exc:
             raise ConfigurationError(f"schedule {spec.name!r}: {exc}") from None
         size = len(fire_input(spec, payloads[spec.name]).encode())
@@ -327,13 +331,14 @@ def apply_flow(app: App, plan: Plan) -> Flow[Plan]:
             except SchedulerError as exc:
                 if exc.code != _NOT_FOUND:
                     raise
+    # Not "created": LogRecord reserves it, and logging raises building the record.
     app.logger.info(
         "schedules applied",
         extra={
             "group": plan.group,
-            "created": plan.count("create"),
-            "updated": plan.count("update"),
-            "deleted": plan.count("delete"),
+            "schedules_created": plan.count("create"),
+            "schedules_updated": plan.count("update"),
+            "schedules_deleted": plan.count("delete"),
         },
     )
     return plan

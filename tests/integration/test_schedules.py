@@ -8,12 +8,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
+import subprocess
+import sys
 import time
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+from pydantic import BaseModel
 from typer.testing import CliRunner
 
 from sqsjobs import App, ConfigurationError, FakeClock, JobNotFound, JobStatus, SchedulerError
@@ -31,6 +36,8 @@ from tests.integration.helpers import attr, depth, queue_url, receive_dlq, send_
 
 #: Any well-formed role ARN: the emulator does not assume it.
 ROLE = "arn:aws:iam::000000000000:role/sqsjobs-scheduler"
+#: Where a user would run ``sqsjobs``: ``tests.apps...`` is importable from there.
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def scheduler(app: App, operation: str, **params):
@@ -287,6 +294,72 @@ def test_cli_plan_apply_list(ministack_url, monkeypatch):
     app.close()
 
 
+def sqsjobs_process(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``sqsjobs ...`` as a user runs it: its own process, real stdout/stderr, its own logging."""
+    return subprocess.run(
+        [sys.executable, "-m", "sqsjobs", *args],
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def log_lines(stderr: str) -> list[dict]:
+    """The JSON log lines a process wrote (rich's error lines are not JSON)."""
+    lines = []
+    for line in stderr.splitlines():
+        try:
+            lines.append(json.loads(line))
+        except ValueError:
+            continue
+    return [line for line in lines if isinstance(line, dict)]
+
+
+def test_cli_plan_and_apply_in_a_process_with_default_logging_exit_cleanly(ministack_url):
+    # GIVEN a user's shell: fake credentials and a region (the suite's), the app's own resources,
+    # the scheduler role, and no log level set: INFO records are built and handled for real
+    suffix = uuid.uuid4().hex[:8]
+    environ = {k: v for k, v in os.environ.items() if k not in ("SQSJOBS_LOG_LEVEL", "POWERTOOLS_LOG_LEVEL")}
+    environ.update(
+        SQSJOBS_QUEUE_PREFIX=f"np{suffix}",
+        SQSJOBS_TABLE=f"np{suffix}-jobs",
+        SQSJOBS_SCHEDULE_GROUP=f"np{suffix}-schedules",
+        SQSJOBS_SCHEDULER_ROLE_ARN=ROLE,
+        COLUMNS="250",
+    )
+    args = ["--app", "tests.apps.no_payload:app", "--endpoint-url", ministack_url]
+    provisioned = sqsjobs_process("provision", *args, env=environ)
+    assert provisioned.returncode == 0, provisioned.stderr
+
+    # WHEN its schedules, declared without payload=, are planned
+    planned = sqsjobs_process("schedules", "plan", *args, env=environ)
+    # THEN plan exits 0 and shows the empty payload each handler accepts
+    assert planned.returncode == 0, planned.stderr
+    assert "+ create cache.warm" in planned.stdout
+    assert "Target.Input.payload: {}" in planned.stdout  # a dict handler
+    assert 'Target.Input.payload: {"kind": "daily"}' in planned.stdout  # a model's defaults
+    assert "2 to create, 0 to update, 0 to delete" in planned.stdout
+
+    # WHEN applied
+    applied = sqsjobs_process("schedules", "apply", *args, env=environ)
+    # THEN apply exits 0 without a traceback, and its log line was really written
+    output = applied.stdout + applied.stderr
+    assert applied.returncode == 0, output
+    assert "Traceback" not in output
+    assert "applied" in applied.stdout
+    logged = [line for line in log_lines(applied.stderr) if line.get("message") == "schedules applied"]
+    assert len(logged) == 1
+    assert (logged[0]["schedules_created"], logged[0]["schedules_updated"]) == (2, 0)
+
+    # AND the schedules exist: a new plan has nothing to do
+    again = sqsjobs_process("schedules", "plan", *args, env=environ)
+    assert again.returncode == 0, again.stderr
+    assert "0 to create, 0 to update, 0 to delete, 2 unchanged" in again.stdout
+
+
 def test_cli_rejects_an_invalid_expression_naming_the_schedule():
     result = CliRunner().invoke(cli, ["schedules", "plan", "--app", "tests.apps.bad_schedule:app"])
     assert result.exit_code == 1
@@ -296,6 +369,10 @@ def test_cli_rejects_an_invalid_expression_naming_the_schedule():
 
 
 # ── fires turned into jobs ───────────────────────────────────────────────────────────────────
+class Report(BaseModel):
+    kind: str
+
+
 def fire_app(make_app, url: str) -> tuple[App, list[dict]]:
     app = make_app(url)
     runs: list[dict] = []
@@ -332,6 +409,40 @@ def test_a_fire_delivered_twice_makes_one_job_and_a_bad_fire_is_dead_lettered(mi
     dead = receive_dlq(app)
     assert len(dead) == 1
     assert "schedule 'ghost'" in attr(dead[0], "sqsjobs-reason")
+
+
+def test_a_fire_without_payload_becomes_a_job_with_the_empty_payload_its_handler_accepts(
+    ministack_url, make_app
+):
+    # GIVEN handlers taking a dict and a model with a required field
+    app = make_app(ministack_url)
+    runs: list[dict] = []
+
+    @app.job("cache.warm")
+    def warm(payload: dict, ctx):
+        runs.append(payload)
+
+    @app.job("reports.build")
+    def build(payload: Report, ctx):
+        runs.append(payload.model_dump())
+
+    app.provision()
+    # WHEN fires arrive without a payload (null, as from a schedule declared without payload=)
+    at = "2026-12-01T08:00:00Z"
+    send_raw(app, env.Fire("cache.warm", at, "cache.warm", None).to_body())
+    send_raw(app, env.Fire("reports.nightly", at, "reports.build", None).to_body())
+    slot = datetime(2026, 12, 1, 8, tzinfo=UTC).timestamp()
+    job_id = idempotent_job_id("cache.warm", idempotency_key("cache.warm", slot))
+    work_until(app, lambda: succeeded(app, job_id) and depth(app)["visible"] == 0)
+
+    # THEN the dict handler's job ran with {}
+    assert runs == [{}]
+    assert app.get(job_id).payload == {}
+    # AND the fire no empty payload fits is dead-lettered, saying to pass payload=
+    dead = receive_dlq(app)
+    assert len(dead) == 1
+    reason = attr(dead[0], "sqsjobs-reason")
+    assert "schedule 'reports.nightly'" in reason and "pass payload=" in reason
 
 
 def test_the_local_loop_fires_into_the_queue_and_each_slot_becomes_one_job(ministack_url, make_app):

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from sqsjobs import App, ConfigurationError, FakeClock, Settings
 from sqsjobs import envelope as env
@@ -99,6 +101,80 @@ def test_job_and_payload_are_checked_against_the_registry_before_use():
     other.schedule("wrong.payload", rate="rate(1 day)", job="reports.build", payload=[1, 2])
     with pytest.raises(ConfigurationError, match=r"schedule 'wrong\.payload': payload for 'reports\.build'"):
         check_declarations(other)
+
+
+class WarmOptions(BaseModel):
+    depth: int = 1
+    region: str = "all"
+
+
+class Report(BaseModel):
+    kind: str
+
+
+def handler_taking(annotation: Any):
+    """A handler whose payload parameter has ``annotation`` (None: unannotated)."""
+
+    def handler(payload, ctx):
+        return None
+
+    if annotation is not None:
+        handler.__annotations__ = {"payload": annotation}
+    return handler
+
+
+@pytest.mark.parametrize(
+    ("annotation", "sent"),
+    [
+        (dict, {}),
+        (dict[str, Any], {}),
+        (WarmOptions, {"depth": 1, "region": "all"}),  # the model's defaults, as stored
+        (dict | None, None),  # what such schedules have always sent: applied ones show no diff
+        (WarmOptions | None, None),
+        (Any, None),
+        (None, None),  # unannotated
+    ],
+)
+def test_a_schedule_without_payload_sends_the_empty_payload_its_handler_accepts(annotation, sent):
+    # GIVEN a handler, and a schedule naming it with no payload= (the README's cache.warm shape)
+    app = App("unit")
+    app.job("cache.warm")(handler_taking(annotation))
+    app.schedule("cache.warm", rate="rate(10 minutes)", job="cache.warm")
+    # WHEN the declarations are checked (plan, apply and dev all start here)
+    payloads = check_declarations(app)
+    # THEN the payload is the first of None and {} that the handler validates, in its stored form
+    assert payloads == {"cache.warm": sent}
+
+
+def test_a_schedule_without_payload_for_a_handler_that_needs_one_says_to_pass_payload():
+    # GIVEN a handler whose model has a required field, and a schedule giving no payload
+    app = App("unit")
+    app.job("reports.build")(handler_taking(Report))
+    app.schedule("reports.nightly", cron="cron(0 2 * * ? *)", job="reports.build")
+    # WHEN the declarations are checked
+    with pytest.raises(ConfigurationError) as info:
+        check_declarations(app)
+    # THEN one message names the schedule, the job type, what the handler expects, and the fix
+    message = str(info.value)
+    assert message.startswith("schedule 'reports.nightly': ")
+    assert "job type 'reports.build'" in message
+    assert "Report" in message
+    assert "kind: Field required" in message
+    assert "pass payload=" in message
+
+
+def test_the_local_loop_fires_a_payload_less_schedule_with_the_empty_payload():
+    # GIVEN `sqsjobs dev`'s loop over a schedule without payload= for a dict handler
+    clock = FakeClock(ts(2026, 1, 1))
+    app = App("unit", clock=clock)
+    app.job("cache.warm")(handler_taking(dict))
+    app.schedule("cache.warm", rate="rate(10 minutes)", job="cache.warm")
+    # WHEN it fires (a rate fires at its start)
+    fires = LocalScheduler(app, clock=clock).due()
+    # THEN the fire carries {}, which the handler accepts
+    assert [env.parse(f.body) for f in fires] == [
+        env.Fire("cache.warm", "2026-01-01T00:00:00Z", "cache.warm", {})
+    ]
 
 
 # ── the fire envelope ────────────────────────────────────────────────────────────────────────
