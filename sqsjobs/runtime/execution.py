@@ -34,6 +34,7 @@ from sqsjobs.errors import (
     Retry,
     StoreError,
 )
+from sqsjobs.errors import JobTimeout as JobTimeout  # re-exported: its old home
 from sqsjobs.job import JobStatus
 from sqsjobs.observability.metrics import DEAD, on_transition
 from sqsjobs.observability.tracing import trace_id
@@ -56,10 +57,6 @@ if TYPE_CHECKING:
 MAX_RESULT_BYTES = 64 * 1024
 #: A worker that sees a payload version newer than its handler's parks the message this long.
 NEWER_VERSION_PARK_S = 60
-
-
-class JobTimeout(Exception):
-    """The handler ran past its timeout."""
 
 
 class Execution:
