@@ -6,6 +6,8 @@ may be runnable; a conditional write (the claim) is the only way to own a job.
 
 from __future__ import annotations
 
+import warnings
+
 from sqsjobs._clock import Clock, FakeClock, SystemClock
 from sqsjobs.app import App
 from sqsjobs.config import Settings
@@ -34,7 +36,8 @@ from sqsjobs.errors import (
     TransportError,
     UnknownEnvelopeVersion,
 )
-from sqsjobs.job import Job, JobError, JobStatus
+from sqsjobs.job import RENAMED as _RENAMED
+from sqsjobs.job import FailureRecord, Job, JobStatus
 from sqsjobs.producer import JobRequest
 from sqsjobs.registry import HandlerSpec, Registry
 from sqsjobs.retry import Backoff, RetryPolicy
@@ -51,6 +54,7 @@ __all__ = [
     "ConfigurationError",
     "DuplicateHandler",
     "EnvelopeError",
+    "FailureRecord",
     "FakeClock",
     "HandlerNotFound",
     "HandlerSpec",
@@ -59,7 +63,6 @@ __all__ = [
     "Job",
     "JobContext",
     "JobControl",
-    "JobError",
     "JobNotFound",
     "JobRequest",
     "JobStateError",
@@ -84,3 +87,11 @@ __all__ = [
     "Worker",
     "sweep_once",
 ]
+
+
+def __getattr__(name: str) -> type[FailureRecord]:
+    # Renamed names still resolve, with a DeprecationWarning (STYLE §6); see sqsjobs.job.RENAMED.
+    if name in _RENAMED:
+        warnings.warn(f"sqsjobs.{name} is renamed {_RENAMED[name]}", DeprecationWarning, stacklevel=2)
+        return FailureRecord
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

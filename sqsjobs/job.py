@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -61,8 +62,8 @@ TRANSITIONS: dict[str, tuple[frozenset[JobStatus], JobStatus]] = {
 
 
 @dataclass(frozen=True)
-class JobError:
-    """Why an attempt failed."""
+class FailureRecord:
+    """Why an attempt failed, as recorded in the job (``Job.last_error``): not an exception, its trace."""
 
     #: Exception class name, e.g. ``ValueError``.
     error_class: str
@@ -119,7 +120,7 @@ class Job:
     lease_epoch: int = 0
     lease_expires: datetime | None = None
     result: Any = None
-    last_error: JobError | None = None
+    last_error: FailureRecord | None = None
     history: tuple[AttemptRecord, ...] = ()
     idempotency_key: str | None = None
     tenant: str | None = None
@@ -142,3 +143,14 @@ class Job:
     def evolve(self, **changes: Any) -> Job:
         """Return a copy with ``changes`` applied."""
         return dataclasses.replace(self, **changes)
+
+
+#: Old name -> new name; the old one still resolves, with a DeprecationWarning (STYLE §6).
+RENAMED = {"JobError": "FailureRecord"}
+
+
+def __getattr__(name: str) -> type[FailureRecord]:
+    if name in RENAMED:
+        warnings.warn(f"sqsjobs.job.{name} is renamed {RENAMED[name]}", DeprecationWarning, stacklevel=2)
+        return FailureRecord
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -39,7 +39,7 @@ from sqsjobs.job import JobStatus
 from sqsjobs.observability.metrics import DEAD, on_transition
 from sqsjobs.observability.tracing import trace_id
 from sqsjobs.retry import decide
-from sqsjobs.runtime.acks import DELETE, LEAVE, RELEASE, Ack, dead_letter, job_error
+from sqsjobs.runtime.acks import DELETE, LEAVE, RELEASE, Ack, dead_letter, failure_record
 from sqsjobs.schedules.fire import handle_fire
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import sqs
@@ -108,7 +108,7 @@ class Execution:
             envelope = env.parse(delivery.body)
         except EnvelopeError as exc:
             self.app.logger.warning("message rejected", extra={"queue": delivery.queue, "reason": str(exc)})
-            return dead_letter(f"malformed message: {exc}", error=job_error(exc), queue=delivery.queue)
+            return dead_letter(f"malformed message: {exc}", error=failure_record(exc), queue=delivery.queue)
         if isinstance(envelope, env.Fire):  # a schedule fired: enqueue its job once per occurrence
             return await handle_fire(self.app, envelope, delivery)
         try:
@@ -151,7 +151,7 @@ class Execution:
         self, envelope: env.Envelope, delivery: Delivery, exc: Exception, *, reason: str
     ) -> Ack:
         """Dead without a claim: the record says why, the message goes to the DLQ."""
-        error = job_error(exc)
+        error = failure_record(exc)
         now = self.app.clock.now()
         params = rq.reject(
             self._table,
@@ -392,7 +392,7 @@ class Execution:
             )
             return await self._dead(job, exc, reason=reason, queue=queue)
         held = decision.delay_s > sqs.MAX_VISIBILITY_S
-        error = job_error(exc)
+        error = failure_record(exc)
         params = rq.schedule_retry(
             self._table,
             job,
@@ -416,7 +416,7 @@ class Execution:
         return DELETE if held else Ack("rearm", delay_s=sqs.clamp_visibility(decision.delay_s))
 
     async def _dead(self, job: Job, exc: BaseException, *, reason: str, queue: str) -> Ack:
-        error = job_error(exc)
+        error = failure_record(exc)
         params = rq.fail(
             self._table,
             job,

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.errors import IdempotencyConflict, LeaseLost, StoreError
-from sqsjobs.job import AttemptRecord, Job, JobError, JobStatus
+from sqsjobs.job import AttemptRecord, FailureRecord, Job, JobStatus
 from sqsjobs.store.codec import (
     CCF,
     Item,
@@ -87,8 +87,8 @@ __all__ = [
     "TTL_ATTRIBUTE",
     "TYPE_INDEX",
     "DueRecord",
+    "FailureRecord",
     "Item",
-    "JobError",
     "audit_av",
     "audit_entries",
     "cancel",
@@ -310,7 +310,7 @@ def _fenced(
     }
 
 
-def _history(job: Job, now: float, outcome: str, owner: str, error: JobError | None) -> dict[str, Any]:
+def _history(job: Job, now: float, outcome: str, owner: str, error: FailureRecord | None) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "attempt": av_n(job.attempt),
         "outcome": av_s(outcome),
@@ -347,7 +347,7 @@ def _finish(
     now: float,
     status: JobStatus,
     retention_s: float,
-    error: JobError | None = None,
+    error: FailureRecord | None = None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Running → a final status, fenced: what complete, fail and abort share (TTL set, lease dropped)."""
@@ -393,7 +393,7 @@ def complete(
 
 
 def schedule_retry(
-    table: str, job: Job, *, owner: str, now: float, run_at: float, error: JobError, held: bool
+    table: str, job: Job, *, owner: str, now: float, run_at: float, error: FailureRecord, held: bool
 ) -> dict[str, Any]:
     """Running → retry_scheduled, fenced; ``held`` when the message cannot carry the delay."""
     return _fenced(
@@ -417,7 +417,7 @@ def schedule_retry(
 
 
 def fail(
-    table: str, job: Job, *, owner: str, now: float, error: JobError, reason: str, retention_s: float
+    table: str, job: Job, *, owner: str, now: float, error: FailureRecord, reason: str, retention_s: float
 ) -> dict[str, Any]:
     """Running → dead, fenced."""
     return _finish(
@@ -508,7 +508,7 @@ def moved_on_by_owner(job: Job, error: StoreError) -> bool:
 
 # ── transitions without an owner ─────────────────────────────────────────────────────────────
 def reject(
-    table: str, job_id: str, *, now: float, error: JobError, reason: str, retention_s: float
+    table: str, job_id: str, *, now: float, error: FailureRecord, reason: str, retention_s: float
 ) -> dict[str, Any]:
     """A job that must not run (unknown type, invalid payload, attempts exhausted) → dead, unclaimed."""
     return {

@@ -6,8 +6,11 @@ import importlib
 import inspect
 import pkgutil
 
+import pytest
+
 import sqsjobs
 from sqsjobs import errors
+from sqsjobs.job import FailureRecord
 
 
 def test_all_is_complete_and_resolvable():
@@ -75,3 +78,17 @@ def test_moved_exceptions_still_import_from_their_old_homes():
     )
     # Input errors stay ValueErrors for callers that validate with `except ValueError`.
     assert issubclass(errors.CursorError, ValueError) and issubclass(errors.ExpressionError, ValueError)
+
+
+@pytest.mark.parametrize("module", ["sqsjobs", "sqsjobs.job"])
+def test_the_old_name_of_failure_record_still_works_with_a_deprecation_warning(module):
+    # GIVEN code written against the old name JobError
+    mod = importlib.import_module(module)
+    # WHEN it reads it
+    with pytest.warns(DeprecationWarning, match="JobError is renamed FailureRecord"):
+        old = mod.JobError
+    # THEN it gets the record class under its new name, and nothing else resolves by accident
+    assert old is FailureRecord
+    assert "JobError" not in dir(mod) and "JobError" not in getattr(mod, "__all__", ())
+    with pytest.raises(AttributeError):
+        _ = mod.NoSuchName

@@ -103,8 +103,10 @@ def test_fenced_writes_are_conditional_on_owner_and_epoch():
     job = rq.job_from_item(_item("running", lease_owner="w", lease_epoch=4))
     for params in (
         rq.complete("t", job, owner="w", now=NOW, result=None, retention_s=1),
-        rq.schedule_retry("t", job, owner="w", now=NOW, run_at=NOW, error=rq.JobError("E", "m"), held=False),
-        rq.fail("t", job, owner="w", now=NOW, error=rq.JobError("E", "m"), reason="r", retention_s=1),
+        rq.schedule_retry(
+            "t", job, owner="w", now=NOW, run_at=NOW, error=rq.FailureRecord("E", "m"), held=False
+        ),
+        rq.fail("t", job, owner="w", now=NOW, error=rq.FailureRecord("E", "m"), reason="r", retention_s=1),
         rq.release("t", job, owner="w", now=NOW),
         rq.heartbeat("t", job, owner="w", now=NOW, lease_s=1),
     ):
@@ -122,7 +124,7 @@ def test_the_history_is_capped():
             owner="w",
             now=NOW,
             run_at=NOW,
-            error=rq.JobError("E", "m"),
+            error=rq.FailureRecord("E", "m"),
             held=False,
         )
         job = rq.job_from_item(
