@@ -61,6 +61,20 @@ TRANSITIONS: dict[str, tuple[frozenset[JobStatus], JobStatus]] = {
 }
 
 
+class AttemptOutcome(enum.StrEnum):
+    """What became of an attempt: the ``outcome`` of its log lines and metrics, and of its history entry."""
+
+    #: Logged when the claim lands (never in the history).
+    STARTED = "started"
+    SUCCEEDED = "succeeded"
+    #: Failed; another attempt is scheduled.
+    RETRY = "retry"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+    #: Given back on shutdown, or parked for a newer payload version (history only).
+    RELEASED = "released"
+
+
 @dataclass(frozen=True)
 class FailureRecord:
     """Why an attempt failed, as recorded in the job (``Job.last_error``): not an exception, its trace."""
@@ -79,7 +93,7 @@ class AttemptRecord:
 
     #: 1-based attempt number.
     attempt: int
-    #: ``succeeded``, ``retry``, ``dead``, ``released``...
+    #: An ``AttemptOutcome`` value; kept as read, so an outcome a newer sqsjobs wrote still loads.
     outcome: str
     #: When the attempt started and ended (timezone-aware).
     started_at: datetime | None
