@@ -6,6 +6,8 @@ may be runnable; a conditional write (the claim) is the only way to own a job.
 
 from __future__ import annotations
 
+import warnings
+
 from sqsjobs._clock import Clock, FakeClock, SystemClock
 from sqsjobs.app import App
 from sqsjobs.config import Settings
@@ -21,6 +23,7 @@ from sqsjobs.errors import (
     InvalidTransition,
     JobControl,
     JobNotFound,
+    JobStateError,
     LeaseLost,
     PayloadError,
     PayloadInvalid,
@@ -33,7 +36,8 @@ from sqsjobs.errors import (
     TransportError,
     UnknownEnvelopeVersion,
 )
-from sqsjobs.job import Job, JobError, JobStatus
+from sqsjobs.job import RENAMED as _RENAMED
+from sqsjobs.job import FailureRecord, Job, JobStatus
 from sqsjobs.producer import JobRequest
 from sqsjobs.registry import HandlerSpec, Registry
 from sqsjobs.retry import Backoff, RetryPolicy
@@ -50,6 +54,7 @@ __all__ = [
     "ConfigurationError",
     "DuplicateHandler",
     "EnvelopeError",
+    "FailureRecord",
     "FakeClock",
     "HandlerNotFound",
     "HandlerSpec",
@@ -58,9 +63,9 @@ __all__ = [
     "Job",
     "JobContext",
     "JobControl",
-    "JobError",
     "JobNotFound",
     "JobRequest",
+    "JobStateError",
     "JobStatus",
     "LeaseLost",
     "PayloadError",
@@ -82,3 +87,11 @@ __all__ = [
     "Worker",
     "sweep_once",
 ]
+
+
+def __getattr__(name: str) -> type[FailureRecord]:
+    # Renamed names still resolve, with a DeprecationWarning (STYLE §6); see sqsjobs.job.RENAMED.
+    if name in _RENAMED:
+        warnings.warn(f"sqsjobs.{name} is renamed {_RENAMED[name]}", DeprecationWarning, stacklevel=2)
+        return FailureRecord
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

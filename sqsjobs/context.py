@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -10,6 +11,21 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from sqsjobs.job import Job
     from sqsjobs.transport.sqs import Delivery
+
+
+class InterruptReason(enum.StrEnum):
+    """Why the execution stopped waiting for a handler before it returned.
+
+    A handler that simply outlives its timeout is not interrupted: no reason is set, and the
+    execution records a ``JobTimeout``.
+    """
+
+    #: An operator asked to cancel the running job (seen at a heartbeat): it ends ``cancelled``.
+    CANCEL = "cancel"
+    #: The worker is shutting down: the job is released (queued again, the attempt given back).
+    SHUTDOWN = "shutdown"
+    #: A heartbeat found another owner: nothing more is written for this run.
+    LEASE_LOST = "lease_lost"
 
 
 @dataclass
@@ -28,7 +44,7 @@ class JobContext:
     delivery: Delivery | None = None
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
     _interrupt: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
-    _interrupt_reason: str = field(default="", repr=False)
+    _interrupt_reason: InterruptReason | None = field(default=None, repr=False)
 
     @property
     def job_id(self) -> str:
@@ -50,9 +66,14 @@ class JobContext:
         """True once an operator asked to cancel this job, or the worker is shutting down: stop soon."""
         return self._cancel.is_set()
 
-    def interrupt(self, reason: str) -> None:
-        """Ask the execution to stop waiting for the handler (``cancel``, ``shutdown``, ``lease_lost``)."""
-        if not self._interrupt_reason:
-            self._interrupt_reason = reason
+    @property
+    def interrupt_reason(self) -> InterruptReason | None:
+        """Why the execution stopped waiting for the handler, if it did; the first reason wins."""
+        return self._interrupt_reason
+
+    def interrupt(self, reason: InterruptReason) -> None:
+        """Ask the execution to stop waiting for the handler; the first reason given wins."""
+        if self._interrupt_reason is None:
+            self._interrupt_reason = InterruptReason(reason)
         self._cancel.set()
         self._interrupt.set()

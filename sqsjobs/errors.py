@@ -11,20 +11,33 @@
     │   └── PayloadTooLarge         payload over the inline limit
     ├── EnvelopeError               an SQS body sqsjobs cannot read
     │   └── UnknownEnvelopeVersion
+    ├── InvalidEvent                a Lambda event that is not an SQS batch
+    ├── InvalidBatchResponse        a partial batch response naming no record of the batch (a bug)
+    ├── ExpressionError             a schedule expression EventBridge Scheduler would refuse (also a ValueError)
+    ├── CursorError                 a listing cursor from another listing (also a ValueError)
+    ├── JobStateError               the job's record refused the change: an answer, not a failure
+    │   ├── JobNotFound
+    │   ├── LeaseLost               the caller no longer owns the job (fencing)
+    │   ├── IdempotencyConflict     same key, different payload
+    │   └── InvalidTransition       e.g. cancelling a finished job
     ├── AwsError                    an AWS call failed (wraps botocore; callers never see ClientError)
     │   ├── StoreError              ...on the DynamoDB job table
-    │   │   ├── JobNotFound
-    │   │   ├── LeaseLost           the caller no longer owns the job (fencing)
-    │   │   ├── IdempotencyConflict same key, different payload
-    │   │   └── InvalidTransition   e.g. cancelling a finished job
     │   ├── TransportError          ...on SQS
     │   └── SchedulerError          ...on EventBridge Scheduler
+    ├── JobTimeout                  a handler ran past its timeout (recorded as the attempt's error)
     └── JobControl                  raised by handlers to steer their own job
         ├── PermanentError          dead at once, no retry
         ├── Retry                   retry after a given delay
         └── Cancel                  stop and mark cancelled
 
-An exception's docstring is its default message.
+Refusals and failures are apart on purpose: ``except AwsError`` (or ``StoreError``) means "the
+call did not work, try again later", and never swallows a refusal the caller must act on; catch
+``JobStateError`` (or one of its leaves) for those. A refused conditional write reaches the store's
+interpreters as a ``StoreError`` with ``code == ConditionalCheckFailedException``; they turn it into
+the refusal (``sqsjobs.store.requests``).
+
+``ExpressionError`` and ``CursorError`` are ``ValueError`` too, for callers that validate input
+with ``except ValueError``. An exception's docstring is its default message.
 """
 
 from __future__ import annotations
@@ -36,7 +49,8 @@ class SqsJobsError(Exception):
     """sqsjobs failed."""
 
     def __init__(self, message: str | None = None) -> None:
-        super().__init__(message or (self.__doc__ or "").strip())
+        # The docstring's first paragraph: the rest (``Attributes:``...) documents, it does not explain.
+        super().__init__(message or (self.__doc__ or "").strip().split("\n\n")[0])
 
 
 class ConfigurationError(SqsJobsError):
@@ -71,6 +85,42 @@ class UnknownEnvelopeVersion(EnvelopeError):
     """The envelope was written by a newer sqsjobs than this worker runs."""
 
 
+class InvalidEvent(SqsJobsError):
+    """The event is not an SQS batch this App can read."""
+
+
+class InvalidBatchResponse(SqsJobsError):
+    """A failure names no record of the batch; AWS would fail the whole batch, so it is never returned."""
+
+
+class ExpressionError(SqsJobsError, ValueError):
+    """An expression EventBridge Scheduler would refuse; the message says which part and why."""
+
+
+class CursorError(SqsJobsError, ValueError):
+    """The cursor is not one this listing produced."""
+
+
+class JobStateError(SqsJobsError):
+    """The job's record does not allow this change."""
+
+
+class JobNotFound(JobStateError):
+    """No job has this id."""
+
+
+class LeaseLost(JobStateError):
+    """This worker no longer owns the job: another worker claimed it, or it was finished or released."""
+
+
+class IdempotencyConflict(JobStateError):
+    """A job with this idempotency key exists with a different payload; use a new key or the same payload."""
+
+
+class InvalidTransition(JobStateError):
+    """The job is not in a state that allows this change."""
+
+
 class AwsError(SqsJobsError):
     """An AWS call failed.
 
@@ -89,28 +139,16 @@ class StoreError(AwsError):
     """A call to the DynamoDB job table failed."""
 
 
-class JobNotFound(StoreError):
-    """No job has this id."""
-
-
-class LeaseLost(StoreError):
-    """This worker no longer owns the job: another worker claimed it, or it was finished or released."""
-
-
-class IdempotencyConflict(StoreError):
-    """A job with this idempotency key exists with a different payload; use a new key or the same payload."""
-
-
-class InvalidTransition(StoreError):
-    """The job is not in a state that allows this change."""
-
-
 class TransportError(AwsError):
     """A call to SQS failed."""
 
 
 class SchedulerError(AwsError):
     """A call to EventBridge Scheduler failed."""
+
+
+class JobTimeout(SqsJobsError):
+    """The handler ran past its timeout."""
 
 
 class JobControl(SqsJobsError):

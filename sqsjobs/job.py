@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -60,9 +61,23 @@ TRANSITIONS: dict[str, tuple[frozenset[JobStatus], JobStatus]] = {
 }
 
 
+class AttemptOutcome(enum.StrEnum):
+    """What became of an attempt: the ``outcome`` of its log lines and metrics, and of its history entry."""
+
+    #: Logged when the claim lands (never in the history).
+    STARTED = "started"
+    SUCCEEDED = "succeeded"
+    #: Failed; another attempt is scheduled.
+    RETRY = "retry"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+    #: Given back on shutdown, or parked for a newer payload version (history only).
+    RELEASED = "released"
+
+
 @dataclass(frozen=True)
-class JobError:
-    """Why an attempt failed."""
+class FailureRecord:
+    """Why an attempt failed, as recorded in the job (``Job.last_error``): not an exception, its trace."""
 
     #: Exception class name, e.g. ``ValueError``.
     error_class: str
@@ -78,7 +93,7 @@ class AttemptRecord:
 
     #: 1-based attempt number.
     attempt: int
-    #: ``succeeded``, ``retry``, ``dead``, ``released``...
+    #: An ``AttemptOutcome`` value; kept as read, so an outcome a newer sqsjobs wrote still loads.
     outcome: str
     #: When the attempt started and ended (timezone-aware).
     started_at: datetime | None
@@ -119,7 +134,7 @@ class Job:
     lease_epoch: int = 0
     lease_expires: datetime | None = None
     result: Any = None
-    last_error: JobError | None = None
+    last_error: FailureRecord | None = None
     history: tuple[AttemptRecord, ...] = ()
     idempotency_key: str | None = None
     tenant: str | None = None
@@ -142,3 +157,14 @@ class Job:
     def evolve(self, **changes: Any) -> Job:
         """Return a copy with ``changes`` applied."""
         return dataclasses.replace(self, **changes)
+
+
+#: Old name -> new name; the old one still resolves, with a DeprecationWarning (STYLE §6).
+RENAMED = {"JobError": "FailureRecord"}
+
+
+def __getattr__(name: str) -> type[FailureRecord]:
+    if name in RENAMED:
+        warnings.warn(f"sqsjobs.job.{name} is renamed {RENAMED[name]}", DeprecationWarning, stacklevel=2)
+        return FailureRecord
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

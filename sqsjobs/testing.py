@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from sqsjobs.context import JobContext
 from sqsjobs.job import JobStatus
 from sqsjobs.producer import JobRequest, build_new_job
-from sqsjobs.runtime.execution import JobTimeout, invoke, judge_failure, storable_result
+from sqsjobs.runtime.execution import invoke, judge_failure, storable_result, timeout_error
 from sqsjobs.runtime.sweeper import run_sweeper
 from sqsjobs.runtime.worker import Worker
 from sqsjobs.store import requests as rq
@@ -139,7 +139,7 @@ async def arun_job(
         pool.shutdown(wait=False)
         if not run.done():
             run.cancel()  # an async handler stops; a sync one is abandoned
-    exc = run.exception() if run in done else JobTimeout.of(spec)
+    exc = run.exception() if run in done else timeout_error(spec)
     if exc is None:
         stored = json.loads(json.dumps(storable_result(run.result())))
         return RunResult(outcome="succeeded", job=job, result=stored)

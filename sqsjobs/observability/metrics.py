@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
+from sqsjobs.job import AttemptOutcome
 from sqsjobs.observability import tracing
 
 if TYPE_CHECKING:
@@ -58,12 +59,12 @@ RUN_TIME = "JobRunTime"
 QUEUE_WAIT = "JobQueueWait"
 
 #: The ``outcome`` field of a transition's log line → the count it adds to.
-OUTCOME_COUNTS = {
-    "started": STARTED,
-    "succeeded": SUCCEEDED,
-    "retry": RETRIED,
-    "dead": DEAD,
-    "cancelled": CANCELLED,
+OUTCOME_COUNTS: dict[str, str] = {
+    AttemptOutcome.STARTED: STARTED,
+    AttemptOutcome.SUCCEEDED: SUCCEEDED,
+    AttemptOutcome.RETRY: RETRIED,
+    AttemptOutcome.DEAD: DEAD,
+    AttemptOutcome.CANCELLED: CANCELLED,
 }
 
 _Key = tuple[str, str | None]
@@ -124,9 +125,9 @@ class JobMetrics:
             key = (job.type, job.tenant)
             self._counts.setdefault(key, Counter())[name] += 1
             timings = self._timings.setdefault(key, {})
-            if outcome == "started" and isinstance(fields.get("wait_s"), int | float):
+            if outcome == AttemptOutcome.STARTED and isinstance(fields.get("wait_s"), int | float):
                 timings.setdefault(QUEUE_WAIT, []).append(round(max(fields["wait_s"], 0.0) * 1000, 3))
-            elif outcome != "started" and isinstance(fields.get("duration_s"), int | float):
+            elif outcome != AttemptOutcome.STARTED and isinstance(fields.get("duration_s"), int | float):
                 timings.setdefault(RUN_TIME, []).append(round(max(fields["duration_s"], 0.0) * 1000, 3))
         self._maybe_flush()
 
@@ -185,8 +186,8 @@ def on_transition(metrics: JobMetrics, job: Job, fields: Mapping[str, Any]) -> N
     """Everything a logged transition feeds besides the log line: metrics and the job's trace span."""
     metrics.transition(job, fields)
     outcome = fields.get("outcome")
-    if isinstance(outcome, str) and outcome != "started":
-        tracing.note(outcome=outcome, error=str(fields.get("error") or ""))
+    if isinstance(outcome, str) and outcome != AttemptOutcome.STARTED:
+        tracing.note(outcome=str(outcome), error=str(fields.get("error") or ""))
 
 
 def _stdout(line: str) -> None:

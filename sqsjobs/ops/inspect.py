@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, Flow, sleep_call
+from sqsjobs.errors import CursorError as CursorError  # re-exported: its old home
 from sqsjobs.errors import StoreError
 from sqsjobs.job import JobStatus
 from sqsjobs.ops._common import app_queues, iso
@@ -54,10 +55,6 @@ _ROW_ATTRS = (
     "id", "type", "queue", "status", "tenant", "attempt", "max_attempts", "created_at", "updated_at",
     "finished_at", "run_at", "reason",
 )  # fmt: skip
-
-
-class CursorError(ValueError):
-    """The cursor is not one this listing produced."""
 
 
 @dataclass(frozen=True)

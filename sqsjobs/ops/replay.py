@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from sqsjobs._aws import Flow, sleep_call
-from sqsjobs.errors import AwsError
+from sqsjobs.errors import AwsError, JobStateError
 from sqsjobs.job import JobStatus
 from sqsjobs.ops import dlq
 from sqsjobs.ops.requeue import hint_flow, requeue_flow
@@ -172,7 +172,9 @@ class _Run:
                     filter(None, [note, "DLQ copy was redelivered elsewhere; a re-run deletes it"])
                 )
             return item("replayed", note)
-        except AwsError as exc:
+        except (AwsError, JobStateError) as exc:
+            # A refusal too (the record vanished under the replay write: JobNotFound): this item failed,
+            # the others go on.
             return item("failed", str(exc))
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from sqsjobs import envelope as env
-from sqsjobs.job import JobError
+from sqsjobs.job import FailureRecord
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ RELEASE = Ack("release")
 
 
 def dead_letter(
-    reason: str, *, job_id: str = "", job_type: str = "", error: JobError | None = None, queue: str = ""
+    reason: str, *, job_id: str = "", job_type: str = "", error: FailureRecord | None = None, queue: str = ""
 ) -> Ack:
     """An Ack that copies the message to the DLQ with the reason in its attributes."""
     attrs = {env.DLQ_REASON: reason, env.DLQ_SOURCE_QUEUE: queue}
@@ -47,7 +47,7 @@ def dead_letter(
     return Ack("dead_letter", attributes=attrs)
 
 
-def job_error(exc: BaseException) -> JobError:
+def failure_record(exc: BaseException) -> FailureRecord:
     """Class, message and the last frames of the traceback, truncated to keep the item small."""
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3))
-    return JobError(error_class=type(exc).__name__, message=str(exc)[:1000], traceback=tb[-2000:])
+    return FailureRecord(error_class=type(exc).__name__, message=str(exc)[:1000], traceback=tb[-2000:])

@@ -25,7 +25,7 @@ from pydantic_core import to_jsonable_python
 
 from sqsjobs import envelope as env
 from sqsjobs._aws import Call, Flow, one
-from sqsjobs.context import JobContext
+from sqsjobs.context import InterruptReason, JobContext
 from sqsjobs.errors import (
     Cancel,
     EnvelopeError,
@@ -35,13 +35,15 @@ from sqsjobs.errors import (
     Retry,
     StoreError,
 )
-from sqsjobs.job import JobStatus
+from sqsjobs.errors import JobTimeout as JobTimeout  # re-exported: its old home
+from sqsjobs.job import AttemptOutcome, JobStatus
 from sqsjobs.observability.metrics import DEAD, on_transition
 from sqsjobs.observability.tracing import trace_id
 from sqsjobs.retry import decide
-from sqsjobs.runtime.acks import DELETE, LEAVE, RELEASE, Ack, dead_letter, job_error
+from sqsjobs.runtime.acks import DELETE, LEAVE, RELEASE, Ack, dead_letter, failure_record
 from sqsjobs.schedules.fire import handle_fire
 from sqsjobs.store import requests as rq
+from sqsjobs.store.requests import ClaimRefusal
 from sqsjobs.transport import sqs
 
 if TYPE_CHECKING:
@@ -60,13 +62,9 @@ MAX_RESULT_BYTES = 64 * 1024
 NEWER_VERSION_PARK_S = 60
 
 
-class JobTimeout(Exception):
-    """The handler ran past its timeout."""
-
-    @classmethod
-    def of(cls, spec: HandlerSpec) -> JobTimeout:
-        """The error recorded for a run of ``spec`` that outlived ``spec.timeout_s``."""
-        return cls(f"{spec.name} ran past its {spec.timeout_s:g} s timeout")
+def timeout_error(spec: HandlerSpec) -> JobTimeout:
+    """The error recorded for a run of ``spec`` that outlived ``spec.timeout_s``."""
+    return JobTimeout(f"{spec.name} ran past its {spec.timeout_s:g} s timeout")
 
 
 @dataclass(frozen=True)
@@ -154,7 +152,11 @@ class Execution:
 
     def _log(self, event: str, job: Job, **fields: Any) -> None:
         """One JSON line per transition; the same fields feed the metrics and the job's trace span."""
-        if fields.get("outcome") not in (None, "started") and "duration_s" not in fields and job.started_at:
+        if (
+            fields.get("outcome") not in (None, AttemptOutcome.STARTED)
+            and "duration_s" not in fields
+            and job.started_at
+        ):
             fields["duration_s"] = round(self.app.clock.now() - job.started_at.timestamp(), 4)
         self.app.logger.info(
             event,
@@ -179,7 +181,7 @@ class Execution:
             envelope = env.parse(delivery.body)
         except EnvelopeError as exc:
             self.app.logger.warning("message rejected", extra={"queue": delivery.queue, "reason": str(exc)})
-            return dead_letter(f"malformed message: {exc}", error=job_error(exc), queue=delivery.queue)
+            return dead_letter(f"malformed message: {exc}", error=failure_record(exc), queue=delivery.queue)
         if isinstance(envelope, env.Fire):  # a schedule fired: enqueue its job once per occurrence
             return await handle_fire(self.app, envelope, delivery)
         try:
@@ -213,7 +215,7 @@ class Execution:
             job,
             receive_count=delivery.receive_count,
             wait_s=round(now - job.run_at.timestamp(), 3),
-            outcome="started",
+            outcome=AttemptOutcome.STARTED,
             **({"payload": job.payload} if self.app.settings.log_payloads else {}),
         )
         return await self._run(spec, job, delivery)
@@ -222,7 +224,7 @@ class Execution:
         self, envelope: env.Envelope, delivery: Delivery, exc: Exception, *, reason: str
     ) -> Ack:
         """Dead without a claim: the record says why, the message goes to the DLQ."""
-        error = job_error(exc)
+        error = failure_record(exc)
         now = self.app.clock.now()
         params = rq.reject(
             self._table,
@@ -238,9 +240,13 @@ class Execution:
             if not rq.is_conflict(store_exc):
                 return LEAVE
             refused = rq.interpret_claim_refusal(store_exc, now)
-            if refused.reason == "finished" and refused.job and refused.job.status is not JobStatus.DEAD:
+            if (
+                refused.reason is ClaimRefusal.FINISHED
+                and refused.job
+                and refused.job.status is not JobStatus.DEAD
+            ):
                 return DELETE
-            if refused.reason == "held_elsewhere":
+            if refused.reason is ClaimRefusal.HELD_ELSEWHERE:
                 return DELETE
         self.app.logger.warning(
             "job rejected", extra={"job_id": envelope.job_id, "job_type": envelope.job_type, "reason": reason}
@@ -253,7 +259,7 @@ class Execution:
     async def _refused(self, envelope: env.Envelope, delivery: Delivery, refused: rq.ClaimRefused) -> Ack:
         """A claim that did not take the job: the record decides what the message is worth."""
         job = refused.job
-        if refused.reason == "missing":
+        if refused.reason is ClaimRefusal.MISSING:
             return dead_letter(
                 f"no record for job {envelope.job_id}",
                 job_id=envelope.job_id,
@@ -261,7 +267,7 @@ class Execution:
                 queue=delivery.queue,
             )
         assert job is not None
-        if refused.reason == "finished":
+        if refused.reason is ClaimRefusal.FINISHED:
             if job.status is JobStatus.DEAD:
                 # The record died but this copy survived (a crash between the record and the DLQ send,
                 # or a duplicate): make sure the DLQ has it.
@@ -273,11 +279,12 @@ class Execution:
                     queue=delivery.queue,
                 )
             return DELETE
-        if refused.reason == "not_due":
+        if refused.reason is ClaimRefusal.NOT_DUE:
             return Ack("rearm", delay_s=sqs.clamp_visibility(job.run_at.timestamp() - self.app.clock.now()))
-        if refused.reason == "held_elsewhere":
+        if refused.reason is ClaimRefusal.HELD_ELSEWHERE:
             # Another live owner runs it; its own message, or the sweeper, covers a crash of that owner.
             return DELETE
+        # ClaimRefusal.EXHAUSTED: dead without a run, so the record and the DLQ say why.
         return await self._reject(
             envelope, delivery, RuntimeError(f"attempts exhausted ({job.attempt}/{job.max_attempts})"),
             reason=f"attempts exhausted ({job.attempt}/{job.max_attempts}) by runs that never finished",
@@ -328,20 +335,21 @@ class Execution:
         queue = delivery.queue if delivery else job.queue
         if not run.done():
             run.cancel()  # an async handler stops; a sync one's thread runs on, fenced by the lease
-            reason = ctx._interrupt_reason
-            if reason == "shutdown":
+            reason = ctx.interrupt_reason
+            if reason is InterruptReason.SHUTDOWN:
                 ok = await self._write(
                     job, rq.release(self._table, job, owner=self.worker_id, now=self.app.clock.now())
                 )
                 if ok:
                     self._log("job released", job)
                 return RELEASE if ok else LEAVE
-            if reason == "lease_lost":
+            if reason is InterruptReason.LEASE_LOST:
                 self._log("job lost its lease", job)
                 return LEAVE
-            if reason == "cancel":
+            if reason is InterruptReason.CANCEL:
                 return await self._abort(job, "cancelled while running")
-            return await self._failed(spec, job, JobTimeout.of(spec), queue)
+            # No reason: nothing interrupted the handler, its timeout ran out.
+            return await self._failed(spec, job, timeout_error(spec), queue)
         duration = round(self.app.clock.now() - started, 4)
         exc = run.exception()
         if exc is None:
@@ -378,14 +386,14 @@ class Execution:
                 self.app.logger.warning(
                     "lease lost at heartbeat", extra={"job_id": ctx.job.id, "error": str(lost)}
                 )
-                ctx.interrupt("lease_lost")
+                ctx.interrupt(InterruptReason.LEASE_LOST)
             return
         renewed = rq.job_from_item(response["Attributes"])
         ctx.job = ctx.job.evolve(
             lease_expires=renewed.lease_expires, cancel_requested=renewed.cancel_requested
         )
         if renewed.cancel_requested:
-            ctx.interrupt("cancel")
+            ctx.interrupt(InterruptReason.CANCEL)
 
     # ── recording the outcome ─────────────────────────────────────────────────────────────
     async def _write(self, job: Job, params: dict[str, Any]) -> bool:
@@ -420,7 +428,10 @@ class Execution:
         if not await self._write(job, params):
             return LEAVE
         self._log(
-            "job succeeded", job.evolve(status=JobStatus.SUCCEEDED), duration_s=duration, outcome="succeeded"
+            "job succeeded",
+            job.evolve(status=JobStatus.SUCCEEDED),
+            duration_s=duration,
+            outcome=AttemptOutcome.SUCCEEDED,
         )
         return DELETE
 
@@ -432,7 +443,7 @@ class Execution:
         if verdict.outcome == "dead":
             return await self._dead(job, exc, reason=verdict.reason, queue=queue)
         held = verdict.delay_s > sqs.MAX_VISIBILITY_S
-        error = job_error(exc)
+        error = failure_record(exc)
         params = rq.schedule_retry(
             self._table,
             job,
@@ -449,14 +460,14 @@ class Execution:
             job.evolve(status=JobStatus.RETRY_SCHEDULED),
             delay_s=round(verdict.delay_s, 3),
             error=error.error_class,
-            outcome="retry",
+            outcome=AttemptOutcome.RETRY,
         )
         # Retries re-arm the same message, so its receive count keeps meaning something (DESIGN §3.5);
         # beyond the 12 h cap the record holds the job and the sweeper sends it when due.
         return DELETE if held else Ack("rearm", delay_s=sqs.clamp_visibility(verdict.delay_s))
 
     async def _dead(self, job: Job, exc: BaseException, *, reason: str, queue: str) -> Ack:
-        error = job_error(exc)
+        error = failure_record(exc)
         params = rq.fail(
             self._table,
             job,
@@ -473,7 +484,7 @@ class Execution:
             job.evolve(status=JobStatus.DEAD),
             reason=reason,
             error=error.error_class,
-            outcome="dead",
+            outcome=AttemptOutcome.DEAD,
         )
         return dead_letter(reason, job_id=job.id, job_type=job.type, error=error, queue=queue)
 
@@ -488,7 +499,12 @@ class Execution:
         )
         if not await self._write(job, params):
             return LEAVE
-        self._log("job cancelled", job.evolve(status=JobStatus.CANCELLED), reason=reason, outcome="cancelled")
+        self._log(
+            "job cancelled",
+            job.evolve(status=JobStatus.CANCELLED),
+            reason=reason,
+            outcome=AttemptOutcome.CANCELLED,
+        )
         return DELETE
 
 

@@ -42,13 +42,9 @@ from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from sqsjobs import envelope as env
 from sqsjobs._aws import Call, one
-from sqsjobs.errors import (
-    AwsError,
-    ConfigurationError,
-    EnvelopeError,
-    HandlerNotFound,
-    SqsJobsError,
-)
+from sqsjobs.errors import AwsError, ConfigurationError, EnvelopeError, HandlerNotFound
+from sqsjobs.errors import InvalidBatchResponse as InvalidBatchResponse  # re-exported: its old home
+from sqsjobs.errors import InvalidEvent as InvalidEvent  # re-exported: its old home
 from sqsjobs.runtime.acks import LEAVE, Ack
 from sqsjobs.runtime.execution import Execution
 from sqsjobs.runtime.worker import make_worker_id
@@ -86,14 +82,6 @@ class BatchResponse(TypedDict):
     """The partial batch response (``FunctionResponseTypes=["ReportBatchItemFailures"]`` on the ESM)."""
 
     batchItemFailures: list[BatchItemFailure]
-
-
-class InvalidEvent(SqsJobsError):
-    """The event is not an SQS batch this App can read."""
-
-
-class InvalidBatchResponse(SqsJobsError):
-    """A failure names no record of the batch; AWS would fail the whole batch, so it is never returned."""
 
 
 # ── the event ────────────────────────────────────────────────────────────────────────────────

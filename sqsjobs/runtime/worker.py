@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from sqsjobs._aws import Call, one
+from sqsjobs.context import InterruptReason
 from sqsjobs.errors import AwsError, ConfigurationError
 from sqsjobs.runtime.acks import Ack
 from sqsjobs.runtime.execution import Execution
@@ -128,7 +129,7 @@ class Worker:
         if stop.is_set():
             self.app.logger.warning("second stop signal: releasing running jobs now")
             for ctx in list(self._running.values()):
-                ctx.interrupt("shutdown")
+                ctx.interrupt(InterruptReason.SHUTDOWN)
         stop.set()
 
     async def _shutdown(self, receivers: list[asyncio.Task[None]], heartbeat: asyncio.Task[None]) -> None:
@@ -142,7 +143,7 @@ class Worker:
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=self.settings.drain_timeout_s)
         for ctx in list(self._running.values()):
-            ctx.interrupt("shutdown")
+            ctx.interrupt(InterruptReason.SHUTDOWN)
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=10)
         heartbeat.cancel()

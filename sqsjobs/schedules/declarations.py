@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs.errors import ConfigurationError, PayloadInvalid
+from sqsjobs.errors import ConfigurationError, ExpressionError, PayloadInvalid
 from sqsjobs.schedules import expressions as sx
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ class Schedules:
             expression = _expression(*given[0])
             parsed = sx.parse(expression)
             sx.timezone(timezone)
-        except sx.ExpressionError as exc:
+        except ExpressionError as exc:
             raise ConfigurationError(f"schedule {name!r}: {exc}") from None
         if flexible_window_minutes is not None and not (
             MIN_FLEXIBLE_WINDOW_MIN <= flexible_window_minutes <= MAX_FLEXIBLE_WINDOW_MIN
@@ -195,7 +195,7 @@ def _expression(kind: str, value: str | datetime) -> str:
     """The AWS expression for a declaration, wrapping a bare value (``0 2 * * ? *`` → ``cron(...)``)."""
     if isinstance(value, datetime):
         if value.tzinfo is not None:
-            raise sx.ExpressionError(
+            raise ExpressionError(
                 "at= takes a naive datetime (wall-clock time in the schedule's timezone=), "
                 f"got {value.isoformat()}"
             )

@@ -31,6 +31,8 @@ from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from sqsjobs.errors import ExpressionError as ExpressionError  # re-exported: its old home
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -47,10 +49,6 @@ _WEEKDAYS = {"SUN": 1, "MON": 2, "TUE": 3, "WED": 4, "THU": 5, "FRI": 6, "SAT": 
 _AT_FORMAT = "%Y-%m-%dT%H:%M:%S"
 #: Wider than any DST shift (2 h at most), so wall-clock searches start early enough.
 _DST_MARGIN = timedelta(hours=3)
-
-
-class ExpressionError(ValueError):
-    """An expression EventBridge Scheduler would refuse; the message says which part and why."""
 
 
 def timezone(name: str) -> ZoneInfo:

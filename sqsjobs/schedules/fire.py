@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from sqsjobs.envelope import SCHEDULED_TIME
 from sqsjobs.errors import AwsError, HandlerNotFound, IdempotencyConflict, PayloadError
 from sqsjobs.producer import JobRequest, build_new_job, enqueue_many_flow
-from sqsjobs.runtime.acks import DELETE, LEAVE, Ack, dead_letter, job_error
+from sqsjobs.runtime.acks import DELETE, LEAVE, Ack, dead_letter, failure_record
 from sqsjobs.schedules.declarations import empty_payload
 from sqsjobs.schedules.expressions import MIN_PERIOD_S, iso_utc, parse_instant
 
@@ -80,7 +80,7 @@ async def handle_fire(app: App, fire: Fire, delivery: Delivery) -> Ack:
         return dead_letter(
             f"schedule {fire.schedule!r}: {exc}",
             job_type=fire.job_type,
-            error=job_error(exc),
+            error=failure_record(exc),
             queue=delivery.queue,
         )
     try:

@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from sqsjobs._aws import Call
 from sqsjobs.envelope import SCHEDULED_TIME, Fire
-from sqsjobs.errors import ConfigurationError, HandlerNotFound, PayloadError, SchedulerError, TransportError
+from sqsjobs.errors import (
+    ConfigurationError,
+    ExpressionError,
+    HandlerNotFound,
+    PayloadError,
+    SchedulerError,
+    TransportError,
+)
 from sqsjobs.schedules import expressions as sx
 from sqsjobs.schedules.declarations import NAME_PATTERN, ScheduleSpec, empty_payload
 from sqsjobs.transport.queues import dlq_key
@@ -376,7 +383,7 @@ def list_flow(app: App, *, now: float, count: int = 3) -> Flow[list[ScheduleRow]
         status = "applied" if declared is not None else "not declared"
         try:
             spec = _deployed_spec(name, deployed)
-        except sx.ExpressionError as exc:
+        except ExpressionError as exc:
             rows.append(
                 ScheduleRow(
                     name,

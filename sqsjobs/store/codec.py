@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs.job import AttemptRecord, Job, JobError, JobStatus
+from sqsjobs.job import AttemptRecord, FailureRecord, Job, JobStatus
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -39,7 +39,7 @@ def av_json(value: Any) -> dict[str, str]:
     return {"S": json.dumps(value, separators=(",", ":"), sort_keys=True)}
 
 
-def av_error(error: JobError) -> dict[str, Any]:
+def av_error(error: FailureRecord) -> dict[str, Any]:
     """A map attribute holding an attempt's error."""
     return {
         "M": {
@@ -93,7 +93,7 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
     error = None
     if "error" in item:
         m = item["error"]["M"]
-        error = JobError(m["class"]["S"], m["message"]["S"], m.get("traceback", {}).get("S", ""))
+        error = FailureRecord(m["class"]["S"], m["message"]["S"], m.get("traceback", {}).get("S", ""))
     history = tuple(
         AttemptRecord(
             attempt=int(h["M"]["attempt"]["N"]),

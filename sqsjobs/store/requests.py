@@ -26,12 +26,13 @@ sweeper's dispatch mark in ``store/schema.py``. All are re-exported here, the on
 
 from __future__ import annotations
 
+import enum
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.errors import IdempotencyConflict, LeaseLost, StoreError
-from sqsjobs.job import AttemptRecord, Job, JobError, JobStatus
+from sqsjobs.job import AttemptOutcome, AttemptRecord, FailureRecord, Job, JobStatus
 from sqsjobs.store.codec import (
     CCF,
     Item,
@@ -87,8 +88,8 @@ __all__ = [
     "TTL_ATTRIBUTE",
     "TYPE_INDEX",
     "DueRecord",
+    "FailureRecord",
     "Item",
-    "JobError",
     "audit_av",
     "audit_entries",
     "cancel",
@@ -231,12 +232,26 @@ def claim(table: str, job_id: str, *, owner: str, now: float, lease_s: float) ->
     }
 
 
+class ClaimRefusal(enum.StrEnum):
+    """Why a claim did not take the job; the record it found decides what the message is worth."""
+
+    #: No record: the message outlived its job (or was never backed by one).
+    MISSING = "missing"
+    #: The job is succeeded, dead or cancelled.
+    FINISHED = "finished"
+    #: Queued or retry_scheduled, but ``run_at`` is still ahead (beyond the clock-skew allowance).
+    NOT_DUE = "not_due"
+    #: Running under a live lease: another worker (or this one, for a duplicate message) owns it.
+    HELD_ELSEWHERE = "held_elsewhere"
+    #: Every attempt was used by runs that never finished (their workers died).
+    EXHAUSTED = "exhausted"
+
+
 @dataclass(frozen=True)
 class ClaimRefused:
     """Why a claim did not take the job, and what the message should do."""
 
-    #: ``missing``, ``finished``, ``not_due``, ``held_elsewhere``, ``exhausted``.
-    reason: str
+    reason: ClaimRefusal
     job: Job | None = None
 
 
@@ -246,16 +261,16 @@ def interpret_claim_refusal(error: StoreError, now: float) -> ClaimRefused:
         raise error
     old = old_item(error)
     if old is None:
-        return ClaimRefused("missing")
+        return ClaimRefused(ClaimRefusal.MISSING)
     job = job_from_item(old)
     if job.status.terminal:
-        return ClaimRefused("finished", job)
+        return ClaimRefused(ClaimRefusal.FINISHED, job)
     if job.attempt >= job.max_attempts:
         lease_live = job.status is JobStatus.RUNNING and (num_attr(old, "lease_expires") or 0) >= now
-        return ClaimRefused("held_elsewhere" if lease_live else "exhausted", job)
+        return ClaimRefused(ClaimRefusal.HELD_ELSEWHERE if lease_live else ClaimRefusal.EXHAUSTED, job)
     if job.status is JobStatus.RUNNING:
-        return ClaimRefused("held_elsewhere", job)
-    return ClaimRefused("not_due", job)
+        return ClaimRefused(ClaimRefusal.HELD_ELSEWHERE, job)
+    return ClaimRefused(ClaimRefusal.NOT_DUE, job)
 
 
 def own_claim(params: Mapping[str, Any], error: StoreError) -> Job | None:
@@ -310,7 +325,9 @@ def _fenced(
     }
 
 
-def _history(job: Job, now: float, outcome: str, owner: str, error: JobError | None) -> dict[str, Any]:
+def _history(
+    job: Job, now: float, outcome: AttemptOutcome, owner: str, error: FailureRecord | None
+) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "attempt": av_n(job.attempt),
         "outcome": av_s(outcome),
@@ -347,7 +364,7 @@ def _finish(
     now: float,
     status: JobStatus,
     retention_s: float,
-    error: JobError | None = None,
+    error: FailureRecord | None = None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Running → a final status, fenced: what complete, fail and abort share (TTL set, lease dropped)."""
@@ -357,7 +374,7 @@ def _finish(
     values: dict[str, Any] = {
         ":final": av_s(status),
         ":now": av_n(now),
-        ":history": _history(job, now, str(status), owner, error),
+        ":history": _history(job, now, AttemptOutcome(status.value), owner, error),
         ":ttl": av_n(int(now + retention_s)),
     }
     names = {"#status": "status"}
@@ -393,7 +410,7 @@ def complete(
 
 
 def schedule_retry(
-    table: str, job: Job, *, owner: str, now: float, run_at: float, error: JobError, held: bool
+    table: str, job: Job, *, owner: str, now: float, run_at: float, error: FailureRecord, held: bool
 ) -> dict[str, Any]:
     """Running → retry_scheduled, fenced; ``held`` when the message cannot carry the delay."""
     return _fenced(
@@ -410,14 +427,14 @@ def schedule_retry(
             ":run_at": av_n(run_at),
             ":now": av_n(now),
             ":error": av_error(error),
-            ":history": _history(job, now, "retry", owner, error),
+            ":history": _history(job, now, AttemptOutcome.RETRY, owner, error),
         },
         remove="lease_owner, lease_expires",
     ) | {"ExpressionAttributeNames": {"#status": "status", "#error": "error"}}
 
 
 def fail(
-    table: str, job: Job, *, owner: str, now: float, error: JobError, reason: str, retention_s: float
+    table: str, job: Job, *, owner: str, now: float, error: FailureRecord, reason: str, retention_s: float
 ) -> dict[str, Any]:
     """Running → dead, fenced."""
     return _finish(
@@ -459,7 +476,7 @@ def release(table: str, job: Job, *, owner: str, now: float) -> dict[str, Any]:
             ":queued": av_s(JobStatus.QUEUED),
             ":now": av_n(now),
             ":one": av_n(1),
-            ":history": _history(job, now, "released", owner, None),
+            ":history": _history(job, now, AttemptOutcome.RELEASED, owner, None),
         },
         remove="lease_owner, lease_expires",
     )
@@ -508,7 +525,7 @@ def moved_on_by_owner(job: Job, error: StoreError) -> bool:
 
 # ── transitions without an owner ─────────────────────────────────────────────────────────────
 def reject(
-    table: str, job_id: str, *, now: float, error: JobError, reason: str, retention_s: float
+    table: str, job_id: str, *, now: float, error: FailureRecord, reason: str, retention_s: float
 ) -> dict[str, Any]:
     """A job that must not run (unknown type, invalid payload, attempts exhausted) → dead, unclaimed."""
     return {

@@ -16,7 +16,7 @@ import botocore.session
 import pytest
 from botocore.validate import ParamValidator
 
-from sqsjobs.runtime.acks import job_error
+from sqsjobs.runtime.acks import failure_record
 from sqsjobs.store import codec, operator, schema
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import sqs
@@ -43,7 +43,7 @@ def _due() -> schema.DueRecord:
     return schema.DueRecord(id="j1", type="t", queue="default", st="held", due=NOW, run_at=NOW, due_raw="1")
 
 
-ERROR = job_error(ValueError("boom"))
+ERROR = failure_record(ValueError("boom"))
 
 #: builder -> (service, operation, a call of it)
 CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = {

@@ -87,24 +87,26 @@ def _item(status: str, **extra) -> dict:
 @pytest.mark.parametrize(
     ("item", "reason"),
     [
-        (None, "missing"),
-        (_item("succeeded"), "finished"),
-        (_item("queued", run_at=NOW + 60), "not_due"),
-        (_item("running", lease_expires=NOW + 30, lease_owner="w"), "held_elsewhere"),
-        (_item("running", lease_expires=NOW - 1, attempt=3), "exhausted"),
-        (_item("retry_scheduled", attempt=3), "exhausted"),
+        (None, rq.ClaimRefusal.MISSING),
+        (_item("succeeded"), rq.ClaimRefusal.FINISHED),
+        (_item("queued", run_at=NOW + 60), rq.ClaimRefusal.NOT_DUE),
+        (_item("running", lease_expires=NOW + 30, lease_owner="w"), rq.ClaimRefusal.HELD_ELSEWHERE),
+        (_item("running", lease_expires=NOW - 1, attempt=3), rq.ClaimRefusal.EXHAUSTED),
+        (_item("retry_scheduled", attempt=3), rq.ClaimRefusal.EXHAUSTED),
     ],
 )
 def test_a_refused_claim_says_what_the_message_is_worth(item, reason):
-    assert rq.interpret_claim_refusal(refusal(item), NOW).reason == reason
+    assert rq.interpret_claim_refusal(refusal(item), NOW).reason is reason
 
 
 def test_fenced_writes_are_conditional_on_owner_and_epoch():
     job = rq.job_from_item(_item("running", lease_owner="w", lease_epoch=4))
     for params in (
         rq.complete("t", job, owner="w", now=NOW, result=None, retention_s=1),
-        rq.schedule_retry("t", job, owner="w", now=NOW, run_at=NOW, error=rq.JobError("E", "m"), held=False),
-        rq.fail("t", job, owner="w", now=NOW, error=rq.JobError("E", "m"), reason="r", retention_s=1),
+        rq.schedule_retry(
+            "t", job, owner="w", now=NOW, run_at=NOW, error=rq.FailureRecord("E", "m"), held=False
+        ),
+        rq.fail("t", job, owner="w", now=NOW, error=rq.FailureRecord("E", "m"), reason="r", retention_s=1),
         rq.release("t", job, owner="w", now=NOW),
         rq.heartbeat("t", job, owner="w", now=NOW, lease_s=1),
     ):
@@ -122,7 +124,7 @@ def test_the_history_is_capped():
             owner="w",
             now=NOW,
             run_at=NOW,
-            error=rq.JobError("E", "m"),
+            error=rq.FailureRecord("E", "m"),
             held=False,
         )
         job = rq.job_from_item(
