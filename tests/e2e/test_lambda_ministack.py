@@ -125,10 +125,17 @@ def run_the_mix(app, output):
     reasons = sorted(attr(m, DLQ_REASON).split(" ")[0] for m in receive_dlq(app))
     assert reasons == ["malformed", "permanent", "unknown"]
 
-    # THEN the function's log has the transition lines and the EMF metrics, and no payload
-    text = output()
-    lines = [json.loads(line) for line in text if line.startswith("{")]
-    succeeded = [line for line in lines if line.get("message") == "job succeeded"]
+    # THEN the function's log has the transition lines and the EMF metrics, and no payload.
+    # The log is read through the emulator's log store, which may lag the record writes: the last
+    # invocation's lines can land a moment after its final write, so read until they are all there.
+    deadline = time.monotonic() + 20
+    while True:
+        text = output()
+        lines = [json.loads(line) for line in text if line.startswith("{")]
+        succeeded = [line for line in lines if line.get("message") == "job succeeded"]
+        if {line["job_id"] for line in succeeded} == {*ok, flaky} or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     assert {line["job_id"] for line in succeeded} == {*ok, flaky}
     emf = [line for line in lines if "_aws" in line]
     assert sum(sum(d.get("JobsSucceeded", [])) for d in emf) == 4
