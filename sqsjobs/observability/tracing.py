@@ -222,6 +222,16 @@ class JobTracer:
         """True when job runs are sent to X-Ray as segments."""
         return self._xray is not None
 
+    def close(self) -> None:
+        """Close the X-Ray emitter's UDP socket, which would otherwise live until garbage collection.
+
+        The SDK's emitter has no close(); its socket is the one resource it holds.
+        """
+        sock = getattr(self._xray, "_socket", None)
+        if sock is not None:
+            sock.close()
+        self._xray = None
+
     @contextlib.contextmanager
     def span(self, job: Job) -> Iterator[None]:
         """Trace one attempt of ``job``; the outcome arrives through ``note``."""
