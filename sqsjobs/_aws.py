@@ -16,15 +16,18 @@ import time
 from collections import Counter
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
 
 import boto3
+import tenacity
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sqsjobs.errors import AwsError, SchedulerError, StoreError, TransportError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sqsjobs.config import Settings
 
 T = TypeVar("T")
@@ -46,7 +49,7 @@ class Call:
 
 
 def sleep_call(seconds: float) -> Call:
-    """A pause inside a flow (polling for a table to become ACTIVE); drivers sleep instead of calling AWS."""
+    """A pause inside a flow (a retry's backoff); drivers sleep instead of calling AWS."""
     return Call("clock", "sleep", {"seconds": seconds})
 
 
@@ -60,6 +63,34 @@ class AsyncRunner(Protocol):
     async def __call__(self, flow: Flow[T], /) -> T:
         """Drive ``flow`` to its result."""
         ...
+
+
+def retrying(attempt: Callable[[], Flow[T]], policy: tenacity.Retrying) -> Flow[T]:
+    """Run the flow ``attempt()`` again for as long as ``policy`` says, waiting through the driver.
+
+    tenacity decides: its stop, wait and retry strategies and what to do when attempts run out
+    (``retry_error_callback``, ``reraise``), through its state machine ``Retrying.iter``. Its own
+    ``sleep`` is never called, because a flow must not block: each wait becomes a ``sleep_call``
+    that the driver performs (``time.sleep`` or ``asyncio.sleep``).
+    """
+    policy = policy.copy()  # its own statistics: one module-level policy serves concurrent flows
+    policy.begin()
+    state = tenacity.RetryCallState(policy, fn=None, args=(), kwargs={})
+    while True:
+        do = policy.iter(state)
+        if isinstance(do, tenacity.DoAttempt):
+            try:
+                result = yield from attempt()
+            except Exception as exc:  # an AWS error thrown into the flow by the driver, among others
+                state.set_exception((type(exc), exc, exc.__traceback__))
+            else:
+                state.set_result(result)
+        elif isinstance(do, tenacity.DoSleep):
+            state.prepare_for_next_attempt()
+            if do > 0:  # tenacity's default wait is 0: try again at once, no clock call
+                yield sleep_call(float(do))
+        else:
+            return cast("T", do)
 
 
 def wrap_error(service: str, exc: Exception) -> AwsError:

@@ -313,10 +313,13 @@ class App:
         return report
 
     def close(self) -> None:
-        """Close the sync clients."""
+        """Close the sync clients and the tracer's X-Ray socket (both are made again if used)."""
         if self._sync is not None:
             self._sync.close()
             self._sync = None
+        if self._tracer is not None:
+            self._tracer.close()
+            self._tracer = None
 
     async def aclose(self) -> None:
         """Close the async clients."""

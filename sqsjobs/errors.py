@@ -19,7 +19,8 @@
     │   ├── JobNotFound
     │   ├── LeaseLost               the caller no longer owns the job (fencing)
     │   ├── IdempotencyConflict     same key, different payload
-    │   └── InvalidTransition       e.g. cancelling a finished job
+    │   ├── InvalidTransition       e.g. cancelling a finished job
+    │   └── RecordChanged           changed between a read and the write based on it, again and again
     ├── AwsError                    an AWS call failed (wraps botocore; callers never see ClientError)
     │   ├── StoreError              ...on the DynamoDB job table
     │   ├── TransportError          ...on SQS
@@ -119,6 +120,10 @@ class IdempotencyConflict(JobStateError):
 
 class InvalidTransition(JobStateError):
     """The job is not in a state that allows this change."""
+
+
+class RecordChanged(JobStateError):
+    """The job's record changed between our read and the conditional write based on it; try again."""
 
 
 class AwsError(SqsJobsError):

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from sqsjobs.app import App
 
@@ -43,6 +44,10 @@ def load_app(app_path: str, endpoint_url: str | None) -> App:
 
 
 def fail(exc: Exception, code: int = EXIT_ERROR) -> typer.Exit:
-    """Print one actionable line and return the Exit to raise."""
-    console.print(f"[red]error:[/red] {exc}", soft_wrap=True, markup=True)
+    """Print one actionable line and return the Exit to raise.
+
+    The message is escaped: brackets in it (``pip install 'sqsjobs[local]'``, a DynamoDB path)
+    are text, not rich markup.
+    """
+    console.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True, markup=True)
     return typer.Exit(code)

@@ -129,9 +129,7 @@ def dev(
                 await stack.run(stop, concurrency=concurrency)
 
             asyncio.run(main())
-    except ImportError as exc:
-        raise fail(RuntimeError(f"{exc}; install the local extra: pip install 'sqsjobs[local]'")) from None
-    except SqsJobsError as exc:
+    except SqsJobsError as exc:  # a missing moto says which extra to install (ConfigurationError)
         raise fail(exc) from None
 
 

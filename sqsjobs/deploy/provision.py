@@ -10,7 +10,9 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sqsjobs._aws import Call, Flow, sleep_call
+import tenacity
+
+from sqsjobs._aws import Call, Flow, retrying
 from sqsjobs.errors import ConfigurationError, StoreError, TransportError
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import sqs
@@ -19,7 +21,14 @@ if TYPE_CHECKING:
     from sqsjobs.config import Settings
     from sqsjobs.registry import Registry
 
-SLEEP_1S = sleep_call(1.0)
+#: A new table takes seconds on AWS (emulators make it ACTIVE at once): look every second for up
+#: to two minutes; then go on, and the next call says what is wrong.
+_UNTIL_ACTIVE = tenacity.Retrying(
+    stop=tenacity.stop_after_attempt(120),
+    wait=tenacity.wait_fixed(1.0),
+    retry=tenacity.retry_if_result(lambda active: not active),
+    retry_error_callback=lambda state: False,
+)
 
 
 @dataclass
@@ -56,11 +65,12 @@ def provision_flow(
     except StoreError as exc:
         if exc.code != "ResourceInUseException":
             raise
-    for _ in range(120):  # a new table takes seconds on AWS; emulators make it ACTIVE at once
+
+    def active() -> Flow[bool]:
         described = yield Call("dynamodb", "describe_table", {"TableName": settings.table_name})
-        if described["Table"]["TableStatus"] == "ACTIVE":
-            break
-        yield SLEEP_1S
+        return bool(described["Table"]["TableStatus"] == "ACTIVE")
+
+    yield from retrying(active, _UNTIL_ACTIVE)
     try:
         yield Call(
             "dynamodb",

@@ -44,6 +44,8 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl, urlencode
 
+from sqsjobs.errors import ConfigurationError
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from types import TracebackType
@@ -289,8 +291,9 @@ class EmbeddedMoto:
             The endpoint, ``http://127.0.0.1:PORT``.
 
         Raises:
-            RuntimeError: If already started, or if moto's server extra is not
-                installed (``pip install 'sqsjobs[local]'``).
+            RuntimeError: If already started.
+            ConfigurationError: If moto's server is missing or too old for it
+                (``pip install 'sqsjobs[local]'``).
         """
         if self._server is not None:
             raise RuntimeError("EmbeddedMoto is already started")
@@ -304,8 +307,10 @@ class EmbeddedMoto:
             )
             from werkzeug.serving import make_server
         except ImportError as exc:
-            raise RuntimeError(
-                "the embedded emulator needs moto's server: pip install 'sqsjobs[local]'"
+            # The cause is named too: an installed but older moto fails here as well.
+            raise ConfigurationError(
+                f"the embedded emulator needs moto[server] 5.2.5 or later ({exc}): "
+                "pip install 'sqsjobs[local]'"
             ) from exc
 
         class _QuietHandler(MotoRequestHandler):

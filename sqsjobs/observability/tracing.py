@@ -16,10 +16,11 @@ Two formats exist and both are accepted wherever a trace is read:
   attribute, which is what links an SQS hop in X-Ray).
 - W3C: ``00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01`` (OpenTelemetry's ``traceparent``).
 
-Everything here is optional. OpenTelemetry is used only when the process already imported it (the
-application set it up); X-Ray segments are sent only when ``aws-xray-sdk`` is installed and a daemon
-is there to receive them (inside Lambda, or ``AWS_XRAY_DAEMON_ADDRESS`` on ECS). Without either, a
-job span costs a context-variable set and reset.
+Everything here is optional, so a missing backend is not an error. OpenTelemetry (``sqsjobs[otel]``
+brings the API; the SDK is the application's choice) is used only when the process already imported
+it (the application set it up); X-Ray segments are sent only when ``aws-xray-sdk`` is installed
+(``sqsjobs[xray]``) and a daemon is there to receive them (inside Lambda, or
+``AWS_XRAY_DAEMON_ADDRESS`` on ECS). Without either, a job span costs a context-variable set and reset.
 """
 
 from __future__ import annotations
@@ -220,6 +221,16 @@ class JobTracer:
     def xray_enabled(self) -> bool:
         """True when job runs are sent to X-Ray as segments."""
         return self._xray is not None
+
+    def close(self) -> None:
+        """Close the X-Ray emitter's UDP socket, which would otherwise live until garbage collection.
+
+        The SDK's emitter has no close(); its socket is the one resource it holds.
+        """
+        sock = getattr(self._xray, "_socket", None)
+        if sock is not None:
+            sock.close()
+        self._xray = None
 
     @contextlib.contextmanager
     def span(self, job: Job) -> Iterator[None]:

@@ -24,9 +24,11 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from sqsjobs._aws import Call, Flow, sleep_call
+import tenacity
+
+from sqsjobs._aws import Call, Flow, retrying
 from sqsjobs.errors import CursorError as CursorError  # re-exported: its old home
 from sqsjobs.errors import StoreError
 from sqsjobs.job import JobStatus
@@ -236,6 +238,21 @@ def merge_flow(table: str, p: _Plan, limit: int, starts: list[Any]) -> Flow[tupl
     return out, positions
 
 
+def _still_unprocessed(state: tenacity.RetryCallState) -> NoReturn:
+    left = state.outcome.result() if state.outcome else {}
+    raise StoreError(f"BatchGetItem left {sum(len(t['Keys']) for t in left.values())} keys unprocessed")
+
+
+#: Asks again for the keys a BatchGetItem left unprocessed (the result is what is left): after
+#: 0.05 s, doubling, up to UNPROCESSED_RETRIES times, then StoreError.
+_UNPROCESSED = tenacity.Retrying(
+    stop=tenacity.stop_after_attempt(UNPROCESSED_RETRIES + 1),
+    wait=tenacity.wait_exponential(multiplier=0.05),
+    retry=tenacity.retry_if_result(bool),
+    retry_error_callback=_still_unprocessed,
+)
+
+
 def batch_get_flow(table: str, ids: list[str], attrs: tuple[str, ...] = _ROW_ATTRS) -> Flow[dict[str, Any]]:
     """Items by id (absent ids are simply missing, e.g. deleted by TTL); retries unprocessed keys."""
     found: dict[str, Any] = {}
@@ -243,23 +260,27 @@ def batch_get_flow(table: str, ids: list[str], attrs: tuple[str, ...] = _ROW_ATT
     unique = list(dict.fromkeys(ids))
     for start in range(0, len(unique), MAX_BATCH_GET):
         request: dict[str, Any] = {
-            table: {
-                "Keys": [{"id": {"S": i}} for i in unique[start : start + MAX_BATCH_GET]],
-                "ProjectionExpression": ", ".join(names),
-                "ExpressionAttributeNames": names,
-            }
+            "Keys": [{"id": {"S": i}} for i in unique[start : start + MAX_BATCH_GET]],
+            "ProjectionExpression": ", ".join(names),
+            "ExpressionAttributeNames": names,
         }
-        for attempt in range(UNPROCESSED_RETRIES + 1):
-            response = yield Call("dynamodb", "batch_get_item", {"RequestItems": request})
-            for item in response.get("Responses", {}).get(table, []):
-                found[item["id"]["S"]] = item
-            request = response.get("UnprocessedKeys") or {}
-            if not request:
-                break
-            if attempt == UNPROCESSED_RETRIES:
-                raise StoreError(f"BatchGetItem left {len(request[table]['Keys'])} keys unprocessed")
-            yield sleep_call(0.05 * 2**attempt)
+        yield from _batch_get(table, request, found)
     return found
+
+
+def _batch_get(table: str, request: dict[str, Any], found: dict[str, Any]) -> Flow[None]:
+    """One BatchGetItem (up to 100 keys) into ``found``, then again for whatever it left unprocessed."""
+    pending: dict[str, Any] = {table: request}
+
+    def attempt() -> Flow[dict[str, Any]]:
+        nonlocal pending
+        response = yield Call("dynamodb", "batch_get_item", {"RequestItems": pending})
+        for item in response.get("Responses", {}).get(table, []):
+            found[item["id"]["S"]] = item
+        pending = response.get("UnprocessedKeys") or {}
+        return pending
+
+    yield from retrying(attempt, _UNPROCESSED)
 
 
 def _int(item: Mapping[str, Any], name: str) -> int | None:

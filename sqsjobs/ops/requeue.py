@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from sqsjobs._aws import Call, Flow
+import tenacity
+
+from sqsjobs._aws import Call, Flow, retrying
 from sqsjobs.envelope import Envelope
 from sqsjobs.errors import (
     AwsError,
@@ -21,6 +23,7 @@ from sqsjobs.errors import (
     InvalidTransition,
     JobNotFound,
     PayloadInvalid,
+    RecordChanged,
     StoreError,
 )
 from sqsjobs.job import TRANSITIONS
@@ -39,6 +42,14 @@ CONFLICT_RETRIES = 3
 REPLAYABLE = TRANSITIONS["replay"][0]
 
 Outcome = Literal["requeued", "would_requeue", "not_replayable", "invalid", "missing"]
+
+
+#: Read and write again at once (no wait: the record has already changed; a re-read shows how).
+_ON_CONFLICT = tenacity.Retrying(
+    stop=tenacity.stop_after_attempt(CONFLICT_RETRIES),
+    retry=tenacity.retry_if_exception_type(RecordChanged),
+    reraise=True,
+)
 
 
 @dataclass(frozen=True)
@@ -106,7 +117,8 @@ def requeue_flow(
         note: extra audit fields (e.g. the DLQ message id).
     """
     table = settings.table_name
-    for _ in range(CONFLICT_RETRIES):
+
+    def attempt() -> Flow[Requeue]:
         response = yield Call("dynamodb", "get_item", rq.get(table, job_id))
         item = response.get("Item")
         if not item:
@@ -144,12 +156,16 @@ def requeue_flow(
                 raise
             current = rq.interpret_replay_refusal(job_id, exc)
             if current.status in REPLAYABLE:
-                continue  # changed under us (e.g. a concurrent cancel): read again
+                raise RecordChanged from exc  # changed under us (e.g. a concurrent cancel): read again
             return Requeue(job_id, "not_replayable", current, reason=f"job is {current.status.value}")
         queued = rq.job_from_item(written["Attributes"])
         sent = yield from hint_flow(queue_urls, queued)
         return Requeue(job_id, "requeued", queued, hint_sent=sent)
-    raise StoreError(f"job {job_id} kept changing while it was being requeued; try again")
+
+    try:
+        return (yield from retrying(attempt, _ON_CONFLICT))
+    except RecordChanged:
+        raise RecordChanged(f"job {job_id} kept changing while it was being requeued; try again") from None
 
 
 def retry_flow(

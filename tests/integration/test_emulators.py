@@ -23,7 +23,10 @@ import boto3
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
+from typer.testing import CliRunner
 
+from sqsjobs.cli.main import cli
+from sqsjobs.errors import ConfigurationError
 from sqsjobs.local.emulator import EmbeddedMoto
 from tests.emulators import MiniStack
 
@@ -199,6 +202,21 @@ def test_import_does_not_need_a_running_server() -> None:
     with pytest.raises(RuntimeError, match="not started"):
         _ = server.endpoint_url
     server.stop()  # stopping a server that never started is a no-op
+
+
+def test_without_moto_the_emulator_names_the_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN sqsjobs installed without the local extra (moto's server cannot be imported)
+    monkeypatch.setitem(sys.modules, "moto.moto_server.werkzeug_app", None)
+
+    # WHEN the embedded emulator starts, THEN a ConfigurationError says what to install
+    with pytest.raises(ConfigurationError, match=r"pip install 'sqsjobs\[local\]'"):
+        EmbeddedMoto().start()
+
+    # AND `sqsjobs dev` prints that as one error line instead of a traceback
+    result = CliRunner().invoke(cli, ["dev", "--app", "tests.apps.sleepy:app"])
+    assert result.exit_code == 1, result.output
+    assert "pip install 'sqsjobs[local]'" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
 # --- MiniStack ----------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from sqsjobs import App
 from sqsjobs.config import Settings
 from sqsjobs.observability import tracing
 from sqsjobs.observability.metrics import MAX_VALUES_PER_LINE, RUN_TIME, JobMetrics
@@ -92,3 +93,21 @@ def test_metrics_flush_by_themselves_once_the_interval_passed_and_can_be_turned_
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     metrics.enqueued("a")
     assert metrics.flush() == 0 and len(lines) == 1
+
+
+def test_closing_the_app_closes_the_x_ray_socket(monkeypatch):
+    # GIVEN an App whose tracer sends to an X-Ray daemon
+    monkeypatch.setenv(tracing.XRAY_DAEMON_ENV, "127.0.0.1:2000")
+    app = App("traced", endpoint_url="http://127.0.0.1:9")
+    tracer = app.tracer
+    assert tracer.xray_enabled
+    sock = tracer._xray._socket
+
+    # WHEN the App is closed
+    app.close()
+
+    # THEN the emitter's UDP socket is closed (not left to the garbage collector), and a later
+    # use of the App gets a new tracer
+    assert sock.fileno() == -1
+    assert app.tracer is not tracer and app.tracer.xray_enabled
+    app.close()

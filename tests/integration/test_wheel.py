@@ -1,0 +1,83 @@
+"""The wheel as users get it: built as a release builds it, installed into a fresh virtualenv.
+
+Nothing of the source tree may leak in: the virtualenv gets its dependencies from the package
+index, the checks run outside the repository with no PYTHONPATH, and ``sqsjobs`` must import
+from the virtualenv's site-packages.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.emulators import REPO_ROOT
+
+#: Command groups (typer sub-apps) that ``sqsjobs --help`` must list.
+GROUPS = ("jobs", "dlq", "schedules", "package")
+
+CHECK = textwrap.dedent(
+    """
+    import importlib.resources, sys
+    import sqsjobs
+    assert "site-packages" in sqsjobs.__file__, sqsjobs.__file__
+    missing = [name for name in sqsjobs.__all__ if not hasattr(sqsjobs, name)]
+    assert not missing, missing
+    assert importlib.resources.files("sqsjobs").joinpath("py.typed").is_file(), "py.typed"
+    print(len(sqsjobs.__all__), "names from", sqsjobs.__file__)
+    """
+)
+
+
+def clean_env() -> dict[str, str]:
+    """This process's environment without anything that points Python at other code."""
+    dropped = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "VIRTUAL_ENV")
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k not in dropped and not k.startswith(("SQSJOBS_", "AWS_", "PYTEST_"))
+    }
+
+
+def run(args: list[str | Path], cwd: Path, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [str(a) for a in args], cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=timeout
+    )
+    assert result.returncode == 0, f"{args}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
+@pytest.mark.slow
+def test_the_wheel_holds_only_sqsjobs_and_works_in_a_fresh_virtualenv(tmp_path):
+    # GIVEN the wheel built from the repository root, as a release builds it
+    dist = tmp_path / "dist"
+    run([sys.executable, "-m", "build", "--wheel", "--outdir", dist], cwd=REPO_ROOT)
+    (wheel,) = dist.glob("sqsjobs-*-py3-none-any.whl")
+
+    # THEN it holds the sqsjobs package and its metadata, and nothing else (no tests/, bench/, infra/)
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    assert {n.split("/")[0] for n in names} == {"sqsjobs", wheel.name.split("-py3")[0] + ".dist-info"}
+    assert "sqsjobs/py.typed" in names
+    assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
+
+    # WHEN it is installed into a fresh virtualenv, dependencies from the package index
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", venv], cwd=tmp_path)
+    run(
+        [venv / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check", "-q", wheel],
+        cwd=tmp_path,
+    )
+
+    # THEN the CLI starts and lists its command groups
+    shown = run([venv / "bin" / "sqsjobs", "--help"], cwd=tmp_path).stdout
+    assert all(f" {group} " in shown for group in GROUPS), shown
+
+    # AND every public name imports from the installed package, which ships py.typed
+    checked = run([venv / "bin" / "python", "-c", CHECK], cwd=tmp_path).stdout
+    assert str(venv) in checked, checked
