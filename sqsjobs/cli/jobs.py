@@ -1,18 +1,8 @@
 """Operator commands: ``sqsjobs jobs ...``, ``sqsjobs dlq ...``, ``sqsjobs stats``, ``sqsjobs doctor``.
 
 The work is done by the flows in ``sqsjobs.ops``; this module parses options, renders rich
-tables (stderr, like every human line of the CLI) or ``--json`` (stdout), and maps errors to one
-line and an exit code, never a traceback:
-
-====  ====================================================================================
-0     done
-1     AWS error (unreachable, no credentials, missing resource), or a doctor check failed
-2     bad input: unknown job type, invalid JSON or duration, payload failing validation
-3     not found: no such job or DLQ message
-4     refused: the job's state does not allow it (e.g. cancelling a finished job)
-5     partial: a replay left messages in the DLQ (skipped) or could not process some (failed)
-130   interrupted (Ctrl-C) before the command could finish cleanly
-====  ====================================================================================
+tables (stdout) or ``--json`` (stdout), and reports errors through ``sqsjobs.cli.common.guarded``:
+one line on stderr and an exit code from the table there, never a traceback.
 """
 
 from __future__ import annotations
@@ -29,18 +19,20 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from sqsjobs.cli.common import EXIT_ERROR, EXIT_USAGE, AppOpt, EndpointOpt, load_app
-from sqsjobs.errors import (
-    AwsError,
-    ConfigurationError,
-    EnvelopeError,
-    HandlerNotFound,
-    IdempotencyConflict,
-    InvalidTransition,
-    JobNotFound,
-    PayloadError,
-    SqsJobsError,
+from sqsjobs.cli.common import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_FOUND,
+    EXIT_PARTIAL,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    AppOpt,
+    EndpointOpt,
+    abort,
+    guarded,
+    load_app,
 )
+from sqsjobs.errors import JobNotFound, PayloadError
 from sqsjobs.job import JobStatus  # noqa: TC001 (typer reads the annotation at runtime)
 from sqsjobs.ops import dlq as dlq_ops
 from sqsjobs.ops import doctor as doctor_ops
@@ -50,17 +42,8 @@ from sqsjobs.ops import stats as stats_ops
 from sqsjobs.ops._common import app_queues, parse_duration
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from sqsjobs.app import App
     from sqsjobs.job import Job
-
-EXIT_NOT_FOUND = 3
-EXIT_REFUSED = 4
-EXIT_PARTIAL = 5
-EXIT_INTERRUPTED = 130
-
-_MISSING_QUEUE = ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
 
 jobs_cli = typer.Typer(no_args_is_help=True, help="Find a job, see why it failed, cancel or retry it.")
 dlq_cli = typer.Typer(
@@ -85,61 +68,6 @@ def _stderr() -> Console:
     return Console(stderr=True, highlight=False)
 
 
-def _error(message: str, code: int) -> typer.Exit:
-    _stderr().print(f"[red]error:[/red] {escape(' '.join(message.split()))}", soft_wrap=True)
-    return typer.Exit(code)
-
-
-def _aws_message(exc: AwsError, app: App | None) -> str:
-    endpoint = (app.settings.endpoint_url if app else None) or "the default AWS endpoint"
-    text = str(exc)
-    if exc.code == "ConnectionError":
-        if "credential" in text.lower():
-            return "no AWS credentials found: set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY"
-        return f"cannot reach {endpoint}: {text}; check --endpoint-url (SQSJOBS_ENDPOINT_URL) and the network"
-    if exc.code == "ResourceNotFoundException":
-        table = app.settings.table_name if app else "the job table"
-        return f"{text} ({table}); run `sqsjobs provision`, or check --app and SQSJOBS_TABLE"
-    if exc.code in _MISSING_QUEUE:
-        return f"{text}; run `sqsjobs provision` or `sqsjobs doctor`"
-    if exc.code in ("UnrecognizedClientException", "InvalidClientTokenId", "ExpiredTokenException"):
-        return f"{text}; check the AWS credentials"
-    return text
-
-
-def exit_code(exc: BaseException) -> int:
-    """The exit code for an error (see the module docstring)."""
-    if isinstance(exc, JobNotFound):
-        return EXIT_NOT_FOUND
-    if isinstance(exc, InvalidTransition | IdempotencyConflict):
-        return EXIT_REFUSED
-    if isinstance(exc, PayloadError | HandlerNotFound | ConfigurationError | EnvelopeError | ValueError):
-        return EXIT_USAGE
-    return EXIT_ERROR
-
-
-@contextlib.contextmanager
-def guarded(app: App | None = None) -> Iterator[None]:
-    """Turn any error into one line and an exit code."""
-    try:
-        yield
-    except typer.Exit:
-        raise
-    except KeyboardInterrupt:
-        raise _error("interrupted", EXIT_INTERRUPTED) from None
-    except AwsError as exc:
-        raise _error(_aws_message(exc, app), exit_code(exc)) from None
-    except (SqsJobsError, ValueError) as exc:
-        raise _error(str(exc), exit_code(exc)) from None
-    except Exception as exc:  # never a traceback for the operator; the class name says where to look
-        raise _error(f"unexpected {type(exc).__name__}: {exc}", EXIT_ERROR) from None
-
-
-def _load(app_path: str, endpoint_url: str | None) -> App:
-    with guarded():
-        return load_app(app_path, endpoint_url)
-
-
 def _json(data: Any) -> None:
     typer.echo(json.dumps(data, default=str))
 
@@ -150,7 +78,7 @@ def _since(text: str | None) -> float | None:
     try:
         return parse_duration(text)
     except ValueError as exc:
-        raise _error(f"--since: {exc}", EXIT_USAGE) from None
+        raise abort(f"--since: {exc}", EXIT_USAGE) from None
 
 
 def _when(ts: float | datetime | None, now: float | None = None) -> str:
@@ -200,7 +128,7 @@ def jobs_get(
     json_out: JsonOpt = False,
 ) -> None:
     """The job's record: status, attempts, lease, times, result, last error, history and audit."""
-    loaded = _load(app, endpoint_url)
+    loaded = load_app(app, endpoint_url)
     with guarded(loaded):
         job = loaded.get(job_id)
     data = inspect_ops.job_to_dict(job)
@@ -293,7 +221,7 @@ def jobs_list(
     json_out: JsonOpt = False,
 ) -> None:
     """Jobs, newest first, served by an index (never a table scan); paginated with --cursor."""
-    loaded = _load(app, endpoint_url)
+    loaded = load_app(app, endpoint_url)
     query = inspect_ops.ListQuery(status, job_type, queue, tenant, _since(since), limit, cursor)
     now = loaded.clock.now()
     with guarded(loaded):
@@ -331,7 +259,7 @@ def jobs_cancel(
     json_out: JsonOpt = False,
 ) -> None:
     """Cancel a waiting job, or ask a running one to stop at its next heartbeat."""
-    loaded = _load(app, endpoint_url)
+    loaded = load_app(app, endpoint_url)
     with guarded(loaded):
         outcome = loaded.cancel(job_id)
     if json_out:
@@ -350,12 +278,12 @@ def jobs_retry(
     json_out: JsonOpt = False,
 ) -> None:
     """Put a dead or cancelled job back in its queue: attempts reset, same id and key, audit entry kept."""
-    loaded = _load(app, endpoint_url)
+    loaded = load_app(app, endpoint_url)
     with guarded(loaded):
         try:
             job = loaded.retry(job_id)
         except PayloadError as exc:  # the job is fine; the current code refuses it
-            raise _error(str(exc), EXIT_REFUSED) from None
+            raise abort(str(exc), EXIT_REFUSED) from None
     if json_out:
         _json(
             {"id": job.id, "status": job.status.value, "queue": job.queue, "max_attempts": job.max_attempts}
@@ -405,7 +333,7 @@ def dlq_list(
     json_out: JsonOpt = False,
 ) -> None:
     """What is in the DLQs and why; the record's current status says whether it is still dead."""
-    loaded = _load(app, endpoint_url)
+    loaded = load_app(app, endpoint_url)
     flt = _filter(loaded, job_type, error_class, since)
     with guarded(loaded):
         messages = loaded.run(
@@ -439,7 +367,7 @@ def dlq_show(
     json_out: JsonOpt = False,
 ) -> None:
     """One DLQ message: reason, error, body, and the job's record with its traceback and history."""
-    loaded = _load(app, endpoint_url)
+    loaded = load_app(app, endpoint_url)
     flt = dlq_ops.DlqFilter(job_ids=frozenset({message_or_job_id}))
     with guarded(loaded):
         found = loaded.run(
@@ -448,7 +376,7 @@ def dlq_show(
             )
         )
         if not found:
-            raise _error(
+            raise abort(
                 f"no DLQ message or job {message_or_job_id!r} in the DLQs of {', '.join(app_queues(loaded.registry, queue))}",
                 EXIT_NOT_FOUND,
             )
@@ -503,7 +431,7 @@ def dlq_replay(
     The DLQ copy is deleted only after the job is queued again. Ctrl-C stops after the current
     message; a re-run carries on and never requeues a job twice.
     """
-    loaded = _load(app, endpoint_url)
+    loaded = load_app(app, endpoint_url)
     flt = _filter(loaded, job_type, error_class, since, job_id)
     queues = app_queues(loaded.registry, queue)
     stop = {"requested": False}
@@ -586,11 +514,11 @@ def stats(
     json_out: JsonOpt = False,
 ) -> None:
     """Per queue: visible, in flight, delayed, DLQ depth; per job type: counts by status, oldest due, stuck."""
-    loaded = _load(app, endpoint_url)
+    loaded = load_app(app, endpoint_url)
     try:
         window_s = parse_duration(window)
     except ValueError as exc:
-        raise _error(f"--window: {exc}", EXIT_USAGE) from None
+        raise abort(f"--window: {exc}", EXIT_USAGE) from None
 
     def snapshot() -> stats_ops.Stats:
         with guarded(loaded):
@@ -667,7 +595,7 @@ def _stats_view(snap: stats_ops.Stats) -> Table:
 
 def doctor(app: AppOpt, endpoint_url: EndpointOpt = None, json_out: JsonOpt = False) -> None:
     """Check the table, indexes, TTL, queues, DLQs, redrive and visibility against the app; exit 1 on any fail."""
-    loaded = _load(app, endpoint_url)
+    loaded = load_app(app, endpoint_url)
     with guarded(loaded):
         checks: list[doctor_ops.Check] = loaded.run(doctor_ops.doctor_flow(loaded.settings, loaded.registry))
     failed = any(c.level == "fail" for c in checks)
