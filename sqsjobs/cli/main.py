@@ -28,7 +28,7 @@ from sqsjobs.cli.common import (
     load_app,
     out,
 )
-from sqsjobs.cli.jobs import dlq_cli, doctor, jobs_cli, stats
+from sqsjobs.cli.dlq import dlq_cli, doctor, jobs_cli, stats
 from sqsjobs.cli.package import package_cli
 from sqsjobs.cli.schedules import schedules_cli
 from sqsjobs.errors import ConfigurationError
