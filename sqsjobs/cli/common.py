@@ -39,6 +39,7 @@ from sqsjobs.errors import (
     PayloadError,
     SqsJobsError,
 )
+from sqsjobs.ops._common import parse_duration
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -59,6 +60,12 @@ EndpointOpt = Annotated[
         help="AWS endpoint (an emulator) [env: SQSJOBS_ENDPOINT_URL]",
     ),
 ]
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout")]
+QueueOpt = Annotated[
+    list[str] | None, typer.Option("--queue", help="Logical queue (repeatable; default: all of the app's)")
+]
+SinceOpt = Annotated[str | None, typer.Option(help="Only this recent, e.g. 30m, 2h, 7d")]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -144,6 +151,14 @@ def guarded(app: App | None = None) -> Iterator[None]:
         raise abort(describe(exc), exit_code(exc)) from None
     except Exception as exc:
         raise abort(describe(exc, app), exit_code(exc)) from None
+
+
+def duration_option(text: str, option: str) -> float:
+    """Seconds from a duration option (``90s``, ``15m``, ``2h``, ``7d``); bad input exits 2 naming the option."""
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise abort(f"{option}: {exc}", EXIT_USAGE) from None
 
 
 def load_app(app_path: str, endpoint_url: str | None) -> App:

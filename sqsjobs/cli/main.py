@@ -28,7 +28,9 @@ from sqsjobs.cli.common import (
     load_app,
     out,
 )
-from sqsjobs.cli.dlq import dlq_cli, doctor, jobs_cli, stats
+from sqsjobs.cli.dlq import dlq_cli
+from sqsjobs.cli.health import doctor, stats
+from sqsjobs.cli.jobs import jobs_cli
 from sqsjobs.cli.package import package_cli
 from sqsjobs.cli.schedules import schedules_cli
 from sqsjobs.errors import ConfigurationError
@@ -43,7 +45,7 @@ cli = typer.Typer(
     epilog=EXIT_CODES_HELP,
 )
 
-# Sub-command groups live in their own modules (cli_<area>.py) and are added here, one line each.
+# Each command group lives in a module of its own (cli/<group>.py) and is added here, one line each.
 cli.add_typer(package_cli, name="package")
 cli.add_typer(schedules_cli, name="schedules")
 cli.add_typer(jobs_cli, name="jobs")

@@ -1,0 +1,146 @@
+"""``sqsjobs jobs get|list|cancel|retry``: find a job, see why it failed, cancel or retry it.
+
+The work is done by ``sqsjobs.ops.inspect`` and the App; errors go through
+``sqsjobs.cli.common.guarded`` (one line, an exit code from the table there).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from sqsjobs.cli.common import (
+    EXIT_REFUSED,
+    AppOpt,
+    EndpointOpt,
+    JsonOpt,
+    SinceOpt,
+    abort,
+    duration_option,
+    guarded,
+    load_app,
+)
+from sqsjobs.cli.render import print_json, render_job, status_markup, stdout_console, when
+from sqsjobs.errors import PayloadError
+from sqsjobs.job import JobStatus  # noqa: TC001 (typer reads the annotation at runtime)
+from sqsjobs.ops import inspect as inspect_ops
+
+jobs_cli = typer.Typer(no_args_is_help=True, help="Find a job, see why it failed, cancel or retry it.")
+
+
+@jobs_cli.command("get")
+def jobs_get(
+    job_id: Annotated[str, typer.Argument(help="Job id")],
+    app: AppOpt,
+    endpoint_url: EndpointOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """The job's record: status, attempts, lease, times, result, last error, history and audit."""
+    loaded = load_app(app, endpoint_url)
+    with guarded(loaded):
+        job = loaded.get(job_id)
+    data = inspect_ops.job_to_dict(job)
+    if json_out:
+        print_json(data)
+        return
+    render_job(job, data)
+
+
+@jobs_cli.command("list")
+def jobs_list(
+    app: AppOpt,
+    endpoint_url: EndpointOpt = None,
+    status: Annotated[JobStatus | None, typer.Option(help="Only jobs in this state")] = None,
+    job_type: Annotated[str | None, typer.Option("--type", help="Only this job type")] = None,
+    queue: Annotated[str | None, typer.Option(help="Only this logical queue")] = None,
+    tenant: Annotated[str | None, typer.Option(help="Only this tenant")] = None,
+    since: SinceOpt = None,
+    limit: Annotated[
+        int, typer.Option(help=f"Rows per page (1..{inspect_ops.MAX_LIMIT})")
+    ] = inspect_ops.DEFAULT_LIMIT,
+    cursor: Annotated[
+        str | None, typer.Option(help="Next page: the cursor the previous page printed")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Jobs, newest first, served by an index (never a table scan); paginated with --cursor."""
+    loaded = load_app(app, endpoint_url)
+    query = inspect_ops.ListQuery(
+        status,
+        job_type,
+        queue,
+        tenant,
+        None if since is None else duration_option(since, "--since"),
+        limit,
+        cursor,
+    )
+    now = loaded.clock.now()
+    with guarded(loaded):
+        page: inspect_ops.JobPage = loaded.run(
+            inspect_ops.list_flow(loaded.settings, loaded.registry, query, now)
+        )
+    if json_out:
+        print_json(
+            {"jobs": [r.to_dict() for r in page.rows], "next_cursor": page.next_cursor, "index": page.index}
+        )
+        return
+    console = stdout_console()
+    at_label = "due / finished" if page.index == "by_status" else "updated"
+    table = Table(show_edge=False)
+    table.add_column("id", no_wrap=True)
+    for col in ("status", "type", "queue", "tenant", "attempt", "created", at_label, "reason"):
+        table.add_column(col, overflow="fold")
+    for r in page.rows:
+        attempt = f"{r.attempt}/{r.max_attempts}" if r.attempt is not None else "-"
+        table.add_row(r.id, status_markup(r.status), escape(r.type), escape(r.queue), escape(r.tenant or "-"), attempt,
+                      when(r.created_at, now), when(r.at, now), escape(r.reason or ""))  # fmt: skip
+    console.print(table)
+    console.print(
+        f"{len(page.rows)} job(s) via index {page.index} ({', '.join(page.partitions)})", style="dim"
+    )
+    if page.next_cursor:
+        console.print(f"more: --cursor {page.next_cursor}")
+
+
+@jobs_cli.command("cancel")
+def jobs_cancel(
+    job_id: Annotated[str, typer.Argument(help="Job id")],
+    app: AppOpt,
+    endpoint_url: EndpointOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Cancel a waiting job, or ask a running one to stop at its next heartbeat."""
+    loaded = load_app(app, endpoint_url)
+    with guarded(loaded):
+        outcome = loaded.cancel(job_id)
+    if json_out:
+        print_json({"id": job_id, "result": outcome})
+    elif outcome == "cancelled":
+        stdout_console().print(f"job {job_id} cancelled")
+    else:
+        stdout_console().print(f"job {job_id} is running: cancel requested, it stops at its next heartbeat")
+
+
+@jobs_cli.command("retry")
+def jobs_retry(
+    job_id: Annotated[str, typer.Argument(help="Job id")],
+    app: AppOpt,
+    endpoint_url: EndpointOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Put a dead or cancelled job back in its queue: attempts reset, same id and key, audit entry kept."""
+    loaded = load_app(app, endpoint_url)
+    with guarded(loaded):
+        try:
+            job = loaded.retry(job_id)
+        except PayloadError as exc:  # the job is fine; the current code refuses it
+            raise abort(str(exc), EXIT_REFUSED) from None
+    if json_out:
+        print_json(
+            {"id": job.id, "status": job.status.value, "queue": job.queue, "max_attempts": job.max_attempts}
+        )
+    else:
+        stdout_console().print(f"job {job.id} queued again on {job.queue} (attempts 0/{job.max_attempts})")
