@@ -1,7 +1,8 @@
 """The ``sqsjobs`` command: provision, worker, sweep, dev, enqueue.
 
 Every command takes ``--app`` (``SQSJOBS_APP``) and ``--endpoint-url`` (``SQSJOBS_ENDPOINT_URL``),
-and turns sqsjobs errors into one actionable line and a non-zero exit code, never a traceback.
+and turns errors into one actionable line and an exit code, never a traceback: ``guarded`` in
+``sqsjobs.cli.common``, whose docstring (and ``sqsjobs --help``) lists the codes.
 """
 
 from __future__ import annotations
@@ -12,21 +13,39 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from sqsjobs.cli.common import EXIT_USAGE, AppOpt, EndpointOpt, console, fail, load_app, out
-from sqsjobs.cli.jobs import dlq_cli, doctor, exit_code, jobs_cli, stats
+from sqsjobs.cli.common import (
+    EXIT_CODES_HELP,
+    EXIT_USAGE,
+    AppOpt,
+    EndpointOpt,
+    abort,
+    console,
+    guarded,
+    load_app,
+    out,
+)
+from sqsjobs.cli.dlq import dlq_cli
+from sqsjobs.cli.health import doctor, stats
+from sqsjobs.cli.jobs import jobs_cli
 from sqsjobs.cli.package import package_cli
 from sqsjobs.cli.schedules import schedules_cli
-from sqsjobs.errors import SqsJobsError
+from sqsjobs.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from sqsjobs.app import App
 
 cli = typer.Typer(
-    no_args_is_help=True, add_completion=False, help="Durable background jobs on DynamoDB + SQS."
+    no_args_is_help=True,
+    add_completion=False,
+    help="Durable background jobs on DynamoDB + SQS.",
+    epilog=EXIT_CODES_HELP,
 )
 
-# Sub-command groups live in their own modules (cli_<area>.py) and are added here, one line each.
+# Each command group lives in a module of its own (cli/<group>.py) and is added here, one line each.
 cli.add_typer(package_cli, name="package")
 cli.add_typer(schedules_cli, name="schedules")
 cli.add_typer(jobs_cli, name="jobs")
@@ -38,10 +57,9 @@ cli.command()(doctor)
 @cli.command()
 def provision(app: AppOpt, endpoint_url: EndpointOpt = None) -> None:
     """Create the table, queues and DLQs the app needs (safe to repeat)."""
-    try:
-        report = load_app(app, endpoint_url).provision()
-    except SqsJobsError as exc:
-        raise fail(exc) from None
+    loaded = load_app(app, endpoint_url)
+    with guarded(loaded):
+        report = loaded.provision()
     out.print(f"table [bold]{report.table}[/bold] (indexes, TTL on expires_at)")
     for queue, url in report.queue_urls.items():
         out.print(
@@ -61,12 +79,10 @@ def worker(
     """Run jobs until SIGTERM/SIGINT, then drain (DESIGN §3.7)."""
     from sqsjobs.runtime.worker import Worker
 
-    try:
-        loaded = load_app(app, endpoint_url)
+    loaded = load_app(app, endpoint_url)
+    with guarded(loaded):
         w = Worker(loaded, queues=queues.split(",") if queues else None, concurrency=concurrency)
         w.run_forever()
-    except SqsJobsError as exc:
-        raise fail(exc) from None
     if w.abandoned_threads:
         # A sync handler outlived its release; its writes are fenced. Do not wait for the thread.
         sys.stdout.flush()
@@ -83,8 +99,8 @@ def sweep(
     """Dispatch records no message will bring to a worker (lost sends, far-future jobs, dead workers)."""
     from sqsjobs.runtime.sweeper import run_sweeper, sweep_once
 
-    try:
-        loaded = load_app(app, endpoint_url)
+    loaded = load_app(app, endpoint_url)
+    with guarded(loaded):
         if once:
             report = asyncio.run(sweep_once(loaded))
             out.print(
@@ -101,8 +117,6 @@ def sweep(
             await run_sweeper(loaded, stop)
 
         asyncio.run(main())
-    except SqsJobsError as exc:
-        raise fail(exc) from None
 
 
 @cli.command()
@@ -112,25 +126,32 @@ def dev(
     concurrency: Annotated[int | None, typer.Option(help="Jobs at once")] = None,
 ) -> None:
     """Run everything locally: embedded emulator (moto, on 127.0.0.1), provisioning, worker and sweeper."""
-    try:
-        from sqsjobs.local.dev import DevStack
+    loaded = load_app(app, None)
+    with guarded(loaded):
+        try:
+            _run_dev(loaded, port, concurrency)
+        except ImportError as exc:  # the embedded emulator (moto) is imported when it starts
+            raise ConfigurationError(
+                f"{exc}; install the local extra: pip install 'sqsjobs[local]'"
+            ) from None
 
-        loaded = load_app(app, None)
-        with DevStack(loaded, port=port) as stack:
-            console.print(
-                f"emulator listening on [bold]{stack.endpoint_url}[/bold]; SQSJOBS_ENDPOINT_URL={stack.endpoint_url}"
-            )
 
-            async def main() -> None:
-                stop = asyncio.Event()
-                loop = asyncio.get_running_loop()
-                for sig in (signal.SIGTERM, signal.SIGINT):
-                    loop.add_signal_handler(sig, stop.set)
-                await stack.run(stop, concurrency=concurrency)
+def _run_dev(app: App, port: int, concurrency: int | None) -> None:
+    from sqsjobs.local.dev import DevStack
 
-            asyncio.run(main())
-    except SqsJobsError as exc:  # a missing moto says which extra to install (ConfigurationError)
-        raise fail(exc) from None
+    with DevStack(app, port=port) as stack:
+        console.print(
+            f"emulator listening on [bold]{stack.endpoint_url}[/bold]; SQSJOBS_ENDPOINT_URL={stack.endpoint_url}"
+        )
+
+        async def main() -> None:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, stop.set)
+            await stack.run(stop, concurrency=concurrency)
+
+        asyncio.run(main())
 
 
 @cli.command()
@@ -150,13 +171,10 @@ def enqueue(
         raw = Path(payload[1:]).read_text() if payload.startswith("@") else payload
         data: Any = json.loads(raw)
     except (OSError, ValueError) as exc:
-        raise fail(ValueError(f"--payload is not valid JSON: {exc}"), EXIT_USAGE) from None
-    try:
-        job_id = load_app(app, endpoint_url).enqueue(
-            job_type, data, idempotency_key=idempotency_key, delay=delay
-        )
-    except SqsJobsError as exc:
-        raise fail(exc, exit_code(exc)) from None  # bad type or payload: 2, conflict: 4
+        raise abort(f"--payload is not valid JSON: {exc}", EXIT_USAGE) from None
+    loaded = load_app(app, endpoint_url)
+    with guarded(loaded):  # bad type or payload: 2, conflict: 4
+        job_id = loaded.enqueue(job_type, data, idempotency_key=idempotency_key, delay=delay)
     typer.echo(json.dumps({"id": job_id}) if json_out else job_id)
 
 

@@ -7,9 +7,8 @@ from typing import Annotated
 
 import typer
 
-from sqsjobs.cli.common import EXIT_USAGE, console, fail
+from sqsjobs.cli.common import EXIT_USAGE, abort, console, guarded
 from sqsjobs.deploy.packaging import DEFAULT_PYTHON, PLATFORMS, LambdaBuild, build_lambda_zip, install_deps
-from sqsjobs.errors import SqsJobsError
 
 package_cli = typer.Typer(no_args_is_help=True, help="Build deployment artifacts.")
 
@@ -47,26 +46,24 @@ def lambda_zip(
 ) -> None:
     """Build the deployment zip of a Lambda SQS worker (handler sqsjobs.runtime.lambda_handlers.sqs_worker)."""
     if app is None and not deps_only:
-        raise fail(ValueError("--app (or SQSJOBS_APP) is required"), EXIT_USAGE)
-    build = LambdaBuild(
-        app=app or "",
-        output=output,
-        python_version=python_version,
-        arch=arch,
-        requirements=tuple(f"-r{r}" for r in requirement or ()),
-        include=tuple(include or ()),
-        project_dir=Path.cwd(),
-        cache_dir=cache_dir,
-        offline=offline,
-        compress_level=compress_level,
-    )
-    try:
+        raise abort("--app (or SQSJOBS_APP) is required", EXIT_USAGE)
+    with guarded():
+        build = LambdaBuild(
+            app=app or "",
+            output=output,
+            python_version=python_version,
+            arch=arch,
+            requirements=tuple(f"-r{r}" for r in requirement or ()),
+            include=tuple(include or ()),
+            project_dir=Path.cwd(),
+            cache_dir=cache_dir,
+            offline=offline,
+            compress_level=compress_level,
+        )
         if deps_only:
             console.print(f"dependencies in {install_deps(build)}")
             return
         report = build_lambda_zip(build)
-    except (SqsJobsError, OSError) as exc:
-        raise fail(exc) from None
     for warning in report.warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}")
     console.print(

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from sqsjobs.cli.common import AppOpt, EndpointOpt, fail, load_app
+from sqsjobs.cli.common import AppOpt, EndpointOpt, guarded, load_app
 from sqsjobs.cli.common import out as console
-from sqsjobs.errors import SqsJobsError
 from sqsjobs.schedules import expressions as sx
 from sqsjobs.schedules.sync import apply_flow, list_flow, plan_flow
 
@@ -72,27 +71,23 @@ def print_plan(plan: Plan) -> None:
 @schedules_cli.command()
 def plan(app: AppOpt, endpoint_url: EndpointOpt = None) -> None:
     """Show what apply would create, update and delete in the app's schedule group."""
-    try:
-        loaded = load_app(app, endpoint_url)
+    loaded = load_app(app, endpoint_url)
+    with guarded(loaded):
         result: Plan = loaded.run(plan_flow(loaded, now=loaded.clock.now()))
-    except SqsJobsError as exc:
-        raise fail(exc) from None
     print_plan(result)
 
 
 @schedules_cli.command()
 def apply(app: AppOpt, endpoint_url: EndpointOpt = None) -> None:
     """Make the app's schedule group match the declarations (deletes undeclared schedules in it)."""
-    try:
-        loaded = load_app(app, endpoint_url)
+    loaded = load_app(app, endpoint_url)
+    with guarded(loaded):
         result: Plan = loaded.run(plan_flow(loaded, now=loaded.clock.now()))
         print_plan(result)
         if result.empty:
             console.print("nothing to apply")
             return
         loaded.run(apply_flow(loaded, result))
-    except SqsJobsError as exc:
-        raise fail(exc) from None
     console.print("[green]applied[/green]")
 
 
@@ -124,11 +119,9 @@ def list_schedules(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per schedule on stdout")] = False,
 ) -> None:
     """List declared and deployed schedules with their next fire times."""
-    try:
-        loaded = load_app(app, endpoint_url)
+    loaded = load_app(app, endpoint_url)
+    with guarded(loaded):
         rows: list[ScheduleRow] = loaded.run(list_flow(loaded, now=loaded.clock.now(), count=count))
-    except SqsJobsError as exc:
-        raise fail(exc) from None
     if as_json:
         for row in rows:
             typer.echo(json.dumps(_row_json(row)))

@@ -1,5 +1,8 @@
 """The app the CLI tests load with ``--app tests.cli.jobs_app:current`` (a fixture sets ``current``).
 
+A CLI run as a subprocess cannot see ``current``: it loads ``tests.cli.jobs_app:app``, the same job
+types under a fixed name, pointed at a populated app's table with ``SQSJOBS_TABLE``.
+
 Three job types on two queues: ``orders.ok`` succeeds, ``orders.flaky`` fails its first attempt,
 ``mail.send`` dies while ``BROKEN`` is set (a ValueError that exhausts its attempts, or a
 PermanentError for addresses starting with ``perm``). ``register(app, strict=True)`` is the
@@ -67,3 +70,6 @@ def register(app: App, *, strict: bool = False) -> App:
     app.job("orders.flaky", max_attempts=3, retry=NO_WAIT)(flaky)
     app.job("mail.send", queue="mail", max_attempts=2, retry=NO_WAIT)(send_mail_v2 if strict else send_mail)
     return app
+
+
+app = register(App("cli-subprocess"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sqsjobs import JobStatus
-from sqsjobs.cli.jobs import EXIT_NOT_FOUND, EXIT_PARTIAL, EXIT_REFUSED
+from sqsjobs.cli.common import EXIT_NOT_FOUND, EXIT_PARTIAL, EXIT_REFUSED
 from sqsjobs.ops.dlq import DlqFilter
 from sqsjobs.ops.replay import replay_flow
 from sqsjobs.ops.requeue import requeue_flow

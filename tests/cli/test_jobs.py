@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 from sqsjobs import JobStatus
-from sqsjobs.cli.common import EXIT_USAGE
-from sqsjobs.cli.jobs import EXIT_NOT_FOUND, EXIT_REFUSED
+from sqsjobs.cli.common import EXIT_NOT_FOUND, EXIT_REFUSED, EXIT_USAGE
 from sqsjobs.testing import all_finished, work_until
 from tests.cli import jobs_app
 

@@ -1,0 +1,128 @@
+"""``sqsjobs stats`` and ``sqsjobs doctor``: queue and job-type health, and the deployment checked against the app.
+
+The work is done by ``sqsjobs.ops.stats`` and ``sqsjobs.ops.doctor``; errors go through
+``sqsjobs.cli.common.guarded`` (one line, an exit code from the table there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from sqsjobs.cli.common import EXIT_ERROR, AppOpt, EndpointOpt, JsonOpt, duration_option, guarded, load_app
+from sqsjobs.cli.render import ago, print_json, stdout_console
+from sqsjobs.ops import doctor as doctor_ops
+from sqsjobs.ops import stats as stats_ops
+
+
+def stats(
+    app: AppOpt,
+    endpoint_url: EndpointOpt = None,
+    watch: Annotated[bool, typer.Option("--watch", help="Refresh until Ctrl-C")] = False,
+    interval: Annotated[float, typer.Option(help="Seconds between refreshes with --watch")] = 2.0,
+    count: Annotated[int, typer.Option(help="With --watch, stop after this many refreshes (0 = never)")] = 0,
+    window: Annotated[str, typer.Option(help="Count finished jobs over this window")] = "1h",
+    json_out: JsonOpt = False,
+) -> None:
+    """Per queue: visible, in flight, delayed, DLQ depth; per job type: counts by status, oldest due, stuck."""
+    loaded = load_app(app, endpoint_url)
+    window_s = duration_option(window, "--window")
+
+    def snapshot() -> stats_ops.Stats:
+        with guarded(loaded):
+            result: stats_ops.Stats = loaded.run(
+                stats_ops.stats_flow(loaded.settings, loaded.registry, loaded.clock.now(), window_s=window_s)
+            )
+        return result
+
+    if not watch:
+        snap = snapshot()
+        if json_out:
+            print_json(snap.to_dict())
+        else:
+            stdout_console().print(_stats_view(snap))
+        return
+    from rich.live import Live
+
+    refreshes = 0
+    with contextlib.suppress(KeyboardInterrupt), contextlib.ExitStack() as stack:
+        live = None if json_out else stack.enter_context(Live(console=stdout_console(), auto_refresh=False))
+        while True:
+            snap = snapshot()
+            refreshes += 1
+            if live is None:
+                print_json(snap.to_dict())  # one JSON document per line
+            else:
+                live.update(_stats_view(snap), refresh=True)
+            if count and refreshes >= count:
+                break
+            time.sleep(interval)
+
+
+def _stats_view(snap: stats_ops.Stats) -> Table:
+    outer = Table.grid()
+    queues = Table(title="queues", title_justify="left", show_edge=False)
+    for col in ("queue", "visible", "in flight", "delayed", "dlq"):
+        queues.add_column(col, justify="right" if col != "queue" else "left")
+    for q in snap.queues:
+        if q.error:
+            queues.add_row(escape(q.queue), f"[red]{escape(q.error)}[/]", "", "", "")
+        else:
+            dlq = f"[red]{q.dlq}[/]" if q.dlq else str(q.dlq)
+            queues.add_row(escape(q.queue), str(q.visible), str(q.in_flight), str(q.delayed), dlq)
+    window = ago(snap.window_s).removesuffix(" ago")
+    types = Table(title=f"job types (finished: last {window})", title_justify="left", show_edge=False)
+    cols = (
+        "type",
+        "queued",
+        "retry",
+        "running",
+        "stuck",
+        "succeeded",
+        "dead",
+        "cancelled",
+        "held",
+        "oldest due",
+    )
+    for col in cols:
+        types.add_column(col, justify="left" if col == "type" else "right")
+    for t in snap.types:
+        c = t.counts
+        stuck = f"[red]{t.expired_leases}[/]" if t.expired_leases else "0"
+        dead = f"[red]{c.get('dead', 0)}[/]" if c.get("dead") else "0"
+        oldest = ago(t.oldest_due_s).removesuffix(" ago") if t.oldest_due_s is not None else "-"
+        types.add_row(escape(t.type), str(c.get("queued", 0)), str(c.get("retry_scheduled", 0)), str(c.get("running", 0)),
+                      stuck, str(c.get("succeeded", 0)), dead, str(c.get("cancelled", 0)), str(t.held), oldest)  # fmt: skip
+    outer.add_row(queues)
+    outer.add_row("")
+    outer.add_row(types)
+    if snap.truncated:
+        outer.add_row(f"[yellow]counts truncated at {stats_ops.DEFAULT_MAX_ENTRIES} entries per status[/]")
+    return outer
+
+
+def doctor(app: AppOpt, endpoint_url: EndpointOpt = None, json_out: JsonOpt = False) -> None:
+    """Check the table, indexes, TTL, queues, DLQs, redrive and visibility against the app; exit 1 on any fail."""
+    loaded = load_app(app, endpoint_url)
+    with guarded(loaded):
+        checks: list[doctor_ops.Check] = loaded.run(doctor_ops.doctor_flow(loaded.settings, loaded.registry))
+    failed = any(c.level == "fail" for c in checks)
+    if json_out:
+        typer.echo(doctor_ops.encode(checks))
+    else:
+        table = Table(show_edge=False)
+        for col in ("", "check", "detail", "fix"):
+            table.add_column(col, overflow="fold")
+        mark = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}
+        for c in checks:
+            table.add_row(mark[c.level], escape(c.name), escape(c.detail), escape(c.fix))
+        console = stdout_console()
+        console.print(table)
+        console.print("[red]doctor found problems[/]" if failed else "[green]all checks passed[/]")
+    if failed:
+        raise typer.Exit(EXIT_ERROR)
