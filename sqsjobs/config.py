@@ -87,6 +87,11 @@ class Settings:
     metrics_interval_s: float = 60.0
     #: Put each job's payload in its "job claimed" log line; off, because payloads may hold personal data.
     log_payloads: bool = False
+    #: The timeout of the Lambda function that consumes this App's queues, if one does: ``sqsjobs
+    #: doctor`` then fails on a job type whose explicit timeout that function can never start
+    #: (``sqsjobs.deploy.rules.check_lambda_timeout``). The function itself reads its own deadline
+    #: from the Lambda context, not from this.
+    lambda_timeout_s: int | None = None
     #: Check every request against botocore's service model before it is sent. Off by default for
     #: speed (it is a fifth of the SDK's CPU in a worker): the request builders are checked against
     #: the model by the test suite, which runs with this on, and AWS validates every request anyway.

@@ -42,13 +42,27 @@ class HandlerSpec:
     fn: Handler
     queue: str = DEFAULT_QUEUE
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
-    #: The handler is cancelled (async) or abandoned (sync, its thread cannot be killed) after this long.
-    timeout_s: float = DEFAULT_TIMEOUT_S
+    #: ``@job(timeout=...)``; None leaves the run's length to the runtime: ``DEFAULT_TIMEOUT_S`` in
+    #: the ECS worker, the invocation's remaining time on Lambda (which may be shorter than the
+    #: default, and must still run the job: DESIGN §3.10).
+    explicit_timeout_s: float | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     #: Version of the payload schema written with each job.
     version: int = 1
     #: The payload's type, from the handler's first parameter annotation (Any when unannotated).
     payload_type: Any = Any
+
+    @property
+    def timeout_s(self) -> float:
+        """How long a run may take in the ECS worker: the explicit timeout, else ``DEFAULT_TIMEOUT_S``."""
+        return self.run_timeout_s(DEFAULT_TIMEOUT_S)
+
+    def run_timeout_s(self, default_s: float) -> float:
+        """How long a run may take: the explicit timeout, else the runtime's ``default_s``.
+
+        The handler is cancelled (async) or abandoned (sync, its thread cannot be killed) after it.
+        """
+        return default_s if self.explicit_timeout_s is None else self.explicit_timeout_s
 
     @property
     def is_async(self) -> bool:
@@ -111,12 +125,16 @@ class Registry:
         *,
         queue: str = DEFAULT_QUEUE,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        timeout: timedelta | float = DEFAULT_TIMEOUT_S,
+        timeout: timedelta | float | None = None,
         retry: RetryPolicy | None = None,
         max_age: timedelta | float | None = None,
         version: int = 1,
     ) -> Callable[[H], H]:
-        """Register a handler ``fn(payload, ctx)``; the function itself is returned unchanged."""
+        """Register a handler ``fn(payload, ctx)``; the function itself is returned unchanged.
+
+        Without ``timeout`` a run gets ``DEFAULT_TIMEOUT_S`` in the ECS worker and the invocation's
+        remaining time on Lambda; give one only when the job must be cut off sooner.
+        """
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
         policy = retry or RetryPolicy()
@@ -135,7 +153,7 @@ class Registry:
                 fn=fn,
                 queue=queue,
                 max_attempts=max_attempts,
-                timeout_s=to_seconds(timeout),
+                explicit_timeout_s=None if timeout is None else to_seconds(timeout),
                 retry=policy,
                 version=version,
                 payload_type=_payload_type(fn),

@@ -101,33 +101,77 @@ def check_lambda_visibility(queue: str, *, visibility_timeout_s: int, function_t
         )
 
 
-def lambda_timeout_s(registry: Registry, queues: Iterable[str]) -> int:
-    """The shortest function timeout that can start every job type on ``queues``.
+def _function_s_for(run_s: float) -> int:
+    """The shortest function timeout that starts a run of ``run_s``.
 
-    The Lambda worker starts a record only if its handler's timeout plus
-    ``lambda_sqs.DEADLINE_MARGIN_S`` fits in the time left (the deadline guard), so a function
-    timeout at or below that never runs the job at all.
+    The deadline guard wants ``run_s + DEADLINE_MARGIN_S`` left, and an invocation starts its
+    handler with a little less than the configured timeout left, hence a second of slack.
+    """
+    from sqsjobs.runtime.lambda_sqs import DEADLINE_MARGIN_S
+
+    return math.ceil(run_s + DEADLINE_MARGIN_S) + 1
+
+
+def lambda_timeout_s(registry: Registry, queues: Iterable[str]) -> int:
+    """The function timeout infra chooses when none is given, for the job types on ``queues``.
+
+    It starts every explicit timeout (the Lambda worker's deadline guard) and gives types without
+    one as long as the ECS worker would (``DEFAULT_TIMEOUT_S``); on Lambda those run in whatever an
+    invocation has left, so any function timeout runs them (``check_lambda_timeout``).
     """
     from sqsjobs.runtime.lambda_sqs import DEADLINE_MARGIN_S
 
     wanted = set(queues)
-    longest = max((s.timeout_s for s in registry if s.queue in wanted), default=0.0)
-    timeout = math.ceil(longest + DEADLINE_MARGIN_S) + 1
-    if timeout > LAMBDA_MAX_TIMEOUT_S:
-        raise ConfigurationError(
-            f"a job type on {sorted(wanted)} has a {longest:g} s timeout, more than a Lambda function "
-            f"can run ({LAMBDA_MAX_TIMEOUT_S} s minus a {DEADLINE_MARGIN_S:g} s margin); run that queue on ECS"
-        )
-    return timeout
+    specs = [s for s in registry if s.queue in wanted]
+    explicit = [s for s in specs if s.explicit_timeout_s is not None]
+    if explicit:
+        worst = max(explicit, key=lambda s: s.timeout_s)
+        if _function_s_for(worst.timeout_s) > LAMBDA_MAX_TIMEOUT_S:
+            raise ConfigurationError(
+                f"job type {worst.name!r} on queue {worst.queue!r} has a {worst.timeout_s:g} s timeout, "
+                f"more than a Lambda function can run ({LAMBDA_MAX_TIMEOUT_S} s minus a "
+                f"{DEADLINE_MARGIN_S:g} s margin); run that queue on ECS, or drop the timeout (a type "
+                "without one runs in the time an invocation has left)"
+            )
+    return _function_s_for(max((s.timeout_s for s in specs), default=0.0))
 
 
 def check_lambda_timeout(registry: Registry, queues: Iterable[str], function_timeout_s: int) -> None:
-    """Raise unless every job type on ``queues`` can start within ``function_timeout_s``."""
-    needed = lambda_timeout_s(registry, queues)
-    if function_timeout_s < needed:
+    """Raise unless a function timeout of ``function_timeout_s`` runs every job type on ``queues``.
+
+    Only explicit timeouts count: the Lambda worker never starts a job whose timeout plus the
+    deadline margin does not fit an invocation, so such a type would cycle until redrive
+    (DESIGN §3.10). A type without a timeout runs in the time an invocation has left, on any
+    function timeout that leaves it ``MIN_RUN_S`` after the margin.
+    """
+    from sqsjobs.runtime.lambda_sqs import DEADLINE_MARGIN_S, MIN_RUN_S
+
+    if not 1 <= function_timeout_s <= LAMBDA_MAX_TIMEOUT_S:
         raise ConfigurationError(
-            f"a Lambda timeout of {function_timeout_s} s never starts the longest job on {sorted(set(queues))} "
-            f"(its timeout plus the deadline margin needs {needed} s); raise it or lower the job's timeout"
+            f"Lambda timeout must be 1..{LAMBDA_MAX_TIMEOUT_S} s, got {function_timeout_s}"
+        )
+    wanted = sorted(set(queues))
+    specs = sorted((s for s in registry if s.queue in wanted), key=lambda s: s.name)
+    problems = [
+        f"job type {s.name!r} (queue {s.queue!r}) has a {s.timeout_s:g} s timeout, which with the "
+        f"{DEADLINE_MARGIN_S:g} s deadline margin needs a function timeout of at least "
+        f"{_function_s_for(s.timeout_s)} s"
+        for s in specs
+        if s.explicit_timeout_s is not None and _function_s_for(s.timeout_s) > function_timeout_s
+    ]
+    if problems:
+        raise ConfigurationError(
+            f"the Lambda function's {function_timeout_s} s timeout can never start some job types on "
+            f"{wanted}: {'; '.join(problems)}. Raise the function's timeout, lower those timeouts, or "
+            "drop them (a type without a timeout runs in the time an invocation has left)"
+        )
+    defaults = [s.name for s in specs if s.explicit_timeout_s is None]
+    if defaults and _function_s_for(MIN_RUN_S) > function_timeout_s:
+        raise ConfigurationError(
+            f"the Lambda function's {function_timeout_s} s timeout leaves job types without a timeout "
+            f"({', '.join(defaults)}) no time to run: they need {MIN_RUN_S:g} s plus the "
+            f"{DEADLINE_MARGIN_S:g} s deadline margin, so a function timeout of at least "
+            f"{_function_s_for(MIN_RUN_S)} s"
         )
 
 

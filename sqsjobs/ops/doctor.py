@@ -4,7 +4,9 @@ Checks, in order: the table (exists, ACTIVE, keyed by ``id``), each index the st
 query, TTL on ``expires_at``; then per logical queue: the queue and its DLQ exist, the redrive
 policy targets that DLQ with ``maxReceiveCount`` above every job type's ``max_attempts``
 (DESIGN §3.5), and the visibility timeout against the worker's settings and the handlers'
-timeouts. ``fail`` means something will misbehave; ``warn`` means it depends on how you run.
+timeouts; last, when ``SQSJOBS_LAMBDA_TIMEOUT_S`` says a Lambda function consumes the queues, that
+every explicit job timeout fits it (DESIGN §3.10). ``fail`` means something will misbehave; ``warn``
+means it depends on how you run.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from sqsjobs._aws import Call, Flow
 from sqsjobs.deploy.provision import parse_redrive, redrive_count
+from sqsjobs.deploy.rules import check_lambda_timeout
 from sqsjobs.errors import AwsError, ConfigurationError, StoreError, TransportError
 from sqsjobs.ops._common import app_queues
 from sqsjobs.store import requests as rq
@@ -219,6 +222,34 @@ def _visibility_check(settings: Settings, name: str, visibility: int, specs: lis
     return Check(f"visibility {name}", "ok", f"{visibility} s")
 
 
+def lambda_timeout_check(settings: Settings, registry: Registry) -> Check | None:
+    """Every explicit job timeout against ``settings.lambda_timeout_s`` (None when it is not set).
+
+    A type whose timeout the function can never start would have its messages cycle until the
+    redrive policy dead-letters them with no reason, so this fails before that can happen.
+    """
+    function_s = settings.lambda_timeout_s
+    if function_s is None:
+        return None
+    try:
+        check_lambda_timeout(registry, app_queues(registry), function_s)
+    except ConfigurationError as exc:
+        return Check(
+            "lambda timeout",
+            "fail",
+            str(exc),
+            "raise the function's timeout (and SQSJOBS_LAMBDA_TIMEOUT_S with it), lower or drop those "
+            "job timeouts, or run their queue on ECS",
+        )
+    explicit = [s.timeout_s for s in registry if s.explicit_timeout_s is not None]
+    longest = f"explicit timeouts up to {max(explicit):g} s" if explicit else "no explicit timeouts"
+    return Check(
+        "lambda timeout",
+        "ok",
+        f"{function_s} s starts every job type ({longest}; a type without one runs in the time left)",
+    )
+
+
 def doctor_flow(settings: Settings, registry: Registry) -> Flow[list[Check]]:
     """Every check; the caller fails when any is ``fail``."""
     checks: list[Check] = []
@@ -240,6 +271,9 @@ def doctor_flow(settings: Settings, registry: Registry) -> Flow[list[Check]]:
         redrive_count(settings, registry)
     except ConfigurationError as exc:
         checks.append(Check("settings", "fail", str(exc), "raise SQSJOBS_MAX_RECEIVE_COUNT or unset it"))
+    lambda_check = lambda_timeout_check(settings, registry)
+    if lambda_check is not None:
+        checks.append(lambda_check)
     return checks
 
 

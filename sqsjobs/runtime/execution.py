@@ -62,9 +62,11 @@ MAX_RESULT_BYTES = 64 * 1024
 NEWER_VERSION_PARK_S = 60
 
 
-def timeout_error(spec: HandlerSpec) -> JobTimeout:
-    """The error recorded for a run of ``spec`` that outlived ``spec.timeout_s``."""
-    return JobTimeout(f"{spec.name} ran past its {spec.timeout_s:g} s timeout")
+def timeout_error(spec: HandlerSpec, timeout_s: float | None = None) -> JobTimeout:
+    """The error recorded for a run of ``spec`` that outlived ``timeout_s`` (``spec.timeout_s`` if None)."""
+    return JobTimeout(
+        f"{spec.name} ran past its {spec.timeout_s if timeout_s is None else timeout_s:g} s timeout"
+    )
 
 
 @dataclass(frozen=True)
@@ -139,12 +141,20 @@ class Execution:
         pool: ThreadPoolExecutor | None = None,
         on_run: Callable[[JobContext], None] | None = None,
         on_done: Callable[[JobContext], None] | None = None,
+        default_timeout_s: Callable[[], float] | None = None,
     ) -> None:
+        """``default_timeout_s``: the timeout of a run whose type has none of its own, asked as it starts.
+
+        The Lambda adapter answers with the invocation's remaining time (less its margin), so such a
+        job runs there instead of waiting for an invocation as long as ``DEFAULT_TIMEOUT_S`` (the
+        answer when None).
+        """
         self.app = app
         self.worker_id = worker_id
         self._pool = pool
         self._on_run = on_run
         self._on_done = on_done
+        self._default_timeout_s = default_timeout_s
 
     @property
     def _table(self) -> str:
@@ -304,10 +314,13 @@ class Execution:
                 job, exc, reason="payload failed validation", queue=delivery.queue if delivery else job.queue
             )
 
+        timeout_s = (
+            spec.run_timeout_s(self._default_timeout_s()) if self._default_timeout_s else spec.timeout_s
+        )
         ctx = JobContext(
             job=job,
             worker_id=self.worker_id,
-            deadline=self.app.clock.now() + spec.timeout_s,
+            deadline=self.app.clock.now() + timeout_s,
             logger=self.app.logger,
             delivery=delivery,
         )
@@ -315,21 +328,25 @@ class Execution:
             self._on_run(ctx)
         try:
             with self.app.tracer.span(job):
-                return await self._outcome(spec, job, payload, ctx, delivery)
+                return await self._outcome(spec, job, payload, ctx, delivery, timeout_s)
         finally:
             if self._on_done:
                 self._on_done(ctx)
 
     async def _outcome(
-        self, spec: HandlerSpec, job: Job, payload: Any, ctx: JobContext, delivery: Delivery | None
+        self,
+        spec: HandlerSpec,
+        job: Job,
+        payload: Any,
+        ctx: JobContext,
+        delivery: Delivery | None,
+        timeout_s: float,
     ) -> Ack:
         started = self.app.clock.now()
         run = asyncio.ensure_future(invoke(spec, payload, ctx, pool=self._pool))
         interrupted = asyncio.ensure_future(ctx._interrupt.wait())
         try:
-            await asyncio.wait(
-                {run, interrupted}, timeout=spec.timeout_s, return_when=asyncio.FIRST_COMPLETED
-            )
+            await asyncio.wait({run, interrupted}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
         finally:
             interrupted.cancel()
         queue = delivery.queue if delivery else job.queue
@@ -349,7 +366,7 @@ class Execution:
             if reason is InterruptReason.CANCEL:
                 return await self._abort(job, "cancelled while running")
             # No reason: nothing interrupted the handler, its timeout ran out.
-            return await self._failed(spec, job, timeout_error(spec), queue)
+            return await self._failed(spec, job, timeout_error(spec, timeout_s), queue)
         duration = round(self.app.clock.now() - started, 4)
         exc = run.exception()
         if exc is None:

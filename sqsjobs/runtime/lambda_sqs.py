@@ -18,13 +18,21 @@ whose job already finished; ownership comes only from the conditional claim, exa
 worker, and a job that outlives half its lease has the lease renewed during the invocation. The
 lease (``Settings.lease_s``), not the function timeout, is what keeps a job from running twice.
 
-Deadline guard: a record is started only if its handler's timeout, plus ``DEADLINE_MARGIN_S`` to
-record the outcome and ack, fits in the time the invocation has left::
+Deadlines (DESIGN §3.10: no silent trap). A job type without an explicit timeout runs with the
+time the invocation has left, less ``DEADLINE_MARGIN_S`` to record the outcome and ack, as its
+deadline: past it, the run is a ``JobTimeout`` failure, retried by the type's policy like any other.
+A type with an explicit timeout is started only if that timeout plus the margin fits in the time
+left (the deadline guard)::
 
     invocation start                                               Lambda deadline
     │ record A: timeout_s + margin fits → run ──────────┤             │
+    │ record C: no explicit timeout → run, deadline = Lambda deadline - margin ──┤
     │            record B waits for a slot ─ its timeout_s + margin no longer fits ─▶ not started:
-    │            no claim (the attempt is not used), visibility 0, reported as failure
+    │            no claim (the attempt is not used), visibility 0, reported as failure, WARNING
+
+A type whose explicit timeout plus the margin exceeds a whole invocation can never run here: each
+invocation that sees its queue logs it at ERROR with both numbers, and ``sqsjobs doctor`` and
+``infra/`` refuse it before deployment (``sqsjobs.deploy.rules.check_lambda_timeout``).
 
 AWS fails the whole batch when a ``batchItemFailures`` entry is empty or names no record of the
 batch; MiniStack instead deletes the whole batch as if it succeeded. Either way a wrong id loses or
@@ -45,6 +53,7 @@ from sqsjobs._aws import Call, one
 from sqsjobs.errors import AwsError, ConfigurationError, EnvelopeError, HandlerNotFound
 from sqsjobs.errors import InvalidBatchResponse as InvalidBatchResponse  # re-exported: its old home
 from sqsjobs.errors import InvalidEvent as InvalidEvent  # re-exported: its old home
+from sqsjobs.registry import DEFAULT_TIMEOUT_S
 from sqsjobs.runtime.acks import LEAVE, Ack
 from sqsjobs.runtime.execution import Execution
 from sqsjobs.runtime.worker import make_worker_id
@@ -57,9 +66,13 @@ if TYPE_CHECKING:
 
     from sqsjobs.app import App
     from sqsjobs.context import JobContext
+    from sqsjobs.registry import HandlerSpec
 
 #: Seconds kept back from the deadline to record an outcome, ack the message and flush metrics.
 DEADLINE_MARGIN_S = 2.0
+#: A job type without an explicit timeout starts only with at least this long to run after the
+#: margin: less would spend an attempt on a certain timeout.
+MIN_RUN_S = 1.0
 #: FIFO queue names end with this; their records run one at a time, in order.
 FIFO_SUFFIX = ".fifo"
 
@@ -197,8 +210,15 @@ class LambdaWorker:
             max_workers=app.settings.concurrency, thread_name_prefix="sqsjobs-handler"
         )
         self._running: dict[str, JobContext] = {}
+        #: The current invocation's time (one invocation at a time per container).
+        self._budget: _Budget | None = None
         self._execution = Execution(
-            app, self.worker_id, pool=self._pool, on_run=self._track, on_done=self._untrack
+            app,
+            self.worker_id,
+            pool=self._pool,
+            on_run=self._track,
+            on_done=self._untrack,
+            default_timeout_s=self._time_left_to_run,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         #: Invocations handled by this container, for logs and tests.
@@ -250,9 +270,8 @@ class LambdaWorker:
         deliveries = [
             to_delivery(r, queue=queues[r.queue_name], queue_url=urls[queues[r.queue_name]]) for r in records
         ]
-        budget = _Budget(context)
-        if self.invocations == 1:
-            self._check_timeouts(budget)
+        budget = self._budget = _Budget(context)
+        self._check_timeouts(budget, {d.queue for d in deliveries})
         if any(r.queue_name.endswith(FIFO_SUFFIX) for r in records):
             results = await self._run_in_order(deliveries, urls, budget)
         else:
@@ -285,23 +304,25 @@ class LambdaWorker:
         return results
 
     async def _run_one(self, delivery: Delivery, dlq_url: str, budget: _Budget) -> _Result:
-        need_s = self._time_needed(delivery.body)
+        spec = self._spec_of(delivery.body)
+        need_s = self._needed_s(spec)
         if not budget.fits(need_s):
             never = not budget.fitted_at_start(need_s)
-            log = self.app.logger.error if never else self.app.logger.info
-            log(
-                "record not started: it cannot finish before the function's deadline"
-                + (
-                    " (its timeout is longer than the whole invocation: lower it or raise the function's)"
-                    if never
-                    else ""
-                ),
-                extra={
-                    "message_id": delivery.message_id,
-                    "needed_s": need_s,
-                    "left_s": round(budget.left_s(), 3),
-                },
-            )
+            what = _needs(spec, self.margin_s)
+            if never:
+                self.app.logger.error(
+                    f"record not started: {what}, more than this function's whole "
+                    f"{budget.at_start_s():.1f} s timeout: it can never run here, and its message "
+                    "waits out the visibility timeout until the redrive policy moves it to the DLQ; "
+                    f"{_FIX}",
+                    extra=self._not_started_extra(delivery, spec, need_s, budget),
+                )
+            else:
+                self.app.logger.warning(
+                    f"record not started: {what}, more than the {budget.left_s():.1f} s this "
+                    "invocation has left; it is visible again at once for another invocation",
+                    extra=self._not_started_extra(delivery, spec, need_s, budget),
+                )
             # No claim was made, so no attempt is used. Visible again at once for an invocation
             # with time left, unless no invocation can ever fit it (then it waits for the timeout).
             return _Result(ok=False, visibility_s=None if never else 0)
@@ -315,29 +336,63 @@ class LambdaWorker:
             ack = LEAVE
         return await self._apply(delivery, ack, dlq_url)
 
-    def _check_timeouts(self, budget: _Budget) -> None:
-        """At the first invocation: name the job types whose timeout no invocation of this function fits."""
-        too_long = sorted(
-            s.name for s in self.app.registry if not budget.fitted_at_start(s.timeout_s + self.margin_s)
+    def _check_timeouts(self, budget: _Budget, queues: set[str]) -> None:
+        """Each invocation: name the job types of ``queues`` that no invocation of this function fits.
+
+        Every invocation, not once per container: these types' messages cycle until redrive, and
+        an ERROR line per invocation is what a log alarm sees (the deploy-time checks are the fix).
+        """
+        never = sorted(
+            (
+                s
+                for s in self.app.registry
+                if s.queue in queues and not budget.fitted_at_start(self._needed_s(s))
+            ),
+            key=lambda s: s.name,
         )
-        if too_long:
+        if never:
             self.app.logger.error(
-                "job types that can never start on this function: their timeout plus the margin exceeds "
-                "the function's timeout; lower their timeout or raise the function's",
+                f"job types that can never run on this function ({budget.at_start_s():.1f} s timeout): "
+                + "; ".join(_needs(s, self.margin_s) for s in never)
+                + f"; {_FIX}",
                 extra={
-                    "job_types": too_long,
-                    "function_s": round(budget.left_s(), 1),
+                    "job_types": {s.name: s.explicit_timeout_s for s in never},
+                    "function_timeout_s": round(budget.at_start_s(), 1),
                     "margin_s": self.margin_s,
                 },
             )
 
-    def _time_needed(self, body: str) -> float:
-        """The handler's timeout plus the margin; only the margin for what runs no handler."""
+    def _spec_of(self, body: str) -> HandlerSpec | None:
+        """The record's job type, or None for what runs no handler (a fire, a malformed body, an unknown type)."""
         try:
-            spec = self.app.registry.get(env.Envelope.from_body(body).job_type)
+            return self.app.registry.get(env.Envelope.from_body(body).job_type)
         except (EnvelopeError, HandlerNotFound):
+            return None
+
+    def _needed_s(self, spec: HandlerSpec | None) -> float:
+        """The time a record needs to start: its explicit timeout (or ``MIN_RUN_S``) plus the margin."""
+        if spec is None:
             return self.margin_s
-        return spec.timeout_s + self.margin_s
+        run_s = MIN_RUN_S if spec.explicit_timeout_s is None else spec.explicit_timeout_s
+        return run_s + self.margin_s
+
+    def _time_left_to_run(self) -> float:
+        """The timeout of a job type without its own: the invocation's time left, less the margin."""
+        left = self._budget.left_s() if self._budget is not None else math.inf
+        # No context (a direct call, not Lambda): no deadline to inherit, the ECS worker's default.
+        return left - self.margin_s if math.isfinite(left) else DEFAULT_TIMEOUT_S
+
+    def _not_started_extra(
+        self, delivery: Delivery, spec: HandlerSpec | None, need_s: float, budget: _Budget
+    ) -> dict[str, Any]:
+        return {
+            "message_id": delivery.message_id,
+            "job_type": spec.name if spec else None,
+            "timeout_s": spec.explicit_timeout_s if spec else None,
+            "needed_s": need_s,
+            "left_s": round(budget.left_s(), 3),
+            "function_timeout_s": round(budget.at_start_s(), 1),
+        }
 
     async def _apply(self, delivery: Delivery, ack: Ack, dlq_url: str) -> _Result:
         """Map an Ack to the reply (see the module docstring); the record is already written."""
@@ -428,6 +483,10 @@ class _Budget:
         self._context = context
         self._at_start = self.left_s()
 
+    def at_start_s(self) -> float:
+        """Seconds the invocation had at its start: about the function's configured timeout."""
+        return self._at_start
+
     def left_s(self) -> float:
         """Seconds until the function's deadline (infinite without a context, e.g. a direct call)."""
         if self._context is None:
@@ -441,6 +500,26 @@ class _Budget:
     def fitted_at_start(self, need_s: float) -> bool:
         """True when ``need_s`` would have fitted a whole invocation (else it never can)."""
         return need_s <= self._at_start
+
+
+_FIX = (
+    "lower the type's timeout, or drop it (a type without one runs in the time the invocation has "
+    "left), or raise the function's timeout"
+)
+
+
+def _needs(spec: HandlerSpec | None, margin_s: float) -> str:
+    """What a record of ``spec`` needs to start, with the numbers, for a log line."""
+    if spec is None:
+        return f"the record needs the {margin_s:g} s margin to be recorded"
+    if spec.explicit_timeout_s is None:
+        return (
+            f"job type {spec.name!r} (no explicit timeout) needs at least {MIN_RUN_S:g} s to run "
+            f"plus the {margin_s:g} s margin"
+        )
+    return (
+        f"job type {spec.name!r} has a {spec.explicit_timeout_s:g} s timeout, plus the {margin_s:g} s margin"
+    )
 
 
 def handler_from_env() -> LambdaWorker:

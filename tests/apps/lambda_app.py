@@ -6,6 +6,7 @@ tests/integration/test_lambda_sqs.py, which include its registry in their own un
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
@@ -34,3 +35,16 @@ def boom(payload: dict[str, Any], ctx: JobContext) -> None:
 @app.job("slow", timeout=30)
 def slow(payload: dict[str, Any], ctx: JobContext) -> str:
     return "a 30 s timeout does not fit a short invocation"
+
+
+@app.job("plain")
+def plain(payload: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+    """No explicit timeout: on Lambda its deadline is the invocation's remaining time."""
+    return {"echo": payload.get("n"), "deadline": ctx.deadline}
+
+
+@app.job("nap")
+async def nap(payload: dict[str, Any], ctx: JobContext) -> str:
+    """No explicit timeout; sleeps ``sleep_s`` (cancelled at its deadline: it is async)."""
+    await asyncio.sleep(float(payload.get("sleep_s", 0)))
+    return "woke up"

@@ -55,3 +55,45 @@ def test_doctor_fails_on_a_misconfigured_queue_and_says_the_fix(ministack_url):
     human = invoke(app, ministack_url, "doctor")
     assert human.code == EXIT_ERROR and "FAIL" in human.out and "doctor found problems" in human.out
     app.close()
+
+
+def test_doctor_fails_on_an_explicit_timeout_the_lambda_function_can_never_start(ministack_url, monkeypatch):
+    # GIVEN a Lambda function with a 60 s timeout consuming the queues (SQSJOBS_LAMBDA_TIMEOUT_S says so)
+    monkeypatch.setenv("SQSJOBS_LAMBDA_TIMEOUT_S", "60")
+    app = new_app(ministack_url)
+
+    # AND a job type whose explicit timeout is ten minutes
+    @app.job("reports.build", timeout=600)
+    def build(payload: None, ctx: object) -> None: ...
+
+    app.provision()
+
+    # WHEN the doctor checks the deployment
+    run = invoke(app, ministack_url, "doctor", "--json")
+
+    # THEN it fails, naming the type's timeout and the function's, with the fix
+    assert run.code == EXIT_ERROR
+    [check] = [c for c in run.json["checks"] if c["name"] == "lambda timeout"]
+    assert check["level"] == "fail"
+    assert "'reports.build'" in check["detail"]
+    assert "600 s timeout" in check["detail"] and "60 s timeout" in check["detail"]
+    assert "raise the function's timeout" in check["fix"]
+    app.close()
+
+
+def test_doctor_passes_job_types_without_a_timeout_on_a_short_lambda_function(ministack_url, monkeypatch):
+    # GIVEN a Lambda function with a 60 s timeout, and job types with no explicit timeout (300 s on ECS)
+    monkeypatch.setenv("SQSJOBS_LAMBDA_TIMEOUT_S", "60")
+    app = new_app(ministack_url)
+    assert all(spec.explicit_timeout_s is None for spec in app.registry)
+    app.provision()
+
+    # WHEN the doctor checks the deployment
+    run = invoke(app, ministack_url, "doctor", "--json")
+
+    # THEN it passes: on Lambda those types run in the time an invocation has left
+    assert run.code == 0, run.out
+    [check] = [c for c in run.json["checks"] if c["name"] == "lambda timeout"]
+    assert check["level"] == "ok"
+    assert "60 s starts every job type" in check["detail"]
+    app.close()

@@ -7,6 +7,8 @@ real receipt handles: its visibility changes and DLQ sends act on real messages.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import platform
 import time
 from typing import Any
@@ -89,3 +91,13 @@ def event_from(app: App, messages: list[dict[str, Any]], *, queue: str = "defaul
 
 def failed_ids(response: dict[str, Any]) -> set[str]:
     return {f["itemIdentifier"] for f in response["batchItemFailures"]}
+
+
+def log_lines(text: str) -> list[dict[str, Any]]:
+    """The JSON log lines in captured output (the App's logger writes one per event to stderr)."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("{"):
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(line))
+    return out

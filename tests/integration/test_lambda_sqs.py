@@ -15,6 +15,7 @@ import pytest
 from sqsjobs import JobStatus
 from sqsjobs.envelope import DLQ_JOB_ID, DLQ_REASON
 from sqsjobs.runtime.lambda_sqs import (
+    DEADLINE_MARGIN_S,
     InvalidBatchResponse,
     InvalidEvent,
     LambdaWorker,
@@ -23,7 +24,7 @@ from sqsjobs.runtime.lambda_sqs import (
 )
 from tests.apps import lambda_app
 from tests.integration.helpers import attr, depth, receive_dlq, send_raw
-from tests.integration.lambda_events import FakeContext, event_from, failed_ids, receive
+from tests.integration.lambda_events import FakeContext, event_from, failed_ids, log_lines, receive
 
 
 @pytest.fixture
@@ -99,6 +100,7 @@ def test_the_deadline_guard_leaves_records_that_cannot_finish_unstarted(lambda_e
     ids = by_job(messages)
 
     # WHEN the invocation started with a minute but has 10 s left when the records start
+    capfd.readouterr()
     response = worker(event_from(app, messages), FakeContext(start_ms=60_000, then_ms=10_000))
 
     # THEN the slow one is reported failed without a claim (no attempt used), and is visible again at once
@@ -107,15 +109,74 @@ def test_the_deadline_guard_leaves_records_that_cannot_finish_unstarted(lambda_e
     assert app.get(ok).status is JobStatus.SUCCEEDED
     again = receive(app, 1, timeout_s=5)
     assert again[0]["MessageId"] == ids[slow]
+    # ... and a WARNING names its timeout and the time left (a later invocation can still run it)
+    lines = log_lines(capfd.readouterr().err)
+    [late] = [line for line in lines if line["message"].startswith("record not started")]
+    assert late["level"] == "WARNING"
+    assert "'slow' has a 30 s timeout" in late["message"]
+    assert "10.0 s this invocation has left" in late["message"]
+    assert not [line for line in lines if line["level"] == "ERROR"]
 
     # WHEN a whole invocation (10 s) could never fit it
     response = worker(event_from(app, again), FakeContext(start_ms=10_000))
 
-    # THEN it is still not started, it is left in flight (not hot-looped), and the log says why
+    # THEN it is still not started, it is left in flight (not hot-looped) ...
     assert failed_ids(response) == {ids[slow]}
     assert (app.get(slow).status, app.get(slow).attempt) == (JobStatus.QUEUED, 0)
     assert depth(app)["visible"] == 0  # its visibility was not reset to 0
-    assert "longer than the whole invocation" in capfd.readouterr().err
+    # ... and ERROR lines name its timeout and the function's (the type's, and the record's)
+    errors = [line["message"] for line in log_lines(capfd.readouterr().err) if line["level"] == "ERROR"]
+    assert len(errors) == 2
+    assert all("'slow' has a 30 s timeout" in e and "10.0 s timeout" in e for e in errors)
+
+    # WHEN a later invocation of that function gets another record of the queue, not a slow one
+    other = app.enqueue("ok", {"n": 3})
+    response = worker(event_from(app, receive(app, 1, timeout_s=5)), FakeContext(start_ms=10_000))
+
+    # THEN that record runs, and the ERROR about the type that can never run here is logged again
+    assert failed_ids(response) == set() and app.get(other).status is JobStatus.SUCCEEDED
+    errors = [line for line in log_lines(capfd.readouterr().err) if line["level"] == "ERROR"]
+    assert [e["job_types"] for e in errors] == [{"slow": 30.0}]
+
+
+def test_jobs_without_an_explicit_timeout_run_within_the_invocation_s_remaining_time(lambda_env):
+    # GIVEN two jobs of a type registered without a timeout (the 300 s default does not fit a minute)
+    app, worker = lambda_env(visibility_timeout_s=30)
+    jobs = [app.enqueue("plain", {"n": n}) for n in (1, 2)]
+    messages = receive(app, 2)
+
+    # WHEN an invocation with 60 s left handles them
+    started = time.time()
+    response = worker(event_from(app, messages), FakeContext(start_ms=60_000))
+
+    # THEN both run and succeed in that invocation: nothing is left to cycle until redrive
+    assert failed_ids(response) == set()
+    for job_id in jobs:
+        job = app.get(job_id)
+        assert (job.status, job.attempt) == (JobStatus.SUCCEEDED, 1)
+        # ... and each handler's deadline was the invocation's, less the margin to record and ack
+        deadline = job.result["deadline"]
+        assert started < deadline <= time.time() + 60 - DEADLINE_MARGIN_S
+
+
+def test_a_job_without_an_explicit_timeout_that_outruns_the_invocation_is_a_timeout_failure(lambda_env):
+    # GIVEN a job with no explicit timeout whose handler needs 10 s
+    app, worker = lambda_env(visibility_timeout_s=30)
+    job_id = app.enqueue("nap", {"sleep_s": 10})
+    [message] = receive(app, 1)
+
+    # WHEN an invocation with only 4 s left handles it
+    started = time.monotonic()
+    response = worker(event_from(app, [message]), FakeContext(start_ms=4_000))
+
+    # THEN it is interrupted before the function's deadline (4 s less the margin) ...
+    assert time.monotonic() - started < 4.0
+    # ... and recorded as a timeout: the attempt is used and a retry is scheduled, never a silent skip
+    job = app.get(job_id)
+    assert (job.status, job.attempt) == (JobStatus.RETRY_SCHEDULED, 1)
+    assert job.last_error is not None and job.last_error.error_class == "JobTimeout"
+    # ... and its message stays in the queue, re-armed for the retry
+    assert failed_ids(response) == {message["MessageId"]}
 
 
 def test_a_record_whose_job_is_already_running_elsewhere_is_reported_done(lambda_env):

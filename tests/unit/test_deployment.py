@@ -11,6 +11,7 @@ from sqsjobs import App
 from sqsjobs.config import Settings
 from sqsjobs.deploy import rules as d
 from sqsjobs.errors import ConfigurationError
+from sqsjobs.registry import DEFAULT_TIMEOUT_S
 
 SQSJOBS = Path(__file__).resolve().parents[2] / "sqsjobs"
 _CALL = re.compile(r'Call\(\s*"(\w+)",\s*"(\w+)"')
@@ -85,7 +86,7 @@ def test_the_lambda_timeout_starts_every_job_type_of_its_queues():
     assert d.lambda_timeout_s(app.registry, ["a", "b"]) > 300 + DEADLINE_MARGIN_S
     assert d.lambda_timeout_s(app.registry, ["b"]) > 5 + DEADLINE_MARGIN_S
     d.check_lambda_timeout(app.registry, ["b"], 60)
-    with pytest.raises(ConfigurationError, match="never starts"):
+    with pytest.raises(ConfigurationError, match="can never start"):
         d.check_lambda_timeout(app.registry, ["a"], 300)
 
     @app.job("too.long", queue="c", timeout=899)
@@ -93,6 +94,40 @@ def test_the_lambda_timeout_starts_every_job_type_of_its_queues():
 
     with pytest.raises(ConfigurationError, match="run that queue on ECS"):
         d.lambda_timeout_s(app.registry, ["c"])
+
+
+def test_an_explicit_timeout_the_function_can_never_start_is_refused_naming_both_numbers():
+    # GIVEN a job type whose explicit timeout is ten minutes
+    app = App("t")
+
+    @app.job("reports.build", queue="reports", timeout=600)
+    def build(payload: None, ctx: object) -> None: ...
+
+    # WHEN its queue is checked against a one-minute Lambda function
+    with pytest.raises(ConfigurationError) as refused:
+        d.check_lambda_timeout(app.registry, ["reports"], 60)
+
+    # THEN the refusal names the type, its timeout and the function's
+    message = str(refused.value)
+    assert "'reports.build'" in message
+    assert "600 s timeout" in message and "60 s timeout" in message
+
+
+def test_a_job_type_without_an_explicit_timeout_fits_any_usable_function_timeout():
+    # GIVEN a job type registered without a timeout (the ECS worker's default is 300 s)
+    app = App("t")
+
+    @app.job("plain")
+    def plain(payload: None, ctx: object) -> None: ...
+
+    # THEN functions much shorter than that default pass: on Lambda it runs in the time left
+    for function_timeout_s in (4, 10, 60, 900):
+        d.check_lambda_timeout(app.registry, ["default"], function_timeout_s)
+    # ... unless the function leaves it no time after the deadline margin
+    with pytest.raises(ConfigurationError, match=r"3 s timeout leaves job types without a timeout \(plain\)"):
+        d.check_lambda_timeout(app.registry, ["default"], 3)
+    # ... and the timeout infra derives still gives it as long as the ECS worker would
+    assert d.lambda_timeout_s(app.registry, ["default"]) > DEFAULT_TIMEOUT_S
 
 
 def test_the_stop_timeout_outlasts_the_drain_and_fits_fargate():
