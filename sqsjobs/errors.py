@@ -26,6 +26,7 @@
     │   ├── TransportError          ...on SQS
     │   └── SchedulerError          ...on EventBridge Scheduler
     ├── JobTimeout                  a handler ran past its timeout (recorded as the attempt's error)
+    ├── WorkerLost                  runs that never recorded an outcome used up the attempts (recorded)
     └── JobControl                  raised by handlers to steer their own job
         ├── PermanentError          dead at once, no retry
         ├── Retry                   retry after a given delay
@@ -154,6 +155,10 @@ class SchedulerError(AwsError):
 
 class JobTimeout(SqsJobsError):
     """The handler ran past its timeout."""
+
+
+class WorkerLost(SqsJobsError):
+    """The job's runs never recorded an outcome: their worker died or lost its lease mid-run."""
 
 
 class JobControl(SqsJobsError):

@@ -122,7 +122,9 @@ class Job:
     payload_version: int
     #: Attempts started so far (claims); ``max_attempts`` bounds it.
     attempt: int
-    max_attempts: int
+    #: None until a worker that has the handler claims it: a producer without the handler code
+    #: leaves the bound to the type's policy, which the claim resolves (DESIGN §3.5).
+    max_attempts: int | None
     #: Not runnable before this instant.
     run_at: datetime
     created_at: datetime
@@ -133,6 +135,12 @@ class Job:
     lease_owner: str | None = None
     lease_epoch: int = 0
     lease_expires: datetime | None = None
+    #: Random per claim: every later write of that run is conditional on it, and a lost answer is
+    #: recognised by it (DESIGN §3.2). Never shown to handlers (they get ``fencing_token``).
+    claim_token: str | None = None
+    #: SQS message id of the delivery that claimed the job: a refused claim from that same message
+    #: (the owner's, back after a crash) waits for the lease; a copy of another message is dropped.
+    claim_message_id: str | None = None
     result: Any = None
     last_error: FailureRecord | None = None
     history: tuple[AttemptRecord, ...] = ()

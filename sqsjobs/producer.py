@@ -80,7 +80,8 @@ def build_new_job(
         queue=request.queue or (spec.queue if spec else "default"),
         payload=payload,
         payload_version=spec.version if spec else 1,
-        max_attempts=spec.max_attempts if spec else 1,
+        # Without the handler this producer cannot know the type's policy: the claim resolves it.
+        max_attempts=spec.max_attempts if spec else None,
         run_at=run_at,
         now=now,
         held=run_at - now > sqs.MAX_DELAY_S,

@@ -56,16 +56,17 @@ def make_job(
     request = JobRequest(job_type, payload, tenant=tenant)
     new = build_new_job(request, registry=app.registry, settings=app.settings, now=now)
     queued = rq.job_from_item(rq.put_job(app.settings.table_name, new)["Item"])
-    if not 1 <= attempt <= queued.max_attempts:
-        raise ValueError(
-            f"attempt must be 1..{queued.max_attempts} (the job type's max_attempts), got {attempt}"
-        )
+    max_attempts = app.registry.get(new.type).max_attempts
+    if not 1 <= attempt <= max_attempts:
+        raise ValueError(f"attempt must be 1..{max_attempts} (the job type's max_attempts), got {attempt}")
     # What the claim's UpdateItem sets (sqsjobs.store.requests.claim); each claim bumps the epoch.
     return queued.evolve(
         id=job_id or queued.id,
         status=JobStatus.RUNNING,
         attempt=attempt,
+        max_attempts=max_attempts,
         lease_owner=TEST_WORKER_ID,
+        claim_token=rq.nonce(),
         lease_epoch=attempt,
         lease_expires=to_datetime(now + app.settings.lease_s),
         started_at=to_datetime(now),
@@ -143,7 +144,7 @@ async def arun_job(
     if exc is None:
         stored = json.loads(json.dumps(storable_result(run.result())))
         return RunResult(outcome="succeeded", job=job, result=stored)
-    verdict = judge_failure(spec.retry, job, exc, now=app.clock.now())
+    verdict = judge_failure(spec, job, exc, now=app.clock.now())
     return RunResult(
         outcome=verdict.outcome,
         job=job,

@@ -34,6 +34,7 @@ from sqsjobs.errors import (
     PermanentError,
     Retry,
     StoreError,
+    WorkerLost,
 )
 from sqsjobs.errors import JobTimeout as JobTimeout  # re-exported: its old home
 from sqsjobs.job import AttemptOutcome, JobStatus
@@ -53,13 +54,15 @@ if TYPE_CHECKING:
     from sqsjobs.app import App
     from sqsjobs.job import Job
     from sqsjobs.registry import HandlerSpec
-    from sqsjobs.retry import RetryPolicy
     from sqsjobs.transport.sqs import Delivery
 
 #: Results above this are replaced by a note, so the record stays far below DynamoDB's 400 KB.
 MAX_RESULT_BYTES = 64 * 1024
 #: A worker that sees a payload version newer than its handler's parks the message this long.
 NEWER_VERSION_PARK_S = 60
+#: A message waiting for another owner's lease comes back this long after the lease expires, so the
+#: rescue claim is not refused by a clock a little behind the owner's.
+LEASE_EXPIRY_MARGIN_S = 1.0
 
 
 def timeout_error(spec: HandlerSpec, timeout_s: float | None = None) -> JobTimeout:
@@ -80,28 +83,31 @@ class Verdict:
     delay_s: float = 0.0
 
 
-def judge_failure(policy: RetryPolicy, job: Job, exc: BaseException, *, now: float) -> Verdict:
+def judge_failure(spec: HandlerSpec, job: Job, exc: BaseException, *, now: float) -> Verdict:
     """Map a handler's exception to its job's next state; the one place the worker decides it.
 
     ``Cancel`` stops the job; ``PermanentError`` and ``PayloadInvalid`` kill it at once; anything
     else (a timeout, ``Retry`` with its delay) is retried by the job type's policy until the
-    attempts or its max age run out. Pure, so ``sqsjobs.testing.run_job`` reuses it.
+    attempts or its max age run out. The bound is the type's (``spec``), never a producer's
+    guess. Pure, so ``sqsjobs.testing.run_job`` reuses it.
     """
     if isinstance(exc, Cancel):
         return Verdict("cancelled", reason=str(exc))
     if isinstance(exc, PermanentError | PayloadInvalid):
         return Verdict("dead", reason="permanent error")
     decision = decide(
-        policy,
+        spec.retry,
         attempt=job.attempt,
-        max_attempts=job.max_attempts,
+        max_attempts=spec.max_attempts,
         created_at=job.created_at.timestamp(),
         now=now,
         requested_delay_s=exc.delay_s if isinstance(exc, Retry) else None,
     )
     if decision is None:
-        exhausted = job.attempt >= job.max_attempts
-        reason = f"attempts exhausted ({job.attempt}/{job.max_attempts})" if exhausted else "max age exceeded"
+        exhausted = job.attempt >= spec.max_attempts
+        reason = (
+            f"attempts exhausted ({job.attempt}/{spec.max_attempts})" if exhausted else "max age exceeded"
+        )
         return Verdict("dead", reason=reason)
     return Verdict("retry", delay_s=decision.delay_s)
 
@@ -202,8 +208,16 @@ class Execution:
             )
 
         now = self.app.clock.now()
-        lease_s = max(self.app.settings.lease_s, 1.0)
-        params = rq.claim(self._table, envelope.job_id, owner=self.worker_id, now=now, lease_s=lease_s)
+        params = rq.claim(
+            self._table,
+            envelope.job_id,
+            owner=self.worker_id,
+            token=rq.nonce(),
+            message_id=delivery.message_id,
+            now=now,
+            lease_s=max(self.app.settings.lease_s, 1.0),
+            max_attempts=spec.max_attempts,
+        )
         try:
             job = rq.job_from_item((await self.app.arun(_update(params)))["Attributes"])
         except StoreError as exc:
@@ -217,7 +231,8 @@ class Execution:
             # the job is ours to run, not "held elsewhere" (which would orphan it until the sweeper).
             claimed = rq.own_claim(params, exc)
             if claimed is None:
-                return await self._refused(envelope, delivery, rq.interpret_claim_refusal(exc, now))
+                refused = rq.interpret_claim_refusal(exc, now, spec.max_attempts)
+                return await self._refused(envelope, delivery, refused)
             self.app.logger.info("claim confirmed after a lost answer", extra={"job_id": claimed.id})
             job = claimed
         self._log(
@@ -249,7 +264,8 @@ class Execution:
         except StoreError as store_exc:
             if not rq.is_conflict(store_exc):
                 return LEAVE
-            refused = rq.interpret_claim_refusal(store_exc, now)
+            # A reject is refused only by a finished job or a live lease (no attempt bound applies).
+            refused = rq.interpret_claim_refusal(store_exc, now, max_attempts=0)
             if (
                 refused.reason is ClaimRefusal.FINISHED
                 and refused.job
@@ -292,13 +308,31 @@ class Execution:
         if refused.reason is ClaimRefusal.NOT_DUE:
             return Ack("rearm", delay_s=sqs.clamp_visibility(job.run_at.timestamp() - self.app.clock.now()))
         if refused.reason is ClaimRefusal.HELD_ELSEWHERE:
-            # Another live owner runs it; its own message, or the sweeper, covers a crash of that owner.
-            return DELETE
-        # ClaimRefusal.EXHAUSTED: dead without a run, so the record and the DLQ say why.
+            return self._held_elsewhere(job, delivery)
+        # ClaimRefusal.EXHAUSTED: every attempt was claimed by a run that never recorded an outcome
+        # (its process died, or it stalled past its lease): dead without a run, and the record and
+        # the DLQ say why.
+        bound = f"{job.attempt}/{job.max_attempts or job.attempt}"
         return await self._reject(
-            envelope, delivery, RuntimeError(f"attempts exhausted ({job.attempt}/{job.max_attempts})"),
-            reason=f"attempts exhausted ({job.attempt}/{job.max_attempts}) by runs that never finished",
+            envelope, delivery, WorkerLost(f"attempts exhausted ({bound}): no run finished"),
+            reason=f"attempts exhausted ({bound}) by runs that never finished "
+            "(their worker died or lost its lease mid-run)",
         )  # fmt: skip
+
+    def _held_elsewhere(self, job: Job, delivery: Delivery) -> Ack:
+        """A claim refused by a live lease: wait for the lease, or drop a redundant copy.
+
+        The owner holds the message it claimed with (``claim_message_id``) and extends it while it
+        runs. If this *is* that message, the owner stopped extending it: its worker probably died.
+        The message is re-armed until the lease expires, when a claim rescues the job — recovery
+        without the sweeper (DESIGN §3.9). A copy of another message is redundant while the owner's
+        message exists, so it is deleted rather than cycled toward the redrive limit.
+        """
+        if job.claim_message_id not in (None, delivery.message_id):
+            return DELETE
+        expires = job.lease_expires.timestamp() if job.lease_expires else self.app.clock.now()
+        wait_s = expires - self.app.clock.now() + LEASE_EXPIRY_MARGIN_S
+        return Ack("rearm", delay_s=max(1, sqs.clamp_visibility(wait_s)))
 
     # ── running the handler ───────────────────────────────────────────────────────────────
     async def _run(self, spec: HandlerSpec, job: Job, delivery: Delivery | None) -> Ack:
@@ -454,7 +488,7 @@ class Execution:
 
     async def _failed(self, spec: HandlerSpec, job: Job, exc: BaseException, queue: str) -> Ack:
         now = self.app.clock.now()
-        verdict = judge_failure(spec.retry, job, exc, now=now)
+        verdict = judge_failure(spec, job, exc, now=now)
         if verdict.outcome == "cancelled":
             return await self._abort(job, verdict.reason)
         if verdict.outcome == "dead":

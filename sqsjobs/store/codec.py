@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -84,8 +85,11 @@ KNOWN_ATTRIBUTES = {
     "id", "type", "queue", "status", "st", "due", "payload", "payload_hash", "payload_version", "attempt",
     "max_attempts", "run_at", "created_at", "updated_at", "started_at", "finished_at", "lease_owner",
     "lease_epoch", "lease_expires", "result", "error", "history", "idempotency_key", "tenant", "parent_id",
-    "root_id", "trace", "cancel_requested", "reason", "expires_at",
+    "root_id", "trace", "cancel_requested", "reason", "expires_at", "claim_token", "claim_msg", "wid",
 }  # fmt: skip
+
+#: Attribute each write that may be retried after a lost answer sets to its own random nonce.
+WRITE_ID = "wid"
 
 
 def job_from_item(item: Mapping[str, Any]) -> Job:
@@ -114,7 +118,7 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         payload=json.loads(item["payload"]["S"]) if "payload" in item else None,
         payload_version=int(num_attr(item, "payload_version") or 1),
         attempt=int(num_attr(item, "attempt") or 0),
-        max_attempts=int(num_attr(item, "max_attempts") or 1),
+        max_attempts=_optional_int(num_attr(item, "max_attempts")),
         run_at=to_datetime(num_attr(item, "run_at")) or datetime.fromtimestamp(0, UTC),
         created_at=to_datetime(num_attr(item, "created_at")) or datetime.fromtimestamp(0, UTC),
         updated_at=to_datetime(num_attr(item, "updated_at")) or datetime.fromtimestamp(0, UTC),
@@ -123,6 +127,8 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         lease_owner=str_attr(item, "lease_owner"),
         lease_epoch=int(num_attr(item, "lease_epoch") or 0),
         lease_expires=to_datetime(num_attr(item, "lease_expires")),
+        claim_token=str_attr(item, "claim_token"),
+        claim_message_id=str_attr(item, "claim_msg"),
         result=json.loads(result_raw) if result_raw is not None else None,
         last_error=error,
         history=history,
@@ -157,15 +163,25 @@ def same_number(stored: Mapping[str, Any] | None, sent: Mapping[str, Any]) -> bo
     return stored is not None and "N" in stored and Decimal(stored["N"]) == Decimal(sent["N"])
 
 
-def shows_own_write(params: Mapping[str, Any], error: StoreError, fields: Mapping[str, str]) -> bool:
-    """True when a refused write's record holds exactly the numbers this request sets.
+def nonce() -> str:
+    """A value no other request produces: a claim token, or a write's ``wid``."""
+    return secrets.token_hex(16)
+
+
+def shows_own_write(params: Mapping[str, Any], error: StoreError) -> bool:
+    """True when a refused write's record carries this very request's nonce (``wid``).
 
     botocore retries a write whose answer was lost (connection reset after DynamoDB applied it); the
-    retry's condition then fails against the first try's result. ``fields`` maps attributes to the
-    request's placeholders, chosen so that no other writer produces the same values.
+    retry's condition then fails against the first try's result. Only this request wrote its
+    nonce, so finding it means the write landed — a timestamp, owner or epoch could be repeated by
+    a second request in the same millisecond, a random nonce cannot (DESIGN §3.2).
     """
     if not is_conflict(error):
         return False
     old = old_item(error)
-    values = params["ExpressionAttributeValues"]
-    return old is not None and all(same_number(old.get(attr), values[ph]) for attr, ph in fields.items())
+    sent = params["ExpressionAttributeValues"].get(":wid")
+    return old is not None and sent is not None and old.get(WRITE_ID) == sent
+
+
+def _optional_int(value: float | None) -> int | None:
+    return None if value is None else int(value)

@@ -2,15 +2,21 @@
 
 Lease timeline of one job (``now`` is the caller's clock, ``lease`` is ``Settings.lease_s``)::
 
-    claim ──────────────── lease_expires ─────────── stale_after ──▶ time
-      │  owner (epoch e)       │ rescue allowed: a new      │ the sweeper sends a hint
-      │  may heartbeat,        │ claim takes owner+epoch    │ if no message brought
-      │  complete, retry, fail │ (e+1); the old owner's     │ a worker by now
-      │  or release            │ writes fail: LeaseLost     │
+    claim (token t, message m) ──────── lease_expires ───────────────────────────▶ time
+      │  the owner may heartbeat,            │ rescue allowed: a new claim takes
+      │  complete, retry, fail or release;   │ a new token; the old owner's writes
+      │  a refused claim from message m      │ fail: LeaseLost
+      │  (the owner's own, back after its    │
+      │  worker died) waits for the lease;   │
+      │  a copy from another message is      │
+      │  dropped: m covers a crash           │
 
-Every write after a claim is conditional on ``lease_owner = :me AND lease_epoch = :epoch`` — the
-fence. Conflicts are read back with ``ReturnValuesOnConditionCheckFailure=ALL_OLD``, never with a
-separate read, so the happy path costs no read units.
+Every write after a claim is conditional on ``claim_token = :token``: a random value per claim
+— the fence. A write retried by botocore after a lost answer is recognised as its own by a random
+nonce it also writes (``wid``) — never by a time, owner or epoch, which a second claim in the same
+millisecond by the same worker would repeat (DESIGN §3.2). Conflicts are read back with
+``ReturnValuesOnConditionCheckFailure=ALL_OLD``, never with a separate read, so the happy path
+costs no read units.
 
 Item layout: one item per job keyed by ``id``. ``st``/``due`` feed the ``by_status`` index the
 sweeper and operators query: ``st`` is the status, or ``held`` for a runnable record whose SQS
@@ -35,6 +41,7 @@ from sqsjobs.errors import IdempotencyConflict, LeaseLost, StoreError
 from sqsjobs.job import AttemptOutcome, AttemptRecord, FailureRecord, Job, JobStatus
 from sqsjobs.store.codec import (
     CCF,
+    WRITE_ID,
     Item,
     av_error,
     av_json,
@@ -43,10 +50,10 @@ from sqsjobs.store.codec import (
     idempotent_job_id,
     is_conflict,
     job_from_item,
+    nonce,
     num_attr,
     old_item,
     payload_hash,
-    same_number,
     shows_own_write,
     str_attr,
 )
@@ -101,6 +108,7 @@ __all__ = [
     "is_conflict",
     "job_from_item",
     "mark_dispatched",
+    "nonce",
     "not_cancellable",
     "payload_hash",
     "query_due",
@@ -129,7 +137,8 @@ class NewJob:
     queue: str
     payload: Any
     payload_version: int
-    max_attempts: int
+    #: None: the producer has no handler for the type; the worker's claim applies the type's policy.
+    max_attempts: int | None
     run_at: float
     now: float
     #: True when no SQS message is sent now (run_at beyond the SQS delay cap); the sweeper sends it.
@@ -164,12 +173,13 @@ def put_job(table: str, job: NewJob) -> dict[str, Any]:
         "payload_hash": av_s(job.payload_hash),
         "payload_version": av_n(job.payload_version),
         "attempt": av_n(0),
-        "max_attempts": av_n(job.max_attempts),
         "lease_epoch": av_n(0),
         "run_at": av_n(job.run_at),
         "created_at": av_n(job.now),
         "updated_at": av_n(job.now),
     }
+    if job.max_attempts is not None:  # None: a producer without the handler; the claim resolves it
+        item["max_attempts"] = av_n(job.max_attempts)
     for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace"):
         value = getattr(job, name)
         if value is not None:
@@ -196,37 +206,65 @@ def interpret_put_conflict(job: NewJob, error: StoreError) -> str:
 
 
 # ── claim ────────────────────────────────────────────────────────────────────────────────────
-def claim(table: str, job_id: str, *, owner: str, now: float, lease_s: float) -> dict[str, Any]:
+def claim(
+    table: str,
+    job_id: str,
+    *,
+    owner: str,
+    token: str,
+    message_id: str | None,
+    now: float,
+    lease_s: float,
+    max_attempts: int,
+) -> dict[str, Any]:
     """UpdateItem that makes ``owner`` the runner: a due runnable job, or a running one whose lease expired.
+
+    Args:
+        table: the job table.
+        job_id: the job.
+        owner: the worker id, for operators (``lease_owner``).
+        token: a fresh ``nonce()``: the fence of every later write of this run.
+        message_id: the SQS message that brought the job (see ``ClaimRefusal.HELD_ELSEWHERE``).
+        now: the worker's clock.
+        lease_s: how long the claim holds without renewal.
+        max_attempts: the type's policy, from the worker's handler: the bound is the handler's,
+            never the producer's (a producer without the handler code cannot know it).
 
     Attempt and epoch go up by one; ``ALL_NEW`` returns the record (payload included), so the
     worker needs no read.
     """
     expires = now + lease_s
+    values: dict[str, Any] = {
+        ":queued": av_s(JobStatus.QUEUED),
+        ":retry": av_s(JobStatus.RETRY_SCHEDULED),
+        ":running": av_s(JobStatus.RUNNING),
+        ":due_by": av_n(now + CLOCK_SKEW_S),
+        ":now": av_n(now),
+        ":one": av_n(1),
+        ":owner": av_s(owner),
+        ":token": av_s(token),
+        ":expires": av_n(expires),
+        ":max": av_n(max_attempts),
+    }
+    sets = (
+        "#status = :running, st = :running, attempt = attempt + :one, lease_owner = :owner, "
+        "claim_token = :token, lease_epoch = lease_epoch + :one, lease_expires = :expires, "
+        "due = :expires, started_at = :now, updated_at = :now, max_attempts = :max"
+    )
+    if message_id:
+        values[":msg"] = av_s(message_id)
+        sets += ", claim_msg = :msg"
     return {
         "TableName": table,
         "Key": {"id": av_s(job_id)},
         "ConditionExpression": (
-            "attempt < max_attempts AND ("
+            "attempt < :max AND ("
             "(#status IN (:queued, :retry) AND run_at <= :due_by) "
             "OR (#status = :running AND lease_expires < :now))"
         ),
-        "UpdateExpression": (
-            "SET #status = :running, st = :running, attempt = attempt + :one, lease_owner = :owner, "
-            "lease_epoch = lease_epoch + :one, lease_expires = :expires, due = :expires, "
-            "started_at = :now, updated_at = :now"
-        ),
+        "UpdateExpression": f"SET {sets}",
         "ExpressionAttributeNames": {"#status": "status"},
-        "ExpressionAttributeValues": {
-            ":queued": av_s(JobStatus.QUEUED),
-            ":retry": av_s(JobStatus.RETRY_SCHEDULED),
-            ":running": av_s(JobStatus.RUNNING),
-            ":due_by": av_n(now + CLOCK_SKEW_S),
-            ":now": av_n(now),
-            ":one": av_n(1),
-            ":owner": av_s(owner),
-            ":expires": av_n(expires),
-        },
+        "ExpressionAttributeValues": values,
         "ReturnValues": "ALL_NEW",
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
@@ -255,8 +293,8 @@ class ClaimRefused:
     job: Job | None = None
 
 
-def interpret_claim_refusal(error: StoreError, now: float) -> ClaimRefused:
-    """Read the record returned with a refused claim."""
+def interpret_claim_refusal(error: StoreError, now: float, max_attempts: int) -> ClaimRefused:
+    """Read the record returned with a refused claim (``max_attempts``: the bound the claim used)."""
     if not is_conflict(error):
         raise error
     old = old_item(error)
@@ -265,7 +303,7 @@ def interpret_claim_refusal(error: StoreError, now: float) -> ClaimRefused:
     job = job_from_item(old)
     if job.status.terminal:
         return ClaimRefused(ClaimRefusal.FINISHED, job)
-    if job.attempt >= job.max_attempts:
+    if job.attempt >= max_attempts:
         lease_live = job.status is JobStatus.RUNNING and (num_attr(old, "lease_expires") or 0) >= now
         return ClaimRefused(ClaimRefusal.HELD_ELSEWHERE if lease_live else ClaimRefusal.EXHAUSTED, job)
     if job.status is JobStatus.RUNNING:
@@ -278,47 +316,39 @@ def own_claim(params: Mapping[str, Any], error: StoreError) -> Job | None:
 
     botocore retries a request whose answer was lost (connection reset, read timeout) with the
     same parameters. If the first try took the job, the retry's condition fails against our own
-    lease. ``ALL_OLD`` then shows this claim's result exactly: running, our owner, and the
-    ``started_at`` this request set. Any other claim — even an earlier one by the same worker for
-    a duplicate message — set another ``started_at`` and is not ours to run again.
+    lease. ``ALL_OLD`` then shows this claim's token, which no other claim has — not even a second
+    claim by the same worker in the same millisecond for a copy of the message.
     """
     if not is_conflict(error):
         return None
     old = old_item(error)
-    values = params["ExpressionAttributeValues"]
-    if (
-        old is None
-        or old.get("status") != values[":running"]
-        or old.get("lease_owner") != values[":owner"]
-        or not same_number(old.get("started_at"), values[":now"])
-    ):
+    token = params["ExpressionAttributeValues"][":token"]
+    if old is None or old.get("claim_token") != token or old.get("status") != av_s(JobStatus.RUNNING):
         return None
     return job_from_item(old)
 
 
 def already_written(params: Mapping[str, Any], error: StoreError) -> bool:
-    """True when a fenced write was refused only because an earlier try of the same request landed.
-
-    The lost-answer retry again (see ``own_claim``): the record then shows our epoch and the exact
-    ``updated_at`` this request sets, which no other writer produces.
-    """
-    return shows_own_write(params, error, {"lease_epoch": ":epoch", "updated_at": ":now"})
+    """True when a fenced write was refused only because an earlier try of the same request landed."""
+    return shows_own_write(params, error)
 
 
 # ── owner-fenced transitions ─────────────────────────────────────────────────────────────────
 def _fenced(
     table: str, job: Job, *, owner: str, set_expr: str, values: dict[str, Any], remove: str = ""
 ) -> dict[str, Any]:
+    if job.claim_token is None:
+        raise ValueError(f"job {job.id} was not claimed by this run: no claim token to fence on")
     return {
         "TableName": table,
         "Key": {"id": av_s(job.id)},
-        "ConditionExpression": "#status = :running AND lease_owner = :owner AND lease_epoch = :epoch",
-        "UpdateExpression": f"SET {set_expr}" + (f" REMOVE {remove}" if remove else ""),
+        "ConditionExpression": "#status = :running AND claim_token = :token",
+        "UpdateExpression": f"SET {set_expr}, {WRITE_ID} = :wid" + (f" REMOVE {remove}" if remove else ""),
         "ExpressionAttributeNames": {"#status": "status"},
         "ExpressionAttributeValues": {
             ":running": av_s(JobStatus.RUNNING),
-            ":owner": av_s(owner),
-            ":epoch": av_n(job.lease_epoch),
+            ":token": av_s(job.claim_token),
+            ":wid": av_s(nonce()),
             **values,
         },
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
@@ -510,7 +540,7 @@ def lease_lost(job: Job, error: StoreError) -> LeaseLost:
 
 
 def moved_on_by_owner(job: Job, error: StoreError) -> bool:
-    """True when a refused heartbeat met the owner's own later transition (same epoch, no longer running).
+    """True when a refused heartbeat met the owner's own later transition (same claim, no longer running).
 
     The heartbeat loop renews a lease while the execution records the outcome; when the outcome lands
     first the renewal is refused, which is expected, not a lost lease.
@@ -518,7 +548,8 @@ def moved_on_by_owner(job: Job, error: StoreError) -> bool:
     old = old_item(error) if is_conflict(error) else None
     return (
         old is not None
-        and num_attr(old, "lease_epoch") == job.lease_epoch
+        and job.claim_token is not None
+        and old.get("claim_token") == av_s(job.claim_token)
         and old.get("status", {}).get("S") != JobStatus.RUNNING
     )
 

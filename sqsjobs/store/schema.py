@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs.store.codec import av_n, av_s, shows_own_write
+from sqsjobs.store.codec import WRITE_ID, av_n, av_s, nonce, shows_own_write
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -97,8 +97,9 @@ def mark_dispatched(table: str, record: DueRecord, *, now: float, next_check: fl
         ":due": {"N": record.due_raw},
         ":next": av_n(next_check),
         ":now": av_n(now),
+        ":wid": av_s(nonce()),
     }
-    set_expr = "due = :next, updated_at = :now"
+    set_expr = f"due = :next, updated_at = :now, {WRITE_ID} = :wid"
     names: dict[str, str] = {}
     if record.st == HELD:
         # A held record becomes visible to the normal re-dispatch check under its real status.
@@ -119,7 +120,7 @@ def mark_dispatched(table: str, record: DueRecord, *, now: float, next_check: fl
 
 def dispatch_landed(params: Mapping[str, Any], error: StoreError) -> bool:
     """True when a refused ``mark_dispatched`` met its own earlier try (a retry after a lost answer)."""
-    return shows_own_write(params, error, {"due": ":next", "updated_at": ":now"})
+    return shows_own_write(params, error)
 
 
 def _listing_index(name: str, hash_key: str) -> dict[str, Any]:

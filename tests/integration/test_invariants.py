@@ -22,6 +22,20 @@ from tests.integration.helpers import attr, depth, receive_dlq, send_raw
 NO_WAIT = RetryPolicy(backoff=Backoff.FIXED, base_s=0, jitter=False)
 
 
+def _claim(table: str, job_id: str, *, owner: str, now: float, lease_s: float) -> dict:
+    """A worker's claim, built as the execution builds it (fresh token, the type's bound)."""
+    return rq.claim(
+        table,
+        job_id,
+        owner=owner,
+        token=rq.nonce(),
+        message_id=None,
+        now=now,
+        lease_s=lease_s,
+        max_attempts=3,
+    )
+
+
 def _update(app: App, params: dict) -> dict:
     return app.run(one(Call("dynamodb", "update_item", params)))
 
@@ -89,7 +103,7 @@ def test_concurrent_claims_of_one_job_yield_exactly_one_owner(backend_url, make_
             try:
                 _update(
                     app,
-                    rq.claim(app.settings.table_name, job_id, owner=name, now=time.time() + 700, lease_s=60),
+                    _claim(app.settings.table_name, job_id, owner=name, now=time.time() + 700, lease_s=60),
                 )
                 winners[job_id].append(name)
             except StoreError as exc:
@@ -118,15 +132,15 @@ def test_a_worker_that_lost_its_lease_cannot_record_an_outcome(backend_url, make
     job_id = app.enqueue("count", {})
     now = time.time()
     first = rq.job_from_item(
-        _update(app, rq.claim(table, job_id, owner="first", now=now, lease_s=1.0))["Attributes"]
+        _update(app, _claim(table, job_id, owner="first", now=now, lease_s=1.0))["Attributes"]
     )
     # Before expiry nobody else can take it...
     with pytest.raises(StoreError) as refused:
-        _update(app, rq.claim(table, job_id, owner="second", now=now + 0.5, lease_s=1.0))
-    assert rq.interpret_claim_refusal(refused.value, now + 0.5).reason == "held_elsewhere"
+        _update(app, _claim(table, job_id, owner="second", now=now + 0.5, lease_s=1.0))
+    assert rq.interpret_claim_refusal(refused.value, now + 0.5, 3).reason == "held_elsewhere"
     # ...after expiry a rescue takes it with a new epoch, and every write of the old owner is refused.
     rescued = rq.job_from_item(
-        _update(app, rq.claim(table, job_id, owner="second", now=now + 2, lease_s=60))["Attributes"]
+        _update(app, _claim(table, job_id, owner="second", now=now + 2, lease_s=60))["Attributes"]
     )
     assert (rescued.lease_owner, rescued.lease_epoch, rescued.attempt) == ("second", 2, 2)
     for stale_write in (
@@ -163,7 +177,7 @@ def test_a_worker_whose_lease_expired_mid_run_commits_nothing(backend_url, make_
     def thief() -> None:
         started.wait(10)
         time.sleep(1.2)
-        _update(app, rq.claim(app.settings.table_name, job_id, owner="thief", now=time.time(), lease_s=600))
+        _update(app, _claim(app.settings.table_name, job_id, owner="thief", now=time.time(), lease_s=600))
 
     t = threading.Thread(target=thief)
     t.start()

@@ -1,4 +1,9 @@
-"""Recognising a refused write as the caller's own earlier try (lost answer, botocore retry)."""
+"""Recognising a refused write as the caller's own earlier try (lost answer, botocore retry).
+
+Only values no other request can produce count (DESIGN §3.2): the claim's random token, a write's
+random nonce. A second claim by the same worker in the same millisecond — two copies of one message
+in one receive batch — sets the same owner, time and epoch, and must still not pass for the first.
+"""
 
 from __future__ import annotations
 
@@ -15,78 +20,81 @@ def _refused(item):
     return StoreError("refused", code="ConditionalCheckFailedException", response={"Item": item})
 
 
-def _claimed_item(owner: str, started: str) -> dict:
+def _claim(token: str, *, owner: str = "w1", now: float = NOW) -> dict:
+    return rq.claim(
+        "tbl", "j1", owner=owner, token=token, message_id="m1", now=now, lease_s=5, max_attempts=3
+    )
+
+
+def _as_landed(params: dict) -> dict:
+    """The item a claim leaves behind, as ALL_OLD hands it to a refused retry."""
+    values = params["ExpressionAttributeValues"]
     return {
-        "id": {"S": "j1"},
-        "type": {"S": "t"},
-        "queue": {"S": "default"},
-        "status": {"S": "running"},
-        "attempt": {"N": "1"},
-        "max_attempts": {"N": "3"},
-        "lease_owner": {"S": owner},
-        "lease_epoch": {"N": "1"},
-        "lease_expires": {"N": "1700000005.5"},
-        "started_at": {"N": started},
-        "updated_at": {"N": started},
-        "run_at": {"N": "1699999999"},
+        "id": {"S": "j1"}, "type": {"S": "t"}, "queue": {"S": "default"}, "status": values[":running"],
+        "attempt": {"N": "1"}, "max_attempts": values[":max"], "lease_owner": values[":owner"],
+        "claim_token": values[":token"], "lease_epoch": {"N": "1"}, "lease_expires": values[":expires"],
+        "started_at": values[":now"], "updated_at": values[":now"], "run_at": {"N": "1699999999"},
         "created_at": {"N": "1699999999"},
-    }
+    }  # fmt: skip
 
 
 def test_a_claim_refused_by_its_own_first_try_is_ours():
-    params = rq.claim("tbl", "j1", owner="w1", now=NOW, lease_s=5)
-    # DynamoDB hands numbers back normalised; "1700000000.50" and "1700000000.5" are the same value.
-    job = rq.own_claim(params, _refused(_claimed_item("w1", "1700000000.50")))
-    assert job is not None and (job.id, job.lease_owner, job.lease_epoch) == ("j1", "w1", 1)
+    params = _claim("token-a")
+    job = rq.own_claim(params, _refused(_as_landed(params)))
+    assert job is not None and (job.id, job.lease_owner, job.claim_token) == ("j1", "w1", "token-a")
 
 
-def test_an_earlier_claim_by_the_same_worker_or_any_other_owner_is_not_ours():
-    params = rq.claim("tbl", "j1", owner="w1", now=NOW, lease_s=5)
-    assert rq.own_claim(params, _refused(_claimed_item("w1", "1699999990.1"))) is None  # a duplicate message
-    assert rq.own_claim(params, _refused(_claimed_item("w2", "1700000000.5"))) is None
+def test_a_second_claim_by_the_same_worker_in_the_same_millisecond_is_not_ours():
+    # GIVEN two copies of one message claimed by one worker at the same instant
+    first, second = _claim(rq.nonce()), _claim(rq.nonce())
+    # WHEN the first lands and the second is refused by it
+    refused = _refused(_as_landed(first))
+    # THEN only the first claim owns the job (the second copy must not run the handler)
+    assert rq.own_claim(first, refused) is not None
+    assert rq.own_claim(second, refused) is None
+
+
+def test_other_refusals_are_not_ours():
+    params = _claim("token-a")
+    assert rq.own_claim(params, _refused(_as_landed(_claim("token-b", owner="w2")))) is None
     assert rq.own_claim(params, StoreError("throttled", code="ThrottlingException")) is None
     assert rq.own_claim(params, _refused(None)) is None  # no record
 
 
-def _job(epoch: int = 2) -> Job:
+def _job(token: str = "token-a") -> Job:
     t = datetime.fromtimestamp(NOW - 10, UTC)
     return Job(
         id="j1", type="t", queue="default", status=JobStatus.RUNNING, payload={}, payload_version=1,
         attempt=2, max_attempts=3, run_at=t, created_at=t, updated_at=t, started_at=t,
-        lease_owner="w1", lease_epoch=epoch,
+        lease_owner="w1", lease_epoch=2, claim_token=token,
     )  # fmt: skip
+
+
+def _after(params: dict, status: str) -> dict:
+    values = params["ExpressionAttributeValues"]
+    return {
+        "id": {"S": "j1"},
+        "status": {"S": status},
+        "claim_token": values[":token"],
+        "wid": values[":wid"],
+    }
 
 
 def test_a_fenced_write_refused_by_its_own_first_try_was_written():
     params = rq.complete("tbl", _job(), owner="w1", now=NOW, result=None, retention_s=60)
-    landed = {
-        "id": {"S": "j1"},
-        "status": {"S": "succeeded"},
-        "lease_epoch": {"N": "2"},
-        "updated_at": {"N": "1700000000.5"},
-    }
-    assert rq.already_written(params, _refused(landed))
+    assert rq.already_written(params, _refused(_after(params, "succeeded")))
 
 
-def test_a_fenced_write_refused_by_someone_else_was_not_written():
+def test_a_fenced_write_refused_by_anything_else_was_not_written():
     job = _job()
     for params in (
         rq.complete("tbl", job, owner="w1", now=NOW, result=None, retention_s=60),
         rq.release("tbl", job, owner="w1", now=NOW),
     ):
-        rescued = {
-            "id": {"S": "j1"},
-            "status": {"S": "running"},
-            "lease_epoch": {"N": "3"},
-            "updated_at": {"N": "1700000000.5"},
-        }
-        later = {
-            "id": {"S": "j1"},
-            "status": {"S": "succeeded"},
-            "lease_epoch": {"N": "2"},
-            "updated_at": {"N": "1700000001"},
-        }
+        # the same request built again (same owner, time, epoch) writes another nonce
+        twin = rq.complete("tbl", job, owner="w1", now=NOW, result=None, retention_s=60)
+        rescued = {"id": {"S": "j1"}, "status": {"S": "running"}, "claim_token": {"S": "token-b"}}
+        assert not rq.already_written(params, _refused(_after(twin, "succeeded")))
         assert not rq.already_written(params, _refused(rescued))
-        assert not rq.already_written(params, _refused(later))
         assert not rq.already_written(params, _refused(None))
         assert not rq.already_written(params, StoreError("throttled", code="ThrottlingException"))

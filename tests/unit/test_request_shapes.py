@@ -36,7 +36,7 @@ def _new_job() -> rq.NewJob:
 
 def _job():
     item = rq.put_job(TABLE, _new_job())["Item"]
-    return rq.job_from_item(item)
+    return rq.job_from_item(item).evolve(claim_token=rq.nonce())
 
 
 def _due() -> schema.DueRecord:
@@ -48,7 +48,9 @@ ERROR = failure_record(ValueError("boom"))
 #: builder -> (service, operation, a call of it)
 CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = {
     "put_job": ("dynamodb", "PutItem", lambda: rq.put_job(TABLE, _new_job())),
-    "claim": ("dynamodb", "UpdateItem", lambda: rq.claim(TABLE, "j1", owner="w1", now=NOW, lease_s=60)),
+    "claim": ("dynamodb", "UpdateItem",
+              lambda: rq.claim(TABLE, "j1", owner="w1", token=rq.nonce(), message_id="m1", now=NOW, lease_s=60,
+                               max_attempts=3)),
     "complete": ("dynamodb", "UpdateItem",
                  lambda: rq.complete(TABLE, _job(), owner="w1", now=NOW, result={"ok": True}, retention_s=60)),
     "schedule_retry": ("dynamodb", "UpdateItem",

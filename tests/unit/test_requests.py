@@ -73,7 +73,7 @@ def test_a_refused_put_with_the_same_payload_is_the_same_job_and_otherwise_a_con
 def test_errors_other_than_a_false_condition_are_not_mistaken_for_conflicts():
     throttled = StoreError("slow down", code="ProvisionedThroughputExceededException")
     with pytest.raises(StoreError, match="slow down"):
-        rq.interpret_claim_refusal(throttled, NOW)
+        rq.interpret_claim_refusal(throttled, NOW, 3)
 
 
 def _item(status: str, **extra) -> dict:
@@ -96,11 +96,11 @@ def _item(status: str, **extra) -> dict:
     ],
 )
 def test_a_refused_claim_says_what_the_message_is_worth(item, reason):
-    assert rq.interpret_claim_refusal(refusal(item), NOW).reason is reason
+    assert rq.interpret_claim_refusal(refusal(item), NOW, 3).reason is reason
 
 
-def test_fenced_writes_are_conditional_on_owner_and_epoch():
-    job = rq.job_from_item(_item("running", lease_owner="w", lease_epoch=4))
+def test_fenced_writes_are_conditional_on_the_claim_token_and_carry_a_fresh_nonce():
+    job = rq.job_from_item(_item("running", lease_owner="w", lease_epoch=4, claim_token="tok"))
     for params in (
         rq.complete("t", job, owner="w", now=NOW, result=None, retention_s=1),
         rq.schedule_retry(
@@ -110,13 +110,14 @@ def test_fenced_writes_are_conditional_on_owner_and_epoch():
         rq.release("t", job, owner="w", now=NOW),
         rq.heartbeat("t", job, owner="w", now=NOW, lease_s=1),
     ):
-        assert "lease_owner = :owner AND lease_epoch = :epoch" in params["ConditionExpression"]
-        assert params["ExpressionAttributeValues"][":epoch"] == {"N": "4"}
+        assert params["ConditionExpression"] == "#status = :running AND claim_token = :token"
+        assert params["ExpressionAttributeValues"][":token"] == {"S": "tok"}
+        assert "wid = :wid" in params["UpdateExpression"]
         assert params["ReturnValuesOnConditionCheckFailure"] == "ALL_OLD"
 
 
 def test_the_history_is_capped():
-    job = rq.job_from_item(_item("running", lease_owner="w"))
+    job = rq.job_from_item(_item("running", lease_owner="w", claim_token="tok"))
     for attempt in range(15):
         params = rq.schedule_retry(
             "t",
@@ -128,7 +129,10 @@ def test_the_history_is_capped():
             held=False,
         )
         job = rq.job_from_item(
-            {**_item("running", lease_owner="w"), "history": params["ExpressionAttributeValues"][":history"]}
+            {
+                **_item("running", lease_owner="w", claim_token="tok"),
+                "history": params["ExpressionAttributeValues"][":history"],
+            }
         )
     assert len(job.history) == rq.HISTORY_CAP
     assert job.history[-1].attempt == 15
@@ -143,9 +147,9 @@ def test_sqs_limits_are_applied_where_they_bite():
 
 
 def test_a_heartbeat_refused_by_the_owners_own_outcome_is_not_a_lost_lease():
-    job = rq.job_from_item(_item("running", lease_owner="w", lease_epoch=2))
-    finished_by_us = _item("succeeded", lease_epoch=2)
-    rescued_by_another = _item("running", lease_owner="x", lease_epoch=3)
+    job = rq.job_from_item(_item("running", lease_owner="w", lease_epoch=2, claim_token="ours"))
+    finished_by_us = _item("succeeded", lease_epoch=2, claim_token="ours")
+    rescued_by_another = _item("running", lease_owner="x", lease_epoch=3, claim_token="theirs")
     assert rq.moved_on_by_owner(job, refusal(finished_by_us))
     assert not rq.moved_on_by_owner(job, refusal(rescued_by_another))
     assert not rq.moved_on_by_owner(job, StoreError("slow down", code="ThrottlingException"))
