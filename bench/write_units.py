@@ -27,6 +27,10 @@ def units(response: dict[str, Any]) -> tuple[float, float]:
     return table, indexes
 
 
+#: A typical SQS message id (a UUID), as the claim records it.
+MESSAGE_ID = "0f5c6b1e-6d1a-4b1e-9c5e-2a7d9d3f8e41"
+
+
 def measure(url: str, payload_bytes: int) -> dict[str, tuple[float, float]]:
     """Units of enqueue, claim and complete for one job with a payload of ``payload_bytes``."""
     app = App(f"wcu{payload_bytes}", endpoint_url=url)
@@ -46,7 +50,11 @@ def measure(url: str, payload_bytes: int) -> dict[str, tuple[float, float]]:
         )
 
     put = call("put_item", rq.put_job(table, job))
-    claimed = call("update_item", rq.claim(table, job.id, owner=OWNER, now=now + 1, lease_s=60))
+    claim = rq.claim(
+        table, job.id, owner=OWNER, token=rq.nonce(), message_id=MESSAGE_ID, now=now + 1, lease_s=60,
+        max_attempts=app.registry.get("noop").max_attempts,
+    )  # fmt: skip
+    claimed = call("update_item", claim)
     record = rq.job_from_item(claimed["Attributes"])
     done = call(
         "update_item", rq.complete(table, record, owner=OWNER, now=now + 2, result=None, retention_s=86_400)
