@@ -46,17 +46,28 @@ class JobStatus(enum.StrEnum):
 
 TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED})
 
-#: Every allowed transition: operation name -> (from states, to state).
+#: Every allowed transition: operation name -> (from states, to state). The one state table: each
+#: operation is one conditional write in ``sqsjobs.store`` whose condition admits exactly these
+#: statuses and whose update sets exactly this one (tests/unit/test_state_table.py checks both,
+#: and ``docs/lifecycle.md`` against this table). Conditions beyond the status (the claim token,
+#: an expired lease, ``run_at``) are the store's, drawn in ``sqsjobs.store.requests``.
 TRANSITIONS: dict[str, tuple[frozenset[JobStatus], JobStatus]] = {
     "claim": (frozenset({JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED}), JobStatus.RUNNING),
+    # The same write as claim, allowed on a running job once its lease expired (a new token).
     "rescue": (frozenset({JobStatus.RUNNING}), JobStatus.RUNNING),
     "heartbeat": (frozenset({JobStatus.RUNNING}), JobStatus.RUNNING),
     "complete": (frozenset({JobStatus.RUNNING}), JobStatus.SUCCEEDED),
     "schedule_retry": (frozenset({JobStatus.RUNNING}), JobStatus.RETRY_SCHEDULED),
     "fail": (frozenset({JobStatus.RUNNING}), JobStatus.DEAD),
-    "reject": (frozenset({JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED}), JobStatus.DEAD),
+    # The handler stopped on a cancel request.
+    "abort": (frozenset({JobStatus.RUNNING}), JobStatus.CANCELLED),
+    # Dead without a run (unknown type, attempts used up by runs that never finished): running
+    # only once its lease expired.
+    "reject": (frozenset({JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED, JobStatus.RUNNING}), JobStatus.DEAD),
     "release": (frozenset({JobStatus.RUNNING}), JobStatus.QUEUED),
     "cancel": (frozenset({JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED}), JobStatus.CANCELLED),
+    # Flags a running job; its worker sees the flag at its next lease renewal and aborts.
+    "request_cancel": (frozenset({JobStatus.RUNNING}), JobStatus.RUNNING),
     "replay": (frozenset({JobStatus.DEAD, JobStatus.CANCELLED}), JobStatus.QUEUED),
 }
 

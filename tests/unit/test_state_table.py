@@ -1,0 +1,105 @@
+"""One state table: every store write admits exactly the statuses ``TRANSITIONS`` says, and sets its target.
+
+``TRANSITIONS`` in ``sqsjobs/job.py`` is the single source. This test reads the condition and the
+update of each write the store builds and the table in ``docs/lifecycle.md``, and fails when any of
+them disagrees with it — so the code, the table and the docs cannot drift apart again.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from sqsjobs.job import TRANSITIONS, JobStatus
+from sqsjobs.runtime.acks import failure_record
+from sqsjobs.store import operator
+from sqsjobs.store import requests as rq
+
+NOW = 1_800_000_000.0
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "lifecycle.md"
+
+
+def _job():
+    new = rq.NewJob(id="j1", type="t", queue="default", payload={}, payload_version=1, max_attempts=3,
+                    run_at=NOW, now=NOW)  # fmt: skip
+    return rq.job_from_item(rq.put_job("tbl", new)["Item"]).evolve(claim_token=rq.nonce())
+
+
+ERROR = failure_record(ValueError("boom"))
+
+
+def _claim() -> dict:
+    return rq.claim("tbl", "j1", owner="w", token="t", message_id="m", now=NOW, lease_s=5, max_attempts=3)
+
+
+#: operation -> the write the store builds for it
+WRITES = {
+    "claim": _claim,
+    "rescue": _claim,
+    "heartbeat": lambda: rq.heartbeat("tbl", _job(), owner="w", now=NOW, lease_s=5),
+    "complete": lambda: rq.complete("tbl", _job(), owner="w", now=NOW, result=None, retention_s=1),
+    "schedule_retry": lambda: rq.schedule_retry("tbl", _job(), owner="w", now=NOW, run_at=NOW, error=ERROR, held=False),
+    "fail": lambda: rq.fail("tbl", _job(), owner="w", now=NOW, error=ERROR, reason="r", retention_s=1),
+    "abort": lambda: rq.abort("tbl", _job(), owner="w", now=NOW, reason="r", retention_s=1),
+    "reject": lambda: rq.reject("tbl", "j1", now=NOW, error=ERROR, reason="r", retention_s=1),
+    "release": lambda: rq.release("tbl", _job(), owner="w", now=NOW),
+    "cancel": lambda: operator.cancel("tbl", "j1", now=NOW, retention_s=1),
+    "request_cancel": lambda: operator.request_cancel("tbl", "j1", now=NOW),
+    "replay": lambda: operator.replay("tbl", _job(), seen_updated="1", now=NOW, max_attempts=3, audit={"a": 1}),
+}  # fmt: skip
+#: Operations that share one write: its condition admits the union of their from-states.
+SHARED = {"claim": ("claim", "rescue"), "rescue": ("claim", "rescue")}
+
+
+def statuses_in_condition(params: dict) -> set[JobStatus]:
+    values = params["ExpressionAttributeValues"]
+    placeholders = re.findall(r":\w+", params["ConditionExpression"])
+    return {JobStatus(values[p]["S"]) for p in placeholders if values[p].get("S") in set(JobStatus)}
+
+
+def target_status(params: dict) -> JobStatus | None:
+    match = re.search(r"#status = (:\w+)", params["UpdateExpression"])
+    return JobStatus(params["ExpressionAttributeValues"][match.group(1)]["S"]) if match else None
+
+
+def test_every_transition_has_a_write_and_every_write_a_transition():
+    assert set(WRITES) == set(TRANSITIONS)
+
+
+@pytest.mark.parametrize("operation", sorted(TRANSITIONS))
+def test_the_writes_condition_admits_exactly_the_tables_from_states(operation):
+    expected = set().union(*(TRANSITIONS[op][0] for op in SHARED.get(operation, (operation,))))
+    assert statuses_in_condition(WRITES[operation]()) == expected
+
+
+@pytest.mark.parametrize("operation", sorted(TRANSITIONS))
+def test_the_write_sets_the_tables_to_state(operation):
+    sources, to = TRANSITIONS[operation]
+    target = target_status(WRITES[operation]())
+    if target is None:  # the write leaves the status alone: a self-transition
+        assert sources == {to}
+    else:
+        assert target is to
+
+
+def doc_rows() -> dict[str, tuple[set[JobStatus], JobStatus]]:
+    rows = {}
+    for line in DOCS.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or not cells[0] or cells[0].startswith(("operation", "---")):
+            continue
+        name = cells[0].split()[0]
+        froms = {s for s in JobStatus if re.search(rf"\b{s.value}\b", cells[1])}
+        tos = [s for s in JobStatus if re.search(rf"\b{s.value}\b", cells[2])]
+        if name in TRANSITIONS or froms:
+            rows[name] = (froms, tos[0] if len(tos) == 1 else None)
+    return rows
+
+
+def test_docs_lifecycle_lists_every_transition_as_the_table_has_it():
+    documented = doc_rows()
+    assert {name: (set(f), t) for name, (f, t) in TRANSITIONS.items()} == {
+        name: row for name, row in documented.items() if name != "enqueue"
+    }
