@@ -13,7 +13,7 @@ import contextlib
 import functools
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
@@ -134,12 +134,55 @@ def _user_agent() -> str | None:
         return None
 
 
+#: DynamoDB operations that report consumed capacity, and which of them read.
+#: https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_ConsumedCapacity.html
+CAPACITY_OPERATIONS = frozenset({
+    "PutItem", "UpdateItem", "DeleteItem", "GetItem", "Query", "Scan", "BatchGetItem", "BatchWriteItem",
+    "TransactWriteItems", "TransactGetItems", "ExecuteStatement", "BatchExecuteStatement",
+})  # fmt: skip
+READ_OPERATIONS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"})
+
+
 class RequestCounter:
-    """Counts API calls by (service, operation); fed by botocore's ``before-call`` event."""
+    """Counts API calls by (service, operation); fed by botocore's ``before-call`` event.
+
+    With ``Settings.measure_capacity`` it also adds up the capacity DynamoDB says each call consumed:
+    ``capacity[("write", "table")]``, ``capacity[("write", "index:by_status")]``, ``("read", ...)``.
+    """
 
     def __init__(self) -> None:
         self.counts: Counter[tuple[str, str]] = Counter()
+        self.capacity: dict[tuple[str, str], float] = defaultdict(float)
         self._lock = threading.Lock()
+
+    def ask_capacity(self, params: dict[str, Any], model: Any, **kwargs: Any) -> None:
+        """``before-parameter-build.dynamodb``: request ``ReturnConsumedCapacity=INDEXES``."""
+        if model.name in CAPACITY_OPERATIONS:
+            params.setdefault("ReturnConsumedCapacity", "INDEXES")
+
+    def add_capacity(self, parsed: Mapping[str, Any], model: Any, **kwargs: Any) -> None:
+        """``after-call.dynamodb``: add what the answer says it consumed (a list for batch calls)."""
+        consumed = parsed.get("ConsumedCapacity")
+        if not consumed:
+            return
+        kind = "read" if model.name in READ_OPERATIONS else "write"
+        with self._lock:
+            for entry in consumed if isinstance(consumed, list) else [consumed]:
+                self.capacity[(kind, "table")] += float(entry.get("Table", {}).get("CapacityUnits", 0))
+                for group in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes"):
+                    for name, used in entry.get(group, {}).items():
+                        self.capacity[(kind, f"index:{name}")] += float(used.get("CapacityUnits", 0))
+
+    def units(self, kind: str = "write", part: str | None = None) -> float:
+        """Capacity units consumed of ``kind`` (``write``/``read``) by ``part`` (``table``, ``index:<name>``, None: all)."""
+        return sum(v for (k, p), v in self.capacity.items() if k == kind and (part is None or p == part))
+
+    def watch(self, client: Any, *, capacity: bool) -> None:
+        """Hook this counter into a client's events (and the capacity meter if asked)."""
+        client.meta.events.register("before-call.*.*", self)
+        if capacity:
+            client.meta.events.register("before-parameter-build.dynamodb.*", self.ask_capacity)
+            client.meta.events.register("after-call.dynamodb.*", self.add_capacity)
 
     def __call__(self, event_name: str = "", **kwargs: Any) -> None:
         """Record one call; ``event_name`` is ``before-call.<service>.<Operation>``."""
@@ -159,6 +202,7 @@ class RequestCounter:
         """Forget all counts."""
         with self._lock:
             self.counts.clear()
+            self.capacity.clear()
 
 
 def _client_kwargs(settings: Settings) -> dict[str, Any]:
@@ -189,7 +233,7 @@ class SyncClients:
                 if client is None:
                     session: Any = boto3.session.Session()
                     client = session.client(service, **_client_kwargs(self._settings))
-                    client.meta.events.register("before-call.*.*", self._counter)
+                    self._counter.watch(client, capacity=self._settings.measure_capacity)
                     self._clients[service] = client
         return client
 
@@ -227,7 +271,7 @@ class AsyncClients:
                 client = await self._stack.enter_async_context(
                     self._session.client(service, **_client_kwargs(self._settings))
                 )
-                client.meta.events.register("before-call.*.*", self._counter)
+                self._counter.watch(client, capacity=self._settings.measure_capacity)
                 self._clients[service] = client
         return self._clients[service]
 

@@ -97,6 +97,10 @@ class Settings:
     #: the model by the test suite, which runs with this on, and AWS validates every request anyway.
     #: Turn it on to get a local error naming the field when a hand-built request is wrong.
     validate_requests: bool = False
+    #: Ask DynamoDB for the capacity each request consumed (``ReturnConsumedCapacity=INDEXES``) and
+    #: add it up in ``App.requests.capacity``, table and indexes apart: what AWS bills, measured by
+    #: DynamoDB itself. For cost tests and benchmarks; a few bytes more per answer.
+    measure_capacity: bool = False
 
     def __post_init__(self) -> None:
         if not self.table_name:

@@ -1,43 +1,93 @@
-"""The DESIGN §4 budget, counted (not timed): AWS requests per job while 100 no-op jobs flow through one worker."""
+"""The DESIGN §4 budget, counted (not timed) with DynamoDB's own ConsumedCapacity, 100 no-op jobs.
+
+Requests are counted by botocore's events; capacity is what DynamoDB (MiniStack) says each request
+consumed (``ReturnConsumedCapacity=INDEXES``, ``Settings.measure_capacity``), table and indexes
+summed — what AWS would bill, measured by the database rather than estimated.
+"""
 
 from __future__ import annotations
 
+import uuid
+
+import pytest
+
 from bench.report import DYNAMODB_READS, DYNAMODB_WRITES
-from sqsjobs import JobStatus
+from sqsjobs import App, JobStatus
 from sqsjobs.testing import all_finished, work_until
+from tests.conftest import EXTERNAL_ENDPOINT
 
 JOBS = 100
+#: DESIGN §4: enqueue, claim, finish — each at most 1 KB — and no index writes on the happy path.
+WRITE_UNITS_BUDGET = 3.0
+FAKE_AWS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+@pytest.fixture(scope="module")
+def measured(ministack_url):
+    """Run 100 jobs with 1 KB payloads through one worker; return (requests, capacity) for them all."""
+    with pytest.MonkeyPatch.context() as env:  # the suite's fake credentials, for this module's run
+        for key, value in FAKE_AWS.items():
+            if not EXTERNAL_ENDPOINT:
+                env.setenv(key, value)
+        yield _run(ministack_url)
+
+
+def _run(ministack_url: str):
+    name = f"cost{uuid.uuid4().hex[:8]}"
+    producer = App(name, endpoint_url=ministack_url, measure_capacity=True, receive_wait_s=20)
+    producer.job("noop")(lambda payload, ctx: None)
+    producer.provision()
+    worker = App(name, endpoint_url=ministack_url, measure_capacity=True, receive_wait_s=20)
+    worker.registry.include(producer.registry)
+    producer.requests.reset()
+
+    ids = producer.enqueue_many([{"type": "noop", "payload": {"blob": "x" * 1024}} for _ in range(JOBS)])
+    enqueue_counts, enqueue_capacity = dict(producer.requests.counts), dict(producer.requests.capacity)
+    work_until(worker, all_finished(producer, ids), concurrency=10)
+    assert all(producer.get(i).status is JobStatus.SUCCEEDED for i in ids)
+
+    calls = dict(worker.requests.counts)
+    for key, n in enqueue_counts.items():
+        calls[key] = calls.get(key, 0) + n
+    capacity = dict(worker.requests.capacity)
+    for key, units in enqueue_capacity.items():
+        capacity[key] = capacity.get(key, 0.0) + units
+    return calls, capacity
 
 
 def test_a_backlog_costs_at_most_three_dynamodb_writes_no_reads_and_under_point_six_sqs_requests_per_job(
-    ministack_url, make_app
+    measured,
 ):
-    producer = make_app(ministack_url, receive_wait_s=20)
-
-    @producer.job("noop")
-    def noop(payload, ctx):
-        return None
-
-    producer.provision()
-    worker_app = make_app(ministack_url, name=producer.name, receive_wait_s=20)
-    worker_app.registry.include(producer.registry)
-
-    producer.requests.reset()
-    ids = producer.enqueue_many([{"type": "noop", "payload": {"blob": "x" * 1024}} for _ in range(JOBS)])
-    enqueue_calls = dict(producer.requests.counts)
-
-    work_until(worker_app, all_finished(producer, ids), concurrency=10)
-    assert all(producer.get(i).status is JobStatus.SUCCEEDED for i in ids)
-
-    calls = dict(worker_app.requests.counts)
-    for key, n in enqueue_calls.items():
-        calls[key] = calls.get(key, 0) + n
+    calls, _ = measured
     ddb_writes = sum(n for (svc, op), n in calls.items() if svc == "dynamodb" and op in DYNAMODB_WRITES)
     ddb_reads = sum(n for (svc, op), n in calls.items() if svc == "dynamodb" and op in DYNAMODB_READS)
     sqs_requests = sum(n for (svc, _), n in calls.items() if svc == "sqs")
     summary = {f"{s}.{o}": n for (s, o), n in sorted(calls.items())}
-
     assert ddb_writes / JOBS <= 3, summary
     assert ddb_reads == 0, summary
     assert sqs_requests / JOBS <= 0.6, summary
-    print(f"\nrequests for {JOBS} jobs: {summary}")
+
+
+def test_the_happy_path_reads_nothing_and_every_write_is_measured(measured):
+    _, capacity = measured
+    reads = sum(v for (kind, _), v in capacity.items() if kind == "read")
+    table = capacity.get(("write", "table"), 0.0)
+    assert reads == 0, capacity
+    # Three writes per job, each billed at least one unit: the meter sees every one of them.
+    assert table >= 3 * JOBS, capacity
+    per_job = {f"{kind} {part}": round(v / JOBS, 2) for (kind, part), v in sorted(capacity.items())}
+    print(f"\ncapacity units per job: {per_job}")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the record still carries the payload and three happy-path indexes (issue 13, record v2 pending)",
+)
+def test_the_happy_path_costs_at_most_three_write_units_per_job_table_and_indexes_summed(measured):
+    _, capacity = measured
+    writes = sum(v for (kind, _), v in capacity.items() if kind == "write")
+    assert writes / JOBS <= WRITE_UNITS_BUDGET, capacity
