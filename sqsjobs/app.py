@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
 from sqsjobs._aws import AsyncClients, Flow, RequestCounter, SyncClients, run_async, run_sync
 from sqsjobs._clock import Clock, SystemClock
@@ -18,14 +18,20 @@ from sqsjobs.config import Settings
 from sqsjobs.deploy.provision import ProvisionReport, provision_flow
 from sqsjobs.errors import ConfigurationError
 from sqsjobs.ops.requeue import retry_flow
-from sqsjobs.producer import JobRequest, build_new_job, cancel_flow, enqueue_many_flow, get_flow
+from sqsjobs.producer import (
+    EnqueueOptions,
+    JobRequest,
+    build_new_job,
+    cancel_flow,
+    enqueue_many_flow,
+    get_flow,
+)
 from sqsjobs.registry import P, Registry
 from sqsjobs.schedules.declarations import Schedules
 from sqsjobs.transport.queues import QueueUrls
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
-    from datetime import datetime, timedelta
 
     from sqsjobs.job import Job
     from sqsjobs.observability.metrics import JobMetrics
@@ -154,46 +160,10 @@ class App:
     # ``job_type`` is the type's name (any payload), or its handler: then mypy checks the payload
     # against the handler's annotation, as dramatiq's ``Actor.send`` checks its arguments.
     @overload
-    def enqueue(
-        self,
-        job_type: str,
-        payload: Any = None,
-        *,
-        idempotency_key: str | None = None,
-        delay: timedelta | float | None = None,
-        run_at: datetime | None = None,
-        queue: str | None = None,
-        tenant: str | None = None,
-        parent_id: str | None = None,
-        trace: str | None = None,
-    ) -> str: ...
+    def enqueue(self, job_type: str, payload: Any = None, **options: Unpack[EnqueueOptions]) -> str: ...
     @overload
-    def enqueue(
-        self,
-        job_type: HandlerOf[P],
-        payload: P,
-        *,
-        idempotency_key: str | None = None,
-        delay: timedelta | float | None = None,
-        run_at: datetime | None = None,
-        queue: str | None = None,
-        tenant: str | None = None,
-        parent_id: str | None = None,
-        trace: str | None = None,
-    ) -> str: ...
-    def enqueue(
-        self,
-        job_type: str | Handler,
-        payload: Any = None,
-        *,
-        idempotency_key: str | None = None,
-        delay: timedelta | float | None = None,
-        run_at: datetime | None = None,
-        queue: str | None = None,
-        tenant: str | None = None,
-        parent_id: str | None = None,
-        trace: str | None = None,
-    ) -> str:
+    def enqueue(self, job_type: HandlerOf[P], payload: P, **options: Unpack[EnqueueOptions]) -> str: ...
+    def enqueue(self, job_type: str | Handler, payload: Any = None, **options: Unpack[EnqueueOptions]) -> str:
         """Enqueue one job and return its id (the same id again for a repeated idempotency key).
 
         Args:
@@ -208,57 +178,21 @@ class App:
             parent_id: the job that enqueued this one.
             trace: the producer's trace header; default: the current trace, if any.
         """
-        request = JobRequest(
-            job_type, payload, idempotency_key, delay, run_at, queue, tenant, parent_id, trace
-        )
-        return str(self.run(self._enqueue_flow([request]))[0])
+        return self.run(self._enqueue_flow([JobRequest(job_type, payload, **options)]))[0]
 
     @overload
     async def aenqueue(
-        self,
-        job_type: str,
-        payload: Any = None,
-        *,
-        idempotency_key: str | None = None,
-        delay: timedelta | float | None = None,
-        run_at: datetime | None = None,
-        queue: str | None = None,
-        tenant: str | None = None,
-        parent_id: str | None = None,
-        trace: str | None = None,
+        self, job_type: str, payload: Any = None, **options: Unpack[EnqueueOptions]
     ) -> str: ...
     @overload
     async def aenqueue(
-        self,
-        job_type: HandlerOf[P],
-        payload: P,
-        *,
-        idempotency_key: str | None = None,
-        delay: timedelta | float | None = None,
-        run_at: datetime | None = None,
-        queue: str | None = None,
-        tenant: str | None = None,
-        parent_id: str | None = None,
-        trace: str | None = None,
+        self, job_type: HandlerOf[P], payload: P, **options: Unpack[EnqueueOptions]
     ) -> str: ...
     async def aenqueue(
-        self,
-        job_type: str | Handler,
-        payload: Any = None,
-        *,
-        idempotency_key: str | None = None,
-        delay: timedelta | float | None = None,
-        run_at: datetime | None = None,
-        queue: str | None = None,
-        tenant: str | None = None,
-        parent_id: str | None = None,
-        trace: str | None = None,
+        self, job_type: str | Handler, payload: Any = None, **options: Unpack[EnqueueOptions]
     ) -> str:
         """Async ``enqueue``."""
-        request = JobRequest(
-            job_type, payload, idempotency_key, delay, run_at, queue, tenant, parent_id, trace
-        )
-        return str((await self.arun(self._enqueue_flow([request])))[0])
+        return (await self.arun(self._enqueue_flow([JobRequest(job_type, payload, **options)])))[0]
 
     def enqueue_many(self, requests: Iterable[JobRequest[Any] | Mapping[str, Any]]) -> list[str]:
         """Enqueue many jobs; hints go to SQS in batches of ten. Returns ids in order.

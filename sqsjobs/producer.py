@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic
+from typing import TYPE_CHECKING, Any, Generic, TypedDict
 
 from sqsjobs._aws import Call, Flow
 from sqsjobs.config import to_seconds
@@ -49,6 +49,18 @@ class JobRequest(Generic[P]):
     tenant: str | None = None
     parent_id: str | None = None
     trace: str | None = None
+
+
+class EnqueueOptions(TypedDict, total=False):
+    """The keyword options of ``App.enqueue``/``aenqueue``, typed once (see ``JobRequest``)."""
+
+    idempotency_key: str | None
+    delay: timedelta | float | None
+    run_at: datetime | None
+    queue: str | None
+    tenant: str | None
+    parent_id: str | None
+    trace: str | None
 
 
 def build_new_job(
