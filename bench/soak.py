@@ -301,22 +301,25 @@ class Auditor:
         self.settings = app_settings
 
     def non_terminal(self) -> int:
-        """Records in a non-terminal ``by_status`` partition."""
+        """Records not yet succeeded, dead or cancelled (a Scan: there is no status index any more)."""
         total = 0
-        for st in NON_TERMINAL:
-            kwargs: dict[str, Any] = {
-                "TableName": self.table,
-                "IndexName": rq.STATUS_INDEX,
-                "KeyConditionExpression": "st = :st",
-                "ExpressionAttributeValues": {":st": {"S": st}},
-                "Select": "COUNT",
-            }
-            while True:
-                page = self.ddb.query(**kwargs)
-                total += int(page.get("Count", 0))
-                if not page.get("LastEvaluatedKey"):
-                    break
-                kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "FilterExpression": "#status IN (:q, :r, :run)",
+            "ExpressionAttributeNames": {"#status": "status"},
+            "ExpressionAttributeValues": {
+                ":q": {"S": "queued"},
+                ":r": {"S": "retry_scheduled"},
+                ":run": {"S": "running"},
+            },
+            "Select": "COUNT",
+        }
+        while True:
+            page = self.ddb.scan(**kwargs)
+            total += int(page.get("Count", 0))
+            if not page.get("LastEvaluatedKey"):
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         return total
 
     def records(self) -> dict[str, dict[str, Any]]:

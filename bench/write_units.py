@@ -50,8 +50,7 @@ def measure(url: str, payload_bytes: int) -> dict[str, tuple[float, float]]:
         )
 
     put = call("put_item", rq.put_job(table, job))
-    claim = rq.claim(
-        table, job.id, owner=OWNER, token=rq.nonce(), message_id=MESSAGE_ID, now=now + 1, lease_s=60,
+    claim = rq.claim(table, rq.envelope_of(job), owner=OWNER, token=rq.nonce(), message_id=MESSAGE_ID, now=now + 1, lease_s=60,
         max_attempts=app.registry.get("noop").max_attempts,
     )  # fmt: skip
     claimed = call("update_item", claim)

@@ -147,7 +147,7 @@ class RequestCounter:
     """Counts API calls by (service, operation); fed by botocore's ``before-call`` event.
 
     With ``Settings.measure_capacity`` it also adds up the capacity DynamoDB says each call consumed:
-    ``capacity[("write", "table")]``, ``capacity[("write", "index:by_status")]``, ``("read", ...)``.
+    ``capacity[("write", "table")]``, ``capacity[("write", "index:attention")]``, ``("read", ...)``.
     """
 
     def __init__(self) -> None:

@@ -1,7 +1,11 @@
-"""The SQS message body: a small, versioned hint naming a job. The record holds everything else.
+"""The SQS message body: a versioned hint that carries what a worker needs to run the job.
 
-Messages stay a few dozen bytes because the payload lives in the record (the claim returns it),
-which makes a duplicated, late or stale message harmless: it only says "look at job X".
+Version 2 carries the job's payload and the fields its record is made of (type, queue, payload
+hash and version, times, tenant, idempotency key, trace), so the record stays small (no payload on
+the happy path, DESIGN §2) and a claim can create the record when the producer died between its
+send and its write. It is still only a hint: the claim decides, and refuses a message whose payload
+hash is not the record's (a conflicting idempotent enqueue). Version 1 (id and type only) is still
+read: its payload comes from the record.
 
 A second kind, ``Fire``, is what EventBridge Scheduler (or the local firing loop of ``sqsjobs dev``)
 sends for one occurrence of a schedule; the worker turns it into a job (``sqsjobs.schedules.fire``).
@@ -15,7 +19,10 @@ from typing import Any
 
 from sqsjobs.errors import EnvelopeError, UnknownEnvelopeVersion
 
-ENVELOPE_VERSION = 1
+ENVELOPE_VERSION = 2
+FIRE_VERSION = 1
+#: Versions this worker reads (1: the job id and type only).
+READABLE_VERSIONS = frozenset({1, 2})
 
 #: Message attributes the framework sets on messages it dead-letters.
 DLQ_REASON = "sqsjobs-reason"
@@ -26,19 +33,55 @@ DLQ_JOB_TYPE = "sqsjobs-job-type"
 DLQ_SOURCE_QUEUE = "sqsjobs-source-queue"
 
 
+_UNSET: Any = object()
+
+#: Optional job fields a v2 envelope carries, by their short key in the body.
+_OPTIONAL = {"tenant": "tenant", "key": "idempotency_key", "trace": "trace", "parent": "parent_id",
+             "root": "root_id", "max": "max_attempts"}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Envelope:
-    """``{"v": 1, "id": ..., "type": ...}``."""
+    """``{"v": 2, "id", "type", "queue", "payload", "hash", "pv", "created", "run_at", ...}``.
+
+    ``has_payload`` tells a v2 envelope (which always carries its payload, even ``null``) from a v1
+    hint that names the job only.
+    """
 
     job_id: str
     job_type: str
     version: int = ENVELOPE_VERSION
+    queue: str | None = None
+    payload: Any = None
+    has_payload: bool = False
+    payload_hash: str | None = None
+    payload_version: int = 1
+    created_at: float | None = None
+    run_at: float | None = None
+    tenant: str | None = None
+    idempotency_key: str | None = None
+    trace: str | None = None
+    parent_id: str | None = None
+    root_id: str | None = None
+    max_attempts: int | None = None
 
     def to_body(self) -> str:
         """Serialise for SendMessage."""
-        return json.dumps(
-            {"v": self.version, "id": self.job_id, "type": self.job_type}, separators=(",", ":")
-        )
+        data: dict[str, Any] = {"v": self.version, "id": self.job_id, "type": self.job_type}
+        if self.has_payload:
+            data |= {
+                "queue": self.queue,
+                "payload": self.payload,
+                "hash": self.payload_hash,
+                "pv": self.payload_version,
+                "created": self.created_at,
+                "run_at": self.run_at,
+            }
+            for key, attr in _OPTIONAL.items():
+                value = getattr(self, attr)
+                if value is not None:
+                    data[key] = value
+        return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def from_body(cls, body: str) -> Envelope:
@@ -50,7 +93,31 @@ class Envelope:
         job_id, job_type = data.get("id"), data.get("type")
         if not isinstance(job_id, str) or not job_id or not isinstance(job_type, str) or not job_type:
             raise EnvelopeError(f"envelope lacks a job id or type: {body[:80]!r}")
-        return cls(job_id=job_id, job_type=job_type, version=data["v"])
+        if data["v"] < 2 or "payload" not in data:
+            return cls(job_id=job_id, job_type=job_type, version=data["v"])
+        queue, digest, created, run_at = (
+            data.get("queue"),
+            data.get("hash"),
+            data.get("created"),
+            data.get("run_at"),
+        )
+        if (
+            not isinstance(queue, str)
+            or not isinstance(digest, str)
+            or not _number(created)
+            or not _number(run_at)
+        ):
+            raise EnvelopeError(f"envelope lacks its queue, payload hash or times: {body[:80]!r}")
+        optional = {attr: data[key] for key, attr in _OPTIONAL.items() if data.get(key) is not None}
+        return cls(
+            job_id=job_id, job_type=job_type, version=data["v"], queue=queue, payload=data["payload"],
+            has_payload=True, payload_hash=digest, payload_version=int(data.get("pv") or 1),
+            created_at=float(created), run_at=float(run_at), **optional,  # type: ignore[arg-type]
+        )  # fmt: skip
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 #: EventBridge Scheduler replaces this with the occurrence's time (``2026-12-01T08:00:00Z``);
@@ -70,7 +137,8 @@ class Fire:
     at: str
     job_type: str
     payload: Any = None
-    version: int = ENVELOPE_VERSION
+    #: Fires keep version 1: Scheduler targets hold the body verbatim, and a plan compares it as text.
+    version: int = FIRE_VERSION
 
     def to_body(self) -> str:
         """Serialise (canonical JSON, so a plan compares it textually)."""
@@ -106,7 +174,7 @@ def _load(body: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise EnvelopeError(f"message body is not a JSON object: {body[:80]!r}")
     version = data.get("v")
-    if version != ENVELOPE_VERSION:
+    if version not in READABLE_VERSIONS:
         if isinstance(version, int) and version > ENVELOPE_VERSION:
             raise UnknownEnvelopeVersion(
                 f"envelope version {version} is newer than this worker's {ENVELOPE_VERSION}"

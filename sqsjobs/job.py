@@ -127,7 +127,9 @@ class Job:
     queue: str
     #: Current state.
     status: JobStatus
-    #: JSON-compatible payload.
+    #: JSON-compatible payload; None in the record of a job whose message carries it (the happy
+    #: path keeps the record small, DESIGN §2): records keep it only while held, and once dead or
+    #: cancelled (so they can be replayed).
     payload: Any
     #: Version of the payload's schema (``HandlerSpec.version`` at enqueue).
     payload_version: int
@@ -165,6 +167,9 @@ class Job:
     cancel_requested: bool = False
     #: Free-form reason when dead or cancelled.
     reason: str | None = None
+    #: Identity of the payload (``sqsjobs.store.codec.payload_hash``) and its JSON size in bytes.
+    payload_hash: str | None = None
+    payload_size: int | None = None
     #: Extra fields that a newer sqsjobs wrote; kept so nothing is lost.
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Generic, TypedDict
 
 from sqsjobs._aws import Call, Flow
 from sqsjobs.config import to_seconds
-from sqsjobs.envelope import Envelope
 from sqsjobs.errors import JobNotFound, PayloadTooLarge, StoreError, TransportError
 from sqsjobs.job import JobStatus
 from sqsjobs.observability.tracing import current_trace, message_attributes
@@ -106,10 +105,10 @@ def build_new_job(
     )
 
 
-def _put(settings: Settings, job: rq.NewJob) -> Flow[bool]:
+def _put(settings: Settings, job: rq.NewJob, *, unsent: bool = False) -> Flow[bool]:
     """Write the record; True when it is new, False when the idempotency key already named it."""
     try:
-        yield Call("dynamodb", "put_item", rq.put_job(settings.table_name, job))
+        yield Call("dynamodb", "put_item", rq.put_job(settings.table_name, job, unsent=unsent))
     except StoreError as exc:
         rq.interpret_put_conflict(job, exc)  # raises IdempotencyConflict unless it is the same job
         return False
@@ -124,19 +123,23 @@ def enqueue_many_flow(
     logger: Any = None,
     metrics: JobMetrics | None = None,
 ) -> Flow[list[str]]:
-    """Write every record, then send the hints in batches of ten per queue."""
+    """Send the messages (ten to a request per queue), then write the records.
+
+    The message goes first because it carries the job (payload included): if this process dies
+    between the two, the job still runs — the claim creates the record from the message. A message
+    SQS refused is not retried here: its record is written with the payload as a ``pending``
+    attention entry instead, and the sweeper sends it. A repeated idempotency key sends its message
+    again (harmless: the claim decides) and finds its record already there.
+    """
+    unsent: set[str] = set()
     by_queue: dict[str, list[rq.NewJob]] = {}
     for job in jobs:
-        created = yield from _put(settings, job)
-        if created and metrics is not None:
-            metrics.enqueued(job.type, job.tenant)
-        # A repeated key re-sends its hint too: the earlier enqueue may have died before its send.
         if not job.held:
             by_queue.setdefault(job.queue, []).append(job)
     for queue, queued in by_queue.items():
         for batch in sqs.chunks(queued):
             entries = [
-                (str(i), Envelope(j.id, j.type).to_body(), sqs.clamp_delay(j.run_at - j.now))
+                (str(i), rq.envelope_of(j).to_body(), sqs.clamp_delay(j.run_at - j.now))
                 for i, j in enumerate(batch)
             ]
             try:
@@ -147,16 +150,20 @@ def enqueue_many_flow(
                 failed = sqs.failed_entries(response)
             except TransportError as exc:
                 failed = {e[0]: exc.code for e in entries}
+            unsent.update(batch[int(i)].id for i in failed)
             if failed and logger is not None:
-                # The records are durable; the sweeper dispatches them after ``stale_after_s``.
                 logger.warning(
-                    "enqueue: hint not sent, the sweeper will dispatch",
+                    "enqueue: message not sent, the record is kept for the sweeper",
                     extra={
                         "queue": queue,
                         "job_ids": [batch[int(i)].id for i in failed],
                         "codes": sorted(set(failed.values())),
                     },
                 )
+    for job in jobs:
+        created = yield from _put(settings, job, unsent=job.id in unsent)
+        if created and metrics is not None:
+            metrics.enqueued(job.type, job.tenant)
     return [j.id for j in jobs]
 
 

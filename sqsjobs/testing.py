@@ -62,6 +62,7 @@ def make_job(
     # What the claim's UpdateItem sets (sqsjobs.store.requests.claim); each claim bumps the epoch.
     return queued.evolve(
         id=job_id or queued.id,
+        payload=new.payload,  # the worker's job carries the message's payload (the record keeps its hash)
         status=JobStatus.RUNNING,
         attempt=attempt,
         max_attempts=max_attempts,

@@ -102,7 +102,10 @@ def _stats_view(snap: stats_ops.Stats) -> Table:
     outer.add_row("")
     outer.add_row(types)
     if snap.truncated:
-        outer.add_row(f"[yellow]counts truncated at {stats_ops.DEFAULT_MAX_ENTRIES} entries per status[/]")
+        outer.add_row(
+            f"[yellow]counts truncated: the scan stopped after {stats_ops.DEFAULT_MAX_ENTRIES} records "
+            "(a uniform sample of a larger table)[/]"
+        )
     return outer
 
 

@@ -17,7 +17,6 @@ from sqsjobs.cli.common import (
     AppOpt,
     EndpointOpt,
     JsonOpt,
-    SinceOpt,
     abort,
     duration_option,
     guarded,
@@ -27,6 +26,7 @@ from sqsjobs.cli.render import print_json, render_job, status_markup, stdout_con
 from sqsjobs.errors import PayloadError
 from sqsjobs.job import JobStatus  # noqa: TC001 (typer reads the annotation at runtime)
 from sqsjobs.ops import inspect as inspect_ops
+from sqsjobs.ops._common import iso
 
 jobs_cli = typer.Typer(no_args_is_help=True, help="Find a job, see why it failed, cancel or retry it.")
 
@@ -57,7 +57,13 @@ def jobs_list(
     job_type: Annotated[str | None, typer.Option("--type", help="Only this job type")] = None,
     queue: Annotated[str | None, typer.Option(help="Only this logical queue")] = None,
     tenant: Annotated[str | None, typer.Option(help="Only this tenant")] = None,
-    since: SinceOpt = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            help="Only jobs updated this recently, e.g. 30m, 2h, 7d (default 24h; --status dead: "
+            "finished this recently, default all)"
+        ),
+    ] = None,
     limit: Annotated[
         int, typer.Option(help=f"Rows per page (1..{inspect_ops.MAX_LIMIT})")
     ] = inspect_ops.DEFAULT_LIMIT,
@@ -66,7 +72,11 @@ def jobs_list(
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Jobs, newest first, served by an index (never a table scan); paginated with --cursor."""
+    """Jobs, newest first, one page per call, paginated with --cursor.
+
+    --status dead reads the attention index (dead jobs only); every other listing scans the table
+    within the window, reading a bounded number of items per call, and sorts each page.
+    """
     loaded = load_app(app, endpoint_url)
     query = inspect_ops.ListQuery(
         status,
@@ -79,16 +89,20 @@ def jobs_list(
     )
     now = loaded.clock.now()
     with guarded(loaded):
-        page: inspect_ops.JobPage = loaded.run(
-            inspect_ops.list_flow(loaded.settings, loaded.registry, query, now)
-        )
+        page: inspect_ops.JobPage = loaded.run(inspect_ops.list_flow(loaded.settings, query, now))
     if json_out:
         print_json(
-            {"jobs": [r.to_dict() for r in page.rows], "next_cursor": page.next_cursor, "index": page.index}
+            {
+                "jobs": [r.to_dict() for r in page.rows],
+                "next_cursor": page.next_cursor,
+                "index": page.index,
+                "read": page.read,
+                "since": iso(page.since),
+            }
         )
         return
     console = stdout_console()
-    at_label = "due / finished" if page.index == "by_status" else "updated"
+    at_label = "finished" if page.index == inspect_ops.ATTENTION else "updated"
     table = Table(show_edge=False)
     table.add_column("id", no_wrap=True)
     for col in ("status", "type", "queue", "tenant", "attempt", "created", at_label, "reason"):
@@ -98,9 +112,14 @@ def jobs_list(
         table.add_row(r.id, status_markup(r.status), escape(r.type), escape(r.queue), escape(r.tenant or "-"), attempt,
                       when(r.created_at, now), when(r.at, now), escape(r.reason or ""))  # fmt: skip
     console.print(table)
-    console.print(
-        f"{len(page.rows)} job(s) via index {page.index} ({', '.join(page.partitions)})", style="dim"
-    )
+    if page.index == inspect_ops.ATTENTION:
+        source = f"via index {page.index}, {len(page.partitions)} dead shards ({page.read} entries read)"
+    else:
+        source = (
+            f"via a table scan ({page.read} items read, updated since {when(page.since, now)}; "
+            "sorted newest first within the page)"
+        )
+    console.print(f"{len(page.rows)} job(s) {source}", style="dim")
     if page.next_cursor:
         console.print(f"more: --cursor {page.next_cursor}")
 

@@ -104,8 +104,7 @@ def sweep(
         if once:
             report = asyncio.run(sweep_once(loaded))
             out.print(
-                f"dispatched {len(report.dispatched_held)} held, re-dispatched {len(report.redispatched)}, "
-                f"rescued {len(report.rescued)}"
+                f"dispatched {len(report.dispatched_held)} held, re-dispatched {len(report.redispatched)} pending"
             )
             return
 

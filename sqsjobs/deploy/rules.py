@@ -44,7 +44,7 @@ DLQ_RETENTION_S = 14 * 86_400
 #: What each deployed principal may do, by service. Every action is named; none is a wildcard, and
 #: ``tests/unit/test_deployment.py`` keeps each list equal to the calls the runtime code makes.
 #: ``WORKER``: the ECS worker and the Lambda worker (claim → run → record → ack, enqueue from a
-#: handler, dead-letter with a reason). ``SWEEPER``: read the ``by_status`` index, move ``due``,
+#: handler, dead-letter with a reason). ``SWEEPER``: read the ``attention`` index, mark the entry pending,
 #: send hints. ``SCHEDULER``: the role EventBridge Scheduler assumes to deliver a fire (and to
 #: dead-letter one it cannot deliver). The Lambda event source mapping's own receive/delete rights
 #: are granted with the mapping.

@@ -1,12 +1,13 @@
 """Check the deployed resources against the App, each check with its fix.
 
-Checks, in order: the table (exists, ACTIVE, keyed by ``id``), each index the store and the CLI
-query, TTL on ``expires_at``; then per logical queue: the queue and its DLQ exist, the redrive
-policy targets that DLQ with ``maxReceiveCount`` above every job type's ``max_attempts``
-(DESIGN §3.5), and the visibility timeout against the worker's settings and the handlers'
-timeouts; last, when ``SQSJOBS_LAMBDA_TIMEOUT_S`` says a Lambda function consumes the queues, that
-every explicit job timeout fits it (DESIGN §3.10). ``fail`` means something will misbehave; ``warn``
-means it depends on how you run.
+Checks, in order: the table (exists, ACTIVE, keyed by ``id``; not the first layout, whose
+status/type/queue indexes every job wrote), the ``attention`` index as ``table_definition``
+declares it (keys, their types, projection), TTL on ``expires_at``; then per logical queue: the
+queue and its DLQ exist, the redrive policy targets that DLQ with ``maxReceiveCount`` above every
+job type's ``max_attempts`` (DESIGN §3.5), and the visibility timeout against the worker's settings
+and the handlers' timeouts; last, when ``SQSJOBS_LAMBDA_TIMEOUT_S`` says a Lambda function consumes
+the queues, that every explicit job timeout fits it (DESIGN §3.10). ``fail`` means something will
+misbehave; ``warn`` means it depends on how you run.
 """
 
 from __future__ import annotations
@@ -54,8 +55,65 @@ def _index_shape(index: dict[str, Any]) -> list[tuple[str, str]]:
     return [(k["AttributeName"], k["KeyType"]) for k in index["KeySchema"]]
 
 
+def _typed_shape(index: dict[str, Any], types: dict[str, str]) -> list[tuple[str, str, str]]:
+    """Key attributes with their role and type, e.g. ``("due", "RANGE", "N")``."""
+    return [(a, role, types.get(a, "?")) for a, role in _index_shape(index)]
+
+
+def _projection(index: dict[str, Any]) -> str:
+    return str(index.get("Projection", {}).get("ProjectionType", "?"))
+
+
+def legacy_check(table: str, legacy: list[str]) -> Check:
+    """The table of sqsjobs 0.1: listing indexes that every job wrote (see docs/operations.md)."""
+    return Check(
+        "table layout",
+        "fail",
+        f"{table} was created by sqsjobs 0.1: its indexes {', '.join(legacy)} are written by every job "
+        "(13 write units per job, each index one hot partition; DynamoDB keeps writing them for as long "
+        "as they exist), and there is no migration (0.1.0 was never released)",
+        f"create a new table (`SQSJOBS_TABLE=<new name> sqsjobs provision`), point producers and "
+        f"workers at it (SQSJOBS_TABLE) once {table} has drained, then delete {table}",
+    )
+
+
+def index_checks(info: dict[str, Any], wanted_table: dict[str, Any], *, legacy: bool) -> list[Check]:
+    """Each index ``table_definition`` declares, against the described table ``info``."""
+    present = {i["IndexName"]: i for i in info.get("GlobalSecondaryIndexes", [])}
+    have_types = {d["AttributeName"]: d["AttributeType"] for d in info.get("AttributeDefinitions", [])}
+    want_types = {d["AttributeName"]: d["AttributeType"] for d in wanted_table["AttributeDefinitions"]}
+    checks = []
+    for wanted in wanted_table["GlobalSecondaryIndexes"]:
+        name = wanted["IndexName"]
+        have = present.get(name)
+        shape = _typed_shape(wanted, want_types)
+        keys = ", ".join(f"{a} ({t}, {role.lower()})" for a, role, t in shape)
+        described = f"{keys}, projection {_projection(wanted)}"
+        if have is None:
+            fix = (
+                "create a new table, see the `table layout` check"
+                if legacy
+                else f"add GSI {name} on {described} with UpdateTable (see docs/operations.md); "
+                "`sqsjobs provision` only creates missing tables"
+            )
+            checks.append(Check(f"index {name}", "fail", "missing", fix))
+        elif _typed_shape(have, have_types) != shape or _projection(have) != _projection(wanted):
+            found = ", ".join(f"{a} ({t}, {role.lower()})" for a, role, t in _typed_shape(have, have_types))
+            checks.append(
+                Check(
+                    f"index {name}",
+                    "fail",
+                    f"{found}, projection {_projection(have)}",
+                    f"delete it and create it again on {described} (UpdateTable, one index change at a time)",
+                )
+            )
+        else:
+            checks.append(Check(f"index {name}", "ok", described))
+    return checks
+
+
 def table_checks_flow(settings: Settings) -> Flow[list[Check]]:
-    """The table, its indexes and TTL."""
+    """The table, its layout, its index and TTL."""
     table = settings.table_name
     provision = "run `sqsjobs provision` (or deploy infra/) to create it"
     try:
@@ -76,27 +134,10 @@ def table_checks_flow(settings: Settings) -> Flow[list[Check]]:
             "" if keyed else "the table must be keyed by `id` (S) alone; recreate it",
         )
     )
-    present = {i["IndexName"]: i for i in info.get("GlobalSecondaryIndexes", [])}
-    for wanted in rq.table_definition(table)["GlobalSecondaryIndexes"]:
-        name = wanted["IndexName"]
-        have = present.get(name)
-        keys = ", ".join(f"{a} ({t.lower()})" for a, t in _index_shape(wanted))
-        if have is None:
-            checks.append(
-                Check(
-                    f"index {name}",
-                    "fail",
-                    "missing",
-                    f"add GSI {name} on {keys} with UpdateTable (see docs/operations.md); "
-                    "`sqsjobs provision` only creates missing tables",
-                )
-            )
-        elif _index_shape(have) != _index_shape(wanted):
-            checks.append(
-                Check(f"index {name}", "fail", f"keys {_index_shape(have)}", f"recreate it on {keys}")
-            )
-        else:
-            checks.append(Check(f"index {name}", "ok", keys))
+    legacy = sorted(rq.LEGACY_INDEXES & {i["IndexName"] for i in info.get("GlobalSecondaryIndexes", [])})
+    if legacy:
+        checks.append(legacy_check(table, legacy))
+    checks.extend(index_checks(info, rq.table_definition(table), legacy=bool(legacy)))
     ttl = yield Call("dynamodb", "describe_time_to_live", {"TableName": table})
     desc = ttl.get("TimeToLiveDescription", {})
     enabled = (

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Literal
 import tenacity
 
 from sqsjobs._aws import Call, Flow, retrying
-from sqsjobs.envelope import Envelope
 from sqsjobs.errors import (
     AwsError,
     HandlerNotFound,
@@ -72,6 +71,8 @@ def check_replayable(registry: Registry, job: Job) -> str:
         spec = registry.get(job.type)
     except HandlerNotFound as exc:
         return str(exc)
+    if _in_its_message(job):
+        return ""  # it was cancelled while it waited: its own message, still queued, carries the payload
     if job.payload_version > spec.version:
         return f"payload version {job.payload_version} is newer than the handler's {spec.version}"
     try:
@@ -81,11 +82,16 @@ def check_replayable(registry: Registry, job: Job) -> str:
     return ""
 
 
+def _in_its_message(job: Job) -> bool:
+    """True for a job cancelled before any worker saw its message: the record lacks the payload."""
+    return job.payload is None and (job.payload_size or 0) > len("null")
+
+
 def hint_flow(queue_urls: QueueUrls, job: Job) -> Flow[bool]:
     """Send the job's hint now; False (not raised) when SQS refuses, since the sweeper covers it."""
     try:
         urls = yield from queue_urls.flow({job.queue})
-        yield Call("sqs", "send_message", sqs.send_one(urls[job.queue], Envelope(job.id, job.type).to_body()))
+        yield Call("sqs", "send_message", sqs.send_one(urls[job.queue], rq.envelope_of(job).to_body()))
     except AwsError:
         return False
     return True
@@ -148,6 +154,8 @@ def requeue_flow(
             now=now,
             max_attempts=spec.max_attempts,
             audit=audit,
+            recheck_at=now + settings.stale_after_s,  # the sweeper re-sends if this hint is lost
+            pending=not _in_its_message(job),
         )
         try:
             written = yield Call("dynamodb", "update_item", params)
@@ -159,6 +167,8 @@ def requeue_flow(
                 raise RecordChanged from exc  # changed under us (e.g. a concurrent cancel): read again
             return Requeue(job_id, "not_replayable", current, reason=f"job is {current.status.value}")
         queued = rq.job_from_item(written["Attributes"])
+        if _in_its_message(job):  # its message is still in the queue and brings it back
+            return Requeue(job_id, "requeued", queued, hint_sent=False)
         sent = yield from hint_flow(queue_urls, queued)
         return Requeue(job_id, "requeued", queued, hint_sent=sent)
 

@@ -1,11 +1,24 @@
-"""Queue health: SQS depths per queue, and per job type counts by status from the ``by_status`` index.
+"""Queue health: SQS depths per queue, and per job type counts by status from one Scan of the table.
 
-One pass per status partition (``Query`` projecting type, status and ``due``), aggregated here,
-instead of one ``Select=COUNT`` query per (type, status): a COUNT query is billed for every entry
-it reads anyway, so counting all types in one pass costs the same as counting one. Waiting and
-running partitions are read whole (they are small when the system keeps up); finished ones only
-for the last ``window_s``, because the succeeded partition holds every job of the retention
-period. A pass stops after ``max_entries`` and says so (``truncated``).
+The table has no status index any more (it cost every job write units on one hot partition per
+status, DESIGN §4, §8), so the counts come from a Scan, aggregated here. The Scan keeps finished
+jobs updated in the last ``window_s`` and every unfinished one (queued, retry_scheduled, running,
+however old: a backlog must show), projecting only type, status and what the held, stuck and
+oldest-due columns need (``attn``, ``run_at``, ``lease_expires``).
+
+What a pass costs: a Scan is billed for every item it reads, whole (0.5 read unit per 4 KB,
+eventually consistent), whatever its filter and projection, which only shrink the answer. So a
+pass reads at most ``max_entries`` items (``DEFAULT_MAX_ENTRIES`` = 100,000) and says so
+(``truncated``). At 1 KB per item (0.5-1 KB; halve for 0.5 KB)::
+
+    records    one pass, whole table                  one pass, capped at 100,000 items
+    1 M        1 GB / 4 KB x 0.5 = 125,000 RRU        100 MB / 4 KB x 0.5 = 12,500 RRU ($0.0016), truncated
+    100 M      100 GB / 4 KB x 0.5 = 12.5 M RRU       12,500 RRU, truncated (0.1 % of the table)
+
+``--watch`` repeats the pass: every 2 s at the cap that is 6,250 RRU/s, about $2.8 an hour on
+demand ($0.125 per million RRU); use a longer ``--interval`` on a large table. A truncated pass
+reads the table in its own order (the hash of random job ids), so it counts a uniform sample of the
+records, not all of them.
 """
 
 from __future__ import annotations
@@ -25,11 +38,19 @@ if TYPE_CHECKING:
 
 #: Finished jobs are counted over this window unless told otherwise.
 DEFAULT_WINDOW_S = 3600.0
-#: Index entries one stats pass reads at most per partition.
+#: Items one stats pass reads at most (its cost bound: 12,500 read units at 1 KB).
 DEFAULT_MAX_ENTRIES = 100_000
-_WAITING = (JobStatus.QUEUED.value, JobStatus.RETRY_SCHEDULED.value, rq.HELD, JobStatus.RUNNING.value)
-_FINISHED = (JobStatus.SUCCEEDED.value, JobStatus.DEAD.value, JobStatus.CANCELLED.value)
+_UNFINISHED = (JobStatus.QUEUED.value, JobStatus.RETRY_SCHEDULED.value, JobStatus.RUNNING.value)
 _MISSING = ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
+#: Attribute placeholders of the Scan: what ``_count`` reads, and the window's attribute.
+_NAMES = {
+    "#t": "type",
+    "#s": "status",
+    "#a": "attn",
+    "#r": "run_at",
+    "#l": "lease_expires",
+    "#u": "updated_at",
+}
 
 
 @dataclass
@@ -139,41 +160,43 @@ def stats_flow(
     window_s: float = DEFAULT_WINDOW_S,
     max_entries: int = DEFAULT_MAX_ENTRIES,
 ) -> Flow[Stats]:
-    """Queue depths and per-type counts (finished ones over the last ``window_s``)."""
+    """Queue depths and per-type counts (finished ones over the last ``window_s``).
+
+    Reads at most ``max_entries`` records, the cost bound (see the module docstring).
+    """
+    if max_entries < 1:
+        raise ValueError(f"max_entries must be at least 1, got {max_entries}")
     queues = []
     for queue in app_queues(registry):
         queues.append((yield from queue_stats_flow(settings, queue)))
     types: dict[str, TypeStats] = {spec.name: TypeStats(spec.name) for spec in registry}
+    values: dict[str, Any] = {":since": {"N": str(round(now - window_s, 3))}}
+    values |= {f":u{i}": {"S": st} for i, st in enumerate(_UNFINISHED)}
+    params: dict[str, Any] = {
+        "TableName": settings.table_name,
+        "ProjectionExpression": "#t, #s, #a, #r, #l",
+        # The filter changes what comes back, not what is read: the cost is the same either way.
+        "FilterExpression": f"#u >= :since OR #s IN ({', '.join(f':u{i}' for i in range(len(_UNFINISHED)))})",
+        "ExpressionAttributeNames": _NAMES,
+        "ExpressionAttributeValues": values,
+    }
+    read = 0
     truncated = False
-    for st in (*_WAITING, *_FINISHED):
-        key = "st = :st"
-        values: dict[str, Any] = {":st": {"S": st}}
-        if st in _FINISHED:
-            key += " AND due >= :since"
-            values[":since"] = {"N": str(round(now - window_s, 3))}
-        start: Any = None
-        read = 0
-        while True:
-            params: dict[str, Any] = {
-                "TableName": settings.table_name,
-                "IndexName": rq.STATUS_INDEX,
-                "KeyConditionExpression": key,
-                "ProjectionExpression": "#t, #s, #d",
-                "ExpressionAttributeNames": {"#t": "type", "#s": "status", "#d": "due"},
-                "ExpressionAttributeValues": values,
-            }
-            if start:
-                params["ExclusiveStartKey"] = start
-            page = yield Call("dynamodb", "query", params)
-            for item in page.get("Items", []):
-                _count(types, st, item, now)
-            read += len(page.get("Items", []))
-            start = page.get("LastEvaluatedKey")
-            if not start:
-                break
-            if read >= max_entries:
-                truncated = True
-                break
+    start: Any = None
+    while True:
+        request = params | {"Limit": max_entries - read}  # never read past the cap, even within a page
+        if start:
+            request["ExclusiveStartKey"] = start
+        page = yield Call("dynamodb", "scan", request)
+        for item in page.get("Items", []):
+            _count(types, item, now)
+        read += int(page.get("ScannedCount", len(page.get("Items", []))))
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            break
+        if read >= max_entries:
+            truncated = True
+            break
     return Stats(
         at=now,
         window_s=window_s,
@@ -183,17 +206,18 @@ def stats_flow(
     )
 
 
-def _count(types: dict[str, TypeStats], st: str, item: dict[str, Any], now: float) -> None:
+def _count(types: dict[str, TypeStats], item: dict[str, Any], now: float) -> None:
     job_type = item.get("type", {}).get("S", "?")
-    status = item.get("status", {}).get("S", st)
-    due = float(item["due"]["N"])
+    status = item.get("status", {}).get("S", "?")
     t = types.setdefault(job_type, TypeStats(job_type))
     t.counts[status] = t.counts.get(status, 0) + 1
-    if st == rq.HELD:
+    if item.get("attn", {}).get("S", "").startswith(f"{rq.HELD}#"):
         t.held += 1
-    if status == JobStatus.RUNNING.value and due < now:
+    lease = item.get("lease_expires")
+    if status == JobStatus.RUNNING.value and lease is not None and float(lease["N"]) < now:
         t.expired_leases += 1
-    if status in (JobStatus.QUEUED.value, JobStatus.RETRY_SCHEDULED.value) and due <= now:
-        age = now - due
-        if t.oldest_due_s is None or age > t.oldest_due_s:
+    run_at = item.get("run_at")
+    if status in (JobStatus.QUEUED.value, JobStatus.RETRY_SCHEDULED.value) and run_at is not None:
+        age = now - float(run_at["N"])
+        if age >= 0 and (t.oldest_due_s is None or age > t.oldest_due_s):
             t.oldest_due_s = round(age, 3)

@@ -210,7 +210,7 @@ class Execution:
         now = self.app.clock.now()
         params = rq.claim(
             self._table,
-            envelope.job_id,
+            envelope,
             owner=self.worker_id,
             token=rq.nonce(),
             message_id=delivery.message_id,
@@ -231,10 +231,12 @@ class Execution:
             # the job is ours to run, not "held elsewhere" (which would orphan it until the sweeper).
             claimed = rq.own_claim(params, exc)
             if claimed is None:
-                refused = rq.interpret_claim_refusal(exc, now, spec.max_attempts)
+                refused = rq.interpret_claim_refusal(exc, now, spec.max_attempts, envelope.payload_hash)
                 return await self._refused(envelope, delivery, refused)
             self.app.logger.info("claim confirmed after a lost answer", extra={"job_id": claimed.id})
             job = claimed
+        if envelope.has_payload:  # the message carries it; the record keeps only its hash
+            job = job.evolve(payload=envelope.payload)
         self._log(
             "job claimed",
             job,
@@ -253,7 +255,7 @@ class Execution:
         now = self.app.clock.now()
         params = rq.reject(
             self._table,
-            envelope.job_id,
+            envelope,
             now=now,
             error=error,
             reason=reason,
@@ -293,7 +295,16 @@ class Execution:
                 queue=delivery.queue,
             )
         assert job is not None
+        if refused.reason is ClaimRefusal.CONFLICT:
+            self.app.logger.warning(
+                "message dropped: its payload is not the job's (a conflicting idempotent enqueue)",
+                extra={"job_id": job.id, "job_type": job.type},
+            )
+            return DELETE
         if refused.reason is ClaimRefusal.FINISHED:
+            if job.status is JobStatus.CANCELLED and job.payload is None and envelope.has_payload:
+                if not await self._keep_payload(job, envelope):
+                    return LEAVE  # not kept (DynamoDB unreachable): the message comes back, try again
             if job.status is JobStatus.DEAD:
                 # The record died but this copy survived (a crash between the record and the DLQ send,
                 # or a duplicate): make sure the DLQ has it.
@@ -318,6 +329,20 @@ class Execution:
             reason=f"attempts exhausted ({bound}) by runs that never finished "
             "(their worker died or lost its lease mid-run)",
         )  # fmt: skip
+
+    async def _keep_payload(self, job: Job, envelope: env.Envelope) -> bool:
+        """The message of a job cancelled while it waited is about to go: keep its payload for a retry."""
+        params = rq.keep_payload(
+            self._table,
+            job.id,
+            payload_json=json.dumps(envelope.payload, separators=(",", ":"), sort_keys=True),
+            now=self.app.clock.now(),
+        )
+        try:
+            await self.app.arun(_update(params))
+        except StoreError as exc:  # refused: kept already, or retried meanwhile; nothing is lost
+            return rq.is_conflict(exc)
+        return True
 
     def _held_elsewhere(self, job: Job, delivery: Delivery) -> Ack:
         """A claim refused by a live lease: wait for the lease, or drop a redundant copy.
@@ -503,6 +528,7 @@ class Execution:
             run_at=now + verdict.delay_s,
             error=error,
             held=held,
+            payload=job.payload,
         )
         if not await self._write(job, params):
             return LEAVE
@@ -527,6 +553,7 @@ class Execution:
             error=error,
             reason=reason,
             retention_s=self.app.settings.retention_s,
+            payload=job.payload,
         )
         if not await self._write(job, params):
             return LEAVE
@@ -547,6 +574,7 @@ class Execution:
             now=self.app.clock.now(),
             reason=reason,
             retention_s=self.app.settings.retention_s,
+            payload=job.payload,
         )
         if not await self._write(job, params):
             return LEAVE

@@ -59,7 +59,6 @@ def sweeper(event: Mapping[str, Any], context: Any) -> dict[str, int]:
     counts = {
         "dispatched_held": len(report.dispatched_held),
         "redispatched": len(report.redispatched),
-        "rescued": len(report.rescued),
     }
     if report.total:
         app.logger.info("sweep dispatched hints", extra=counts)

@@ -1,17 +1,17 @@
-"""The sweeper: finds records that no message will bring to a worker, and sends one.
+"""The sweeper: sends the hints that no message will bring, reading only the sparse attention index.
 
-Three cases, each read from the ``by_status`` index, never a scan:
+Most jobs never need it: the producer sends the message first (a claim creates the record from it if
+the producer died before its write), retries re-arm the same message, and a killed worker's job is
+rescued when its own message comes back (DESIGN §3.9). What is left, each in its 32 shards:
 
-- ``held`` records coming due within the SQS delay cap (far-future jobs, retries beyond 12 h);
-- runnable records (queued, retry_scheduled) past due by ``stale_after_s`` — e.g. the producer
-  crashed between the record write and the SQS send, or the message was dead-lettered by the
-  redrive backstop;
-- running records whose lease expired ``stale_after_s`` ago (their worker died and the message is
-  gone); the hint lets a worker rescue the job by claim.
+- ``held``: runnable records with no message yet (``run_at`` beyond the 15 min SQS delay cap, or a
+  retry beyond the 12 h visibility cap), sent once within 15 minutes of due;
+- ``pending``: a hint was sent (by the sweeper, or by an operator's replay) and no claim took the job
+  by ``due`` (``stale_after_s`` later): the hint was lost, send another.
 
-Before each send the sweeper moves the entry's ``due`` forward with a conditional write, so
-concurrent sweepers do not both send, and a record is re-sent at most once per ``stale_after_s``.
-A hint that turns out to be a duplicate is harmless: the claim decides.
+Before each send the entry becomes ``pending`` with a conditional write, so concurrent sweepers do not
+both send, and the claim the hint brings removes it. A duplicate hint is harmless: the claim decides.
+A message dead-lettered by the redrive backstop is the operator's to replay (``sqsjobs dlq replay``).
 """
 
 from __future__ import annotations
@@ -22,9 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sqsjobs._aws import Call, Flow
-from sqsjobs.envelope import Envelope
 from sqsjobs.errors import StoreError
-from sqsjobs.job import JobStatus
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import sqs
 
@@ -40,66 +38,67 @@ class SweepReport:
 
     dispatched_held: list[str] = field(default_factory=list)
     redispatched: list[str] = field(default_factory=list)
-    rescued: list[str] = field(default_factory=list)
 
     @property
     def total(self) -> int:
         """Hints sent."""
-        return len(self.dispatched_held) + len(self.redispatched) + len(self.rescued)
+        return len(self.dispatched_held) + len(self.redispatched)
 
 
 def sweep_flow(
     settings: Settings, queue_urls: QueueUrls, now: float, *, page_size: int = 100
 ) -> Flow[SweepReport]:
-    """One pass over the three cases."""
+    """One pass over the held and pending shards."""
     report = SweepReport()
     passes = [
         (rq.HELD, now + sqs.MAX_DELAY_S, report.dispatched_held),
-        (JobStatus.QUEUED.value, now - settings.stale_after_s, report.redispatched),
-        (JobStatus.RETRY_SCHEDULED.value, now - settings.stale_after_s, report.redispatched),
-        (JobStatus.RUNNING.value, now - settings.stale_after_s, report.rescued),
+        (rq.PENDING, now, report.redispatched),
     ]
-    for st, due_before, sent in passes:
-        start_key = None
-        while True:
-            page = yield Call(
-                "dynamodb",
-                "query",
-                rq.query_due(
-                    settings.table_name, st, due_before=due_before, limit=page_size, start_key=start_key
-                ),
-            )
-            records = rq.due_records(page)
-            urls = yield from queue_urls.flow({r.queue for r in records})
-            for record in records:
-                mark = rq.mark_dispatched(
-                    settings.table_name,
-                    record,
-                    now=now,
-                    next_check=max(now, record.run_at if st == rq.HELD else now),
-                )
-                try:
-                    yield Call("dynamodb", "update_item", mark)
-                except StoreError as exc:
-                    # Refused: it changed since the query and someone else acts on it — unless the
-                    # change is this very write, retried by botocore after its answer was lost.
-                    if not rq.dispatch_landed(mark, exc):
-                        if rq.is_conflict(exc):
-                            continue
-                        raise
-                delay = sqs.clamp_delay(record.run_at - now) if st == rq.HELD else 0
-                yield Call(
-                    "sqs",
-                    "send_message",
-                    sqs.send_one(
-                        urls[record.queue], Envelope(record.id, record.type).to_body(), delay_s=delay
+    for kind, due_before, sent in passes:
+        for partition in rq.attention_partitions(kind):
+            start_key = None
+            while True:
+                page = yield Call(
+                    "dynamodb",
+                    "query",
+                    rq.query_due(
+                        settings.table_name,
+                        partition,
+                        due_before=due_before,
+                        limit=page_size,
+                        start_key=start_key,
                     ),
                 )
-                sent.append(record.id)
-            start_key = page.get("LastEvaluatedKey")
-            if not start_key:
-                break
+                for record in rq.due_records(page):
+                    if (yield from _dispatch(settings, queue_urls, record, now)):
+                        sent.append(record.id)
+                start_key = page.get("LastEvaluatedKey")
+                if not start_key:
+                    break
     return report
+
+
+def _dispatch(settings: Settings, queue_urls: QueueUrls, record: rq.DueRecord, now: float) -> Flow[bool]:
+    """Mark the entry pending, then send its hint; False when another sweeper or a claim got there first."""
+    job = rq.job_from_item(record.item)
+    mark = rq.mark_dispatched(
+        settings.table_name, record, now=now, recheck_at=max(now, record.run_at) + settings.stale_after_s
+    )
+    try:
+        yield Call("dynamodb", "update_item", mark)
+    except StoreError as exc:
+        # Refused: it changed since the query and someone else acts on it — unless the change is
+        # this very write, retried by botocore after its answer was lost.
+        if not rq.dispatch_landed(mark, exc):
+            if rq.is_conflict(exc):
+                return False
+            raise
+    urls = yield from queue_urls.flow([job.queue])
+    delay = sqs.clamp_delay(record.run_at - now)
+    yield Call(
+        "sqs", "send_message", sqs.send_one(urls[job.queue], rq.envelope_of(job).to_body(), delay_s=delay)
+    )
+    return True
 
 
 async def sweep_once(app: App) -> SweepReport:
@@ -111,7 +110,6 @@ async def sweep_once(app: App) -> SweepReport:
             extra={
                 "held": report.dispatched_held,
                 "redispatched": report.redispatched,
-                "rescued": report.rescued,
             },
         )
     return report

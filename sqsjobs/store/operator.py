@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from sqsjobs.errors import InvalidTransition, JobNotFound
 from sqsjobs.job import Job, JobStatus
 from sqsjobs.store.codec import av_n, av_s, is_conflict, job_from_item, old_item
+from sqsjobs.store.schema import PENDING, attention_key
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -28,8 +29,7 @@ def cancel(table: str, job_id: str, *, now: float, retention_s: float) -> dict[s
         "Key": {"id": av_s(job_id)},
         "ConditionExpression": "#status IN (:queued, :retry)",
         "UpdateExpression": (
-            "SET #status = :cancelled, st = :cancelled, due = :now, finished_at = :now, updated_at = :now, "
-            "reason = :reason, expires_at = :ttl"
+            "SET #status = :cancelled, finished_at = :now, updated_at = :now, reason = :reason, expires_at = :ttl"
         ),
         "ExpressionAttributeNames": {"#status": "status"},
         "ExpressionAttributeValues": {
@@ -61,6 +61,27 @@ def request_cancel(table: str, job_id: str, *, now: float) -> dict[str, Any]:
     }
 
 
+def keep_payload(table: str, job_id: str, *, payload_json: str, now: float) -> dict[str, Any]:
+    """Copy a cancelled job's payload from its message into the record, so it can be retried later.
+
+    A job cancelled while it waited has no payload in its record (its message carried it). The
+    worker that meets that message keeps it here before deleting it. Bumping ``updated_at`` makes a
+    concurrent replay, which read the record before, re-read it and send a hint with the payload.
+    """
+    return {
+        "TableName": table,
+        "Key": {"id": av_s(job_id)},
+        "ConditionExpression": "#status = :cancelled AND attribute_not_exists(payload)",
+        "UpdateExpression": "SET payload = :payload, updated_at = :now",
+        "ExpressionAttributeNames": {"#status": "status"},
+        "ExpressionAttributeValues": {
+            ":cancelled": av_s(JobStatus.CANCELLED),
+            ":payload": av_s(payload_json),
+            ":now": av_n(now),
+        },
+    }
+
+
 def interpret_cancel_refusal(job_id: str, error: StoreError) -> Job:
     """The record that refused a cancel; ``JobNotFound`` when there is none."""
     if not is_conflict(error):
@@ -79,7 +100,15 @@ def not_cancellable(job: Job) -> InvalidTransition:
 
 
 def replay(
-    table: str, job: Job, *, seen_updated: str, now: float, max_attempts: int, audit: Mapping[str, Any]
+    table: str,
+    job: Job,
+    *,
+    seen_updated: str,
+    now: float,
+    max_attempts: int,
+    audit: Mapping[str, Any],
+    recheck_at: float | None = None,
+    pending: bool = True,
 ) -> dict[str, Any]:
     """Dead | cancelled → queued by an operator (``jobs retry``, ``dlq replay``).
 
@@ -89,28 +118,38 @@ def replay(
     Conditional on the status and on ``updated_at`` as the caller read it (``seen_updated``, the
     stored number), so the audit list built from that read cannot overwrite a concurrent change,
     and a replay that already happened cannot happen again.
+
+    The hint is sent after this write (durable state first); the record becomes a ``pending``
+    attention entry until ``recheck_at`` (default: now), so if that hint is lost the sweeper sends
+    another, and the claim it brings removes the entry. ``pending=False`` (a cancelled job whose
+    payload only its own, still queued, message carries) sets no entry: that message brings it.
     """
     previous = list(job.extra.get("audit", {}).get("L", []))[-(AUDIT_CAP - 1) :]
+    values: dict[str, Any] = {
+        ":dead": av_s(JobStatus.DEAD),
+        ":cancelled": av_s(JobStatus.CANCELLED),
+        ":queued": av_s(JobStatus.QUEUED),
+        ":seen": {"N": seen_updated},
+        ":now": av_n(now),
+        ":zero": av_n(0),
+        ":max": av_n(max_attempts),
+        ":audit": {"L": [*previous, audit_av(audit)]},
+    }
+    sets = "#status = :queued, run_at = :now, attempt = :zero, max_attempts = :max, updated_at = :now, audit = :audit"
+    removes = "finished_at, expires_at, reason, lease_owner, lease_expires, cancel_requested"
+    if pending:
+        sets += ", attn = :attn, due = :recheck"
+        values[":attn"] = av_s(attention_key(PENDING, job.id))
+        values[":recheck"] = av_n(now if recheck_at is None else recheck_at)
+    else:
+        removes += ", attn, due"
     return {
         "TableName": table,
         "Key": {"id": av_s(job.id)},
         "ConditionExpression": "#status IN (:dead, :cancelled) AND updated_at = :seen",
-        "UpdateExpression": (
-            "SET #status = :queued, st = :queued, due = :now, run_at = :now, attempt = :zero, "
-            "max_attempts = :max, updated_at = :now, audit = :audit "
-            "REMOVE finished_at, expires_at, reason, lease_owner, lease_expires, cancel_requested"
-        ),
+        "UpdateExpression": f"SET {sets} REMOVE {removes}",
         "ExpressionAttributeNames": {"#status": "status"},
-        "ExpressionAttributeValues": {
-            ":dead": av_s(JobStatus.DEAD),
-            ":cancelled": av_s(JobStatus.CANCELLED),
-            ":queued": av_s(JobStatus.QUEUED),
-            ":seen": {"N": seen_updated},
-            ":now": av_n(now),
-            ":zero": av_n(0),
-            ":max": av_n(max_attempts),
-            ":audit": {"L": [*previous, audit_av(audit)]},
-        },
+        "ExpressionAttributeValues": values,
         "ReturnValues": "ALL_NEW",
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }

@@ -18,14 +18,14 @@ millisecond by the same worker would repeat (DESIGN §3.2). Conflicts are read b
 ``ReturnValuesOnConditionCheckFailure=ALL_OLD``, never with a separate read, so the happy path
 costs no read units.
 
-Item layout: one item per job keyed by ``id``. ``st``/``due`` feed the ``by_status`` index the
-sweeper and operators query: ``st`` is the status, or ``held`` for a runnable record whose SQS
-message has not been sent yet (far-future jobs, retries beyond the 12 h visibility cap); ``due``
-is ``run_at`` for runnable jobs, ``lease_expires`` for running ones and ``finished_at`` for
-finished ones. ``by_type``, ``by_queue`` and ``by_tenant`` list jobs newest first for operators.
-``audit`` is a capped list of operator actions (retry, replay), read through ``Job.extra``.
+Item layout: one item per job keyed by ``id``, under 1 KB on the happy path (one write unit per
+write): the SQS message carries the payload, the record its hash and size. Only records that need
+attention (held, pending, dead) carry ``attn``/``due``, the keys of the one sparse index
+(``store/schema.py``); no write of the happy path touches an index. ``audit`` is a capped list of
+operator actions (retry, replay), read through ``Job.extra``.
 
-Where each write is built: the producer's and the worker's transitions are below; the operator's
+Where each write is built: the producer's record and the message it sends are in
+``store/enqueue.py``; the worker's transitions are below; the operator's
 (cancel, request_cancel, replay and its audit entry) are in ``store/operator.py``, and the
 sweeper's dispatch mark in ``store/schema.py``. All are re-exported here, the one entry point.
 """
@@ -33,11 +33,10 @@ sweeper's dispatch mark in ``store/schema.py``. All are re-exported here, the on
 from __future__ import annotations
 
 import enum
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs.errors import IdempotencyConflict, LeaseLost, StoreError
+from sqsjobs.errors import LeaseLost, StoreError
 from sqsjobs.job import AttemptOutcome, AttemptRecord, FailureRecord, Job, JobStatus
 from sqsjobs.store.codec import (
     CCF,
@@ -57,6 +56,14 @@ from sqsjobs.store.codec import (
     shows_own_write,
     str_attr,
 )
+from sqsjobs.store.enqueue import (
+    NewJob,
+    creates_from,
+    envelope_of,
+    interpret_put_conflict,
+    kept_payload,
+    put_job,
+)
 from sqsjobs.store.operator import (
     AUDIT_CAP,
     audit_av,
@@ -64,19 +71,23 @@ from sqsjobs.store.operator import (
     cancel,
     interpret_cancel_refusal,
     interpret_replay_refusal,
+    keep_payload,
     not_cancellable,
     replay,
     request_cancel,
     updated_raw,
 )
 from sqsjobs.store.schema import (
+    ATTENTION_INDEX,
+    ATTENTION_SHARDS,
+    DEAD,
     HELD,
-    QUEUE_INDEX,
-    STATUS_INDEX,
-    TENANT_INDEX,
+    LEGACY_INDEXES,
+    PENDING,
     TTL_ATTRIBUTE,
-    TYPE_INDEX,
     DueRecord,
+    attention_key,
+    attention_partitions,
     dispatch_landed,
     due_records,
     mark_dispatched,
@@ -86,31 +97,39 @@ from sqsjobs.store.schema import (
 
 # Callers use ``requests`` as the one entry point of the store's sans-I/O layer.
 __all__ = [
+    "ATTENTION_INDEX",
+    "ATTENTION_SHARDS",
     "AUDIT_CAP",
     "CCF",
+    "DEAD",
     "HELD",
-    "QUEUE_INDEX",
-    "STATUS_INDEX",
-    "TENANT_INDEX",
+    "LEGACY_INDEXES",
+    "PENDING",
     "TTL_ATTRIBUTE",
-    "TYPE_INDEX",
     "DueRecord",
     "FailureRecord",
     "Item",
+    "NewJob",
+    "attention_key",
+    "attention_partitions",
     "audit_av",
     "audit_entries",
     "cancel",
     "dispatch_landed",
     "due_records",
+    "envelope_of",
     "idempotent_job_id",
     "interpret_cancel_refusal",
+    "interpret_put_conflict",
     "interpret_replay_refusal",
     "is_conflict",
     "job_from_item",
+    "keep_payload",
     "mark_dispatched",
     "nonce",
     "not_cancellable",
     "payload_hash",
+    "put_job",
     "query_due",
     "replay",
     "request_cancel",
@@ -121,94 +140,18 @@ __all__ = [
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from sqsjobs.envelope import Envelope
+
 #: Attempts kept in the record; older ones are dropped so the item stays small.
 HISTORY_CAP = 10
 #: A message may arrive this much before ``run_at`` (clock skew between hosts) and still claim.
 CLOCK_SKEW_S = 1.0
 
 
-# ── enqueue ──────────────────────────────────────────────────────────────────────────────────
-@dataclass(frozen=True)
-class NewJob:
-    """What a producer asks for; ``put_job`` turns it into the first write."""
-
-    id: str
-    type: str
-    queue: str
-    payload: Any
-    payload_version: int
-    #: None: the producer has no handler for the type; the worker's claim applies the type's policy.
-    max_attempts: int | None
-    run_at: float
-    now: float
-    #: True when no SQS message is sent now (run_at beyond the SQS delay cap); the sweeper sends it.
-    held: bool = False
-    idempotency_key: str | None = None
-    tenant: str | None = None
-    parent_id: str | None = None
-    root_id: str | None = None
-    trace: str | None = None
-
-    @property
-    def payload_json(self) -> str:
-        """The stored payload."""
-        return json.dumps(self.payload, separators=(",", ":"), sort_keys=True)
-
-    @property
-    def payload_hash(self) -> str:
-        """See ``payload_hash``."""
-        return payload_hash(self.type, self.payload_version, self.payload)
-
-
-def put_job(table: str, job: NewJob) -> dict[str, Any]:
-    """PutItem that creates the record only if the id is new (the idempotency check)."""
-    item: Item = {
-        "id": av_s(job.id),
-        "type": av_s(job.type),
-        "queue": av_s(job.queue),
-        "status": av_s(JobStatus.QUEUED),
-        "st": av_s(HELD if job.held else JobStatus.QUEUED),
-        "due": av_n(job.run_at),
-        "payload": av_s(job.payload_json),
-        "payload_hash": av_s(job.payload_hash),
-        "payload_version": av_n(job.payload_version),
-        "attempt": av_n(0),
-        "lease_epoch": av_n(0),
-        "run_at": av_n(job.run_at),
-        "created_at": av_n(job.now),
-        "updated_at": av_n(job.now),
-    }
-    if job.max_attempts is not None:  # None: a producer without the handler; the claim resolves it
-        item["max_attempts"] = av_n(job.max_attempts)
-    for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace"):
-        value = getattr(job, name)
-        if value is not None:
-            item[name] = av_s(value)
-    return {
-        "TableName": table,
-        "Item": item,
-        "ConditionExpression": "attribute_not_exists(id)",
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-    }
-
-
-def interpret_put_conflict(job: NewJob, error: StoreError) -> str:
-    """A put refused by the id condition: the same payload is the same job; anything else conflicts."""
-    old = old_item(error)
-    if old is None:
-        raise error
-    if old.get("payload_hash", {}).get("S") == job.payload_hash and old["type"]["S"] == job.type:
-        return str(old["id"]["S"])
-    raise IdempotencyConflict(
-        f"idempotency key {job.idempotency_key!r} already names job {old['id']['S']} of type "
-        f"{old['type']['S']!r} with a different payload; reuse the same payload or choose a new key"
-    )
-
-
 # ── claim ────────────────────────────────────────────────────────────────────────────────────
 def claim(
     table: str,
-    job_id: str,
+    envelope: Envelope,
     *,
     owner: str,
     token: str,
@@ -221,7 +164,9 @@ def claim(
 
     Args:
         table: the job table.
-        job_id: the job.
+        envelope: the message: the job id, and (version 2) the fields to create the record from if
+            there is none yet — the producer may have died between its send and its write, or its
+            write may simply not have landed yet. Its payload hash must be the record's.
         owner: the worker id, for operators (``lease_owner``).
         token: a fresh ``nonce()``: the fence of every later write of this run.
         message_id: the SQS message that brought the job (see ``ClaimRefusal.HELD_ELSEWHERE``).
@@ -230,40 +175,46 @@ def claim(
         max_attempts: the type's policy, from the worker's handler: the bound is the handler's,
             never the producer's (a producer without the handler code cannot know it).
 
-    Attempt and epoch go up by one; ``ALL_NEW`` returns the record (payload included), so the
-    worker needs no read.
+    Attempt and epoch go up by one; ``ALL_NEW`` returns the record, so the worker needs no read.
+    The claim removes any attention entry (a replayed or swept job is taken).
     """
     expires = now + lease_s
+    names = {"#status": "status"}
     values: dict[str, Any] = {
         ":queued": av_s(JobStatus.QUEUED),
         ":retry": av_s(JobStatus.RETRY_SCHEDULED),
         ":running": av_s(JobStatus.RUNNING),
         ":due_by": av_n(now + CLOCK_SKEW_S),
         ":now": av_n(now),
+        ":zero": av_n(0),
         ":one": av_n(1),
         ":owner": av_s(owner),
         ":token": av_s(token),
         ":expires": av_n(expires),
         ":max": av_n(max_attempts),
     }
-    sets = (
-        "#status = :running, st = :running, attempt = attempt + :one, lease_owner = :owner, "
-        "claim_token = :token, lease_epoch = lease_epoch + :one, lease_expires = :expires, "
-        "due = :expires, started_at = :now, updated_at = :now, max_attempts = :max"
-    )
+    sets = [
+        "#status = :running", "attempt = if_not_exists(attempt, :zero) + :one", "lease_owner = :owner",
+        "claim_token = :token", "lease_epoch = if_not_exists(lease_epoch, :zero) + :one",
+        "lease_expires = :expires", "started_at = :now", "updated_at = :now", "max_attempts = :max",
+    ]  # fmt: skip
     if message_id:
         values[":msg"] = av_s(message_id)
-        sets += ", claim_msg = :msg"
+        sets.append("claim_msg = :msg")
+    runnable = (
+        "attempt < :max AND ((#status IN (:queued, :retry) AND run_at <= :due_by) "
+        "OR (#status = :running AND lease_expires < :now))"
+    )
+    condition = runnable
+    if envelope.has_payload:
+        sets += creates_from(envelope, names, values)
+        condition = f"attribute_not_exists(id) OR (#payload_hash = :c_payload_hash AND {runnable})"
     return {
         "TableName": table,
-        "Key": {"id": av_s(job_id)},
-        "ConditionExpression": (
-            "attempt < :max AND ("
-            "(#status IN (:queued, :retry) AND run_at <= :due_by) "
-            "OR (#status = :running AND lease_expires < :now))"
-        ),
-        "UpdateExpression": f"SET {sets}",
-        "ExpressionAttributeNames": {"#status": "status"},
+        "Key": {"id": av_s(envelope.job_id)},
+        "ConditionExpression": condition,
+        "UpdateExpression": f"SET {', '.join(sets)} REMOVE attn, due",
+        "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
         "ReturnValues": "ALL_NEW",
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
@@ -283,6 +234,9 @@ class ClaimRefusal(enum.StrEnum):
     HELD_ELSEWHERE = "held_elsewhere"
     #: Every attempt was used by runs that never finished (their workers died).
     EXHAUSTED = "exhausted"
+    #: The message's payload is not the record's: a conflicting enqueue with the same idempotency
+    #: key sent it before its write was refused. It names no job to run.
+    CONFLICT = "conflict"
 
 
 @dataclass(frozen=True)
@@ -293,14 +247,25 @@ class ClaimRefused:
     job: Job | None = None
 
 
-def interpret_claim_refusal(error: StoreError, now: float, max_attempts: int) -> ClaimRefused:
-    """Read the record returned with a refused claim (``max_attempts``: the bound the claim used)."""
+def interpret_claim_refusal(
+    error: StoreError, now: float, max_attempts: int, payload_hash: str | None = None
+) -> ClaimRefused:
+    """Read the record returned with a refused claim.
+
+    Args:
+        error: the refusal.
+        now: the claim's clock.
+        max_attempts: the bound the claim used.
+        payload_hash: the message's payload hash, if it carried one.
+    """
     if not is_conflict(error):
         raise error
     old = old_item(error)
     if old is None:
         return ClaimRefused(ClaimRefusal.MISSING)
     job = job_from_item(old)
+    if payload_hash is not None and job.payload_hash not in (None, payload_hash):
+        return ClaimRefused(ClaimRefusal.CONFLICT, job)
     if job.status.terminal:
         return ClaimRefused(ClaimRefusal.FINISHED, job)
     if job.attempt >= max_attempts:
@@ -397,16 +362,20 @@ def _finish(
     error: FailureRecord | None = None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Running → a final status, fenced: what complete, fail and abort share (TTL set, lease dropped)."""
-    sets = (
-        "#status = :final, st = :final, due = :now, finished_at = :now, updated_at = :now, history = :history"
-    )
+    """Running → a final status, fenced: what complete, fail and abort share (TTL set, lease dropped).
+
+    A first attempt that succeeds writes no history entry (the record's own times say it all), so
+    the happy path stays within one write unit; any other outcome appends one.
+    """
+    sets = "#status = :final, finished_at = :now, updated_at = :now"
     values: dict[str, Any] = {
         ":final": av_s(status),
         ":now": av_n(now),
-        ":history": _history(job, now, AttemptOutcome(status.value), owner, error),
         ":ttl": av_n(int(now + retention_s)),
     }
+    if status is not JobStatus.SUCCEEDED or job.attempt > 1 or job.history:
+        sets += ", history = :history"
+        values[":history"] = _history(job, now, AttemptOutcome(status.value), owner, error)
     names = {"#status": "status"}
     for attr, value in (extra or {}).items():
         sets += f", #{attr} = :{attr}"
@@ -427,7 +396,7 @@ def _finish(
 def complete(
     table: str, job: Job, *, owner: str, now: float, result: Any, retention_s: float
 ) -> dict[str, Any]:
-    """Running → succeeded, fenced."""
+    """Running → succeeded, fenced (a ``None`` result is not written)."""
     return _finish(
         table,
         job,
@@ -435,38 +404,54 @@ def complete(
         now=now,
         status=JobStatus.SUCCEEDED,
         retention_s=retention_s,
-        extra={"result": av_json(result)},
+        extra={} if result is None else {"result": av_json(result)},
     )
 
 
 def schedule_retry(
-    table: str, job: Job, *, owner: str, now: float, run_at: float, error: FailureRecord, held: bool
+    table: str,
+    job: Job,
+    *,
+    owner: str,
+    now: float,
+    run_at: float,
+    error: FailureRecord,
+    held: bool,
+    payload: Any = None,
 ) -> dict[str, Any]:
-    """Running → retry_scheduled, fenced; ``held`` when the message cannot carry the delay."""
+    """Running → retry_scheduled, fenced.
+
+    ``held`` when the message cannot carry the delay (beyond the 12 h visibility cap): the record
+    then keeps ``payload`` and an attention entry, and the sweeper sends it when due.
+    """
+    sets = "#status = :retry, run_at = :run_at, updated_at = :now, #error = :error, history = :history"
+    values: dict[str, Any] = {
+        ":retry": av_s(JobStatus.RETRY_SCHEDULED),
+        ":run_at": av_n(run_at),
+        ":now": av_n(now),
+        ":error": av_error(error),
+        ":history": _history(job, now, AttemptOutcome.RETRY, owner, error),
+    }
+    if held:
+        sets += ", payload = :payload, attn = :attn, due = :run_at"
+        values |= {":payload": kept_payload(payload), ":attn": av_s(attention_key(HELD, job.id))}
     return _fenced(
-        table,
-        job,
-        owner=owner,
-        set_expr=(
-            "#status = :retry, st = :st, run_at = :run_at, due = :run_at, updated_at = :now, "
-            "#error = :error, history = :history"
-        ),
-        values={
-            ":retry": av_s(JobStatus.RETRY_SCHEDULED),
-            ":st": av_s(HELD if held else JobStatus.RETRY_SCHEDULED),
-            ":run_at": av_n(run_at),
-            ":now": av_n(now),
-            ":error": av_error(error),
-            ":history": _history(job, now, AttemptOutcome.RETRY, owner, error),
-        },
-        remove="lease_owner, lease_expires",
+        table, job, owner=owner, set_expr=sets, values=values, remove="lease_owner, lease_expires"
     ) | {"ExpressionAttributeNames": {"#status": "status", "#error": "error"}}
 
 
 def fail(
-    table: str, job: Job, *, owner: str, now: float, error: FailureRecord, reason: str, retention_s: float
+    table: str,
+    job: Job,
+    *,
+    owner: str,
+    now: float,
+    error: FailureRecord,
+    reason: str,
+    retention_s: float,
+    payload: Any = None,
 ) -> dict[str, Any]:
-    """Running → dead, fenced."""
+    """Running → dead, fenced; the record keeps the payload (replayable after the DLQ copy expires)."""
     return _finish(
         table,
         job,
@@ -475,12 +460,20 @@ def fail(
         status=JobStatus.DEAD,
         retention_s=retention_s,
         error=error,
-        extra={"error": av_error(error), "reason": av_s(reason)},
+        extra={
+            "error": av_error(error),
+            "reason": av_s(reason),
+            "payload": kept_payload(payload),
+            "attn": av_s(attention_key(DEAD, job.id)),
+            "due": av_n(now),
+        },
     )
 
 
-def abort(table: str, job: Job, *, owner: str, now: float, reason: str, retention_s: float) -> dict[str, Any]:
-    """Running → cancelled, fenced (the handler stopped on a cancel request)."""
+def abort(
+    table: str, job: Job, *, owner: str, now: float, reason: str, retention_s: float, payload: Any = None
+) -> dict[str, Any]:
+    """Running → cancelled, fenced (the handler stopped on a cancel request); keeps the payload."""
     return _finish(
         table,
         job,
@@ -488,7 +481,7 @@ def abort(table: str, job: Job, *, owner: str, now: float, reason: str, retentio
         now=now,
         status=JobStatus.CANCELLED,
         retention_s=retention_s,
-        extra={"reason": av_s(reason)},
+        extra={"reason": av_s(reason), "payload": kept_payload(payload)},
     )
 
 
@@ -499,8 +492,7 @@ def release(table: str, job: Job, *, owner: str, now: float) -> dict[str, Any]:
         job,
         owner=owner,
         set_expr=(
-            "#status = :queued, st = :queued, run_at = :now, due = :now, updated_at = :now, "
-            "attempt = attempt - :one, history = :history"
+            "#status = :queued, run_at = :now, updated_at = :now, attempt = attempt - :one, history = :history"
         ),
         values={
             ":queued": av_s(JobStatus.QUEUED),
@@ -518,7 +510,7 @@ def heartbeat(table: str, job: Job, *, owner: str, now: float, lease_s: float) -
         table,
         job,
         owner=owner,
-        set_expr="lease_expires = :expires, due = :expires, updated_at = :now",
+        set_expr="lease_expires = :expires, updated_at = :now",
         values={":expires": av_n(now + lease_s), ":now": av_n(now)},
     )
     params["ReturnValues"] = "ALL_NEW"
@@ -556,30 +548,44 @@ def moved_on_by_owner(job: Job, error: StoreError) -> bool:
 
 # ── transitions without an owner ─────────────────────────────────────────────────────────────
 def reject(
-    table: str, job_id: str, *, now: float, error: FailureRecord, reason: str, retention_s: float
+    table: str, envelope: Envelope, *, now: float, error: FailureRecord, reason: str, retention_s: float
 ) -> dict[str, Any]:
-    """A job that must not run (unknown type, invalid payload, attempts exhausted) → dead, unclaimed."""
+    """A job that must not run (unknown type, invalid payload, attempts exhausted) → dead, unclaimed.
+
+    Like the claim, it creates the record from a version 2 message if there is none yet, so a
+    producer's write that lands later finds the job already dead (and says so) instead of queuing a
+    job whose message is gone. The record keeps the payload and a ``dead`` attention entry.
+    """
+    names = {"#status": "status", "#error": "error"}
+    values: dict[str, Any] = {
+        ":queued": av_s(JobStatus.QUEUED),
+        ":retry": av_s(JobStatus.RETRY_SCHEDULED),
+        ":running": av_s(JobStatus.RUNNING),
+        ":dead": av_s(JobStatus.DEAD),
+        ":now": av_n(now),
+        ":error": av_error(error),
+        ":reason": av_s(reason),
+        ":ttl": av_n(int(now + retention_s)),
+        ":attn": av_s(attention_key(DEAD, envelope.job_id)),
+        ":zero": av_n(0),
+    }
+    sets = [
+        "#status = :dead", "finished_at = :now", "updated_at = :now", "#error = :error", "reason = :reason",
+        "expires_at = :ttl", "attn = :attn", "due = :now", "attempt = if_not_exists(attempt, :zero)",
+        "lease_epoch = if_not_exists(lease_epoch, :zero)",
+    ]  # fmt: skip
+    condition = "#status IN (:queued, :retry) OR (#status = :running AND lease_expires < :now)"
+    if envelope.has_payload:
+        sets += [*creates_from(envelope, names, values), "payload = :payload"]
+        values[":payload"] = kept_payload(envelope.payload)
+        condition = f"attribute_not_exists(id) OR {condition}"
     return {
         "TableName": table,
-        "Key": {"id": av_s(job_id)},
-        "ConditionExpression": (
-            "#status IN (:queued, :retry) OR (#status = :running AND lease_expires < :now)"
-        ),
-        "UpdateExpression": (
-            "SET #status = :dead, st = :dead, due = :now, finished_at = :now, updated_at = :now, "
-            "#error = :error, reason = :reason, expires_at = :ttl REMOVE lease_owner, lease_expires"
-        ),
-        "ExpressionAttributeNames": {"#status": "status", "#error": "error"},
-        "ExpressionAttributeValues": {
-            ":queued": av_s(JobStatus.QUEUED),
-            ":retry": av_s(JobStatus.RETRY_SCHEDULED),
-            ":running": av_s(JobStatus.RUNNING),
-            ":dead": av_s(JobStatus.DEAD),
-            ":now": av_n(now),
-            ":error": av_error(error),
-            ":reason": av_s(reason),
-            ":ttl": av_n(int(now + retention_s)),
-        },
+        "Key": {"id": av_s(envelope.job_id)},
+        "ConditionExpression": condition,
+        "UpdateExpression": f"SET {', '.join(sets)} REMOVE lease_owner, lease_expires",
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
 

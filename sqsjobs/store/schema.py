@@ -1,14 +1,26 @@
-"""The jobs table, its indexes, and the sweeper's reads of them (sans-I/O).
+"""The jobs table, its one sparse index, and the sweeper's reads of it (sans-I/O).
 
-``st``/``due`` feed the ``by_status`` index the sweeper and operators query: ``st`` is the status,
-or ``held`` for a runnable record whose SQS message has not been sent yet (far-future jobs, retries
-beyond the 12 h visibility cap); ``due`` is ``run_at`` for runnable jobs, ``lease_expires`` for
-running ones and ``finished_at`` for finished ones. ``by_type``, ``by_queue`` and ``by_tenant``
-list jobs newest first for operators.
+The happy path writes no index (DESIGN §4, §8): a job enqueued, claimed and finished touches only
+its own item, keyed by a random or hashed id, so table writes spread over every partition. Only
+records that need attention get the two attributes the ``attention`` index is keyed on::
+
+    attn = "<kind>#<shard>"   kind: held | pending | dead      shard: 00..31 from the job id
+    due  = epoch seconds       held: run_at   pending: when to re-send   dead: finished_at
+
+- ``held``: runnable, but no SQS message was sent (``run_at`` beyond the 15 min delay cap, or a retry
+  beyond the 12 h visibility cap). The sweeper sends it when it is within 15 minutes of due.
+- ``pending``: a hint was sent by an operator's replay or by the sweeper; if no claim took the job by
+  ``due`` (the hint was lost), the sweeper sends another. The claim removes the marker.
+- ``dead``: listed by ``sqsjobs jobs list --status dead``, newest first.
+
+Shards keep any one index partition far below DynamoDB's 1,000 writes/s per partition key value:
+the arithmetic for 10,000 jobs/s is in docs/lifecycle.md. The index projects every attribute, so
+the sweeper builds a message (payload included: attention records keep it) without a read.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,36 +32,44 @@ if TYPE_CHECKING:
     from sqsjobs.errors import StoreError
     from sqsjobs.store.codec import Item
 
-STATUS_INDEX = "by_status"
-#: Operator listing indexes (``sqsjobs jobs list --type/--queue/--tenant``), newest ``created_at`` first.
-#: Their keys and projected attributes never change after the PutItem, so each costs one index
-#: write per job at enqueue and none per transition; ``by_tenant`` is sparse (only jobs with a tenant).
-TYPE_INDEX = "by_type"
-QUEUE_INDEX = "by_queue"
-TENANT_INDEX = "by_tenant"
-#: Attributes the ``by_status`` entries carry besides their keys. Each one changes only together with
-#: ``st`` or ``due`` (both index keys, so the entry is rewritten anyway), so listing by status needs
-#: no read of the table and the projection adds no write units.
-STATUS_PROJECTION = (
-    "type", "queue", "run_at", "tenant", "status", "created_at", "attempt", "max_attempts", "reason",
-)  # fmt: skip
-#: Immutable attributes the listing indexes carry, so ``--type T --queue Q`` filters in the index.
-_DIMENSIONS = ("type", "queue", "tenant")
+ATTENTION_INDEX = "attention"
+#: Partitions per kind: 10,000 jobs/s all held would put 313 writes/s on each (31 % of a partition).
+ATTENTION_SHARDS = 32
 HELD = "held"
+PENDING = "pending"
+DEAD = "dead"
+ATTENTION_KINDS = (HELD, PENDING, DEAD)
 #: Finished records carry their deletion time (epoch seconds) here; the table's TTL attribute.
 TTL_ATTRIBUTE = "expires_at"
+#: Indexes of the first table layout (sqsjobs 0.1): every job wrote them (13 write units per job).
+LEGACY_INDEXES = frozenset({"by_status", "by_type", "by_queue", "by_tenant"})
+
+
+def shard(job_id: str) -> int:
+    """The job's attention shard: stable, and uniform over ids (uuid4 hex or hashed keys alike)."""
+    return int.from_bytes(hashlib.blake2b(job_id.encode(), digest_size=4).digest(), "big") % ATTENTION_SHARDS
+
+
+def attention_key(kind: str, job_id: str) -> str:
+    """``held#07``: the index partition a record of ``kind`` lives in."""
+    return f"{kind}#{shard(job_id):02d}"
+
+
+def attention_partitions(kind: str) -> list[str]:
+    """Every partition of ``kind``, for a query that fans out over the shards."""
+    return [f"{kind}#{n:02d}" for n in range(ATTENTION_SHARDS)]
 
 
 # ── sweeper ──────────────────────────────────────────────────────────────────────────────────
 def query_due(
-    table: str, st: str, *, due_before: float, limit: int = 100, start_key: Item | None = None
+    table: str, partition: str, *, due_before: float, limit: int = 100, start_key: Item | None = None
 ) -> dict[str, Any]:
-    """Records in index partition ``st`` whose ``due`` is at or before ``due_before``, oldest first."""
+    """Records in attention partition ``partition`` whose ``due`` is at or before ``due_before``, oldest first."""
     params: dict[str, Any] = {
         "TableName": table,
-        "IndexName": STATUS_INDEX,
-        "KeyConditionExpression": "st = :st AND due <= :before",
-        "ExpressionAttributeValues": {":st": av_s(st), ":before": av_n(due_before)},
+        "IndexName": ATTENTION_INDEX,
+        "KeyConditionExpression": "attn = :attn AND due <= :before",
+        "ExpressionAttributeValues": {":attn": av_s(partition), ":before": av_n(due_before)},
         "Limit": limit,
     }
     if start_key:
@@ -59,16 +79,16 @@ def query_due(
 
 @dataclass(frozen=True)
 class DueRecord:
-    """An index entry the sweeper acts on."""
+    """An attention entry the sweeper acts on (the whole item: the index projects everything)."""
 
     id: str
-    type: str
-    queue: str
-    st: str
+    #: ``held#07`` or ``pending#07``.
+    attn: str
     due: float
     run_at: float
     #: ``due`` exactly as stored, for the unchanged-entry condition.
     due_raw: str
+    item: Item
 
 
 def due_records(response: Mapping[str, Any]) -> list[DueRecord]:
@@ -76,46 +96,37 @@ def due_records(response: Mapping[str, Any]) -> list[DueRecord]:
     return [
         DueRecord(
             id=i["id"]["S"],
-            type=i["type"]["S"],
-            queue=i["queue"]["S"],
-            st=i["st"]["S"],
+            attn=i["attn"]["S"],
             due=float(i["due"]["N"]),
             run_at=float(i.get("run_at", i["due"])["N"]),
             due_raw=i["due"]["N"],
+            item=dict(i),
         )
         for i in response.get("Items", [])
     ]
 
 
-def mark_dispatched(table: str, record: DueRecord, *, now: float, next_check: float) -> dict[str, Any]:
-    """Before the sweeper sends a hint: move ``due`` on (and ``held`` → runnable) so no sweep repeats it.
+def mark_dispatched(table: str, record: DueRecord, *, now: float, recheck_at: float) -> dict[str, Any]:
+    """Before the sweeper sends a hint: the entry becomes ``pending`` until ``recheck_at``.
 
-    Conditional on the index entry being unchanged, so two sweepers never both send.
+    Conditional on the entry being unchanged, so two sweepers never both send; if the hint is lost,
+    the next sweep after ``recheck_at`` sends another, and the claim the hint brings removes it.
     """
-    values: dict[str, Any] = {
-        ":st": av_s(record.st),
-        ":due": {"N": record.due_raw},
-        ":next": av_n(next_check),
-        ":now": av_n(now),
-        ":wid": av_s(nonce()),
-    }
-    set_expr = f"due = :next, updated_at = :now, {WRITE_ID} = :wid"
-    names: dict[str, str] = {}
-    if record.st == HELD:
-        # A held record becomes visible to the normal re-dispatch check under its real status.
-        set_expr += ", st = #status"
-        names["#status"] = "status"
-    params: dict[str, Any] = {
+    return {
         "TableName": table,
         "Key": {"id": av_s(record.id)},
-        "ConditionExpression": "st = :st AND due = :due",
-        "UpdateExpression": f"SET {set_expr}",
-        "ExpressionAttributeValues": values,
+        "ConditionExpression": "attn = :attn AND due = :due",
+        "UpdateExpression": f"SET attn = :pending, due = :next, updated_at = :now, {WRITE_ID} = :wid",
+        "ExpressionAttributeValues": {
+            ":attn": av_s(record.attn),
+            ":due": {"N": record.due_raw},
+            ":pending": av_s(attention_key(PENDING, record.id)),
+            ":next": av_n(recheck_at),
+            ":now": av_n(now),
+            ":wid": av_s(nonce()),
+        },
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
-    if names:
-        params["ExpressionAttributeNames"] = names
-    return params
 
 
 def dispatch_landed(params: Mapping[str, Any], error: StoreError) -> bool:
@@ -123,46 +134,25 @@ def dispatch_landed(params: Mapping[str, Any], error: StoreError) -> bool:
     return shows_own_write(params, error)
 
 
-def _listing_index(name: str, hash_key: str) -> dict[str, Any]:
-    return {
-        "IndexName": name,
-        "KeySchema": [
-            {"AttributeName": hash_key, "KeyType": "HASH"},
-            {"AttributeName": "created_at", "KeyType": "RANGE"},
-        ],
-        "Projection": {
-            "ProjectionType": "INCLUDE",
-            "NonKeyAttributes": [a for a in _DIMENSIONS if a != hash_key],
-        },
-    }
-
-
 def table_definition(table: str) -> dict[str, Any]:
-    """CreateTable: on-demand, keyed by id, with the ``by_status`` index and the listing indexes."""
+    """CreateTable: on-demand, keyed by id, with the sparse ``attention`` index and nothing else."""
     return {
         "TableName": table,
         "BillingMode": "PAY_PER_REQUEST",
         "KeySchema": [{"AttributeName": "id", "KeyType": "HASH"}],
         "AttributeDefinitions": [
             {"AttributeName": "id", "AttributeType": "S"},
-            {"AttributeName": "st", "AttributeType": "S"},
+            {"AttributeName": "attn", "AttributeType": "S"},
             {"AttributeName": "due", "AttributeType": "N"},
-            {"AttributeName": "type", "AttributeType": "S"},
-            {"AttributeName": "queue", "AttributeType": "S"},
-            {"AttributeName": "tenant", "AttributeType": "S"},
-            {"AttributeName": "created_at", "AttributeType": "N"},
         ],
         "GlobalSecondaryIndexes": [
             {
-                "IndexName": STATUS_INDEX,
+                "IndexName": ATTENTION_INDEX,
                 "KeySchema": [
-                    {"AttributeName": "st", "KeyType": "HASH"},
+                    {"AttributeName": "attn", "KeyType": "HASH"},
                     {"AttributeName": "due", "KeyType": "RANGE"},
                 ],
-                "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(STATUS_PROJECTION)},
+                "Projection": {"ProjectionType": "ALL"},
             },
-            _listing_index(TYPE_INDEX, "type"),
-            _listing_index(QUEUE_INDEX, "queue"),
-            _listing_index(TENANT_INDEX, "tenant"),
         ],
     }

@@ -1,22 +1,111 @@
-"""`sqsjobs doctor`: passes on what `provision` made, fails with the fix on a misconfigured queue."""
+"""`sqsjobs doctor`: passes on what `provision` made, fails with the fix on a misconfigured queue or table."""
 
 from __future__ import annotations
 
 import json
 
+from sqsjobs._aws import Call, one
 from sqsjobs.cli.common import EXIT_ERROR
 from tests.cli.conftest import invoke, new_app
 from tests.integration.helpers import queue_url, sqs_call
 
 
-def test_doctor_passes_on_a_provisioned_app(world):
-    run = world.cli("doctor", "--json")
+def test_doctor_passes_on_a_provisioned_app(ministack_url):
+    app = new_app(ministack_url)
+    app.provision()
+
+    run = invoke(app, ministack_url, "doctor", "--json")
+
     assert run.code == 0, run.out
     assert run.json["ok"] is True
     names = {c["name"].split()[0] for c in run.json["checks"]}
     assert {"table", "index", "ttl", "queue", "dlq", "redrive", "visibility"} <= names
-    human = world.cli("doctor")
+    [index] = [c for c in run.json["checks"] if c["name"].startswith("index")]
+    assert index["name"] == "index attention"
+    assert index["detail"] == "attn (S, hash), due (N, range), projection ALL"
+    assert "table layout" not in {c["name"] for c in run.json["checks"]}
+    human = invoke(app, ministack_url, "doctor")
     assert human.code == 0 and "all checks passed" in human.out
+    app.close()
+
+
+def _create_table(app, indexes: list[dict], attributes: dict[str, str]) -> None:
+    """A table made by hand under the app's table name, before ``provision`` (which then keeps it)."""
+    app.run(
+        one(
+            Call(
+                "dynamodb",
+                "create_table",
+                {
+                    "TableName": app.settings.table_name,
+                    "BillingMode": "PAY_PER_REQUEST",
+                    "KeySchema": [{"AttributeName": "id", "KeyType": "HASH"}],
+                    "AttributeDefinitions": [
+                        {"AttributeName": a, "AttributeType": t} for a, t in {"id": "S", **attributes}.items()
+                    ],
+                    "GlobalSecondaryIndexes": indexes,
+                },
+            )
+        )
+    )
+    app.provision()
+
+
+def _gsi(name: str, hash_key: str, range_key: str, projection: str = "ALL") -> dict:
+    return {
+        "IndexName": name,
+        "KeySchema": [
+            {"AttributeName": hash_key, "KeyType": "HASH"},
+            {"AttributeName": range_key, "KeyType": "RANGE"},
+        ],
+        "Projection": {"ProjectionType": projection},
+    }
+
+
+def test_doctor_recognises_a_table_of_sqsjobs_0_1_and_says_to_start_a_new_one(ministack_url):
+    # GIVEN a table of the first layout: indexes by status and by type that every job wrote
+    app = new_app(ministack_url)
+    _create_table(
+        app,
+        [_gsi("by_status", "st", "due"), _gsi("by_type", "type", "created_at", "KEYS_ONLY")],
+        {"st": "S", "due": "N", "type": "S", "created_at": "N"},
+    )
+
+    # WHEN the doctor checks the deployment
+    run = invoke(app, ministack_url, "doctor", "--json")
+
+    # THEN it fails on the layout, says there is no migration, and how to move to a new table
+    assert run.code == EXIT_ERROR
+    failed = {c["name"]: c for c in run.json["checks"] if c["level"] == "fail"}
+    layout = failed["table layout"]
+    assert "created by sqsjobs 0.1" in layout["detail"]
+    assert "by_status, by_type" in layout["detail"] and "written by every job" in layout["detail"]
+    assert "no migration (0.1.0 was never released)" in layout["detail"]
+    assert "SQSJOBS_TABLE=<new name> sqsjobs provision" in layout["fix"]
+    assert "once" in layout["fix"] and "has drained" in layout["fix"]
+    # AND the missing attention index points at the same fix, not at an UpdateTable
+    assert failed["index attention"]["detail"] == "missing"
+    assert "table layout" in failed["index attention"]["fix"]
+    # AND the rest of the deployment is still checked
+    assert {c["name"].split()[0] for c in run.json["checks"]} >= {"ttl", "queue", "redrive"}
+    app.close()
+
+
+def test_doctor_fails_on_an_attention_index_of_another_shape(ministack_url):
+    # GIVEN an attention index whose sort key is a string and that projects only the keys
+    app = new_app(ministack_url)
+    _create_table(app, [_gsi("attention", "attn", "due", "KEYS_ONLY")], {"attn": "S", "due": "S"})
+
+    run = invoke(app, ministack_url, "doctor", "--json")
+
+    # THEN the index check fails, showing what it found and what it must be
+    assert run.code == EXIT_ERROR
+    [check] = [c for c in run.json["checks"] if c["name"] == "index attention"]
+    assert check["level"] == "fail"
+    assert check["detail"] == "attn (S, hash), due (S, range), projection KEYS_ONLY"
+    assert "attn (S, hash), due (N, range), projection ALL" in check["fix"]
+    assert "table layout" not in {c["name"] for c in run.json["checks"]}
+    app.close()
 
 
 def test_doctor_fails_on_a_misconfigured_queue_and_says_the_fix(ministack_url):

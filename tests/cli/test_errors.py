@@ -48,12 +48,12 @@ def test_a_missing_app_module_is_one_line_and_exit_1():
     assert "Traceback" not in run.stderr + run.stdout
 
 
-def test_a_job_id_that_does_not_exist_is_one_line_and_exit_3(world):
+def test_a_job_id_that_does_not_exist_is_one_line_and_exit_3(ledger):
     # GIVEN a provisioned table with jobs in it, on the running emulator
-    table = world.app.settings.table_name
+    table = ledger.app.settings.table_name
     # WHEN the CLI asks for an id that no job has
     run = sqsjobs(
-        "jobs", "get", "no-such-job", "--app", "tests.cli.jobs_app:app", "--endpoint-url", world.endpoint,
+        "jobs", "get", "no-such-job", "--app", "tests.cli.jobs_app:app", "--endpoint-url", ledger.endpoint,
         SQSJOBS_TABLE=table,
     )  # fmt: skip
     # THEN it answers "not found" in one line with exit 3, and no traceback

@@ -5,9 +5,17 @@ from __future__ import annotations
 import pytest
 
 from sqsjobs.envelope import DLQ_ERROR_CLASS, DLQ_JOB_ID, DLQ_REASON, Envelope
+from sqsjobs.job import JobStatus
 from sqsjobs.ops._common import parse_duration
 from sqsjobs.ops.dlq import DlqFilter, decode
-from sqsjobs.ops.inspect import CursorError, decode_cursor, encode_cursor
+from sqsjobs.ops.inspect import (
+    DEFAULT_SCAN_WINDOW_S,
+    CursorError,
+    ListQuery,
+    decode_cursor,
+    encode_cursor,
+    plan,
+)
 
 
 @pytest.mark.parametrize(
@@ -24,15 +32,37 @@ def test_bad_durations_say_the_accepted_form(text):
         parse_duration(text)
 
 
-def test_a_cursor_round_trips_and_refuses_other_listings():
-    positions = [{"id": {"S": "a"}, "queue": {"S": "mail"}, "created_at": {"N": "1.5"}}, "done"]
-    cursor = encode_cursor("by_queue", positions)
-    assert decode_cursor(cursor, "by_queue", 2) == positions
-    for index, n in (("by_status", 2), ("by_queue", 1)):
+def test_a_cursor_round_trips_with_its_window_and_refuses_other_listings():
+    positions = [{"id": {"S": "a"}, "attn": {"S": "dead#07"}, "due": {"N": "1.5"}}, "done"]
+    cursor = encode_cursor("dead|mail", positions, 1_800_000_000.0)
+    assert decode_cursor(cursor, "dead|mail", 2) == (positions, 1_800_000_000.0)
+    for listing, n in (("dead|orders", 2), ("dead|mail", 1), ("scan|mail", 2)):
         with pytest.raises(CursorError):
-            decode_cursor(cursor, index, n)
-    with pytest.raises(CursorError):
-        decode_cursor("not-a-cursor!!", "by_queue", 2)
+            decode_cursor(cursor, listing, n)
+    for junk in ("not-a-cursor!!", "", encode_cursor("dead|mail", positions)[:-4]):
+        with pytest.raises(CursorError):
+            decode_cursor(junk, "dead|mail", 2)
+
+
+def test_each_listing_has_its_own_cursor_identity():
+    now = 1_800_000_000.0
+    dead = plan(ListQuery(status=JobStatus.DEAD, queue="mail"), now)
+    assert (dead.index, dead.since, len(dead.partitions)) == ("attention", None, 32)
+    assert dead.filters == {"status": "dead", "queue": "mail"}
+    scan = plan(ListQuery(queue="mail"), now)
+    assert (scan.index, scan.since, scan.partitions) == ("scan", now - DEFAULT_SCAN_WINDOW_S, [])
+    keys = {
+        plan(q, now).key
+        for q in (
+            ListQuery(status=JobStatus.DEAD, queue="mail"),
+            ListQuery(status=JobStatus.DEAD),
+            ListQuery(queue="mail"),
+            ListQuery(queue="mail", since_s=3600),
+            ListQuery(type="mail"),
+            ListQuery(),
+        )
+    }
+    assert len(keys) == 6
 
 
 def _message(body, attrs=None):

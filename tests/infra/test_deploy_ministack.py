@@ -19,7 +19,7 @@ import pytest
 from examples.shop import app as shop
 from sqsjobs import App, JobStatus
 from sqsjobs.deploy.packaging import HANDLER
-from sqsjobs.store.requests import HELD
+from sqsjobs.store.requests import HELD, PENDING
 from sqsjobs.transport.sqs import MAX_DELAY_S
 from tests.emulators import MiniStack
 from tests.infra.conftest import STACK
@@ -64,10 +64,10 @@ def redrive(attributes: dict[str, str]) -> tuple[str, int]:
     return policy["deadLetterTargetArn"], int(policy["maxReceiveCount"])
 
 
-def index_partition(ddb, app: App, job_id: str) -> str:
-    """The record's ``by_status`` partition: ``held`` while no SQS message carries it yet."""
+def attention_kind(ddb, app: App, job_id: str) -> str:
+    """The kind of the record's ``attention`` entry: ``held`` while no SQS message carries it yet."""
     item = ddb.get_item(TableName=app.settings.table_name, Key={"id": {"S": job_id}}, ConsistentRead=True)
-    return str(item["Item"]["st"]["S"])
+    return str(item["Item"]["attn"]["S"]).split("#")[0]
 
 
 def test_the_local_template_deploys_and_its_lambda_worker_runs_a_job(local, ministack, monkeypatch):
@@ -132,7 +132,7 @@ def test_the_local_template_deploys_and_its_lambda_worker_runs_a_job(local, mini
 
     # WHEN a job is held beyond the SQS delay cap, and the deployed sweeper function runs once due
     held = app.enqueue("reminders.send", {"email": "a@example.com"}, delay=MAX_DELAY_S + 1)
-    assert index_partition(ddb, app, held) == HELD
+    assert attention_kind(ddb, app, held) == HELD
     time.sleep(1.5)  # now due within the delay cap
     lam = boto3.client("lambda", **aws)
     [sweeper] = [
@@ -141,8 +141,8 @@ def test_the_local_template_deploys_and_its_lambda_worker_runs_a_job(local, mini
         if f["Handler"] == "sqsjobs.runtime.lambda_handlers.sweeper"
     ]
     answer = lam.invoke(FunctionName=sweeper, Payload=b"{}")
-    # THEN it hands the job to SQS (its record is no longer held)
+    # THEN it hands the job to SQS (its record is no longer held: pending until a claim takes it)
     assert "FunctionError" not in answer, answer["Payload"].read()
     assert json.loads(answer["Payload"].read())["dispatched_held"] == 1
-    assert index_partition(ddb, app, held) == JobStatus.QUEUED.value
+    assert attention_kind(ddb, app, held) == PENDING
     app.close()

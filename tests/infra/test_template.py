@@ -260,9 +260,9 @@ def test_each_principal_gets_exactly_its_action_list(full):
     assert actions(statements(full, scheduler_id)) == listed(SCHEDULER_ACTIONS)
     trust = scheduler_role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]
     assert "aws:SourceAccount" in trust["Condition"]["StringEquals"]
-    # ... the sweeper reads the by_status index by name, never index/*
+    # ... the sweeper reads the attention index by name, never index/*
     sweeper_resources = json.dumps([s["Resource"] for s in statements(full, role_of_task(full, "sweeper"))])
-    assert "/index/by_status" in sweeper_resources
+    assert "/index/attention" in sweeper_resources
     assert "index/*" not in json.dumps(full.template)
 
 

@@ -83,11 +83,9 @@ def test_the_happy_path_reads_nothing_and_every_write_is_measured(measured):
     print(f"\ncapacity units per job: {per_job}")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the record still carries the payload and three happy-path indexes (issue 13, record v2 pending)",
-)
 def test_the_happy_path_costs_at_most_three_write_units_per_job_table_and_indexes_summed(measured):
     _, capacity = measured
     writes = sum(v for (kind, _), v in capacity.items() if kind == "write")
+    index_writes = sum(v for (kind, part), v in capacity.items() if kind == "write" and part != "table")
     assert writes / JOBS <= WRITE_UNITS_BUDGET, capacity
+    assert index_writes == 0, capacity

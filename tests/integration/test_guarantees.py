@@ -180,3 +180,26 @@ def test_a_producer_without_the_handler_code_keeps_the_types_retry_policy(app, t
     job = app.get(job_id)
     assert (job.status, job.attempt, job.max_attempts) == (JobStatus.SUCCEEDED, 2, 4)
     assert len(runs(tmp_path, job_id)) == 2
+
+
+def test_a_job_cancelled_while_it_waited_can_be_retried_before_or_after_a_worker_met_its_message(
+    app, tmp_path
+):
+    # GIVEN two jobs cancelled while they waited (their records keep no payload: the messages do)
+    before = app.enqueue("count", {"runs_dir": str(tmp_path), "sleep_s": 0}, delay=3)
+    after = app.enqueue("count", {"runs_dir": str(tmp_path), "sleep_s": 0})
+    assert app.cancel(before) == app.cancel(after) == "cancelled"
+    # WHEN a worker meets `after`'s message (it drops the message, keeping the payload) ...
+    proc = start_worker(app)
+    try:
+        wait_until(lambda: app.get(after).payload is not None, 30, "payload kept from the message")
+        # ... and an operator retries both: `before` while its delayed message is still queued
+        app.retry(before)
+        app.retry(after)
+        # THEN both run, once each, with their payloads
+        wait_until(
+            lambda: all(app.get(j).status is JobStatus.SUCCEEDED for j in (before, after)), 60, "both ran"
+        )
+    finally:
+        kill(proc)
+    assert len(runs(tmp_path, before)) == len(runs(tmp_path, after)) == 1

@@ -26,7 +26,7 @@ def _claim(table: str, job_id: str, *, owner: str, now: float, lease_s: float) -
     """A worker's claim, built as the execution builds it (fresh token, the type's bound)."""
     return rq.claim(
         table,
-        job_id,
+        Envelope(job_id, "count"),  # a hint that names the job: the record exists
         owner=owner,
         token=rq.nonce(),
         message_id=None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from sqsjobs.envelope import Envelope
 from sqsjobs.errors import StoreError
 from sqsjobs.job import Job, JobStatus
 from sqsjobs.store import requests as rq
@@ -22,7 +23,14 @@ def _refused(item):
 
 def _claim(token: str, *, owner: str = "w1", now: float = NOW) -> dict:
     return rq.claim(
-        "tbl", "j1", owner=owner, token=token, message_id="m1", now=now, lease_s=5, max_attempts=3
+        "tbl",
+        Envelope("j1", "t"),
+        owner=owner,
+        token=token,
+        message_id="m1",
+        now=now,
+        lease_s=5,
+        max_attempts=3,
     )
 
 

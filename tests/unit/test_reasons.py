@@ -15,7 +15,7 @@ from sqsjobs.store.requests import ClaimRefusal
 @pytest.mark.parametrize(
     ("enum", "values"),
     [
-        (ClaimRefusal, ["missing", "finished", "not_due", "held_elsewhere", "exhausted"]),
+        (ClaimRefusal, ["missing", "finished", "not_due", "held_elsewhere", "exhausted", "conflict"]),
         (InterruptReason, ["cancel", "shutdown", "lease_lost"]),
         (AttemptOutcome, ["started", "succeeded", "retry", "dead", "cancelled", "released"]),
     ],

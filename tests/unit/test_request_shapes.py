@@ -17,14 +17,14 @@ import pytest
 from botocore.validate import ParamValidator
 
 from sqsjobs.runtime.acks import failure_record
-from sqsjobs.store import codec, operator, schema
+from sqsjobs.store import codec, enqueue, operator, schema
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import sqs
 
 NOW = 1_800_000_000.0
 TABLE = "shop-jobs"
 URL = "http://127.0.0.1:4566/000000000000/shop-default"
-BUILDER_MODULES = (rq, operator, schema, sqs)
+BUILDER_MODULES = (rq, enqueue, operator, schema, sqs)
 
 
 def _new_job() -> rq.NewJob:
@@ -40,7 +40,8 @@ def _job():
 
 
 def _due() -> schema.DueRecord:
-    return schema.DueRecord(id="j1", type="t", queue="default", st="held", due=NOW, run_at=NOW, due_raw="1")
+    item = rq.put_job(TABLE, _new_job(), unsent=True)["Item"]
+    return schema.due_records({"Items": [item]})[0]
 
 
 ERROR = failure_record(ValueError("boom"))
@@ -49,7 +50,7 @@ ERROR = failure_record(ValueError("boom"))
 CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = {
     "put_job": ("dynamodb", "PutItem", lambda: rq.put_job(TABLE, _new_job())),
     "claim": ("dynamodb", "UpdateItem",
-              lambda: rq.claim(TABLE, "j1", owner="w1", token=rq.nonce(), message_id="m1", now=NOW, lease_s=60,
+              lambda: rq.claim(TABLE, rq.envelope_of(_new_job()), owner="w1", token=rq.nonce(), message_id="m1", now=NOW, lease_s=60,
                                max_attempts=3)),
     "complete": ("dynamodb", "UpdateItem",
                  lambda: rq.complete(TABLE, _job(), owner="w1", now=NOW, result={"ok": True}, retention_s=60)),
@@ -63,17 +64,19 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
     "release": ("dynamodb", "UpdateItem", lambda: rq.release(TABLE, _job(), owner="w1", now=NOW)),
     "heartbeat": ("dynamodb", "UpdateItem", lambda: rq.heartbeat(TABLE, _job(), owner="w1", now=NOW, lease_s=60)),
     "reject": ("dynamodb", "UpdateItem",
-               lambda: rq.reject(TABLE, "j1", now=NOW, error=ERROR, reason="r", retention_s=60)),
+               lambda: rq.reject(TABLE, rq.envelope_of(_new_job()), now=NOW, error=ERROR, reason="r", retention_s=60)),
     "get": ("dynamodb", "GetItem", lambda: rq.get(TABLE, "j1")),
     "cancel": ("dynamodb", "UpdateItem", lambda: operator.cancel(TABLE, "j1", now=NOW, retention_s=60)),
     "request_cancel": ("dynamodb", "UpdateItem", lambda: operator.request_cancel(TABLE, "j1", now=NOW)),
+    "keep_payload": ("dynamodb", "UpdateItem",
+                     lambda: operator.keep_payload(TABLE, "j1", payload_json='{"a":1}', now=NOW)),
     "replay": ("dynamodb", "UpdateItem",
                lambda: operator.replay(TABLE, _job(), seen_updated="1", now=NOW, max_attempts=3,
                                        audit={"action": "retry", "at": NOW, "by": "me"})),
     "query_due": ("dynamodb", "Query",
                   lambda: schema.query_due(TABLE, "held", due_before=NOW, start_key={"id": {"S": "j0"}})),
     "mark_dispatched": ("dynamodb", "UpdateItem",
-                        lambda: schema.mark_dispatched(TABLE, _due(), now=NOW, next_check=NOW)),
+                        lambda: schema.mark_dispatched(TABLE, _due(), now=NOW, recheck_at=NOW)),
     "table_definition": ("dynamodb", "CreateTable", lambda: schema.table_definition(TABLE)),
     "send_one": ("sqs", "SendMessage",
                  lambda: sqs.send_one(URL, "{}", delay_s=5, attributes={"reason": "r"})),

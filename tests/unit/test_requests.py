@@ -32,21 +32,30 @@ def refusal(item) -> StoreError:
     )
 
 
-def test_a_put_item_round_trips_through_job_from_item():
+def test_a_put_item_round_trips_through_job_from_item_without_the_payload_its_message_carries():
     item = rq.put_job("table", new_job(tenant="acme", trace="Root=1-abc"))["Item"]
     job = rq.job_from_item(item)
     assert (job.id, job.status, job.payload, job.attempt, job.max_attempts) == (
         "j1",
         JobStatus.QUEUED,
-        {"a": 1},
+        None,
         0,
         3,
     )
     assert (job.tenant, job.trace, job.run_at.timestamp()) == ("acme", "Root=1-abc", NOW)
+    assert (job.payload_hash, job.payload_size) == (new_job().payload_hash, len('{"a":1}'))
+    # the happy path's record is not in any index
+    assert not {"attn", "due", "payload"} & set(item)
+    envelope = rq.envelope_of(new_job())
+    assert (envelope.payload, envelope.payload_hash) == ({"a": 1}, job.payload_hash)
 
 
-def test_a_far_future_job_is_indexed_as_held():
-    assert rq.put_job("t", new_job(held=True))["Item"]["st"] == {"S": "held"}
+def test_a_record_no_message_carries_keeps_its_payload_in_a_sharded_attention_entry():
+    held = rq.put_job("t", new_job(held=True))["Item"]
+    unsent = rq.put_job("t", new_job(), unsent=True)["Item"]
+    assert held["attn"]["S"] == rq.attention_key(rq.HELD, "j1") and held["due"] == {"N": str(NOW)}
+    assert unsent["attn"]["S"] == rq.attention_key(rq.PENDING, "j1")
+    assert rq.job_from_item(held).payload == rq.job_from_item(unsent).payload == {"a": 1}
 
 
 def test_idempotency_keys_scope_by_type_and_tenant():

@@ -163,7 +163,13 @@ def dead_item(updated_at: float) -> dict[str, Any]:
         run_at=NOW, now=NOW,
     )  # fmt: skip
     item = rq.put_job("shop-jobs", new)["Item"]
-    return {**item, "status": {"S": "dead"}, "updated_at": {"N": str(updated_at)}}
+    # a dead record keeps its payload (sqsjobs.store.requests.fail)
+    return {
+        **item,
+        "status": {"S": "dead"},
+        "updated_at": {"N": str(updated_at)},
+        "payload": {"S": '{"a":1}'},
+    }
 
 
 def test_a_requeue_that_keeps_losing_to_concurrent_writes_gives_up_with_a_store_error(app):

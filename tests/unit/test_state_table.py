@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from sqsjobs.envelope import Envelope
 from sqsjobs.job import TRANSITIONS, JobStatus
 from sqsjobs.runtime.acks import failure_record
 from sqsjobs.store import operator
@@ -31,7 +32,9 @@ ERROR = failure_record(ValueError("boom"))
 
 
 def _claim() -> dict:
-    return rq.claim("tbl", "j1", owner="w", token="t", message_id="m", now=NOW, lease_s=5, max_attempts=3)
+    return rq.claim(
+        "tbl", Envelope("j1", "t"), owner="w", token="t", message_id="m", now=NOW, lease_s=5, max_attempts=3
+    )
 
 
 #: operation -> the write the store builds for it
@@ -43,7 +46,7 @@ WRITES = {
     "schedule_retry": lambda: rq.schedule_retry("tbl", _job(), owner="w", now=NOW, run_at=NOW, error=ERROR, held=False),
     "fail": lambda: rq.fail("tbl", _job(), owner="w", now=NOW, error=ERROR, reason="r", retention_s=1),
     "abort": lambda: rq.abort("tbl", _job(), owner="w", now=NOW, reason="r", retention_s=1),
-    "reject": lambda: rq.reject("tbl", "j1", now=NOW, error=ERROR, reason="r", retention_s=1),
+    "reject": lambda: rq.reject("tbl", Envelope("j1", "t"), now=NOW, error=ERROR, reason="r", retention_s=1),
     "release": lambda: rq.release("tbl", _job(), owner="w", now=NOW),
     "cancel": lambda: operator.cancel("tbl", "j1", now=NOW, retention_s=1),
     "request_cancel": lambda: operator.request_cancel("tbl", "j1", now=NOW),
@@ -84,17 +87,22 @@ def test_the_write_sets_the_tables_to_state(operation):
         assert target is to
 
 
-def doc_rows() -> dict[str, tuple[set[JobStatus], JobStatus]]:
-    rows = {}
+def doc_rows() -> dict[str, tuple[set[JobStatus], JobStatus | None]]:
+    """The rows of the transitions table: the one whose header is ``| operation | from | to |``."""
+    rows: dict[str, tuple[set[JobStatus], JobStatus | None]] = {}
+    in_table = False
     for line in DOCS.read_text().splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) < 3 or not cells[0] or cells[0].startswith(("operation", "---")):
+        if line.startswith("| operation | from | to |"):
+            in_table = True
             continue
-        name = cells[0].split()[0]
+        if in_table and not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not in_table or cells[0].startswith("---"):
+            continue
         froms = {s for s in JobStatus if re.search(rf"\b{s.value}\b", cells[1])}
         tos = [s for s in JobStatus if re.search(rf"\b{s.value}\b", cells[2])]
-        if name in TRANSITIONS or froms:
-            rows[name] = (froms, tos[0] if len(tos) == 1 else None)
+        rows[cells[0].split()[0]] = (froms, tos[0] if len(tos) == 1 else None)
     return rows
 
 

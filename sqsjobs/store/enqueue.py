@@ -1,0 +1,159 @@
+"""Sans-I/O requests that create a job: the producer's record, its message, and a record made from a message.
+
+Split from ``store/requests.py`` (which re-exports everything here): these decide where a job's data
+lives. The message carries the payload; the record keeps its hash and size, and keeps the payload
+itself only when no message will (held, unsent) — so the happy path's record stays under 1 KB, one
+write unit per write (DESIGN §2, §4).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sqsjobs.envelope import Envelope
+from sqsjobs.errors import IdempotencyConflict
+from sqsjobs.job import Job, JobStatus
+from sqsjobs.store.codec import Item, av_n, av_s, old_item, payload_hash
+from sqsjobs.store.schema import HELD, PENDING, attention_key
+
+if TYPE_CHECKING:
+    from sqsjobs.errors import StoreError
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """What a producer asks for; ``put_job`` turns it into the first write."""
+
+    id: str
+    type: str
+    queue: str
+    payload: Any
+    payload_version: int
+    #: None: the producer has no handler for the type; the worker's claim applies the type's policy.
+    max_attempts: int | None
+    run_at: float
+    now: float
+    #: True when no SQS message is sent now (run_at beyond the SQS delay cap); the sweeper sends it.
+    held: bool = False
+    idempotency_key: str | None = None
+    tenant: str | None = None
+    parent_id: str | None = None
+    root_id: str | None = None
+    trace: str | None = None
+
+    @property
+    def payload_json(self) -> str:
+        """The stored payload."""
+        return json.dumps(self.payload, separators=(",", ":"), sort_keys=True)
+
+    @property
+    def payload_hash(self) -> str:
+        """See ``payload_hash``."""
+        return payload_hash(self.type, self.payload_version, self.payload)
+
+
+def put_job(table: str, job: NewJob, *, unsent: bool = False) -> dict[str, Any]:
+    """PutItem that creates the record only if the id is new (the idempotency check).
+
+    The payload stays out of the record when a message carries it (the record is then a few hundred
+    bytes: one write unit). A held job (no message yet) keeps it with a ``held`` attention entry; an
+    ``unsent`` one (SQS refused its message) with a ``pending`` entry the sweeper sends at once.
+    """
+    item: Item = {
+        "id": av_s(job.id),
+        "type": av_s(job.type),
+        "queue": av_s(job.queue),
+        "status": av_s(JobStatus.QUEUED),
+        "payload_hash": av_s(job.payload_hash),
+        "payload_size": av_n(len(job.payload_json)),
+        "payload_version": av_n(job.payload_version),
+        "attempt": av_n(0),
+        "lease_epoch": av_n(0),
+        "run_at": av_n(job.run_at),
+        "created_at": av_n(job.now),
+        "updated_at": av_n(job.now),
+    }
+    if job.held or unsent:
+        item |= {
+            "payload": av_s(job.payload_json),
+            "attn": av_s(attention_key(HELD if job.held else PENDING, job.id)),
+            "due": av_n(job.run_at if job.held else job.now),
+        }
+    if job.max_attempts is not None:  # None: a producer without the handler; the claim resolves it
+        item["max_attempts"] = av_n(job.max_attempts)
+    for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace"):
+        value = getattr(job, name)
+        if value is not None:
+            item[name] = av_s(value)
+    return {
+        "TableName": table,
+        "Item": item,
+        "ConditionExpression": "attribute_not_exists(id)",
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+def envelope_of(job: NewJob | Job) -> Envelope:
+    """The message that carries ``job`` (a new job, or a record that keeps its payload)."""
+    if isinstance(job, NewJob):
+        return Envelope(
+            job.id, job.type, queue=job.queue, payload=job.payload, has_payload=True,
+            payload_hash=job.payload_hash, payload_version=job.payload_version, created_at=job.now,
+            run_at=job.run_at, tenant=job.tenant, idempotency_key=job.idempotency_key, trace=job.trace,
+            parent_id=job.parent_id, root_id=job.root_id, max_attempts=job.max_attempts,
+        )  # fmt: skip
+    if job.payload_hash is None:  # a record of the first layout: the claim reads its payload
+        return Envelope(job.id, job.type)
+    return Envelope(
+        job.id, job.type, queue=job.queue, payload=job.payload, has_payload=True,
+        payload_hash=job.payload_hash, payload_version=job.payload_version,
+        created_at=job.created_at.timestamp(), run_at=job.run_at.timestamp(), tenant=job.tenant,
+        idempotency_key=job.idempotency_key, trace=job.trace, parent_id=job.parent_id, root_id=job.root_id,
+    )  # fmt: skip
+
+
+def interpret_put_conflict(job: NewJob, error: StoreError) -> str:
+    """A put refused by the id condition: the same payload is the same job; anything else conflicts."""
+    old = old_item(error)
+    if old is None:
+        raise error
+    if old.get("payload_hash", {}).get("S") == job.payload_hash and old["type"]["S"] == job.type:
+        return str(old["id"]["S"])
+    raise IdempotencyConflict(
+        f"idempotency key {job.idempotency_key!r} already names job {old['id']['S']} of type "
+        f"{old['type']['S']!r} with a different payload; reuse the same payload or choose a new key"
+    )
+
+
+def creates_from(envelope: Envelope, names: dict[str, str], values: dict[str, Any]) -> list[str]:
+    """SET clauses that give a record the message's fields only where it has none (``if_not_exists``).
+
+    A claim (or a reject) of a job whose record is not there yet creates it from the message: the
+    producer may have died between its send and its write, or its write is still in flight. On an
+    existing record every clause is a no-op.
+    """
+    assert envelope.queue is not None and envelope.created_at is not None and envelope.run_at is not None
+    payload_json = json.dumps(envelope.payload, separators=(",", ":"), sort_keys=True)
+    creates: dict[str, dict[str, Any]] = {
+        "type": av_s(envelope.job_type), "queue": av_s(envelope.queue),
+        "payload_hash": av_s(str(envelope.payload_hash)), "payload_size": av_n(len(payload_json)),
+        "payload_version": av_n(envelope.payload_version), "created_at": av_n(envelope.created_at),
+        "run_at": av_n(envelope.run_at),
+    }  # fmt: skip
+    for name in ("tenant", "idempotency_key", "trace", "parent_id", "root_id"):
+        value = getattr(envelope, name)
+        if value is not None:
+            creates[name] = av_s(value)
+    sets = []
+    for name, value in creates.items():
+        names[f"#{name}"] = name
+        values[f":c_{name}"] = value
+        sets.append(f"#{name} = if_not_exists(#{name}, :c_{name})")
+    return sets
+
+
+def kept_payload(payload: Any) -> dict[str, str]:
+    """The payload as a record keeps it (canonical JSON), for the records that must keep it."""
+    return av_s(json.dumps(payload, separators=(",", ":"), sort_keys=True))
