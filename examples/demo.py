@@ -26,7 +26,7 @@ console = Console(width=120)
 
 def scheduled_job_ids() -> list[str]:
     """Jobs the schedule's fires created, from the by-type index."""
-    page = app.run(list_flow(app.settings, app.registry, ListQuery(type="inventory.audit"), time.time()))
+    page = app.run(list_flow(app.settings, ListQuery(type="inventory.audit"), time.time()))
     return [row.id for row in page.rows]
 
 
