@@ -3,9 +3,11 @@ records enqueued and then written as the store writes them (``ledger``, no worke
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,9 +97,9 @@ def populate(endpoint: str, *, mails: int = 2, perm: bool = True, extra: bool = 
     return world
 
 
-@pytest.fixture(scope="package")
-def world(ministack_url):
-    """Read-only tests (all of tests/cli) share one populated app (made before the per-test env scrub, so set creds here)."""
+@contextlib.contextmanager
+def fake_aws_env() -> Iterator[None]:
+    """The suite's scrubbed environment, for package fixtures made before the per-test scrub runs."""
     with pytest.MonkeyPatch.context() as mp:
         for key in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "SQSJOBS_APP", "SQSJOBS_ENDPOINT_URL"):
             mp.delenv(key, raising=False)
@@ -105,6 +107,13 @@ def world(ministack_url):
         mp.setenv("AWS_SECRET_ACCESS_KEY", "testing")
         mp.setenv("AWS_DEFAULT_REGION", "us-east-1")
         mp.setenv("SQSJOBS_LOG_LEVEL", "WARNING")
+        yield
+
+
+@pytest.fixture(scope="package")
+def world(ministack_url):
+    """Read-only tests (all of tests/cli) share one populated app (made before the per-test env scrub, so set creds here)."""
+    with fake_aws_env():
         w = populate(ministack_url)
     yield w
     w.app.close()
@@ -254,13 +263,7 @@ def fill_ledger(endpoint: str) -> Ledger:
 @pytest.fixture(scope="package")
 def ledger(ministack_url):
     """Read-only tests of listings and counts share one ledger (made before the per-test env scrub)."""
-    with pytest.MonkeyPatch.context() as mp:
-        for key in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "SQSJOBS_APP", "SQSJOBS_ENDPOINT_URL"):
-            mp.delenv(key, raising=False)
-        mp.setenv("AWS_ACCESS_KEY_ID", "testing")
-        mp.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-        mp.setenv("AWS_DEFAULT_REGION", "us-east-1")
-        mp.setenv("SQSJOBS_LOG_LEVEL", "WARNING")
+    with fake_aws_env():
         led = fill_ledger(ministack_url)
     yield led
     led.app.close()
