@@ -1,7 +1,8 @@
-"""Write units one job costs, by payload size, read from MiniStack's size-based ConsumedCapacity.
+"""Write units one job costs, by payload size and off the happy path, read from MiniStack's ConsumedCapacity.
 
 Run: ``make .venv-ministack/bin/ministack && PYTHONPATH=. .venv/bin/python bench/write_units.py``.
-Prints, per payload size, the table and per-index capacity units of enqueue, claim and complete.
+Prints, per payload size, the table and index capacity units of enqueue, claim and complete; then,
+for a 1 KB payload, what a retry, a dead job, a held far-future job and a lease renewal add.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from sqsjobs import App
 from sqsjobs._aws import Call, one
+from sqsjobs.job import FailureRecord
 from sqsjobs.producer import JobRequest, build_new_job
 from sqsjobs.store import requests as rq
 from tests.emulators import MiniStack
@@ -61,8 +63,53 @@ def measure(url: str, payload_bytes: int) -> dict[str, tuple[float, float]]:
     return {"enqueue": units(put), "claim": units(claimed), "complete": units(done)}
 
 
+def measure_off_path(url: str, payload_bytes: int = 1024) -> dict[str, tuple[float, float]]:
+    """Units of the writes off the happy path, each from the state the worker or sweeper meets it in."""
+    app = App(f"wcuoff{payload_bytes}", endpoint_url=url)
+    app.job("noop")(lambda payload, ctx: None)
+    app.provision()
+    table, now, payload = app.settings.table_name, time.time(), {"blob": "x" * payload_bytes}
+    max_attempts = app.registry.get("noop").max_attempts
+    error = FailureRecord("ValueError", "boom " * 20, "Traceback (most recent call last):\n" * 10)
+
+    def call(operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        return dict(
+            app.run(one(Call("dynamodb", operation, {**params, "ReturnConsumedCapacity": "INDEXES"})))
+        )
+
+    def claimed(job_request: JobRequest[Any], *, held: bool = False) -> tuple[Any, dict[str, Any]]:
+        job = build_new_job(job_request, registry=app.registry, settings=app.settings, now=now)
+        put = call("put_item", rq.put_job(table, job))
+        params = rq.claim(table, rq.envelope_of(job), owner=OWNER, token=rq.nonce(), message_id=MESSAGE_ID,
+                          now=job.run_at + 1, lease_s=60, max_attempts=max_attempts)  # fmt: skip
+        return rq.job_from_item(call("update_item", params)["Attributes"]).evolve(payload=payload), put
+
+    out: dict[str, tuple[float, float]] = {}
+    job, _ = claimed(JobRequest("noop", payload))
+    out["schedule_retry (re-arms the message)"] = units(call("update_item", rq.schedule_retry(
+        table, job, owner=OWNER, now=now + 2, run_at=now + 60, error=error, held=False)))  # fmt: skip
+    job, _ = claimed(JobRequest("noop", payload))
+    out["fail → dead (payload kept, dead entry)"] = units(call("update_item", rq.fail(
+        table, job, owner=OWNER, now=now + 2, error=error, reason="permanent error", retention_s=86_400,
+        payload=payload)))  # fmt: skip
+    job, _ = claimed(JobRequest("noop", payload))
+    out["heartbeat (lease renewal)"] = units(call("update_item", rq.heartbeat(
+        table, job, owner=OWNER, now=now + 30, lease_s=60)))  # fmt: skip
+    far = JobRequest("noop", payload, delay=3600.0)
+    new = build_new_job(far, registry=app.registry, settings=app.settings, now=now)
+    out["enqueue held (payload, held entry)"] = units(call("put_item", rq.put_job(table, new)))
+    [entry] = rq.due_records(call("query", rq.query_due(table, rq.attention_key(rq.HELD, new.id),
+                                                         due_before=now + 7200)))  # fmt: skip
+    out["sweeper: held → pending"] = units(call("update_item", rq.mark_dispatched(
+        table, entry, now=now + 3000, recheck_at=now + 3900)))  # fmt: skip
+    params = rq.claim(table, rq.envelope_of(new), owner=OWNER, token=rq.nonce(), message_id=MESSAGE_ID,
+                      now=now + 3601, lease_s=60, max_attempts=max_attempts)  # fmt: skip
+    out["claim of a held job (removes its entry)"] = units(call("update_item", params))
+    return out
+
+
 def main() -> None:
-    """Print the table."""
+    """Print the tables."""
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
@@ -74,6 +121,9 @@ def main() -> None:
             total = sum(t + i for t, i in m.values())
             cells = " | ".join(f"{t:g}+{i:g}" for t, i in m.values())
             print(f"{size} | {cells} | {total:g}")
+        print("\noff the happy path, 1 KB payload | table+indexes")
+        for what, (table_units, index_units) in measure_off_path(url).items():
+            print(f"{what} | {table_units:g}+{index_units:g}")
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ WORKER_ACTIONS: Mapping[str, tuple[str, ...]] = {
     ),
 }
 SWEEPER_ACTIONS: Mapping[str, tuple[str, ...]] = {
-    "dynamodb": ("dynamodb:Query", "dynamodb:UpdateItem"),
+    "dynamodb": ("dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem"),
     "sqs": ("sqs:SendMessage", "sqs:GetQueueUrl"),
 }
 SCHEDULER_ACTIONS: Mapping[str, tuple[str, ...]] = {"sqs": ("sqs:SendMessage",)}

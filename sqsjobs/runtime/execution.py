@@ -302,9 +302,11 @@ class Execution:
             )
             return DELETE
         if refused.reason is ClaimRefusal.FINISHED:
-            if job.status is JobStatus.CANCELLED and job.payload is None and envelope.has_payload:
-                if not await self._keep_payload(job, envelope):
-                    return LEAVE  # not kept (DynamoDB unreachable): the message comes back, try again
+            cancelled_unkept = (
+                job.status is JobStatus.CANCELLED and job.payload is None and envelope.has_payload
+            )
+            if cancelled_unkept and not await self._keep_payload(job, envelope):
+                return LEAVE  # not kept (DynamoDB unreachable): the message comes back, try again
             if job.status is JobStatus.DEAD:
                 # The record died but this copy survived (a crash between the record and the DLQ send,
                 # or a duplicate): make sure the DLQ has it.

@@ -80,7 +80,11 @@ def sweep_flow(
 
 def _dispatch(settings: Settings, queue_urls: QueueUrls, record: rq.DueRecord, now: float) -> Flow[bool]:
     """Mark the entry pending, then send its hint; False when another sweeper or a claim got there first."""
-    job = rq.job_from_item(record.item)
+    # The index carries no payload: read the record (rare: only records no message carries come here).
+    found = yield Call("dynamodb", "get_item", rq.get(settings.table_name, record.id))
+    if "Item" not in found:
+        return False
+    job = rq.job_from_item(found["Item"])
     mark = rq.mark_dispatched(
         settings.table_name, record, now=now, recheck_at=max(now, record.run_at) + settings.stale_after_s
     )

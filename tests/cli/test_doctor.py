@@ -22,7 +22,7 @@ def test_doctor_passes_on_a_provisioned_app(ministack_url):
     assert {"table", "index", "ttl", "queue", "dlq", "redrive", "visibility"} <= names
     [index] = [c for c in run.json["checks"] if c["name"].startswith("index")]
     assert index["name"] == "index attention"
-    assert index["detail"] == "attn (S, hash), due (N, range), projection ALL"
+    assert index["detail"] == "attn (S, hash), due (N, range), projection INCLUDE"
     assert "table layout" not in {c["name"] for c in run.json["checks"]}
     human = invoke(app, ministack_url, "doctor")
     assert human.code == 0 and "all checks passed" in human.out
@@ -103,7 +103,7 @@ def test_doctor_fails_on_an_attention_index_of_another_shape(ministack_url):
     [check] = [c for c in run.json["checks"] if c["name"] == "index attention"]
     assert check["level"] == "fail"
     assert check["detail"] == "attn (S, hash), due (S, range), projection KEYS_ONLY"
-    assert "attn (S, hash), due (N, range), projection ALL" in check["fix"]
+    assert "attn (S, hash), due (N, range), projection INCLUDE" in check["fix"]
     assert "table layout" not in {c["name"] for c in run.json["checks"]}
     app.close()
 
