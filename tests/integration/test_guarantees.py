@@ -68,15 +68,26 @@ def wait_until(condition, timeout_s: float, what: str) -> float:
     return time.monotonic() - start
 
 
-@pytest.fixture
-def app(ministack_url, make_app):
-    app = make_app(ministack_url, lease_s=3.0, visibility_timeout_s=2)
+def _guarantees_app(make_app, url):
+    app = make_app(url, lease_s=3.0, visibility_timeout_s=2)
     app.registry.include(guarantees.app.registry)  # the same handlers the worker processes load
     app.provision()
     return app
 
 
-def test_copies_of_each_message_in_one_receive_batch_run_each_job_once(app, tmp_path):
+@pytest.fixture
+def app(ministack_url, make_app):
+    return _guarantees_app(make_app, ministack_url)
+
+
+@pytest.fixture
+def any_backend_app(backend_url, make_app):
+    """MiniStack and the serialised embedded moto of ``sqsjobs dev``, reached over HTTP by the workers."""
+    return _guarantees_app(make_app, backend_url)
+
+
+def test_copies_of_each_message_in_one_receive_batch_run_each_job_once(any_backend_app, tmp_path):
+    app = any_backend_app
     # GIVEN 40 jobs, and three extra copies of each job's message sent straight into the queue,
     # as SQS may deliver them (so copies of one message land in one receive batch of one worker)
     ids = [app.enqueue("count", {"runs_dir": str(tmp_path), "sleep_s": 0.3}) for _ in range(40)]
