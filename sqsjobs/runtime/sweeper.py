@@ -120,11 +120,25 @@ async def sweep_once(app: App) -> SweepReport:
 
 
 async def run_sweeper(app: App, stop: asyncio.Event) -> None:
-    """Sweep every ``sweep_interval_s`` until ``stop``."""
-    while not stop.is_set():
-        try:
-            await sweep_once(app)
-        except Exception:
-            app.logger.exception("sweep failed; retrying next interval")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), app.settings.sweep_interval_s)
+    """Sweep every ``sweep_interval_s`` until ``stop``.
+
+    A sweep in flight when ``stop`` is set is abandoned rather than awaited: every dispatch is a
+    conditional mark before its send, so a sweep cut short leaves nothing half-done that the next
+    one (in this or another process) does not redo, and shutdown never waits on a slow request.
+    """
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        while not stop.is_set():
+            sweep = asyncio.ensure_future(sweep_once(app))
+            await asyncio.wait({sweep, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not sweep.done():
+                sweep.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await sweep
+                return
+            if sweep.exception() is not None:
+                app.logger.error("sweep failed; retrying next interval", exc_info=sweep.exception())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(stopping), app.settings.sweep_interval_s)
+    finally:
+        stopping.cancel()
