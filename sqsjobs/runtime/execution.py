@@ -337,7 +337,7 @@ class Execution:
         params = rq.keep_payload(
             self._table,
             job.id,
-            payload_json=json.dumps(envelope.payload, separators=(",", ":"), sort_keys=True),
+            payload=envelope.payload,
             now=self.app.clock.now(),
         )
         try:

@@ -35,9 +35,14 @@ def av_n(value: float | int) -> dict[str, str]:
     return {"N": str(round(value, 3)) if isinstance(value, float) else str(value)}
 
 
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no spaces: the one form payloads are stored, sized and hashed in."""
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
 def av_json(value: Any) -> dict[str, str]:
     """A JSON document stored as a string attribute (canonical: sorted keys, no spaces)."""
-    return {"S": json.dumps(value, separators=(",", ":"), sort_keys=True)}
+    return {"S": canonical_json(value)}
 
 
 def av_error(error: FailureRecord) -> dict[str, Any]:
@@ -70,8 +75,7 @@ def str_attr(item: Mapping[str, Any], name: str) -> str | None:
 
 def payload_hash(job_type: str, version: int, payload: Any) -> str:
     """Identity of a payload for idempotency: same type, version and canonical JSON."""
-    canonical = json.dumps(payload, separators=(",", ":"), sort_keys=True)
-    return hashlib.sha256(f"{job_type}\0{version}\0{canonical}".encode()).hexdigest()
+    return hashlib.sha256(f"{job_type}\0{version}\0{canonical_json(payload)}".encode()).hexdigest()
 
 
 def idempotent_job_id(job_type: str, key: str, tenant: str | None = None) -> str:

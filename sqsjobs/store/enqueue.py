@@ -8,14 +8,14 @@ write unit per write (DESIGN §2, §4).
 
 from __future__ import annotations
 
-import json
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.envelope import Envelope
 from sqsjobs.errors import IdempotencyConflict
 from sqsjobs.job import Job, JobStatus
-from sqsjobs.store.codec import Item, av_n, av_s, old_item, payload_hash
+from sqsjobs.store.codec import Item, av_n, av_s, canonical_json, old_item, payload_hash
 from sqsjobs.store.schema import HELD, PENDING, attention_key
 
 if TYPE_CHECKING:
@@ -43,12 +43,13 @@ class NewJob:
     root_id: str | None = None
     trace: str | None = None
 
-    @property
+    # Cached: the record, the message and a conflict check all need them, once per job.
+    @functools.cached_property
     def payload_json(self) -> str:
-        """The stored payload."""
-        return json.dumps(self.payload, separators=(",", ":"), sort_keys=True)
+        """The payload in canonical JSON (what a record keeps, and what its size counts)."""
+        return canonical_json(self.payload)
 
-    @property
+    @functools.cached_property
     def payload_hash(self) -> str:
         """See ``payload_hash``."""
         return payload_hash(self.type, self.payload_version, self.payload)
@@ -135,7 +136,7 @@ def creates_from(envelope: Envelope, names: dict[str, str], values: dict[str, An
     existing record every clause is a no-op.
     """
     assert envelope.queue is not None and envelope.created_at is not None and envelope.run_at is not None
-    payload_json = json.dumps(envelope.payload, separators=(",", ":"), sort_keys=True)
+    payload_json = canonical_json(envelope.payload)
     creates: dict[str, dict[str, Any]] = {
         "type": av_s(envelope.job_type), "queue": av_s(envelope.queue),
         "payload_hash": av_s(str(envelope.payload_hash)), "payload_size": av_n(len(payload_json)),
@@ -152,8 +153,3 @@ def creates_from(envelope: Envelope, names: dict[str, str], values: dict[str, An
         values[f":c_{name}"] = value
         sets.append(f"#{name} = if_not_exists(#{name}, :c_{name})")
     return sets
-
-
-def kept_payload(payload: Any) -> dict[str, str]:
-    """The payload as a record keeps it (canonical JSON), for the records that must keep it."""
-    return av_s(json.dumps(payload, separators=(",", ":"), sort_keys=True))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.errors import InvalidTransition, JobNotFound
 from sqsjobs.job import Job, JobStatus
-from sqsjobs.store.codec import av_n, av_s, is_conflict, job_from_item, old_item
+from sqsjobs.store.codec import av_json, av_n, av_s, is_conflict, job_from_item, old_item
 from sqsjobs.store.schema import PENDING, attention_key
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def request_cancel(table: str, job_id: str, *, now: float) -> dict[str, Any]:
     }
 
 
-def keep_payload(table: str, job_id: str, *, payload_json: str, now: float) -> dict[str, Any]:
+def keep_payload(table: str, job_id: str, *, payload: Any, now: float) -> dict[str, Any]:
     """Copy a cancelled job's payload from its message into the record, so it can be retried later.
 
     A job cancelled while it waited has no payload in its record (its message carried it). The
@@ -76,7 +76,7 @@ def keep_payload(table: str, job_id: str, *, payload_json: str, now: float) -> d
         "ExpressionAttributeNames": {"#status": "status"},
         "ExpressionAttributeValues": {
             ":cancelled": av_s(JobStatus.CANCELLED),
-            ":payload": av_s(payload_json),
+            ":payload": av_json(payload),
             ":now": av_n(now),
         },
     }

@@ -61,7 +61,6 @@ from sqsjobs.store.enqueue import (
     creates_from,
     envelope_of,
     interpret_put_conflict,
-    kept_payload,
     put_job,
 )
 from sqsjobs.store.operator import (
@@ -434,7 +433,7 @@ def schedule_retry(
     }
     if held:
         sets += ", payload = :payload, attn = :attn, due = :run_at"
-        values |= {":payload": kept_payload(payload), ":attn": av_s(attention_key(HELD, job.id))}
+        values |= {":payload": av_json(payload), ":attn": av_s(attention_key(HELD, job.id))}
     return _fenced(
         table, job, owner=owner, set_expr=sets, values=values, remove="lease_owner, lease_expires"
     ) | {"ExpressionAttributeNames": {"#status": "status", "#error": "error"}}
@@ -463,7 +462,7 @@ def fail(
         extra={
             "error": av_error(error),
             "reason": av_s(reason),
-            "payload": kept_payload(payload),
+            "payload": av_json(payload),
             "attn": av_s(attention_key(DEAD, job.id)),
             "due": av_n(now),
         },
@@ -481,7 +480,7 @@ def abort(
         now=now,
         status=JobStatus.CANCELLED,
         retention_s=retention_s,
-        extra={"reason": av_s(reason), "payload": kept_payload(payload)},
+        extra={"reason": av_s(reason), "payload": av_json(payload)},
     )
 
 
@@ -577,7 +576,7 @@ def reject(
     condition = "#status IN (:queued, :retry) OR (#status = :running AND lease_expires < :now)"
     if envelope.has_payload:
         sets += [*creates_from(envelope, names, values), "payload = :payload"]
-        values[":payload"] = kept_payload(envelope.payload)
+        values[":payload"] = av_json(envelope.payload)
         condition = f"attribute_not_exists(id) OR {condition}"
     return {
         "TableName": table,

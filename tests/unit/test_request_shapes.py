@@ -69,7 +69,7 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
     "cancel": ("dynamodb", "UpdateItem", lambda: operator.cancel(TABLE, "j1", now=NOW, retention_s=60)),
     "request_cancel": ("dynamodb", "UpdateItem", lambda: operator.request_cancel(TABLE, "j1", now=NOW)),
     "keep_payload": ("dynamodb", "UpdateItem",
-                     lambda: operator.keep_payload(TABLE, "j1", payload_json='{"a":1}', now=NOW)),
+                     lambda: operator.keep_payload(TABLE, "j1", payload={"a": 1}, now=NOW)),
     "replay": ("dynamodb", "UpdateItem",
                lambda: operator.replay(TABLE, _job(), seen_updated="1", now=NOW, max_attempts=3,
                                        audit={"action": "retry", "at": NOW, "by": "me"})),
