@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from sqsjobs.errors import EnvelopeError, UnknownEnvelopeVersion
 
@@ -112,11 +112,11 @@ class Envelope:
         return cls(
             job_id=job_id, job_type=job_type, version=data["v"], queue=queue, payload=data["payload"],
             has_payload=True, payload_hash=digest, payload_version=int(data.get("pv") or 1),
-            created_at=float(created), run_at=float(run_at), **optional,  # type: ignore[arg-type]
+            created_at=float(created), run_at=float(run_at), **optional,
         )  # fmt: skip
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
