@@ -95,7 +95,6 @@ class DueRecord:
     run_at: float
     #: ``due`` exactly as stored, for the unchanged-entry condition.
     due_raw: str
-    item: Item
 
 
 def due_records(response: Mapping[str, Any]) -> list[DueRecord]:
@@ -107,7 +106,6 @@ def due_records(response: Mapping[str, Any]) -> list[DueRecord]:
             due=float(i["due"]["N"]),
             run_at=float(i.get("run_at", i["due"])["N"]),
             due_raw=i["due"]["N"],
-            item=dict(i),
         )
         for i in response.get("Items", [])
     ]
