@@ -1,8 +1,10 @@
 """Producer operations, each one sans-I/O flow that the App runs with boto3 or aioboto3.
 
-Enqueue is "durable state first, then the queue": one conditional PutItem, then SendMessage. A
-crash between the two leaves a record without a message, which the sweeper dispatches; repeating
-the enqueue with the same idempotency key also re-sends the hint at once.
+Enqueue sends the message first (it carries the job, payload included), then writes the record
+with one conditional PutItem. A crash between the two loses nothing: the claim creates the record
+from the message. A message SQS refused is kept in the record for the sweeper instead. Repeating
+the enqueue with the same idempotency key sends the message again (the claim decides) and finds
+the record already there.
 """
 
 from __future__ import annotations
