@@ -66,7 +66,7 @@ class Settings:
     queue_concurrency: Mapping[str, int] = field(default_factory=dict)
     #: On SIGTERM, how long running jobs may finish before they are released (keep under ECS stopTimeout).
     drain_timeout_s: float = 25.0
-    #: The sweeper re-dispatches a runnable record that has waited this long past due without a claim.
+    #: A hint the sweeper or a replay sent is sent again if no claim took the job this long after it.
     stale_after_s: float = 300.0
     #: Pause between sweeps of ``sqsjobs sweep`` and ``sqsjobs dev``.
     sweep_interval_s: float = 30.0
