@@ -60,7 +60,12 @@ class Framework:
     def queue_env(self, tag: str, url: str) -> dict[str, str]:
         """Environment that points the worker and producer at the run's queue."""
         if self.kind == "sqsjobs":
-            return {"SQSJOBS_QUEUE_PREFIX": f"{SQSJOBS_APP}-{tag}", "SQSJOBS_TABLE": f"{SQSJOBS_APP}-jobs"}
+            # Capacity asked of DynamoDB itself, so the proxy reads the write units each answer reports.
+            return {
+                "SQSJOBS_QUEUE_PREFIX": f"{SQSJOBS_APP}-{tag}",
+                "SQSJOBS_TABLE": f"{SQSJOBS_APP}-jobs",
+                "SQSJOBS_MEASURE_CAPACITY": "1",
+            }
         if self.kind == "celery":
             return {"BENCH_CELERY_QUEUE": self.queue_name(tag), "BENCH_CELERY_QUEUE_URL": url}
         return {"BENCH_DRAMATIQ_NAMESPACE": f"bench-{tag}"}

@@ -205,6 +205,10 @@ def _counts(proxy: AwsProxy) -> dict[str, int]:
     return dict(proxy.snapshot()["requests"])
 
 
+def _write_units(proxy: AwsProxy) -> dict[str, float]:
+    return dict(proxy.snapshot()["write_units"])
+
+
 def run_once(bench: Bench, fw: Framework, *, latency_ms: float, n: int, k: int, seq0: int) -> dict[str, Any]:
     """One framework, one latency, one run: bulk enqueue, drain, idle latency."""
     bench.proxy.latency_s = latency_ms / 1000.0
@@ -224,7 +228,7 @@ def run_once(bench: Bench, fw: Framework, *, latency_ms: float, n: int, k: int, 
         # (3) bulk enqueue, the worker paused
         bench.proxy.reset_counts()
         bulk = producer.command(f"bulk {n} {seq0}")
-        enqueue_counts = _counts(bench.proxy)
+        enqueue_counts, enqueue_units = _counts(bench.proxy), _write_units(bench.proxy)
 
         # (1) drain the backlog
         time.sleep(0.05)
@@ -245,7 +249,7 @@ def run_once(bench: Bench, fw: Framework, *, latency_ms: float, n: int, k: int, 
         time.sleep(SETTLE_S)
         cpu1 = procs.group_cpu_s(worker.pid)
         emu1 = bench.emulator_cpu_s()
-        drain_counts = _counts(bench.proxy)
+        drain_counts, drain_units = _counts(bench.proxy), _write_units(bench.proxy)
         left = bench.depth(queue_url)
 
         # (2) idle latency: one job at a time
@@ -275,12 +279,18 @@ def run_once(bench: Bench, fw: Framework, *, latency_ms: float, n: int, k: int, 
         "latency_ms": latency_ms,
         "n": n,
         "k": k,
-        "bulk": {"wall_s": bulk["wall_s"], "producer_cpu_s": bulk["cpu_s"], "requests": enqueue_counts},
+        "bulk": {
+            "wall_s": bulk["wall_s"],
+            "producer_cpu_s": bulk["cpu_s"],
+            "requests": enqueue_counts,
+            "write_units": enqueue_units,
+        },
         "drain": {
             "wall_s": last - resumed,
             "worker_cpu_s": cpu1 - cpu0,
             "emulator_cpu_s": emu1 - emu0,
             "requests": drain_counts,
+            "write_units": drain_units,
             "left_in_queue": left,
         },
         "idle": {

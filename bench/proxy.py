@@ -123,6 +123,12 @@ class FaultPlan:
         return action in self.only_actions or f"{service}:{action}" in self.only_actions
 
 
+_WRITE_ACTIONS = frozenset({
+    "PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems", "BatchExecuteStatement",
+    "ExecuteStatement",
+})  # fmt: skip
+
+
 class _Closed(Exception):
     """The peer went away; end this connection quietly."""
 
@@ -325,6 +331,9 @@ class AwsProxy:
         self.on_fault = on_fault
         self._rng = random.Random(seed)
         self.counts: Counter[tuple[str, str]] = Counter()
+        #: DynamoDB write capacity the answers report (``table``, ``indexes``), for clients that ask
+        #: ``ReturnConsumedCapacity=INDEXES`` (sqsjobs with ``SQSJOBS_MEASURE_CAPACITY=1``).
+        self.write_units: Counter[str] = Counter()
         self.faults_injected: Counter[str] = Counter()
         self.faults_by_action: Counter[tuple[str, str, str]] = Counter()
         self._lock = threading.Lock()
@@ -405,6 +414,7 @@ class AwsProxy:
         """Zero the request and fault counters (the fault draws continue their sequence)."""
         with self._lock:
             self.counts.clear()
+            self.write_units.clear()
             self.faults_injected.clear()
             self.faults_by_action.clear()
 
@@ -413,11 +423,30 @@ class AwsProxy:
         with self._lock:
             return {
                 "requests": {f"{s}:{a}": n for (s, a), n in sorted(self.counts.items())},
+                "write_units": dict(sorted(self.write_units.items())),
                 "faults": dict(sorted(self.faults_injected.items())),
                 "faults_by_action": {
                     f"{k}:{s}:{a}": n for (k, s, a), n in sorted(self.faults_by_action.items())
                 },
             }
+
+    def _add_write_units(self, response: bytes) -> None:
+        """Add what a DynamoDB write's answer says it consumed (a list for batch calls)."""
+        body = response.partition(b"\r\n\r\n")[2]
+        if b"ConsumedCapacity" not in body:
+            return
+        consumed = json.loads(body).get("ConsumedCapacity") or []
+        with self._lock:
+            for entry in consumed if isinstance(consumed, list) else [consumed]:
+                indexes = sum(
+                    float(i.get("CapacityUnits", 0)) for i in entry.get("GlobalSecondaryIndexes", {}).values()
+                )
+                table = entry.get("Table", {}).get("CapacityUnits")
+                # An answer with the total only (MiniStack's batch calls) is the table's when no index is named.
+                self.write_units["table"] += (
+                    float(table) if table is not None else float(entry.get("CapacityUnits", 0)) - indexes
+                )
+                self.write_units["indexes"] += indexes
 
     def _draw(self, service: str, action: str) -> str | None:
         with self._lock:
@@ -491,6 +520,8 @@ class AwsProxy:
                     return
                 if slow_until:
                     await asyncio.sleep(max(0.0, slow_until - time.monotonic()))
+                if service == "dynamodb" and action in _WRITE_ACTIONS:
+                    self._add_write_units(response)
                 writer.write(response)
                 await writer.drain()
                 if not keep_alive:

@@ -101,6 +101,11 @@ class Settings:
     #: add it up in ``App.requests.capacity``, table and indexes apart: what AWS bills, measured by
     #: DynamoDB itself. For cost tests and benchmarks; a few bytes more per answer.
     measure_capacity: bool = False
+    #: Group the claims and finishes a worker has ready at one instant, and ``enqueue_many``'s records,
+    #: into ``BatchExecuteStatement`` requests (up to 25 writes each, each with its own condition and
+    #: billed as its own write). Off only for an emulator that ignores PartiQL conditions: the
+    #: embedded moto of ``sqsjobs dev`` (docs/bench.md, "Batched writes").
+    batch_writes: bool = True
 
     def __post_init__(self) -> None:
         if not self.table_name:

@@ -145,6 +145,10 @@ class StoreError(AwsError):
     """A call to the DynamoDB job table failed."""
 
 
+class NotBatchable(SqsJobsError, ValueError):
+    """A write needs what a batched PartiQL statement lacks (returned values, an upsert); sent alone."""
+
+
 class TransportError(AwsError):
     """A call to SQS failed."""
 

@@ -21,6 +21,7 @@ from sqsjobs.job import JobStatus
 from sqsjobs.observability.tracing import current_trace, message_attributes
 from sqsjobs.registry import P
 from sqsjobs.store import requests as rq
+from sqsjobs.store import statements
 from sqsjobs.transport import sqs
 
 if TYPE_CHECKING:
@@ -107,16 +108,6 @@ def build_new_job(
     )
 
 
-def _put(settings: Settings, job: rq.NewJob, *, unsent: bool = False) -> Flow[bool]:
-    """Write the record; True when it is new, False when the idempotency key already named it."""
-    try:
-        yield Call("dynamodb", "put_item", rq.put_job(settings.table_name, job, unsent=unsent))
-    except StoreError as exc:
-        rq.interpret_put_conflict(job, exc)  # raises IdempotencyConflict unless it is the same job
-        return False
-    return True
-
-
 def enqueue_many_flow(
     jobs: Sequence[rq.NewJob],
     *,
@@ -162,11 +153,61 @@ def enqueue_many_flow(
                         "codes": sorted(set(failed.values())),
                     },
                 )
-    for job in jobs:
-        created = yield from _put(settings, job, unsent=job.id in unsent)
-        if created and metrics is not None:
+    puts = [(job, rq.put_job(settings.table_name, job, unsent=job.id in unsent)) for job in jobs]
+    created = yield from _put_all(settings, puts)
+    if metrics is not None:
+        for job in created:
             metrics.enqueued(job.type, job.tenant)
     return [j.id for j in jobs]
+
+
+def _put_all(settings: Settings, puts: list[tuple[rq.NewJob, dict[str, Any]]]) -> Flow[list[rq.NewJob]]:
+    """Write the records, 25 to a ``BatchExecuteStatement`` of INSERTs; the jobs that were new.
+
+    An INSERT fails on an existing key, which is the idempotency condition of the single put. A job
+    an INSERT did not create (a repeated key, a passing fault, a batch that failed whole) is written
+    again with its single conditional put, whose ``ALL_OLD`` answer tells the same job from a
+    conflicting one. One job alone is its single put, as ``enqueue`` always is.
+    """
+    created: list[rq.NewJob] = []
+    alone: list[tuple[rq.NewJob, dict[str, Any]]] = []
+    if settings.batch_writes and len(puts) > 1:
+        for group in _distinct_chunks(puts, alone):
+            try:
+                request = statements.batch([statements.insert_statement(put) for _, put in group])
+                answers = (yield Call("dynamodb", "batch_execute_statement", request))["Responses"]
+            except StoreError:
+                answers = [{"Error": {"Code": "BatchFailed"}}] * len(group)
+            for (job, put), answer in zip(group, answers, strict=True):
+                if statements.statement_error(answer) is None:
+                    created.append(job)
+                else:
+                    alone.append((job, put))
+    else:
+        alone = puts
+    for job, put in alone:
+        try:
+            yield Call("dynamodb", "put_item", put)
+        except StoreError as exc:
+            rq.interpret_put_conflict(job, exc)  # raises IdempotencyConflict unless it is the same job
+        else:
+            created.append(job)
+    return created
+
+
+def _distinct_chunks(puts: list[Any], rest: list[Any]) -> list[list[Any]]:
+    """Chunks of ``statements.MAX_STATEMENTS`` puts, no id twice in one.
+
+    A batch naming one item twice is refused whole, so a repeated id goes to ``rest``, to be put
+    alone after the first one landed.
+    """
+    seen: set[str] = set()
+    unique: list[Any] = []
+    for job, put in puts:
+        (rest if job.id in seen else unique).append((job, put))
+        seen.add(job.id)
+    size = statements.MAX_STATEMENTS
+    return [unique[i : i + size] for i in range(0, len(unique), size)]
 
 
 def get_flow(settings: Settings, job_id: str) -> Flow[Job]:

@@ -49,7 +49,13 @@ DLQ_RETENTION_S = 14 * 86_400
 #: dead-letter one it cannot deliver). The Lambda event source mapping's own receive/delete rights
 #: are granted with the mapping.
 WORKER_ACTIONS: Mapping[str, tuple[str, ...]] = {
-    "dynamodb": ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"),
+    "dynamodb": (
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:PartiQLInsert",
+        "dynamodb:PartiQLUpdate",
+    ),
     "sqs": (
         "sqs:ReceiveMessage",
         "sqs:DeleteMessage",
@@ -69,6 +75,10 @@ SCHEDULER_ACTIONS: Mapping[str, tuple[str, ...]] = {"sqs": ("sqs:SendMessage",)}
 _BATCH_SUFFIX = "Batch"
 
 
+#: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ql-iam.html
+_PARTIQL_WRITES = ("dynamodb:PartiQLInsert", "dynamodb:PartiQLUpdate")
+
+
 def queues_of(registry: Registry, extra: Iterable[str] = ()) -> list[str]:
     """The logical queues a deployment needs: every handler's queue plus ``extra`` (``default`` if none).
 
@@ -77,12 +87,18 @@ def queues_of(registry: Registry, extra: Iterable[str] = ()) -> list[str]:
     return sorted(set(extra) | set(registry.queues()) or {"default"})
 
 
-def iam_action(service: str, operation: str) -> str:
-    """The IAM action that authorises a boto3 operation, e.g. ``sqs:SendMessage`` for ``send_message_batch``."""
+def iam_actions(service: str, operation: str) -> tuple[str, ...]:
+    """The IAM actions that authorise a boto3 operation, e.g. ``sqs:SendMessage`` for ``send_message_batch``.
+
+    A ``BatchExecuteStatement`` is authorised by the kinds of statement it carries (sqsjobs sends
+    INSERTs and UPDATEs), not by its own name.
+    """
+    if (service, operation) == ("dynamodb", "batch_execute_statement"):
+        return _PARTIQL_WRITES
     name = "".join(part.capitalize() for part in operation.split("_"))
     if service == "sqs" and name.endswith(_BATCH_SUFFIX):
         name = name[: -len(_BATCH_SUFFIX)]
-    return f"{service}:{name}"
+    return (f"{service}:{name}",)
 
 
 def check_lambda_visibility(queue: str, *, visibility_timeout_s: int, function_timeout_s: int) -> None:

@@ -44,7 +44,8 @@ class DevStack:
         for key, value in _FAKE_CREDENTIALS.items():
             os.environ.setdefault(key, value)
         url = self._server.start()
-        self.app.configure(endpoint_url=url, **self._settings)
+        # moto ignores PartiQL conditions, so the embedded emulator refuses PartiQL: single writes.
+        self.app.configure(endpoint_url=url, **{"batch_writes": False, **self._settings})
         self.report = self.app.provision()
         return self
 

@@ -29,6 +29,14 @@ because the middleware cannot see it without reaching into moto. A receive that
 omits ``WaitTimeSeconds`` on such a queue holds the lock for the whole wait.
 Callers must pass ``WaitTimeSeconds`` explicitly (sqsjobs' transport always does).
 
+PartiQL is refused. moto 5.2.5 runs a PartiQL UPDATE whose condition is false
+as a silent no-op, with no per-statement ``ConditionalCheckFailed``, and an
+``INSERT`` of an existing key overwrites it (``../shared/EMULATORS.md``). A
+batched claim would then "succeed" twice. The middleware answers every
+``ExecuteStatement``, ``BatchExecuteStatement`` and ``ExecuteTransaction`` with
+``UnknownOperationException`` (what dynalite answers too): sqsjobs' batched
+writes fall back to single conditional writes, which moto does check.
+
 Other limitations: a request that makes moto call its own HTTP endpoint while it
 is being handled would deadlock (nothing sqsjobs uses does this), and each request
 body and response is buffered in memory, so that a slow client never holds the
@@ -203,6 +211,16 @@ def _as_long_poll(environ: WSGIEnvironment, body: bytes) -> _LongPoll | None:
     return None
 
 
+#: DynamoDB's PartiQL operations, whose conditions moto ignores (see the module docstring).
+_PARTIQL_TARGETS: Final = frozenset(
+    f"DynamoDB_20120810.{op}" for op in ("ExecuteStatement", "BatchExecuteStatement", "ExecuteTransaction")
+)
+_PARTIQL_REFUSAL: Final = json.dumps({
+    "__type": "com.amazonaws.dynamodb.v20120810#UnknownOperationException",
+    "message": "the embedded emulator refuses PartiQL: moto does not check its conditions",
+}).encode()  # fmt: skip
+
+
 class _SerialisingMiddleware:
     """WSGI middleware that makes each request to moto atomic, as on AWS."""
 
@@ -212,6 +230,9 @@ class _SerialisingMiddleware:
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         body = _read_body(environ)
+        if environ.get("HTTP_X_AMZ_TARGET") in _PARTIQL_TARGETS:
+            start_response("400 Bad Request", [("Content-Type", "application/x-amz-json-1.0")])
+            return [_PARTIQL_REFUSAL]
         poll = _as_long_poll(environ, body)
         response = self._call_locked(_with_body(environ, body)) if poll is None else self._long_poll(poll)
         start_response(response.status, response.headers, response.exc_info)

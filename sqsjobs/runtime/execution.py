@@ -42,8 +42,10 @@ from sqsjobs.observability.metrics import DEAD, on_transition
 from sqsjobs.observability.tracing import trace_id
 from sqsjobs.retry import decide
 from sqsjobs.runtime.acks import DELETE, LEAVE, RELEASE, Ack, dead_letter, failure_record
+from sqsjobs.runtime.transitions import Transitions
 from sqsjobs.schedules.fire import handle_fire
 from sqsjobs.store import requests as rq
+from sqsjobs.store import statements
 from sqsjobs.store.requests import ClaimRefusal
 from sqsjobs.transport import sqs
 
@@ -161,6 +163,8 @@ class Execution:
         self._on_run = on_run
         self._on_done = on_done
         self._default_timeout_s = default_timeout_s
+        #: Claims and finishes go through it: what is ready at one instant leaves in one request.
+        self.transitions = Transitions(app.arun, batch=app.settings.batch_writes, logger=app.logger)
 
     @property
     def _table(self) -> str:
@@ -208,18 +212,19 @@ class Execution:
             )
 
         now = self.app.clock.now()
-        params = rq.claim(
-            self._table,
-            envelope,
-            owner=self.worker_id,
-            token=rq.nonce(),
-            message_id=delivery.message_id,
-            now=now,
-            lease_s=max(self.app.settings.lease_s, 1.0),
-            max_attempts=spec.max_attempts,
-        )
+        token = rq.nonce()
+        params, fresh = statements.claims(
+            self._table, envelope, first_delivery=delivery.receive_count <= 1, clock_skew_s=rq.CLOCK_SKEW_S,
+            owner=self.worker_id, token=token, message_id=delivery.message_id, now=now,
+            lease_s=max(self.app.settings.lease_s, 1.0), max_attempts=spec.max_attempts,
+        )  # fmt: skip
         try:
-            job = rq.job_from_item((await self.app.arun(_update(params)))["Attributes"])
+            needs_single = functools.partial(statements.claim_needs_single, token=token)
+            landed = await self.transitions.write(params, batchable=fresh, needs_single=needs_single)
+            if landed.attributes is None and fresh is not None:  # batched: the message has the record
+                job = statements.claimed_job(envelope, fresh)
+            else:
+                job = rq.job_from_item(landed.attributes or {})
         except StoreError as exc:
             if not rq.is_conflict(exc):
                 self.app.logger.warning(
@@ -477,7 +482,7 @@ class Execution:
     async def _write(self, job: Job, params: dict[str, Any]) -> bool:
         """A fenced write; False (logged) when the lease is gone or DynamoDB would not take it."""
         try:
-            await self.app.arun(_update(params))
+            await self.transitions.write(params)
             return True
         except StoreError as exc:
             if rq.already_written(params, exc):  # botocore retried after a lost answer; the first try landed

@@ -128,6 +128,34 @@ def interpret_put_conflict(job: NewJob, error: StoreError) -> str:
     )
 
 
+def record_of(envelope: Envelope) -> Item:
+    """The record a producer's ``put_job`` makes for the job a version 2 message carries.
+
+    What a claim creates when the record is missing (``creates_from``), and what a batched claim
+    knows the record held before it (``statements.claimed_job``).
+    """
+    assert envelope.queue is not None and envelope.created_at is not None and envelope.run_at is not None
+    item: Item = {
+        "id": av_s(envelope.job_id), "type": av_s(envelope.job_type), "queue": av_s(envelope.queue),
+        "status": av_s(JobStatus.QUEUED), "payload_hash": av_s(str(envelope.payload_hash)),
+        "payload_size": av_n(len(canonical_json(envelope.payload))),
+        "payload_version": av_n(envelope.payload_version), "attempt": av_n(0), "lease_epoch": av_n(0),
+        "run_at": av_n(envelope.run_at), "created_at": av_n(envelope.created_at),
+        "updated_at": av_n(envelope.created_at),
+    }  # fmt: skip
+    if envelope.max_attempts is not None:
+        item["max_attempts"] = av_n(envelope.max_attempts)
+    for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace"):
+        value = getattr(envelope, name)
+        if value is not None:
+            item[name] = av_s(value)
+    return item
+
+
+#: What a claim or reject sets itself rather than taking from the message (``creates_from``).
+_SET_BY_THE_WRITE = frozenset({"id", "status", "attempt", "lease_epoch", "updated_at", "max_attempts"})
+
+
 def creates_from(envelope: Envelope, names: dict[str, str], values: dict[str, Any]) -> list[str]:
     """SET clauses that give a record the message's fields only where it has none (``if_not_exists``).
 
@@ -135,20 +163,10 @@ def creates_from(envelope: Envelope, names: dict[str, str], values: dict[str, An
     producer may have died between its send and its write, or its write is still in flight. On an
     existing record every clause is a no-op.
     """
-    assert envelope.queue is not None and envelope.created_at is not None and envelope.run_at is not None
-    payload_json = canonical_json(envelope.payload)
-    creates: dict[str, dict[str, Any]] = {
-        "type": av_s(envelope.job_type), "queue": av_s(envelope.queue),
-        "payload_hash": av_s(str(envelope.payload_hash)), "payload_size": av_n(len(payload_json)),
-        "payload_version": av_n(envelope.payload_version), "created_at": av_n(envelope.created_at),
-        "run_at": av_n(envelope.run_at),
-    }  # fmt: skip
-    for name in ("tenant", "idempotency_key", "trace", "parent_id", "root_id"):
-        value = getattr(envelope, name)
-        if value is not None:
-            creates[name] = av_s(value)
     sets = []
-    for name, value in creates.items():
+    for name, value in record_of(envelope).items():
+        if name in _SET_BY_THE_WRITE:
+            continue
         names[f"#{name}"] = name
         values[f":c_{name}"] = value
         sets.append(f"#{name} = if_not_exists(#{name}, :c_{name})")

@@ -152,7 +152,7 @@ def settle(app: App, job_id: str, status: JobStatus, at: float, **attrs: Any) ->
     """
     values: dict[str, Any] = {"status": status.value, "updated_at": at, **attrs}
     if status in TERMINAL:
-        values |= {"finished_at": at, "expires_at": int(at + 86_400)}
+        values |= {"finished_at": at, "expires_at": int(at + 14 * 86_400)}  # as retention_s: not yet reaped
     if status is JobStatus.DEAD:
         values |= {"attn": rq.attention_key(rq.DEAD, job_id), "due": at, "payload": "{}"}
     names = {f"#a{i}": k for i, k in enumerate(values)}

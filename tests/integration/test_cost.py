@@ -59,15 +59,17 @@ def _run(ministack_url: str):
     return calls, capacity
 
 
-def test_a_backlog_costs_at_most_three_dynamodb_writes_no_reads_and_under_point_six_sqs_requests_per_job(
-    measured,
-):
+def test_a_backlog_costs_under_one_aws_request_per_job_with_its_record_and_reads_nothing(measured):
+    # Three writes per job (enqueue, claim, finish), but grouped: enqueue_many's records 25 to a
+    # request, and the worker's claims and finishes as they come ready together (DESIGN §4 goal:
+    # fewer requests per job than peers that keep no record, which send 2.1).
     calls, _ = measured
     ddb_writes = sum(n for (svc, op), n in calls.items() if svc == "dynamodb" and op in DYNAMODB_WRITES)
     ddb_reads = sum(n for (svc, op), n in calls.items() if svc == "dynamodb" and op in DYNAMODB_READS)
     sqs_requests = sum(n for (svc, _), n in calls.items() if svc == "sqs")
     summary = {f"{s}.{o}": n for (s, o), n in sorted(calls.items())}
-    assert ddb_writes / JOBS <= 3, summary
+    assert (ddb_writes + ddb_reads + sqs_requests) / JOBS <= 1.0, summary
+    assert ddb_writes / JOBS <= 0.4, summary
     assert ddb_reads == 0, summary
     assert sqs_requests / JOBS <= 0.6, summary
 

@@ -24,6 +24,7 @@ WORKER_MODULES = [
     "runtime/execution.py",
     "runtime/worker.py",
     "runtime/lambda_sqs.py",
+    "runtime/transitions.py",
     "transport/sqs.py",
     "transport/batcher.py",
     "transport/queues.py",
@@ -35,7 +36,7 @@ def actions_called(modules: list[str]) -> set[str]:
     found = set()
     for module in modules:
         for service, operation in _CALL.findall((SQSJOBS / module).read_text()):
-            found.add(d.iam_action(service, operation))
+            found.update(d.iam_actions(service, operation))
     return found
 
 
@@ -44,10 +45,15 @@ def granted(actions: dict[str, tuple[str, ...]]) -> set[str]:
 
 
 def test_iam_action_names_follow_boto3_operations():
-    assert d.iam_action("dynamodb", "update_item") == "dynamodb:UpdateItem"
-    assert d.iam_action("sqs", "send_message_batch") == "sqs:SendMessage"
-    assert d.iam_action("sqs", "change_message_visibility_batch") == "sqs:ChangeMessageVisibility"
-    assert d.iam_action("dynamodb", "batch_write_item") == "dynamodb:BatchWriteItem"
+    assert d.iam_actions("dynamodb", "update_item") == ("dynamodb:UpdateItem",)
+    assert d.iam_actions("sqs", "send_message_batch") == ("sqs:SendMessage",)
+    assert d.iam_actions("sqs", "change_message_visibility_batch") == ("sqs:ChangeMessageVisibility",)
+    assert d.iam_actions("dynamodb", "batch_write_item") == ("dynamodb:BatchWriteItem",)
+    # PartiQL is authorised by statement kind: sqsjobs batches INSERTs and UPDATEs
+    assert d.iam_actions("dynamodb", "batch_execute_statement") == (
+        "dynamodb:PartiQLInsert",
+        "dynamodb:PartiQLUpdate",
+    )
 
 
 @pytest.mark.parametrize(

@@ -17,14 +17,14 @@ import pytest
 from botocore.validate import ParamValidator
 
 from sqsjobs.runtime.acks import failure_record
-from sqsjobs.store import codec, enqueue, operator, schema
+from sqsjobs.store import codec, enqueue, operator, schema, statements
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import sqs
 
 NOW = 1_800_000_000.0
 TABLE = "shop-jobs"
 URL = "http://127.0.0.1:4566/000000000000/shop-default"
-BUILDER_MODULES = (rq, enqueue, operator, schema, sqs)
+BUILDER_MODULES = (rq, enqueue, operator, schema, statements, sqs)
 
 
 def _new_job() -> rq.NewJob:
@@ -65,6 +65,17 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
     "heartbeat": ("dynamodb", "UpdateItem", lambda: rq.heartbeat(TABLE, _job(), owner="w1", now=NOW, lease_s=60)),
     "reject": ("dynamodb", "UpdateItem",
                lambda: rq.reject(TABLE, rq.envelope_of(_new_job()), now=NOW, error=ERROR, reason="r", retention_s=60)),
+    "fresh_claim": ("dynamodb", "UpdateItem",
+                    lambda: statements.fresh_claim(TABLE, rq.envelope_of(_new_job()), owner="w1", token=rq.nonce(),
+                                                   message_id="m1", now=NOW, lease_s=60, max_attempts=3,
+                                                   clock_skew_s=1)),
+    "batch": ("dynamodb", "BatchExecuteStatement", lambda: statements.batch([
+        statements.insert_statement(rq.put_job(TABLE, _new_job())),
+        statements.update_statement(statements.fresh_claim(
+            TABLE, rq.envelope_of(_new_job()), owner="w1", token="t", message_id="m1", now=NOW, lease_s=60,
+            max_attempts=3, clock_skew_s=1)),
+        *(statements.update_statement(CASES[name][2]()) for name in ("complete", "schedule_retry", "fail", "abort")),
+    ])),
     "get": ("dynamodb", "GetItem", lambda: rq.get(TABLE, "j1")),
     "cancel": ("dynamodb", "UpdateItem", lambda: operator.cancel(TABLE, "j1", now=NOW, retention_s=60)),
     "request_cancel": ("dynamodb", "UpdateItem", lambda: operator.request_cancel(TABLE, "j1", now=NOW)),
@@ -107,7 +118,7 @@ def _builders() -> set[str]:
 
 
 #: Functions with that return type that build something other than a request.
-NOT_REQUESTS = {"audit_av", "queue_attributes"}
+NOT_REQUESTS = {"audit_av", "queue_attributes", "record_of", "update_statement", "insert_statement"}
 
 
 def test_every_request_builder_is_checked_here():

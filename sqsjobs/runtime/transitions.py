@@ -1,0 +1,183 @@
+"""The worker's DynamoDB writes, grouped: what is ready at one instant goes in one request.
+
+Every claim and finish a worker makes passes through ``Transitions.write``. When nothing is in
+flight the write leaves at once, on the next turn of the event loop, together with whatever other
+writes that turn produced (ten claims from one receive, say) — nothing ever waits to fill a batch.
+While ``max_in_flight`` requests are out, new writes queue and leave together as soon as one
+returns: under load batches grow by themselves, when idle a write is one request, as before.
+
+A group of one is sent as its single UpdateItem (with ``ReturnValues`` where it asks); a larger one
+as one ``BatchExecuteStatement`` of the writes' PartiQL twins (``store/statements.py``). A statement
+refused by its condition raises exactly what its single write would have raised; a statement
+failed for a passing reason (throttling, a server fault), or a whole batch that failed, is sent
+again as its single write, which botocore retries and whose refusal the same readers recognise as
+one's own after a lost answer (DESIGN §3.2).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sqsjobs._aws import Call, one
+from sqsjobs.errors import NotBatchable, StoreError
+from sqsjobs.store import statements
+from sqsjobs.store.codec import CCF
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from sqsjobs._aws import AsyncRunner, Flow
+
+#: Batches a worker keeps in flight at once; more writes wait for one of them (and join the next).
+MAX_IN_FLIGHT = 2
+
+
+@dataclass(frozen=True)
+class Landed:
+    """A write that took effect; ``attributes`` is what a single write returned (None from a batch)."""
+
+    attributes: Mapping[str, Any] | None = None
+
+
+@dataclass
+class _Write:
+    single: Mapping[str, Any]
+    statement: dict[str, Any] | None
+    #: For a refusal of the statement that only the single write can settle (see ``write``).
+    needs_single: Callable[[StoreError], bool] | None
+    future: asyncio.Future[Landed] = field(repr=False)
+
+
+class Transitions:
+    """Sends one worker's conditional writes, alone or batched (see the module docstring)."""
+
+    def __init__(
+        self, arun: AsyncRunner, *, batch: bool, logger: Any, max_in_flight: int = MAX_IN_FLIGHT
+    ) -> None:
+        """``batch`` False: every write is its single UpdateItem (emulators without PartiQL conditions)."""
+        self._arun = arun
+        self._batch = batch
+        self._logger = logger
+        self._max_in_flight = max_in_flight
+        self._waiting: list[_Write] = []
+        self._in_flight = 0
+        self._scheduled = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def write(
+        self,
+        single: Mapping[str, Any],
+        *,
+        batchable: Mapping[str, Any] | None = None,
+        needs_single: Callable[[StoreError], bool] | None = None,
+    ) -> Landed:
+        """Apply one transition; raises the ``StoreError`` its single UpdateItem would have raised.
+
+        Args:
+            single: the UpdateItem request.
+            batchable: the UpdateItem request whose PartiQL twin may go in a batch instead (default
+                ``single``; for a claim, ``statements.fresh_claim``).
+            needs_single: when the batched statement is refused and this says so, ``single`` is sent
+                after all (a claim whose record is missing or was claimed before).
+        """
+        statement = None
+        if self._batch:
+            with contextlib.suppress(NotBatchable):
+                statement = statements.update_statement(single if batchable is None else batchable)
+        if statement is None:
+            return Landed(await self._single(single))
+        future: asyncio.Future[Landed] = asyncio.get_running_loop().create_future()
+        self._waiting.append(_Write(single, statement, needs_single, future))
+        self._kick()
+        return await future
+
+    async def _single(self, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        response: Mapping[str, Any] = await self._arun(_update(params))
+        return response.get("Attributes")
+
+    def _kick(self) -> None:
+        if self._waiting and not self._scheduled and self._in_flight < self._max_in_flight:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._send_waiting)
+
+    def _send_waiting(self) -> None:
+        self._scheduled = False
+        while self._waiting and self._in_flight < self._max_in_flight:
+            group: list[_Write] = []
+            later: list[_Write] = []
+            keys: set[str] = set()
+            for write in self._waiting:
+                key = _key(write.single)
+                if len(group) == statements.MAX_STATEMENTS or key in keys:
+                    later.append(write)  # one item twice in a batch is refused whole: next group
+                else:
+                    group.append(write)
+                    keys.add(key)
+            self._waiting = later
+            self._in_flight += 1
+            task = asyncio.get_running_loop().create_task(self._send(group))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, group: list[_Write]) -> None:
+        try:
+            if len(group) == 1:
+                await self._settle_single(group[0])
+            else:
+                await self._send_batch(group)
+        except BaseException:
+            for write in group:  # cancelled with the loop: the writers must not wait forever
+                if not write.future.done():
+                    write.future.cancel()
+            raise
+        finally:
+            self._in_flight -= 1
+            self._kick()
+
+    async def _send_batch(self, group: list[_Write]) -> None:
+        request = statements.batch([w.statement for w in group if w.statement is not None])
+        try:
+            response = await self._arun(one(Call("dynamodb", "batch_execute_statement", request)))
+            answers = response["Responses"]
+        except StoreError as exc:
+            if exc.code in statements.UNSUPPORTED_CODES:  # an emulator without (trustworthy) PartiQL
+                self._batch = False
+                self._logger.warning("the endpoint takes no BatchExecuteStatement: single writes from now on")
+            else:
+                self._logger.warning("batched write failed, sending each alone", extra={"error": str(exc)})
+            answers = [None] * len(group)
+        retry = []
+        for write, answer in zip(group, answers, strict=True):
+            error = None if answer is None else statements.statement_error(answer)
+            if answer is not None and error is None:
+                write.future.set_result(Landed())
+            elif (
+                error is not None
+                and error.code == CCF
+                and not (write.needs_single and write.needs_single(error))
+            ):
+                write.future.set_exception(error)
+            else:  # the single write decides: after a passing fault, a failed batch, or as the claim asks
+                if error is not None and error.code not in statements.TRANSIENT_CODES | {CCF}:
+                    self._logger.warning(
+                        "batched write refused, sending it alone", extra={"error": str(error)}
+                    )
+                retry.append(write)
+        await asyncio.gather(*(self._settle_single(w) for w in retry))
+
+    async def _settle_single(self, write: _Write) -> None:
+        try:
+            write.future.set_result(Landed(await self._single(write.single)))
+        except Exception as exc:  # handed to the writer, who reads it as its single write's error
+            write.future.set_exception(exc)
+
+
+def _key(params: Mapping[str, Any]) -> str:
+    return repr(sorted(params["Key"].items()))
+
+
+def _update(params: Mapping[str, Any]) -> Flow[Any]:
+    return one(Call("dynamodb", "update_item", params))
