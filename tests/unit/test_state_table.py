@@ -15,7 +15,7 @@ import pytest
 from sqsjobs.envelope import Envelope
 from sqsjobs.job import TRANSITIONS, JobStatus
 from sqsjobs.runtime.acks import failure_record
-from sqsjobs.store import operator
+from sqsjobs.store import operator, statements
 from sqsjobs.store import requests as rq
 
 NOW = 1_800_000_000.0
@@ -111,3 +111,22 @@ def test_docs_lifecycle_lists_every_transition_as_the_table_has_it():
     assert {name: (set(f), t) for name, (f, t) in TRANSITIONS.items()} == {
         name: row for name, row in documented.items() if name != "enqueue"
     }
+
+
+def test_the_batched_claim_is_the_claim_of_a_waiting_job_never_claimed_before():
+    new = rq.NewJob(id="j1", type="t", queue="default", payload={}, payload_version=1, max_attempts=3,
+                    run_at=NOW, now=NOW)  # fmt: skip
+    fresh = statements.fresh_claim("tbl", rq.envelope_of(new), owner="w", token="t", message_id="m", now=NOW,
+                                   lease_s=5, max_attempts=3, clock_skew_s=1)  # fmt: skip
+    assert statuses_in_condition(fresh) == TRANSITIONS["claim"][0]
+    assert target_status(fresh) is TRANSITIONS["claim"][1]
+    assert "lease_epoch = :zero" in fresh["ConditionExpression"]
+
+
+@pytest.mark.parametrize("operation", ["complete", "schedule_retry", "fail", "abort", "release"])
+def test_a_batched_write_admits_and_sets_the_statuses_its_update_item_does(operation):
+    params = WRITES[operation]()
+    statement = statements.update_statement(params)
+    statuses = {JobStatus(p["S"]) for p in statement["Parameters"] if p.get("S") in set(JobStatus)}
+    assert statuses == statuses_in_condition(params) | {target_status(params)}
+    assert '"status" = ?' in statement["Statement"].split(" WHERE ")[0]
