@@ -209,15 +209,16 @@ def drain(
     """Resume the paused worker groups and run the backlog ``seqs`` to an empty queue.
 
     Returns the wall time from resume to the last handler start, the CPU the worker groups
-    (summed), the emulator and this process (the proxy's thread, the marker socket, the depth
-    polls) used until the queue was empty and the trailing acks settled, the requests the proxy
-    counted, and what was left in the queue. ``what`` names the run in errors.
+    (summed), the emulator, this process (the proxy's thread, the marker socket, the depth polls)
+    and the whole machine used until the queue was empty and the trailing acks settled, the
+    requests the proxy counted, and what was left in the queue. ``what`` names the run in errors.
     """
     time.sleep(0.05)
     bench.proxy.reset_counts()
     cpu0 = sum(procs.group_cpu_s(w.pid) for w in workers)
     emu0 = bench.emulator_cpu_s()
     own0 = time.process_time()
+    all0 = procs.machine_cpu_s()
     resumed = time.monotonic()
     for worker in workers:
         procs.signal_group(worker, signal.SIGCONT)
@@ -228,11 +229,15 @@ def drain(
     while bench.depth(queue_url) and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(SETTLE_S)
+    ended = time.monotonic()
     return {
         "wall_s": last - resumed,
         "worker_cpu_s": sum(procs.group_cpu_s(w.pid) for w in workers) - cpu0,
         "emulator_cpu_s": bench.emulator_cpu_s() - emu0,
         "harness_cpu_s": time.process_time() - own0,
+        # Everything the machine did in the same window, the above included, and the window.
+        "machine_cpu_s": procs.machine_cpu_s() - all0,
+        "cpu_window_s": ended - resumed,
         "requests": _counts(bench.proxy),
         "left_in_queue": bench.depth(queue_url),
     }

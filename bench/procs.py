@@ -36,6 +36,17 @@ def group_cpu_s(pgid: int) -> float:
     return ticks / CLOCK_TICKS
 
 
+def machine_cpu_s() -> float:
+    """Busy CPU seconds of the whole machine since boot, all CPUs summed (``/proc/stat``).
+
+    Read before and after a measurement, minus the CPU of the processes measured, it is what
+    everything else on the machine took meanwhile: the figure that says whether a run was quiet.
+    """
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS
+
+
 def group_pids(pgid: int) -> list[int]:
     """Live processes in the group."""
     pids = []

@@ -43,6 +43,7 @@ FIGURES = (
     "emulator_cpu_ms_per_job",
     "harness_cpu_ms_per_job",
     "cores_busy",
+    "others_busy",
     "requests_per_job",
     "sqs_requests_per_job",
     "dynamodb_requests_per_job",
@@ -92,14 +93,17 @@ def figures(run: dict[str, Any], cpus: int) -> dict[str, Any]:
     """Per-job figures of one drain, and its requests per job by ``service:action``."""
     n, d = run["n"], run["drain"]
     by_action = {k: v / n for k, v in sorted(d["requests"].items())}
-    cpu_s = d["worker_cpu_s"] + d["emulator_cpu_s"] + d["harness_cpu_s"]
+    ours = d["worker_cpu_s"] + d["emulator_cpu_s"] + d["harness_cpu_s"]
+    others = max(0.0, d["machine_cpu_s"] - ours)
     return {
         "drain_jobs_per_s": n / d["wall_s"],
         "worker_cpu_ms_per_job": d["worker_cpu_s"] * 1000 / n,
         "emulator_cpu_ms_per_job": d["emulator_cpu_s"] * 1000 / n,
         "harness_cpu_ms_per_job": d["harness_cpu_s"] * 1000 / n,
-        # CPU-seconds of workers + emulator + proxy per second of drain, as a share of the machine.
-        "cores_busy": cpu_s / d["wall_s"] / cpus,
+        # Shares of the machine's CPUs over the drain: the workers + emulator + proxy, and the rest
+        # (other processes on a shared machine take cores the run would otherwise get).
+        "cores_busy": ours / d["cpu_window_s"] / cpus,
+        "others_busy": others / d["cpu_window_s"] / cpus,
         "requests_per_job": sum(by_action.values()),
         "sqs_requests_per_job": sum(v for k, v in by_action.items() if k.startswith("sqs:")),
         "dynamodb_requests_per_job": sum(v for k, v in by_action.items() if k.startswith("dynamodb:")),
@@ -147,7 +151,7 @@ def markdown(doc: dict[str, Any]) -> str:
             "",
             "| worker processes | drain jobs/s | worker CPU ms/job (all processes) | x one process | "
             "requests/job (SQS + DynamoDB) | SQS req/job | DynamoDB req/job | emulator CPU ms/job | "
-            "proxy CPU ms/job | machine busy |",
+            "proxy CPU ms/job | CPUs busy: this run / other processes |",
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in (r for r in rows if r["latency_ms"] == latency):
@@ -155,7 +159,8 @@ def markdown(doc: dict[str, Any]) -> str:
                 f"| {r['processes']} | {r['drain_jobs_per_s']:.0f} | {r['worker_cpu_ms_per_job']:.2f} | "
                 f"{r['worker_cpu_vs_one_process']:.2f} | {r['requests_per_job']:.2f} | "
                 f"{r['sqs_requests_per_job']:.2f} | {r['dynamodb_requests_per_job']:.2f} | "
-                f"{r['emulator_cpu_ms_per_job']:.1f} | {r['harness_cpu_ms_per_job']:.1f} | {r['cores_busy']:.0%} |"
+                f"{r['emulator_cpu_ms_per_job']:.1f} | {r['harness_cpu_ms_per_job']:.1f} | "
+                f"{r['cores_busy']:.0%} / {r['others_busy']:.0%} |"
             )
         out.append("")
     out += ["## Worker requests per job by action (drain only, median of runs)", ""]
@@ -170,8 +175,9 @@ def markdown(doc: dict[str, Any]) -> str:
         + ", ".join(f"{k} {v / n:.3f}" for k, v in sorted(enqueue.items()))
         + " per job.",
         "",
-        "Machine busy: CPU-seconds of the workers, the emulator and this harness (the proxy) per second "
-        "of drain, over all CPUs; the rest of the machine (other processes) is not in it.",
+        "CPUs busy: CPU-seconds per second of drain (resume to empty queue), as a share of all CPUs: "
+        "this run's workers, emulator and proxy, then every other process on the machine (from "
+        "/proc/stat). A run that shared the cores with other work is slower than the machine allows.",
         "",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(meta["versions"].items())) + ".",
         "",
@@ -228,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(
                         f"run {run} x{processes} +{latency:g}ms: {f['drain_jobs_per_s']:.0f} jobs/s, "
                         f"worker cpu {f['worker_cpu_ms_per_job']:.2f} ms/job, {f['requests_per_job']:.2f} req/job, "
-                        f"emulator {f['emulator_cpu_ms_per_job']:.1f} ms/job ({time.monotonic() - t:.0f} s)",
+                        f"emulator {f['emulator_cpu_ms_per_job']:.1f} ms/job, other processes "
+                        f"{f['others_busy']:.0%} of the CPUs ({time.monotonic() - t:.0f} s)",
                         flush=True,
                     )
     meta = {
