@@ -112,22 +112,30 @@ def figures(run: dict[str, Any], cpus: int) -> dict[str, Any]:
 
 
 def summarise(runs: list[dict[str, Any]], cpus: int) -> list[dict[str, Any]]:
-    """Medians per (latency, process count); CPU per job also as a ratio to one process."""
+    """Medians per (latency, process count), and worker CPU per job as a ratio to the fewest processes.
+
+    The ratio is taken run by run (the process counts of one run follow each other within a
+    minute), then the median: on a shared machine that cancels some of the drift between runs.
+    Requests by action are means over runs, so a rare action (a heartbeat's
+    ChangeMessageVisibilityBatch) shows at its rate instead of a median of 0.
+    """
     for run in runs:
         run["figures"] = figures(run, cpus)
+    fewest = min(r["processes"] for r in runs)
+    base = {(r["run"], r["latency_ms"]): r["figures"] for r in runs if r["processes"] == fewest}
     rows: list[dict[str, Any]] = []
     for latency in sorted({r["latency_ms"] for r in runs}):
-        single: float | None = None
         for processes in sorted({r["processes"] for r in runs}):
-            mine = [r["figures"] for r in runs if (r["latency_ms"], r["processes"]) == (latency, processes)]
+            mine = [r for r in runs if (r["latency_ms"], r["processes"]) == (latency, processes)]
+            figs = [r["figures"] for r in mine]
             row: dict[str, Any] = {"latency_ms": latency, "processes": processes, "runs": len(mine)}
-            row.update({key: statistics.median(m[key] for m in mine) for key in FIGURES})
-            actions = sorted({a for m in mine for a in m["by_action"]})
-            row["by_action"] = {
-                a: statistics.median(m["by_action"].get(a, 0.0) for m in mine) for a in actions
-            }
-            single = single or row["worker_cpu_ms_per_job"]
-            row["worker_cpu_vs_one_process"] = row["worker_cpu_ms_per_job"] / single
+            row.update({key: statistics.median(f[key] for f in figs) for key in FIGURES})
+            actions = sorted({a for f in figs for a in f["by_action"]})
+            row["by_action"] = {a: statistics.mean(f["by_action"].get(a, 0.0) for f in figs) for a in actions}
+            row["worker_cpu_vs_fewest"] = statistics.median(
+                r["figures"]["worker_cpu_ms_per_job"] / base[(r["run"], latency)]["worker_cpu_ms_per_job"]
+                for r in mine
+            )
             rows.append(row)
     return rows
 
@@ -142,14 +150,16 @@ def markdown(doc: dict[str, Any]) -> str:
         f"per process, median of {meta['runs']} runs; emulator {meta['emulator']}; {meta['cpus']} CPUs "
         f"shared by the workers, the emulator and the proxy; load average {meta['load_average_before'][0]:.2f} "
         f"before, {meta['load_average_after'][0]:.2f} after; took {meta['duration_s']:.0f} s; "
-        f"commit {meta['commit']}.",
+        f"commit {meta['commit']}"
+        + (f", summarised again at {meta['summarised_at']}" if "summarised_at" in meta else "")
+        + ".",
         "",
     ]
     for latency in meta["latency_ms"]:
         out += [
             f"## +{latency:g} ms per request at the proxy",
             "",
-            "| worker processes | drain jobs/s | worker CPU ms/job (all processes) | x one process | "
+            "| worker processes | drain jobs/s | worker CPU ms/job (all processes) | x fewest processes | "
             "requests/job (SQS + DynamoDB) | SQS req/job | DynamoDB req/job | emulator CPU ms/job | "
             "proxy CPU ms/job | CPUs busy: this run / other processes |",
             "|---|---|---|---|---|---|---|---|---|---|",
@@ -157,13 +167,13 @@ def markdown(doc: dict[str, Any]) -> str:
         for r in (r for r in rows if r["latency_ms"] == latency):
             out.append(
                 f"| {r['processes']} | {r['drain_jobs_per_s']:.0f} | {r['worker_cpu_ms_per_job']:.2f} | "
-                f"{r['worker_cpu_vs_one_process']:.2f} | {r['requests_per_job']:.2f} | "
+                f"{r['worker_cpu_vs_fewest']:.2f} | {r['requests_per_job']:.2f} | "
                 f"{r['sqs_requests_per_job']:.2f} | {r['dynamodb_requests_per_job']:.2f} | "
                 f"{r['emulator_cpu_ms_per_job']:.1f} | {r['harness_cpu_ms_per_job']:.1f} | "
                 f"{r['cores_busy']:.0%} / {r['others_busy']:.0%} |"
             )
         out.append("")
-    out += ["## Worker requests per job by action (drain only, median of runs)", ""]
+    out += ["## Worker requests per job by action (drain only, mean of runs)", ""]
     for r in rows:
         cells = ", ".join(f"{k} {v:.3f}" for k, v in r["by_action"].items())
         out.append(f"- {r['processes']} x c{meta['concurrency']}, +{r['latency_ms']:g} ms: {cells}")
@@ -208,7 +218,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(REPO / "bench" / "results" / "scale"), help="output path stem")
     parser.add_argument("--keep-logs", metavar="DIR", help="keep worker/producer logs in DIR")
     parser.add_argument("--smoke", action="store_true", help="tiny run: --runs 1 --n 60 --latency-ms 0")
+    parser.add_argument(
+        "--from", dest="source", metavar="JSON", help="measure nothing: summarise the runs of JSON again"
+    )
     args = parser.parse_args(argv)
+    if args.source:
+        document = json.loads(Path(args.source).read_text())
+        document["summary"] = summarise(document["runs"], document["meta"]["cpus"])
+        document["meta"]["summarised_at"] = _commit()
+        return _write(document, Path(args.out))
     if args.smoke:
         args.runs, args.n, args.latency_ms = 1, 60, "0"
     counts = [int(x) for x in args.processes.split(",") if x.strip()]
@@ -251,7 +269,11 @@ def main(argv: list[str] | None = None) -> int:
         # Handler starts for a job already started: a job that ran twice (expected 0).
         "duplicate_starts": bench.markers.duplicates,
     }
-    document = {"meta": meta, "summary": summarise(runs, cpus), "runs": runs}
+    return _write({"meta": meta, "summary": summarise(runs, cpus), "runs": runs}, out)
+
+
+def _write(document: dict[str, Any], out: Path) -> int:
+    """``<out>.json`` and ``<out>.md``."""
     json_path, md_path = out.with_suffix(".json"), out.with_suffix(".md")
     json_path.write_text(json.dumps(document, indent=1) + "\n")
     md_path.write_text(markdown(document))
