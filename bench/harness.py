@@ -29,7 +29,7 @@ import tempfile
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 
@@ -37,6 +37,9 @@ from bench import procs, report
 from bench.frameworks import REPO, Framework, select
 from bench.markers import Markers
 from bench.proxy import AwsProxy
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 READY_TIMEOUT_S = 60.0
 #: After the last handler start, how long the queue may take to be emptied (acks are batched).
@@ -182,17 +185,63 @@ class Bench:
         )["Attributes"]
         return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
 
-    def wait_receive(self, proc: subprocess.Popen[bytes], log: Path) -> None:
-        """Wait for the worker's first ReceiveMessage at the proxy: it is started and polling."""
+    def wait_receive(self, *workers: tuple[subprocess.Popen[bytes], Path]) -> None:
+        """Wait for one ReceiveMessage per ``(worker, log)`` at the proxy: all started and polling.
+
+        On an empty queue each worker holds one 20 s long poll, so N polls counted since the
+        proxy's counts were reset mean N workers polling (the caller resets them before starting).
+        """
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline:
-            if self.proxy.counts[("sqs", "ReceiveMessage")] >= 1:
+            if self.proxy.counts[("sqs", "ReceiveMessage")] >= len(workers):
                 return
-            if proc.poll() is not None:
+            if any(proc.poll() is not None for proc, _ in workers):
                 break
             time.sleep(0.02)
+        proc, log = next(((p, lg) for p, lg in workers if p.poll() is not None), workers[-1])
         tail = log.read_text(errors="replace")[-3000:]
         raise RuntimeError(f"worker never polled its queue (exit {proc.poll()}):\n{tail}")
+
+
+def drain(
+    bench: Bench, workers: list[subprocess.Popen[bytes]], queue_url: str, seqs: range, what: str
+) -> dict[str, Any]:
+    """Resume the paused worker groups and run the backlog ``seqs`` to an empty queue.
+
+    Returns the wall time from resume to the last handler start, the CPU the worker groups
+    (summed), the emulator, this process (the proxy's thread, the marker socket, the depth polls)
+    and the whole machine used until the queue was empty and the trailing acks settled, the
+    requests the proxy counted, and what was left in the queue. ``what`` names the run in errors.
+    """
+    time.sleep(0.05)
+    bench.proxy.reset_counts()
+    cpu0 = sum(procs.group_cpu_s(w.pid) for w in workers)
+    emu0 = bench.emulator_cpu_s()
+    own0 = time.process_time()
+    all0 = procs.machine_cpu_s()
+    resumed = time.monotonic()
+    for worker in workers:
+        procs.signal_group(worker, signal.SIGCONT)
+    if not bench.markers.wait(seqs, timeout_s=max(120.0, len(seqs) * 0.5)):
+        raise RuntimeError(f"{what}: only {bench.markers.seen(seqs)}/{len(seqs)} jobs started")
+    last = max(bench.markers.starts[s].received_mono for s in seqs)
+    deadline = time.monotonic() + ACK_TIMEOUT_S
+    while bench.depth(queue_url) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(SETTLE_S)
+    ended = time.monotonic()
+    return {
+        "wall_s": last - resumed,
+        "worker_cpu_s": sum(procs.group_cpu_s(w.pid) for w in workers) - cpu0,
+        "emulator_cpu_s": bench.emulator_cpu_s() - emu0,
+        "harness_cpu_s": time.process_time() - own0,
+        # Everything the machine did in the same window, the above included, and the window.
+        "machine_cpu_s": procs.machine_cpu_s() - all0,
+        "cpu_window_s": ended - resumed,
+        "requests": _counts(bench.proxy),
+        "write_units": _write_units(bench.proxy),
+        "left_in_queue": bench.depth(queue_url),
+    }
 
 
 def _settings(env: dict[str, str]) -> dict[str, str]:
@@ -209,6 +258,27 @@ def _write_units(proxy: AwsProxy) -> dict[str, float]:
     return dict(proxy.snapshot()["write_units"])
 
 
+@contextlib.contextmanager
+def session(emulator: str, keep_logs: str | None, prefix: str) -> Iterator[Bench]:
+    """A :class:`Bench` for a whole command; logs go to ``keep_logs``, else to a temporary folder."""
+    with ExitStack() as stack, tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        workdir = Path(keep_logs or tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        yield Bench(stack, emulator, workdir)
+
+
+def machine(started: float, load_before: tuple[float, float, float]) -> dict[str, Any]:
+    """When and on what the figures were taken: every figure depends on how busy the cores were."""
+    return {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "duration_s": round(time.time() - started, 1),
+        "load_average_before": [round(x, 2) for x in load_before],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+
+
 def run_once(bench: Bench, fw: Framework, *, latency_ms: float, n: int, k: int, seq0: int) -> dict[str, Any]:
     """One framework, one latency, one run: bulk enqueue, drain, idle latency."""
     bench.proxy.latency_s = latency_ms / 1000.0
@@ -221,7 +291,7 @@ def run_once(bench: Bench, fw: Framework, *, latency_ms: float, n: int, k: int, 
     bench.proxy.reset_counts()
     worker = procs.start(fw.worker_argv(), env=env, cwd=REPO, log=worker_log)
     try:
-        bench.wait_receive(worker, worker_log)
+        bench.wait_receive((worker, worker_log))
         procs.signal_group(worker, signal.SIGSTOP)
         startup_counts = _counts(bench.proxy)
 
@@ -231,26 +301,7 @@ def run_once(bench: Bench, fw: Framework, *, latency_ms: float, n: int, k: int, 
         enqueue_counts, enqueue_units = _counts(bench.proxy), _write_units(bench.proxy)
 
         # (1) drain the backlog
-        time.sleep(0.05)
-        bench.proxy.reset_counts()
-        cpu0 = procs.group_cpu_s(worker.pid)
-        emu0 = bench.emulator_cpu_s()
-        resumed = time.monotonic()
-        procs.signal_group(worker, signal.SIGCONT)
-        seqs = range(seq0, seq0 + n)
-        if not bench.markers.wait(seqs, timeout_s=max(120.0, n * 0.5)):
-            raise RuntimeError(
-                f"{fw.label}: only {bench.markers.seen(seqs)}/{n} jobs started; see {worker_log}"
-            )
-        last = max(bench.markers.starts[s].received_mono for s in seqs)
-        deadline = time.monotonic() + ACK_TIMEOUT_S
-        while bench.depth(queue_url) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(SETTLE_S)
-        cpu1 = procs.group_cpu_s(worker.pid)
-        emu1 = bench.emulator_cpu_s()
-        drain_counts, drain_units = _counts(bench.proxy), _write_units(bench.proxy)
-        left = bench.depth(queue_url)
+        drained = drain(bench, [worker], queue_url, range(seq0, seq0 + n), f"{fw.label} (see {worker_log})")
 
         # (2) idle latency: one job at a time
         bench.proxy.reset_counts()
@@ -285,14 +336,7 @@ def run_once(bench: Bench, fw: Framework, *, latency_ms: float, n: int, k: int, 
             "requests": enqueue_counts,
             "write_units": enqueue_units,
         },
-        "drain": {
-            "wall_s": last - resumed,
-            "worker_cpu_s": cpu1 - cpu0,
-            "emulator_cpu_s": emu1 - emu0,
-            "requests": drain_counts,
-            "write_units": drain_units,
-            "left_in_queue": left,
-        },
+        "drain": drained,
         "idle": {
             "latency_s": latencies,
             "enqueue_call_s": calls,
@@ -329,10 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     load_before = os.getloadavg()
     runs: list[dict[str, Any]] = []
-    with ExitStack() as stack, tempfile.TemporaryDirectory(prefix="sqsjobs-bench-") as tmp:
-        workdir = Path(args.keep_logs or tmp)
-        workdir.mkdir(parents=True, exist_ok=True)
-        bench = Bench(stack, args.emulator, workdir)
+    with session(args.emulator, args.keep_logs, "sqsjobs-bench-") as bench:
         seq = 0
         for run in range(args.runs):
             for latency in latencies:
@@ -346,19 +387,14 @@ def main(argv: list[str] | None = None) -> int:
                     seq += args.n + args.k
                     print(report.one_line(result, time.monotonic() - t), flush=True)
         meta = {
-            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-            "duration_s": round(time.time() - started, 1),
+            **machine(started, load_before),
             "emulator": args.emulator,
-            "load_average_before": [round(x, 2) for x in load_before],
-            "load_average_after": [round(x, 2) for x in os.getloadavg()],
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
             "n": args.n,
             "k": args.k,
             "runs": args.runs,
             "latency_ms": latencies,
             "frameworks": [f.label for f in frameworks],
-            "versions": _versions(frameworks),
+            "versions": versions(frameworks),
             "write_units_1kb": bench.write_units,
             "prices": report.PRICES,
         }
@@ -375,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _versions(frameworks: list[Framework]) -> dict[str, str]:
+def versions(frameworks: list[Framework]) -> dict[str, str]:
     """Package versions of every interpreter used, from their metadata."""
     code = (
         "import importlib.metadata as m, json\n"

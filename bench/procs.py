@@ -36,6 +36,17 @@ def group_cpu_s(pgid: int) -> float:
     return ticks / CLOCK_TICKS
 
 
+def machine_cpu_s() -> float:
+    """Busy CPU seconds of the whole machine since boot, all CPUs summed (``/proc/stat``).
+
+    Read before and after a measurement, minus the CPU of the processes measured, it is what
+    everything else on the machine took meanwhile: the figure that says whether a run was quiet.
+    """
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS
+
+
 def group_pids(pgid: int) -> list[int]:
     """Live processes in the group."""
     pids = []
@@ -65,16 +76,23 @@ def signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
         os.killpg(proc.pid, sig)
 
 
-def stop(proc: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> None:
-    """SIGCONT + SIGTERM the group, SIGKILL what is left after ``grace_s``, reap the leader."""
-    signal_group(proc, signal.SIGCONT)
-    signal_group(proc, signal.SIGTERM)
+def stop(*procs: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> None:
+    """SIGCONT + SIGTERM every group, SIGKILL what is left after ``grace_s``, reap the leaders.
+
+    The groups are signalled together and share one grace period, so stopping a fleet of N
+    workers takes as long as its slowest worker, not N times as long.
+    """
+    for proc in procs:
+        signal_group(proc, signal.SIGCONT)
+        signal_group(proc, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
-        proc.poll()
-        if not group_pids(proc.pid):
+        for proc in procs:
+            proc.poll()
+        if not any(group_pids(proc.pid) for proc in procs):
             break
         time.sleep(0.05)
-    signal_group(proc, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=grace_s)
+    for proc in procs:
+        signal_group(proc, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=grace_s)

@@ -4,7 +4,7 @@ BENCH_VENV := bench/.venv-bench
 BENCH_PY := $(BENCH_VENV)/bin/python
 BENCH_ENV := PYTHONPATH=$(CURDIR) SQSJOBS_MINISTACK_BIN=$(CURDIR)/$(MS_VENV)/bin/ministack
 
-.PHONY: bench bench-smoke bench-venv bench-profile
+.PHONY: bench bench-smoke bench-venv bench-profile bench-scale
 
 $(BENCH_PY): bench/requirements-peers.txt
 	$(PY) -m venv $(BENCH_VENV)
@@ -24,6 +24,11 @@ bench-smoke: $(BIN)/sqsjobs $(MS_VENV)/bin/ministack $(BENCH_PY)
 # py-spy profile of the sqsjobs worker while it drains a backlog (where the CPU per job goes).
 bench-profile: $(BIN)/sqsjobs $(MS_VENV)/bin/ministack $(BENCH_PY)
 	$(BENCH_ENV) $(BIN)/python -m bench.profile --out bench/results/profile $(BENCH_ARGS)
+
+# 1, 2 and 4 sqsjobs worker processes (c32 each) drain one backlog, +0 and +10 ms: about 5 minutes.
+# sqsjobs only, so the peers' virtualenv is not needed.
+bench-scale: $(BIN)/sqsjobs $(MS_VENV)/bin/ministack
+	$(BENCH_ENV) $(BIN)/python -m bench.scale --out bench/results/scale $(BENCH_ARGS)
 
 # tests/bench/test_bench_smoke.py needs the peers' virtualenv (one-time install, ~40 s).
 test: $(BENCH_PY)

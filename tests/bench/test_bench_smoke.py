@@ -10,7 +10,6 @@ written, never asserted. The peers need ``bench/.venv-bench`` (``make bench-venv
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,16 +22,12 @@ PEER_PYTHON = REPO / "bench" / ".venv-bench" / "bin" / "python"
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-def test_bench_smoke_measures_every_framework(tmp_path: Path) -> None:
+def test_bench_smoke_measures_every_framework(tmp_path: Path, bench_env: dict[str, str]) -> None:
     assert PEER_PYTHON.exists(), f"{PEER_PYTHON} is missing: run `make bench-venv` (make test does)"
     out = tmp_path / "smoke"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "SQSJOBS_"))}
-    env["PYTHONPATH"] = str(REPO)
-    if os.environ.get("SQSJOBS_MINISTACK_BIN"):
-        env["SQSJOBS_MINISTACK_BIN"] = os.environ["SQSJOBS_MINISTACK_BIN"]
     done = subprocess.run(
         [sys.executable, "-m", "bench.harness", "--smoke", "--out", str(out)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=220,
+        cwd=REPO, env=bench_env, capture_output=True, text=True, timeout=220,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
