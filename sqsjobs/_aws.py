@@ -144,7 +144,12 @@ READ_OPERATIONS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem", "Transa
 
 
 class RequestCounter:
-    """Counts API calls by (service, operation); fed by botocore's ``before-call`` event.
+    """Counts API calls by (service, operation), as the drivers hand them to the SDK.
+
+    ``run_sync``/``run_async`` count each call they make (``add``), not a botocore event hook: a
+    handler on ``before-call.*.*`` ran inside every request, on top of the SDK's own dozen, for
+    what the driver knows anyway. The count is the same: one per API call, whatever botocore
+    retries inside it.
 
     With ``Settings.measure_capacity`` it also adds up the capacity DynamoDB says each call consumed:
     ``capacity[("write", "table")]``, ``capacity[("write", "index:attention")]``, ``("read", ...)``.
@@ -154,6 +159,11 @@ class RequestCounter:
         self.counts: Counter[tuple[str, str]] = Counter()
         self.capacity: dict[tuple[str, str], float] = defaultdict(float)
         self._lock = threading.Lock()
+
+    def add(self, service: str, operation: str) -> None:
+        """Record one call of ``operation`` (its API name, e.g. ``UpdateItem``) on ``service``."""
+        with self._lock:
+            self.counts[(service, operation)] += 1
 
     def ask_capacity(self, params: dict[str, Any], model: Any, **kwargs: Any) -> None:
         """``before-parameter-build.dynamodb``: request ``ReturnConsumedCapacity=INDEXES``."""
@@ -183,18 +193,10 @@ class RequestCounter:
         """Capacity units consumed of ``kind`` (``write``/``read``) by ``part`` (``table``, ``index:<name>``, None: all)."""
         return sum(v for (k, p), v in self.capacity.items() if k == kind and (part is None or p == part))
 
-    def watch(self, client: Any, *, capacity: bool) -> None:
-        """Hook this counter into a client's events (and the capacity meter if asked)."""
-        client.meta.events.register("before-call.*.*", self)
-        if capacity:
-            client.meta.events.register("before-parameter-build.dynamodb.*", self.ask_capacity)
-            client.meta.events.register("after-call.dynamodb.*", self.add_capacity)
-
-    def __call__(self, event_name: str = "", **kwargs: Any) -> None:
-        """Record one call; ``event_name`` is ``before-call.<service>.<Operation>``."""
-        _prefix, service, operation = event_name.split(".", 2)
-        with self._lock:
-            self.counts[(service, operation)] += 1
+    def watch(self, client: Any) -> None:
+        """Hook the capacity meter into a DynamoDB client's events (``Settings.measure_capacity``)."""
+        client.meta.events.register("before-parameter-build.dynamodb.*", self.ask_capacity)
+        client.meta.events.register("after-call.dynamodb.*", self.add_capacity)
 
     def total(self, service: str | None = None) -> int:
         """Calls made, optionally for one service."""
@@ -226,7 +228,7 @@ class SyncClients:
 
     def __init__(self, settings: Settings, counter: RequestCounter) -> None:
         self._settings = settings
-        self._counter = counter
+        self.counter = counter
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -239,7 +241,8 @@ class SyncClients:
                 if client is None:
                     session: Any = boto3.session.Session()
                     client = session.client(service, **_client_kwargs(self._settings))
-                    self._counter.watch(client, capacity=self._settings.measure_capacity)
+                    if self._settings.measure_capacity and service == "dynamodb":
+                        self.counter.watch(client)
                     self._clients[service] = client
         return client
 
@@ -255,7 +258,7 @@ class AsyncClients:
 
     def __init__(self, settings: Settings, counter: RequestCounter) -> None:
         self._settings = settings
-        self._counter = counter
+        self.counter = counter
         self._stack = contextlib.AsyncExitStack()
         self._clients: dict[str, Any] = {}
         self._lock: asyncio.Lock | None = None
@@ -277,7 +280,8 @@ class AsyncClients:
                 client = await self._stack.enter_async_context(
                     self._session.client(service, **_client_kwargs(self._settings))
                 )
-                self._counter.watch(client, capacity=self._settings.measure_capacity)
+                if self._settings.measure_capacity and service == "dynamodb":
+                    self.counter.watch(client)
                 self._clients[service] = client
         return self._clients[service]
 
@@ -286,6 +290,11 @@ class AsyncClients:
         self._clients.clear()
         await self._stack.aclose()
         self._stack = contextlib.AsyncExitStack()
+
+
+def _api_name(client: Any, method: str) -> str:
+    """``UpdateItem`` for ``update_item``: the name AWS (and botocore's events) give the operation."""
+    return client.meta.method_to_api_mapping.get(method, method)  # type: ignore[no-any-return]
 
 
 def run_sync(flow: Flow[T], clients: SyncClients) -> T:
@@ -298,7 +307,9 @@ def run_sync(flow: Flow[T], clients: SyncClients) -> T:
                 call = flow.send(None)
                 continue
             try:
-                response = getattr(clients.get(call.service), call.operation)(**call.params)
+                client = clients.get(call.service)
+                clients.counter.add(call.service, _api_name(client, call.operation))
+                response = getattr(client, call.operation)(**call.params)
             except (ClientError, BotoCoreError) as exc:
                 call = flow.throw(wrap_error(call.service, exc))
             else:
@@ -318,6 +329,7 @@ async def run_async(flow: Flow[T], clients: AsyncClients) -> T:
                 continue
             try:
                 client = await clients.get(call.service)
+                clients.counter.add(call.service, _api_name(client, call.operation))
                 response = await getattr(client, call.operation)(**call.params)
             except (ClientError, BotoCoreError) as exc:
                 call = flow.throw(wrap_error(call.service, exc))

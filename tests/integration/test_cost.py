@@ -1,8 +1,8 @@
 """The DESIGN §4 budget, counted (not timed) with DynamoDB's own ConsumedCapacity, 100 no-op jobs.
 
-Requests are counted by botocore's events; capacity is what DynamoDB (MiniStack) says each request
-consumed (``ReturnConsumedCapacity=INDEXES``, ``Settings.measure_capacity``), table and indexes
-summed — what AWS would bill, measured by the database rather than estimated.
+Requests are counted by the drivers, one per API call; capacity is what DynamoDB (MiniStack) says
+each request consumed (``ReturnConsumedCapacity=INDEXES``, ``Settings.measure_capacity``), table
+and indexes summed — what AWS would bill, measured by the database rather than estimated.
 """
 
 from __future__ import annotations
