@@ -77,3 +77,12 @@ def test_measuring_capacity_asks_dynamodb_for_it_and_adds_it_up():
     assert app.requests.units("write", "table") == 1.0
     assert app.requests.snapshot() == {"dynamodb.UpdateItem": 1}
     app.close()
+
+
+def test_the_sync_clients_share_one_session_so_botocore_loads_its_data_once():
+    app = _app()
+    dynamodb, sqs = app.sync_clients.get("dynamodb"), app.sync_clients.get("sqs")
+    assert dynamodb is app.sync_clients.get("dynamodb")
+    # One session: one loader, whose cache holds the endpoints and models for every client.
+    assert dynamodb._loader is sqs._loader
+    app.close()
