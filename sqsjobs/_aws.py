@@ -103,7 +103,22 @@ def wrap_error(service: str, exc: Exception) -> AwsError:
     return kind(f"{service} unreachable: {exc}", code="ConnectionError")
 
 
-def _botocore_config(*, validate: bool = False) -> Config:
+#: Connections per client at least (botocore's ``max_pool_connections``: aiohttp's connector limit,
+#: urllib3's pool size). A request beyond the limit waits for a free connection (aiohttp) or opens
+#: one it then throws away, handshake included (urllib3).
+MIN_POOL_CONNECTIONS = 64
+#: Connections a worker's client needs besides one per running job: the receive long polls (one per
+#: queue, held up to 20 s each), the batched deletes and visibility changes, the heartbeat's
+#: renewals and what handlers enqueue.
+POOL_HEADROOM = 16
+
+
+def pool_connections(concurrency: int) -> int:
+    """Connections per client for ``concurrency`` jobs at once: each running job has one request in flight."""
+    return max(MIN_POOL_CONNECTIONS, concurrency + POOL_HEADROOM)
+
+
+def _botocore_config(*, validate: bool = False, pool: int = MIN_POOL_CONNECTIONS) -> Config:
     # Standard retry mode backs off on throttling and 5xx; the flows stay safe under a retried write
     # because every write is conditional.
     # CPU per request (profile in docs/bench.md): botocore rebuilds and sanitises its User-Agent from
@@ -115,7 +130,7 @@ def _botocore_config(*, validate: bool = False) -> Config:
         retries={"mode": "standard", "max_attempts": 5},
         connect_timeout=5,
         read_timeout=30,
-        max_pool_connections=64,
+        max_pool_connections=pool,
         user_agent=_user_agent(),
         parameter_validation=validate,
     )
@@ -216,7 +231,9 @@ class RequestCounter:
 def _client_kwargs(settings: Settings) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "region_name": settings.region,
-        "config": _botocore_config(validate=settings.validate_requests),
+        "config": _botocore_config(
+            validate=settings.validate_requests, pool=pool_connections(settings.concurrency)
+        ),
     }
     if settings.endpoint_url:
         kwargs["endpoint_url"] = settings.endpoint_url

@@ -86,3 +86,19 @@ def test_the_sync_clients_share_one_session_so_botocore_loads_its_data_once():
     # One session: one loader, whose cache holds the endpoints and models for every client.
     assert dynamodb._loader is sqs._loader
     app.close()
+
+
+@pytest.mark.parametrize(("concurrency", "pool"), [(1, 64), (10, 64), (48, 64), (100, 116), (500, 516)])
+def test_the_connection_pools_fit_the_concurrency(concurrency: int, pool: int):
+    # A worker's running jobs each have a request in flight: past the pool's limit, aiohttp would
+    # queue them for a connection and urllib3 would open throwaway ones.
+    app = _app(concurrency=concurrency)
+    assert app.sync_clients.get("dynamodb").meta.config.max_pool_connections == pool
+
+    async def main() -> int:
+        client = await app.async_clients.get("sqs")
+        await app.aclose()
+        return int(client.meta.config.max_pool_connections)
+
+    assert asyncio.run(main()) == pool
+    app.close()
