@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
+
 from sqsjobs import App
 from sqsjobs.config import Settings
 from sqsjobs.observability import tracing
-from sqsjobs.observability.metrics import MAX_VALUES_PER_LINE, RUN_TIME, JobMetrics
+from sqsjobs.observability.metrics import MAX_VALUES_PER_LINE, QUEUE_WAIT, RUN_TIME, JobMetrics
 from sqsjobs.producer import enqueue_many_flow
 from sqsjobs.store.requests import NewJob
 
@@ -79,6 +81,27 @@ def test_emf_documents_split_long_series_and_sum_counts():
         ["service", "job_type", "tenant"],
     ]
     assert metrics.flush() == 0  # nothing left
+
+
+def test_emf_documents_are_what_powertools_writes_value_by_value():
+    # The series go to Powertools' serializer whole; the document is the one add_metric would build.
+    metrics = JobMetrics("svc", write=lambda line: None, flush_interval_s=3600)
+    metrics.enqueued("report", "acme")
+    metrics.timing(RUN_TIME, "report", "acme", 0.25)
+    metrics.timing(RUN_TIME, "report", "acme", 0.5)
+    metrics.timing(QUEUE_WAIT, "report", "acme", 1.0)
+    (ours,) = metrics.lines()
+
+    expected = EphemeralMetrics(namespace="sqsjobs", service="svc")
+    expected.add_dimension(name="service", value="svc")
+    expected.add_dimension(name="job_type", value="report")
+    expected.add_dimensions(service="svc", job_type="report", tenant="acme")
+    expected.add_metric(name="JobsEnqueued", unit=MetricUnit.Count, value=1)
+    for name, value in ((QUEUE_WAIT, 1000.0), (RUN_TIME, 250.0), (RUN_TIME, 500.0)):
+        expected.add_metric(name=name, unit=MetricUnit.Milliseconds, value=value)
+    theirs = dict(expected.serialize_metric_set())
+    ours["_aws"].pop("Timestamp"), theirs["_aws"].pop("Timestamp")
+    assert json.dumps(ours) == json.dumps(theirs)
 
 
 def test_metrics_flush_by_themselves_once_the_interval_passed_and_can_be_turned_off(monkeypatch):
