@@ -26,7 +26,9 @@ Two ways to measure:
 
 Usage: ``python bench/request_cpu.py [--n 400] [--concurrency 32] [--rounds 3] [--only update,log]``
 or ``python bench/request_cpu.py --instructions [--n 100] [--only update]``. Run it with
-``PYTHONPATH=<another checkout>`` to measure that checkout's sqsjobs with the same script (A/B).
+``PYTHONPATH=<another checkout>`` to measure that checkout's sqsjobs with the same script (A/B),
+from a directory that is not a checkout (Python puts the script's directory and, for ``-c``, the
+current one before ``PYTHONPATH``).
 """
 
 from __future__ import annotations
@@ -66,6 +68,11 @@ LABELS = {
     "trace": "trace id of 2 log lines + an idle span, per job",
 }
 TRACE = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+
+
+def _trace(i: int) -> str:
+    """Job ``i``'s producer trace: each job has its own."""
+    return f"Root=1-5759e988-{i:024x};Parent=53995c3f42cd8ad8;Sampled=1"
 
 
 def _record(i: int) -> dict[str, Any]:
@@ -213,7 +220,7 @@ class PerJob:
         self.jobs = [
             Job(id=f"job-{i:08d}", type="bench.noop", queue="default", status=JobStatus.RUNNING, payload=None,
                 payload_version=1, attempt=1, max_attempts=5, run_at=when, created_at=when, updated_at=when,
-                started_at=when, trace=TRACE)
+                started_at=when, trace=_trace(i))
             for i in range(n)
         ]  # fmt: skip
         self._parse = env.parse
@@ -383,7 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--app-name", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     os.environ.update(CREDENTIALS)
-    sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # tests.emulators, when run as a file
+    # tests.emulators, when run as a file; last, so that PYTHONPATH picks the sqsjobs measured.
+    sys.path.append(str(Path(__file__).resolve().parent.parent))
     if args.child:
         _child(args.app_name, args.endpoint, args.child, args.n, args.concurrency)
         return 0
