@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import importlib.util
 import os
 import re
@@ -93,8 +94,18 @@ class TraceContext:
         return f"00-{self.trace_id}-{self.parent_id or '0' * 16}-{'01' if self.sampled else '00'}"
 
 
+#: Trace headers remembered by ``parse``: a job's is read three times within its run (the claimed
+#: and the outcome log lines, the span), with at most a worker's concurrency of runs in between.
+PARSED_CACHE_SIZE = 1024
+
+
+@functools.lru_cache(maxsize=PARSED_CACHE_SIZE)
 def parse(header: str | None) -> TraceContext | None:
-    """Read an X-Ray header or a W3C ``traceparent``; None for anything else."""
+    """Read an X-Ray header or a W3C ``traceparent``; None for anything else.
+
+    Cached: a ``TraceContext`` is immutable, so every reader of one header can share it, and a job
+    parses its header once instead of three times (3.5 µs each).
+    """
     if not header:
         return None
     header = header.strip()

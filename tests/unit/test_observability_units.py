@@ -27,6 +27,13 @@ def test_both_trace_formats_parse_to_the_same_position():
     assert (tracing.trace_id(XRAY), tracing.trace_id(W3C)) == (ROOT, W3C.split("-")[1])
 
 
+def test_a_header_is_parsed_once_for_all_its_readers():
+    # A job's header is read by its claimed line, its span and its outcome line: one parse.
+    header = f"Root=1-5759e988-{'ab' * 12};Parent={PARENT};Sampled=1"
+    assert tracing.parse(header) is tracing.parse(header)
+    assert tracing.trace_id(header) == f"1-5759e988-{'ab' * 12}"
+
+
 def test_garbage_is_no_trace():
     for header in (
         None,
