@@ -8,7 +8,6 @@ connects to nothing; settings are resolved on first use.
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
@@ -93,10 +92,9 @@ class App:
     def logger(self) -> Any:
         """Powertools JSON logger: one line per job transition."""
         if self._logger is None:
-            from aws_lambda_powertools import Logger
+            from sqsjobs.observability.logs import make_logger
 
-            level = os.environ.get("SQSJOBS_LOG_LEVEL") or os.environ.get("POWERTOOLS_LOG_LEVEL") or "INFO"
-            self._logger = Logger(service=self.name, level=level, logger_handler=logging.StreamHandler())
+            self._logger = make_logger(self.name)
         return self._logger
 
     @property

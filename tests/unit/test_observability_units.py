@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from sqsjobs import App
 from sqsjobs.config import Settings
-from sqsjobs.observability import tracing
+from sqsjobs.observability import logs, tracing
 from sqsjobs.observability.metrics import MAX_VALUES_PER_LINE, QUEUE_WAIT, RUN_TIME, JobMetrics
 from sqsjobs.producer import enqueue_many_flow
 from sqsjobs.store.requests import NewJob
@@ -141,3 +142,34 @@ def test_closing_the_app_closes_the_x_ray_socket(monkeypatch):
     assert sock.fileno() == -1
     assert app.tracer is not tracer and app.tracer.xray_enabled
     app.close()
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["job claimed", "", "   ", " x", "{", '{"a": 1}', ' [1, 2]', "\n\t-3.5e2", '"quoted"', "true", "nullx",
+     "NaN", "Infinity", "-Infinity", "None", "I am", "error: [x]", "0 jobs", "{not json"],
+)  # fmt: skip
+def test_log_messages_decode_as_powertools_would(message: str):
+    # Powertools decodes a message as JSON and keeps it as it is when that fails; the shortcut for
+    # texts no JSON starts like must give the same result, only without raising.
+    try:
+        expected = json.loads(message)
+    except ValueError:
+        expected = message
+    try:
+        ours = logs.decode_message(message)
+    except ValueError:
+        ours = message
+    assert ours == expected or (ours != ours and expected != expected)  # NaN
+
+
+def test_the_app_logs_json_lines_with_plain_and_json_messages(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("SQSJOBS_LOG_LEVEL", "INFO")
+    app = App("logs", endpoint_url="http://127.0.0.1:9")
+    app.logger.info("job claimed", extra={"job_id": "j1"})
+    app.logger.info('{"embedded": true}')
+    first, second = (json.loads(line) for line in capsys.readouterr().err.splitlines())
+    assert first["message"] == "job claimed" and first["job_id"] == "j1" and first["service"] == "logs"
+    assert second["message"] == {"embedded": True}
