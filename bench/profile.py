@@ -6,6 +6,11 @@ the functions that hold the most samples: inclusive ("cumulative") and where the
 spent ("self"), plus a breakdown by library. Startup (imports) is left out of both. Idle samples
 (threads waiting in ``select``/``epoll``/locks) are dropped: only the thread holding the GIL is sampled (``--gil``).
 
+It also reads the worker's CPU time (``/proc/<pid>/stat``, every thread) from its first job to
+its last, so each step's share becomes milliseconds of CPU per job (``step_ms_per_job``). py-spy
+reads the worker's memory from outside and does not pause it (``--nonblocking``); the figure is
+still best compared with other runs of this script rather than with ``make bench``.
+
 Usage: ``python -m bench.profile [--n 2000] [--concurrency 32] [--latency-ms 0]``.
 """
 
@@ -122,6 +127,13 @@ def analyse(raw: Path, top: int = 25) -> dict[str, object]:
     }
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of one process, all its threads (``/proc/<pid>/stat``)."""
+    raw = Path(f"/proc/{pid}/stat").read_text()
+    fields = raw[raw.rfind(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / procs.CLOCK_TICKS
+
+
 def main(argv: list[str] | None = None) -> int:
     """Profile one drain and print the shares."""
     parser = argparse.ArgumentParser(
@@ -155,10 +167,16 @@ def main(argv: list[str] | None = None) -> int:
         spy = procs.start(argv_, env=env, cwd=REPO, log=Path(tmp, "worker.log"))
         try:
             started = time.monotonic()
+            # The worker's CPU from its first job on (start-up left out, as in the samples).
+            if not bench.markers.wait(range(1), timeout_s=120):
+                raise RuntimeError("the worker ran no job")
+            worker = next(pid for pid in procs.group_pids(spy.pid) if pid != spy.pid)
+            cpu0, jobs0 = _cpu_s(worker), bench.markers.seen(range(args.n))
             if not bench.markers.wait(range(args.n), timeout_s=600):
                 raise RuntimeError(f"only {bench.markers.seen(range(args.n))}/{args.n} jobs ran")
             drain_s = time.monotonic() - started
-            time.sleep(1.0)
+            time.sleep(1.0)  # the last outcomes and acks
+            cpu_ms_per_job = 1000 * (_cpu_s(worker) - cpu0) / (args.n - jobs0)
             # SIGINT to the worker only (py-spy's child); py-spy writes its file when the child exits.
             for pid in procs.group_pids(spy.pid):
                 if pid != spy.pid:
@@ -168,9 +186,16 @@ def main(argv: list[str] | None = None) -> int:
             if spy.poll() is None:
                 procs.stop(spy)
         counts = bench.proxy.snapshot()["requests"]
+    shares = analyse(raw)
+    step_ms = [(name, round(pct * cpu_ms_per_job / 100, 3)) for name, pct in shares["step_pct"]]  # type: ignore[attr-defined]
     result = {"n": args.n, "concurrency": args.concurrency, "latency_ms": args.latency_ms,
-              "drain_s_including_startup": round(drain_s, 2), "requests": counts, **analyse(raw)}  # fmt: skip
+              "drain_s_including_startup": round(drain_s, 2), "requests": counts,
+              "worker_cpu_ms_per_job": round(cpu_ms_per_job, 3), **shares, "step_ms_per_job": step_ms}  # fmt: skip
     out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
+    print(f"worker CPU per job (from its first job on, under py-spy): {cpu_ms_per_job:.3f} ms")
+    print("\nstep_ms_per_job (the step's share of the samples times the CPU per job):")
+    for name, ms in step_ms:
+        print(f"  {ms:6.3f}  {name}")
     for key in ("step_pct", "library_self_pct", "library_inclusive_pct", "self_pct", "inclusive_pct"):
         print(f"\n{key}:")
         for name, pct in result[key]:  # type: ignore[attr-defined]

@@ -314,14 +314,18 @@ def _timed(app: Any, ops: list[str], n: int, concurrency: int) -> dict[str, floa
     return out
 
 
-def _child(app_name: str, endpoint: str, op: str, n: int, concurrency: int) -> None:
-    """Under callgrind: ``n`` operations ``op`` after one of warm-up (the records are there already)."""
+def _child(app_name: str, endpoint: str, op: str, n: int, concurrency: int, items: int) -> None:
+    """Under callgrind: ``n`` operations ``op`` after one of warm-up (the records are there already).
+
+    Per-job operations run on ``items`` prepared jobs whatever ``n`` is, so that preparing them
+    costs the same in both counts and cancels out.
+    """
     from sqsjobs import App
 
     app = App(app_name, endpoint_url=endpoint)
     app.logger  # noqa: B018 - Powertools imported and set up, as in a worker
     if op in PER_JOB:
-        jobs = PerJob(app, n)
+        jobs = PerJob(app, items)
         getattr(jobs, op)(10)
         getattr(jobs, op)(n)
         jobs.close()
@@ -364,7 +368,7 @@ def _instructions(endpoint: str, ops: list[str], n: int, concurrency: int) -> di
             app.close()
             argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, str(script),
                     "--child", op, "--app-name", name, "--endpoint", endpoint, "--n", str(count),
-                    "--concurrency", str(concurrency)]  # fmt: skip
+                    "--concurrency", str(concurrency), "--items", str(3 * n * per)]  # fmt: skip
             done = subprocess.run(argv, capture_output=True, text=True, check=True)
             match = re.search(r"Collected : (\d+)", done.stderr)
             if match is None:
@@ -388,12 +392,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="also write the figures here")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--app-name", help=argparse.SUPPRESS)
+    parser.add_argument("--items", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     os.environ.update(CREDENTIALS)
     # tests.emulators, when run as a file; last, so that PYTHONPATH picks the sqsjobs measured.
     sys.path.append(str(Path(__file__).resolve().parent.parent))
     if args.child:
-        _child(args.app_name, args.endpoint, args.child, args.n, args.concurrency)
+        _child(args.app_name, args.endpoint, args.child, args.n, args.concurrency, args.items)
         return 0
     ops = args.only.split(",") if args.only else list(REQUESTS + PER_JOB)
     n = args.n or (100 if args.instructions else 400)
@@ -424,7 +429,10 @@ def main(argv: list[str] | None = None) -> int:
 
     where = Path(sqsjobs.__file__).parent.parent
     if args.instructions:
-        print(f"sqsjobs from {where}; thousands of instructions (callgrind), {n} vs {3 * n} operations:")
+        print(
+            f"sqsjobs from {where}; thousands of instructions (callgrind), {n} vs {3 * n} requests "
+            f"or {10 * n} vs {30 * n} jobs:"
+        )
         figures = {LABELS[k]: round(v / 1000, 1) for k, v in best.items()}
     else:
         print(f"sqsjobs from {where}; ms of CPU, best of {args.rounds} rounds of {n}:")
