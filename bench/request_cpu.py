@@ -67,6 +67,7 @@ LABELS = {
     "metrics": "metrics of claimed + succeeded, with flush, per job",
     "trace": "trace id of 2 log lines + an idle span, per job",
 }
+RECEIPTS_FILE = "/tmp/sqsjobs-request-cpu-{app}.json"
 TRACE = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 
 
@@ -334,9 +335,8 @@ def _child(app_name: str, endpoint: str, op: str, n: int, concurrency: int, item
 
     async def main() -> None:
         requests.url = (await app.arun(app.queue_urls.flow(["default"])))["default"]
-        if op == "delete":  # receipts to delete, received before the counted part
-            await _spread(n + 1, concurrency, requests.receive)
-            requests.receipts = [r for r in requests.receipts if r]
+        if op == "delete":  # receipts to delete, received by the parent
+            requests.receipts = json.loads(Path(RECEIPTS_FILE.format(app=app_name)).read_text())
         await getattr(requests, op)(0)
         await _spread(n, concurrency, lambda i: getattr(requests, op)(i + 1))
         await app.aclose()
@@ -360,8 +360,12 @@ def _instructions(endpoint: str, ops: list[str], n: int, concurrency: int) -> di
             if op in REQUESTS:
                 requests = Requests(app)
 
-                async def prepare(requests: Requests = requests, count: int = count) -> None:
+                async def prepare(requests: Requests = requests, count: int = count, op: str = op) -> None:
                     await requests.prepare(count + 2)
+                    if op == "delete":  # what the child deletes, received here (uncounted)
+                        await _spread(count + 2, concurrency, requests.receive)
+                        receipts = [r for r in requests.receipts if r]
+                        Path(RECEIPTS_FILE.format(app=requests.app.name)).write_text(json.dumps(receipts))
                     await requests.app.aclose()
 
                 asyncio.run(prepare())
@@ -369,7 +373,10 @@ def _instructions(endpoint: str, ops: list[str], n: int, concurrency: int) -> di
             argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, str(script),
                     "--child", op, "--app-name", name, "--endpoint", endpoint, "--n", str(count),
                     "--concurrency", str(concurrency), "--items", str(3 * n * per)]  # fmt: skip
-            done = subprocess.run(argv, capture_output=True, text=True, check=True)
+            try:
+                done = subprocess.run(argv, capture_output=True, text=True, check=True)
+            finally:
+                Path(RECEIPTS_FILE.format(app=name)).unlink(missing_ok=True)
             match = re.search(r"Collected : (\d+)", done.stderr)
             if match is None:
                 raise RuntimeError(f"no instruction count from callgrind:\n{done.stderr[-2000:]}")
