@@ -60,6 +60,9 @@ def library(frame: str) -> str:
 #: Steps of the worker's per-job path, by a frame their stacks contain; the first match wins.
 STEPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     # (name, frames that must all be in the stack, frames that must not be)
+    # Claims and finishes grouped by runtime/transitions.py: one BatchExecuteStatement per group
+    # (or the group's single UpdateItem), sent from a task of their own.
+    ("claims and finishes, grouped (BatchExecuteStatement or UpdateItem)", ("Transitions._send",), ()),
     ("complete: UpdateItem (fenced)", ("Execution._succeeded", "App.arun"), ()),
     ("claim: UpdateItem, ReturnValues=ALL_NEW", ("Execution.handle", "App.arun"), ("Execution._run",)),
     ("SQS DeleteMessageBatch / ChangeMessageVisibilityBatch", ("MessageOps.",), ()),
@@ -68,6 +71,8 @@ STEPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     ("EMF metrics", ("observability/metrics.py",), ()),
     ("sync handler in a thread (submit, wake-up, run)", ("concurrent/futures",), ()),
     ("sync handler in a thread (submit, wake-up, run)", ("Thread._bootstrap",), ()),
+    ("PartiQL twins of the writes (store/statements.py)", ("sqsjobs/store/statements.py",), ()),
+    ("request builders and item codec (store/)", ("sqsjobs/store/",), ()),
     ("other sqsjobs work (envelope, validation, tracing, outcome)", ("sqsjobs/runtime/execution.py",), ()),
     ("aiohttp/botocore callbacks on the loop (reading answers)", ("aiohttp/",), ("sqsjobs/",)),
     # SDK frames whose awaiting caller the sampler did not see (a task resumed by the loop).
