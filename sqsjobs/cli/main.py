@@ -80,6 +80,8 @@ def worker(
     from sqsjobs.runtime.worker import Worker
 
     loaded = load_app(app, endpoint_url)
+    if concurrency is not None:  # the setting, not only the worker's: the connection pools follow it
+        loaded.configure(concurrency=concurrency)
     with guarded(loaded):
         w = Worker(loaded, queues=queues.split(",") if queues else None, concurrency=concurrency)
         w.run_forever()
