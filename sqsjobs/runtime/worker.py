@@ -78,6 +78,8 @@ class Worker:
         self._running: dict[str, JobContext] = {}
         self._in_use = 0
         self._in_use_by_queue: Counter[str] = Counter()
+        #: Queues whose last receive came back with every message it asked for: they may hold more.
+        self._backlog: set[str] = set()
         self._slots: asyncio.Condition | None = None
         #: Set when the drain begins: receive loops stop even if their cancellation was swallowed.
         self._stopping = False
@@ -175,8 +177,10 @@ class Worker:
         assert self._slots is not None
         target = min(sqs.MAX_BATCH, self._queue_cap(queue))
         async with self._slots:
-            if self._in_use and self._free(queue) < target:
-                # Busy: give finishing jobs a moment so one receive can fetch a fuller batch.
+            if self._in_use and queue in self._backlog and self._free(queue) < target:
+                # Busy with a backlog: give finishing jobs a moment so one receive fetches a fuller
+                # batch. Without one (the last receive came back short), waiting would only keep the
+                # next message waiting for the poll: go back to the long poll with the slots free now.
                 # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
                 # races the inner wait's completion (cpython gh-86296), and the loop would live on.
                 with contextlib.suppress(TimeoutError):
@@ -226,6 +230,10 @@ class Worker:
                     self._ops.set_visibility(delivery, 0)
                 await self._unreserve(queue, n)
                 return
+            if len(got) == n:
+                self._backlog.add(queue)
+            else:
+                self._backlog.discard(queue)
             await self._unreserve(queue, n - len(got))
             for delivery in got:
                 self._held[delivery.receipt_handle] = delivery
