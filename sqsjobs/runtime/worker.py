@@ -240,6 +240,10 @@ class Worker:
                 task = asyncio.create_task(self._process(delivery, dlq_url))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
+            if got:
+                # Let the new jobs send their claims before this loop builds, signs and sends the
+                # next receive: each job's start waits for its claim, and nothing waits for the poll.
+                await asyncio.sleep(0)
 
     async def _process(self, delivery: Delivery, dlq_url: str) -> None:
         try:

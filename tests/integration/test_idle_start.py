@@ -1,7 +1,8 @@
 """An idle worker starts a job after one long-poll wake-up plus its claim (DESIGN §4), nothing else (MiniStack).
 
-A delay the worker used to add: a receive that waited for running jobs to finish, to fill a
-batch, even when the queue had nothing more to give.
+Two delays the worker used to add: a receive that waited for running jobs to finish, to fill a
+batch, even when the queue had nothing more to give; and the next long poll built, signed and sent
+before the claim of the message it had just received.
 """
 
 from __future__ import annotations
@@ -51,6 +52,35 @@ def test_a_job_enqueued_while_another_runs_starts_at_once_when_the_queue_has_no_
     release.set()
     assert started["quick"] - enqueued["quick"] < 5.0, "the receive waited for the running job"
     assert all_finished(app, [slow_id, *quick_ids])()
+
+
+def test_an_idle_worker_sends_the_claim_before_its_next_long_poll(ministack_url, make_app):
+    app = make_app(ministack_url)
+    done = threading.Event()
+
+    @app.job("noop")
+    def noop(payload: Any, ctx: Any) -> None:
+        done.set()
+
+    app.provision()
+    job_id = app.enqueue("noop", {})
+    sent: list[str] = []
+
+    async def scenario() -> None:
+        # The worker's own clients, made on this loop before it starts: every request it sends is seen.
+        for service in ("sqs", "dynamodb"):
+            client = await app.async_clients.get(service)
+            client.meta.events.register(
+                "before-send.*.*", lambda event_name, **kwargs: sent.append(event_name.rsplit(".", 1)[1])
+            )
+        # Concurrency 32: free slots for a full batch at once, so nothing else delays the next poll.
+        await awork_until(app, all_finished(app, [job_id]), concurrency=32)
+
+    asyncio.run(scenario())
+    order = [op for op in sent if op in ("ReceiveMessage", "UpdateItem")]
+    # The receive that brought the job, its claim, then the next poll (and the completion).
+    assert order[:3] == ["ReceiveMessage", "UpdateItem", "ReceiveMessage"], order
+    assert done.is_set()
 
 
 def test_a_worker_with_a_backlog_still_fills_its_receives(ministack_url, make_app):
