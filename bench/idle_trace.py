@@ -68,7 +68,7 @@ STEPS = {
 EXTRAS = {
     "total": "enqueue call start → handler's first line",
     "off_tick": "total less wake-up: what each framework adds to the emulator's poll tick",
-    "tick_excess": "wake-up less the time left in the poll's current 100 ms tick (the emulator's delay)",
+    "tick_excess": "wake-up less the time left on a 100 ms grid from the poll's arrival (late checks)",
     "enqueue_call": "the producer's whole enqueue call",
     "put_after_send": "SendMessage back → PutItem at the proxy (producer work between the two)",
     "put": "PutItem at the proxy → written back",
