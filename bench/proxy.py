@@ -57,7 +57,7 @@ from urllib.parse import parse_qs, urlsplit
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["FAULT_KINDS", "AwsProxy", "FaultPlan"]
+__all__ = ["FAULT_KINDS", "AwsProxy", "Exchange", "FaultPlan"]
 
 LOOPBACK = "127.0.0.1"
 #: Largest request/response head accepted; AWS heads are a few hundred bytes.
@@ -127,6 +127,29 @@ _WRITE_ACTIONS = frozenset({
     "PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems", "BatchExecuteStatement",
     "ExecuteStatement",
 })  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One forwarded request, timed on the wall clock (``AwsProxy.exchanges``, for ``bench/idle_trace.py``).
+
+    The clock is ``time.time()``, the one the bench's producers and handlers stamp, so a trace can
+    put the proxy's view of each request between the enqueue call and the handler's first line.
+    """
+
+    service: str
+    action: str
+    #: The whole request was read from the client (it left the client a few microseconds earlier).
+    received: float
+    #: Forwarded to the emulator (after the added latency).
+    forwarded: float
+    #: The emulator's whole answer was read.
+    answered: float
+    #: The answer was handed back to the client (recorded just before it is written, so a caller
+    #: that stops the trace once it has the answer finds the exchange recorded).
+    returned: float
+    #: The answer carried at least one message (a ReceiveMessage that delivered something).
+    delivered: bool
 
 
 class _Closed(Exception):
@@ -338,6 +361,8 @@ class AwsProxy:
         self.faults_by_action: Counter[tuple[str, str, str]] = Counter()
         self._lock = threading.Lock()
         self._injected = 0  # never reset: max_faults counts over the proxy's life
+        #: Every forwarded exchange, timed, while not None (``trace``); faulted ones are left out.
+        self.exchanges: list[Exchange] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._server: asyncio.Server | None = None
@@ -448,6 +473,13 @@ class AwsProxy:
                 )
                 self.write_units["indexes"] += indexes
 
+    def trace(self, on: bool = True) -> list[Exchange]:
+        """Start (or stop) timing every forwarded exchange; returns what was recorded so far."""
+        with self._lock:
+            recorded = self.exchanges or []
+            self.exchanges = [] if on else None
+            return recorded
+
     def _draw(self, service: str, action: str) -> str | None:
         with self._lock:
             self.counts[(service, action)] += 1
@@ -485,6 +517,7 @@ class AwsProxy:
             while True:
                 start, headers = await _read_head(reader)
                 body, headers = await _read_body(reader, headers, until_eof=False)
+                received = time.time()
                 request = _Message(start, headers, body)
                 service, action = _classify(request)
                 fault = self._draw(service, action)
@@ -511,7 +544,9 @@ class AwsProxy:
                     await asyncio.sleep(self.faults.slow_s * self._fraction())
                 if self.latency_s > 0:
                     await asyncio.sleep(self.latency_s)
+                forwarded = time.time()
                 response, up_keep, upstream = await self._exchange(upstream, request)
+                answered = time.time()
                 if not up_keep:
                     upstream[1].close()
                     upstream = None
@@ -522,6 +557,11 @@ class AwsProxy:
                     await asyncio.sleep(max(0.0, slow_until - time.monotonic()))
                 if service == "dynamodb" and action in _WRITE_ACTIONS:
                     self._add_write_units(response)
+                if self.exchanges is not None and fault is None:  # before the caller can see the answer
+                    self._record(
+                        Exchange(service, action, received, forwarded, answered, time.time(),
+                                 delivered=b"ReceiptHandle" in response),
+                    )  # fmt: skip
                 writer.write(response)
                 await writer.drain()
                 if not keep_alive:
@@ -536,6 +576,11 @@ class AwsProxy:
                 upstream[1].close()
             with contextlib.suppress(Exception):
                 writer.close()
+
+    def _record(self, exchange: Exchange) -> None:
+        with self._lock:
+            if self.exchanges is not None:
+                self.exchanges.append(exchange)
 
     async def _exchange(
         self, upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None, request: _Message

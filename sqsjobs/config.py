@@ -81,7 +81,9 @@ class Settings:
     #: Finished messages are deleted in batches; a batch waits at most this long to fill. The record is
     #: already final, so a late delete costs nothing but a redelivery the claim discards.
     ack_linger_s: float = 0.1
-    #: When some jobs run, a receive waits at most this long for enough free slots to fill a batch of ten.
+    #: When some jobs run and the last receive came back full (a backlog), a receive waits at most this
+    #: long for enough free slots to fill a batch of ten. Without a backlog it goes back to its long
+    #: poll at once with the slots that are free.
     receive_gather_s: float = 0.1
     #: Buffered EMF metrics are written at least this often (Lambda also writes them per invocation).
     metrics_interval_s: float = 60.0

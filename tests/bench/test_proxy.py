@@ -110,6 +110,29 @@ def test_long_poll_is_not_cut_short(ministack_url: str, queue_url: str) -> None:
         assert time.monotonic() - began >= 2.5  # the emulator's wait, not the proxy's
 
 
+def test_trace_times_each_exchange_in_order_and_marks_the_receives_that_delivered(
+    ministack_url: str, queue_url: str
+) -> None:
+    with AwsProxy(ministack_url, latency_s=0.05) as proxy:
+        sqs = _client("sqs", proxy.url)
+        sqs.get_queue_attributes(QueueUrl=queue_url)  # connection set-up, before the trace
+        proxy.trace()
+        began = time.time()
+        sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=0)
+        sqs.send_message(QueueUrl=queue_url, MessageBody="hint")
+        sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=1)
+        ended = time.time()
+        exchanges = proxy.trace(on=False)
+        assert proxy.exchanges is None
+    assert [(e.action, e.delivered) for e in exchanges] == [
+        ("ReceiveMessage", False), ("SendMessage", False), ("ReceiveMessage", True),
+    ]  # fmt: skip
+    for e in exchanges:
+        assert began <= e.received <= e.forwarded <= e.answered <= e.returned <= ended
+        assert e.forwarded - e.received >= 0.05  # the added latency, before forwarding
+    assert exchanges[0].returned <= exchanges[1].received
+
+
 def _only(kind: str, **extra: object) -> FaultPlan:
     return FaultPlan(**{kind: 1.0}, only_actions=frozenset({"PutItem", "sqs:SendMessage"}), **extra)  # type: ignore[arg-type]
 
