@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import platform
@@ -295,10 +296,22 @@ def machine(started: float, load_before: tuple[float, float, float]) -> dict[str
     }
 
 
-def run_once(bench: Bench, fw: Framework, *, latency_ms: float, n: int, k: int, seq0: int) -> dict[str, Any]:
-    """One framework, one latency, one run: bulk enqueue, drain, idle latency."""
+@dataclasses.dataclass
+class Launched:
+    """One framework's worker and producer on a fresh queue, as a run starts them."""
+
+    queue_url: str
+    worker: subprocess.Popen[bytes]
+    worker_log: Path
+    producer: Producer
+
+
+def launch(bench: Bench, fw: Framework, *, latency_ms: float, tag: str) -> Launched:
+    """Set the proxy's latency, make the run's queue, start the producer, then the worker.
+
+    The proxy's counts are reset before the worker starts, so ``wait_receive`` sees its first poll.
+    """
     bench.proxy.latency_s = latency_ms / 1000.0
-    tag = f"r{seq0}"
     queue_url = bench.make_queue(fw, tag)
     env = bench.env(fw, tag, queue_url)
     name = f"{fw.label.replace(' ', '-')}-{latency_ms:g}ms-{tag}"
@@ -306,6 +319,13 @@ def run_once(bench: Bench, fw: Framework, *, latency_ms: float, n: int, k: int, 
     producer = Producer(fw, env, bench.workdir / f"{name}-producer.log")
     bench.proxy.reset_counts()
     worker = procs.start(fw.worker_argv(), env=env, cwd=REPO, log=worker_log)
+    return Launched(queue_url, worker, worker_log, producer)
+
+
+def run_once(bench: Bench, fw: Framework, *, latency_ms: float, n: int, k: int, seq0: int) -> dict[str, Any]:
+    """One framework, one latency, one run: bulk enqueue, drain, idle latency."""
+    run = launch(bench, fw, latency_ms=latency_ms, tag=f"r{seq0}")
+    queue_url, worker, worker_log, producer = run.queue_url, run.worker, run.worker_log, run.producer
     try:
         bench.wait_receive((worker, worker_log))
         procs.signal_group(worker, signal.SIGSTOP)

@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench import procs
-from bench.frameworks import REPO, Framework, select
-from bench.harness import SETTLE_S, Bench, Producer, idle_gaps
+from bench.frameworks import Framework, select
+from bench.harness import SETTLE_S, Bench, idle_gaps, launch
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -142,15 +142,8 @@ def trace(
     bench: Bench, fw: Framework, *, latency_ms: float, k: int, warmup: int, seq0: int
 ) -> list[dict[str, Any]]:
     """Start the worker, send ``warmup + k`` idle jobs one at a time, return the last ``k`` timelines."""
-    bench.proxy.latency_s = latency_ms / 1000.0
-    tag = f"t{seq0}"
-    queue_url = bench.make_queue(fw, tag)
-    env = bench.env(fw, tag, queue_url)
-    name = f"{fw.label.replace(' ', '-')}-{latency_ms:g}ms-{tag}"
-    worker_log = bench.workdir / f"{name}-worker.log"
-    producer = Producer(fw, env, bench.workdir / f"{name}-producer.log")
-    bench.proxy.reset_counts()
-    worker = procs.start(fw.worker_argv(), env=env, cwd=REPO, log=worker_log)
+    run = launch(bench, fw, latency_ms=latency_ms, tag=f"t{seq0}")
+    worker, worker_log, producer = run.worker, run.worker_log, run.producer
     jobs: list[dict[str, float]] = []
     try:
         bench.wait_receive((worker, worker_log))
