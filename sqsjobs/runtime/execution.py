@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic_core import to_jsonable_python
 
 from sqsjobs import envelope as env
-from sqsjobs._aws import Call, Flow, one
 from sqsjobs.context import InterruptReason, JobContext
 from sqsjobs.errors import (
     Cancel,
@@ -267,7 +266,7 @@ class Execution:
             retention_s=self.app.settings.retention_s,
         )
         try:
-            await self.app.arun(_update(params))
+            await self.transitions.single(params)
         except StoreError as store_exc:
             if not rq.is_conflict(store_exc):
                 return LEAVE
@@ -346,7 +345,7 @@ class Execution:
             now=self.app.clock.now(),
         )
         try:
-            await self.app.arun(_update(params))
+            await self.transitions.single(params)
         except StoreError as exc:  # refused: kept already, or retried meanwhile; nothing is lost
             return rq.is_conflict(exc)
         return True
@@ -460,7 +459,7 @@ class Execution:
             self._table, ctx.job, owner=self.worker_id, now=now, lease_s=self.app.settings.lease_s
         )
         try:
-            response = await self.app.arun(_update(params))
+            attributes = await self.transitions.single(params)
         except StoreError as exc:
             if rq.moved_on_by_owner(ctx.job, exc):
                 return  # the outcome was recorded while this renewal was in flight
@@ -471,7 +470,7 @@ class Execution:
                 )
                 ctx.interrupt(InterruptReason.LEASE_LOST)
             return
-        renewed = rq.job_from_item(response["Attributes"])
+        renewed = rq.job_from_item(attributes or {})
         ctx.job = ctx.job.evolve(
             lease_expires=renewed.lease_expires, cancel_requested=renewed.cancel_requested
         )
@@ -592,7 +591,3 @@ class Execution:
             outcome=AttemptOutcome.CANCELLED,
         )
         return DELETE
-
-
-def _update(params: dict[str, Any]) -> Flow[Any]:
-    return one(Call("dynamodb", "update_item", params))

@@ -29,7 +29,7 @@ from sqsjobs.store.codec import CCF
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from sqsjobs._aws import AsyncRunner, Flow
+    from sqsjobs._aws import AsyncRunner
 
 #: Batches a worker keeps in flight at once; more writes wait for one of them (and join the next).
 MAX_IN_FLIGHT = 2
@@ -45,7 +45,7 @@ class Landed:
 @dataclass
 class _Write:
     single: Mapping[str, Any]
-    statement: dict[str, Any] | None
+    statement: dict[str, Any]
     #: For a refusal of the statement that only the single write can settle (see ``write``).
     needs_single: Callable[[StoreError], bool] | None
     future: asyncio.Future[Landed] = field(repr=False)
@@ -88,14 +88,19 @@ class Transitions:
             with contextlib.suppress(NotBatchable):
                 statement = statements.update_statement(single if batchable is None else batchable)
         if statement is None:
-            return Landed(await self._single(single))
+            return Landed(await self.single(single))
         future: asyncio.Future[Landed] = asyncio.get_running_loop().create_future()
         self._waiting.append(_Write(single, statement, needs_single, future))
         self._kick()
         return await future
 
-    async def _single(self, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        response: Mapping[str, Any] = await self._arun(_update(params))
+    async def single(self, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """Send one UpdateItem on its own, now, and return its ``Attributes``.
+
+        For the writes a batch cannot carry: a heartbeat that needs its answer (``ALL_NEW``), a
+        reject that may create the record, and every write a batch sends again alone.
+        """
+        response: Mapping[str, Any] = await self._arun(one(Call("dynamodb", "update_item", params)))
         return response.get("Attributes")
 
     def _kick(self) -> None:
@@ -138,7 +143,7 @@ class Transitions:
             self._kick()
 
     async def _send_batch(self, group: list[_Write]) -> None:
-        request = statements.batch([w.statement for w in group if w.statement is not None])
+        request = statements.batch([w.statement for w in group])
         try:
             response = await self._arun(one(Call("dynamodb", "batch_execute_statement", request)))
             answers = response["Responses"]
@@ -170,14 +175,10 @@ class Transitions:
 
     async def _settle_single(self, write: _Write) -> None:
         try:
-            write.future.set_result(Landed(await self._single(write.single)))
+            write.future.set_result(Landed(await self.single(write.single)))
         except Exception as exc:  # handed to the writer, who reads it as its single write's error
             write.future.set_exception(exc)
 
 
 def _key(params: Mapping[str, Any]) -> str:
     return repr(sorted(params["Key"].items()))
-
-
-def _update(params: Mapping[str, Any]) -> Flow[Any]:
-    return one(Call("dynamodb", "update_item", params))
