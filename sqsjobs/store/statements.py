@@ -233,6 +233,15 @@ def statement_error(answer: Mapping[str, Any]) -> StoreError | None:
 
 
 # ── the claim a batch can carry ──────────────────────────────────────────────────────────────
+#: What a fresh claim sets, attribute → value placeholder (plus ``claim_msg``): one list for the
+#: request and for ``claimed_job``, which applies the same values to the message's record.
+_FRESH_SETS = {
+    "status": ":running", "attempt": ":one", "lease_owner": ":owner", "claim_token": ":token",
+    "lease_epoch": ":one", "lease_expires": ":expires", "started_at": ":now", "updated_at": ":now",
+    "max_attempts": ":max",
+}  # fmt: skip
+
+
 def fresh_claim(
     table: str,
     envelope: Envelope,
@@ -259,14 +268,11 @@ def fresh_claim(
         ":zero": av_n(0), ":one": av_n(1), ":owner": av_s(owner), ":token": av_s(token),
         ":expires": av_n(now + lease_s), ":max": av_n(max_attempts), ":hash": av_s(str(envelope.payload_hash)),
     }  # fmt: skip
-    sets = [
-        "#status = :running", "attempt = :one", "lease_owner = :owner", "claim_token = :token",
-        "lease_epoch = :one", "lease_expires = :expires", "started_at = :now", "updated_at = :now",
-        "max_attempts = :max",
-    ]  # fmt: skip
+    assigned = dict(_FRESH_SETS)
     if message_id:
         values[":msg"] = av_s(message_id)
-        sets.append("claim_msg = :msg")
+        assigned["claim_msg"] = ":msg"
+    sets = [f"{'#status' if name == 'status' else name} = {value}" for name, value in assigned.items()]
     return {
         "TableName": table,
         "Key": {"id": av_s(envelope.job_id)},
@@ -297,15 +303,10 @@ def claims(
 
 def claimed_job(envelope: Envelope, fresh: Mapping[str, Any]) -> Job:
     """The job a landed ``fresh_claim`` made: the message's record with the claim's values applied."""
-    item = record_of(envelope)
     values = fresh["ExpressionAttributeValues"]
-    names = fresh["ExpressionAttributeNames"]
-    for part in fresh["UpdateExpression"].removeprefix("SET ").split(" REMOVE ")[0].split(", "):
-        path, value = part.split(" = ")
-        item[names.get(path, path)] = values[value]
-    item.pop("attn", None)
-    item.pop("due", None)
-    return job_from_item(item)
+    assigned = {**_FRESH_SETS, **({"claim_msg": ":msg"} if ":msg" in values else {})}
+    # The message's record has no attention entry (``attn``, ``due``) for the claim to remove.
+    return job_from_item(record_of(envelope) | {name: values[value] for name, value in assigned.items()})
 
 
 def claim_needs_single(error: StoreError, token: str) -> bool:
