@@ -172,7 +172,13 @@ def _put_all(settings: Settings, puts: list[tuple[rq.NewJob, dict[str, Any]]]) -
     created: list[rq.NewJob] = []
     alone: list[tuple[rq.NewJob, dict[str, Any]]] = []
     if settings.batch_writes and len(puts) > 1:
-        for group in _distinct_chunks(puts, alone):
+        # A batch naming one item twice is refused whole: a repeated id is put alone, after the first.
+        firsts: list[tuple[rq.NewJob, dict[str, Any]]] = []
+        seen: set[str] = set()
+        for job, put in puts:
+            (alone if job.id in seen else firsts).append((job, put))
+            seen.add(job.id)
+        for group in sqs.chunks(firsts, statements.MAX_STATEMENTS):
             try:
                 request = statements.batch([statements.insert_statement(put) for _, put in group])
                 answers = (yield Call("dynamodb", "batch_execute_statement", request))["Responses"]
@@ -193,21 +199,6 @@ def _put_all(settings: Settings, puts: list[tuple[rq.NewJob, dict[str, Any]]]) -
         else:
             created.append(job)
     return created
-
-
-def _distinct_chunks(puts: list[Any], rest: list[Any]) -> list[list[Any]]:
-    """Chunks of ``statements.MAX_STATEMENTS`` puts, no id twice in one.
-
-    A batch naming one item twice is refused whole, so a repeated id goes to ``rest``, to be put
-    alone after the first one landed.
-    """
-    seen: set[str] = set()
-    unique: list[Any] = []
-    for job, put in puts:
-        (rest if job.id in seen else unique).append((job, put))
-        seen.add(job.id)
-    size = statements.MAX_STATEMENTS
-    return [unique[i : i + size] for i in range(0, len(unique), size)]
 
 
 def get_flow(settings: Settings, job_id: str) -> Flow[Job]:
