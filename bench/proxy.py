@@ -54,6 +54,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
 
+from sqsjobs._aws import consumed_units
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -462,16 +464,8 @@ class AwsProxy:
             return
         consumed = json.loads(body).get("ConsumedCapacity") or []
         with self._lock:
-            for entry in consumed if isinstance(consumed, list) else [consumed]:
-                indexes = sum(
-                    float(i.get("CapacityUnits", 0)) for i in entry.get("GlobalSecondaryIndexes", {}).values()
-                )
-                table = entry.get("Table", {}).get("CapacityUnits")
-                # An answer with the total only (MiniStack's batch calls) is the table's when no index is named.
-                self.write_units["table"] += (
-                    float(table) if table is not None else float(entry.get("CapacityUnits", 0)) - indexes
-                )
-                self.write_units["indexes"] += indexes
+            for part, units in consumed_units(consumed):
+                self.write_units["table" if part == "table" else "indexes"] += units
 
     def trace(self, on: bool = True) -> list[Exchange]:
         """Start (or stop) timing every forwarded exchange; returns what was recorded so far."""

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from sqsjobs import App
-from sqsjobs._aws import Call, one
+from sqsjobs._aws import Call, consumed_units, one
 from sqsjobs.job import FailureRecord
 from sqsjobs.producer import JobRequest, build_new_job
 from sqsjobs.store import requests as rq
@@ -23,10 +23,8 @@ OWNER = "ip-10-0-0-1-12345-abcdef"  # a realistic lease owner (host-pid-random)
 
 def units(response: dict[str, Any]) -> tuple[float, float]:
     """(table, all indexes) capacity units of one write."""
-    consumed = response["ConsumedCapacity"]
-    table = float(consumed.get("Table", {}).get("CapacityUnits", 0))
-    indexes = sum(float(i["CapacityUnits"]) for i in consumed.get("GlobalSecondaryIndexes", {}).values())
-    return table, indexes
+    parts = consumed_units(response["ConsumedCapacity"])
+    return sum(u for p, u in parts if p == "table"), sum(u for p, u in parts if p != "table")
 
 
 #: A typical SQS message id (a UUID), as the claim records it.

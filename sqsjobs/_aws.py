@@ -158,6 +158,28 @@ CAPACITY_OPERATIONS = frozenset({
 READ_OPERATIONS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"})
 
 
+def consumed_units(consumed: Any) -> list[tuple[str, float]]:
+    """``("table", units)`` and ``("index:<name>", units)`` of a ``ConsumedCapacity`` answer (a list for batch calls).
+
+    ``INDEXES`` asks for the table's share apart; an answer with the total only (MiniStack's
+    ``BatchExecuteStatement``) is the table's, less any index it names.
+    """
+    parts: list[tuple[str, float]] = []
+    for entry in consumed if isinstance(consumed, list) else [consumed]:
+        indexes = [
+            (f"index:{name}", float(used.get("CapacityUnits", 0)))
+            for group in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes")
+            for name, used in entry.get(group, {}).items()
+        ]
+        table = entry.get("Table", {}).get("CapacityUnits")
+        total = float(entry.get("CapacityUnits", 0))
+        parts += [
+            ("table", float(table) if table is not None else total - sum(u for _, u in indexes)),
+            *indexes,
+        ]
+    return parts
+
+
 class RequestCounter:
     """Counts API calls by (service, operation), as the drivers hand them to the SDK.
 
@@ -192,17 +214,8 @@ class RequestCounter:
             return
         kind = "read" if model.name in READ_OPERATIONS else "write"
         with self._lock:
-            for entry in consumed if isinstance(consumed, list) else [consumed]:
-                indexes = 0.0
-                for group in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes"):
-                    for name, used in entry.get(group, {}).items():
-                        self.capacity[(kind, f"index:{name}")] += float(used.get("CapacityUnits", 0))
-                        indexes += float(used.get("CapacityUnits", 0))
-                # INDEXES asks for the table's share apart; an answer with the total only (MiniStack's
-                # BatchExecuteStatement) is the table's when no index is named.
-                table = entry.get("Table", {}).get("CapacityUnits")
-                total = float(entry.get("CapacityUnits", 0))
-                self.capacity[(kind, "table")] += float(table) if table is not None else total - indexes
+            for part, units in consumed_units(consumed):
+                self.capacity[(kind, part)] += units
 
     def units(self, kind: str = "write", part: str | None = None) -> float:
         """Capacity units consumed of ``kind`` (``write``/``read``) by ``part`` (``table``, ``index:<name>``, None: all)."""
