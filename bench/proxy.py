@@ -596,9 +596,13 @@ class AwsProxy:
         upstream = await asyncio.open_connection(self._up_host, self._up_port, limit=STREAM_LIMIT)
         try:
             response, keep = await self._forward(upstream, request)
-        except _NoAnswer as exc:
+        except BaseException as exc:
+            # The caller only closes a connection it was handed back: this one, cancelled at the
+            # proxy's stop (a long poll on a fresh connection) or cut mid-answer, is closed here.
             upstream[1].close()
-            raise _Closed from exc
+            if isinstance(exc, _NoAnswer):
+                raise _Closed from exc
+            raise
         return response, keep, upstream
 
     async def _forward(
