@@ -23,7 +23,7 @@ import tenacity
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sqsjobs.errors import AwsError, SchedulerError, StoreError, TransportError
+from sqsjobs.errors import AwsError, ObjectStoreError, SchedulerError, StoreError, TransportError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -32,9 +32,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-SERVICES = ("dynamodb", "sqs", "scheduler")
+SERVICES = ("dynamodb", "sqs", "scheduler", "s3")
 #: Where a Call goes: an AWS service, or ``clock`` for a pause the driver sleeps through.
-Service = Literal["dynamodb", "sqs", "scheduler", "clock"]
+Service = Literal["dynamodb", "sqs", "scheduler", "s3", "clock"]
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,12 @@ def retrying(attempt: Callable[[], Flow[T]], policy: tenacity.Retrying) -> Flow[
 
 def wrap_error(service: str, exc: Exception) -> AwsError:
     """Turn a botocore exception into the sqsjobs error for ``service``."""
-    kind = {"dynamodb": StoreError, "scheduler": SchedulerError}.get(service, TransportError)
+    kinds: dict[str, type[AwsError]] = {
+        "dynamodb": StoreError,
+        "scheduler": SchedulerError,
+        "s3": ObjectStoreError,
+    }
+    kind = kinds.get(service, TransportError)
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {})
         code = str(error.get("Code", "Unknown"))
@@ -241,15 +246,15 @@ class RequestCounter:
             self.capacity.clear()
 
 
-def _client_kwargs(settings: Settings) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {
-        "region_name": settings.region,
-        "config": _botocore_config(
-            validate=settings.validate_requests, pool=pool_connections(settings.concurrency)
-        ),
-    }
+def _client_kwargs(settings: Settings, service: str) -> dict[str, Any]:
+    config = _botocore_config(
+        validate=settings.validate_requests, pool=pool_connections(settings.concurrency)
+    )
+    kwargs: dict[str, Any] = {"region_name": settings.region, "config": config}
     if settings.endpoint_url:
         kwargs["endpoint_url"] = settings.endpoint_url
+        if service == "s3":  # an emulator on 127.0.0.1 has no <bucket>.host names: path-style URLs
+            kwargs["config"] = config.merge(Config(s3={"addressing_style": "path"}))
     return kwargs
 
 
@@ -278,7 +283,7 @@ class SyncClients:
                 if client is None:
                     if self._session is None:
                         self._session = boto3.session.Session()
-                    client = self._session.client(service, **_client_kwargs(self._settings))
+                    client = self._session.client(service, **_client_kwargs(self._settings, service))
                     if self._settings.measure_capacity and service == "dynamodb":
                         self.counter.watch(client)
                     self._clients[service] = client
@@ -316,7 +321,7 @@ class AsyncClients:
                 if self._session is None:
                     self._session = aioboto3.Session()
                 client = await self._stack.enter_async_context(
-                    self._session.client(service, **_client_kwargs(self._settings))
+                    self._session.client(service, **_client_kwargs(self._settings, service))
                 )
                 if self._settings.measure_capacity and service == "dynamodb":
                     self.counter.watch(client)
@@ -348,6 +353,10 @@ def run_sync(flow: Flow[T], clients: SyncClients) -> T:
                 client = clients.get(call.service)
                 clients.counter.add(call.service, _api_name(client, call.operation))
                 response = getattr(client, call.operation)(**call.params)
+                if (
+                    call.service == "s3" and "Body" in response
+                ):  # S3's GetObject: the flow gets the bytes, not a stream
+                    response["Body"] = response["Body"].read()
             except (ClientError, BotoCoreError) as exc:
                 call = flow.throw(wrap_error(call.service, exc))
             else:
@@ -369,6 +378,11 @@ async def run_async(flow: Flow[T], clients: AsyncClients) -> T:
                 client = await clients.get(call.service)
                 clients.counter.add(call.service, _api_name(client, call.operation))
                 response = await getattr(client, call.operation)(**call.params)
+                if (
+                    call.service == "s3" and "Body" in response
+                ):  # S3's GetObject: the flow gets the bytes, not a stream
+                    async with response["Body"] as stream:
+                        response["Body"] = await stream.read()
             except (ClientError, BotoCoreError) as exc:
                 call = flow.throw(wrap_error(call.service, exc))
             else:

@@ -204,14 +204,18 @@ class App:
         """Async ``enqueue_many``."""
         return list(await self.arun(self._enqueue_flow(_requests(requests))))
 
-    def get(self, job_id: str) -> Job:
-        """The job's record; ``JobNotFound`` if there is none."""
-        job: Job = self.run(get_flow(self.settings, job_id))
+    def get(self, job_id: str, *, load_result: bool = True) -> Job:
+        """The job's record; ``JobNotFound`` if there is none.
+
+        A result kept in S3 (larger than ``inline_result_bytes``) is read into ``result`` unless
+        ``load_result`` is False; ``result_ref`` names its object either way.
+        """
+        job: Job = self.run(get_flow(self.settings, job_id, load_result=load_result))
         return job
 
-    async def aget(self, job_id: str) -> Job:
+    async def aget(self, job_id: str, *, load_result: bool = True) -> Job:
         """Async ``get``."""
-        job: Job = await self.arun(get_flow(self.settings, job_id))
+        job: Job = await self.arun(get_flow(self.settings, job_id, load_result=load_result))
         return job
 
     def cancel(self, job_id: str) -> str:

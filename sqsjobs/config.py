@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -22,9 +23,13 @@ if TYPE_CHECKING:
 #: SQS long polls wait at most 20 s.
 #: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-short-and-long-polling.html
 MAX_WAIT_TIME_S = 20
-#: DynamoDB items are at most 400 KB; the payload shares the item with the record.
-#: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ServiceQuotas.html
-MAX_INLINE_PAYLOAD_BYTES = 256 * 1024
+#: A queue's default (and every emulator's) largest message, body and attributes together; AWS lets a
+#: queue raise it to 1 MiB (``MaximumMessageSize``).
+#: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html
+MAX_MESSAGE_BYTES = 256 * 1024
+#: The largest payload a message carries by default: the message's limit less room for the envelope's
+#: other fields and the trace attribute (under 2 KiB together).
+MAX_INLINE_PAYLOAD_BYTES = MAX_MESSAGE_BYTES - 8 * 1024
 
 
 def to_seconds(value: timedelta | float | int) -> float:
@@ -76,8 +81,25 @@ class Settings:
     receive_slack: int = 10
     #: Finished records are deleted by DynamoDB TTL after this long.
     retention_s: float = 14 * 86_400.0
-    #: Larger payloads raise ``PayloadTooLarge`` at enqueue.
-    max_payload_bytes: int = MAX_INLINE_PAYLOAD_BYTES
+    #: S3 bucket of the payloads and results too large for the message or the record (the claim-check);
+    #: default ``<app_name>-payloads``. Bucket names are global: on AWS, name your own (infra/ does).
+    #: ``SQSJOBS_PAYLOAD_BUCKET``.
+    payload_bucket: str = ""
+    #: A larger payload is an S3 object and the message carries its reference (docs/payloads.md).
+    inline_payload_bytes: int = MAX_INLINE_PAYLOAD_BYTES
+    #: A larger payload of a job the record holds (run_at beyond SQS's 15-minute delay) is an S3 object:
+    #: a payload in the record is billed again, per KB, by each of the record's later writes.
+    held_inline_payload_bytes: int = 2 * 1024
+    #: A larger result is an S3 object and the record keeps its reference (docs/payloads.md).
+    inline_result_bytes: int = 8 * 1024
+    #: Larger payloads raise ``PayloadTooLarge`` at enqueue (the worker reads a payload whole).
+    max_payload_bytes: int = 64 * 1024 * 1024
+    #: Larger results are replaced by a note saying so (the job still succeeds).
+    max_result_bytes: int = 64 * 1024 * 1024
+    #: S3 objects (payloads and results) expire this many days after they are written (a lifecycle rule,
+    #: at least the record's retention). A job whose payload is an object must start within this less the
+    #: retention, so enqueue refuses a later ``run_at`` for it.
+    payload_object_days: int = 30
     #: Finished messages are deleted in batches; a batch waits at most this long to fill. The record is
     #: already final, so a late delete costs nothing but a redelivery the claim discards.
     ack_linger_s: float = 0.1
@@ -116,6 +138,18 @@ class Settings:
             object.__setattr__(self, "queue_prefix", self.app_name)
         if not self.schedule_group:
             object.__setattr__(self, "schedule_group", f"{self.app_name}-schedules")
+        if not self.payload_bucket:
+            object.__setattr__(self, "payload_bucket", f"{self.app_name}-payloads")
+        if not 0 < self.inline_payload_bytes <= MAX_MESSAGE_BYTES * 4 - 8 * 1024:
+            raise ConfigurationError(
+                f"inline_payload_bytes must be 1..{MAX_MESSAGE_BYTES * 4 - 8 * 1024} (a 1 MiB message "
+                f"less its envelope), got {self.inline_payload_bytes}"
+            )
+        if self.payload_object_days < self.retention_days + 1:
+            raise ConfigurationError(
+                f"payload_object_days ({self.payload_object_days}) must outlast the record's retention "
+                f"({self.retention_days} days) by at least a day"
+            )
         if not 0 <= self.receive_wait_s <= MAX_WAIT_TIME_S:
             raise ConfigurationError(
                 f"receive_wait_s must be 0..{MAX_WAIT_TIME_S}, got {self.receive_wait_s}"
@@ -128,6 +162,11 @@ class Settings:
             raise ConfigurationError(f"concurrency must be at least 1, got {self.concurrency}")
         if self.lease_s <= 0:
             raise ConfigurationError(f"lease_s must be positive, got {self.lease_s}")
+
+    @property
+    def retention_days(self) -> int:
+        """``retention_s`` in whole days, rounded up (S3 lifecycle rules count days)."""
+        return max(1, math.ceil(self.retention_s / 86_400))
 
     @property
     def heartbeat_interval_s(self) -> float:

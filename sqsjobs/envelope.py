@@ -4,8 +4,10 @@ Version 2 carries the job's payload and the fields its record is made of (type, 
 hash and version, times, tenant, idempotency key, trace), so the record stays small (no payload on
 the happy path, DESIGN §2) and a claim can create the record when the producer died between its
 send and its write. It is still only a hint: the claim decides, and refuses a message whose payload
-hash is not the record's (a conflicting idempotent enqueue). Version 1 (id and type only) is still
-read: its payload comes from the record.
+hash is not the record's (a conflicting idempotent enqueue). Version 3 is version 2 with the payload
+in S3: ``ref`` names the object and ``size`` its bytes (``sqsjobs.transport.objects``); only such
+messages are written as version 3, so a worker that predates it never mistakes one for a job with a
+``null`` payload. Version 1 (id and type only) is still read: its payload comes from the record.
 
 A second kind, ``Fire``, is what EventBridge Scheduler (or the local firing loop of ``sqsjobs dev``)
 sends for one occurrence of a schedule; the worker turns it into a job (``sqsjobs.schedules.fire``).
@@ -20,9 +22,11 @@ from typing import Any, TypeGuard
 from sqsjobs.errors import EnvelopeError, UnknownEnvelopeVersion
 
 ENVELOPE_VERSION = 2
+#: A job whose payload is an S3 object (``ref``).
+REF_ENVELOPE_VERSION = 3
 FIRE_VERSION = 1
 #: Versions this worker reads (1: the job id and type only).
-READABLE_VERSIONS = frozenset({1, 2})
+READABLE_VERSIONS = frozenset({1, 2, 3})
 
 #: Message attributes the framework sets on messages it dead-letters.
 DLQ_REASON = "sqsjobs-reason"
@@ -64,6 +68,9 @@ class Envelope:
     parent_id: str | None = None
     root_id: str | None = None
     max_attempts: int | None = None
+    #: The payload's S3 object (version 3; ``payload`` is then None) and its size in bytes.
+    payload_ref: str | None = None
+    payload_size: int | None = None
 
     def to_body(self) -> str:
         """Serialise for SendMessage."""
@@ -77,6 +84,8 @@ class Envelope:
                 "created": self.created_at,
                 "run_at": self.run_at,
             }
+            if self.payload_ref is not None:
+                data |= {"v": REF_ENVELOPE_VERSION, "ref": self.payload_ref, "size": self.payload_size}
             for key, attr in _OPTIONAL.items():
                 value = getattr(self, attr)
                 if value is not None:
@@ -109,6 +118,11 @@ class Envelope:
         ):
             raise EnvelopeError(f"envelope lacks its queue, payload hash or times: {body[:80]!r}")
         optional = {attr: data[key] for key, attr in _OPTIONAL.items() if data.get(key) is not None}
+        if data["v"] >= REF_ENVELOPE_VERSION:
+            reference, size = data.get("ref"), data.get("size")
+            if not isinstance(reference, str) or not reference or not _number(size):
+                raise EnvelopeError(f"envelope lacks its payload's S3 reference or size: {body[:80]!r}")
+            optional |= {"payload_ref": reference, "payload_size": int(size)}
         return cls(
             job_id=job_id, job_type=job_type, version=data["v"], queue=queue, payload=data["payload"],
             has_payload=True, payload_hash=digest, payload_version=int(data.get("pv") or 1),
@@ -175,9 +189,9 @@ def _load(body: str) -> dict[str, Any]:
         raise EnvelopeError(f"message body is not a JSON object: {body[:80]!r}")
     version = data.get("v")
     if version not in READABLE_VERSIONS:
-        if isinstance(version, int) and version > ENVELOPE_VERSION:
+        if isinstance(version, int) and version > REF_ENVELOPE_VERSION:
             raise UnknownEnvelopeVersion(
-                f"envelope version {version} is newer than this worker's {ENVELOPE_VERSION}"
+                f"envelope version {version} is newer than this worker's {REF_ENVELOPE_VERSION}"
             )
         raise EnvelopeError(f"message body has no sqsjobs envelope version: {body[:80]!r}")
     return data

@@ -76,7 +76,11 @@ class PayloadInvalid(PayloadError):
 
 
 class PayloadTooLarge(PayloadError):
-    """The payload is larger than the inline limit; store it elsewhere (e.g. S3) and pass its key."""
+    """The payload is larger than ``max_payload_bytes``, the largest a job may carry (S3 included)."""
+
+
+class PayloadMissing(PayloadError):
+    """The payload's S3 object is gone (expired or deleted) or is not the payload the job was enqueued with."""
 
 
 class EnvelopeError(SqsJobsError):
@@ -155,6 +159,10 @@ class TransportError(AwsError):
 
 class SchedulerError(AwsError):
     """A call to EventBridge Scheduler failed."""
+
+
+class ObjectStoreError(AwsError):
+    """A call to the S3 bucket of large payloads and results failed."""
 
 
 class JobTimeout(SqsJobsError):

@@ -170,6 +170,10 @@ class Job:
     #: Identity of the payload (``sqsjobs.store.codec.payload_hash``) and its JSON size in bytes.
     payload_hash: str | None = None
     payload_size: int | None = None
+    #: ``s3://bucket/key`` of a payload too large for the message (``payload`` is then None): the
+    #: worker reads it. ``result_ref`` likewise for a result too large for the record.
+    payload_ref: str | None = None
+    result_ref: str | None = None
     #: Extra fields that a newer sqsjobs wrote; kept so nothing is lost.
     extra: dict[str, Any] = field(default_factory=dict)
 

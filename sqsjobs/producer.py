@@ -9,6 +9,8 @@ the record already there.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import uuid
 from dataclasses import dataclass
@@ -16,13 +18,13 @@ from typing import TYPE_CHECKING, Any, Generic, TypedDict
 
 from sqsjobs._aws import Call, Flow
 from sqsjobs.config import to_seconds
-from sqsjobs.errors import JobNotFound, PayloadTooLarge, StoreError, TransportError
+from sqsjobs.errors import JobNotFound, PayloadMissing, PayloadTooLarge, StoreError, TransportError
 from sqsjobs.job import JobStatus
 from sqsjobs.observability.tracing import current_trace, message_attributes
 from sqsjobs.registry import P
 from sqsjobs.store import requests as rq
 from sqsjobs.store import statements
-from sqsjobs.transport import sqs
+from sqsjobs.transport import objects, sqs
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -72,13 +74,6 @@ def build_new_job(
     job_type = registry.name_of(request.type)
     spec = registry.get(job_type) if request.queue is None or job_type in registry else None
     payload = spec.dump(request.payload) if spec else request.payload
-    size = len(json.dumps(payload, separators=(",", ":")).encode())
-    if size > settings.max_payload_bytes:
-        raise PayloadTooLarge(
-            f"payload of {job_type!r} is {size} bytes, over the "
-            f"{settings.max_payload_bytes}-byte inline limit; "
-            "store the data elsewhere (e.g. S3) and enqueue its key"
-        )
     if request.run_at is not None:
         run_at = request.run_at.timestamp()
     else:
@@ -88,7 +83,7 @@ def build_new_job(
         if request.idempotency_key
         else uuid.uuid4().hex
     )
-    return rq.NewJob(
+    job = rq.NewJob(
         id=job_id,
         type=job_type,
         queue=request.queue or (spec.queue if spec else "default"),
@@ -106,6 +101,33 @@ def build_new_job(
         # The record keeps the producer's trace so the run can continue it (sqsjobs.observability.tracing).
         trace=request.trace or current_trace(),
     )
+    return _claim_checked(job, settings)
+
+
+def _claim_checked(job: rq.NewJob, settings: Settings) -> rq.NewJob:
+    """``job``, with its payload moved to S3 when the message or the record would carry too much.
+
+    The message carries up to ``inline_payload_bytes``; a held job's record (billed per KB at each
+    of its writes) up to ``held_inline_payload_bytes`` (docs/payloads.md has the arithmetic).
+    """
+    size = len(job.payload_json)  # canonical JSON is ASCII: characters are bytes
+    if size > settings.max_payload_bytes:
+        raise PayloadTooLarge(
+            f"payload of {job.type!r} is {size} bytes, over max_payload_bytes "
+            f"({settings.max_payload_bytes}); store the data elsewhere and enqueue its key, "
+            "or raise the setting"
+        )
+    limit = settings.held_inline_payload_bytes if job.held else settings.inline_payload_bytes
+    if size <= limit:
+        return job
+    latest_start = job.now + (settings.payload_object_days - settings.retention_days) * 86_400
+    if job.run_at > latest_start:
+        raise PayloadTooLarge(
+            f"payload of {job.type!r} ({size} bytes) goes to S3, where it expires after "
+            f"{settings.payload_object_days} days (payload_object_days): such a job must start within "
+            f"{settings.payload_object_days - settings.retention_days} days, not at {job.run_at:.0f}"
+        )
+    return dataclasses.replace(job, payload_bucket=settings.payload_bucket)
 
 
 def enqueue_many_flow(
@@ -124,17 +146,18 @@ def enqueue_many_flow(
     attention entry instead, and the sweeper sends it. A repeated idempotency key sends its message
     again (harmless: the claim decides) and finds its record already there.
     """
+    for job in jobs:  # before any message can name them
+        if job.payload_ref is not None:
+            yield from objects.put_flow(job.payload_ref, job.payload_json.encode())
     unsent: set[str] = set()
-    by_queue: dict[str, list[rq.NewJob]] = {}
+    by_queue: dict[str, list[tuple[rq.NewJob, str]]] = {}
     for job in jobs:
         if not job.held:
-            by_queue.setdefault(job.queue, []).append(job)
+            by_queue.setdefault(job.queue, []).append((job, rq.envelope_of(job).to_body()))
     for queue, queued in by_queue.items():
-        for batch in sqs.chunks(queued):
-            entries = [
-                (str(i), rq.envelope_of(j).to_body(), sqs.clamp_delay(j.run_at - j.now))
-                for i, j in enumerate(batch)
-            ]
+        for sized in sqs.sized_chunks(queued, [len(body) for _, body in queued]):
+            batch = [job for job, _ in sized]
+            entries = [(str(i), body, sqs.clamp_delay(j.run_at - j.now)) for i, (j, body) in enumerate(sized)]
             try:
                 params = sqs.send_batch(queue_urls[queue], entries)
                 for entry, j in zip(params["Entries"], batch, strict=True):
@@ -201,13 +224,21 @@ def _put_all(settings: Settings, puts: list[tuple[rq.NewJob, dict[str, Any]]]) -
     return created
 
 
-def get_flow(settings: Settings, job_id: str) -> Flow[Job]:
-    """Read one record (strongly consistent)."""
+def get_flow(settings: Settings, job_id: str, *, load_result: bool = True) -> Flow[Job]:
+    """Read one record (strongly consistent), with its result read from S3 when it is an object.
+
+    A result object that expired (``payload_object_days``) leaves ``result`` None; ``result_ref``
+    still names it.
+    """
     response = yield Call("dynamodb", "get_item", rq.get(settings.table_name, job_id))
     item = response.get("Item")
     if not item:
         raise JobNotFound(f"no job with id {job_id!r} in table {settings.table_name}")
-    return rq.job_from_item(item)
+    job = rq.job_from_item(item)
+    if load_result and job.result_ref is not None:
+        with contextlib.suppress(PayloadMissing):
+            job = job.evolve(result=json.loads((yield from objects.get_flow(job.result_ref))))
+    return job
 
 
 def cancel_flow(settings: Settings, job_id: str, now: float) -> Flow[str]:

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from sqsjobs.context import JobContext
 from sqsjobs.job import JobStatus
 from sqsjobs.producer import JobRequest, build_new_job
-from sqsjobs.runtime.execution import invoke, judge_failure, storable_result, timeout_error
+from sqsjobs.runtime.execution import invoke, judge_failure, timeout_error
+from sqsjobs.runtime.payloads import storable_result
 from sqsjobs.runtime.sweeper import run_sweeper
 from sqsjobs.runtime.worker import Worker
 from sqsjobs.store import requests as rq
@@ -143,7 +144,7 @@ async def arun_job(
             run.cancel()  # an async handler stops; a sync one is abandoned
     exc = run.exception() if run in done else timeout_error(spec)
     if exc is None:
-        stored = json.loads(json.dumps(storable_result(run.result())))
+        stored = json.loads(storable_result(run.result(), app.settings.max_result_bytes)[1])
         return RunResult(outcome="succeeded", job=job, result=stored)
     verdict = judge_failure(spec, job, exc, now=app.clock.now())
     return RunResult(
@@ -209,7 +210,7 @@ def all_finished(app: App, job_ids: Iterable[str]) -> Callable[[], bool]:
     ids = list(job_ids)
 
     def check() -> bool:
-        return all(app.get(i).status.terminal for i in ids)
+        return all(app.get(i, load_result=False).status.terminal for i in ids)
 
     return check
 

@@ -1,4 +1,4 @@
-"""Create (or bring in line) the table, queues and DLQs an App needs; safe to run again.
+"""Create (or bring in line) the table, queues, DLQs and payload bucket an App needs; safe to run again.
 
 Used by ``sqsjobs provision``, ``sqsjobs dev`` and the tests; infra/ creates the same resources
 with CloudFormation for production.
@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 import tenacity
 
 from sqsjobs._aws import Call, Flow, retrying
-from sqsjobs.errors import ConfigurationError, StoreError, TransportError
+from sqsjobs.errors import ConfigurationError, ObjectStoreError, StoreError, TransportError
 from sqsjobs.store import requests as rq
-from sqsjobs.transport import sqs
+from sqsjobs.transport import objects, sqs
 
 if TYPE_CHECKING:
     from sqsjobs.config import Settings
@@ -40,6 +40,8 @@ class ProvisionReport:
     dlq_urls: dict[str, str] = field(default_factory=dict)
     max_receive_count: int = 0
     created: list[str] = field(default_factory=list)
+    #: The claim-check bucket of large payloads and results.
+    bucket: str = ""
 
 
 def redrive_count(settings: Settings, registry: Registry) -> int:
@@ -96,7 +98,35 @@ def provision_flow(
         url = yield from _ensure_queue(settings.queue_name(queue), main_attrs, report)
         report.queue_urls[queue] = url
         report.dlq_urls[queue] = dlq
+    yield from _ensure_bucket(settings, report)
     return report
+
+
+def _ensure_bucket(settings: Settings, report: ProvisionReport) -> Flow[None]:
+    """The claim-check bucket: private, encrypted at rest, its objects expiring (``objects.lifecycle``)."""
+    bucket = settings.payload_bucket
+    create: dict[str, object] = {"Bucket": bucket}
+    if settings.region != "us-east-1":  # us-east-1 refuses a location constraint naming itself
+        create["CreateBucketConfiguration"] = {"LocationConstraint": settings.region}
+    try:
+        yield Call("s3", "create_bucket", create)
+        report.created.append(bucket)
+    except ObjectStoreError as exc:
+        if exc.code != "BucketAlreadyOwnedByYou":
+            raise ConfigurationError(
+                f"cannot create the payload bucket {bucket!r} ({exc.code}); bucket names are global: "
+                "set payload_bucket (SQSJOBS_PAYLOAD_BUCKET) to a name of your own"
+            ) from exc
+    block = dict.fromkeys(
+        ("BlockPublicAcls", "IgnorePublicAcls", "BlockPublicPolicy", "RestrictPublicBuckets"), True
+    )
+    yield Call("s3", "put_public_access_block", {"Bucket": bucket, "PublicAccessBlockConfiguration": block})
+    encryption = {"Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]}
+    yield Call(
+        "s3", "put_bucket_encryption", {"Bucket": bucket, "ServerSideEncryptionConfiguration": encryption}
+    )
+    yield Call("s3", "put_bucket_lifecycle_configuration", objects.lifecycle(settings))
+    report.bucket = bucket
 
 
 def _ensure_queue(name: str, attributes: dict[str, str], report: ProvisionReport) -> Flow[str]:

@@ -63,6 +63,8 @@ WORKER_ACTIONS: Mapping[str, tuple[str, ...]] = {
         "sqs:SendMessage",
         "sqs:GetQueueUrl",
     ),
+    # The claim-check bucket: read payloads, write results (and payloads of jobs a handler enqueues).
+    "s3": ("s3:GetObject", "s3:PutObject"),
 }
 SWEEPER_ACTIONS: Mapping[str, tuple[str, ...]] = {
     "dynamodb": ("dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem"),
@@ -233,4 +235,5 @@ def runtime_environment(settings: Settings, app_path: str) -> dict[str, str]:
         "SQSJOBS_VISIBILITY_TIMEOUT_S": str(settings.visibility_timeout_s),
         "SQSJOBS_DRAIN_TIMEOUT_S": f"{settings.drain_timeout_s:g}",
         "SQSJOBS_SCHEDULE_GROUP": settings.schedule_group,
+        "SQSJOBS_PAYLOAD_BUCKET": settings.payload_bucket,
     }

@@ -73,6 +73,8 @@ def check_replayable(registry: Registry, job: Job) -> str:
         return str(exc)
     if _in_its_message(job):
         return ""  # it was cancelled while it waited: its own message, still queued, carries the payload
+    if job.payload_ref is not None:
+        return ""  # an S3 object: the worker checks and validates it as it runs (no GET per replay here)
     if job.payload_version > spec.version:
         return f"payload version {job.payload_version} is newer than the handler's {spec.version}"
     try:

@@ -17,11 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic_core import to_jsonable_python
 
 from sqsjobs import envelope as env
 from sqsjobs.context import InterruptReason, JobContext
@@ -29,7 +26,9 @@ from sqsjobs.errors import (
     Cancel,
     EnvelopeError,
     HandlerNotFound,
+    ObjectStoreError,
     PayloadInvalid,
+    PayloadMissing,
     PermanentError,
     Retry,
     StoreError,
@@ -40,6 +39,7 @@ from sqsjobs.job import AttemptOutcome, JobStatus
 from sqsjobs.observability.metrics import DEAD, on_transition
 from sqsjobs.observability.tracing import trace_id
 from sqsjobs.retry import decide
+from sqsjobs.runtime import payloads
 from sqsjobs.runtime.acks import DELETE, LEAVE, RELEASE, Ack, dead_letter, failure_record
 from sqsjobs.runtime.transitions import Transitions
 from sqsjobs.schedules.fire import handle_fire
@@ -57,8 +57,6 @@ if TYPE_CHECKING:
     from sqsjobs.registry import HandlerSpec
     from sqsjobs.transport.sqs import Delivery
 
-#: Results above this are replaced by a note, so the record stays far below DynamoDB's 400 KB.
-MAX_RESULT_BYTES = 64 * 1024
 #: A worker that sees a payload version newer than its handler's parks the message this long.
 NEWER_VERSION_PARK_S = 60
 #: A message waiting for another owner's lease comes back this long after the lease expires, so the
@@ -111,21 +109,6 @@ def judge_failure(spec: HandlerSpec, job: Job, exc: BaseException, *, now: float
         )
         return Verdict("dead", reason=reason)
     return Verdict("retry", delay_s=decision.delay_s)
-
-
-def storable_result(result: Any) -> Any:
-    """A handler's return value as the record keeps it: JSON-compatible, or a note saying why not.
-
-    A result that cannot be stored must not lose the success, so this never raises.
-    """
-    try:
-        stored = to_jsonable_python(result)
-        size = len(json.dumps(stored))
-    except Exception as exc:
-        return {"sqsjobs_note": f"result not JSON-serialisable: {type(exc).__name__}: {exc}"[:500]}
-    if size > MAX_RESULT_BYTES:
-        return {"sqsjobs_note": f"result of {size} bytes omitted (limit {MAX_RESULT_BYTES})"}
-    return stored
 
 
 async def invoke(spec: HandlerSpec, payload: Any, ctx: JobContext, *, pool: Executor | None = None) -> Any:
@@ -306,9 +289,10 @@ class Execution:
             )
             return DELETE
         if refused.reason is ClaimRefusal.FINISHED:
-            cancelled_unkept = (
-                job.status is JobStatus.CANCELLED and job.payload is None and envelope.has_payload
-            )
+            cancelled_unkept = (  # a payload in S3 needs no keeping: the record has its reference
+                job.status is JobStatus.CANCELLED and job.payload is None and job.payload_ref is None
+                and envelope.has_payload
+            )  # fmt: skip
             if cancelled_unkept and not await self._keep_payload(job, envelope):
                 return LEAVE  # not kept (DynamoDB unreachable): the message comes back, try again
             if job.status is JobStatus.DEAD:
@@ -372,12 +356,13 @@ class Execution:
                 job, rq.release(self._table, job, owner=self.worker_id, now=self.app.clock.now())
             )
             return Ack("rearm", delay_s=NEWER_VERSION_PARK_S)
+        queue = delivery.queue if delivery else job.queue
         try:
-            payload = spec.validate(job.payload)
-        except PayloadInvalid as exc:
-            return await self._dead(
-                job, exc, reason="payload failed validation", queue=delivery.queue if delivery else job.queue
-            )
+            payload = spec.validate(await payloads.load(self.app.arun, job))
+        except (PayloadInvalid, PayloadMissing) as exc:
+            return await self._dead(job, exc, reason=payloads.unusable(exc), queue=queue)
+        except ObjectStoreError as exc:  # S3 did not answer: a passing fault, retried by the type's policy
+            return await self._failed(spec, job, exc, queue)
 
         timeout_s = (
             spec.run_timeout_s(self._default_timeout_s()) if self._default_timeout_s else spec.timeout_s
@@ -498,15 +483,11 @@ class Execution:
             return False
 
     async def _succeeded(self, job: Job, result: Any, duration: float) -> Ack:
-        now = self.app.clock.now()
+        stored = await payloads.store_result(self.app.arun, self.app.settings, job, result)
         params = rq.complete(
-            self._table,
-            job,
-            owner=self.worker_id,
-            now=now,
-            result=storable_result(result),
-            retention_s=self.app.settings.retention_s,
-        )
+            self._table, job, owner=self.worker_id, now=self.app.clock.now(), result=stored.value,
+            result_ref=stored.ref, retention_s=self.app.settings.retention_s,
+        )  # fmt: skip
         if not await self._write(job, params):
             return LEAVE
         self._log(

@@ -90,7 +90,7 @@ KNOWN_ATTRIBUTES = {
     "max_attempts", "run_at", "created_at", "updated_at", "started_at", "finished_at", "lease_owner",
     "lease_epoch", "lease_expires", "result", "error", "history", "idempotency_key", "tenant", "parent_id",
     "root_id", "trace", "cancel_requested", "reason", "expires_at", "claim_token", "claim_msg", "wid",
-    "payload_size", "attn",
+    "payload_size", "attn", "payload_ref", "result_ref",
 }  # fmt: skip
 
 #: Attribute each write that may be retried after a lost answer sets to its own random nonce.
@@ -134,6 +134,8 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         lease_expires=to_datetime(num_attr(item, "lease_expires")),
         payload_hash=str_attr(item, "payload_hash"),
         payload_size=_optional_int(num_attr(item, "payload_size")),
+        payload_ref=str_attr(item, "payload_ref"),
+        result_ref=str_attr(item, "result_ref"),
         claim_token=str_attr(item, "claim_token"),
         claim_message_id=str_attr(item, "claim_msg"),
         result=json.loads(result_raw) if result_raw is not None else None,

@@ -17,6 +17,7 @@ from sqsjobs.errors import IdempotencyConflict
 from sqsjobs.job import Job, JobStatus
 from sqsjobs.store.codec import Item, av_n, av_s, canonical_json, old_item, payload_hash
 from sqsjobs.store.schema import HELD, PENDING, attention_key
+from sqsjobs.transport import objects
 
 if TYPE_CHECKING:
     from sqsjobs.errors import StoreError
@@ -42,6 +43,9 @@ class NewJob:
     parent_id: str | None = None
     root_id: str | None = None
     trace: str | None = None
+    #: Set when the payload is too large for the message (or for the record of a held job): it is
+    #: then an S3 object in this bucket (``payload_ref``), written before the message is sent.
+    payload_bucket: str | None = None
 
     # Cached: the record, the message and a conflict check all need them, once per job.
     @functools.cached_property
@@ -54,13 +58,21 @@ class NewJob:
         """See ``payload_hash``."""
         return payload_hash(self.type, self.payload_version, self.payload)
 
+    @functools.cached_property
+    def payload_ref(self) -> str | None:
+        """The payload's S3 object, when it has one (``sqsjobs.transport.objects``)."""
+        if self.payload_bucket is None:
+            return None
+        return objects.payload_ref(self.payload_bucket, self.id, self.payload_hash)
+
 
 def put_job(table: str, job: NewJob, *, unsent: bool = False) -> dict[str, Any]:
     """PutItem that creates the record only if the id is new (the idempotency check).
 
     The payload stays out of the record when a message carries it (the record is then a few hundred
     bytes: one write unit). A held job (no message yet) keeps it with a ``held`` attention entry; an
-    ``unsent`` one (SQS refused its message) with a ``pending`` entry the sweeper sends at once.
+    ``unsent`` one (SQS refused its message) with a ``pending`` entry the sweeper sends at once. A
+    payload in S3 is never copied: the record keeps its reference.
     """
     item: Item = {
         "id": av_s(job.id),
@@ -76,12 +88,15 @@ def put_job(table: str, job: NewJob, *, unsent: bool = False) -> dict[str, Any]:
         "created_at": av_n(job.now),
         "updated_at": av_n(job.now),
     }
+    if job.payload_ref is not None:
+        item["payload_ref"] = av_s(job.payload_ref)
     if job.held or unsent:
         item |= {
-            "payload": av_s(job.payload_json),
             "attn": av_s(attention_key(HELD if job.held else PENDING, job.id)),
             "due": av_n(job.run_at if job.held else job.now),
         }
+        if job.payload_ref is None:
+            item["payload"] = av_s(job.payload_json)
     if job.max_attempts is not None:  # None: a producer without the handler; the claim resolves it
         item["max_attempts"] = av_n(job.max_attempts)
     for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace"):
@@ -99,19 +114,22 @@ def put_job(table: str, job: NewJob, *, unsent: bool = False) -> dict[str, Any]:
 def envelope_of(job: NewJob | Job) -> Envelope:
     """The message that carries ``job`` (a new job, or a record that keeps its payload)."""
     if isinstance(job, NewJob):
+        in_s3 = job.payload_ref is not None
         return Envelope(
-            job.id, job.type, queue=job.queue, payload=job.payload, has_payload=True,
+            job.id, job.type, queue=job.queue, payload=None if in_s3 else job.payload, has_payload=True,
             payload_hash=job.payload_hash, payload_version=job.payload_version, created_at=job.now,
             run_at=job.run_at, tenant=job.tenant, idempotency_key=job.idempotency_key, trace=job.trace,
             parent_id=job.parent_id, root_id=job.root_id, max_attempts=job.max_attempts,
+            payload_ref=job.payload_ref, payload_size=len(job.payload_json) if in_s3 else None,
         )  # fmt: skip
     if job.payload_hash is None:  # a record of the first layout: the claim reads its payload
         return Envelope(job.id, job.type)
     return Envelope(
-        job.id, job.type, queue=job.queue, payload=job.payload, has_payload=True,
-        payload_hash=job.payload_hash, payload_version=job.payload_version,
+        job.id, job.type, queue=job.queue, payload=None if job.payload_ref else job.payload,
+        has_payload=True, payload_hash=job.payload_hash, payload_version=job.payload_version,
         created_at=job.created_at.timestamp(), run_at=job.run_at.timestamp(), tenant=job.tenant,
         idempotency_key=job.idempotency_key, trace=job.trace, parent_id=job.parent_id, root_id=job.root_id,
+        payload_ref=job.payload_ref, payload_size=job.payload_size if job.payload_ref else None,
     )  # fmt: skip
 
 
@@ -138,14 +156,18 @@ def record_of(envelope: Envelope) -> Item:
     item: Item = {
         "id": av_s(envelope.job_id), "type": av_s(envelope.job_type), "queue": av_s(envelope.queue),
         "status": av_s(JobStatus.QUEUED), "payload_hash": av_s(str(envelope.payload_hash)),
-        "payload_size": av_n(len(canonical_json(envelope.payload))),
+        "payload_size": av_n(
+            envelope.payload_size
+            if envelope.payload_size is not None
+            else len(canonical_json(envelope.payload))
+        ),
         "payload_version": av_n(envelope.payload_version), "attempt": av_n(0), "lease_epoch": av_n(0),
         "run_at": av_n(envelope.run_at), "created_at": av_n(envelope.created_at),
         "updated_at": av_n(envelope.created_at),
     }  # fmt: skip
     if envelope.max_attempts is not None:
         item["max_attempts"] = av_n(envelope.max_attempts)
-    for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace"):
+    for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace", "payload_ref"):
         value = getattr(envelope, name)
         if value is not None:
             item[name] = av_s(value)

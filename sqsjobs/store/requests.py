@@ -393,17 +393,21 @@ def _finish(
 
 
 def complete(
-    table: str, job: Job, *, owner: str, now: float, result: Any, retention_s: float
+    table: str,
+    job: Job,
+    *,
+    owner: str,
+    now: float,
+    result: Any,
+    retention_s: float,
+    result_ref: str | None = None,
 ) -> dict[str, Any]:
-    """Running → succeeded, fenced (a ``None`` result is not written)."""
+    """Running → succeeded, fenced (a ``None`` result is not written; one in S3 is by its reference)."""
+    extra = {} if result is None else {"result": av_json(result)}
+    if result_ref is not None:
+        extra["result_ref"] = av_s(result_ref)
     return _finish(
-        table,
-        job,
-        owner=owner,
-        now=now,
-        status=JobStatus.SUCCEEDED,
-        retention_s=retention_s,
-        extra={} if result is None else {"result": av_json(result)},
+        table, job, owner=owner, now=now, status=JobStatus.SUCCEEDED, retention_s=retention_s, extra=extra
     )
 
 

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
+T = TypeVar("T")
+
 #: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html
 MAX_BATCH = 10
+#: A send batch's bodies together, at most (the default message size; headroom for attributes).
+MAX_BATCH_BYTES = 256 * 1024 - 8 * 1024
 #: Per-message DelaySeconds cap.
 MAX_DELAY_S = 900
 #: Visibility timeout cap (12 h), counted from the receive.
@@ -45,6 +49,22 @@ def chunks(items: Sequence[Any], size: int = MAX_BATCH) -> Iterable[Sequence[Any
     """Split into SQS-sized batches."""
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def sized_chunks(items: Sequence[T], sizes: Sequence[int]) -> Iterable[Sequence[T]]:
+    """Split into send batches: at most ten entries and ``MAX_BATCH_BYTES`` of bodies each.
+
+    SQS refuses a whole batch whose messages add up to more than a message may hold; a message
+    alone over it goes alone (and SQS says whether the queue takes it).
+    """
+    start, total = 0, 0
+    for end, size in enumerate(sizes):
+        if end > start and (end - start == MAX_BATCH or total + size > MAX_BATCH_BYTES):
+            yield items[start:end]
+            start, total = end, 0
+        total += size
+    if start < len(items):
+        yield items[start:]
 
 
 def clamp_delay(seconds: float) -> int:

@@ -28,6 +28,7 @@ WORKER_MODULES = [
     "transport/sqs.py",
     "transport/batcher.py",
     "transport/queues.py",
+    "transport/objects.py",
 ]
 SWEEPER_MODULES = ["app.py", "runtime/sweeper.py", "runtime/lambda_handlers.py", "transport/queues.py"]
 

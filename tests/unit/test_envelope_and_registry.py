@@ -25,7 +25,13 @@ def test_an_envelope_round_trips_and_stays_small():
         ("[1, 2]", EnvelopeError, "not a JSON object"),
         ('{"id": "x", "type": "t"}', EnvelopeError, "no sqsjobs envelope version"),
         ('{"v": 1, "type": "t"}', EnvelopeError, "lacks a job id"),
-        ('{"v": 3, "id": "x", "type": "t"}', UnknownEnvelopeVersion, "newer than this worker"),
+        ('{"v": 4, "id": "x", "type": "t"}', UnknownEnvelopeVersion, "newer than this worker"),
+        (
+            '{"v": 3, "id": "x", "type": "t", "queue": "q", "payload": null, "hash": "h", "created": 1, '
+            '"run_at": 1}',
+            EnvelopeError,
+            "S3 reference",
+        ),
     ],
 )
 def test_bad_bodies_are_rejected_with_the_reason(body, error, match):
