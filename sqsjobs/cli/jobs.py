@@ -6,6 +6,8 @@ The work is done by ``sqsjobs.ops.inspect`` and the App; errors go through
 
 from __future__ import annotations
 
+import json
+from pathlib import Path  # noqa: TC003 (typer reads the annotation at runtime)
 from typing import Annotated
 
 import typer
@@ -37,16 +39,31 @@ def jobs_get(
     app: AppOpt,
     endpoint_url: EndpointOpt = None,
     json_out: JsonOpt = False,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            help="Write the job's result (JSON) to this file and show only its reference: for a "
+            "result too large to read on a terminal (one kept in S3)",
+        ),
+    ] = None,
 ) -> None:
     """The job's record: status, attempts, lease, times, result, last error, history and audit."""
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
         job = loaded.get(job_id)
+    if output is not None:
+        output.write_text(json.dumps(job.result))
+        job = job.evolve(result=None)
     data = inspect_ops.job_to_dict(job)
+    if output is not None:
+        data["result_written_to"] = str(output)
     if json_out:
         print_json(data)
         return
     render_job(job, data)
+    if output is not None:
+        stdout_console().print(f"result written to {escape(str(output))}")
 
 
 @jobs_cli.command("list")

@@ -113,9 +113,14 @@ def render_job(job: Job, data: dict[str, Any]) -> None:
     ):
         if data[key]:
             rows.append((label, escape(str(data[key]))))
-    rows.append(("payload", escape(json.dumps(job.payload)[:500])))
+    if job.payload_ref:
+        rows.append(("payload", f"{job.payload_size} bytes in {escape(job.payload_ref)}"))
+    else:
+        rows.append(("payload", escape(json.dumps(job.payload)[:500])))
     if job.result is not None:
         rows.append(("result", escape(json.dumps(job.result)[:500])))
+    if job.result_ref:
+        rows.append(("result object", escape(job.result_ref)))
     for label, value in rows:
         grid.add_row(label, value)
     console.print(grid)

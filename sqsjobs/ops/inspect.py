@@ -495,7 +495,10 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         "reason": job.reason,
         "payload": job.payload,
         "payload_version": job.payload_version,
+        "payload_size": job.payload_size,
+        "payload_ref": job.payload_ref,
         "result": job.result,
+        "result_ref": job.result_ref,
         "last_error": (
             {"class": error.error_class, "message": error.message, "traceback": error.traceback}
             if error

@@ -85,8 +85,11 @@ def check_replayable(registry: Registry, job: Job) -> str:
 
 
 def _in_its_message(job: Job) -> bool:
-    """True for a job cancelled before any worker saw its message: the record lacks the payload."""
-    return job.payload is None and (job.payload_size or 0) > len("null")
+    """True for a job cancelled before any worker saw its message: the record lacks the payload.
+
+    A payload in S3 is never in the record, and its reference always is: such a job is not.
+    """
+    return job.payload is None and job.payload_ref is None and (job.payload_size or 0) > len("null")
 
 
 def hint_flow(queue_urls: QueueUrls, job: Job) -> Flow[bool]:

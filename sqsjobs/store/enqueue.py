@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sqsjobs.envelope import Envelope
 from sqsjobs.errors import IdempotencyConflict
 from sqsjobs.job import Job, JobStatus
-from sqsjobs.store.codec import Item, av_n, av_s, canonical_json, old_item, payload_hash
+from sqsjobs.store.codec import Item, av_json, av_n, av_s, canonical_json, old_item, payload_hash
 from sqsjobs.store.schema import HELD, PENDING, attention_key
 from sqsjobs.transport import objects
 
@@ -172,6 +172,11 @@ def record_of(envelope: Envelope) -> Item:
         if value is not None:
             item[name] = av_s(value)
     return item
+
+
+def kept_payload(job: Job, payload: Any) -> dict[str, Any]:
+    """The payload a finished or held record keeps for a later retry: none when it is an S3 object."""
+    return {} if job.payload_ref is not None else {"payload": av_json(payload)}
 
 
 #: What a claim or reject sets itself rather than taking from the message (``creates_from``).

@@ -61,6 +61,7 @@ from sqsjobs.store.enqueue import (
     creates_from,
     envelope_of,
     interpret_put_conflict,
+    kept_payload,
     put_job,
 )
 from sqsjobs.store.operator import (
@@ -393,15 +394,9 @@ def _finish(
 
 
 def complete(
-    table: str,
-    job: Job,
-    *,
-    owner: str,
-    now: float,
-    result: Any,
-    retention_s: float,
+    table: str, job: Job, *, owner: str, now: float, result: Any, retention_s: float,
     result_ref: str | None = None,
-) -> dict[str, Any]:
+) -> dict[str, Any]:  # fmt: skip
     """Running → succeeded, fenced (a ``None`` result is not written; one in S3 is by its reference)."""
     extra = {} if result is None else {"result": av_json(result)}
     if result_ref is not None:
@@ -436,8 +431,11 @@ def schedule_retry(
         ":history": _history(job, now, AttemptOutcome.RETRY, owner, error),
     }
     if held:
-        sets += ", payload = :payload, attn = :attn, due = :run_at"
-        values |= {":payload": av_json(payload), ":attn": av_s(attention_key(HELD, job.id))}
+        sets += ", attn = :attn, due = :run_at"
+        values[":attn"] = av_s(attention_key(HELD, job.id))
+        if job.payload_ref is None:
+            sets += ", payload = :payload"
+            values[":payload"] = av_json(payload)
     return _fenced(
         table, job, owner=owner, set_expr=sets, values=values, remove="lease_owner, lease_expires"
     ) | {"ExpressionAttributeNames": {"#status": "status", "#error": "error"}}
@@ -466,7 +464,7 @@ def fail(
         extra={
             "error": av_error(error),
             "reason": av_s(reason),
-            "payload": av_json(payload),
+            **kept_payload(job, payload),
             "attn": av_s(attention_key(DEAD, job.id)),
             "due": av_n(now),
         },
@@ -484,7 +482,7 @@ def abort(
         now=now,
         status=JobStatus.CANCELLED,
         retention_s=retention_s,
-        extra={"reason": av_s(reason), "payload": av_json(payload)},
+        extra={"reason": av_s(reason), **kept_payload(job, payload)},
     )
 
 

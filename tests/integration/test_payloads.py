@@ -1,0 +1,290 @@
+"""The S3 claim-check (docs/payloads.md): payloads and results too large for a message or a record.
+
+Attacked from outside where it matters: a worker process runs what a thin producer process (no
+handler code) enqueued; the producer is killed between its S3 write and its record; objects are
+deleted or replaced under a queued job; the Lambda adapter gets the same messages as the worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from sqsjobs import JobNotFound, JobStatus, PayloadTooLarge
+from sqsjobs._aws import Call, one
+from sqsjobs.envelope import DLQ_REASON
+from sqsjobs.runtime.lambda_sqs import LambdaWorker
+from sqsjobs.store import requests as rq
+from sqsjobs.testing import all_finished, work_until
+from tests.apps import large
+from tests.integration.helpers import attr, depth, receive_dlq
+from tests.integration.lambda_events import FakeContext, event_from, failed_ids, receive
+
+pytestmark = pytest.mark.slow
+
+MB = 1_000_000
+ECHO = "large.echo"
+
+
+@pytest.fixture
+def large_app(ministack_url, make_app):
+    app = make_app(ministack_url)
+    app.registry.include(large.app.registry)
+    app.provision()
+    return app
+
+
+def s3(app, operation, **params):
+    return app.run(one(Call("s3", operation, params)))
+
+
+def stored_item(app, job_id):
+    """The record as DynamoDB holds it (attribute names and sizes), not as sqsjobs decodes it."""
+    return app.run(one(Call("dynamodb", "get_item", rq.get(app.settings.table_name, job_id))))["Item"]
+
+
+def object_keys(app, prefix=""):
+    listed = s3(app, "list_objects_v2", Bucket=app.settings.payload_bucket, Prefix=prefix)
+    return [o["Key"] for o in listed.get("Contents", [])]
+
+
+def process_env(app, **env):
+    return {
+        **os.environ,
+        "TEST_APP_NAME": app.name,
+        "SQSJOBS_ENDPOINT_URL": str(app.settings.endpoint_url),
+        "SQSJOBS_LEASE_S": str(app.settings.lease_s),
+        "SQSJOBS_VISIBILITY_TIMEOUT_S": str(app.settings.visibility_timeout_s),
+        "SQSJOBS_RECEIVE_WAIT_S": "1",
+        **env,
+    }
+
+
+def produce(app, size, *, key, die_before=None):
+    """Enqueue from a thin producer process; returns its exit code and the job id its key names."""
+    argv = [sys.executable, "-m", "tests.apps.producer_script", str(size), "--key", key]
+    if die_before:
+        argv += ["--die-before", die_before]
+    done = subprocess.run(argv, env=process_env(app), capture_output=True, timeout=60, check=False)
+    return done.returncode, rq.idempotent_job_id(ECHO, key)
+
+
+def run_worker_until(app, done, timeout_s=60.0):
+    """A worker process (``sqsjobs worker``) runs until ``done()``; never one in this process."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sqsjobs", "worker", "--app", "tests.apps.large:app", "--concurrency", "2"],
+        env=process_env(app),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not done():
+            assert proc.poll() is None, "the worker exited"
+            assert time.monotonic() < deadline, "the jobs did not finish"
+            time.sleep(0.2)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def test_a_5_mb_payload_from_a_thin_producer_runs_on_a_worker_process_and_its_1_mb_result_is_kept_in_s3(
+    large_app, tmp_path
+):
+    app = large_app
+    # GIVEN a thin producer process (no handler code) that enqueued a 5 MB payload and a small one
+    code, big = produce(app, 5 * MB, key="big")
+    assert code == 0
+    small = app.enqueue(ECHO, {"blob": "tiny", "result_bytes": 10})
+    # ... the big payload is an object; the record keeps its reference and hash, never the data
+    item = stored_item(app, big)
+    assert "payload" not in item
+    assert item["payload_ref"]["S"].startswith(f"s3://{app.settings.payload_bucket}/payloads/{big}/")
+    assert int(item["payload_size"]["N"]) > 5 * MB
+    assert len(json.dumps(item)) < 1024, "the record of a 5 MB job stays one write unit"
+    assert "payload_ref" not in stored_item(app, small)
+
+    # WHEN a worker process runs them (the 1 MB result: a second job, enqueued here with the handler)
+    with_result = app.enqueue(ECHO, {"blob": "y" * 300_000, "result_bytes": MB})
+    run_worker_until(app, all_finished(app, [big, small, with_result]))
+
+    # THEN the handler saw the whole payload, checked against its hash
+    job = app.get(big)
+    assert job.status is JobStatus.SUCCEEDED
+    assert job.result["blob_bytes"] == 5 * MB
+    assert job.result["blob_sha256"] == hashlib.sha256(b"x" * (5 * MB)).hexdigest()
+    # ... the 1 MB result is an object named by the record, which app.get reads back
+    done = app.get(with_result)
+    assert done.result_ref and done.result_ref.startswith(f"s3://{app.settings.payload_bucket}/results/")
+    assert len(done.result["filler"]) == MB
+    assert "result" not in stored_item(app, with_result)
+    assert app.get(with_result, load_result=False).result is None
+    # ... and `sqsjobs jobs get --output FILE` writes it whole, showing only its reference
+    result_file = tmp_path / "result.json"
+    shown = subprocess.run(
+        [sys.executable, "-m", "sqsjobs", "jobs", "get", with_result, "--app", "tests.apps.large:app",
+         "--output", str(result_file), "--json"],
+        env=process_env(app), capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    printed = json.loads(shown.stdout)
+    assert (printed["result"], printed["result_ref"]) == (None, done.result_ref)
+    assert printed["result_written_to"] == str(result_file)
+    assert json.loads(result_file.read_text()) == done.result
+    # ... and the small job used no object at all
+    assert app.get(small).result == {
+        "blob_bytes": 4,
+        "blob_sha256": hashlib.sha256(b"tiny").hexdigest(),
+        "filler": "r" * 10,
+    }
+    assert app.get(small).result_ref is None
+
+
+def test_the_lambda_adapter_reads_and_writes_the_same_objects(large_app):
+    app = large_app
+    # GIVEN a 5 MB payload and a job with a 1 MB result, received as the event source mapping would
+    big = app.enqueue(ECHO, {"blob": "z" * (5 * MB)})
+    with_result = app.enqueue(ECHO, {"blob": "small", "result_bytes": MB})
+    worker = LambdaWorker(app)
+    try:
+        # WHEN the Lambda entry point handles the batch
+        response = worker(event_from(app, receive(app, 2)), FakeContext())
+    finally:
+        worker.close()
+    # THEN both ran: the payload came from S3, the result went there
+    assert failed_ids(response) == set()
+    assert app.get(big).result["blob_bytes"] == 5 * MB
+    assert len(app.get(with_result).result["filler"]) == MB
+    assert app.get(with_result).result_ref is not None
+
+
+def test_a_producer_killed_between_its_s3_write_and_its_message_leaves_only_an_object_that_expires(
+    large_app,
+):
+    app = large_app
+    # WHEN a thin producer dies after writing the payload object, before its message or record
+    code, job_id = produce(app, 400_000, key="orphan", die_before="SendMessageBatch")
+    assert code == -9
+    # THEN the object is there, orphaned: no record, no message, nothing runs
+    assert object_keys(app, f"payloads/{job_id}/")
+    with pytest.raises(JobNotFound):
+        app.get(job_id)
+    assert depth(app) == {"visible": 0, "in_flight": 0, "delayed": 0}
+    # ... and it is harmless: the bucket's lifecycle expires every payload object on its own
+    rules = s3(app, "get_bucket_lifecycle_configuration", Bucket=app.settings.payload_bucket)["Rules"]
+    expiring = {r["Filter"]["Prefix"]: r["Expiration"]["Days"] for r in rules if r["Status"] == "Enabled"}
+    assert expiring == {
+        "payloads/": app.settings.payload_object_days,
+        "results/": app.settings.payload_object_days,
+    }
+
+
+def test_a_producer_killed_after_its_message_before_its_record_still_gets_its_job_run(large_app):
+    app = large_app
+    # WHEN a thin producer dies after sending the message that names the object, before the record
+    code, job_id = produce(app, 400_000, key="no-record", die_before="PutItem")
+    assert code == -9
+    with pytest.raises(JobNotFound):
+        app.get(job_id)
+
+    # THEN a worker's claim creates the record from the message, object reference included, and runs it
+    def recorded_and_finished():
+        with contextlib.suppress(JobNotFound):
+            return app.get(job_id, load_result=False).status.terminal
+        return False
+
+    run_worker_until(app, recorded_and_finished)
+    job = app.get(job_id)
+    assert (job.status, job.result["blob_bytes"]) == (JobStatus.SUCCEEDED, 400_000)
+    assert job.payload_ref is not None
+
+
+@pytest.mark.parametrize("damage", ["deleted", "replaced"])
+def test_a_job_whose_payload_object_is_gone_or_altered_dies_with_the_reason_and_the_worker_goes_on(
+    large_app, damage
+):
+    app = large_app
+    # GIVEN a queued job whose payload object was deleted, or overwritten with other bytes
+    broken = app.enqueue(ECHO, {"blob": "q" * 300_000})
+    bucket, key = app.get(broken).payload_ref.removeprefix("s3://").split("/", 1)
+    if damage == "deleted":
+        s3(app, "delete_object", Bucket=bucket, Key=key)
+    else:
+        s3(app, "put_object", Bucket=bucket, Key=key, Body=json.dumps({"blob": "forged"}).encode())
+    fine = app.enqueue(ECHO, {"blob": "ok"})
+    # WHEN a worker process meets it
+    run_worker_until(app, all_finished(app, [broken, fine]))
+    # THEN the job is dead (never run with bytes it was not enqueued with), the DLQ says why
+    job = app.get(broken)
+    assert (job.status, job.reason, job.attempt) == (JobStatus.DEAD, "payload object missing", 1)
+    assert job.last_error and job.last_error.error_class == "PayloadMissing"
+    assert [attr(m, DLQ_REASON) for m in receive_dlq(app)] == ["payload object missing"]
+    # ... and the worker went on to the next job
+    assert app.get(fine).status is JobStatus.SUCCEEDED
+
+
+def test_a_dead_job_with_its_payload_in_s3_is_retried_from_the_record(large_app, tmp_path):
+    app = large_app
+    # GIVEN a job with a large payload that died (its handler refused while a marker file existed)
+    marker = tmp_path / "fail"
+    marker.write_text("")
+    job_id = app.enqueue(ECHO, {"blob": "w" * 300_000, "fail_marker": str(marker)})
+    run_worker_until(app, all_finished(app, [job_id]))
+    assert app.get(job_id).status is JobStatus.DEAD
+    assert "payload" not in stored_item(app, job_id), "a dead job keeps the reference, not the data"
+    # WHEN the cause is fixed and an operator retries it (its DLQ copy aside)
+    marker.unlink()
+    app.retry(job_id)
+    run_worker_until(app, lambda: app.get(job_id, load_result=False).status is JobStatus.SUCCEEDED)
+    # THEN it ran with the same payload, read again from S3
+    assert app.get(job_id).result["blob_bytes"] == 300_000
+
+
+def test_a_held_job_keeps_a_reference_in_its_record_not_a_payload_billed_at_every_write(large_app):
+    app = large_app
+    # GIVEN a job due in two days (the record holds it: SQS delays stop at 15 minutes), payload 3 KB
+    job_id = app.enqueue(ECHO, {"blob": "h" * 3000}, delay=2 * 86_400)
+    # THEN its record stays under 1 KB: the payload is an object above held_inline_payload_bytes
+    item = stored_item(app, job_id)
+    assert "payload" not in item and "payload_ref" in item
+    assert len(json.dumps(item)) < 1024
+    # ... while a small held payload stays in the record (no object for 100 bytes)
+    small = app.enqueue(ECHO, {"blob": "h" * 100}, delay=2 * 86_400)
+    assert "payload" in stored_item(app, small) and "payload_ref" not in stored_item(app, small)
+
+
+def test_payloads_over_the_maximum_or_due_after_their_object_expires_are_refused_at_enqueue(
+    ministack_url, make_app
+):
+    app = make_app(ministack_url, max_payload_bytes=2 * MB)
+    app.registry.include(large.app.registry)
+    app.provision()
+    with pytest.raises(PayloadTooLarge, match="max_payload_bytes"):
+        app.enqueue(ECHO, {"blob": "x" * (3 * MB)})
+    with pytest.raises(PayloadTooLarge, match="must start within 16 days"):
+        app.enqueue(ECHO, {"blob": "x" * 300_000}, delay=20 * 86_400)
+    # ... and nothing was written for either
+    assert object_keys(app) == []
+    assert depth(app) == {"visible": 0, "in_flight": 0, "delayed": 0}
+
+
+def test_a_large_payload_costs_the_record_no_more_write_units_than_a_small_one(ministack_url, make_app):
+    app = make_app(ministack_url, measure_capacity=True)
+    app.registry.include(large.app.registry)
+    app.provision()
+    app.requests.reset()
+    # WHEN a 5 MB job is enqueued and run to the end
+    job_id = app.enqueue(ECHO, {"blob": "x" * (5 * MB)})
+    work_until(app, all_finished(app, [job_id]))
+    # THEN DynamoDB itself counted 3 write units (put, claim, finish) and the payload cost S3 one PUT
+    # and one GET (the all_finished polls read records, never objects)
+    assert app.requests.units("write") == 3
+    assert app.requests.snapshot().get("s3.PutObject") == 1
+    assert app.requests.snapshot().get("s3.GetObject") == 1
