@@ -16,15 +16,16 @@ import botocore.session
 import pytest
 from botocore.validate import ParamValidator
 
+from sqsjobs.config import Settings
 from sqsjobs.runtime.acks import failure_record
 from sqsjobs.store import codec, enqueue, operator, schema, statements
 from sqsjobs.store import requests as rq
-from sqsjobs.transport import sqs
+from sqsjobs.transport import objects, sqs
 
 NOW = 1_800_000_000.0
 TABLE = "shop-jobs"
 URL = "http://127.0.0.1:4566/000000000000/shop-default"
-BUILDER_MODULES = (rq, enqueue, operator, schema, statements, sqs)
+BUILDER_MODULES = (rq, enqueue, operator, schema, statements, sqs, objects)
 
 
 def _new_job() -> rq.NewJob:
@@ -53,7 +54,8 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
               lambda: rq.claim(TABLE, rq.envelope_of(_new_job()), owner="w1", token=rq.nonce(), message_id="m1", now=NOW, lease_s=60,
                                max_attempts=3)),
     "complete": ("dynamodb", "UpdateItem",
-                 lambda: rq.complete(TABLE, _job(), owner="w1", now=NOW, result={"ok": True}, retention_s=60)),
+                 lambda: rq.complete(TABLE, _job(), owner="w1", now=NOW, result=None, retention_s=60,
+                                     result_ref="s3://b/results/j1/t")),
     "schedule_retry": ("dynamodb", "UpdateItem",
                        lambda: rq.schedule_retry(TABLE, _job(), owner="w1", now=NOW, run_at=NOW + 5, error=ERROR,
                                                  held=False)),
@@ -96,6 +98,7 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
     "delete_batch": ("sqs", "DeleteMessageBatch", lambda: sqs.delete_batch(URL, [("0", "rh")])),
     "change_visibility_batch": ("sqs", "ChangeMessageVisibilityBatch",
                                 lambda: sqs.change_visibility_batch(URL, [("0", "rh", 30)])),
+    "lifecycle": ("s3", "PutBucketLifecycleConfiguration", lambda: objects.lifecycle(Settings("shop"))),
 }  # fmt: skip
 
 _SESSION = botocore.session.get_session()
@@ -118,7 +121,9 @@ def _builders() -> set[str]:
 
 
 #: Functions with that return type that build something other than a request.
-NOT_REQUESTS = {"audit_av", "queue_attributes", "record_of", "update_statement", "insert_statement"}
+NOT_REQUESTS = {
+    "audit_av", "queue_attributes", "record_of", "update_statement", "insert_statement", "kept_payload",
+}  # fmt: skip
 
 
 def test_every_request_builder_is_checked_here():
