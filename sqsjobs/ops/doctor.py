@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from sqsjobs._aws import Call, Flow
 from sqsjobs.deploy.provision import parse_redrive, redrive_count
 from sqsjobs.deploy.rules import check_lambda_timeout
-from sqsjobs.errors import AwsError, ConfigurationError, StoreError, TransportError
+from sqsjobs.errors import AwsError, ConfigurationError, ObjectStoreError, StoreError, TransportError
 from sqsjobs.ops._common import app_queues
 from sqsjobs.store import requests as rq
-from sqsjobs.transport import sqs
+from sqsjobs.transport import objects, sqs
 
 if TYPE_CHECKING:
     from sqsjobs.config import Settings
@@ -291,6 +291,37 @@ def lambda_timeout_check(settings: Settings, registry: Registry) -> Check | None
     )
 
 
+def bucket_checks_flow(settings: Settings) -> Flow[list[Check]]:
+    """The claim-check bucket exists, and its lifecycle expires both prefixes no later than the settings say."""
+    bucket = settings.payload_bucket
+    name = f"bucket {bucket}"
+    try:
+        yield Call("s3", "head_bucket", {"Bucket": bucket})
+    except ObjectStoreError as exc:
+        if exc.code not in objects.MISSING_CODES:
+            raise
+        return [Check(name, "fail", "missing: a payload or result over its inline limit cannot be stored",
+                      "run `sqsjobs provision`, or set SQSJOBS_PAYLOAD_BUCKET to the bucket infra/ made")]  # fmt: skip
+    try:
+        rules = (yield Call("s3", "get_bucket_lifecycle_configuration", {"Bucket": bucket}))["Rules"]
+    except ObjectStoreError as exc:
+        if exc.code != "NoSuchLifecycleConfiguration":
+            raise
+        rules = []
+    days = {
+        r.get("Filter", {}).get("Prefix"): r.get("Expiration", {}).get("Days")
+        for r in rules
+        if r.get("Status") == "Enabled"
+    }
+    never = [p for p in (objects.PAYLOADS, objects.RESULTS) if not days.get(p)]
+    if never:
+        return [Check(name, "warn", f"objects under {', '.join(never)} never expire (no lifecycle rule)",
+                      "run `sqsjobs provision` (it applies the rules of payload_object_days)")]  # fmt: skip
+    return [
+        Check(name, "ok", "objects expire after " + ", ".join(f"{days[p]} d ({p})" for p in sorted(days)))
+    ]
+
+
 def doctor_flow(settings: Settings, registry: Registry) -> Flow[list[Check]]:
     """Every check; the caller fails when any is ``fail``."""
     checks: list[Check] = []
@@ -298,6 +329,7 @@ def doctor_flow(settings: Settings, registry: Registry) -> Flow[list[Check]]:
         checks.extend((yield from table_checks_flow(settings)))
         for queue in app_queues(registry):
             checks.extend((yield from queue_checks_flow(settings, registry, queue)))
+        checks.extend((yield from bucket_checks_flow(settings)))
     except AwsError as exc:
         where = settings.endpoint_url or "AWS"
         checks.append(

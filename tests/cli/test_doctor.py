@@ -19,7 +19,10 @@ def test_doctor_passes_on_a_provisioned_app(ministack_url):
     assert run.code == 0, run.out
     assert run.json["ok"] is True
     names = {c["name"].split()[0] for c in run.json["checks"]}
-    assert {"table", "index", "ttl", "queue", "dlq", "redrive", "visibility"} <= names
+    assert {"table", "index", "ttl", "queue", "dlq", "redrive", "visibility", "bucket"} <= names
+    [bucket] = [c for c in run.json["checks"] if c["name"].startswith("bucket")]
+    assert bucket["level"] == "ok"
+    assert bucket["detail"] == "objects expire after 30 d (payloads/), 30 d (results/)"
     [index] = [c for c in run.json["checks"] if c["name"].startswith("index")]
     assert index["name"] == "index attention"
     assert index["detail"] == "attn (S, hash), due (N, range), projection INCLUDE"
@@ -185,4 +188,23 @@ def test_doctor_passes_job_types_without_a_timeout_on_a_short_lambda_function(mi
     [check] = [c for c in run.json["checks"] if c["name"] == "lambda timeout"]
     assert check["level"] == "ok"
     assert "60 s starts every job type" in check["detail"]
+    app.close()
+
+
+def test_doctor_fails_without_the_payload_bucket_and_warns_when_its_objects_never_expire(ministack_url):
+    app = new_app(ministack_url)
+    app.provision()
+    bucket = app.settings.payload_bucket
+    # GIVEN a bucket whose lifecycle rules were removed by hand
+    app.run(one(Call("s3", "delete_bucket_lifecycle", {"Bucket": bucket})))
+    warned = invoke(app, ministack_url, "doctor", "--json")
+    [check] = [c for c in warned.json["checks"] if c["name"] == f"bucket {bucket}"]
+    assert check["level"] == "warn" and "never expire" in check["detail"]
+    assert "sqsjobs provision" in check["fix"]
+    # ... and then the bucket itself gone
+    app.run(one(Call("s3", "delete_bucket", {"Bucket": bucket})))
+    failed = invoke(app, ministack_url, "doctor", "--json")
+    assert failed.code == EXIT_ERROR
+    [check] = [c for c in failed.json["checks"] if c["name"] == f"bucket {bucket}"]
+    assert check["level"] == "fail" and "SQSJOBS_PAYLOAD_BUCKET" in check["fix"]
     app.close()
