@@ -7,6 +7,7 @@ deleted or replaced under a queued job; the Lambda adapter gets the same message
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -22,7 +23,7 @@ from sqsjobs._aws import Call, one
 from sqsjobs.envelope import DLQ_REASON
 from sqsjobs.runtime.lambda_sqs import LambdaWorker
 from sqsjobs.store import requests as rq
-from sqsjobs.testing import all_finished, work_until
+from sqsjobs.testing import all_finished, awork_until, work_until
 from tests.apps import large
 from tests.integration.helpers import attr, depth, receive_dlq
 from tests.integration.lambda_events import FakeContext, event_from, failed_ids, receive
@@ -230,21 +231,46 @@ def test_a_job_whose_payload_object_is_gone_or_altered_dies_with_the_reason_and_
     assert app.get(fine).status is JobStatus.SUCCEEDED
 
 
-def test_a_dead_job_with_its_payload_in_s3_is_retried_from_the_record(large_app, tmp_path):
+def test_dead_jobs_with_their_payload_in_s3_are_retried_from_the_record_and_replayed_from_the_dlq(
+    large_app, tmp_path
+):
     app = large_app
-    # GIVEN a job with a large payload that died (its handler refused while a marker file existed)
+    # GIVEN two jobs with large payloads that died (their handler refused while a marker file existed)
     marker = tmp_path / "fail"
     marker.write_text("")
-    job_id = app.enqueue(ECHO, {"blob": "w" * 300_000, "fail_marker": str(marker)})
-    run_worker_until(app, all_finished(app, [job_id]))
-    assert app.get(job_id).status is JobStatus.DEAD
-    assert "payload" not in stored_item(app, job_id), "a dead job keeps the reference, not the data"
-    # WHEN the cause is fixed and an operator retries it (its DLQ copy aside)
+    retried, replayed = (
+        app.enqueue(ECHO, {"blob": "w" * size, "fail_marker": str(marker)}) for size in (300_000, 400_000)
+    )
+    run_worker_until(app, all_finished(app, [retried, replayed]))
+    assert {app.get(j).status for j in (retried, replayed)} == {JobStatus.DEAD}
+    assert "payload" not in stored_item(app, retried), "a dead job keeps the reference, not the data"
+    # WHEN the cause is fixed, an operator retries one and replays the other's DLQ copy with the CLI
     marker.unlink()
-    app.retry(job_id)
-    run_worker_until(app, lambda: app.get(job_id, load_result=False).status is JobStatus.SUCCEEDED)
-    # THEN it ran with the same payload, read again from S3
-    assert app.get(job_id).result["blob_bytes"] == 300_000
+    app.retry(retried)
+    subprocess.run(
+        [sys.executable, "-m", "sqsjobs", "dlq", "replay", "--app", "tests.apps.large:app", "--job-id", replayed],
+        env=process_env(app), capture_output=True, timeout=60, check=True,
+    )  # fmt: skip
+    both_succeeded = lambda: all(  # noqa: E731
+        app.get(j, load_result=False).status is JobStatus.SUCCEEDED for j in (retried, replayed)
+    )
+    run_worker_until(app, both_succeeded)
+    # THEN each ran with its own payload, read again from S3
+    assert [app.get(j).result["blob_bytes"] for j in (retried, replayed)] == [300_000, 400_000]
+
+
+def test_the_async_producer_writes_the_object_and_reads_the_result_back(large_app):
+    app = large_app
+
+    async def scenario():
+        job_id = await app.aenqueue(ECHO, {"blob": "a" * 300_000, "result_bytes": 20_000})
+        await awork_until(app, lambda: app.get(job_id, load_result=False).status.terminal)
+        return job_id, await app.aget(job_id)
+
+    job_id, job = asyncio.run(scenario())
+    assert app.get(job_id, load_result=False).payload_ref is not None
+    assert (job.result["blob_bytes"], len(job.result["filler"])) == (300_000, 20_000)
+    assert job.result_ref is not None
 
 
 def test_a_held_job_keeps_a_reference_in_its_record_not_a_payload_billed_at_every_write(large_app):
