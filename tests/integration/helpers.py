@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from sqsjobs import App
 from sqsjobs._aws import Call, one
 from sqsjobs.transport.queues import dlq_key
+
+
+def worker_env(app: App, **env: str) -> dict[str, str]:
+    """The environment of a worker (or producer) process on ``app``'s endpoint, with its short timings."""
+    return {
+        **os.environ,
+        "TEST_APP_NAME": app.name,
+        "SQSJOBS_ENDPOINT_URL": str(app.settings.endpoint_url),
+        "SQSJOBS_LEASE_S": str(app.settings.lease_s),
+        "SQSJOBS_VISIBILITY_TIMEOUT_S": str(app.settings.visibility_timeout_s),
+        "SQSJOBS_RECEIVE_WAIT_S": "1",
+        **env,
+    }
 
 
 def sqs_call(app: App, operation: str, **params: Any) -> Any:

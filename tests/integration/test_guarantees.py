@@ -19,23 +19,11 @@ import pytest
 
 from sqsjobs import JobStatus
 from tests.apps import guarantees
-from tests.integration.helpers import queue_url, sqs_call
+from tests.integration.helpers import queue_url, sqs_call, worker_env
 
 pytestmark = pytest.mark.slow
 
 APP = "tests.apps.guarantees:app"
-
-
-def worker_env(app, **env: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "TEST_APP_NAME": app.name,
-        "SQSJOBS_ENDPOINT_URL": str(app.settings.endpoint_url),
-        "SQSJOBS_LEASE_S": str(app.settings.lease_s),
-        "SQSJOBS_VISIBILITY_TIMEOUT_S": str(app.settings.visibility_timeout_s),
-        "SQSJOBS_RECEIVE_WAIT_S": "1",
-        **env,
-    }
 
 
 def start_worker(app, *, concurrency: int = 4, **env: str) -> subprocess.Popen[bytes]:

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import hashlib
 import json
-import os
 import subprocess
 import sys
 import time
@@ -25,7 +24,7 @@ from sqsjobs.runtime.lambda_sqs import LambdaWorker
 from sqsjobs.store import requests as rq
 from sqsjobs.testing import all_finished, awork_until, work_until
 from tests.apps import large
-from tests.integration.helpers import attr, depth, receive_dlq
+from tests.integration.helpers import attr, depth, receive_dlq, worker_env
 from tests.integration.lambda_events import FakeContext, event_from, failed_ids, receive
 
 pytestmark = pytest.mark.slow
@@ -56,24 +55,12 @@ def object_keys(app, prefix=""):
     return [o["Key"] for o in listed.get("Contents", [])]
 
 
-def process_env(app, **env):
-    return {
-        **os.environ,
-        "TEST_APP_NAME": app.name,
-        "SQSJOBS_ENDPOINT_URL": str(app.settings.endpoint_url),
-        "SQSJOBS_LEASE_S": str(app.settings.lease_s),
-        "SQSJOBS_VISIBILITY_TIMEOUT_S": str(app.settings.visibility_timeout_s),
-        "SQSJOBS_RECEIVE_WAIT_S": "1",
-        **env,
-    }
-
-
 def produce(app, size, *, key, die_before=None):
     """Enqueue from a thin producer process; returns its exit code and the job id its key names."""
     argv = [sys.executable, "-m", "tests.apps.producer_script", str(size), "--key", key]
     if die_before:
         argv += ["--die-before", die_before]
-    done = subprocess.run(argv, env=process_env(app), capture_output=True, timeout=60, check=False)
+    done = subprocess.run(argv, env=worker_env(app), capture_output=True, timeout=60, check=False)
     return done.returncode, rq.idempotent_job_id(ECHO, key)
 
 
@@ -81,7 +68,7 @@ def run_worker_until(app, done, timeout_s=60.0):
     """A worker process (``sqsjobs worker``) runs until ``done()``; never one in this process."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "sqsjobs", "worker", "--app", "tests.apps.large:app", "--concurrency", "2"],
-        env=process_env(app),
+        env=worker_env(app),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -133,7 +120,7 @@ def test_a_5_mb_payload_from_a_thin_producer_runs_on_a_worker_process_and_its_1_
     shown = subprocess.run(
         [sys.executable, "-m", "sqsjobs", "jobs", "get", with_result, "--app", "tests.apps.large:app",
          "--output", str(result_file), "--json"],
-        env=process_env(app), capture_output=True, text=True, timeout=60, check=True,
+        env=worker_env(app), capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     printed = json.loads(shown.stdout)
     assert (printed["result"], printed["result_ref"]) == (None, done.result_ref)
@@ -249,7 +236,7 @@ def test_dead_jobs_with_their_payload_in_s3_are_retried_from_the_record_and_repl
     app.retry(retried)
     subprocess.run(
         [sys.executable, "-m", "sqsjobs", "dlq", "replay", "--app", "tests.apps.large:app", "--job-id", replayed],
-        env=process_env(app), capture_output=True, timeout=60, check=True,
+        env=worker_env(app), capture_output=True, timeout=60, check=True,
     )  # fmt: skip
     both_succeeded = lambda: all(  # noqa: E731
         app.get(j, load_result=False).status is JobStatus.SUCCEEDED for j in (retried, replayed)
@@ -263,9 +250,12 @@ def test_the_async_producer_writes_the_object_and_reads_the_result_back(large_ap
     app = large_app
 
     async def scenario():
-        job_id = await app.aenqueue(ECHO, {"blob": "a" * 300_000, "result_bytes": 20_000})
-        await awork_until(app, lambda: app.get(job_id, load_result=False).status.terminal)
-        return job_id, await app.aget(job_id)
+        try:
+            job_id = await app.aenqueue(ECHO, {"blob": "a" * 300_000, "result_bytes": 20_000})
+            await awork_until(app, lambda: app.get(job_id, load_result=False).status.terminal)
+            return job_id, await app.aget(job_id)
+        finally:
+            await app.aclose()
 
     job_id, job = asyncio.run(scenario())
     assert app.get(job_id, load_result=False).payload_ref is not None
