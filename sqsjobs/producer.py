@@ -124,6 +124,23 @@ def enqueue_many_flow(
     attention entry instead, and the sweeper sends it. A repeated idempotency key sends its message
     again (harmless: the claim decides) and finds its record already there.
     """
+    unsent = yield from send_hints(jobs, queue_urls=queue_urls, logger=logger)
+    puts = [(job, rq.put_job(settings.table_name, job, unsent=job.id in unsent)) for job in jobs]
+    created = yield from _put_all(settings, puts)
+    if metrics is not None:
+        for job in created:
+            metrics.enqueued(job.type, job.tenant)
+    return [j.id for j in jobs]
+
+
+def send_hints(
+    jobs: Sequence[rq.NewJob], *, queue_urls: dict[str, str], logger: Any = None
+) -> Flow[set[str]]:
+    """Send the messages of the jobs that are not held, ten to a request per queue; the ids SQS refused.
+
+    A refusal is not retried here: the caller keeps the payload in the record for the sweeper
+    (``enqueue_many_flow``; ``sqsjobs.transaction`` after its commit).
+    """
     unsent: set[str] = set()
     by_queue: dict[str, list[rq.NewJob]] = {}
     for job in jobs:
@@ -153,12 +170,7 @@ def enqueue_many_flow(
                         "codes": sorted(set(failed.values())),
                     },
                 )
-    puts = [(job, rq.put_job(settings.table_name, job, unsent=job.id in unsent)) for job in jobs]
-    created = yield from _put_all(settings, puts)
-    if metrics is not None:
-        for job in created:
-            metrics.enqueued(job.type, job.tenant)
-    return [j.id for j in jobs]
+    return unsent
 
 
 def _put_all(settings: Settings, puts: list[tuple[rq.NewJob, dict[str, Any]]]) -> Flow[list[rq.NewJob]]:
