@@ -55,12 +55,16 @@ class NewJob:
         return payload_hash(self.type, self.payload_version, self.payload)
 
 
-def put_job(table: str, job: NewJob, *, unsent: bool = False) -> dict[str, Any]:
+def put_job(
+    table: str, job: NewJob, *, unsent: bool = False, pending_until: float | None = None
+) -> dict[str, Any]:
     """PutItem that creates the record only if the id is new (the idempotency check).
 
     The payload stays out of the record when a message carries it (the record is then a few hundred
     bytes: one write unit). A held job (no message yet) keeps it with a ``held`` attention entry; an
-    ``unsent`` one (SQS refused its message) with a ``pending`` entry the sweeper sends at once.
+    ``unsent`` one (SQS refused its message) with a ``pending`` entry the sweeper sends at once; one
+    whose message goes only later (``pending_until``: a transactional enqueue sends it after the
+    commit) with a ``pending`` entry the sweeper sends at ``pending_until`` unless it is cleared.
     """
     item: Item = {
         "id": av_s(job.id),
@@ -76,11 +80,12 @@ def put_job(table: str, job: NewJob, *, unsent: bool = False) -> dict[str, Any]:
         "created_at": av_n(job.now),
         "updated_at": av_n(job.now),
     }
-    if job.held or unsent:
+    if job.held or unsent or pending_until is not None:
+        due = job.run_at if job.held else job.now if pending_until is None else pending_until
         item |= {
             "payload": av_s(job.payload_json),
             "attn": av_s(attention_key(HELD if job.held else PENDING, job.id)),
-            "due": av_n(job.run_at if job.held else job.now),
+            "due": av_n(due),
         }
     if job.max_attempts is not None:  # None: a producer without the handler; the claim resolves it
         item["max_attempts"] = av_n(job.max_attempts)
