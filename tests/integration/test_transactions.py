@@ -300,7 +300,10 @@ def test_a_transaction_whose_answer_was_lost_is_committed_once(backend_url, make
     assert direct.get(job_id).status is JobStatus.SUCCEEDED
 
 
-def test_one_transactional_enqueue_costs_its_measured_write_units(ministack_url, make_app):
+@pytest.mark.parametrize(("blob", "table_units"), [(100, 5.0), (1024, 8.0)], ids=["100B", "1KB"])
+def test_one_transactional_enqueue_costs_its_measured_write_units(
+    ministack_url, make_app, tmp_path, blob, table_units
+):
     # DynamoDB's own ConsumedCapacity (Settings.measure_capacity): a transaction bills each item
     # twice (prepare and commit), and the record's attention entry is written, then removed
     app = _app(make_app, ministack_url, measure_capacity=True)
@@ -309,15 +312,22 @@ def test_one_transactional_enqueue_costs_its_measured_write_units(ministack_url,
 
     with app.transaction() as tx:
         tx.put(**_new_order(orders, "o1"))
-        job_id = tx.enqueue("count", {"runs_dir": "/nowhere", "blob": "x" * 100})
+        job_id = tx.enqueue("count", {"runs_dir": str(tmp_path), "sleep_s": 0, "blob": "x" * blob})
 
     capacity = {f"{kind} {part}": units for (kind, part), units in sorted(app.requests.capacity.items())}
     calls = app.requests.snapshot()
-    print(f"\ntransactional enqueue: {capacity} {calls}")
+    print(f"\ntransactional enqueue, {blob} B payload: {capacity} {calls}")
     assert calls["dynamodb.TransactWriteItems"] == 1 and calls["dynamodb.UpdateItem"] == 1
-    # 2 (order, x2) + 2 (record, x2) in the transaction, 1 to clear the record once its hint is sent
-    assert app.requests.units("write", "table") == 5.0
+    # 100 B: 2 (order, x2) + 2 (record, x2) in the transaction, 1 to clear the record once its hint is
+    # sent. 1 KB: the record keeps the payload until then, so it is 2 units, x2, and the clear 2.
+    assert app.requests.units("write", "table") == table_units
     # the attention entry: 1 when the transaction creates it, 1 when the clear removes it
     assert app.requests.units("write", "index:attention") == 2.0
     assert app.requests.units("read") == 0
-    assert app.get(job_id).status is JobStatus.QUEUED
+
+    # AND the cleared record costs a worker what a plain enqueue's does: claim 1 + finish 1, no index
+    app.requests.reset()
+    work_until(app, all_finished(app, [job_id]))
+    assert app.get(job_id).status is JobStatus.SUCCEEDED
+    assert app.requests.units("write", "table") == 2.0
+    assert app.requests.units("write") == 2.0
