@@ -110,7 +110,7 @@ class CursorError(SqsJobsError, ValueError):
 
 
 class TransactionInvalid(SqsJobsError, ValueError):
-    """The transaction cannot be sent as built (too many items, too large, two writes of one item); nothing was written."""
+    """The transaction cannot be written as built (too many items, too large, one item twice, a bad request); nothing was written."""
 
 
 @dataclass(frozen=True)

@@ -262,10 +262,15 @@ class Transaction:
 
     def _raise_refusal(self, exc: StoreError) -> NoReturn:
         """Raise what the caller can act on for a refused transaction, chained to DynamoDB's answer."""
-        if transact.is_same_item_refusal(exc):
+        if exc.code == "ValidationException":  # a bad expression, a size over the limits, one item twice...
+            hint = (
+                " (two of its operations target one item: two puts of one key cannot be told apart "
+                "before the commit)"
+                if transact.is_same_item_refusal(exc)
+                else ""
+            )
             raise TransactionInvalid(
-                "DynamoDB refused the transaction: two of its operations target one item (two puts of "
-                "one key cannot be told apart before the commit); nothing was written"
+                f"DynamoDB refused the transaction as built{hint}, nothing was written: {exc}"
             ) from exc
         if exc.code != "TransactionCanceledException":
             raise exc
