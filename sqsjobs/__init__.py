@@ -15,6 +15,7 @@ from sqsjobs.context import JobContext
 from sqsjobs.errors import (
     AwsError,
     Cancel,
+    CancellationReason,
     ConfigurationError,
     DuplicateHandler,
     EnvelopeError,
@@ -36,6 +37,8 @@ from sqsjobs.errors import (
     SchedulerError,
     SqsJobsError,
     StoreError,
+    TransactionCancelled,
+    TransactionInvalid,
     TransportError,
     UnknownEnvelopeVersion,
 )
@@ -47,12 +50,14 @@ from sqsjobs.retry import Backoff, RetryPolicy
 from sqsjobs.runtime.sweeper import SweepReport, sweep_once
 from sqsjobs.runtime.worker import Worker
 from sqsjobs.schedules.declarations import ScheduleSpec
+from sqsjobs.transaction import Transaction
 
 __all__ = [
     "App",
     "AwsError",
     "Backoff",
     "Cancel",
+    "CancellationReason",
     "Clock",
     "ConfigurationError",
     "DuplicateHandler",
@@ -88,6 +93,9 @@ __all__ = [
     "StoreError",
     "SweepReport",
     "SystemClock",
+    "Transaction",
+    "TransactionCancelled",
+    "TransactionInvalid",
     "TransportError",
     "UnknownEnvelopeVersion",
     "Worker",

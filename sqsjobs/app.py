@@ -7,6 +7,7 @@ connects to nothing; settings are resolved on first use.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
@@ -27,10 +28,11 @@ from sqsjobs.producer import (
 )
 from sqsjobs.registry import P, Registry
 from sqsjobs.schedules.declarations import Schedules
+from sqsjobs.transaction import Transaction
 from sqsjobs.transport.queues import QueueUrls
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 
     from sqsjobs.job import Job
     from sqsjobs.observability.metrics import JobMetrics
@@ -203,6 +205,43 @@ class App:
     async def aenqueue_many(self, requests: Iterable[JobRequest[Any] | Mapping[str, Any]]) -> list[str]:
         """Async ``enqueue_many``."""
         return list(await self.arun(self._enqueue_flow(_requests(requests))))
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """``with app.transaction() as tx:`` your DynamoDB writes and jobs, committed together on a clean exit.
+
+        One TransactWriteItems carries ``tx.put``/``update``/``delete``/``condition_check`` (boto3
+        client shapes) and the records of ``tx.enqueue``'s jobs; their messages go after it. An
+        exception in the block writes nothing. See ``sqsjobs.transaction`` and docs/payloads.md.
+        """
+        tx = self._transaction()
+        try:
+            yield tx
+        except BaseException:
+            tx.discard()
+            raise
+        self.run(tx.commit_flow())
+
+    @contextlib.asynccontextmanager
+    async def atransaction(self) -> AsyncIterator[Transaction]:
+        """Async ``transaction``: ``async with app.atransaction() as tx:``."""
+        tx = self._transaction()
+        try:
+            yield tx
+        except BaseException:
+            tx.discard()
+            raise
+        await self.arun(tx.commit_flow())
+
+    def _transaction(self) -> Transaction:
+        return Transaction(
+            registry=self.registry,
+            settings=self.settings,
+            queue_urls=self.queue_urls,
+            now=self.clock.now,
+            logger=self.logger,
+            metrics=self.metrics,
+        )
 
     def get(self, job_id: str, *, load_result: bool = True) -> Job:
         """The job's record; ``JobNotFound`` if there is none.

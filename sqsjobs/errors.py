@@ -15,6 +15,8 @@
     ├── InvalidBatchResponse        a partial batch response naming no record of the batch (a bug)
     ├── ExpressionError             a schedule expression EventBridge Scheduler would refuse (also a ValueError)
     ├── CursorError                 a listing cursor from another listing (also a ValueError)
+    ├── TransactionInvalid          a transaction DynamoDB would refuse as built (also a ValueError)
+    ├── TransactionCancelled        DynamoDB cancelled a transaction: nothing of it was written
     ├── JobStateError               the job's record refused the change: an answer, not a failure
     │   ├── JobNotFound
     │   ├── LeaseLost               the caller no longer owns the job (fencing)
@@ -44,7 +46,11 @@ with ``except ValueError``. An exception's docstring is its default message.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 
 class SqsJobsError(Exception):
@@ -105,6 +111,52 @@ class ExpressionError(SqsJobsError, ValueError):
 
 class CursorError(SqsJobsError, ValueError):
     """The cursor is not one this listing produced."""
+
+
+class TransactionInvalid(SqsJobsError, ValueError):
+    """The transaction cannot be written as built (too many items, too large, one item twice, a bad request); nothing was written."""
+
+
+@dataclass(frozen=True)
+class CancellationReason:
+    """What DynamoDB said about one item of a cancelled transaction (``TransactionCancelled.reasons``)."""
+
+    #: The item's position in the transaction: the order of the ``tx.put``/``update``/... calls.
+    index: int
+    #: ``Put``, ``Update``, ``Delete`` or ``ConditionCheck``.
+    operation: str
+    table: str
+    #: DynamoDB's code: ``None`` (this item was fine), ``ConditionalCheckFailed``,
+    #: ``TransactionConflict``, ``ThrottlingError``, ``ValidationError``...
+    code: str
+    message: str
+    #: The item as it was, when the item asked for it (``ReturnValuesOnConditionCheckFailure=ALL_OLD``).
+    item: Mapping[str, Any] | None = None
+    #: The job's id when the item is a job record added by ``tx.enqueue``.
+    job_id: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """True when this item is why the transaction was cancelled."""
+        return self.code != "None"
+
+
+class TransactionCancelled(SqsJobsError):
+    """DynamoDB cancelled the transaction: none of its writes happened and no job was enqueued.
+
+    Attributes:
+        reasons: one ``CancellationReason`` per item, in the order they were added; ``failed``
+            tells which ones cancelled it.
+    """
+
+    def __init__(self, message: str | None = None, *, reasons: tuple[CancellationReason, ...] = ()) -> None:
+        super().__init__(message)
+        self.reasons = reasons
+
+    @property
+    def failed(self) -> tuple[CancellationReason, ...]:
+        """The items that cancelled the transaction."""
+        return tuple(r for r in self.reasons if r.failed)
 
 
 class JobStateError(SqsJobsError):

@@ -68,9 +68,13 @@ class EnqueueOptions(TypedDict, total=False):
 
 
 def build_new_job(
-    request: JobRequest[Any], *, registry: Registry, settings: Settings, now: float
+    request: JobRequest[Any], *, registry: Registry, settings: Settings, now: float, in_record: bool = False
 ) -> rq.NewJob:
-    """Validate a request against its handler and turn it into the record to write."""
+    """Validate a request against its handler and turn it into the record to write.
+
+    ``in_record``: the record keeps the payload until the message is sent (a transactional enqueue),
+    so the record's limit for a payload applies (``held_inline_payload_bytes``) rather than the message's.
+    """
     job_type = registry.name_of(request.type)
     spec = registry.get(job_type) if request.queue is None or job_type in registry else None
     payload = spec.dump(request.payload) if spec else request.payload
@@ -101,14 +105,15 @@ def build_new_job(
         # The record keeps the producer's trace so the run can continue it (sqsjobs.observability.tracing).
         trace=request.trace or current_trace(),
     )
-    return _claim_checked(job, settings)
+    return _claim_checked(job, settings, in_record=in_record or job.held)
 
 
-def _claim_checked(job: rq.NewJob, settings: Settings) -> rq.NewJob:
+def _claim_checked(job: rq.NewJob, settings: Settings, *, in_record: bool) -> rq.NewJob:
     """``job``, with its payload moved to S3 when the message or the record would carry too much.
 
-    The message carries up to ``inline_payload_bytes``; a held job's record (billed per KB at each
-    of its writes) up to ``held_inline_payload_bytes`` (docs/payloads.md has the arithmetic).
+    The message carries up to ``inline_payload_bytes``; a record that keeps the payload (a held or a
+    transactional job's: billed per KB at each of its writes) up to ``held_inline_payload_bytes``
+    (docs/payloads.md has the arithmetic).
     """
     size = len(job.payload_json)  # canonical JSON is ASCII: characters are bytes
     if size > settings.max_payload_bytes:
@@ -117,7 +122,7 @@ def _claim_checked(job: rq.NewJob, settings: Settings) -> rq.NewJob:
             f"({settings.max_payload_bytes}); store the data elsewhere and enqueue its key, "
             "or raise the setting"
         )
-    limit = settings.held_inline_payload_bytes if job.held else settings.inline_payload_bytes
+    limit = settings.held_inline_payload_bytes if in_record else settings.inline_payload_bytes
     if size <= limit:
         return job
     latest_start = job.now + (settings.payload_object_days - settings.retention_days) * 86_400
@@ -146,9 +151,31 @@ def enqueue_many_flow(
     attention entry instead, and the sweeper sends it. A repeated idempotency key sends its message
     again (harmless: the claim decides) and finds its record already there.
     """
-    for job in jobs:  # before any message can name them
+    yield from write_objects(jobs)
+    unsent = yield from send_hints(jobs, queue_urls=queue_urls, logger=logger)
+    puts = [(job, rq.put_job(settings.table_name, job, unsent=job.id in unsent)) for job in jobs]
+    created = yield from _put_all(settings, puts)
+    if metrics is not None:
+        for job in created:
+            metrics.enqueued(job.type, job.tenant)
+    return [j.id for j in jobs]
+
+
+def write_objects(jobs: Sequence[rq.NewJob]) -> Flow[None]:
+    """Write the payloads that go to S3 (``NewJob.payload_ref``): before any message or record names them."""
+    for job in jobs:
         if job.payload_ref is not None:
             yield from objects.put_flow(job.payload_ref, job.payload_json.encode())
+
+
+def send_hints(
+    jobs: Sequence[rq.NewJob], *, queue_urls: dict[str, str], logger: Any = None
+) -> Flow[set[str]]:
+    """Send the messages of the jobs that are not held, ten to a request per queue; the ids SQS refused.
+
+    A refusal is not retried here: the caller keeps the payload in the record for the sweeper
+    (``enqueue_many_flow``; ``sqsjobs.transaction`` after its commit).
+    """
     unsent: set[str] = set()
     by_queue: dict[str, list[tuple[rq.NewJob, str]]] = {}
     for job in jobs:
@@ -176,12 +203,7 @@ def enqueue_many_flow(
                         "codes": sorted(set(failed.values())),
                     },
                 )
-    puts = [(job, rq.put_job(settings.table_name, job, unsent=job.id in unsent)) for job in jobs]
-    created = yield from _put_all(settings, puts)
-    if metrics is not None:
-        for job in created:
-            metrics.enqueued(job.type, job.tenant)
-    return [j.id for j in jobs]
+    return unsent
 
 
 def _put_all(settings: Settings, puts: list[tuple[rq.NewJob, dict[str, Any]]]) -> Flow[list[rq.NewJob]]:

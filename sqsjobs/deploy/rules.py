@@ -79,6 +79,12 @@ _BATCH_SUFFIX = "Batch"
 
 #: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/ql-iam.html
 _PARTIQL_WRITES = ("dynamodb:PartiQLInsert", "dynamodb:PartiQLUpdate")
+#: There is no ``dynamodb:TransactWriteItems`` action: each item of a transaction is authorised as
+#: its own PutItem, UpdateItem, DeleteItem or ConditionCheckItem on its table. On the jobs table a
+#: transactional enqueue only puts records; the application's own items need the actions of their
+#: writes on the application's tables, granted by the application (sqsjobs cannot know them).
+#: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis-iam.html
+_TRANSACTION_JOB_WRITES = ("dynamodb:PutItem",)
 
 
 def queues_of(registry: Registry, extra: Iterable[str] = ()) -> list[str]:
@@ -93,10 +99,13 @@ def iam_actions(service: str, operation: str) -> tuple[str, ...]:
     """The IAM actions that authorise a boto3 operation, e.g. ``sqs:SendMessage`` for ``send_message_batch``.
 
     A ``BatchExecuteStatement`` is authorised by the kinds of statement it carries (sqsjobs sends
-    INSERTs and UPDATEs), not by its own name.
+    INSERTs and UPDATEs), not by its own name; a ``TransactWriteItems`` by its items' (on the jobs
+    table: the records' PutItem).
     """
     if (service, operation) == ("dynamodb", "batch_execute_statement"):
         return _PARTIQL_WRITES
+    if (service, operation) == ("dynamodb", "transact_write_items"):
+        return _TRANSACTION_JOB_WRITES
     name = "".join(part.capitalize() for part in operation.split("_"))
     if service == "sqs" and name.endswith(_BATCH_SUFFIX):
         name = name[: -len(_BATCH_SUFFIX)]

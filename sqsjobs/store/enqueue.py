@@ -66,12 +66,16 @@ class NewJob:
         return objects.payload_ref(self.payload_bucket, self.id, self.payload_hash)
 
 
-def put_job(table: str, job: NewJob, *, unsent: bool = False) -> dict[str, Any]:
+def put_job(
+    table: str, job: NewJob, *, unsent: bool = False, pending_until: float | None = None
+) -> dict[str, Any]:
     """PutItem that creates the record only if the id is new (the idempotency check).
 
     The payload stays out of the record when a message carries it (the record is then a few hundred
     bytes: one write unit). A held job (no message yet) keeps it with a ``held`` attention entry; an
-    ``unsent`` one (SQS refused its message) with a ``pending`` entry the sweeper sends at once. A
+    ``unsent`` one (SQS refused its message) with a ``pending`` entry the sweeper sends at once; one
+    whose message goes only later (``pending_until``: a transactional enqueue sends it after the
+    commit) with a ``pending`` entry the sweeper sends at ``pending_until`` unless it is cleared. A
     payload in S3 is never copied: the record keeps its reference.
     """
     item: Item = {
@@ -90,10 +94,11 @@ def put_job(table: str, job: NewJob, *, unsent: bool = False) -> dict[str, Any]:
     }
     if job.payload_ref is not None:
         item["payload_ref"] = av_s(job.payload_ref)
-    if job.held or unsent:
+    if job.held or unsent or pending_until is not None:
+        due = job.run_at if job.held else job.now if pending_until is None else pending_until
         item |= {
             "attn": av_s(attention_key(HELD if job.held else PENDING, job.id)),
-            "due": av_n(job.run_at if job.held else job.now),
+            "due": av_n(due),
         }
         if job.payload_ref is None:
             item["payload"] = av_s(job.payload_json)

@@ -18,14 +18,14 @@ from botocore.validate import ParamValidator
 
 from sqsjobs.config import Settings
 from sqsjobs.runtime.acks import failure_record
-from sqsjobs.store import codec, enqueue, operator, schema, statements
+from sqsjobs.store import codec, enqueue, operator, schema, statements, transact
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import objects, sqs
 
 NOW = 1_800_000_000.0
 TABLE = "shop-jobs"
 URL = "http://127.0.0.1:4566/000000000000/shop-default"
-BUILDER_MODULES = (rq, enqueue, operator, schema, statements, sqs, objects)
+BUILDER_MODULES = (rq, enqueue, operator, schema, statements, sqs, objects, transact)
 
 
 def _new_job() -> rq.NewJob:
@@ -91,6 +91,15 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
     "mark_dispatched": ("dynamodb", "UpdateItem",
                         lambda: schema.mark_dispatched(TABLE, _due(), now=NOW, recheck_at=NOW)),
     "table_definition": ("dynamodb", "CreateTable", lambda: schema.table_definition(TABLE)),
+    "transact_write": ("dynamodb", "TransactWriteItems", lambda: transact.transact_write([
+        {"Put": {"TableName": "orders", "Item": {"pk": {"S": "o1"}}, "ConditionExpression": "attribute_not_exists(pk)"}},
+        {"ConditionCheck": {"TableName": "stock", "Key": {"sku": {"S": "s1"}}, "ConditionExpression": "qty > :z",
+                            "ExpressionAttributeValues": {":z": {"N": "0"}}}},
+        transact.job_entry(TABLE, _new_job(), token=rq.nonce(), pending_until=NOW + 300),
+    ], token=rq.nonce())),
+    "clear_sent": ("dynamodb", "UpdateItem",
+                   lambda: transact.clear_sent(TABLE, transact.job_entry(TABLE, _new_job(), token="t",
+                                                                         pending_until=NOW)["Put"]["Item"])),
     "send_one": ("sqs", "SendMessage",
                  lambda: sqs.send_one(URL, "{}", delay_s=5, attributes={"reason": "r"})),
     "send_batch": ("sqs", "SendMessageBatch", lambda: sqs.send_batch(URL, [("0", "{}", 0), ("1", "{}", 30)])),
@@ -123,6 +132,7 @@ def _builders() -> set[str]:
 #: Functions with that return type that build something other than a request.
 NOT_REQUESTS = {
     "audit_av", "queue_attributes", "record_of", "update_statement", "insert_statement", "kept_payload",
+    "job_entry",  # one item of a transaction, checked inside transact_write's case
 }  # fmt: skip
 
 
