@@ -36,6 +36,7 @@ from sqsjobs.errors import (
     StoreError,
     TransportError,
     UnknownEnvelopeVersion,
+    UpcastError,
 )
 from sqsjobs.job import RENAMED as _RENAMED
 from sqsjobs.job import FailureRecord, Job, JobStatus
@@ -86,6 +87,7 @@ __all__ = [
     "SystemClock",
     "TransportError",
     "UnknownEnvelopeVersion",
+    "UpcastError",
     "Worker",
     "sweep_once",
 ]

@@ -301,7 +301,7 @@ class Execution:
         assert job is not None
         if refused.reason is ClaimRefusal.CONFLICT:
             self.app.logger.warning(
-                "message dropped: its payload is not the job's (a conflicting idempotent enqueue)",
+                "message dropped: its payload is not the job's (a conflicting enqueue, or retried with another)",
                 extra={"job_id": job.id, "job_type": job.type},
             )
             return DELETE
@@ -373,10 +373,10 @@ class Execution:
             )
             return Ack("rearm", delay_s=NEWER_VERSION_PARK_S)
         try:
-            payload = spec.validate(job.payload)
-        except PayloadInvalid as exc:
+            payload = spec.load(job.payload, job.payload_version)  # older: upcast first
+        except PayloadInvalid as exc:  # the reason says which: validation, or which upcast step
             return await self._dead(
-                job, exc, reason="payload failed validation", queue=delivery.queue if delivery else job.queue
+                job, exc, reason=exc.reason, queue=delivery.queue if delivery else job.queue
             )
 
         timeout_s = (
