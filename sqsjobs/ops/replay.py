@@ -18,8 +18,9 @@ Why an interrupted replay loses nothing and replays nothing twice:
 - messages that are skipped, unmatched or not reached are made visible again at the end (or come
   back by themselves when their hide time ends, if the process is killed).
 
-A message the current code would refuse (unknown type, payload that no longer validates, newer
-payload version), or with no record or no envelope, is skipped with the reason and left in place.
+A message the current code would refuse (unknown type, payload that no longer validates even
+after its upcasts, newer payload version), or with no record or no envelope, is skipped with the
+reason and left in place.
 """
 
 from __future__ import annotations

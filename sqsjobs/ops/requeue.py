@@ -1,9 +1,9 @@
 """The operator's ``replay`` transition: a dead or cancelled job back to ``queued``.
 
 Shared by ``sqsjobs jobs retry`` (``App.retry``) and ``sqsjobs dlq replay``. Durable state first
-(DESIGN §3.3): the record is re-validated against the *current* handler, then moved with one
-conditional write (attempts reset, job id, payload and idempotency key kept, an audit entry
-appended), and only then is a hint sent. If the hint is lost, the record is still ``queued`` and
+(DESIGN §3.3): the record is re-validated against the *current* handler (an older payload upgraded
+by its upcasts first, as the worker will), then moved with one conditional write (attempts reset,
+job id, payload and idempotency key kept, an audit entry appended), and only then is a hint sent. If the hint is lost, the record is still ``queued`` and
 the sweeper dispatches it; a re-run that finds the job already queued sends a hint again, which
 is harmless because the claim decides.
 """
@@ -76,7 +76,7 @@ def check_replayable(registry: Registry, job: Job) -> str:
     if job.payload_version > spec.version:
         return f"payload version {job.payload_version} is newer than the handler's {spec.version}"
     try:
-        spec.validate(job.payload)
+        spec.load(job.payload, job.payload_version)  # what the worker will do: upcast, then validate
     except PayloadInvalid as exc:
         return str(exc)
     return ""
