@@ -62,8 +62,8 @@ class HandlerSpec:
     payload_type: Any = Any
     #: ``upcasts[n]`` turns a version-n payload into a version n + 1 one, for every n from the oldest
     #: version still read up to ``version - 1`` (checked by ``@job``). Empty: an older payload is
-    #: validated as it is.
-    upcasts: Mapping[int, Upcast] = field(default_factory=dict)
+    #: validated as it is. Left out of the hash, so a spec stays hashable.
+    upcasts: Mapping[int, Upcast] = field(default_factory=dict, hash=False)
 
     @property
     def timeout_s(self) -> float:

@@ -83,6 +83,11 @@ def test_steps_may_start_above_1_which_retires_the_older_versions():
     assert caught.value.reason == "no upcast from version 1"
 
 
+def test_a_spec_with_upcasts_is_still_hashable_as_specs_were(app):
+    spec = app.registry.get("profile.update")
+    assert {spec: 1}[spec] == 1
+
+
 def test_an_included_registry_keeps_its_upcasts(app):
     outer = Registry()
     outer.include(app.registry, prefix="crm.")
