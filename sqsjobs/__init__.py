@@ -41,6 +41,7 @@ from sqsjobs.errors import (
     TransactionInvalid,
     TransportError,
     UnknownEnvelopeVersion,
+    UpcastError,
 )
 from sqsjobs.job import RENAMED as _RENAMED
 from sqsjobs.job import FailureRecord, Job, JobStatus
@@ -98,6 +99,7 @@ __all__ = [
     "TransactionInvalid",
     "TransportError",
     "UnknownEnvelopeVersion",
+    "UpcastError",
     "Worker",
     "sweep_once",
 ]

@@ -17,7 +17,7 @@ from sqsjobs._clock import Clock, SystemClock
 from sqsjobs.config import Settings
 from sqsjobs.deploy.provision import ProvisionReport, provision_flow
 from sqsjobs.errors import ConfigurationError
-from sqsjobs.ops.requeue import retry_flow
+from sqsjobs.ops.requeue import KEEP, retry_flow
 from sqsjobs.producer import (
     EnqueueOptions,
     JobRequest,
@@ -265,21 +265,26 @@ class App:
         """Async ``cancel``."""
         return str(await self.arun(cancel_flow(self.settings, job_id, self.clock.now())))
 
-    def retry(self, job_id: str) -> Job:
-        """Put a dead or cancelled job back in its queue (attempts reset, audit entry); see ``sqsjobs.ops.requeue``."""
-        return self.run(self._retry_flow(job_id))
+    def retry(self, job_id: str, *, payload: Any = KEEP) -> Job:
+        """Put a dead or cancelled job back in its queue (attempts reset, audit entry); see ``sqsjobs.ops.requeue``.
 
-    async def aretry(self, job_id: str) -> Job:
+        ``payload``: a corrected payload that replaces the job's (validated by the current handler,
+        same job id and idempotency key; see docs/payloads.md). Default: the job's own.
+        """
+        return self.run(self._retry_flow(job_id, payload))
+
+    async def aretry(self, job_id: str, *, payload: Any = KEEP) -> Job:
         """Async ``retry``."""
-        return await self.arun(self._retry_flow(job_id))
+        return await self.arun(self._retry_flow(job_id, payload))
 
-    def _retry_flow(self, job_id: str) -> Flow[Job]:
+    def _retry_flow(self, job_id: str, payload: Any) -> Flow[Job]:
         return retry_flow(
             job_id,
             settings=self.settings,
             registry=self.registry,
             queue_urls=self.queue_urls,
             now=self.clock.now(),
+            payload=payload,
         )
 
     def provision(self, queues: list[str] | None = None) -> ProvisionReport:

@@ -8,6 +8,7 @@
     ├── DuplicateHandler            two handlers registered under one name
     ├── PayloadError
     │   ├── PayloadInvalid          payload fails the handler's model
+    │   │   └── UpcastError         an older payload cannot be brought to the handler's version
     │   └── PayloadTooLarge         payload over the inline limit
     ├── EnvelopeError               an SQS body sqsjobs cannot read
     │   └── UnknownEnvelopeVersion
@@ -78,7 +79,22 @@ class PayloadError(SqsJobsError):
 
 
 class PayloadInvalid(PayloadError):
-    """The payload does not validate against the handler's model."""
+    """The payload does not validate against the handler's model.
+
+    Attributes:
+        reason: the record's ``reason`` when a worker kills a job for it.
+    """
+
+    reason = "payload failed validation"
+
+    def __init__(self, message: str | None = None, *, reason: str | None = None) -> None:
+        super().__init__(message)
+        if reason:
+            self.reason = reason
+
+
+class UpcastError(PayloadInvalid):
+    """An older payload cannot be brought to the handler's version: no step from it, or a step raised."""
 
 
 class PayloadTooLarge(PayloadError):

@@ -1,10 +1,17 @@
-"""Handler registry: ``@registry.job("name")`` records a HandlerSpec and returns the function unchanged."""
+"""Handler registry: ``@registry.job("name")`` records a HandlerSpec and returns the function unchanged.
+
+A job type's payload schema has a version (``@job(version=3)``), written with every job. A worker
+whose handler is newer than a payload brings it up to date with the type's upcast steps
+(``upcast={1: v1_to_v2, 2: v2_to_v3}``) before validating it (``HandlerSpec.load``); the record
+and the message keep the payload as it was enqueued. See docs/payloads.md.
+"""
 
 from __future__ import annotations
 
+import copy
 import inspect
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar
 
@@ -12,7 +19,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from sqsjobs.config import to_seconds
 from sqsjobs.context import JobContext
-from sqsjobs.errors import DuplicateHandler, HandlerNotFound, PayloadInvalid
+from sqsjobs.errors import ConfigurationError, DuplicateHandler, HandlerNotFound, PayloadInvalid, UpcastError
 from sqsjobs.retry import RetryPolicy
 
 if typing.TYPE_CHECKING:
@@ -26,6 +33,8 @@ P = TypeVar("P")
 HandlerOf: TypeAlias = Callable[[P, JobContext], Any]
 #: Any handler; the decorator returns it with its own type, so its signature reaches the type checker.
 H = TypeVar("H", bound=Handler)
+#: One upcast step: a payload of version n (JSON data as stored) → the same payload at version n + 1.
+Upcast = Callable[[Any], Any]
 
 #: Defaults for ``@job`` options; settings-wide values live in ``sqsjobs.config``.
 DEFAULT_QUEUE = "default"
@@ -51,6 +60,10 @@ class HandlerSpec:
     version: int = 1
     #: The payload's type, from the handler's first parameter annotation (Any when unannotated).
     payload_type: Any = Any
+    #: ``upcasts[n]`` turns a version-n payload into a version n + 1 one, for every n from the oldest
+    #: version still read up to ``version - 1`` (checked by ``@job``). Empty: an older payload is
+    #: validated as it is. Left out of the hash, so a spec stays hashable.
+    upcasts: Mapping[int, Upcast] = field(default_factory=dict, hash=False)
 
     @property
     def timeout_s(self) -> float:
@@ -80,6 +93,51 @@ class HandlerSpec:
         except ValidationError as exc:
             raise PayloadInvalid(f"payload for {self.name!r} does not validate: {_summarise(exc)}") from exc
 
+    def upgrade(self, payload: Any, version: int) -> Any:
+        """A stored payload of ``version`` brought to the handler's version by the upcast steps.
+
+        Returned as it is when it is current, or when the type has no upcasts. A payload *newer*
+        than the handler is the caller's to handle (the worker parks it for a newer worker). The
+        steps work on a copy: the job keeps the payload as it was enqueued.
+
+        Raises:
+            UpcastError: no step starts at ``version``, or a step raised; its ``reason`` names which.
+        """
+        if not self.upcasts or version >= self.version:
+            return payload
+        if version not in self.upcasts:
+            raise UpcastError(
+                f"payload version {version} of {self.name!r} is older than its oldest upcast step "
+                f"({min(self.upcasts)}→{min(self.upcasts) + 1}): it cannot be brought to version {self.version}",
+                reason=f"no upcast from version {version}",
+            )
+        data = copy.deepcopy(payload)
+        for step in range(version, self.version):
+            try:
+                data = self.upcasts[step](data)
+            except Exception as exc:
+                raise UpcastError(
+                    f"upcast {step}→{step + 1} of {self.name!r} failed: {type(exc).__name__}: {exc}",
+                    reason=f"payload upcast {step}→{step + 1} failed",
+                ) from exc
+        return data
+
+    def load(self, payload: Any, version: int) -> Any:
+        """A stored payload of ``version`` as the handler's argument: upgraded (``upgrade``), then validated.
+
+        What the worker, ``sqsjobs.testing.run_job`` and an operator's retry or replay all apply.
+
+        Raises:
+            PayloadInvalid: it does not validate (``UpcastError``: it could not be upgraded).
+        """
+        upgraded = self.upgrade(payload, version)
+        try:
+            return self.validate(upgraded)
+        except PayloadInvalid as exc:
+            if upgraded is payload:
+                raise
+            raise PayloadInvalid(f"{exc} (after upcasting it from version {version})") from exc
+
     def dump(self, payload: Any) -> Any:
         """Validate a producer's payload and return its JSON-compatible form (what is stored)."""
         value = self.validate(payload)
@@ -100,6 +158,31 @@ def _adapter_for(tp: Any) -> TypeAdapter[Any]:
 def _summarise(exc: ValidationError) -> str:
     parts = [f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in exc.errors()[:5]]
     return "; ".join(parts)
+
+
+def _checked_upcasts(name: str, version: int, upcast: Mapping[int, Upcast] | None) -> dict[int, Upcast]:
+    """The upcast steps of ``@job(version=..., upcast=...)``, or ``ConfigurationError`` saying what is wrong.
+
+    Keys are versions 1..``version - 1`` with no gap up to ``version - 1`` (a payload older than the
+    first key is refused by the worker, which is how a version is retired); values are callables.
+    """
+    steps = dict(upcast or {})
+    for key, fn in steps.items():
+        if isinstance(key, bool) or not isinstance(key, int) or not 1 <= key < version:
+            raise ConfigurationError(
+                f"job {name!r} (version {version}): upcast key {key!r} is not a version from 1 to "
+                f"{version - 1}; upcast[n] turns a version-n payload into a version n+1 one"
+            )
+        if not callable(fn):
+            raise ConfigurationError(f"job {name!r}: upcast[{key}] is not callable ({fn!r})")
+    missing = [n for n in range(min(steps, default=version), version) if n not in steps]
+    if missing:
+        raise ConfigurationError(
+            f"job {name!r} (version {version}): upcast lacks the step "
+            + ", ".join(f"{n}→{n + 1}" for n in missing)
+            + f"; give upcast[{missing[0]}] (steps must run without a gap up to version {version})"
+        )
+    return steps
 
 
 def _payload_type(fn: Handler) -> Any:
@@ -129,14 +212,21 @@ class Registry:
         retry: RetryPolicy | None = None,
         max_age: timedelta | float | None = None,
         version: int = 1,
+        upcast: Mapping[int, Upcast] | None = None,
     ) -> Callable[[H], H]:
         """Register a handler ``fn(payload, ctx)``; the function itself is returned unchanged.
 
         Without ``timeout`` a run gets ``DEFAULT_TIMEOUT_S`` in the ECS worker and the invocation's
         remaining time on Lambda; give one only when the job must be cut off sooner.
+
+        ``version`` is the payload schema's version, stamped on every job enqueued with this
+        handler; ``upcast[n]`` turns a version-n payload (JSON data as stored) into a version n + 1
+        one, so a worker can run jobs enqueued before the schema changed (``HandlerSpec.load``).
+        A missing step raises ``ConfigurationError`` here, at import.
         """
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
+        upcasts = _checked_upcasts(name, version, upcast)
         policy = retry or RetryPolicy()
         if max_age is not None:
             policy = RetryPolicy(
@@ -157,6 +247,7 @@ class Registry:
                 retry=policy,
                 version=version,
                 payload_type=_payload_type(fn),
+                upcasts=upcasts,
             )
             self.add(spec)
             return fn

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from sqsjobs.context import JobContext
 from sqsjobs.job import JobStatus
 from sqsjobs.producer import JobRequest, build_new_job
+from sqsjobs.registry import Registry
 from sqsjobs.runtime.execution import invoke, judge_failure, timeout_error
 from sqsjobs.runtime.payloads import storable_result
 from sqsjobs.runtime.sweeper import run_sweeper
@@ -46,16 +48,28 @@ def make_job(
     attempt: int = 1,
     tenant: str | None = None,
     job_id: str | None = None,
+    payload_version: int | None = None,
 ) -> Job:
     """A job as a worker's claim of ``attempt`` leaves it: running, leased to ``TEST_WORKER_ID``.
 
     Made by the producer's own code and read back from the item it would write, so the payload is
     checked and JSON-round-tripped exactly as ``enqueue`` and the worker do it (``HandlerNotFound``,
-    ``PayloadInvalid``, ``PayloadTooLarge``). No AWS call.
+    ``PayloadInvalid``, ``PayloadTooLarge``). No AWS call. With an older ``payload_version`` the
+    payload is stored as a producer of that version would (JSON, unchecked: the current model is
+    not its model), and the worker's upcasts bring it up to date when it runs.
     """
     now = app.clock.now()
     request = JobRequest(job_type, payload, tenant=tenant)
-    new = build_new_job(request, registry=app.registry, settings=app.settings, now=now)
+    registry = app.registry
+    spec = registry.get(registry.name_of(job_type))
+    if payload_version is not None and payload_version != spec.version:
+        if not 1 <= payload_version < spec.version:
+            raise ValueError(
+                f"payload_version must be 1..{spec.version} (the handler's), got {payload_version}"
+            )
+        registry = Registry()  # the type as an older producer registered it
+        registry.add(dataclasses.replace(spec, version=payload_version, payload_type=Any, upcasts={}))
+    new = build_new_job(request, registry=registry, settings=app.settings, now=now)
     queued = rq.job_from_item(rq.put_job(app.settings.table_name, new)["Item"])
     max_attempts = app.registry.get(new.type).max_attempts
     if not 1 <= attempt <= max_attempts:
@@ -103,6 +117,7 @@ async def arun_job(
     attempt: int = 1,
     tenant: str | None = None,
     job_id: str | None = None,
+    payload_version: int | None = None,
 ) -> RunResult: ...
 @overload
 async def arun_job(
@@ -113,6 +128,7 @@ async def arun_job(
     attempt: int = 1,
     tenant: str | None = None,
     job_id: str | None = None,
+    payload_version: int | None = None,
 ) -> RunResult: ...
 async def arun_job(
     app: App,
@@ -122,13 +138,17 @@ async def arun_job(
     attempt: int = 1,
     tenant: str | None = None,
     job_id: str | None = None,
+    payload_version: int | None = None,
 ) -> RunResult:
     """Async ``run_job``, for tests that already run an event loop."""
-    job = make_job(app, job_type, payload, attempt=attempt, tenant=tenant, job_id=job_id)
+    job = make_job(
+        app, job_type, payload, attempt=attempt, tenant=tenant, job_id=job_id, payload_version=payload_version
+    )
     spec = app.registry.get(job.type)
-    # The worker validates again before the run; a payload that does not survive the JSON round
-    # trip would die there ("payload failed validation"), and raises PayloadInvalid here.
-    value = spec.validate(job.payload)
+    # The worker upgrades an older payload and validates again before the run; a payload that does
+    # not survive the JSON round trip or an upcast would die there (its reason says which), and
+    # raises PayloadInvalid (UpcastError) here.
+    value = spec.load(job.payload, job.payload_version)
     ctx = JobContext(
         job=job, worker_id=TEST_WORKER_ID, deadline=app.clock.now() + spec.timeout_s, logger=app.logger
     )
@@ -165,6 +185,7 @@ def run_job(
     attempt: int = 1,
     tenant: str | None = None,
     job_id: str | None = None,
+    payload_version: int | None = None,
 ) -> RunResult: ...
 @overload
 def run_job(
@@ -175,6 +196,7 @@ def run_job(
     attempt: int = 1,
     tenant: str | None = None,
     job_id: str | None = None,
+    payload_version: int | None = None,
 ) -> RunResult: ...
 def run_job(
     app: App,
@@ -184,6 +206,7 @@ def run_job(
     attempt: int = 1,
     tenant: str | None = None,
     job_id: str | None = None,
+    payload_version: int | None = None,
 ) -> RunResult:
     """Run one job's handler in-process, as a worker would run this attempt; no AWS.
 
@@ -201,8 +224,20 @@ def run_job(
         attempt: the attempt to run, 1..``max_attempts``: the last one turns a failure into ``dead``.
         tenant: the job's tenant.
         job_id: the job's id (``ctx.job_id``); default: a new one, as ``enqueue`` makes.
+        payload_version: the payload's schema version (default: the handler's); an older one is
+            stored as is and upgraded by the type's upcasts before validation, as a worker does.
     """
-    return asyncio.run(arun_job(app, job_type, payload, attempt=attempt, tenant=tenant, job_id=job_id))
+    return asyncio.run(
+        arun_job(
+            app,
+            job_type,
+            payload,
+            attempt=attempt,
+            tenant=tenant,
+            job_id=job_id,
+            payload_version=payload_version,
+        )
+    )
 
 
 def all_finished(app: App, job_ids: Iterable[str]) -> Callable[[], bool]:

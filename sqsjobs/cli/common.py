@@ -22,9 +22,11 @@ code  meaning
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
-from typing import TYPE_CHECKING, Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -66,6 +68,15 @@ QueueOpt = Annotated[
     list[str] | None, typer.Option("--queue", help="Logical queue (repeatable; default: all of the app's)")
 ]
 SinceOpt = Annotated[str | None, typer.Option(help="Only this recent, e.g. 30m, 2h, 7d")]
+PayloadFileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--payload",
+        metavar="FILE",
+        help="A corrected payload: a JSON file, or - for stdin. Validated by the job's current handler, "
+        "it replaces the stored payload (same job id and idempotency key; audited)",
+    ),
+]
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -159,6 +170,14 @@ def duration_option(text: str, option: str) -> float:
         return parse_duration(text)
     except ValueError as exc:
         raise abort(f"{option}: {exc}", EXIT_USAGE) from None
+
+
+def payload_file(path: str) -> Any:
+    """The JSON document of a ``--payload FILE`` (``-``: stdin); unreadable or not JSON exits 2."""
+    try:
+        return json.loads(sys.stdin.read() if path == "-" else Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise abort(f"--payload {path}: not a readable JSON file: {exc}", EXIT_USAGE) from None
 
 
 def load_app(app_path: str, endpoint_url: str | None) -> App:

@@ -20,15 +20,18 @@ from sqsjobs.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_NOT_FOUND,
     EXIT_PARTIAL,
+    EXIT_USAGE,
     AppOpt,
     EndpointOpt,
     JsonOpt,
+    PayloadFileOpt,
     QueueOpt,
     SinceOpt,
     abort,
     duration_option,
     guarded,
     load_app,
+    payload_file,
 )
 from sqsjobs.cli.render import (
     print_json,
@@ -43,6 +46,7 @@ from sqsjobs.ops import dlq as dlq_ops
 from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops import replay as replay_ops
 from sqsjobs.ops._common import app_queues
+from sqsjobs.ops.requeue import KEEP
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -186,13 +190,21 @@ def dlq_replay(
     ] = False,
     limit: Annotated[int | None, typer.Option(help="Requeue at most this many jobs")] = None,
     rate: Annotated[float | None, typer.Option(help="Requeue at most this many jobs per second")] = None,
+    payload: PayloadFileOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Requeue dead jobs from the DLQs: re-validated, same id and key, attempts reset, audited.
 
     The DLQ copy is deleted only after the job is queued again. Ctrl-C stops after the current
-    message; a re-run carries on and never requeues a job twice.
+    message; a re-run carries on and never requeues a job twice. --payload gives every job replayed
+    that payload instead of its own; it needs --job-id or --type, and --dry-run shows what changes.
     """
+    if payload is not None and not (job_id or job_type):
+        raise abort(
+            "--payload replaces the payload of every job replayed: select them with --job-id or --type",
+            EXIT_USAGE,
+        )
+    data = KEEP if payload is None else payload_file(payload)
     loaded = load_app(app, endpoint_url)
     flt = _filter(loaded, job_type, error_class, since, job_id)
     queues = app_queues(loaded.registry, queue)
@@ -226,7 +238,7 @@ def dlq_replay(
                     replay_ops.replay_flow(
                         settings=loaded.settings, registry=loaded.registry, queue_urls=loaded.queue_urls,
                         queues=queues, flt=flt, clock=loaded.clock, dry_run=dry_run, limit=limit,
-                        rate=rate, on_item=on_item, should_stop=lambda: stop["requested"],
+                        rate=rate, on_item=on_item, should_stop=lambda: stop["requested"], payload=data,
                     )
                 )  # fmt: skip
     finally:

@@ -16,19 +16,23 @@ from rich.table import Table
 
 from sqsjobs.cli.common import (
     EXIT_REFUSED,
+    EXIT_USAGE,
     AppOpt,
     EndpointOpt,
     JsonOpt,
+    PayloadFileOpt,
     abort,
     duration_option,
     guarded,
     load_app,
+    payload_file,
 )
 from sqsjobs.cli.render import print_json, render_job, status_markup, stdout_console, when
 from sqsjobs.errors import PayloadError
 from sqsjobs.job import JobStatus  # noqa: TC001 (typer reads the annotation at runtime)
 from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops._common import iso
+from sqsjobs.ops.requeue import KEEP
 
 jobs_cli = typer.Typer(no_args_is_help=True, help="Find a job, see why it failed, cancel or retry it.")
 
@@ -165,18 +169,27 @@ def jobs_retry(
     job_id: Annotated[str, typer.Argument(help="Job id")],
     app: AppOpt,
     endpoint_url: EndpointOpt = None,
+    payload: PayloadFileOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Put a dead or cancelled job back in its queue: attempts reset, same id and key, audit entry kept."""
+    """Put a dead or cancelled job back in its queue: attempts reset, same id and key, audit entry kept.
+
+    With --payload the job runs with that payload instead of its own (see docs/payloads.md).
+    """
+    data = KEEP if payload is None else payload_file(payload)
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
         try:
-            job = loaded.retry(job_id)
-        except PayloadError as exc:  # the job is fine; the current code refuses it
-            raise abort(str(exc), EXIT_REFUSED) from None
+            job = loaded.retry(job_id, payload=data)
+        except PayloadError as exc:  # the job is fine; the current code refuses its payload, or the new one
+            raise abort(str(exc), EXIT_REFUSED if data is KEEP else EXIT_USAGE) from None
     if json_out:
         print_json(
-            {"id": job.id, "status": job.status.value, "queue": job.queue, "max_attempts": job.max_attempts}
-        )
+            {"id": job.id, "status": job.status.value, "queue": job.queue, "max_attempts": job.max_attempts,
+             "payload_hash": job.payload_hash, "payload_version": job.payload_version}
+        )  # fmt: skip
     else:
-        stdout_console().print(f"job {job.id} queued again on {job.queue} (attempts 0/{job.max_attempts})")
+        replaced = "" if data is KEEP else f" with the new payload (hash {(job.payload_hash or '')[:12]})"
+        stdout_console().print(
+            f"job {job.id} queued again on {job.queue}{replaced} (attempts 0/{job.max_attempts})"
+        )

@@ -140,9 +140,13 @@ def render_job(job: Job, data: dict[str, Any]) -> None:
         console.print(table)
     if data["audit"]:
         table = Table(title="audit", title_justify="left")
-        for col in ("at", "action", "by", "from", "reason", "dlq message"):
+        for col in ("at", "action", "by", "from", "reason", "dlq message", "payload replaced"):
             table.add_column(col, overflow="fold")
         for a in data["audit"]:
+            replaced = (
+                f"{str(a.get('old_payload_hash') or 'none')[:12]} → {str(a['new_payload_hash'])[:12]}"
+                if a.get("new_payload_hash") else "-"
+            )  # fmt: skip
             table.add_row(str(a.get("at")), str(a.get("action")), str(a.get("by")), str(a.get("from")),
-                          escape(str(a.get("reason") or "-")), str(a.get("message_id") or "-"))  # fmt: skip
+                          escape(str(a.get("reason") or "-")), str(a.get("message_id") or "-"), replaced)  # fmt: skip
         console.print(table)

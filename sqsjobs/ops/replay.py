@@ -18,8 +18,10 @@ Why an interrupted replay loses nothing and replays nothing twice:
 - messages that are skipped, unmatched or not reached are made visible again at the end (or come
   back by themselves when their hide time ends, if the process is killed).
 
-A message the current code would refuse (unknown type, payload that no longer validates, newer
-payload version), or with no record or no envelope, is skipped with the reason and left in place.
+A message the current code would refuse (unknown type, payload that no longer validates even
+after its upcasts, newer payload version), or with no record or no envelope, is skipped with the
+reason and left in place. A corrected ``payload`` replaces the payload of every job replayed (see
+``requeue_flow``); a job whose handler refuses it is skipped.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from sqsjobs._aws import Flow, sleep_call
 from sqsjobs.errors import AwsError, JobStateError
 from sqsjobs.job import JobStatus
 from sqsjobs.ops import dlq
-from sqsjobs.ops.requeue import hint_flow, requeue_flow
+from sqsjobs.ops.requeue import KEEP, hint_flow, requeue_flow
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -111,6 +113,7 @@ class _Run:
     clock: Clock
     rate: float | None
     summary: ReplaySummary
+    payload: Any = KEEP
     scan: dlq.Scan = field(default_factory=dlq.Scan)
     requeued_ids: set[str] = field(default_factory=set)
     next_at: float = 0.0
@@ -147,6 +150,7 @@ class _Run:
                 now=self.clock.now(),
                 write=not (self.dry_run or again),
                 note={"message_id": m.message_id, "dlq": m.queue},
+                payload=self.payload,
             )
             if result.outcome == "missing":
                 return item("skipped", result.reason)
@@ -156,7 +160,7 @@ class _Run:
                 if again:
                     return item("skipped", "died again after this run replayed it; replay again later")
                 self.requeued_ids.add(m.job_id)
-                return item("would_replay")
+                return item("would_replay", str(result.payload_change) if result.payload_change else "")
             if result.outcome == "not_replayable":
                 if self.dry_run:
                     return item("stale", f"{result.reason}; the DLQ copy would be deleted")
@@ -166,7 +170,9 @@ class _Run:
                 yield from dlq.delete_flow(m, self.scan)
                 return item("stale", f"{result.reason}; DLQ copy deleted")
             self.requeued_ids.add(m.job_id)
-            note = "" if result.hint_sent else "hint not sent; the sweeper will dispatch it"
+            notes = [str(result.payload_change) if result.payload_change else ""]
+            notes.append("" if result.hint_sent else "hint not sent; the sweeper will dispatch it")
+            note = "; ".join(filter(None, notes))
             if not (yield from dlq.delete_flow(m, self.scan)):
                 note = "; ".join(
                     filter(None, [note, "DLQ copy was redelivered elsewhere; a re-run deletes it"])
@@ -191,6 +197,7 @@ def replay_flow(
     rate: float | None = None,
     on_item: Callable[[ReplayItem], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    payload: Any = KEEP,
 ) -> Flow[ReplaySummary]:
     """Replay the matching messages of the queues' DLQs; see the module docstring.
 
@@ -207,12 +214,14 @@ def replay_flow(
         on_item: called after each message (progress); an exception from it stops the run
             after the held messages are released.
         should_stop: polled before each message; True ends the run cleanly (e.g. on Ctrl-C).
+        payload: a corrected payload for every job replayed (validated by each job's handler);
+            ``KEEP`` (default): each job's own.
     """
     if limit is not None and limit < 1:
         raise ValueError(f"--limit must be at least 1, got {limit}")
     if rate is not None and rate <= 0:
         raise ValueError(f"--rate must be positive, got {rate}")
-    run = _Run(settings, registry, queue_urls, flt, dry_run, clock, rate, ReplaySummary(dry_run))
+    run = _Run(settings, registry, queue_urls, flt, dry_run, clock, rate, ReplaySummary(dry_run), payload)
     depths = yield from dlq.depth_flow(queue_urls, queues)
 
     def left() -> int:

@@ -1,17 +1,23 @@
 """The operator's ``replay`` transition: a dead or cancelled job back to ``queued``.
 
 Shared by ``sqsjobs jobs retry`` (``App.retry``) and ``sqsjobs dlq replay``. Durable state first
-(DESIGN §3.3): the record is re-validated against the *current* handler, then moved with one
-conditional write (attempts reset, job id, payload and idempotency key kept, an audit entry
-appended), and only then is a hint sent. If the hint is lost, the record is still ``queued`` and
-the sweeper dispatches it; a re-run that finds the job already queued sends a hint again, which
-is harmless because the claim decides.
+(DESIGN §3.3): the record is re-validated against the *current* handler (an older payload upgraded
+by its upcasts first, as the worker will), then moved with one conditional write (attempts reset,
+job id, payload and idempotency key kept, an audit entry appended), and only then is a hint sent.
+If the hint is lost, the record is still ``queued`` and the sweeper dispatches it; a re-run that
+finds the job already queued sends a hint again, which is harmless because the claim decides.
+
+With a corrected payload (``payload=``, ``--payload``) the same write replaces the record's payload,
+hash, size and version, the audit entry names the old and new hashes, and the hint carries the new
+payload. A message that still carries the old one is refused by the claim (payload hashes differ).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import tenacity
 
@@ -21,14 +27,18 @@ from sqsjobs.errors import (
     HandlerNotFound,
     InvalidTransition,
     JobNotFound,
+    PayloadError,
     PayloadInvalid,
+    PayloadTooLarge,
     RecordChanged,
     StoreError,
 )
 from sqsjobs.job import TRANSITIONS
 from sqsjobs.ops._common import actor
 from sqsjobs.store import requests as rq
-from sqsjobs.transport import sqs
+from sqsjobs.store.codec import canonical_json
+from sqsjobs.store.operator import NewPayload
+from sqsjobs.transport import objects, sqs
 
 if TYPE_CHECKING:
     from sqsjobs.config import Settings
@@ -41,6 +51,16 @@ CONFLICT_RETRIES = 3
 REPLAYABLE = TRANSITIONS["replay"][0]
 
 Outcome = Literal["requeued", "would_requeue", "not_replayable", "invalid", "missing"]
+
+
+class Keep(enum.Enum):
+    """The ``payload=`` default of a requeue: the job keeps its own payload."""
+
+    PAYLOAD = "keep"
+
+
+#: ``payload=KEEP`` (the default): requeue the job with the payload it has.
+KEEP = Keep.PAYLOAD
 
 
 #: Read and write again at once (no wait: the record has already changed; a re-read shows how).
@@ -63,6 +83,30 @@ class Requeue:
     reason: str = ""
     #: For ``requeued``: whether the SQS hint went out (if not, the sweeper dispatches the record).
     hint_sent: bool = False
+    #: The corrected payload that replaces (``would_requeue``: would replace) the job's, if one was given.
+    payload_change: PayloadChange | None = None
+
+
+@dataclass(frozen=True)
+class PayloadChange:
+    """A corrected payload replacing a job's: what the audit entry records."""
+
+    old_hash: str | None
+    old_version: int
+    new: NewPayload
+
+    def audit(self) -> dict[str, str | int | None]:
+        """The audit entry's fields."""
+        return {
+            "old_payload_hash": self.old_hash,
+            "new_payload_hash": self.new.hash,
+            "old_payload_version": self.old_version,
+            "new_payload_version": self.new.version,
+        }
+
+    def __str__(self) -> str:
+        old = (self.old_hash or "none")[:12]
+        return f"payload version {self.old_version} → {self.new.version}, hash {old} → {self.new.hash[:12]}"
 
 
 def check_replayable(registry: Registry, job: Job) -> str:
@@ -78,10 +122,33 @@ def check_replayable(registry: Registry, job: Job) -> str:
     if job.payload_version > spec.version:
         return f"payload version {job.payload_version} is newer than the handler's {spec.version}"
     try:
-        spec.validate(job.payload)
+        spec.load(job.payload, job.payload_version)  # what the worker will do: upcast, then validate
     except PayloadInvalid as exc:
         return str(exc)
     return ""
+
+
+def new_payload(registry: Registry, settings: Settings, job: Job, payload: Any) -> NewPayload:
+    """``payload`` as it would replace ``job``'s: validated and dumped by the current handler.
+
+    It is written for the current code, so it is stamped with the handler's version.
+
+    Raises:
+        HandlerNotFound: the job's type has no handler here.
+        PayloadInvalid: the handler refuses it.
+        PayloadTooLarge: it is over ``Settings.max_payload_bytes``. One over the record's limit
+            (``held_inline_payload_bytes``) gets an S3 reference; ``requeue_flow`` writes the object.
+    """
+    spec = registry.get(job.type)
+    new = NewPayload.of(job.type, spec.version, spec.dump(payload))
+    if new.size > settings.max_payload_bytes:
+        raise PayloadTooLarge(
+            f"the new payload of job {job.id} is {new.size} bytes, over max_payload_bytes "
+            f"({settings.max_payload_bytes})"
+        )
+    if new.size > settings.held_inline_payload_bytes:  # the requeued record keeps it: S3 above this
+        return dataclasses.replace(new, ref=objects.payload_ref(settings.payload_bucket, job.id, new.hash))
+    return new
 
 
 def _in_its_message(job: Job) -> bool:
@@ -113,6 +180,7 @@ def requeue_flow(
     write: bool = True,
     by: str | None = None,
     note: dict[str, str | float | None] | None = None,
+    payload: Any = KEEP,
 ) -> Flow[Requeue]:
     """Move ``job_id`` from dead|cancelled to queued and send its hint.
 
@@ -126,6 +194,9 @@ def requeue_flow(
         write: False checks everything and changes nothing (``would_requeue``).
         by: who acts (default ``user@host``).
         note: extra audit fields (e.g. the DLQ message id).
+        payload: a corrected payload (JSON-compatible, for the handler's current version) that
+            replaces the job's; ``KEEP`` (default) requeues the job's own, upgraded and re-validated.
+            Refused by the handler → ``invalid``.
     """
     table = settings.table_name
 
@@ -137,11 +208,19 @@ def requeue_flow(
         job = rq.job_from_item(item)
         if job.status not in REPLAYABLE:
             return Requeue(job_id, "not_replayable", job, reason=f"job is {job.status.value}")
-        problem = check_replayable(registry, job)
+        change = None
+        if payload is KEEP:
+            problem = check_replayable(registry, job)
+        else:
+            try:
+                new = new_payload(registry, settings, job, payload)
+                change, problem = PayloadChange(job.payload_hash, job.payload_version, new), ""
+            except (HandlerNotFound, PayloadError) as exc:
+                problem = f"the new payload is refused: {exc}"
         if problem:
             return Requeue(job_id, "invalid", job, reason=problem)
         if not write:
-            return Requeue(job_id, "would_requeue", job)
+            return Requeue(job_id, "would_requeue", job, payload_change=change)
         spec = registry.get(job.type)
         audit = {
             "action": action,
@@ -152,6 +231,13 @@ def requeue_flow(
             "reason": job.reason,
             **(note or {}),
         }
+        if change is not None:
+            audit |= change.audit()
+        # A job cancelled before any worker saw it has its payload only in its own, still queued,
+        # message; that message brings it back, unless the payload is replaced (then it is refused).
+        in_its_message = _in_its_message(job) and change is None
+        if change is not None and change.new.ref is not None:  # before the record names it
+            yield from objects.put_flow(change.new.ref, canonical_json(change.new.payload).encode())
         params = rq.replay(
             table,
             job,
@@ -160,7 +246,8 @@ def requeue_flow(
             max_attempts=spec.max_attempts,
             audit=audit,
             recheck_at=now + settings.stale_after_s,  # the sweeper re-sends if this hint is lost
-            pending=not _in_its_message(job),
+            pending=not in_its_message,
+            payload=change.new if change else None,
         )
         try:
             written = yield Call("dynamodb", "update_item", params)
@@ -172,10 +259,10 @@ def requeue_flow(
                 raise RecordChanged from exc  # changed under us (e.g. a concurrent cancel): read again
             return Requeue(job_id, "not_replayable", current, reason=f"job is {current.status.value}")
         queued = rq.job_from_item(written["Attributes"])
-        if _in_its_message(job):  # its message is still in the queue and brings it back
+        if in_its_message:  # its message is still in the queue and brings it back
             return Requeue(job_id, "requeued", queued, hint_sent=False)
         sent = yield from hint_flow(queue_urls, queued)
-        return Requeue(job_id, "requeued", queued, hint_sent=sent)
+        return Requeue(job_id, "requeued", queued, hint_sent=sent, payload_change=change)
 
     try:
         return (yield from retrying(attempt, _ON_CONFLICT))
@@ -191,11 +278,17 @@ def retry_flow(
     queue_urls: QueueUrls,
     now: float,
     by: str | None = None,
+    payload: Any = KEEP,
 ) -> Flow[Job]:
-    """``App.retry``: requeue one job or raise why not (``JobNotFound``, ``InvalidTransition``, ...)."""
+    """``App.retry``: requeue one job or raise why not (``JobNotFound``, ``InvalidTransition``, ...).
+
+    ``payload`` replaces the job's (see ``requeue_flow``); ``PayloadInvalid`` when the handler
+    refuses it, and then nothing is changed.
+    """
     result = yield from requeue_flow(
-        job_id, settings=settings, registry=registry, queue_urls=queue_urls, action="retry", now=now, by=by
-    )
+        job_id, settings=settings, registry=registry, queue_urls=queue_urls, action="retry", now=now, by=by,
+        payload=payload,
+    )  # fmt: skip
     if result.outcome == "missing":
         raise JobNotFound(f"no job with id {job_id!r} in table {settings.table_name}")
     if result.outcome == "not_replayable":
@@ -204,6 +297,7 @@ def retry_flow(
             f"only {' or '.join(sorted(s.value for s in REPLAYABLE))} jobs can be retried"
         )
     if result.outcome == "invalid":
-        raise PayloadInvalid(f"job {job_id} cannot be retried with the current code: {result.reason}")
+        what = " with the current code" if payload is KEEP else ""
+        raise PayloadInvalid(f"job {job_id} cannot be retried{what}: {result.reason}")
     assert result.job is not None
     return result.job

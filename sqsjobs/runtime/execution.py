@@ -284,7 +284,7 @@ class Execution:
         assert job is not None
         if refused.reason is ClaimRefusal.CONFLICT:
             self.app.logger.warning(
-                "message dropped: its payload is not the job's (a conflicting idempotent enqueue)",
+                "message dropped: its payload is not the job's (a conflicting enqueue, or retried with another)",
                 extra={"job_id": job.id, "job_type": job.type},
             )
             return DELETE
@@ -358,8 +358,8 @@ class Execution:
             return Ack("rearm", delay_s=NEWER_VERSION_PARK_S)
         queue = delivery.queue if delivery else job.queue
         try:
-            payload = spec.validate(await payloads.load(self.app.arun, job))
-        except (PayloadInvalid, PayloadMissing) as exc:
+            payload = spec.load(await payloads.load(self.app.arun, job), job.payload_version)  # upcast first
+        except (PayloadInvalid, PayloadMissing) as exc:  # which: validation, an upcast step, the S3 object
             return await self._dead(job, exc, reason=payloads.unusable(exc), queue=queue)
         except ObjectStoreError as exc:  # S3 did not answer: a passing fault, retried by the type's policy
             return await self._failed(spec, job, exc, queue)

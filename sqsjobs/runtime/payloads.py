@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
-from sqsjobs.errors import ObjectStoreError, PayloadMissing
+from sqsjobs.errors import ObjectStoreError, PayloadInvalid, PayloadMissing
 from sqsjobs.store.codec import canonical_json
 from sqsjobs.transport import objects
 
@@ -39,9 +39,9 @@ async def load(arun: AsyncRunner, job: Job) -> Any:
     return json.loads(body)
 
 
-def unusable(exc: Exception) -> str:
-    """The record's reason for a job whose payload cannot be run."""
-    return "payload object missing" if isinstance(exc, PayloadMissing) else "payload failed validation"
+def unusable(exc: PayloadInvalid | PayloadMissing) -> str:
+    """The record's reason for a job whose payload cannot be run (an invalid one says why itself)."""
+    return "payload object missing" if isinstance(exc, PayloadMissing) else exc.reason
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,21 @@ people, not workers: they carry an audit trail and are conditional on what the o
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.errors import InvalidTransition, JobNotFound
 from sqsjobs.job import Job, JobStatus
-from sqsjobs.store.codec import av_json, av_n, av_s, is_conflict, job_from_item, old_item
+from sqsjobs.store.codec import (
+    av_json,
+    av_n,
+    av_s,
+    canonical_json,
+    is_conflict,
+    job_from_item,
+    old_item,
+    payload_hash,
+)
 from sqsjobs.store.schema import PENDING, attention_key
 
 if TYPE_CHECKING:
@@ -20,6 +30,27 @@ if TYPE_CHECKING:
 
 #: Operator actions (retry, replay) kept in the record's ``audit`` list; older ones are dropped.
 AUDIT_CAP = 10
+
+
+@dataclass(frozen=True)
+class NewPayload:
+    """A payload that replaces a job's own at a replay (``jobs retry --payload``), as the record keeps it."""
+
+    #: JSON-compatible, as the handler dumped it.
+    payload: Any
+    #: The handler's version: the new payload is written for the current code.
+    version: int
+    hash: str
+    #: Length of its canonical JSON (what ``payload_size`` counts for an enqueued job).
+    size: int
+    #: Its S3 object when it is too large for the record (``sqsjobs.transport.objects``); the record
+    #: then keeps this reference instead of the payload.
+    ref: str | None = None
+
+    @classmethod
+    def of(cls, job_type: str, version: int, payload: Any) -> NewPayload:
+        """Hash and size ``payload`` as ``put_job`` does for a new job of ``job_type``."""
+        return cls(payload, version, payload_hash(job_type, version, payload), len(canonical_json(payload)))
 
 
 def cancel(table: str, job_id: str, *, now: float, retention_s: float) -> dict[str, Any]:
@@ -109,6 +140,7 @@ def replay(
     audit: Mapping[str, Any],
     recheck_at: float | None = None,
     pending: bool = True,
+    payload: NewPayload | None = None,
 ) -> dict[str, Any]:
     """Dead | cancelled → queued by an operator (``jobs retry``, ``dlq replay``).
 
@@ -123,6 +155,10 @@ def replay(
     attention entry until ``recheck_at`` (default: now), so if that hint is lost the sweeper sends
     another, and the claim it brings removes the entry. ``pending=False`` (a cancelled job whose
     payload only its own, still queued, message carries) sets no entry: that message brings it.
+
+    ``payload`` replaces the job's payload, its hash, size and version in this same write. Every
+    claim compares the message's payload hash with the record's, so a message that still carries
+    the old payload (the job's first message, a DLQ copy sent back) is refused and never runs.
     """
     previous = list(job.extra.get("audit", {}).get("L", []))[-(AUDIT_CAP - 1) :]
     values: dict[str, Any] = {
@@ -143,6 +179,13 @@ def replay(
         values[":recheck"] = av_n(now if recheck_at is None else recheck_at)
     else:
         removes += ", attn, due"
+    if payload is not None:
+        sets += ", payload_hash = :hash, payload_size = :size, payload_version = :pv"
+        values |= {":hash": av_s(payload.hash), ":size": av_n(payload.size), ":pv": av_n(payload.version)}
+        kept, dropped = ("payload_ref", "payload") if payload.ref else ("payload", "payload_ref")
+        sets += f", {kept} = :kept"
+        values[":kept"] = av_s(payload.ref) if payload.ref else av_json(payload.payload)
+        removes += f", {dropped}"
     return {
         "TableName": table,
         "Key": {"id": av_s(job.id)},

@@ -234,8 +234,8 @@ class ClaimRefusal(enum.StrEnum):
     HELD_ELSEWHERE = "held_elsewhere"
     #: Every attempt was used by runs that never finished (their workers died).
     EXHAUSTED = "exhausted"
-    #: The message's payload is not the record's: a conflicting enqueue with the same idempotency
-    #: key sent it before its write was refused. It names no job to run.
+    #: The message's payload is not the record's: a conflicting enqueue with the same key sent it
+    #: before its write was refused, or a retry ``--payload`` replaced it since. It names no job to run.
     CONFLICT = "conflict"
 
 

@@ -304,3 +304,21 @@ def test_a_large_payload_costs_the_record_no_more_write_units_than_a_small_one(m
     assert app.requests.units("write") == 3
     assert app.requests.snapshot().get("s3.PutObject") == 1
     assert app.requests.snapshot().get("s3.GetObject") == 1
+
+
+def test_a_retry_with_a_corrected_payload_too_large_for_the_record_writes_it_to_s3(large_app, tmp_path):
+    app = large_app
+    # GIVEN a dead job whose small payload lives in its record
+    marker = tmp_path / "fail"
+    marker.write_text("")
+    job_id = app.enqueue(ECHO, {"blob": "small", "fail_marker": str(marker)})
+    work_until(app, all_finished(app, [job_id]))
+    assert "payload" in stored_item(app, job_id)
+    marker.unlink()
+    # WHEN an operator retries it with a corrected payload of 300 KB
+    app.retry(job_id, payload={"blob": "c" * 300_000})
+    # THEN the record names the new object (no payload of 300 KB billed at each write) and it runs from it
+    item = stored_item(app, job_id)
+    assert "payload" not in item and item["payload_ref"]["S"].endswith(item["payload_hash"]["S"])
+    work_until(app, lambda: app.get(job_id, load_result=False).status.terminal)
+    assert app.get(job_id).result["blob_bytes"] == 300_000
