@@ -71,6 +71,14 @@ SWEEPER_ACTIONS: Mapping[str, tuple[str, ...]] = {
     "sqs": ("sqs:SendMessage", "sqs:GetQueueUrl"),
 }
 SCHEDULER_ACTIONS: Mapping[str, tuple[str, ...]] = {"sqs": ("sqs:SendMessage",)}
+#: What ``App.enqueue``/``enqueue_many`` call from a producer service outside the deployment (infra's
+#: ``SqsJobs.grant_enqueue``): resolve the queue URLs (the queue's and its DLQ's), send the messages,
+#: write the records (a single put, or batched INSERTs), and write a payload too large for the message.
+PRODUCER_ACTIONS: Mapping[str, tuple[str, ...]] = {
+    "dynamodb": ("dynamodb:PutItem", "dynamodb:PartiQLInsert"),
+    "sqs": ("sqs:SendMessage", "sqs:GetQueueUrl"),
+    "s3": ("s3:PutObject",),
+}
 
 #: SQS batch APIs are authorised by the single-message action.
 #: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-api-permissions-reference.html
