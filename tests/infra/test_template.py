@@ -23,6 +23,7 @@ from sqsjobs.deploy.rules import (
 )
 from sqsjobs.runtime.lambda_sqs import DEADLINE_MARGIN_S
 from sqsjobs.store.requests import TTL_ATTRIBUTE, table_definition
+from sqsjobs.transport import objects
 from tests.emulators import REPO_ROOT
 from tests.infra.conftest import CDK_VENV
 
@@ -32,11 +33,20 @@ ACKNOWLEDGED = {
     "AwsSolutions-ECS2",
     "AwsSolutions-IAM5[Resource::*]",
     "AwsSolutions-L1",
+    "AwsSolutions-S1",
     "AwsSolutions-SNS2",
 }
 ACKNOWLEDGED_PATTERNS = [
-    r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:\*:task/<\w+>/\*\]"
+    r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:\*:task/<\w+>/\*\]",
+    # the key prefixes of the payload bucket
+    *(
+        rf"AwsSolutions-IAM5\[Resource::(<\w+\.Arn>|arn:<AWS::Partition>:s3:::[\w.-]+)/{re.escape(prefix)}\*\]"
+        for prefix in (objects.PAYLOADS, objects.RESULTS)
+    ),
 ]
+PUBLIC_ACCESS_BLOCKED = dict.fromkeys(
+    ("BlockPublicAcls", "IgnorePublicAcls", "BlockPublicPolicy", "RestrictPublicBuckets"), True
+)
 
 
 def logical_id(ref: object) -> str:
@@ -86,6 +96,33 @@ def function(asm, handler: str) -> dict:
         if r["Properties"]["Handler"] == handler
     ]
     return found
+
+
+def arn_text(value: object) -> str:
+    """An ARN of the template as text, intrinsics as ``<Id.Attr>``/``<Id>`` (cdk-nag's spelling)."""
+    if isinstance(value, str):
+        return value
+    assert isinstance(value, dict) and len(value) == 1, value
+    [(function, argument)] = value.items()
+    if function == "Fn::Join":
+        return str(argument[0]).join(arn_text(v) for v in argument[1])
+    if function == "Fn::GetAtt":
+        return f"<{argument[0]}.{argument[1]}>"
+    assert function == "Ref", value
+    return f"<{argument}>"
+
+
+def resources_of(stmts: list[dict]) -> set[str]:
+    return {
+        arn_text(r)
+        for s in stmts
+        for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
+    }
+
+
+def on(stmts: list[dict], service: str) -> list[dict]:
+    """The statements granting actions of ``service``."""
+    return [s for s in stmts if all(a.startswith(f"{service}:") for a in actions([s]))]
 
 
 def role_of_task(asm, container_name: str) -> str:
@@ -148,6 +185,81 @@ def test_each_queue_has_an_encrypted_tls_only_dlq_with_a_redrive_above_every_max
                 if s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}:
                     tls_only |= {logical_id(r) for r in policy["Properties"]["Queues"]}
         assert tls_only == set(queues)
+
+
+# ── the payload bucket ───────────────────────────────────────────────────────────────────────
+def as_request_rule(rule: dict) -> dict:
+    """A CloudFormation lifecycle rule in the shape of PutBucketLifecycleConfiguration's (objects.lifecycle)."""
+    assert set(rule) <= {"Id", "Prefix", "Status", "ExpirationInDays", "AbortIncompleteMultipartUpload"}, rule
+    out = {"ID": rule["Id"], "Filter": {"Prefix": rule["Prefix"]}, "Status": rule["Status"]}
+    if "ExpirationInDays" in rule:
+        out["Expiration"] = {"Days": rule["ExpirationInDays"]}
+    if "AbortIncompleteMultipartUpload" in rule:
+        out["AbortIncompleteMultipartUpload"] = rule["AbortIncompleteMultipartUpload"]
+    return out
+
+
+def test_the_payload_bucket_is_private_encrypted_tls_only_retained_and_expires_as_provision_says(full, local):
+    expected_rules = objects.lifecycle(shop.settings)["LifecycleConfiguration"]["Rules"]
+    for asm in (full, local):
+        [(bucket_id, resource)] = asm.resources("AWS::S3::Bucket").items()
+        bucket = resource["Properties"]
+        # CloudFormation names it: bucket names are global, and the App does not name one
+        assert "BucketName" not in bucket
+        assert [as_request_rule(r) for r in bucket["LifecycleConfiguration"]["Rules"]] == expected_rules
+        assert bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"] == [
+            {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
+        ]
+        assert bucket["PublicAccessBlockConfiguration"] == PUBLIC_ACCESS_BLOCKED
+        assert "VersioningConfiguration" not in bucket
+        assert resource["DeletionPolicy"] == resource["UpdateReplacePolicy"] == "Retain"
+        # ... and its policy refuses every request without TLS, on the bucket and its objects
+        [policy] = asm.resources("AWS::S3::BucketPolicy").values()
+        assert logical_id(policy["Properties"]["Bucket"]) == bucket_id
+        [deny] = policy["Properties"]["PolicyDocument"]["Statement"]
+        assert (deny["Effect"], deny["Principal"], deny["Action"]) == ("Deny", {"AWS": "*"}, "s3:*")
+        assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        assert resources_of([deny]) == {f"<{bucket_id}.Arn>", f"<{bucket_id}.Arn>/*"}
+
+
+def test_every_deployed_process_and_the_outputs_name_the_bucket_cloudformation_made(full, local):
+    for asm in (full, local):
+        [bucket_id] = asm.resources("AWS::S3::Bucket")
+        environments = [
+            f["Properties"]["Environment"]["Variables"]
+            for f in asm.resources("AWS::Lambda::Function").values()
+        ]
+        environments += [env_of(c) for c in containers(asm).values()]
+        # ECS worker, ECS sweeper, Lambda worker; locally the Lambda worker and the Lambda sweeper
+        assert len(environments) == (3 if asm is full else 2)
+        for env in environments:
+            assert env["SQSJOBS_PAYLOAD_BUCKET"] == {"Ref": bucket_id}  # not the default name
+        [output] = [
+            o for o in asm.template["Outputs"].values() if o.get("Description") == "SQSJOBS_PAYLOAD_BUCKET"
+        ]
+        assert output["Value"] == {"Ref": bucket_id}
+
+
+def test_workers_read_and_write_only_the_two_key_prefixes_of_the_bucket(full, local):
+    for asm in (full, local):
+        [bucket_id] = asm.resources("AWS::S3::Bucket")
+        roles = [logical_id(function(asm, HANDLER)["Role"])]
+        if asm is full:
+            roles.append(role_of_task(asm, "worker"))
+        for role in roles:
+            granted = on(statements(asm, role), "s3")
+            assert actions(granted) == set(WORKER_ACTIONS["s3"]) == {"s3:GetObject", "s3:PutObject"}
+            assert resources_of(granted) == {
+                f"<{bucket_id}.Arn>/{prefix}*" for prefix in (objects.PAYLOADS, objects.RESULTS)
+            }
+        # ... and nothing else in the stack may touch it (the sweeper never reads a payload)
+        readers = {
+            logical_id(role)
+            for p in asm.resources("AWS::IAM::Policy").values()
+            if on(p["Properties"]["PolicyDocument"]["Statement"], "s3")
+            for role in p["Properties"]["Roles"]
+        }
+        assert readers == set(roles)
 
 
 # ── workers ──────────────────────────────────────────────────────────────────────────────────
@@ -364,7 +476,11 @@ def test_cdk_nag_finds_nothing_unacknowledged_and_every_acknowledgement_has_a_re
 
 def test_cfn_lint_finds_no_errors(full, local):
     done = subprocess.run(
-        [str(CDK_VENV / "bin" / "cfn-lint"), str(full.template_path), str(local.template_path)],
+        [
+            str(CDK_VENV / "bin" / "cfn-lint"),
+            str(full.template_path),
+            str(local.template_path),
+        ],
         capture_output=True,
         text=True,
         timeout=120,
