@@ -91,6 +91,11 @@ def object_arns(bucket: s3.IBucket) -> list[str]:
     return [bucket.arn_for_objects(f"{prefix}*") for prefix in (objects.PAYLOADS, objects.RESULTS)]
 
 
+def payload_arns(bucket: s3.IBucket) -> list[str]:
+    """The key prefix a producer writes: ``payloads/*`` of ``bucket``."""
+    return [bucket.arn_for_objects(f"{objects.PAYLOADS}*")]
+
+
 def lifecycle_rules(request: Mapping[str, Any]) -> list[s3.LifecycleRule]:
     """``PutBucketLifecycleConfiguration``'s rules as CDK lifecycle rules (the bucket name is not used)."""
     _only(request, _REQUEST_KEYS, "objects.lifecycle()")

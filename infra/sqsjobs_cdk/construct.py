@@ -29,6 +29,7 @@ from constructs import Construct
 from sqsjobs import App
 from sqsjobs.deploy.provision import redrive_count
 from sqsjobs.deploy.rules import (
+    PRODUCER_ACTIONS,
     SWEEPER_ACTIONS,
     WORKER_ACTIONS,
     check_lambda_timeout,
@@ -42,7 +43,7 @@ from sqsjobs.errors import ConfigurationError
 from sqsjobs.store.requests import TTL_ATTRIBUTE, table_definition
 
 from . import fargate as fg
-from .bucket import object_arns
+from .bucket import object_arns, payload_arns
 from .bucket import payload_bucket as build_payload_bucket
 from .iam import allow
 from .lambda_worker import lambda_sweeper as build_lambda_sweeper
@@ -61,6 +62,8 @@ if TYPE_CHECKING:
     from aws_cdk import aws_lambda as lambda_
     from aws_cdk import aws_s3 as s3
 
+#: The one producer action a DLQ needs: the App resolves a queue's DLQ URL with its own.
+_RESOLVE_URL = "sqs:GetQueueUrl"
 _DEFAULT_SWEEPER = Sweeper()
 _DEFAULT_MONITORING = Monitoring()
 
@@ -292,6 +295,35 @@ class SqsJobs(Construct):
         for name, jq in self.queues.items():
             CfnOutput(self, f"QueueUrl-{name}", value=jq.queue.queue_url, description=f"queue {name}")
             CfnOutput(self, f"DlqUrl-{name}", value=jq.dlq.queue_url, description=f"DLQ of queue {name}")
+
+    def grant_enqueue(self, grantee: iam.IGrantable) -> None:
+        """Let ``grantee`` (a producer service's role, function, task definition...) enqueue jobs.
+
+        ``sqsjobs.deploy.rules.PRODUCER_ACTIONS``, each on what an enqueue touches: send to the job
+        queues, resolve their URLs and their DLQs' (the App resolves both), put records (one
+        ``PutItem``, or ``enqueue_many``'s PartiQL INSERTs) in the table, and write payloads too
+        large for a message under ``payloads/`` of the bucket. Reading jobs back (``App.get``) or
+        cancelling them needs more; this grants enqueueing only. Give the producer's App the
+        bucket's name too: ``SQSJOBS_PAYLOAD_BUCKET`` from the ``PayloadBucketName`` output.
+        """
+        principal = grantee.grant_principal
+        sqs_actions = PRODUCER_ACTIONS["sqs"]
+        allow(
+            principal,
+            {k: v for k, v in PRODUCER_ACTIONS.items() if k != "sqs"},
+            table_arns=[self.table.table_arn],
+            object_arns=payload_arns(self.payload_bucket),
+        )
+        allow(
+            principal,
+            {"sqs": [a for a in sqs_actions if a != _RESOLVE_URL]},
+            queue_arns=[jq.queue.queue_arn for jq in self.queues.values()],
+        )
+        allow(
+            principal,
+            {"sqs": [a for a in sqs_actions if a == _RESOLVE_URL]},
+            queue_arns=[arn for jq in self.queues.values() for arn in (jq.queue.queue_arn, jq.dlq.queue_arn)],
+        )
 
 
 def _sweeper_logs(

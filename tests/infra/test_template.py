@@ -16,6 +16,7 @@ from sqsjobs.deploy.provision import redrive_count
 from sqsjobs.deploy.rules import (
     FARGATE_MAX_STOP_TIMEOUT_S,
     LAMBDA_VISIBILITY_FACTOR,
+    PRODUCER_ACTIONS,
     SCHEDULER_ACTIONS,
     SWEEPER_ACTIONS,
     WORKER_ACTIONS,
@@ -25,7 +26,8 @@ from sqsjobs.runtime.lambda_sqs import DEADLINE_MARGIN_S
 from sqsjobs.store.requests import TTL_ATTRIBUTE, table_definition
 from sqsjobs.transport import objects
 from tests.emulators import REPO_ROOT
-from tests.infra.conftest import CDK_VENV
+from tests.infra import synth_example
+from tests.infra.conftest import CDK_VENV, cdk_python, synth_env
 
 QUEUES = queues_of(shop.registry)
 #: Every acknowledged cdk-nag finding, so a new one is a reviewed change of this list.
@@ -38,7 +40,7 @@ ACKNOWLEDGED = {
 }
 ACKNOWLEDGED_PATTERNS = [
     r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:\*:task/<\w+>/\*\]",
-    # the key prefixes of the payload bucket
+    # the key prefixes of the payload bucket (ours, or one passed as payload_bucket=)
     *(
         rf"AwsSolutions-IAM5\[Resource::(<\w+\.Arn>|arn:<AWS::Partition>:s3:::[\w.-]+)/{re.escape(prefix)}\*\]"
         for prefix in (objects.PAYLOADS, objects.RESULTS)
@@ -262,6 +264,106 @@ def test_workers_read_and_write_only_the_two_key_prefixes_of_the_bucket(full, lo
         assert readers == set(roles)
 
 
+def test_an_app_that_names_its_bucket_gets_that_name_and_an_existing_bucket_is_used_as_it_is(options):
+    lambda_env = {
+        f["Properties"]["Environment"]["Variables"]["SQSJOBS_APP"]: f["Properties"]["Environment"][
+            "Variables"
+        ]
+        for f in options.resources("AWS::Lambda::Function").values()
+    }
+    # GIVEN an App with payload_bucket= set: the bucket has that name (its processes would use it anyway)
+    [(bucket_id, bucket)] = options.resources("AWS::S3::Bucket").items()
+    assert bucket["Properties"]["BucketName"] == synth_example.NAMED.settings.payload_bucket
+    assert lambda_env["tests.infra.synth_example:NAMED"]["SQSJOBS_PAYLOAD_BUCKET"] == {"Ref": bucket_id}
+    # GIVEN an existing bucket passed as payload_bucket=: no bucket is made, its name is the env's
+    imported = lambda_env["tests.infra.synth_example:IMPORTED"]
+    assert imported["SQSJOBS_PAYLOAD_BUCKET"] == synth_example.EXISTING_BUCKET
+    [imported_worker] = [
+        logical_id(f["Properties"]["Role"])
+        for f in options.resources("AWS::Lambda::Function").values()
+        if f["Properties"]["Handler"] == HANDLER
+        and f["Properties"]["Environment"]["Variables"]["SQSJOBS_APP"].endswith(":IMPORTED")
+    ]
+    assert resources_of(on(statements(options, imported_worker), "s3")) == {
+        f"arn:<AWS::Partition>:s3:::{synth_example.EXISTING_BUCKET}/{prefix}*"
+        for prefix in (objects.PAYLOADS, objects.RESULTS)
+    }
+
+
+#: Run by the CDK venv: what the construct refuses before anything is synthesized.
+REFUSALS = """
+import sys
+from aws_cdk import App, Stack, aws_s3 as s3
+from sqsjobs.errors import ConfigurationError
+from sqsjobs.transport import objects
+from sqsjobs_cdk import LambdaWorker, SqsJobs
+from sqsjobs_cdk.bucket import lifecycle_rules
+from tests.infra import synth_example
+
+request = objects.lifecycle(synth_example.NAMED.settings)
+request["LifecycleConfiguration"]["Rules"][0]["Transitions"] = [{"Days": 1, "StorageClass": "GLACIER"}]
+try:
+    lifecycle_rules(request)
+except ConfigurationError as exc:
+    print("lifecycle:", exc)
+stack = Stack(App(), "S")
+try:
+    SqsJobs(
+        stack, "Jobs", app=synth_example.NAMED, app_path="tests.infra.synth_example:NAMED",
+        lambda_worker=LambdaWorker(code_path=sys.argv[1], timeout_s=synth_example.FUNCTION_TIMEOUT_S),
+        payload_bucket=s3.Bucket.from_bucket_name(stack, "Other", "some-other-bucket"),
+    )
+except ConfigurationError as exc:
+    print("bucket:", exc)
+"""
+
+
+def test_a_lifecycle_key_infra_cannot_translate_and_a_bucket_the_app_would_not_use_are_refused(synth):
+    done = subprocess.run(
+        [str(cdk_python()), "-c", REFUSALS, str(synth.lambda_zip)],
+        cwd=REPO_ROOT,
+        env={**synth_env(), "PYTHONPATH": f"{REPO_ROOT / 'infra'}:{REPO_ROOT}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    refusals = dict(line.split(": ", 1) for line in done.stdout.splitlines())
+    # a rule objects.lifecycle() might grow is an error naming it, never silently left out
+    assert "['Transitions']" in refusals["lifecycle"] and "bucket.py" in refusals["lifecycle"]
+    # an App that names its bucket would use it whatever SQSJOBS_PAYLOAD_BUCKET says
+    assert repr(synth_example.NAMED.settings.payload_bucket) in refusals["bucket"]
+    assert "'some-other-bucket'" in refusals["bucket"]
+
+
+def test_grant_enqueue_grants_a_producer_what_an_enqueue_calls_on_what_it_touches(options):
+    ids = {v["Properties"]["QueueName"]: k for k, v in options.resources("AWS::SQS::Queue").items()}
+    tables = {v["Properties"]["TableName"]: k for k, v in options.resources("AWS::DynamoDB::Table").items()}
+    [named_bucket] = options.resources("AWS::S3::Bucket")
+    buckets = {
+        "Named": f"<{named_bucket}.Arn>",
+        "Imported": f"arn:<AWS::Partition>:s3:::{synth_example.EXISTING_BUCKET}",
+    }
+    for construct, app in (("Named", synth_example.NAMED), ("Imported", synth_example.IMPORTED)):
+        settings = app.settings
+        [producer] = [k for k in options.resources("AWS::IAM::Role") if k.startswith(f"{construct}Producer")]
+        granted = statements(options, producer)
+        # THEN it may do exactly what an enqueue does (rules.PRODUCER_ACTIONS, checked against the code)...
+        assert actions(granted) == {a for names in PRODUCER_ACTIONS.values() for a in names}
+        # ... on the App's table, its queues (and, to resolve their URLs, their DLQs), and payloads/ only
+        by_action = {a: resources_of([s]) for s in granted for a in actions([s])}
+        table = {f"<{tables[settings.table_name]}.Arn>"}
+        queue = {f"<{ids[settings.queue_name('default')]}.Arn>"}
+        dlq = {f"<{ids[settings.dlq_name('default')]}.Arn>"}
+        assert by_action == {
+            "dynamodb:PutItem": table,
+            "dynamodb:PartiQLInsert": table,
+            "sqs:SendMessage": queue,
+            "sqs:GetQueueUrl": queue | dlq,
+            "s3:PutObject": {f"{buckets[construct]}/{objects.PAYLOADS}*"},
+        }
+
+
 # ── workers ──────────────────────────────────────────────────────────────────────────────────
 def test_the_lambda_worker_reports_item_failures_caps_concurrency_and_fits_the_visibility(full, local):
     for asm in (full, local):
@@ -458,8 +560,8 @@ def acknowledgements(asm) -> dict[str, str]:
     return found
 
 
-def test_cdk_nag_finds_nothing_unacknowledged_and_every_acknowledgement_has_a_reason(full, local):
-    for asm in (full, local):
+def test_cdk_nag_finds_nothing_unacknowledged_and_every_acknowledgement_has_a_reason(full, local, options):
+    for asm in (full, local, options):
         report = asm.json("validation-report.json")
         violations = [v for r in report["pluginReports"] for v in r.get("violations", [])]
         assert violations == []
@@ -474,12 +576,13 @@ def test_cdk_nag_finds_nothing_unacknowledged_and_every_acknowledgement_has_a_re
     assert set(acknowledgements(full)) >= ACKNOWLEDGED
 
 
-def test_cfn_lint_finds_no_errors(full, local):
+def test_cfn_lint_finds_no_errors(full, local, options):
     done = subprocess.run(
         [
             str(CDK_VENV / "bin" / "cfn-lint"),
             str(full.template_path),
             str(local.template_path),
+            str(options.template_path),
         ],
         capture_output=True,
         text=True,
