@@ -1,4 +1,4 @@
-"""The claim-check bucket: payloads and results too large for a message or a record (docs/payloads.md).
+"""The claim-check bucket: payloads and results too large for a message or a record (``objects``).
 
 Its lifecycle is translated from ``sqsjobs.transport.objects.lifecycle`` (the request ``sqsjobs
 provision`` sends), never written twice: a key this module does not know how to translate is an
