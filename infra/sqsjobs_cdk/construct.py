@@ -9,9 +9,9 @@ Add it to your own CDK stack::
 
 Derived, never restated: table keys and indexes (``table_definition``), TTL attribute, queue and
 DLQ names (``Settings``), the redrive count (``provision.redrive_count``), the visibility timeout,
-the ECS stop timeout (``deployment.stop_timeout_s``) and every IAM action list
-(``sqsjobs.deploy.rules``). What ``sqsjobs provision`` creates on an emulator is what this creates
-in AWS.
+the ECS stop timeout (``deployment.stop_timeout_s``), the payload bucket's lifecycle and key
+prefixes (``sqsjobs.transport.objects``) and every IAM action list (``sqsjobs.deploy.rules``). What
+``sqsjobs provision`` creates on an emulator is what this creates in AWS.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from constructs import Construct
 from sqsjobs import App
 from sqsjobs.deploy.provision import redrive_count
 from sqsjobs.deploy.rules import (
+    PRODUCER_ACTIONS,
     SWEEPER_ACTIONS,
     WORKER_ACTIONS,
     check_lambda_timeout,
@@ -42,6 +43,8 @@ from sqsjobs.errors import ConfigurationError
 from sqsjobs.store.requests import TTL_ATTRIBUTE, table_definition
 
 from . import fargate as fg
+from .bucket import object_arns, payload_arns
+from .bucket import payload_bucket as build_payload_bucket
 from .iam import allow
 from .lambda_worker import lambda_sweeper as build_lambda_sweeper
 from .lambda_worker import lambda_worker as build_lambda_worker
@@ -57,13 +60,16 @@ if TYPE_CHECKING:
 
     from aws_cdk import aws_ecs as ecs
     from aws_cdk import aws_lambda as lambda_
+    from aws_cdk import aws_s3 as s3
 
+#: The one producer action a DLQ needs: the App resolves a queue's DLQ URL with its own.
+_RESOLVE_URL = "sqs:GetQueueUrl"
 _DEFAULT_SWEEPER = Sweeper()
 _DEFAULT_MONITORING = Monitoring()
 
 
 class SqsJobs(Construct):
-    """The jobs table, queues + DLQs, workers (ECS and/or Lambda), sweeper, Scheduler group, alarms."""
+    """Table, queues + DLQs, payload bucket, workers (ECS and/or Lambda), sweeper, Scheduler group, alarms."""
 
     def __init__(
         self,
@@ -79,6 +85,7 @@ class SqsJobs(Construct):
         monitoring: Monitoring = _DEFAULT_MONITORING,
         vpc: ec2.IVpc | None = None,
         alarm_topic: sns.ITopic | None = None,
+        payload_bucket: s3.IBucket | None = None,
     ) -> None:
         """Build the deployment of ``app``.
 
@@ -97,6 +104,8 @@ class SqsJobs(Construct):
             monitoring: Alarm thresholds and log retention.
             vpc: Where the Fargate tasks run; a new two-AZ VPC when None.
             alarm_topic: Where alarms go; a new topic when None.
+            payload_bucket: An existing bucket for large payloads and results (its lifecycle is
+                then yours to set: ``sqsjobs.transport.objects.lifecycle``); a new one when None.
         """
         super().__init__(scope, construct_id)
         if isinstance(app, str):
@@ -132,9 +141,8 @@ class SqsJobs(Construct):
                     visibility_timeout_s=settings.visibility_timeout_s,
                     function_timeout_s=function_timeout_s,
                 )
-        environment = runtime_environment(settings, self.app_path)
 
-        # ── state: table and queues ────────────────────────────────────────────────────────
+        # ── state: table, queues and payload bucket ────────────────────────────────────────
         definition = table_definition(settings.table_name)
         self.table = jobs_table(self, "Table", definition, ttl_attribute=TTL_ATTRIBUTE)
         table_arns = [self.table.table_arn]
@@ -143,6 +151,15 @@ class SqsJobs(Construct):
             self, settings, names, max_receive_count=redrive_count(settings, app.registry)
         )
         queue_arns = [arn for jq in self.queues.values() for arn in (jq.queue.queue_arn, jq.dlq.queue_arn)]
+        self.payload_bucket = bucket = build_payload_bucket(
+            self, "PayloadBucket", settings, existing=payload_bucket
+        )
+        bucket_arns = object_arns(bucket)
+        # The bucket's real name (CloudFormation may have generated it), not the settings' default.
+        environment = {
+            **runtime_environment(settings, self.app_path),
+            "SQSJOBS_PAYLOAD_BUCKET": bucket.bucket_name,
+        }
 
         # ── workers ────────────────────────────────────────────────────────────────────────
         retention = _retention(monitoring.log_retention_days)
@@ -156,7 +173,13 @@ class SqsJobs(Construct):
                 self, "TasksSecurityGroup", vpc=self.vpc, description="sqsjobs tasks: outbound only"
             )
             worker_role = _task_role(self, "WorkerTaskRole", "sqsjobs ECS worker")
-            allow(worker_role, WORKER_ACTIONS, table_arns=table_arns, queue_arns=queue_arns)
+            allow(
+                worker_role,
+                WORKER_ACTIONS,
+                table_arns=table_arns,
+                queue_arns=queue_arns,
+                object_arns=bucket_arns,
+            )
             worker_log = logs.LogGroup(self, "WorkerLogs", retention=retention)
             worker_logs.append(worker_log)
             self.service = fg.worker_service(
@@ -201,7 +224,13 @@ class SqsJobs(Construct):
                 log_group=function_log,
             )
             assert function.role is not None
-            allow(function.role, WORKER_ACTIONS, table_arns=table_arns, queue_arns=queue_arns)
+            allow(
+                function.role,
+                WORKER_ACTIONS,
+                table_arns=table_arns,
+                queue_arns=queue_arns,
+                object_arns=bucket_arns,
+            )
             if sweeper is not None and fargate is None:
                 swept = build_lambda_sweeper(
                     self,
@@ -249,6 +278,12 @@ class SqsJobs(Construct):
         CfnOutput(self, "TableName", value=self.table.table_name, description="SQSJOBS_TABLE")
         CfnOutput(
             self,
+            "PayloadBucketName",
+            value=bucket.bucket_name,
+            description="SQSJOBS_PAYLOAD_BUCKET",
+        )
+        CfnOutput(
+            self,
             "SchedulerRoleArn",
             value=self.scheduler_role.role_arn,
             description="SQSJOBS_SCHEDULER_ROLE_ARN",
@@ -260,6 +295,36 @@ class SqsJobs(Construct):
         for name, jq in self.queues.items():
             CfnOutput(self, f"QueueUrl-{name}", value=jq.queue.queue_url, description=f"queue {name}")
             CfnOutput(self, f"DlqUrl-{name}", value=jq.dlq.queue_url, description=f"DLQ of queue {name}")
+
+    def grant_enqueue(self, grantee: iam.IGrantable) -> None:
+        """Let ``grantee`` (a producer service's role, function, task definition...) enqueue jobs.
+
+        ``sqsjobs.deploy.rules.PRODUCER_ACTIONS``, each on what an enqueue touches: send to the job
+        queues, resolve their URLs and their DLQs' (the App resolves both), put records (one
+        ``PutItem``, or ``enqueue_many``'s PartiQL INSERTs) in the table and clear the records a
+        transactional enqueue sent (``UpdateItem``), and write payloads too
+        large for a message under ``payloads/`` of the bucket. Reading jobs back (``App.get``) or
+        cancelling them needs more; this grants enqueueing only. Give the producer's App the
+        bucket's name too: ``SQSJOBS_PAYLOAD_BUCKET`` from the ``PayloadBucketName`` output.
+        """
+        principal = grantee.grant_principal
+        sqs_actions = PRODUCER_ACTIONS["sqs"]
+        allow(
+            principal,
+            {k: v for k, v in PRODUCER_ACTIONS.items() if k != "sqs"},
+            table_arns=[self.table.table_arn],
+            object_arns=payload_arns(self.payload_bucket),
+        )
+        allow(
+            principal,
+            {"sqs": [a for a in sqs_actions if a != _RESOLVE_URL]},
+            queue_arns=[jq.queue.queue_arn for jq in self.queues.values()],
+        )
+        allow(
+            principal,
+            {"sqs": [a for a in sqs_actions if a == _RESOLVE_URL]},
+            queue_arns=[arn for jq in self.queues.values() for arn in (jq.queue.queue_arn, jq.dlq.queue_arn)],
+        )
 
 
 def _sweeper_logs(

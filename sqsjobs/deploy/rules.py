@@ -71,6 +71,15 @@ SWEEPER_ACTIONS: Mapping[str, tuple[str, ...]] = {
     "sqs": ("sqs:SendMessage", "sqs:GetQueueUrl"),
 }
 SCHEDULER_ACTIONS: Mapping[str, tuple[str, ...]] = {"sqs": ("sqs:SendMessage",)}
+#: What ``App.enqueue``/``enqueue_many`` call from a producer service outside the deployment (infra's
+#: ``SqsJobs.grant_enqueue``): resolve the queue URLs (the queue's and its DLQ's), send the messages,
+#: write the records (a single put, or batched INSERTs), and write a payload too large for the message.
+PRODUCER_ACTIONS: Mapping[str, tuple[str, ...]] = {
+    # UpdateItem: a transactional enqueue clears its sent records' attention entries.
+    "dynamodb": ("dynamodb:PutItem", "dynamodb:PartiQLInsert", "dynamodb:UpdateItem"),
+    "sqs": ("sqs:SendMessage", "sqs:GetQueueUrl"),
+    "s3": ("s3:PutObject",),
+}
 
 #: SQS batch APIs are authorised by the single-message action.
 #: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-api-permissions-reference.html

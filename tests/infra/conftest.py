@@ -62,6 +62,7 @@ class Assembly:
 class Synth:
     full: Assembly
     local: Assembly
+    options: Assembly
     lambda_zip: Path
     timings: dict[str, float]
 
@@ -112,7 +113,13 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     out = work / "cdk.out"
     timings = json.loads((out / "timings.json").read_text())
     print(f"\ninfra synth: {timings}", file=sys.stderr)
-    return Synth(Assembly(out / "full"), Assembly(out / "local"), work / "lambda.zip", timings)
+    return Synth(
+        Assembly(out / "full"),
+        Assembly(out / "local"),
+        Assembly(out / "options"),
+        work / "lambda.zip",
+        timings,
+    )
 
 
 def _synthesize(work: Path) -> None:
@@ -151,3 +158,9 @@ def full(synth: Synth) -> Assembly:
 @pytest.fixture(scope="session")
 def local(synth: Synth) -> Assembly:
     return synth.local
+
+
+@pytest.fixture(scope="session")
+def options(synth: Synth) -> Assembly:
+    """``SqsJobs`` options the example app does not use (``synth_example.options``)."""
+    return synth.options

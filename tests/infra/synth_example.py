@@ -1,9 +1,10 @@
-"""Run by the CDK virtualenv's Python (not pytest's): synthesize infra/app.py twice, in one process.
+"""Run by the CDK virtualenv's Python (not pytest's): synthesize infra/app.py twice, and one more stack, in one process.
 
 ``python tests/infra/synth_example.py OUTDIR LAMBDA_ZIP`` writes ``OUTDIR/full`` (ECS worker,
 sweeper and Lambda worker) and ``OUTDIR/local`` (what MiniStack's CloudFormation can deploy: no
-VPC, ECS or autoscaling), plus ``OUTDIR/timings.json``. One process because starting the jsii
-runtime is most of the cost: the second synth takes a fraction of the first.
+VPC, ECS or autoscaling), ``OUTDIR/options`` (``options``: what the example app does not use),
+plus ``OUTDIR/timings.json``. One process because starting the jsii runtime is most of the cost:
+the later syntheses take a fraction of the first.
 """
 
 from __future__ import annotations
@@ -14,7 +15,59 @@ import sys
 import time
 from pathlib import Path
 
+from sqsjobs import App
+
 REPO = Path(__file__).resolve().parents[2]
+#: conftest.STACK: every variant's stack has the example's name, so the tests read them alike.
+STACK = "SqsJobsExample"
+
+#: The ``options`` stack's Apps: one names its payload bucket, one is given an existing bucket.
+NAMED = App("named", payload_bucket="sqsjobs-named-payloads-example")
+IMPORTED = App("imported")
+EXISTING_BUCKET = "existing-payloads-example"
+#: Both run on a 5 s Lambda function: the queues' default 30 s visibility is 6 x that.
+FUNCTION_TIMEOUT_S = 5
+
+
+@NAMED.job("named.check")
+def named_check(payload: None, ctx: object) -> None: ...
+
+
+@IMPORTED.job("imported.check")
+def imported_check(payload: None, ctx: object) -> None: ...
+
+
+def options(outdir: Path, lambda_zip: str) -> None:
+    """``SqsJobs`` with an App that names its bucket, with an existing bucket, and producers granted."""
+    import aws_cdk as cdk
+    from aws_cdk import aws_iam as iam
+    from aws_cdk import aws_s3 as s3
+    from cdk_nag import AwsSolutionsChecks
+    from sqsjobs_cdk import LambdaWorker, SqsJobs
+
+    app = cdk.App(outdir=str(outdir))
+    stack = cdk.Stack(app, STACK)
+    worker = LambdaWorker(code_path=lambda_zip, timeout_s=FUNCTION_TIMEOUT_S)
+    module = "tests.infra.synth_example"
+    named = SqsJobs(stack, "Named", app=NAMED, app_path=f"{module}:NAMED", lambda_worker=worker)
+    imported = SqsJobs(
+        stack,
+        "Imported",
+        app=IMPORTED,
+        app_path=f"{module}:IMPORTED",
+        lambda_worker=worker,
+        payload_bucket=s3.Bucket.from_bucket_name(stack, "ExistingBucket", EXISTING_BUCKET),
+    )
+    for jobs in (named, imported):
+        producer = iam.Role(
+            stack,
+            f"{jobs.node.id}Producer",
+            description=f"a service that enqueues {jobs.app.name} jobs",
+            assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
+        )
+        jobs.grant_enqueue(producer)
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    app.synth()
 
 
 def main(outdir: Path, lambda_zip: str) -> None:
@@ -27,8 +80,15 @@ def main(outdir: Path, lambda_zip: str) -> None:
     example.build(str(outdir / "full"), lambda_zip=lambda_zip, local=False)
     full = time.monotonic()
     example.build(str(outdir / "local"), lambda_zip=lambda_zip, local=True)
+    local = time.monotonic()
+    options(outdir / "options", lambda_zip)
     done = time.monotonic()
-    timings = {"import_s": imported - started, "full_s": full - imported, "local_s": done - full}
+    timings = {
+        "import_s": imported - started,
+        "full_s": full - imported,
+        "local_s": local - full,
+        "options_s": done - local,
+    }
     (outdir / "timings.json").write_text(json.dumps(timings))
 
 

@@ -16,6 +16,7 @@ from sqsjobs.deploy.provision import redrive_count
 from sqsjobs.deploy.rules import (
     FARGATE_MAX_STOP_TIMEOUT_S,
     LAMBDA_VISIBILITY_FACTOR,
+    PRODUCER_ACTIONS,
     SCHEDULER_ACTIONS,
     SWEEPER_ACTIONS,
     WORKER_ACTIONS,
@@ -23,8 +24,10 @@ from sqsjobs.deploy.rules import (
 )
 from sqsjobs.runtime.lambda_sqs import DEADLINE_MARGIN_S
 from sqsjobs.store.requests import TTL_ATTRIBUTE, table_definition
+from sqsjobs.transport import objects
 from tests.emulators import REPO_ROOT
-from tests.infra.conftest import CDK_VENV
+from tests.infra import synth_example
+from tests.infra.conftest import CDK_VENV, cdk_python, synth_env
 
 QUEUES = queues_of(shop.registry)
 #: Every acknowledged cdk-nag finding, so a new one is a reviewed change of this list.
@@ -32,11 +35,20 @@ ACKNOWLEDGED = {
     "AwsSolutions-ECS2",
     "AwsSolutions-IAM5[Resource::*]",
     "AwsSolutions-L1",
+    "AwsSolutions-S1",
     "AwsSolutions-SNS2",
 }
 ACKNOWLEDGED_PATTERNS = [
-    r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:\*:task/<\w+>/\*\]"
+    r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:\*:task/<\w+>/\*\]",
+    # the key prefixes of the payload bucket (ours, or one passed as payload_bucket=)
+    *(
+        rf"AwsSolutions-IAM5\[Resource::(<\w+\.Arn>|arn:<AWS::Partition>:s3:::[\w.-]+)/{re.escape(prefix)}\*\]"
+        for prefix in (objects.PAYLOADS, objects.RESULTS)
+    ),
 ]
+PUBLIC_ACCESS_BLOCKED = dict.fromkeys(
+    ("BlockPublicAcls", "IgnorePublicAcls", "BlockPublicPolicy", "RestrictPublicBuckets"), True
+)
 
 
 def logical_id(ref: object) -> str:
@@ -86,6 +98,33 @@ def function(asm, handler: str) -> dict:
         if r["Properties"]["Handler"] == handler
     ]
     return found
+
+
+def arn_text(value: object) -> str:
+    """An ARN of the template as text, intrinsics as ``<Id.Attr>``/``<Id>`` (cdk-nag's spelling)."""
+    if isinstance(value, str):
+        return value
+    assert isinstance(value, dict) and len(value) == 1, value
+    [(function, argument)] = value.items()
+    if function == "Fn::Join":
+        return str(argument[0]).join(arn_text(v) for v in argument[1])
+    if function == "Fn::GetAtt":
+        return f"<{argument[0]}.{argument[1]}>"
+    assert function == "Ref", value
+    return f"<{argument}>"
+
+
+def resources_of(stmts: list[dict]) -> set[str]:
+    return {
+        arn_text(r)
+        for s in stmts
+        for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
+    }
+
+
+def on(stmts: list[dict], service: str) -> list[dict]:
+    """The statements granting actions of ``service``."""
+    return [s for s in stmts if all(a.startswith(f"{service}:") for a in actions([s]))]
 
 
 def role_of_task(asm, container_name: str) -> str:
@@ -148,6 +187,182 @@ def test_each_queue_has_an_encrypted_tls_only_dlq_with_a_redrive_above_every_max
                 if s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}:
                     tls_only |= {logical_id(r) for r in policy["Properties"]["Queues"]}
         assert tls_only == set(queues)
+
+
+# ── the payload bucket ───────────────────────────────────────────────────────────────────────
+def as_request_rule(rule: dict) -> dict:
+    """A CloudFormation lifecycle rule in the shape of PutBucketLifecycleConfiguration's (objects.lifecycle)."""
+    assert set(rule) <= {"Id", "Prefix", "Status", "ExpirationInDays", "AbortIncompleteMultipartUpload"}, rule
+    out = {"ID": rule["Id"], "Filter": {"Prefix": rule["Prefix"]}, "Status": rule["Status"]}
+    if "ExpirationInDays" in rule:
+        out["Expiration"] = {"Days": rule["ExpirationInDays"]}
+    if "AbortIncompleteMultipartUpload" in rule:
+        out["AbortIncompleteMultipartUpload"] = rule["AbortIncompleteMultipartUpload"]
+    return out
+
+
+def test_the_payload_bucket_is_private_encrypted_tls_only_retained_and_expires_as_provision_says(full, local):
+    expected_rules = objects.lifecycle(shop.settings)["LifecycleConfiguration"]["Rules"]
+    for asm in (full, local):
+        [(bucket_id, resource)] = asm.resources("AWS::S3::Bucket").items()
+        bucket = resource["Properties"]
+        # CloudFormation names it: bucket names are global, and the App does not name one
+        assert "BucketName" not in bucket
+        assert [as_request_rule(r) for r in bucket["LifecycleConfiguration"]["Rules"]] == expected_rules
+        assert bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"] == [
+            {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
+        ]
+        assert bucket["PublicAccessBlockConfiguration"] == PUBLIC_ACCESS_BLOCKED
+        assert "VersioningConfiguration" not in bucket
+        assert resource["DeletionPolicy"] == resource["UpdateReplacePolicy"] == "Retain"
+        # ... and its policy refuses every request without TLS, on the bucket and its objects
+        [policy] = asm.resources("AWS::S3::BucketPolicy").values()
+        assert logical_id(policy["Properties"]["Bucket"]) == bucket_id
+        [deny] = policy["Properties"]["PolicyDocument"]["Statement"]
+        assert (deny["Effect"], deny["Principal"], deny["Action"]) == ("Deny", {"AWS": "*"}, "s3:*")
+        assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        assert resources_of([deny]) == {f"<{bucket_id}.Arn>", f"<{bucket_id}.Arn>/*"}
+
+
+def test_every_deployed_process_and_the_outputs_name_the_bucket_cloudformation_made(full, local):
+    for asm in (full, local):
+        [bucket_id] = asm.resources("AWS::S3::Bucket")
+        environments = [
+            f["Properties"]["Environment"]["Variables"]
+            for f in asm.resources("AWS::Lambda::Function").values()
+        ]
+        environments += [env_of(c) for c in containers(asm).values()]
+        # ECS worker, ECS sweeper, Lambda worker; locally the Lambda worker and the Lambda sweeper
+        assert len(environments) == (3 if asm is full else 2)
+        for env in environments:
+            assert env["SQSJOBS_PAYLOAD_BUCKET"] == {"Ref": bucket_id}  # not the default name
+        [output] = [
+            o for o in asm.template["Outputs"].values() if o.get("Description") == "SQSJOBS_PAYLOAD_BUCKET"
+        ]
+        assert output["Value"] == {"Ref": bucket_id}
+
+
+def test_workers_read_and_write_only_the_two_key_prefixes_of_the_bucket(full, local):
+    for asm in (full, local):
+        [bucket_id] = asm.resources("AWS::S3::Bucket")
+        roles = [logical_id(function(asm, HANDLER)["Role"])]
+        if asm is full:
+            roles.append(role_of_task(asm, "worker"))
+        for role in roles:
+            granted = on(statements(asm, role), "s3")
+            assert actions(granted) == set(WORKER_ACTIONS["s3"]) == {"s3:GetObject", "s3:PutObject"}
+            assert resources_of(granted) == {
+                f"<{bucket_id}.Arn>/{prefix}*" for prefix in (objects.PAYLOADS, objects.RESULTS)
+            }
+        # ... and nothing else in the stack may touch it (the sweeper never reads a payload)
+        readers = {
+            logical_id(role)
+            for p in asm.resources("AWS::IAM::Policy").values()
+            if on(p["Properties"]["PolicyDocument"]["Statement"], "s3")
+            for role in p["Properties"]["Roles"]
+        }
+        assert readers == set(roles)
+
+
+def test_an_app_that_names_its_bucket_gets_that_name_and_an_existing_bucket_is_used_as_it_is(options):
+    lambda_env = {
+        f["Properties"]["Environment"]["Variables"]["SQSJOBS_APP"]: f["Properties"]["Environment"][
+            "Variables"
+        ]
+        for f in options.resources("AWS::Lambda::Function").values()
+    }
+    # GIVEN an App with payload_bucket= set: the bucket has that name (its processes would use it anyway)
+    [(bucket_id, bucket)] = options.resources("AWS::S3::Bucket").items()
+    assert bucket["Properties"]["BucketName"] == synth_example.NAMED.settings.payload_bucket
+    assert lambda_env["tests.infra.synth_example:NAMED"]["SQSJOBS_PAYLOAD_BUCKET"] == {"Ref": bucket_id}
+    # GIVEN an existing bucket passed as payload_bucket=: no bucket is made, its name is the env's
+    imported = lambda_env["tests.infra.synth_example:IMPORTED"]
+    assert imported["SQSJOBS_PAYLOAD_BUCKET"] == synth_example.EXISTING_BUCKET
+    [imported_worker] = [
+        logical_id(f["Properties"]["Role"])
+        for f in options.resources("AWS::Lambda::Function").values()
+        if f["Properties"]["Handler"] == HANDLER
+        and f["Properties"]["Environment"]["Variables"]["SQSJOBS_APP"].endswith(":IMPORTED")
+    ]
+    assert resources_of(on(statements(options, imported_worker), "s3")) == {
+        f"arn:<AWS::Partition>:s3:::{synth_example.EXISTING_BUCKET}/{prefix}*"
+        for prefix in (objects.PAYLOADS, objects.RESULTS)
+    }
+
+
+#: Run by the CDK venv: what the construct refuses before anything is synthesized.
+REFUSALS = """
+import sys
+from aws_cdk import App, Stack, aws_s3 as s3
+from sqsjobs.errors import ConfigurationError
+from sqsjobs.transport import objects
+from sqsjobs_cdk import LambdaWorker, SqsJobs
+from sqsjobs_cdk.bucket import lifecycle_rules
+from tests.infra import synth_example
+
+request = objects.lifecycle(synth_example.NAMED.settings)
+request["LifecycleConfiguration"]["Rules"][0]["Transitions"] = [{"Days": 1, "StorageClass": "GLACIER"}]
+try:
+    lifecycle_rules(request)
+except ConfigurationError as exc:
+    print("lifecycle:", exc)
+stack = Stack(App(), "S")
+try:
+    SqsJobs(
+        stack, "Jobs", app=synth_example.NAMED, app_path="tests.infra.synth_example:NAMED",
+        lambda_worker=LambdaWorker(code_path=sys.argv[1], timeout_s=synth_example.FUNCTION_TIMEOUT_S),
+        payload_bucket=s3.Bucket.from_bucket_name(stack, "Other", "some-other-bucket"),
+    )
+except ConfigurationError as exc:
+    print("bucket:", exc)
+"""
+
+
+def test_a_lifecycle_key_infra_cannot_translate_and_a_bucket_the_app_would_not_use_are_refused(synth):
+    done = subprocess.run(
+        [str(cdk_python()), "-c", REFUSALS, str(synth.lambda_zip)],
+        cwd=REPO_ROOT,
+        env={**synth_env(), "PYTHONPATH": f"{REPO_ROOT / 'infra'}:{REPO_ROOT}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    refusals = dict(line.split(": ", 1) for line in done.stdout.splitlines())
+    # a rule objects.lifecycle() might grow is an error naming it, never silently left out
+    assert "['Transitions']" in refusals["lifecycle"] and "bucket.py" in refusals["lifecycle"]
+    # an App that names its bucket would use it whatever SQSJOBS_PAYLOAD_BUCKET says
+    assert repr(synth_example.NAMED.settings.payload_bucket) in refusals["bucket"]
+    assert "'some-other-bucket'" in refusals["bucket"]
+
+
+def test_grant_enqueue_grants_a_producer_what_an_enqueue_calls_on_what_it_touches(options):
+    ids = {v["Properties"]["QueueName"]: k for k, v in options.resources("AWS::SQS::Queue").items()}
+    tables = {v["Properties"]["TableName"]: k for k, v in options.resources("AWS::DynamoDB::Table").items()}
+    [named_bucket] = options.resources("AWS::S3::Bucket")
+    buckets = {
+        "Named": f"<{named_bucket}.Arn>",
+        "Imported": f"arn:<AWS::Partition>:s3:::{synth_example.EXISTING_BUCKET}",
+    }
+    for construct, app in (("Named", synth_example.NAMED), ("Imported", synth_example.IMPORTED)):
+        settings = app.settings
+        [producer] = [k for k in options.resources("AWS::IAM::Role") if k.startswith(f"{construct}Producer")]
+        granted = statements(options, producer)
+        # THEN it may do exactly what an enqueue does (rules.PRODUCER_ACTIONS, checked against the code)...
+        assert actions(granted) == {a for names in PRODUCER_ACTIONS.values() for a in names}
+        # ... on the App's table, its queues (and, to resolve their URLs, their DLQs), and payloads/ only
+        by_action = {a: resources_of([s]) for s in granted for a in actions([s])}
+        table = {f"<{tables[settings.table_name]}.Arn>"}
+        queue = {f"<{ids[settings.queue_name('default')]}.Arn>"}
+        dlq = {f"<{ids[settings.dlq_name('default')]}.Arn>"}
+        assert by_action == {
+            "dynamodb:PutItem": table,
+            "dynamodb:PartiQLInsert": table,
+            "dynamodb:UpdateItem": table,  # a transactional enqueue clears its sent records
+            "sqs:SendMessage": queue,
+            "sqs:GetQueueUrl": queue | dlq,
+            "s3:PutObject": {f"{buckets[construct]}/{objects.PAYLOADS}*"},
+        }
 
 
 # ── workers ──────────────────────────────────────────────────────────────────────────────────
@@ -346,8 +561,8 @@ def acknowledgements(asm) -> dict[str, str]:
     return found
 
 
-def test_cdk_nag_finds_nothing_unacknowledged_and_every_acknowledgement_has_a_reason(full, local):
-    for asm in (full, local):
+def test_cdk_nag_finds_nothing_unacknowledged_and_every_acknowledgement_has_a_reason(full, local, options):
+    for asm in (full, local, options):
         report = asm.json("validation-report.json")
         violations = [v for r in report["pluginReports"] for v in r.get("violations", [])]
         assert violations == []
@@ -362,9 +577,14 @@ def test_cdk_nag_finds_nothing_unacknowledged_and_every_acknowledgement_has_a_re
     assert set(acknowledgements(full)) >= ACKNOWLEDGED
 
 
-def test_cfn_lint_finds_no_errors(full, local):
+def test_cfn_lint_finds_no_errors(full, local, options):
     done = subprocess.run(
-        [str(CDK_VENV / "bin" / "cfn-lint"), str(full.template_path), str(local.template_path)],
+        [
+            str(CDK_VENV / "bin" / "cfn-lint"),
+            str(full.template_path),
+            str(local.template_path),
+            str(options.template_path),
+        ],
         capture_output=True,
         text=True,
         timeout=120,

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sqsjobs import App
+from sqsjobs._aws import Call, Flow
 from sqsjobs.config import Settings
 from sqsjobs.deploy import rules as d
 from sqsjobs.errors import ConfigurationError
 from sqsjobs.registry import DEFAULT_TIMEOUT_S
+from sqsjobs.transport import objects
+from sqsjobs.transport.sqs import MAX_DELAY_S
 
 SQSJOBS = Path(__file__).resolve().parents[2] / "sqsjobs"
 _CALL = re.compile(r'Call\(\s*"(\w+)",\s*"(\w+)"')
@@ -71,6 +75,64 @@ def test_each_role_is_granted_exactly_what_its_code_calls(actions, modules):
     # THEN the role grants each of them (no AccessDenied in AWS) and nothing else (least privilege)
     assert granted(actions) == called
     assert not any("*" in a for a in granted(actions))
+
+
+def answer(call: Call) -> dict[str, Any]:
+    """What AWS would answer a producer's call, enough for its flow to go on."""
+    if call.operation == "get_queue_url":
+        return {"QueueUrl": f"https://sqs.example/{call.params['QueueName']}"}
+    if call.operation == "batch_execute_statement":
+        return {"Responses": [{} for _ in call.params["Statements"]]}
+    return {}  # send_message_batch (nothing failed), put_item, put_object
+
+
+def actions_of(call: Call) -> set[str]:
+    """The IAM actions of one call; a PartiQL batch by the kinds of statement it really carries."""
+    if call.operation == "batch_execute_statement":
+        kinds = {s["Statement"].split()[0].capitalize() for s in call.params["Statements"]}
+        return {f"dynamodb:PartiQL{kind}" for kind in kinds}
+    return set(d.iam_actions(call.service, call.operation))
+
+
+def test_the_producer_is_granted_exactly_what_enqueue_calls(monkeypatch):
+    # GIVEN an App whose flows are answered by a script instead of AWS, each call recorded
+    app = App("p", inline_payload_bytes=1024)
+
+    @app.job("a")
+    def a(payload: dict[str, str], ctx: object) -> None: ...
+
+    calls: list[Call] = []
+
+    def run(flow: Flow[Any]) -> Any:
+        try:
+            call = next(flow)
+            while True:
+                calls.append(call)
+                call = flow.send(answer(call))
+        except StopIteration as stop:
+            return stop.value
+
+    monkeypatch.setattr(app, "run", run)
+    # WHEN it enqueues one job, a batch, a payload too large for the message, a held job, and a job
+    # inside a transaction (the caller's own table aside: its grants are the caller's)
+    app.enqueue("a", {"n": "1"})
+    app.enqueue_many([{"type": "a", "payload": {"n": str(i)}} for i in range(3)])
+    app.enqueue("a", {"blob": "x" * 2048})
+    app.enqueue("a", {"n": "2"}, delay=MAX_DELAY_S + 1)
+    with app.transaction() as tx:
+        tx.enqueue("a", {"n": "3"})
+    # THEN the producer's list is exactly the actions those calls need
+    assert granted(d.PRODUCER_ACTIONS) == {a for c in calls for a in actions_of(c)}
+    # ... resolving a queue's URL resolves its DLQ's too, so GetQueueUrl is needed on both
+    settings = app.settings
+    assert {c.params["QueueName"] for c in calls if c.operation == "get_queue_url"} == {
+        settings.queue_name("default"),
+        settings.dlq_name("default"),
+    }
+    # ... and the only objects it writes are payloads
+    [put] = [c for c in calls if c.operation == "put_object"]
+    assert put.params["Bucket"] == settings.payload_bucket
+    assert put.params["Key"].startswith(objects.PAYLOADS)
 
 
 def test_the_lambda_visibility_rule_is_six_times_the_timeout():
