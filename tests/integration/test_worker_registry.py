@@ -10,6 +10,7 @@ sleeps a whole interval after the last one) and generous upper bounds for a load
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import signal
 import socket
@@ -22,10 +23,11 @@ import pytest
 
 from sqsjobs import JobStatus
 from sqsjobs._aws import Call, one
+from sqsjobs.envelope import DLQ_REASON
 from sqsjobs.ops.workers import WorkerStatus, list_workers_flow
 from sqsjobs.store import workers as ws
 from tests.apps import guarantees
-from tests.integration.helpers import worker_env
+from tests.integration.helpers import attr, receive_dlq, send_raw, worker_env
 from tests.integration.test_guarantees import kill, wait_until
 
 pytestmark = pytest.mark.slow
@@ -189,6 +191,22 @@ def test_a_killed_worker_goes_silent_after_two_intervals_and_carries_its_ttl(app
     assert listed(app, now=entry.expires_at + 0.5) == []
     ttl = app.run(one(Call("dynamodb", "describe_time_to_live", {"TableName": app.settings.table_name})))
     assert ttl["TimeToLiveDescription"] == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expires_at"}
+
+
+def test_a_message_forged_with_a_workers_item_id_goes_to_the_dlq_and_leaves_the_item_alone(app):
+    proc = start_worker(app, interval_s=1.0)
+    try:
+        worker = only_worker(app, proc)
+        # WHEN a message names the worker's registry item as its job
+        send_raw(app, json.dumps({"v": 1, "id": ws.item_id(worker.id), "type": "count"}))
+        # THEN the worker dead-letters it with the reason, and the item is still its own
+        dead: list[dict] = []
+        wait_until(lambda: dead.extend(receive_dlq(app)) or dead, 60, "forged message dead-lettered")
+        assert "job ids never contain '#'" in attr(dead[0], DLQ_REASON)
+        assert [(w.id, w.status) for w in listed(app)] == [(worker.id, WorkerStatus.LIVE)]
+        assert proc.poll() is None
+    finally:
+        kill(proc)
 
 
 def test_the_listing_reads_the_registry_items_and_no_job_record(ministack_url, make_app):
