@@ -129,6 +129,9 @@ _WRITE_ACTIONS = frozenset({
     "PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems", "BatchExecuteStatement",
     "ExecuteStatement",
 })  # fmt: skip
+#: In a write's request body, the key of a worker registry item (``sqsjobs.store.workers``): botocore
+#: writes ``{"S": "worker#..."}``; job ids never contain ``#``.
+_REGISTRY_KEY = b'"S": "worker#'
 
 
 @dataclass(frozen=True)
@@ -457,15 +460,21 @@ class AwsProxy:
                 },
             }
 
-    def _add_write_units(self, response: bytes) -> None:
-        """Add what a DynamoDB write's answer says it consumed (a list for batch calls)."""
+    def _add_write_units(self, response: bytes, *, registry: bool = False) -> None:
+        """Add what a DynamoDB write's answer says it consumed (a list for batch calls).
+
+        A write of a worker's registry item goes to ``registry``: a cost per worker and interval,
+        not per job (docs/operations.md, "Workers"), so it stays out of the per-job figures.
+        """
         body = response.partition(b"\r\n\r\n")[2]
         if b"ConsumedCapacity" not in body:
             return
         consumed = json.loads(body).get("ConsumedCapacity") or []
         with self._lock:
             for part, units in consumed_units(consumed):
-                self.write_units["table" if part == "table" else "indexes"] += units
+                self.write_units["registry" if registry else "table" if part == "table" else "indexes"] += (
+                    units
+                )
 
     def trace(self, on: bool = True) -> list[Exchange]:
         """Start (or stop) timing every forwarded exchange; returns what was recorded so far."""
@@ -550,7 +559,7 @@ class AwsProxy:
                 if slow_until:
                     await asyncio.sleep(max(0.0, slow_until - time.monotonic()))
                 if service == "dynamodb" and action in _WRITE_ACTIONS:
-                    self._add_write_units(response)
+                    self._add_write_units(response, registry=_REGISTRY_KEY in body)
                 if self.exchanges is not None and fault is None:  # before the caller can see the answer
                     self._record(
                         Exchange(service, action, received, forwarded, answered, time.time(),

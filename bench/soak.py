@@ -49,6 +49,7 @@ from bench.soak_app import build_app, create_ledger
 from sqsjobs import JobRequest
 from sqsjobs.errors import SqsJobsError
 from sqsjobs.store import requests as rq
+from sqsjobs.store.workers import WORKER_PREFIX
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
@@ -329,6 +330,8 @@ class Auditor:
         while True:
             page = self.ddb.scan(**kwargs)
             for item in page.get("Items", []):
+                if item["id"]["S"].startswith(WORKER_PREFIX):  # a worker's registry item, not a job
+                    continue
                 job = rq.job_from_item(item)
                 out[job.id] = {
                     "status": str(job.status),

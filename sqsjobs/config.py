@@ -30,6 +30,9 @@ MAX_MESSAGE_BYTES = 256 * 1024
 #: The largest payload a message carries by default: the message's limit less room for the envelope's
 #: other fields and the trace attribute (under 2 KiB together).
 MAX_INLINE_PAYLOAD_BYTES = MAX_MESSAGE_BYTES - 8 * 1024
+#: The worker registry's refresh may not be rarer: the heartbeat alarm (infra/) expects at least one
+#: refresh per worker in each one-minute period.
+MAX_REGISTRY_INTERVAL_S = 60.0
 
 
 def to_seconds(value: timedelta | float | int) -> float:
@@ -107,6 +110,12 @@ class Settings:
     #: long for enough free slots to fill a batch of ten. Without a backlog it goes back to its long
     #: poll at once with the slots that are free.
     receive_gather_s: float = 0.1
+    #: Each ECS worker refreshes its entry in the worker registry (``sqsjobs workers``) this often: one
+    #: write per worker per interval, never per job (docs/operations.md, "Workers": $0.054 per worker per
+    #: month at 30 s). A worker is shown silent after two intervals without a refresh, and its entry
+    #: expires (TTL) after ``sqsjobs.store.workers.TTL_INTERVALS``. Keep it at most 60 s: the heartbeat
+    #: alarm counts the refreshes per minute.
+    registry_interval_s: float = 30.0
     #: Buffered EMF metrics are written at least this often (Lambda also writes them per invocation).
     metrics_interval_s: float = 60.0
     #: Put each job's payload in its "job claimed" log line; off, because payloads may hold personal data.
@@ -162,6 +171,11 @@ class Settings:
             raise ConfigurationError(f"concurrency must be at least 1, got {self.concurrency}")
         if self.lease_s <= 0:
             raise ConfigurationError(f"lease_s must be positive, got {self.lease_s}")
+        if not 0 < self.registry_interval_s <= MAX_REGISTRY_INTERVAL_S:
+            raise ConfigurationError(
+                f"registry_interval_s must be in (0, {MAX_REGISTRY_INTERVAL_S:g}] seconds (the heartbeat "
+                f"alarm counts refreshes per minute), got {self.registry_interval_s}"
+            )
 
     @property
     def retention_days(self) -> int:

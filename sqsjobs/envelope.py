@@ -102,6 +102,9 @@ class Envelope:
         job_id, job_type = data.get("id"), data.get("type")
         if not isinstance(job_id, str) or not job_id or not isinstance(job_type, str) or not job_type:
             raise EnvelopeError(f"envelope lacks a job id or type: {body[:80]!r}")
+        if "#" in job_id:
+            # Job ids are hex; ids with "#" name the table's own items (the worker registry's).
+            raise EnvelopeError(f"job id {job_id[:80]!r} is not a job id: job ids never contain '#'")
         if data["v"] < 2 or "payload" not in data:
             return cls(job_id=job_id, job_type=job_type, version=data["v"])
         queue, digest, created, run_at = (

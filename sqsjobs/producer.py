@@ -254,7 +254,7 @@ def get_flow(settings: Settings, job_id: str, *, load_result: bool = True) -> Fl
     """
     response = yield Call("dynamodb", "get_item", rq.get(settings.table_name, job_id))
     item = response.get("Item")
-    if not item:
+    if not item or "type" not in item:  # no type: not a job (a worker registry item, ``worker#...``)
         raise JobNotFound(f"no job with id {job_id!r} in table {settings.table_name}")
     job = rq.job_from_item(item)
     if load_result and job.result_ref is not None:

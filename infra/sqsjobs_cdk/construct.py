@@ -29,6 +29,7 @@ from constructs import Construct
 from sqsjobs import App
 from sqsjobs.deploy.provision import redrive_count
 from sqsjobs.deploy.rules import (
+    ECS_WORKER_ACTIONS,
     PRODUCER_ACTIONS,
     SWEEPER_ACTIONS,
     WORKER_ACTIONS,
@@ -175,7 +176,7 @@ class SqsJobs(Construct):
             worker_role = _task_role(self, "WorkerTaskRole", "sqsjobs ECS worker")
             allow(
                 worker_role,
-                WORKER_ACTIONS,
+                ECS_WORKER_ACTIONS,  # the Lambda worker's, and its registry item's delete at exit
                 table_arns=table_arns,
                 queue_arns=queue_arns,
                 object_arns=bucket_arns,

@@ -1,9 +1,20 @@
-"""Alarms (oldest message age, DLQ depth > 0, worker errors) to an SNS topic, and one dashboard.
+"""Alarms (oldest message age, DLQ depth > 0, worker errors, ECS heartbeat gap) to an SNS topic, and one dashboard.
 
 Worker errors are counted from the JSON logs both runtimes write (Powertools Logger, one line per
 transition): a metric filter on ``level = ERROR`` per log group, so the alarm needs nothing from
 the metrics code and covers the ECS and the Lambda worker alike. Lambda invocation errors
 (timeouts, crashes before any log line) have their own alarm.
+
+Heartbeat gap (ECS only): each worker writes a ``WorkerHeartbeat`` EMF line per registry refresh
+(``Settings.registry_interval_s``, at most 60 s), which CloudWatch Logs turns into a metric from the
+awslogs driver's PutLogEvents (no header or agent needed:
+https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/CloudWatch_Embedded_Metric_Format_Generation_PutLogEvents.html).
+The alarm fires when a whole minute's sum stays below 1 for ``HEARTBEAT_GAP_PERIODS`` minutes, and
+treats a missing metric as breaching: the service always runs at least one task (``min_tasks >= 1``),
+so silence means every worker is dead, stalled or cut off from DynamoDB (a beat is written only after
+its registry write lands). Why not "live workers below the desired count": the desired count moves
+with backlog scaling and is a metric only with Container Insights (paid); ECS replaces a single dead
+task itself, and ``sqsjobs workers`` shows it as silent meanwhile.
 """
 
 from __future__ import annotations
@@ -27,6 +38,12 @@ if TYPE_CHECKING:
     from .queues import JobQueue
 
 ERROR_METRIC = "WorkerErrors"
+#: ``sqsjobs.observability.metrics.HEARTBEAT``, in the EMF namespace the worker writes by default.
+HEARTBEAT_METRIC = "WorkerHeartbeat"
+EMF_NAMESPACE = "sqsjobs"
+#: Minutes without any heartbeat before the alarm fires: a rolling restart or a task replacement
+#: (new task up in ~1-2 min) does not trip it, a fleet that is down does.
+HEARTBEAT_GAP_PERIODS = 3
 _MINUTE = Duration.minutes(1)
 _FIVE_MINUTES = Duration.minutes(5)
 
@@ -105,6 +122,29 @@ def alarms_and_dashboard(
         periods=1,
         what="Workers logged ERROR lines (failed AWS calls, lost leases, handler crashes outside retries)",
     )
+    heartbeats = cw.Metric(
+        namespace=EMF_NAMESPACE,
+        metric_name=HEARTBEAT_METRIC,
+        dimensions_map={"service": app_name},
+        statistic="Sum",
+        period=_MINUTE,
+    )
+    if service is not None:
+        gap = heartbeats.create_alarm(
+            scope,
+            "worker-heartbeat-gap",
+            alarm_description=(
+                f"No ECS worker of {app_name} refreshed its registry entry for {HEARTBEAT_GAP_PERIODS} "
+                "minutes (all dead, stalled or cut off from DynamoDB); see `sqsjobs workers`"
+            ),
+            threshold=1,
+            evaluation_periods=HEARTBEAT_GAP_PERIODS,
+            comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+            treat_missing_data=cw.TreatMissingData.BREACHING,
+        )
+        gap.add_alarm_action(action)
+        gap.add_ok_action(action)
+        alarms.append(gap)
     if function is not None:
         alarm(
             "lambda-errors",
@@ -162,6 +202,7 @@ def alarms_and_dashboard(
                 ],
             )
         )
+        row.append(_graph("ECS worker heartbeats per minute", [heartbeats]))
     if function is not None:
         row.append(
             _graph(

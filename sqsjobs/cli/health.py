@@ -29,7 +29,7 @@ def stats(
     window: Annotated[str, typer.Option(help="Count finished jobs over this window")] = "1h",
     json_out: JsonOpt = False,
 ) -> None:
-    """Per queue: visible, in flight, delayed, DLQ depth; per job type: counts by status, oldest due, stuck."""
+    """Per queue: visible, in flight, delayed, DLQ depth; per job type: counts by status, oldest due, stuck; workers."""
     loaded = load_app(app, endpoint_url)
     window_s = duration_option(window, "--window")
 
@@ -101,6 +101,10 @@ def _stats_view(snap: stats_ops.Stats) -> Table:
     outer.add_row(queues)
     outer.add_row("")
     outer.add_row(types)
+    outer.add_row("")
+    w = snap.workers
+    silent = f"[red]{w.get('silent', 0)} silent[/]" if w.get("silent") else "0 silent"
+    outer.add_row(f"workers: {w.get('live', 0)} live, {w.get('draining', 0)} draining, {silent}")
     if snap.truncated:
         outer.add_row(
             f"[yellow]counts truncated: the scan stopped after {stats_ops.DEFAULT_MAX_ENTRIES} records "

@@ -1,4 +1,4 @@
-"""The ``sqsjobs`` command: provision, worker, sweep, dev, enqueue.
+"""The ``sqsjobs`` command: provision, worker, sweep, dev, enqueue (the other groups are added below).
 
 Every command takes ``--app`` (``SQSJOBS_APP``) and ``--endpoint-url`` (``SQSJOBS_ENDPOINT_URL``),
 and turns errors into one actionable line and an exit code, never a traceback: ``guarded`` in
@@ -33,6 +33,7 @@ from sqsjobs.cli.health import doctor, stats
 from sqsjobs.cli.jobs import jobs_cli
 from sqsjobs.cli.package import package_cli
 from sqsjobs.cli.schedules import schedules_cli
+from sqsjobs.cli.workers import workers
 from sqsjobs.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ cli.add_typer(jobs_cli, name="jobs")
 cli.add_typer(dlq_cli, name="dlq")
 cli.command()(stats)
 cli.command()(doctor)
+cli.command()(workers)
 
 
 @cli.command()

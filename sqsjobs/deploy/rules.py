@@ -66,6 +66,12 @@ WORKER_ACTIONS: Mapping[str, tuple[str, ...]] = {
     # The claim-check bucket: read payloads, write results (and payloads of jobs a handler enqueues).
     "s3": ("s3:GetObject", "s3:PutObject"),
 }
+#: The ECS worker also keeps its worker registry item (``runtime/presence.py``): put, update, and the
+#: delete at exit. The Lambda worker registers nothing, so it is not granted the delete.
+ECS_WORKER_ACTIONS: Mapping[str, tuple[str, ...]] = {
+    **WORKER_ACTIONS,
+    "dynamodb": (*WORKER_ACTIONS["dynamodb"], "dynamodb:DeleteItem"),
+}
 SWEEPER_ACTIONS: Mapping[str, tuple[str, ...]] = {
     "dynamodb": ("dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem"),
     "sqs": ("sqs:SendMessage", "sqs:GetQueueUrl"),

@@ -6,6 +6,13 @@ Per job type (and per tenant, as a second dimension set, when the job has one)::
     JobRunTime     claim → outcome recorded                                        (Milliseconds)
     JobQueueWait   due (run_at) → claimed                                          (Milliseconds)
 
+Per service (the App's name), from each ECS worker once per ``Settings.registry_interval_s``::
+
+    WorkerHeartbeat   one per worker refresh, written at once (not buffered)          (Count)
+
+Its sum per minute is about workers x 60 / interval; infra/ alarms when it is missing (every
+worker of the service silent or gone).
+
 Counts are summed in memory; run and wait times keep every value (CloudWatch takes p50/p95 from
 the values of an EMF line). Nothing is sent anywhere: a flush prints one JSON line per
 (job type, tenant) to stdout, where Lambda's log pipeline (or a FireLens/CloudWatch-agent route on
@@ -57,6 +64,7 @@ DEAD = "JobsDead"
 CANCELLED = "JobsCancelled"
 RUN_TIME = "JobRunTime"
 QUEUE_WAIT = "JobQueueWait"
+HEARTBEAT = "WorkerHeartbeat"
 
 #: The ``outcome`` field of a transition's log line → the count it adds to.
 OUTCOME_COUNTS: dict[str, str] = {
@@ -130,6 +138,19 @@ class JobMetrics:
             elif outcome != AttemptOutcome.STARTED and isinstance(fields.get("duration_s"), int | float):
                 timings.setdefault(RUN_TIME, []).append(round(max(fields["duration_s"], 0.0) * 1000, 3))
         self._maybe_flush()
+
+    def worker_heartbeat(self) -> None:
+        """One ``WorkerHeartbeat`` line now, dimension ``service`` only: the worker's refresh happened.
+
+        Written at once rather than buffered: a buffered count would reach CloudWatch only at the
+        next flush, and a gap alarm must see the beat in the minute it happened.
+        """
+        if is_metrics_disabled():
+            return
+        metrics = EphemeralMetrics(namespace=self.namespace, service=self.service)
+        metrics.add_dimension(name="service", value=self.service)
+        doc = metrics.serialize_metric_set(metrics={HEARTBEAT: _series(MetricUnit.Count, [1.0])})
+        (self._write or _stdout)(json.dumps(doc, separators=(",", ":")))
 
     # ── output ────────────────────────────────────────────────────────────────────────────
     def _maybe_flush(self, force: bool = False) -> None:

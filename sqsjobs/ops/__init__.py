@@ -8,7 +8,8 @@ Each operation is a sans-I/O flow (see ``sqsjobs._aws``) that ``App.run`` drives
 - ``requeue``: the ``replay`` transition (dead | cancelled → queued) with its audit entry.
 - ``dlq``: reading dead-letter queues without losing messages (SQS has no peek).
 - ``replay``: DLQ replay keyed by job id, safe to interrupt and re-run.
-- ``stats``: queue depths and per-type counts from one capped Scan.
+- ``stats``: queue depths and per-type counts from one capped Scan, and the workers by status.
+- ``workers``: the ECS worker registry (live, draining, silent; what each runs now).
 - ``doctor``: the deployed resources checked against the App (and an old table layout recognised).
 """
 

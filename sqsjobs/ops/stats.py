@@ -1,4 +1,6 @@
-"""Queue health: SQS depths per queue, and per job type counts by status from one Scan of the table.
+"""Queue health: SQS depths, per job type counts by status from one Scan, and workers by status.
+
+Workers (live, draining, silent) come from the worker registry (``ops/workers.py``), not the Scan.
 
 The table has no status index any more (it cost every job write units on one hot partition per
 status, DESIGN §4, §8), so the counts come from a Scan, aggregated here. The Scan keeps finished
@@ -30,6 +32,7 @@ from sqsjobs._aws import Call, Flow
 from sqsjobs.errors import TransportError
 from sqsjobs.job import JobStatus
 from sqsjobs.ops._common import app_queues, iso
+from sqsjobs.ops.workers import count_workers, list_workers_flow
 from sqsjobs.store import requests as rq
 
 if TYPE_CHECKING:
@@ -97,6 +100,8 @@ class Stats:
     queues: list[QueueStats]
     types: list[TypeStats]
     truncated: bool = False
+    #: ECS workers in the registry by status: ``{"live": n, "draining": n, "silent": n}``.
+    workers: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -106,6 +111,7 @@ class Stats:
             "truncated": self.truncated,
             "queues": [q.to_dict() for q in self.queues],
             "types": [t.to_dict() for t in self.types],
+            "workers": dict(self.workers),
         }
 
 
@@ -197,12 +203,14 @@ def stats_flow(
         if read >= max_entries:
             truncated = True
             break
+    workers = yield from list_workers_flow(settings, now)
     return Stats(
         at=now,
         window_s=window_s,
         queues=queues,
         types=sorted(types.values(), key=lambda t: t.type),
         truncated=truncated,
+        workers=count_workers(workers),
     )
 
 

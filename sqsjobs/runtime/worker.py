@@ -5,6 +5,9 @@ the record. It never receives more messages than it can start at once, so no mes
 invisible in a buffer; one heartbeat loop extends every held message in batches of ten and renews
 the record's lease only for jobs that outlive half of it.
 
+Each worker registers itself in the worker registry (``sqsjobs workers``, ``runtime/presence.py``):
+one write per ``registry_interval_s``, ``draining`` when the drain starts, deleted at exit.
+
 Shutdown (SIGTERM/SIGINT, DESIGN §3.7): stop receiving, let running jobs finish until
 ``drain_timeout_s``, then release the rest (record back to ``queued`` without using up the
 attempt, message visible again), flush pending acks and return. A sync handler's thread cannot be
@@ -28,6 +31,7 @@ from sqsjobs.context import InterruptReason
 from sqsjobs.errors import AwsError, ConfigurationError
 from sqsjobs.runtime.acks import Ack
 from sqsjobs.runtime.execution import Execution
+from sqsjobs.runtime.presence import Presence
 from sqsjobs.transport import sqs
 from sqsjobs.transport.batcher import MessageOps
 from sqsjobs.transport.queues import dlq_key
@@ -92,6 +96,14 @@ class Worker:
         self._tasks: set[asyncio.Task[None]] = set()
         #: Jobs this process has finished handling (any outcome), for tests and the dev runner.
         self.handled = 0
+        self.presence = Presence(
+            app,
+            worker_id=self.worker_id,
+            pid=os.getpid(),
+            queues=self.queues,
+            concurrency=self.concurrency,
+            running=lambda: list(self._running),
+        )
 
     # ── lifecycle ──────────────────────────────────────────────────────────────────────────
     async def run(self, stop: asyncio.Event) -> None:
@@ -108,6 +120,7 @@ class Worker:
             extra={"worker": self.worker_id, "queues": self.queues, "concurrency": self.concurrency},
         )
         try:
+            await self.presence.start()
             await stop.wait()
         finally:
             await self._shutdown(receivers, heartbeat)
@@ -145,6 +158,7 @@ class Worker:
             "worker draining", extra={"worker": self.worker_id, "running": len(self._running)}
         )
         self._stopping = True
+        self.presence.draining()
         for r in receivers:
             r.cancel()
         await asyncio.gather(*receivers, return_exceptions=True)
@@ -162,6 +176,7 @@ class Worker:
             # Every record is final already; a message whose ack is dropped comes back and is
             # deleted (or re-armed) by the claim it fails. Exiting on time matters more.
             self.app.logger.warning("acks not flushed before exit; those messages will be redelivered")
+        await self.presence.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
         await self.app.aclose()
         self.app.logger.info("worker stopped", extra={"worker": self.worker_id, "handled": self.handled})

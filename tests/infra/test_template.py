@@ -11,9 +11,11 @@ import re
 import subprocess
 
 from examples.shop import app as shop
+from sqsjobs.config import MAX_REGISTRY_INTERVAL_S, Settings
 from sqsjobs.deploy.packaging import HANDLER
 from sqsjobs.deploy.provision import redrive_count
 from sqsjobs.deploy.rules import (
+    ECS_WORKER_ACTIONS,
     FARGATE_MAX_STOP_TIMEOUT_S,
     LAMBDA_VISIBILITY_FACTOR,
     PRODUCER_ACTIONS,
@@ -22,6 +24,7 @@ from sqsjobs.deploy.rules import (
     WORKER_ACTIONS,
     queues_of,
 )
+from sqsjobs.observability.metrics import HEARTBEAT, JobMetrics
 from sqsjobs.runtime.lambda_sqs import DEADLINE_MARGIN_S
 from sqsjobs.store.requests import TTL_ATTRIBUTE, table_definition
 from sqsjobs.transport import objects
@@ -452,7 +455,8 @@ def test_each_principal_gets_exactly_its_action_list(full):
     def listed(spec):
         return {a for names in spec.values() for a in names}
 
-    assert actions(statements(full, role_of_task(full, "worker"))) == listed(WORKER_ACTIONS)
+    assert actions(statements(full, role_of_task(full, "worker"))) == listed(ECS_WORKER_ACTIONS)
+    assert listed(ECS_WORKER_ACTIONS) - listed(WORKER_ACTIONS) == {"dynamodb:DeleteItem"}  # its registry item
     assert actions(statements(full, role_of_task(full, "sweeper"))) == listed(SWEEPER_ACTIONS)
     lambda_actions = actions(statements(full, logical_id(function(full, HANDLER)["Role"])))
     consume = {
@@ -511,7 +515,9 @@ def test_alarms_cover_message_age_dlq_depth_and_worker_errors_and_notify(full):
     by_metric: dict[str, list[dict]] = {}
     for a in alarms:
         by_metric.setdefault(a["MetricName"], []).append(a)
-        assert a["AlarmActions"] and a["TreatMissingData"] == "notBreaching"
+        assert a["AlarmActions"]
+        # missing data is an alarm only for the heartbeat: its silence is the failure
+        assert a["TreatMissingData"] == ("breaching" if a["MetricName"] == HEARTBEAT else "notBreaching")
 
     def queues_watched(metric):
         return {logical_id(a["Dimensions"][0]["Value"]) for a in by_metric[metric]}
@@ -538,6 +544,33 @@ def test_alarms_cover_message_age_dlq_depth_and_worker_errors_and_notify(full):
     assert watched == set(full.resources("AWS::Logs::LogGroup")) - flow_logs
     assert len(watched) == 3  # ECS worker, ECS sweeper, Lambda worker
     full.one("AWS::CloudWatch::Dashboard")
+
+
+def test_a_heartbeat_gap_of_the_ecs_workers_fires_an_alarm_and_the_lambda_only_variant_has_none(full, local):
+    # GIVEN the ECS worker's heartbeat metric, as the worker writes it (EMF, per service)
+    lines: list[str] = []
+    JobMetrics(shop.name, write=lines.append).worker_heartbeat()
+    emf = json.loads(lines[0])
+    (directive,) = emf["_aws"]["CloudWatchMetrics"]
+    (gap,) = [
+        a["Properties"]
+        for a in full.resources("AWS::CloudWatch::Alarm").values()
+        if a["Properties"]["MetricName"] == HEARTBEAT
+    ]
+    # THEN the alarm watches exactly that metric: namespace, name and service dimension
+    assert (gap["Namespace"], gap["Dimensions"]) == (
+        directive["Namespace"],
+        [{"Name": "service", "Value": emf["service"]}],
+    )
+    # AND fires when no beat arrives in 3 consecutive minutes, a missing metric counting as none
+    assert (gap["Statistic"], gap["Period"], gap["EvaluationPeriods"]) == ("Sum", 60, 3)
+    assert (gap["ComparisonOperator"], gap["Threshold"]) == ("LessThanThreshold", 1)
+    assert gap["TreatMissingData"] == "breaching" and gap["AlarmActions"] and gap["OKActions"]
+    # AND the refresh cannot be rarer than the period (a worker beats at least once a minute)
+    assert Settings("x").registry_interval_s <= MAX_REGISTRY_INTERVAL_S == gap["Period"]
+    # AND a deployment without an ECS service (Lambda only) has no heartbeat to miss
+    assert not [a for a in local.resources("AWS::CloudWatch::Alarm").values()
+                if a["Properties"]["MetricName"] == HEARTBEAT]  # fmt: skip
 
 
 def test_the_local_variant_leaves_out_what_emulators_cannot_run(local):

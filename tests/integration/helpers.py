@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqsjobs import App
 from sqsjobs._aws import Call, one
 from sqsjobs.transport.queues import dlq_key
+
+if TYPE_CHECKING:
+    from sqsjobs.runtime.worker import Worker
 
 
 def worker_env(app: App, **env: str) -> dict[str, str]:
@@ -21,6 +24,13 @@ def worker_env(app: App, **env: str) -> dict[str, str]:
         "SQSJOBS_RECEIVE_WAIT_S": "1",
         **env,
     }
+
+
+def job_write_units(app: App, worker: Worker, part: str | None = None) -> float:
+    """The write units ``app`` consumed, less its in-process worker's registry item (a cost per worker
+    process, not per job: docs/operations.md, "Workers"). Needs ``measure_capacity``."""
+    registry = sum(u for p, u in worker.presence.capacity.items() if part is None or p == part)
+    return app.requests.units("write", part) - registry
 
 
 def sqs_call(app: App, operation: str, **params: Any) -> Any:

@@ -24,7 +24,7 @@ from sqsjobs.runtime.lambda_sqs import LambdaWorker
 from sqsjobs.store import requests as rq
 from sqsjobs.testing import all_finished, awork_until, work_until
 from tests.apps import large
-from tests.integration.helpers import attr, depth, receive_dlq, worker_env
+from tests.integration.helpers import attr, depth, job_write_units, receive_dlq, worker_env
 from tests.integration.lambda_events import FakeContext, event_from, failed_ids, receive
 
 pytestmark = pytest.mark.slow
@@ -298,10 +298,10 @@ def test_a_large_payload_costs_the_record_no_more_write_units_than_a_small_one(m
     app.requests.reset()
     # WHEN a 5 MB job is enqueued and run to the end
     job_id = app.enqueue(ECHO, {"blob": "x" * (5 * MB)})
-    work_until(app, all_finished(app, [job_id]))
+    worker = work_until(app, all_finished(app, [job_id]))
     # THEN DynamoDB itself counted 3 write units (put, claim, finish) and the payload cost S3 one PUT
     # and one GET (the all_finished polls read records, never objects)
-    assert app.requests.units("write") == 3
+    assert job_write_units(app, worker) == 3
     assert app.requests.snapshot().get("s3.PutObject") == 1
     assert app.requests.snapshot().get("s3.GetObject") == 1
 

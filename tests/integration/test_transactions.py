@@ -26,7 +26,7 @@ from sqsjobs._aws import Call, one
 from sqsjobs.runtime.sweeper import sweep_flow
 from sqsjobs.testing import all_finished, work_until
 from tests.apps import guarantees, large
-from tests.integration.helpers import depth, worker_env
+from tests.integration.helpers import depth, job_write_units, worker_env
 from tests.integration.test_guarantees import APP, kill, runs, start_worker, wait_until
 
 pytestmark = pytest.mark.slow
@@ -327,10 +327,10 @@ def test_one_transactional_enqueue_costs_its_measured_write_units(
 
     # AND the cleared record costs a worker what a plain enqueue's does: claim 1 + finish 1, no index
     app.requests.reset()
-    work_until(app, all_finished(app, [job_id]))
+    worker = work_until(app, all_finished(app, [job_id]))
     assert app.get(job_id).status is JobStatus.SUCCEEDED
-    assert app.requests.units("write", "table") == 2.0
-    assert app.requests.units("write") == 2.0
+    assert job_write_units(app, worker, "table") == 2.0
+    assert job_write_units(app, worker) == 2.0
 
 
 def test_a_payload_over_the_records_limit_goes_to_s3_before_the_transaction(ministack_url, make_app):

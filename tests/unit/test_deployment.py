@@ -35,6 +35,7 @@ WORKER_MODULES = [
     "transport/queues.py",
     "transport/objects.py",
 ]
+ECS_WORKER_MODULES = [*WORKER_MODULES, "runtime/presence.py"]
 SWEEPER_MODULES = ["app.py", "runtime/sweeper.py", "runtime/lambda_handlers.py", "transport/queues.py"]
 
 
@@ -66,8 +67,12 @@ def test_iam_action_names_follow_boto3_operations():
 
 @pytest.mark.parametrize(
     ("actions", "modules"),
-    [(d.WORKER_ACTIONS, WORKER_MODULES), (d.SWEEPER_ACTIONS, SWEEPER_MODULES)],
-    ids=["worker", "sweeper"],
+    [
+        (d.WORKER_ACTIONS, WORKER_MODULES),
+        (d.ECS_WORKER_ACTIONS, ECS_WORKER_MODULES),
+        (d.SWEEPER_ACTIONS, SWEEPER_MODULES),
+    ],
+    ids=["worker", "ecs-worker", "sweeper"],
 )
 def test_each_role_is_granted_exactly_what_its_code_calls(actions, modules):
     # GIVEN the AWS calls the modules a deployed worker/sweeper runs make

@@ -18,14 +18,14 @@ from botocore.validate import ParamValidator
 
 from sqsjobs.config import Settings
 from sqsjobs.runtime.acks import failure_record
-from sqsjobs.store import codec, enqueue, operator, schema, statements, transact
+from sqsjobs.store import codec, enqueue, operator, schema, statements, transact, workers
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import objects, sqs
 
 NOW = 1_800_000_000.0
 TABLE = "shop-jobs"
 URL = "http://127.0.0.1:4566/000000000000/shop-default"
-BUILDER_MODULES = (rq, enqueue, operator, schema, statements, sqs, objects, transact)
+BUILDER_MODULES = (rq, enqueue, operator, schema, statements, sqs, objects, transact, workers)
 
 
 def _new_job() -> rq.NewJob:
@@ -46,6 +46,8 @@ def _due() -> schema.DueRecord:
 
 
 ERROR = failure_record(ValueError("boom"))
+WORKER = workers.WorkerEntry(worker_id="h-1-abc", host="h", pid=1, version="0.1", queues=("default",),
+                             job_types=("a",), concurrency=10, started_at=NOW, interval_s=30.0)  # fmt: skip
 
 #: builder -> (service, operation, a call of it)
 CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = {
@@ -108,6 +110,11 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
     "change_visibility_batch": ("sqs", "ChangeMessageVisibilityBatch",
                                 lambda: sqs.change_visibility_batch(URL, [("0", "rh", 30)])),
     "lifecycle": ("s3", "PutBucketLifecycleConfiguration", lambda: objects.lifecycle(Settings("shop"))),
+    "register": ("dynamodb", "PutItem", lambda: workers.register(TABLE, WORKER, now=NOW, running=["j1"])),
+    "refresh": ("dynamodb", "UpdateItem",
+                lambda: workers.refresh(TABLE, WORKER, now=NOW, state=workers.DRAINING, running=["j1", "j2"])),
+    "deregister": ("dynamodb", "DeleteItem", lambda: workers.deregister(TABLE, "h-1-abc")),
+    "query_workers": ("dynamodb", "Query", lambda: workers.query_workers(TABLE, {"id": {"S": "worker#x"}})),
 }  # fmt: skip
 
 _SESSION = botocore.session.get_session()

@@ -1,0 +1,151 @@
+"""A worker's entry in the worker registry: registered at start, refreshed on an interval, removed at exit.
+
+One write per ``Settings.registry_interval_s`` whatever the worker runs (never per job), one more
+when SIGTERM starts the drain (state ``draining``), a delete when it exits; a worker killed outright
+goes silent and its item expires by TTL (``sqsjobs.store.workers`` has the costs and the timeline).
+Each refresh also writes the ``WorkerHeartbeat`` metric the gap alarm watches.
+
+The registry is for operators: a failed registry write is logged and tried again at the next
+interval, it never stops the worker from running jobs. Writes are serialised by a lock and the
+delete comes last, so a refresh that was in flight cannot re-create the item after the exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections import defaultdict
+from importlib import metadata
+from typing import TYPE_CHECKING
+
+from sqsjobs._aws import Call, consumed_units, one
+from sqsjobs.errors import AwsError, StoreError
+from sqsjobs.store import workers as ws
+from sqsjobs.store.codec import is_conflict
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from sqsjobs.app import App
+
+#: At exit, the draining write and the delete get this long together; a hung call must not hold the
+#: exit past the platform's kill (the item then goes silent and expires by TTL).
+CLOSE_TIMEOUT_S = 5.0
+
+
+def sqsjobs_version() -> str:
+    """The installed sqsjobs version, or ``unknown`` (a vendored copy without metadata)."""
+    try:
+        return metadata.version("sqsjobs")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class Presence:
+    """Keeps one worker's registry item current."""
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        worker_id: str,
+        pid: int,
+        queues: list[str],
+        concurrency: int,
+        running: Callable[[], list[str]],
+    ) -> None:
+        """``running`` returns the ids of the jobs the worker runs now (read at each write)."""
+        self.app = app
+        self.entry = ws.WorkerEntry(
+            worker_id=worker_id,
+            host=socket.gethostname(),
+            pid=pid,
+            version=sqsjobs_version(),
+            queues=tuple(queues),
+            job_types=tuple(sorted(s.name for s in app.registry if s.queue in queues)),
+            concurrency=concurrency,
+            started_at=app.clock.now(),
+            interval_s=app.settings.registry_interval_s,
+        )
+        self._running = running
+        self._state = ws.RUNNING
+        self._lock = asyncio.Lock()
+        self._closed = False
+        self._loop: asyncio.Task[None] | None = None
+        self._draining: asyncio.Task[None] | None = None
+        #: Write units the registry's writes consumed, by ``table`` / ``index:<name>`` (only with
+        #: ``Settings.measure_capacity``).
+        self.capacity: defaultdict[str, float] = defaultdict(float)
+
+    async def start(self) -> None:
+        """Register, then refresh every interval in a task of its own."""
+        await self._write(register=True)
+        self._loop = asyncio.create_task(self._refresh_loop())
+
+    async def _refresh_loop(self) -> None:
+        while not self._closed:
+            await asyncio.sleep(self.entry.interval_s)
+            await self._write()
+
+    def draining(self) -> None:
+        """SIGTERM: say so in one write, in the background (the drain does not wait for it)."""
+        self._state = ws.DRAINING
+        self._draining = asyncio.create_task(self._write())
+
+    async def close(self) -> None:
+        """Stop refreshing and delete the item (bounded by ``CLOSE_TIMEOUT_S``)."""
+        try:
+            await asyncio.wait_for(self._close(), CLOSE_TIMEOUT_S)
+        except TimeoutError:
+            self.app.logger.warning(
+                "worker registry entry not removed before exit; it goes silent, then expires",
+                extra={"worker": self.entry.worker_id},
+            )
+        for task in (self._loop, self._draining):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def _close(self) -> None:
+        async with self._lock:  # after any write in flight: nothing re-creates the item once deleted
+            self._closed = True
+            table = self.app.settings.table_name
+            await self._call(Call("dynamodb", "delete_item", ws.deregister(table, self.entry.worker_id)))
+
+    async def _write(self, *, register: bool = False) -> None:
+        """Register or refresh; an item that is gone (expired during a stall) is registered again."""
+        table = self.app.settings.table_name
+        async with self._lock:
+            if self._closed:
+                return
+            now = self.app.clock.now()
+            running = self._running()
+            try:
+                if not register:
+                    try:
+                        params = ws.refresh(table, self.entry, now=now, state=self._state, running=running)
+                        await self._call(Call("dynamodb", "update_item", params))
+                    except StoreError as exc:
+                        if not is_conflict(exc):
+                            raise
+                        register = True
+                if register:
+                    params = ws.register(table, self.entry, now=now, state=self._state, running=running)
+                    await self._call(Call("dynamodb", "put_item", params))
+            except AwsError as exc:
+                self.app.logger.warning(
+                    "worker registry write failed; trying again at the next interval",
+                    extra={"worker": self.entry.worker_id, "error": str(exc)},
+                )
+                return
+        # Only a write that landed beats: the metric and the listing agree on who is alive.
+        self.app.metrics.worker_heartbeat()
+
+    async def _call(self, call: Call) -> None:
+        response = await self.app.arun(one(call))
+        # With Settings.measure_capacity DynamoDB reports what each write consumed: kept apart, so a
+        # cost test can tell the per-worker registry from the per-job path.
+        for part, units in consumed_units(response.get("ConsumedCapacity") or []):
+            self.capacity[part] += units
