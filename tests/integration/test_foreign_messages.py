@@ -15,6 +15,7 @@ import time
 import uuid
 from pathlib import Path
 
+import boto3
 import pytest
 
 from sqsjobs import JobStatus
@@ -336,3 +337,65 @@ def test_the_lambda_entry_point_enqueues_the_message_runs_the_job_and_ignores_a_
     assert app.get(job_id).status is JobStatus.SUCCEEDED
     (run,) = runs(tmp_path, job_id)
     assert run["payload"]["order_id"] == 6
+
+
+def test_eventbridge_and_sns_on_the_emulator_deliver_messages_the_worker_runs_once(app, worker, tmp_path):
+    """The real services' rendering (MiniStack's EventBridge input transformer and SNS delivery), not ours."""
+    runs_dir = str(tmp_path)
+    clients = {"endpoint_url": app.settings.endpoint_url, "region_name": app.settings.region}
+    events, topics = boto3.client("events", **clients), boto3.client("sns", **clients)
+    url = queue_url(app)
+    queue_arn = sqs_call(app, "get_queue_attributes", QueueUrl=url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+    # GIVEN a rule whose input transformer is the one SqsJobs.enqueue_from_rule synthesizes
+    rule = f"{app.name}-orders"
+    rule_arn = events.put_rule(Name=rule, EventPattern=json.dumps({"source": ["shop.orders"]}))["RuleArn"]
+    events.put_targets(Rule=rule, Targets=[{
+        "Id": "jobs", "Arn": queue_arn,
+        "InputTransformer": {
+            "InputPathsMap": {"detail": "$.detail", "id": "$.id"},
+            "InputTemplate": '{"sqsjobs":1,"type":"orders.ship","payload":<detail>,"idempotency_key":<id>}',
+        },
+    }])  # fmt: skip
+    # ... a topic with a raw subscription (enqueue_from_topic), and one without raw delivery
+    raw = topics.create_topic(Name=f"{app.name}-raw")["TopicArn"]
+    wrapped = topics.create_topic(Name=f"{app.name}-wrapped")["TopicArn"]
+    try:
+        topics.subscribe(
+            TopicArn=raw, Protocol="sqs", Endpoint=queue_arn, Attributes={"RawMessageDelivery": "true"}
+        )
+        topics.subscribe(TopicArn=wrapped, Protocol="sqs", Endpoint=queue_arn)
+        # ... and the queue policy the CDK helpers add (what real AWS needs before it delivers)
+        allow = [
+            {"Effect": "Allow", "Principal": {"Service": f"{service}.amazonaws.com"}, "Action": "sqs:SendMessage",
+             "Resource": queue_arn, "Condition": {"ArnEquals": {"aws:SourceArn": source}}}
+            for service, source in (("events", rule_arn), ("sns", raw), ("sns", wrapped))
+        ]  # fmt: skip
+        policy = json.dumps({"Version": "2012-10-17", "Statement": allow})
+        sqs_call(app, "set_queue_attributes", QueueUrl=url, Attributes={"Policy": policy})
+
+        # WHEN an event is put and two messages are published
+        put = events.put_events(Entries=[{"Source": "shop.orders", "DetailType": "OrderPlaced",
+                                          "Detail": json.dumps({"order_id": "61", "runs_dir": runs_dir})}])  # fmt: skip
+        topics.publish(TopicArn=raw, Message=json.dumps({"sqsjobs": 1, "type": TYPE, "idempotency_key": "order-62",
+                                                         "payload": {"order_id": 62, "runs_dir": runs_dir}}))  # fmt: skip
+        published = topics.publish(TopicArn=wrapped, Message=json.dumps({"sqsjobs": 1, "type": TYPE,
+                                                                         "payload": {"order_id": 63, "runs_dir": runs_dir}}))  # fmt: skip
+
+        # THEN each is one job, keyed by the event id, the publisher's key and the SNS message id, run once
+        jobs = {
+            61: idempotent_job_id(TYPE, put["Entries"][0]["EventId"]),
+            62: idempotent_job_id(TYPE, "order-62"),
+            63: idempotent_job_id(TYPE, f"sns:{published['MessageId']}"),
+        }
+        wait_until(lambda: all(succeeded(app, j) for j in jobs.values()), 60, "every job succeeded")
+        wait_until(lambda: drained(app), 30, "queue drained")
+    finally:
+        events.remove_targets(Rule=rule, Ids=["jobs"])
+        events.delete_rule(Name=rule)
+        for topic in (raw, wrapped):
+            topics.delete_topic(TopicArn=topic)
+    for order, job_id in jobs.items():
+        assert [r["payload"]["order_id"] for r in runs(tmp_path, job_id)] == [order]
+    assert receive_dlq(app) == []
