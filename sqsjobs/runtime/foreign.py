@@ -28,6 +28,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from sqsjobs.errors import AwsError, HandlerNotFound, IdempotencyConflict, PayloadError
+from sqsjobs.observability.tracing import AWS_TRACE_HEADER, TRACEPARENT
+from sqsjobs.observability.tracing import parse as parse_trace
 from sqsjobs.producer import JobRequest, build_new_job, enqueue_many_flow
 from sqsjobs.runtime.acks import DELETE, LEAVE, Ack, dead_letter, failure_record
 from sqsjobs.schedules.declarations import empty_payload
@@ -52,6 +54,18 @@ def job_key(message: Foreign, delivery: Delivery) -> str:
     return f"sqs:{delivery.message_id}"
 
 
+def sender_trace(delivery: Delivery) -> str | None:
+    """The sender's trace, for the job's run to continue: X-Ray's ``AWSTraceHeader``, else a W3C ``traceparent``.
+
+    EventBridge, SNS, Step Functions and X-Ray-instrumented SDKs set the first when tracing is on.
+    """
+    traceparent = delivery.message_attributes.get(TRACEPARENT) or {}
+    for header in (delivery.attributes.get(AWS_TRACE_HEADER), traceparent.get("StringValue")):
+        if parse_trace(header) is not None:
+            return str(header)
+    return None
+
+
 def job_of(app: App, message: Foreign, delivery: Delivery) -> NewJob:
     """The job a foreign message asks for, validated by its handler.
 
@@ -70,6 +84,7 @@ def job_of(app: App, message: Foreign, delivery: Delivery) -> NewJob:
         idempotency_key=job_key(message, delivery),
         tenant=message.tenant,
         run_at=datetime.fromtimestamp(delivery.sent_at + message.delay_s, UTC),
+        trace=sender_trace(delivery),  # None: the worker's own (current_trace), as for any enqueue
     )
     return build_new_job(request, registry=app.registry, settings=app.settings, now=app.clock.now())
 

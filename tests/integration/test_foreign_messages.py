@@ -20,6 +20,7 @@ import pytest
 
 from sqsjobs import JobStatus
 from sqsjobs.envelope import DLQ_ERROR_CLASS, DLQ_JOB_TYPE, DLQ_REASON
+from sqsjobs.ops.dlq import decode
 from sqsjobs.runtime.execution import Execution
 from sqsjobs.runtime.lambda_sqs import LambdaWorker
 from sqsjobs.store.codec import idempotent_job_id
@@ -284,6 +285,10 @@ def test_bad_messages_go_to_the_dlq_with_their_reason_and_the_worker_keeps_runni
     assert "raw message delivery" in reasons[bodies["SNS without an sqsjobs message"]]
     assert attr(dead[bodies["invalid payload"]], DLQ_ERROR_CLASS) == "PayloadInvalid"
     assert attr(dead[bodies["unknown job type"]], DLQ_JOB_TYPE) == "orders.nope"
+    # ... and `sqsjobs dlq list` shows each with its type and reason (no job id: nothing to replay)
+    listed = decode("default", queue_url(app, dlq=True), dead[bodies["invalid payload"]])
+    assert (listed.job_type, listed.job_id, listed.malformed) == (TYPE, None, "")
+    assert listed.reason == reasons[bodies["invalid payload"]]
     # ... nothing bad ran, the first job ran once, and the worker is still running
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [idempotent_job_id(TYPE, "k1"), idempotent_job_id(TYPE, "after")]

@@ -103,3 +103,20 @@ def test_the_job_counts_its_delay_from_the_send_and_a_long_delay_is_held_for_the
     )
     later = job_of(app, env.Foreign("orders.ship", {"n": 1}, idempotency_key="k", delay_s=3600), delivery)
     assert (later.run_at, later.held, later.idempotency_key) == (1_003_600.0, True, "k")
+
+
+def test_the_job_continues_the_senders_trace():
+    app = App("unit-trace", clock=FakeClock(1_000_100.0))
+
+    @app.job("t")
+    def handler(payload: None, ctx: object) -> None: ...
+
+    xray = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+    w3c = "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01"
+
+    def delivery(attributes, message_attributes):
+        return Delivery("default", "url", "m", "rh", "{}", 1, 1_000_000.0, attributes, message_attributes)
+
+    assert job_of(app, env.Foreign("t"), delivery({"AWSTraceHeader": xray}, {})).trace == xray
+    assert job_of(app, env.Foreign("t"), delivery({}, {"traceparent": {"StringValue": w3c}})).trace == w3c
+    assert job_of(app, env.Foreign("t"), delivery({"AWSTraceHeader": "garbage"}, {})).trace is None
