@@ -11,11 +11,19 @@ messages are written as version 3, so a worker that predates it never mistakes o
 
 A second kind, ``Fire``, is what EventBridge Scheduler (or the local firing loop of ``sqsjobs dev``)
 sends for one occurrence of a schedule; the worker turns it into a job (``sqsjobs.schedules.fire``).
+
+A third kind, ``Foreign``, is the public contract for senders that are not sqsjobs producers (an
+EventBridge rule, an SNS topic, a Step Functions task, a Go or Node service): ``{"sqsjobs": 1,
+"type": ..., "payload": ...}`` with an optional idempotency key, tenant and delay
+(docs/enqueue-from-aws.md). Its field names are long and plain because people type them into input
+transformers and state machines; unknown fields are refused, so a misspelt key cannot silently lose
+its deduplication. The worker turns it into a job (``sqsjobs.runtime.foreign``).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -176,20 +184,142 @@ class Fire:
         return cls(str(schedule), str(at), str(job_type), data.get("payload"), data["v"])
 
 
-def parse(body: str) -> Envelope | Fire:
-    """Parse any sqsjobs message body: a job hint or a schedule fire."""
-    data = _load(body)
+#: The field that marks a message from outside sqsjobs, and its version (docs/enqueue-from-aws.md).
+FOREIGN_MARKER = "sqsjobs"
+FOREIGN_VERSION = 1
+_FOREIGN_FIELDS = (FOREIGN_MARKER, "type", "payload", "idempotency_key", "tenant", "delay_s")
+#: The longest idempotency key or tenant a foreign message may give: both live in the job's record,
+#: which stays under 1 KB on the happy path (DESIGN §2).
+MAX_FOREIGN_KEY_CHARS = 256
+#: The longest delay a foreign message may ask for (a year): beyond 15 min the record holds the job and
+#: the sweeper sends it, as for a Python producer's ``run_at``.
+MAX_FOREIGN_DELAY_S = 366 * 86_400
+
+
+@dataclass(frozen=True)
+class Foreign:
+    """``{"sqsjobs": 1, "type", "payload"?, "idempotency_key"?, "tenant"?, "delay_s"?}`` from any SQS sender.
+
+    ``payload`` None (absent or ``null``) means the handler's empty payload, as for a schedule fire.
+    """
+
+    job_type: str
+    payload: Any = None
+    idempotency_key: str | None = None
+    tenant: str | None = None
+    #: Seconds after the message was sent (its ``SentTimestamp``) that the job may start.
+    delay_s: float = 0.0
+    #: The ``MessageId`` of the SNS notification that wrapped it (non-raw delivery): the same for
+    #: every delivery SNS makes of one publish, so it keys a job that has no key of its own.
+    sns_message_id: str | None = None
+    version: int = FOREIGN_VERSION
+
+    def to_body(self) -> str:
+        """The body a sender puts on the queue (what the docs show, and what tests send as a plain SendMessage)."""
+        data: dict[str, Any] = {FOREIGN_MARKER: self.version, "type": self.job_type}
+        if self.payload is not None:
+            data["payload"] = self.payload
+        if self.idempotency_key is not None:
+            data["idempotency_key"] = self.idempotency_key
+        if self.tenant is not None:
+            data["tenant"] = self.tenant
+        if self.delay_s:
+            data["delay_s"] = self.delay_s
+        return json.dumps(data, separators=(",", ":"))
+
+    @classmethod
+    def _from_data(cls, data: dict[str, Any], body: str, sns_message_id: str | None = None) -> Foreign:
+        version = data[FOREIGN_MARKER]
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise EnvelopeError(
+                f'"{FOREIGN_MARKER}" must be the format version {FOREIGN_VERSION}: {body[:80]!r}'
+            )
+        if version > FOREIGN_VERSION:
+            raise UnknownEnvelopeVersion(
+                f"sqsjobs message version {version} is newer than this worker's {FOREIGN_VERSION}"
+            )
+        unknown = sorted(set(data) - set(_FOREIGN_FIELDS))
+        if unknown:
+            raise EnvelopeError(
+                f"sqsjobs message has unknown field(s) {', '.join(unknown)}; "
+                f"the fields are {', '.join(_FOREIGN_FIELDS)}: {body[:80]!r}"
+            )
+        job_type = data.get("type")
+        if not isinstance(job_type, str) or not job_type:
+            raise EnvelopeError(f'sqsjobs message lacks its job "type" (a non-empty string): {body[:80]!r}')
+        for name in ("idempotency_key", "tenant"):
+            value = data.get(name)
+            if value is not None and (
+                not isinstance(value, str) or not value or len(value) > MAX_FOREIGN_KEY_CHARS
+            ):
+                raise EnvelopeError(
+                    f'sqsjobs message: "{name}" must be a string of 1 to {MAX_FOREIGN_KEY_CHARS} '
+                    f"characters, not {value!r:.80}"
+                )
+        delay = data.get("delay_s")
+        if delay is not None and (
+            not _number(delay) or not math.isfinite(delay) or not 0 <= delay <= MAX_FOREIGN_DELAY_S
+        ):
+            raise EnvelopeError(
+                f'sqsjobs message: "delay_s" must be a number of seconds from 0 to {MAX_FOREIGN_DELAY_S}, '
+                f"not {delay!r:.80}"
+            )
+        return cls(
+            job_type=job_type, payload=data.get("payload"), idempotency_key=data.get("idempotency_key"),
+            tenant=data.get("tenant"), delay_s=float(delay or 0), sns_message_id=sns_message_id,
+            version=version,
+        )  # fmt: skip
+
+
+def _sns_notification(data: dict[str, Any], body: str) -> Foreign:
+    """The sqsjobs message inside an SNS notification (a subscription without raw message delivery)."""
+    topic = data.get("TopicArn")
+    try:
+        inner: Any = json.loads(data["Message"])
+    except (ValueError, TypeError):
+        inner = None
+    message_id = data.get("MessageId")
+    if not isinstance(inner, dict) or FOREIGN_MARKER not in inner or not isinstance(message_id, str):
+        raise EnvelopeError(
+            f"SNS notification from {topic} does not carry an sqsjobs message: publish "
+            f'{{"{FOREIGN_MARKER}": {FOREIGN_VERSION}, "type": ..., "payload": ...}} as the message, '
+            f"and subscribe the queue with raw message delivery: {body[:80]!r}"
+        )
+    return Foreign._from_data(inner, data["Message"], sns_message_id=message_id)
+
+
+def parse(body: str) -> Envelope | Fire | Foreign:
+    """Parse any message body: a job hint, a schedule fire, or a job sent from outside sqsjobs."""
+    data = _json_object(body)
+    if FOREIGN_MARKER in data:
+        return Foreign._from_data(data, body)
+    if data.get("Type") == "Notification" and isinstance(data.get("Message"), str):
+        return _sns_notification(data, body)
+    if "v" not in data and "type" in data:
+        raise EnvelopeError(
+            f'message names a "type" but has no "{FOREIGN_MARKER}" version: a job sent from outside '
+            f'sqsjobs is {{"{FOREIGN_MARKER}": {FOREIGN_VERSION}, "type": ..., "payload": ...}}: {body[:80]!r}'
+        )
+    _check_version(data, body)
     return Fire._from_data(data, body) if "fire" in data else Envelope._from_data(data, body)
 
 
-def _load(body: str) -> dict[str, Any]:
-    """The JSON object of a body carrying our version; ``EnvelopeError`` says why it is not one of ours."""
+def _json_object(body: str) -> dict[str, Any]:
     try:
         data: Any = json.loads(body)
     except (ValueError, TypeError) as exc:
         raise EnvelopeError(f"message body is not JSON: {body[:80]!r}") from exc
     if not isinstance(data, dict):
         raise EnvelopeError(f"message body is not a JSON object: {body[:80]!r}")
+    return data
+
+
+def _load(body: str) -> dict[str, Any]:
+    """The JSON object of a body carrying our version; ``EnvelopeError`` says why it is not one of ours."""
+    return _check_version(_json_object(body), body)
+
+
+def _check_version(data: dict[str, Any], body: str) -> dict[str, Any]:
     version = data.get("v")
     if version not in READABLE_VERSIONS:
         if isinstance(version, int) and version > REF_ENVELOPE_VERSION:

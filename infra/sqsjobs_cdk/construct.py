@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from aws_cdk import CfnOutput
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
@@ -54,6 +55,7 @@ from .nag import acknowledge
 from .options import FargateWorker, LambdaWorker, Monitoring, Sweeper
 from .queues import job_queues
 from .scheduler import schedule_group, scheduler_role
+from .sources import add_rule_target, rule_input, subscribe, target_queue
 from .table import index_names, jobs_table
 
 if TYPE_CHECKING:
@@ -62,6 +64,7 @@ if TYPE_CHECKING:
     from aws_cdk import aws_ecs as ecs
     from aws_cdk import aws_lambda as lambda_
     from aws_cdk import aws_s3 as s3
+    from aws_cdk import aws_sns_subscriptions as subscriptions
 
 #: The one producer action a DLQ needs: the App resolves a queue's DLQ URL with its own.
 _RESOLVE_URL = "sqs:GetQueueUrl"
@@ -113,6 +116,7 @@ class SqsJobs(Construct):
             app_path, app = app, App.from_path(app)
         self.app = app
         self.app_path = app_path or _find_app_path(app)
+        self._rules = 0  # rules made by enqueue_from_rule, for their construct ids
         settings = app.settings
         if fargate is None and lambda_worker is None:
             raise ConfigurationError(
@@ -326,6 +330,73 @@ class SqsJobs(Construct):
             {"sqs": [a for a in sqs_actions if a == _RESOLVE_URL]},
             queue_arns=[arn for jq in self.queues.values() for arn in (jq.queue.queue_arn, jq.dlq.queue_arn)],
         )
+
+    def enqueue_from_rule(
+        self,
+        rule: events.Rule | events.EventPattern,
+        *,
+        job_type: str,
+        payload_path: str = "$.detail",
+        idempotency_key_path: str | None = "$.id",
+        tenant_path: str | None = None,
+        delay_s: float | None = None,
+        queue: str | None = None,
+        event_bus: events.IEventBus | None = None,
+    ) -> events.Rule:
+        """Each event the rule matches enqueues one ``job_type`` job (docs/enqueue-from-aws.md).
+
+        An input transformer builds ``{"sqsjobs": 1, "type", "payload": <payload_path>,
+        "idempotency_key": <idempotency_key_path>, ...}``. The default key is the event's id, which
+        EventBridge keeps when it delivers an event twice, so a repeated delivery is the same job.
+        ``delay_s`` is fixed per rule (EventBridge cannot set DelaySeconds; the worker honours it).
+
+        Args:
+            rule: An existing rule, or an event pattern for a new rule on ``event_bus`` (default bus).
+            job_type: A job type of the App (checked now).
+            payload_path: JSONPath of the payload in the event.
+            idempotency_key_path: JSONPath of the key (a string); None keys the job by the SQS message.
+            tenant_path: JSONPath of the tenant (a string), if any.
+            delay_s: Seconds after the event that the job may start.
+            queue: The queue to send to; the job type's queue when None.
+            event_bus: The bus of a rule made from a pattern.
+        """
+        job_queue = target_queue(self.app, self.queues, [job_type], queue)
+        if not isinstance(rule, events.Rule):
+            self._rules += 1
+            rule = events.Rule(
+                self,
+                f"EnqueueRule{self._rules}",
+                event_pattern=rule,
+                event_bus=event_bus,
+                description=f"enqueue {job_type} jobs ({self.app.name})",
+            )
+        message = rule_input(
+            job_type,
+            payload_path=payload_path,
+            idempotency_key_path=idempotency_key_path,
+            tenant_path=tenant_path,
+            delay_s=delay_s,
+        )
+        add_rule_target(rule, job_queue, message)
+        return rule
+
+    def enqueue_from_topic(
+        self, topic: sns.ITopic, *, job_types: str | Sequence[str], queue: str | None = None
+    ) -> subscriptions.SqsSubscription:
+        """Subscribe the queue of ``job_types`` to ``topic`` with raw message delivery.
+
+        Raw delivery hands the queue the published message unchanged, so the publisher writes the
+        whole job message: ``{"sqsjobs": 1, "type": ..., "payload": ..., "idempotency_key": ...}``
+        (docs/enqueue-from-aws.md). SNS delivers at least once: publish a key. Anything else
+        published to the topic reaches the DLQ with the reason.
+
+        Args:
+            topic: The topic whose messages are jobs.
+            job_types: The job types published there (checked now; they choose the queue).
+            queue: The queue to subscribe; the job types' one queue when None.
+        """
+        types = [job_types] if isinstance(job_types, str) else list(job_types)
+        return subscribe(topic, target_queue(self.app, self.queues, types, queue))
 
 
 def _sweeper_logs(

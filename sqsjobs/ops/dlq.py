@@ -94,6 +94,10 @@ def decode(queue: str, dlq_url: str, message: Mapping[str, Any]) -> DlqMessage:
             # A schedule occurrence that never became a job: there is no record to requeue.
             malformed = f"schedule fire of {parsed.schedule!r} at {parsed.at}, not a job"
             job_type = parsed.job_type
+        elif isinstance(parsed, env.Foreign):
+            # Sent from outside sqsjobs and refused before it became a job (its reason says why):
+            # no record to replay; SQS's own redrive sends the body back once the cause is fixed.
+            job_type = parsed.job_type
         else:
             job_id, job_type = parsed.job_id, parsed.job_type
     reason = attrs.get(env.DLQ_REASON) or (

@@ -41,6 +41,7 @@ from sqsjobs.observability.tracing import trace_id
 from sqsjobs.retry import decide
 from sqsjobs.runtime import payloads
 from sqsjobs.runtime.acks import DELETE, LEAVE, RELEASE, Ack, dead_letter, failure_record
+from sqsjobs.runtime.foreign import handle_foreign
 from sqsjobs.runtime.transitions import Transitions
 from sqsjobs.schedules.fire import handle_fire
 from sqsjobs.store import requests as rq
@@ -186,6 +187,8 @@ class Execution:
             return dead_letter(f"malformed message: {exc}", error=failure_record(exc), queue=delivery.queue)
         if isinstance(envelope, env.Fire):  # a schedule fired: enqueue its job once per occurrence
             return await handle_fire(self.app, envelope, delivery)
+        if isinstance(envelope, env.Foreign):  # sent from outside sqsjobs: validate, enqueue it once
+            return await handle_foreign(self.app, envelope, delivery)
         try:
             spec = self.app.registry.get(envelope.job_type)
         except HandlerNotFound as exc:

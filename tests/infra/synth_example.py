@@ -25,6 +25,10 @@ STACK = "SqsJobsExample"
 NAMED = App("named", payload_bucket="sqsjobs-named-payloads-example")
 IMPORTED = App("imported")
 EXISTING_BUCKET = "existing-payloads-example"
+#: The events ``NAMED``'s rule turns into jobs, and the delay it asks for.
+EVENT_SOURCE = "shop.orders"
+EVENT_DETAIL_TYPE = "OrderPlaced"
+RULE_DELAY_S = 30
 #: Both run on a 5 s Lambda function: the queues' default 30 s visibility is 6 x that.
 FUNCTION_TIMEOUT_S = 5
 
@@ -38,12 +42,16 @@ def imported_check(payload: None, ctx: object) -> None: ...
 
 
 def options(outdir: Path, lambda_zip: str) -> None:
-    """``SqsJobs`` with an App that names its bucket, with an existing bucket, and producers granted."""
+    """``SqsJobs`` with an App that names its bucket, with an existing bucket, producers granted, and
+    jobs enqueued by an EventBridge rule and an SNS topic."""
     import aws_cdk as cdk
+    from aws_cdk import aws_events as events
     from aws_cdk import aws_iam as iam
     from aws_cdk import aws_s3 as s3
+    from aws_cdk import aws_sns as sns
     from cdk_nag import AwsSolutionsChecks
     from sqsjobs_cdk import LambdaWorker, SqsJobs
+    from sqsjobs_cdk.nag import acknowledge
 
     app = cdk.App(outdir=str(outdir))
     stack = cdk.Stack(app, STACK)
@@ -58,6 +66,21 @@ def options(outdir: Path, lambda_zip: str) -> None:
         lambda_worker=worker,
         payload_bucket=s3.Bucket.from_bucket_name(stack, "ExistingBucket", EXISTING_BUCKET),
     )
+    # Jobs from AWS services (docs/enqueue-from-aws.md): a rule made from a pattern, and a topic.
+    named.enqueue_from_rule(
+        events.EventPattern(source=[EVENT_SOURCE], detail_type=[EVENT_DETAIL_TYPE]),
+        job_type="named.check",
+        tenant_path="$.detail.tenant",
+        delay_s=RULE_DELAY_S,
+    )
+    topic = sns.Topic(stack, "OrdersTopic", enforce_ssl=True)
+    acknowledge(
+        topic,
+        "AwsSolutions-SNS2",
+        "A test topic of job messages; a production topic takes the owner's own CMK, which SNS can "
+        "use to deliver to the SSE-SQS job queue",
+    )
+    named.enqueue_from_topic(topic, job_types="named.check")
     for jobs in (named, imported):
         producer = iam.Role(
             stack,

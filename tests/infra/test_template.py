@@ -24,6 +24,7 @@ from sqsjobs.deploy.rules import (
     WORKER_ACTIONS,
     queues_of,
 )
+from sqsjobs.envelope import Foreign, parse
 from sqsjobs.observability.metrics import HEARTBEAT, JobMetrics
 from sqsjobs.runtime.lambda_sqs import DEADLINE_MARGIN_S
 from sqsjobs.store.requests import TTL_ATTRIBUTE, table_definition
@@ -366,6 +367,140 @@ def test_grant_enqueue_grants_a_producer_what_an_enqueue_calls_on_what_it_touche
             "sqs:GetQueueUrl": queue | dlq,
             "s3:PutObject": {f"{buckets[construct]}/{objects.PAYLOADS}*"},
         }
+
+
+# ── jobs from AWS services (docs/enqueue-from-aws.md) ───────────────────────────────────────────
+def render_input_template(transformer: dict, event: dict) -> str:
+    """What EventBridge delivers: each ``<name>`` replaced by the value at its path, JSON-encoded (a string
+    in a value position gets its quotes: AWS guide, "Amazon EventBridge input transformation")."""
+    values = {}
+    for name, path in transformer["InputPathsMap"].items():
+        value = event
+        for part in path.removeprefix("$.").split("."):
+            value = value[part]
+        values[name] = value
+    return re.sub(r"<([\w.-]+)>", lambda m: json.dumps(values[m.group(1)]), transformer["InputTemplate"])
+
+
+def queue_policy(asm, queue_id: str) -> list[dict]:
+    [policy] = [
+        p["Properties"]["PolicyDocument"]["Statement"]
+        for p in asm.resources("AWS::SQS::QueuePolicy").values()
+        if [logical_id(q) for q in p["Properties"]["Queues"]] == [queue_id]
+    ]
+    return policy
+
+
+def allowed_sources(statements: list[dict], service: str) -> set[str]:
+    """The ``aws:SourceArn`` values a service principal may send from (each an Allow of sqs:SendMessage)."""
+    return {
+        arn_text(s["Condition"]["ArnEquals"]["aws:SourceArn"])
+        for s in statements
+        if s["Effect"] == "Allow"
+        and s.get("Principal") == {"Service": f"{service}.amazonaws.com"}
+        and "sqs:SendMessage" in actions([s])
+    }
+
+
+def test_an_event_rule_sends_each_match_to_the_queue_as_the_message_the_worker_reads(options):
+    settings = synth_example.NAMED.settings
+    ids = queue_ids(options)
+    queue, dlq = ids[settings.queue_name("default")], ids[settings.dlq_name("default")]
+    [(rule_id, rule)] = [
+        (k, v) for k, v in options.resources("AWS::Events::Rule").items() if "Sweeper" not in k
+    ]
+    props = rule["Properties"]
+    assert props["EventPattern"] == {
+        "source": [synth_example.EVENT_SOURCE],
+        "detail-type": [synth_example.EVENT_DETAIL_TYPE],
+    }
+    [target] = props["Targets"]
+    # the job type's queue, with its DLQ for what EventBridge cannot deliver
+    assert (logical_id(target["Arn"]), logical_id(target["DeadLetterConfig"]["Arn"])) == (queue, dlq)
+    # WHEN EventBridge renders a matching event through the input transformer
+    event = {
+        "version": "0", "id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718", "detail-type": "OrderPlaced",
+        "source": "shop.orders", "account": "111122223333", "time": "2026-11-23T01:00:00Z",
+        "region": "us-east-1", "resources": [], "detail": {"order_id": 7, "tenant": "acme"},
+    }  # fmt: skip
+    body = render_input_template(target["InputTransformer"], event)
+    # THEN the worker reads the job the rule stands for, keyed by the event's id
+    assert parse(body) == Foreign(
+        "named.check",
+        event["detail"],
+        idempotency_key=event["id"],
+        tenant="acme",
+        delay_s=synth_example.RULE_DELAY_S,
+    )
+    # ... and this rule, no other, may send to the queue and its DLQ
+    rule_arn = f"<{rule_id}.Arn>"
+    assert allowed_sources(queue_policy(options, queue), "events") == {rule_arn}
+    assert allowed_sources(queue_policy(options, dlq), "events") == {rule_arn}
+
+
+def test_a_topic_delivers_raw_messages_to_the_queue_and_what_it_cannot_deliver_to_the_dlq(options):
+    settings = synth_example.NAMED.settings
+    ids = queue_ids(options)
+    queue, dlq = ids[settings.queue_name("default")], ids[settings.dlq_name("default")]
+    [topic_id] = [k for k in options.resources("AWS::SNS::Topic") if k.startswith("OrdersTopic")]
+    [subscription] = options.resources("AWS::SNS::Subscription").values()
+    props = subscription["Properties"]
+    # raw delivery: the queue gets the published message as the publisher wrote it
+    assert (props["Protocol"], props["RawMessageDelivery"]) == ("sqs", True)
+    assert (logical_id(props["TopicArn"]), logical_id(props["Endpoint"])) == (topic_id, queue)
+    assert logical_id(props["RedrivePolicy"]["deadLetterTargetArn"]) == dlq
+    # ... and this topic, no other, may send to the queue and its DLQ
+    assert allowed_sources(queue_policy(options, queue), "sns") == {f"<{topic_id}>"}
+    assert allowed_sources(queue_policy(options, dlq), "sns") == {f"<{topic_id}>"}
+
+
+#: Run by the CDK venv: the job types and queues the helpers refuse at synth time.
+SOURCE_REFUSALS = """
+from aws_cdk import App, Stack, aws_events as events, aws_sns as sns
+from sqsjobs import App as JobsApp
+from sqsjobs.errors import ConfigurationError
+from sqsjobs_cdk import LambdaWorker, SqsJobs
+import sys
+
+jobs_app = JobsApp("refusals")
+jobs_app.job("a.one")(lambda payload, ctx: None)
+jobs_app.job("b.other", queue="other")(lambda payload, ctx: None)
+stack = Stack(App(), "S")
+jobs = SqsJobs(stack, "Jobs", app=jobs_app, app_path="x:jobs_app",
+               lambda_worker=LambdaWorker(code_path=sys.argv[1], timeout_s=5))
+topic = sns.Topic(stack, "T")
+pattern = events.EventPattern(source=["s"])
+for name, attempt in {
+    "unknown type": lambda: jobs.enqueue_from_rule(pattern, job_type="a.onee"),
+    "two queues": lambda: jobs.enqueue_from_topic(topic, job_types=["a.one", "b.other"]),
+    "unknown queue": lambda: jobs.enqueue_from_topic(topic, job_types="a.one", queue="nope"),
+    "delay": lambda: jobs.enqueue_from_rule(pattern, job_type="a.one", delay_s=-1),
+}.items():
+    try:
+        attempt()
+    except ConfigurationError as exc:
+        print(f"{name}: {exc}")
+"""
+
+
+def test_the_helpers_refuse_a_job_type_or_queue_the_app_does_not_have_at_synth_time(synth):
+    done = subprocess.run(
+        [str(cdk_python()), "-c", SOURCE_REFUSALS, str(synth.lambda_zip)],
+        cwd=REPO_ROOT,
+        env={**synth_env(), "PYTHONPATH": f"{REPO_ROOT / 'infra'}:{REPO_ROOT}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    refusals = dict(line.split(": ", 1) for line in done.stdout.splitlines())
+    assert refusals["unknown type"].startswith("App 'refusals' has no handler for ['a.onee']")
+    assert (
+        refusals["two queues"]
+        == "job types ['a.one', 'b.other'] use queues ['default', 'other']: name the queue="
+    )
+    assert refusals["unknown queue"].startswith("queue 'nope' is not one of this deployment's")
+    assert refusals["delay"].startswith("delay_s must be from 0 to")
 
 
 # ── workers ──────────────────────────────────────────────────────────────────────────────────
