@@ -133,6 +133,11 @@ async def retry_job(job_id: JobId, app: AppDep, body: Annotated[RetryRequest | N
     when it refuses it). Without, 409 when the current code refuses the job's own payload.
     """
     payload = body.payload if body is not None and "payload" in body.model_fields_set else KEEP
+    if payload is not KEEP:
+        # Validated here first too, for the handler's errors field by field (the retry says one line).
+        job = await app.aget(job_id, load_result=False)
+        if job.type in app.registry:
+            app.registry.get(job.type).dump(payload)
     try:
         job = await app.aretry(job_id, payload=payload)
     except PayloadError as exc:
