@@ -1,8 +1,10 @@
 """The request size limit: a body over ``max_body_bytes`` is refused with 413 before anything parses it.
 
 An ASGI middleware, outermost but for Starlette's own: a declared ``Content-Length`` over the limit
-is refused without reading a byte; otherwise the body is read up to one byte past the limit (chunked
-uploads declare no length) and refused as soon as it passes it, or handed on whole. Reading the body
+is refused before reading it; otherwise the body is read up to the limit (chunked uploads declare no
+length) and refused once it passes it, or handed on whole. A refused upload is read to its end and
+dropped first (``DRAIN_BYTES`` at most: a client that sends everything before it reads then gets
+the 413, not a reset connection), and the connection is closed after the answer. Reading the body
 first costs nothing here: every route with a body parses all of it anyway.
 """
 
@@ -26,6 +28,9 @@ if TYPE_CHECKING:
 #: larger payload goes to S3 when enqueued from Python (``max_payload_bytes``); over HTTP raise the
 #: limit for it (``--max-body-bytes``). API Gateway refuses more than 10 MB before the function runs.
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+#: Before a refusal, read and drop up to this much of the rest of the upload, so that a client that
+#: sends it all before reading gets the 413 rather than a reset connection; past it, just close.
+DRAIN_BYTES = 16 * 1024 * 1024
 
 
 class BodyLimit:
@@ -44,6 +49,8 @@ class BodyLimit:
             return
         declared = _content_length(scope)
         if declared is not None and declared > self.max_bytes:
+            if declared <= DRAIN_BYTES:
+                await _drain(receive, DRAIN_BYTES)
             await self._refuse(scope, send, f"the body declares {declared} bytes")
             return
         chunks: list[bytes] = []
@@ -57,6 +64,8 @@ class BodyLimit:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
+                if message.get("more_body", False):
+                    await _drain(receive, DRAIN_BYTES)
                 await self._refuse(scope, send, f"the body is over {self.max_bytes} bytes")
                 return
             chunks.append(chunk)
@@ -88,6 +97,18 @@ class BodyLimit:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+async def _drain(receive: Receive, limit: int) -> None:
+    """Read and drop what is left of the body, ``limit`` bytes at most."""
+    read = 0
+    while read <= limit:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        read += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
 
 
 def _content_length(scope: Scope) -> int | None:
