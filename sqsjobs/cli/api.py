@@ -67,12 +67,14 @@ def api(
         fastapi_app = build(loaded, token, max_body_bytes)
         url = server.url_of(sock)
         console.print(
-            f"sqsjobs API of App [bold]{loaded.name}[/bold] on [bold]{url}[/bold] (docs: {url}/docs)"
+            f"sqsjobs API of App [bold]{loaded.name}[/bold] on [bold]{url}[/bold] (docs: {url}/docs)",
+            soft_wrap=True,
         )
         if token is None:
             console.print(
                 f"no token configured: listening on {host} only, where every local user and process "
-                "may call it; set SQSJOBS_API_TOKEN to require a bearer token"
+                "may call it; set SQSJOBS_API_TOKEN to require a bearer token",
+                soft_wrap=True,
             )
         asyncio.run(_serve(loaded, fastapi_app, sock))
 

@@ -177,7 +177,7 @@ def _run_dev(app: App, port: int, concurrency: int | None, api_socket: socket.so
 
             api = (create_app(app, token=os.environ.get(TOKEN_ENV) or None), api_socket)
             url = server.url_of(api_socket)
-            console.print(f"HTTP API on [bold]{url}[/bold] (docs: {url}/docs)")
+            console.print(f"HTTP API on [bold]{url}[/bold] (docs: {url}/docs)", soft_wrap=True)
 
         async def main() -> None:
             stop = asyncio.Event()
