@@ -26,10 +26,11 @@ from sqsjobs.api.body import DEFAULT_MAX_BODY_BYTES
 from sqsjobs.api.problems import MEDIA_TYPE
 from sqsjobs.app import App
 from sqsjobs.errors import ConfigurationError
+from sqsjobs.runtime.lambda_handlers import API_HANDLER, API_MAX_BODY_ENV
 
-#: The handler string to configure on the function.
-HANDLER = f"{__name__}.handler"
-MAX_BODY_ENV = "SQSJOBS_API_MAX_BODY_BYTES"
+#: The handler string to configure on the function (``sqsjobs.runtime.lambda_handlers.API_HANDLER``).
+HANDLER = API_HANDLER
+MAX_BODY_ENV = API_MAX_BODY_ENV
 
 
 @functools.cache

@@ -142,3 +142,9 @@ def test_errors_are_problem_bodies_in_plain_text_and_the_token_is_checked(handle
     assert (status, body["field"], headers["content-type"]) == (422, "type", "application/problem+json")
     status, _, body = call(handler, event("GET", "/jobs", headers={"Authorization": "Bearer wrong"}))
     assert (status, body["field"]) == (401, "Authorization")
+
+
+def test_the_handler_string_infra_configures_names_this_handler():
+    module, _, attribute = lambda_handler.HANDLER.rpartition(".")
+    assert (module, attribute) == (lambda_handler.__name__, "handler")
+    assert lambda_handler.handler is __import__("lambda_handlers.api", fromlist=["handler"]).handler
