@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
@@ -86,16 +85,19 @@ def http_api(
         default_integration=integrations.HttpLambdaIntegration("ApiIntegration", function),
         default_authorizer=authorizers.HttpIamAuthorizer(),
     )
-    apigwv2.HttpStage(
+    # The stage as CloudFormation has it (the L2 stage takes its access log settings as a jsii
+    # interface only): $default, deployed on every change, throttled, one JSON line per request.
+    apigwv2.CfnStage(
         scope,
         "HttpApiStage",
-        http_api=api,
+        api_id=api.api_id,
         stage_name="$default",
         auto_deploy=True,
-        throttle=apigwv2.ThrottleSettings(rate_limit=options.rate_limit, burst_limit=options.burst_limit),
-        access_log_settings=apigwv2.AccessLogSettings(
-            destination=apigwv2.LogGroupLogDestination(access_log_group),
-            format=apigw.AccessLogFormat.custom(json.dumps(ACCESS_LOG)),
+        default_route_settings=apigwv2.CfnStage.RouteSettingsProperty(
+            throttling_rate_limit=options.rate_limit, throttling_burst_limit=options.burst_limit
+        ),
+        access_log_settings=apigwv2.CfnStage.AccessLogSettingsProperty(
+            destination_arn=access_log_group.log_group_arn, format=json.dumps(ACCESS_LOG)
         ),
     )
     return function, api
