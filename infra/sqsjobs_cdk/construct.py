@@ -359,14 +359,15 @@ class SqsJobs(Construct):
             queue_arns=[arn for jq in self.queues.values() for arn in (jq.queue.queue_arn, jq.dlq.queue_arn)],
         )
 
-
     def grant_invoke_api(self, grantee: iam.IGrantable) -> None:
         """Let ``grantee`` call the HTTP API (``execute-api:Invoke`` on every route of its stage)."""
         if self.http_api is None:
             raise ConfigurationError("this SqsJobs has no HTTP API: pass api=HttpApi(...)")
         principal = grantee.grant_principal
         arn = self.http_api.arn_for_execute_api()  # <api id>/*/*/*: any method and path of its stage
-        principal.add_to_principal_policy(iam.PolicyStatement(actions=["execute-api:Invoke"], resources=[arn]))
+        principal.add_to_principal_policy(
+            iam.PolicyStatement(actions=["execute-api:Invoke"], resources=[arn])
+        )
         if isinstance(principal, Construct):
             acknowledge(
                 principal,

@@ -25,8 +25,14 @@ GUARDED = [("GET", "/jobs"), ("POST", "/jobs"), ("GET", "/jobs/x"), ("DELETE", "
 
 @pytest.mark.parametrize(
     "headers",
-    [{}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"}, {"Authorization": TOKEN},
-     {"Authorization": f"Bearer {TOKEN}x"}, {"Authorization": "Bearer"}],  # fmt: skip
+    [
+        {},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": f"Basic {TOKEN}"},
+        {"Authorization": TOKEN},
+        {"Authorization": f"Bearer {TOKEN}x"},
+        {"Authorization": "Bearer"},
+    ],
     ids=["missing", "wrong", "basic scheme", "no scheme", "longer", "empty"],
 )
 def test_every_route_refuses_a_request_without_the_right_token(served, headers):
@@ -92,7 +98,7 @@ def sqsjobs_api(*args: str, env: dict[str, str] | None = None) -> subprocess.Pop
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.1", "example.com"])
 def test_sqsjobs_api_refuses_a_non_loopback_address_without_a_token(host):
     done = sqsjobs_api("--host", host)
-    out, err = done.communicate(timeout=60)
+    _out, err = done.communicate(timeout=60)
     assert done.returncode == 2, err
     assert "refusing to listen" in err and "SQSJOBS_API_TOKEN" in err
     assert "Traceback" not in err
@@ -120,7 +126,9 @@ def test_sqsjobs_api_serves_on_loopback_says_it_has_no_token_and_stops_on_sigter
             deadline = time.monotonic() + 20
             while True:
                 try:
-                    r = http.post("/jobs", json={"type": "orders.ok", "payload": {"order_id": "cli"}, "delay": 60})
+                    r = http.post(
+                        "/jobs", json={"type": "orders.ok", "payload": {"order_id": "cli"}, "delay": 60}
+                    )
                     break
                 except httpx.TransportError:
                     assert time.monotonic() < deadline
@@ -129,7 +137,7 @@ def test_sqsjobs_api_serves_on_loopback_says_it_has_no_token_and_stops_on_sigter
             assert app.get(r.json()["id"]).type == "orders.ok"
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
+        _out, err = proc.communicate(timeout=30)
         app.close()
     # ... and SIGTERM stops it cleanly
     assert proc.returncode == 0, err

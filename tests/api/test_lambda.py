@@ -59,20 +59,30 @@ def http_event(method: str, path: str, *, body: Any = None, query: dict[str, str
         "routeKey": "$default",
         "rawPath": path,
         "rawQueryString": urlencode(query or {}),
-        "headers": {"host": "abc123.execute-api.eu-west-1.amazonaws.com", **{k.lower(): v for k, v in (headers or {}).items()}},
+        "headers": {
+            "host": "abc123.execute-api.eu-west-1.amazonaws.com",
+            **{k.lower(): v for k, v in (headers or {}).items()},
+        },
         "queryStringParameters": query,
         "requestContext": {
             "accountId": "123456789012",
             "apiId": "abc123",
             "domainName": "abc123.execute-api.eu-west-1.amazonaws.com",
-            "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "192.0.2.10",
-                     "userAgent": "test"},  # fmt: skip
+            "http": {
+                "method": method,
+                "path": path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": "192.0.2.10",
+                "userAgent": "test",
+            },
             "requestId": "req-http",
             "routeKey": "$default",
             "stage": "$default",
             "time": "01/Jan/2030:00:00:00 +0000",
             "timeEpoch": 1893456000000,
-            "authorizer": {"iam": {"accountId": "123456789012", "userArn": "arn:aws:iam::123456789012:user/ops"}},
+            "authorizer": {
+                "iam": {"accountId": "123456789012", "userArn": "arn:aws:iam::123456789012:user/ops"}
+            },
         },
         "body": body,
         "isBase64Encoded": False,
@@ -122,7 +132,9 @@ def test_the_handler_serves_enqueue_get_list_and_cancel_from_api_gateway_events(
     status, _, got = call(handler, event("GET", f"/jobs/{job_id}", headers=auth))
     assert status == 200 and got["id"] == job_id and got["status"] == "queued"
     # GET /jobs with a query string
-    status, _, page = call(handler, event("GET", "/jobs", query={"type": "orders.ok", "limit": "100"}, headers=auth))
+    status, _, page = call(
+        handler, event("GET", "/jobs", query={"type": "orders.ok", "limit": "100"}, headers=auth)
+    )
     assert status == 200 and job_id in {r["id"] for r in page["jobs"]}
     # DELETE /jobs/{id}
     status, _, cancelled = call(handler, event("DELETE", f"/jobs/{job_id}", headers=auth))
@@ -138,7 +150,9 @@ def test_errors_are_problem_bodies_in_plain_text_and_the_token_is_checked(handle
     assert response["statusCode"] == 400 and not response.get("isBase64Encoded")
     problem = json.loads(response["body"])
     assert problem["field"] == "body" and "Traceback" not in response["body"]
-    status, headers, body = call(handler, event("POST", "/jobs", body=json.dumps({"type": "nope"}), headers=auth))
+    status, headers, body = call(
+        handler, event("POST", "/jobs", body=json.dumps({"type": "nope"}), headers=auth)
+    )
     assert (status, body["field"], headers["content-type"]) == (422, "type", "application/problem+json")
     status, _, body = call(handler, event("GET", "/jobs", headers={"Authorization": "Bearer wrong"}))
     assert (status, body["field"]) == (401, "Authorization")

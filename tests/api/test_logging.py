@@ -40,10 +40,15 @@ def test_no_payload_reaches_a_log_line_whatever_the_request_and_its_outcome(mini
             assert_problem(big, 413, "body")
             # a retry with a corrected payload, refused and accepted
             [dead] = world.dead_value
-            assert_problem(http.post(f"/jobs/{dead}/retry", json={"payload": {"to": [SECRET]}}), 422, "payload")
+            assert_problem(
+                http.post(f"/jobs/{dead}/retry", json={"payload": {"to": [SECRET]}}), 422, "payload"
+            )
             assert http.post(f"/jobs/{dead}/retry", json={"payload": {"to": SECRET}}).status_code == 200
             # a replay with one
-            assert http.post("/dlq/replay", json={"type": ["mail.send"], "payload": {"to": SECRET}}).status_code == 200
+            assert (
+                http.post("/dlq/replay", json={"type": ["mail.send"], "payload": {"to": SECRET}}).status_code
+                == 200
+            )
         # an AWS failure (503), logged as such
         with serving(unprovisioned, token=TOKEN) as url, client(url, TOKEN) as http:
             failed = http.post("/jobs", json={"type": "orders.ok", "payload": {"order_id": SECRET}})

@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
+from sqsjobs import App
 from tests.api.conftest import TOKEN
 from tests.api.helpers import assert_problem, client, serving
-from sqsjobs import App
 from tests.cli import jobs_app
 from tests.cli.conftest import fake_aws_env
 from tests.conftest import FAST
@@ -47,41 +47,130 @@ def body(**members: Any) -> dict[str, Any]:
 
 CORPUS = [
     # ── the body as a whole ──
-    Case("not json", "POST", "/jobs", 400, "body", content=b'{"type": "orders.ok",', problem="malformed-json"),
-    Case("single quotes", "POST", "/jobs", 400, "body", content=b"{'type': 'orders.ok'}", problem="malformed-json"),
-    Case("trailing comma", "POST", "/jobs", 400, "body", content=b'{"type": "orders.ok",}', problem="malformed-json"),
+    Case(
+        "not json", "POST", "/jobs", 400, "body", content=b'{"type": "orders.ok",', problem="malformed-json"
+    ),
+    Case(
+        "single quotes",
+        "POST",
+        "/jobs",
+        400,
+        "body",
+        content=b"{'type': 'orders.ok'}",
+        problem="malformed-json",
+    ),
+    Case(
+        "trailing comma",
+        "POST",
+        "/jobs",
+        400,
+        "body",
+        content=b'{"type": "orders.ok",}',
+        problem="malformed-json",
+    ),
     Case("not utf-8", "POST", "/jobs", 400, "body", content=b'{"type": "\xff\xfe"}'),
     Case("nested too deep", "POST", "/jobs", 400, "body", content=b"[" * 100_000 + b"]" * 100_000),
     Case("empty body", "POST", "/jobs", 422, "body", content=b""),
     Case("a list", "POST", "/jobs", 422, "body", json=[1, 2]),
     Case("a string", "POST", "/jobs", 422, "body", json="orders.ok"),
     Case("null", "POST", "/jobs", 422, "body", content=b"null"),
-    Case("text/plain", "POST", "/jobs", 422, "body", content=json.dumps(body()).encode(),
-         headers={"content-type": "text/plain"}),  # fmt: skip
-    Case("oversized, declared", "POST", "/jobs", 413, "body", content=b"x" * (1024 * 1024 + 1), problem="body-too-large"),
+    Case(
+        "text/plain",
+        "POST",
+        "/jobs",
+        422,
+        "body",
+        content=json.dumps(body()).encode(),
+        headers={"content-type": "text/plain"},
+    ),
+    Case(
+        "oversized, declared",
+        "POST",
+        "/jobs",
+        413,
+        "body",
+        content=b"x" * (1024 * 1024 + 1),
+        problem="body-too-large",
+    ),
     # ── members ──
     Case("no type", "POST", "/jobs", 422, "type", json={"payload": {}}),
     Case("empty type", "POST", "/jobs", 422, "type", json=body(type="")),
     Case("type not a string", "POST", "/jobs", 422, "type", json=body(type=5)),
-    Case("unknown type", "POST", "/jobs", 422, "type", json=body(type="no.such.type"), problem="unknown-job-type"),
+    Case(
+        "unknown type",
+        "POST",
+        "/jobs",
+        422,
+        "type",
+        json=body(type="no.such.type"),
+        problem="unknown-job-type",
+    ),
     Case("misspelt member", "POST", "/jobs", 422, "idempotencyKey", json=body(idempotencyKey="k")),
-    Case("payload field missing", "POST", "/jobs", 422, "payload", json=body(payload={}), problem="payload-invalid"),
-    Case("payload field wrong type", "POST", "/jobs", 422, "payload", json=body(payload={"order_id": [SECRET]}),
-         problem="payload-invalid"),  # fmt: skip
-    Case("payload not an object", "POST", "/jobs", 422, "payload", json=body(payload=SECRET), problem="payload-invalid"),
-    Case("payload NaN", "POST", "/jobs", 422, "payload", content=b'{"type": "orders.ok", "payload": {"order_id": NaN}}'),
-    Case("payload over max_payload_bytes", "POST", "/jobs", 413, "payload",
-         json=body(payload={"order_id": "x" * (MAX_PAYLOAD + 10)}), problem="payload-too-large"),  # fmt: skip
+    Case(
+        "payload field missing",
+        "POST",
+        "/jobs",
+        422,
+        "payload",
+        json=body(payload={}),
+        problem="payload-invalid",
+    ),
+    Case(
+        "payload field wrong type",
+        "POST",
+        "/jobs",
+        422,
+        "payload",
+        json=body(payload={"order_id": [SECRET]}),
+        problem="payload-invalid",
+    ),
+    Case(
+        "payload not an object",
+        "POST",
+        "/jobs",
+        422,
+        "payload",
+        json=body(payload=SECRET),
+        problem="payload-invalid",
+    ),
+    Case(
+        "payload NaN",
+        "POST",
+        "/jobs",
+        422,
+        "payload",
+        content=b'{"type": "orders.ok", "payload": {"order_id": NaN}}',
+    ),
+    Case(
+        "payload over max_payload_bytes",
+        "POST",
+        "/jobs",
+        413,
+        "payload",
+        json=body(payload={"order_id": "x" * (MAX_PAYLOAD + 10)}),
+        problem="payload-too-large",
+    ),
     Case("negative delay", "POST", "/jobs", 422, "delay", json=body(delay=-1)),
     Case("delay as words", "POST", "/jobs", 422, "delay", json=body(delay="soon")),
-    Case("delay infinite", "POST", "/jobs", 422, "delay", content=b'{"type": "orders.ok", "delay": Infinity}'),
+    Case(
+        "delay infinite", "POST", "/jobs", 422, "delay", content=b'{"type": "orders.ok", "delay": Infinity}'
+    ),
     Case("delay of centuries", "POST", "/jobs", 422, "delay", json=body(delay=1e20)),
     Case("run_at without zone", "POST", "/jobs", 422, "run_at", json=body(run_at="2030-01-01T00:00:00")),
     Case("run_at not a date", "POST", "/jobs", 422, "run_at", json=body(run_at="tomorrow")),
-    Case("delay and run_at", "POST", "/jobs", 422, "run_at", json=body(delay=5, run_at="2030-01-01T00:00:00Z")),
+    Case(
+        "delay and run_at", "POST", "/jobs", 422, "run_at", json=body(delay=5, run_at="2030-01-01T00:00:00Z")
+    ),
     Case("queue name invalid", "POST", "/jobs", 422, "queue", json=body(queue="no spaces!")),
-    Case("queue that does not exist", "POST", "/jobs", 422, "queue", json=body(queue="nosuchqueue"),
-         problem="no-such-queue"),  # fmt: skip
+    Case(
+        "queue that does not exist",
+        "POST",
+        "/jobs",
+        422,
+        "queue",
+        json=body(queue="nosuchqueue"),
+        problem="no-such-queue",
+    ),
     Case("empty tenant", "POST", "/jobs", 422, "tenant", json=body(tenant="")),
     Case("key too long", "POST", "/jobs", 422, "idempotency_key", json=body(idempotency_key="k" * 600)),
     # ── listing ──
@@ -104,7 +193,14 @@ CORPUS = [
     Case("counts not a boolean", "GET", "/queues?counts=maybe", 422, "counts"),
     Case("dlq limit zero", "GET", "/dlq?limit=0", 422, "limit"),
     Case("dlq queue invalid", "GET", "/dlq?queue=bad!", 422, "queue"),
-    Case("dlq queue that does not exist", "GET", "/dlq?queue=nosuchqueue", 422, "queue", problem="no-such-queue"),
+    Case(
+        "dlq queue that does not exist",
+        "GET",
+        "/dlq?queue=nosuchqueue",
+        422,
+        "queue",
+        problem="no-such-queue",
+    ),
     Case("dlq since as words", "GET", "/dlq?since=lately", 422, "since"),
     Case("replay dry_run as a string", "POST", "/dlq/replay", 422, "dry_run", json={"dry_run": "false"}),
     Case("replay limit zero", "POST", "/dlq/replay", 422, "limit", json={"limit": 0}),
@@ -123,7 +219,9 @@ CORPUS = [
 @pytest.fixture(scope="module")
 def corpus_api(ministack_url) -> Iterator[httpx.Client]:
     with fake_aws_env():
-        app = App(f"m{uuid.uuid4().hex[:10]}", endpoint_url=ministack_url, max_payload_bytes=MAX_PAYLOAD, **FAST)
+        app = App(
+            f"m{uuid.uuid4().hex[:10]}", endpoint_url=ministack_url, max_payload_bytes=MAX_PAYLOAD, **FAST
+        )
         jobs_app.register(app).provision()
     try:
         with serving(app, token=TOKEN) as url, client(url, TOKEN) as http:

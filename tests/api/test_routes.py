@@ -36,7 +36,9 @@ def cli(world: World, *args: str):
 def test_enqueue_answers_202_with_the_recorded_job_and_when_it_may_start(served):
     # WHEN a job due now is posted
     before = time.time()
-    r = served.http.post("/jobs", json={"type": "orders.ok", "payload": {"order_id": "h-1"}, "tenant": "acme"})
+    r = served.http.post(
+        "/jobs", json={"type": "orders.ok", "payload": {"order_id": "h-1"}, "tenant": "acme"}
+    )
     # THEN 202 with its id, status, queue, and a Location to read it at
     assert r.status_code == 202, r.text
     body = r.json()
@@ -162,7 +164,9 @@ def test_listing_filters_pages_with_the_cursor_and_matches_jobs_list_json(served
     assert world.tenant_job in {r["id"] for r in tenant.json()["jobs"]}
     assert {r["tenant"] for r in tenant.json()["jobs"]} == {"acme"}
     # ... and a cursor from another listing is refused, naming it
-    other = served.http.get("/jobs", params={"status": "succeeded", "cursor": dead.json()["next_cursor"] or "x"})
+    other = served.http.get(
+        "/jobs", params={"status": "succeeded", "cursor": dead.json()["next_cursor"] or "x"}
+    )
     assert_problem(other, 422, "cursor")
 
 

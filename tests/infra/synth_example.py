@@ -50,7 +50,12 @@ def options(outdir: Path, lambda_zip: str) -> None:
     worker = LambdaWorker(code_path=lambda_zip, timeout_s=FUNCTION_TIMEOUT_S)
     module = "tests.infra.synth_example"
     named = SqsJobs(
-        stack, "Named", app=NAMED, app_path=f"{module}:NAMED", lambda_worker=worker, api=HttpApi(max_body_bytes=65_536)
+        stack,
+        "Named",
+        app=NAMED,
+        app_path=f"{module}:NAMED",
+        lambda_worker=worker,
+        api=HttpApi(max_body_bytes=65_536),
     )
     imported = SqsJobs(
         stack,
@@ -69,7 +74,10 @@ def options(outdir: Path, lambda_zip: str) -> None:
         )
         jobs.grant_enqueue(producer)
     caller = iam.Role(
-        stack, "ApiCaller", description="a service that calls the HTTP API", assumed_by=iam.AccountRootPrincipal()
+        stack,
+        "ApiCaller",
+        description="a service that calls the HTTP API",
+        assumed_by=iam.AccountRootPrincipal(),
     )
     named.grant_invoke_api(caller)
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))

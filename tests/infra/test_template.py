@@ -520,7 +520,9 @@ def test_the_api_function_runs_the_worker_zip_behind_an_iam_authorised_http_api(
     integration = full.one("AWS::ApiGatewayV2::Integration")
     assert integration["IntegrationType"] == "AWS_PROXY" and integration["PayloadFormatVersion"] == "2.0"
     [api_id] = [
-        k for k, v in full.resources("AWS::Lambda::Function").items() if v["Properties"]["Handler"] == API_HANDLER
+        k
+        for k, v in full.resources("AWS::Lambda::Function").items()
+        if v["Properties"]["Handler"] == API_HANDLER
     ]
     assert logical_id(integration["IntegrationUri"]) == api_id
     # ... a throttled $default stage writing an access log of context variables only (no body)
@@ -551,7 +553,9 @@ def test_grant_invoke_api_lets_a_caller_invoke_the_api_and_the_body_limit_reache
     granted = statements(options, caller)
     assert actions(granted) == {"execute-api:Invoke"}
     [api_id] = options.resources("AWS::ApiGatewayV2::Api")
-    assert resources_of(granted) == {f"arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:<{api_id}>/*/*/*"}
+    assert resources_of(granted) == {
+        f"arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:<{api_id}>/*/*/*"
+    }
     api = function(options, API_HANDLER)
     assert api["Environment"]["Variables"][API_MAX_BODY_ENV] == "65536"
 

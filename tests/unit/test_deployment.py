@@ -88,7 +88,7 @@ def test_the_api_is_granted_exactly_what_its_routes_call():
     # THEN its list grants each of them and nothing else, no wildcard
     assert granted(d.API_ACTIONS) == called
     assert not any("*" in a for a in granted(d.API_ACTIONS))
-    assert API_NEVER_CALLS <= actions_called(API_MODULES)  # the exception still has a reason to exist
+    assert actions_called(API_MODULES) >= API_NEVER_CALLS  # the exception still has a reason to exist
 
 
 def test_an_api_enqueue_is_one_put(monkeypatch):
