@@ -63,20 +63,23 @@ def api(
         sock = server.bind(host, port)
     except OSError as exc:
         raise abort(f"cannot listen on {host}:{port}: {exc.strerror or exc}", EXIT_ERROR) from None
-    with guarded(loaded):
-        fastapi_app = build(loaded, token, max_body_bytes)
-        url = server.url_of(sock)
-        console.print(
-            f"sqsjobs API of App [bold]{loaded.name}[/bold] on [bold]{url}[/bold] (docs: {url}/docs)",
-            soft_wrap=True,
-        )
-        if token is None:
+    try:
+        with guarded(loaded):
+            fastapi_app = build(loaded, token, max_body_bytes)
+            url = server.url_of(sock)
             console.print(
-                f"no token configured: listening on {host} only, where every local user and process "
-                "may call it; set SQSJOBS_API_TOKEN to require a bearer token",
+                f"sqsjobs API of App [bold]{loaded.name}[/bold] on [bold]{url}[/bold] (docs: {url}/docs)",
                 soft_wrap=True,
             )
-        asyncio.run(_serve(loaded, fastapi_app, sock))
+            if token is None:
+                console.print(
+                    f"no token configured: listening on {host} only, where every local user and process "
+                    "may call it; set SQSJOBS_API_TOKEN to require a bearer token",
+                    soft_wrap=True,
+                )
+            asyncio.run(_serve(loaded, fastapi_app, sock))
+    finally:
+        sock.close()  # uvicorn closes it too when it served; closing twice is harmless
 
 
 def build(app: App, token: str | None, max_body_bytes: int | None) -> Any:

@@ -138,13 +138,17 @@ def dev(
     """Run everything locally: embedded emulator (moto, on 127.0.0.1), provisioning, worker, sweeper and the HTTP API."""
     loaded = load_app(app, None)
     api_socket = _api_socket(api_port) if api else None
-    with guarded(loaded):
-        try:
-            _run_dev(loaded, port, concurrency, api_socket)
-        except ImportError as exc:  # the embedded emulator (moto) is imported when it starts
-            raise ConfigurationError(
-                f"{exc}; install the local extra: pip install 'sqsjobs[local]'"
-            ) from None
+    try:
+        with guarded(loaded):
+            try:
+                _run_dev(loaded, port, concurrency, api_socket)
+            except ImportError as exc:  # the embedded emulator (moto) is imported when it starts
+                raise ConfigurationError(
+                    f"{exc}; install the local extra: pip install 'sqsjobs[local]'"
+                ) from None
+    finally:
+        if api_socket is not None:
+            api_socket.close()  # uvicorn closes it too when it served; closing twice is harmless
 
 
 def _api_socket(port: int) -> socket.socket | None:
