@@ -131,7 +131,7 @@ def dev(
     port: Annotated[int, typer.Option(help="Port for the embedded emulator (0 = any free port)")] = 0,
     concurrency: Annotated[int | None, typer.Option(help="Jobs at once")] = None,
     api: Annotated[
-        bool, typer.Option("--api/--no-api", help="Serve the HTTP API too (needs sqsjobs[api])")
+        bool, typer.Option("--api/--no-api", help="Serve the HTTP API too (needs the api extra)")
     ] = True,
     api_port: Annotated[int, typer.Option(help="Port for the HTTP API on 127.0.0.1 (0 = any free port)")] = 0,
 ) -> None:
