@@ -10,7 +10,7 @@ The template lands in ``cdk.out/`` (or ``$CDK_OUTDIR``); deploy it with ``cdk de
 
 - ``sqsjobs:app`` / ``SQSJOBS_INFRA_APP``: the App's dotted path (default ``examples.shop:app``);
 - ``sqsjobs:lambda_zip`` / ``SQSJOBS_INFRA_LAMBDA_ZIP``: the Lambda deployment package
-  (``sqsjobs package lambda``); without it there is no Lambda worker;
+  (``sqsjobs package lambda``); without it there is no Lambda worker and no HTTP API;
 - ``sqsjobs:local`` / ``SQSJOBS_INFRA_LOCAL``: ``true`` leaves out the VPC, ECS and autoscaling,
   which emulators cannot run (MiniStack deploys the rest through CloudFormation).
 
@@ -34,7 +34,7 @@ import aws_cdk as cdk  # noqa: E402
 from aws_cdk import aws_ecr_assets as ecr_assets  # noqa: E402
 from aws_cdk import aws_ecs as ecs  # noqa: E402
 from cdk_nag import AwsSolutionsChecks  # noqa: E402
-from sqsjobs_cdk import FargateWorker, LambdaWorker, SqsJobs, Sweeper  # noqa: E402
+from sqsjobs_cdk import FargateWorker, HttpApi, LambdaWorker, SqsJobs, Sweeper  # noqa: E402
 
 DEFAULT_APP = "examples.shop:app"
 
@@ -96,6 +96,8 @@ def build(
         fargate=fargate,
         sweeper=Sweeper(),
         lambda_worker=LambdaWorker(code_path=lambda_zip) if lambda_zip else None,
+        # The HTTP API from the same zip; not locally, where emulators lack API Gateway v2.
+        api=HttpApi() if lambda_zip and not local else None,
     )
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return app.synth()

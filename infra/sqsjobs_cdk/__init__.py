@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from .construct import SqsJobs
-from .options import FargateWorker, LambdaWorker, Monitoring, Sweeper
+from .options import FargateWorker, HttpApi, LambdaWorker, Monitoring, Sweeper
 
-__all__ = ["FargateWorker", "LambdaWorker", "Monitoring", "SqsJobs", "Sweeper"]
+__all__ = ["FargateWorker", "HttpApi", "LambdaWorker", "Monitoring", "SqsJobs", "Sweeper"]

@@ -30,6 +30,7 @@ from constructs import Construct
 from sqsjobs import App
 from sqsjobs.deploy.provision import redrive_count
 from sqsjobs.deploy.rules import (
+    API_ACTIONS,
     ECS_WORKER_ACTIONS,
     PRODUCER_ACTIONS,
     SWEEPER_ACTIONS,
@@ -45,14 +46,15 @@ from sqsjobs.errors import ConfigurationError
 from sqsjobs.store.requests import TTL_ATTRIBUTE, table_definition
 
 from . import fargate as fg
+from .api import http_api as build_http_api
 from .bucket import object_arns, payload_arns
 from .bucket import payload_bucket as build_payload_bucket
 from .iam import allow
 from .lambda_worker import lambda_sweeper as build_lambda_sweeper
 from .lambda_worker import lambda_worker as build_lambda_worker
 from .monitoring import alarms_and_dashboard
-from .nag import acknowledge
-from .options import FargateWorker, LambdaWorker, Monitoring, Sweeper
+from .nag import acknowledge, wildcard_resource_finding
+from .options import FargateWorker, HttpApi, LambdaWorker, Monitoring, Sweeper
 from .queues import job_queues
 from .scheduler import schedule_group, scheduler_role
 from .sources import add_rule_target, rule_input, subscribe, target_queue
@@ -61,6 +63,7 @@ from .table import index_names, jobs_table
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from aws_cdk import aws_apigatewayv2 as apigwv2
     from aws_cdk import aws_ecs as ecs
     from aws_cdk import aws_lambda as lambda_
     from aws_cdk import aws_s3 as s3
@@ -90,6 +93,7 @@ class SqsJobs(Construct):
         vpc: ec2.IVpc | None = None,
         alarm_topic: sns.ITopic | None = None,
         payload_bucket: s3.IBucket | None = None,
+        api: HttpApi | None = None,
     ) -> None:
         """Build the deployment of ``app``.
 
@@ -110,6 +114,8 @@ class SqsJobs(Construct):
             alarm_topic: Where alarms go; a new topic when None.
             payload_bucket: An existing bucket for large payloads and results (its lifecycle is
                 then yours to set: ``sqsjobs.transport.objects.lifecycle``); a new one when None.
+            api: The HTTP API (``sqsjobs.api``) as a function behind an IAM-authorised API Gateway
+                HTTP API, from the ``lambda_worker``'s zip unless it names its own; None for none.
         """
         super().__init__(scope, construct_id)
         if isinstance(app, str):
@@ -251,6 +257,33 @@ class SqsJobs(Construct):
                     table_arns=[*table_arns, *index_arns],
                     queue_arns=queue_arns,
                 )
+
+        # ── the HTTP API ───────────────────────────────────────────────────────────────────
+        self.api_function: lambda_.Function | None = None
+        self.http_api: apigwv2.HttpApi | None = None
+        if api is not None:
+            code_path = api.code_path or (lambda_worker.code_path if lambda_worker else None)
+            if code_path is None:
+                raise ConfigurationError(
+                    "api=HttpApi(...) needs a deployment zip: give it code_path=, or a lambda_worker"
+                )
+            self.api_function, self.http_api = build_http_api(
+                self,
+                options=api,
+                code_path=code_path,
+                environment=environment,
+                log_group=logs.LogGroup(self, "ApiLogs", retention=retention),
+                access_log_group=logs.LogGroup(self, "ApiAccessLogs", retention=retention),
+            )
+            assert self.api_function.role is not None
+            allow(
+                self.api_function.role,
+                API_ACTIONS,
+                table_arns=[*table_arns, *index_arns],
+                queue_arns=queue_arns,
+                object_arns=bucket_arns,
+            )
+            CfnOutput(self, "ApiUrl", value=self.http_api.api_endpoint, description="the HTTP API (IAM)")
 
         # ── schedules ──────────────────────────────────────────────────────────────────────
         self.schedule_group = schedule_group(self, settings.schedule_group)
@@ -397,6 +430,23 @@ class SqsJobs(Construct):
         """
         types = [job_types] if isinstance(job_types, str) else list(job_types)
         return subscribe(topic, target_queue(self.app, self.queues, types, queue))
+
+    def grant_invoke_api(self, grantee: iam.IGrantable) -> None:
+        """Let ``grantee`` call the HTTP API (``execute-api:Invoke`` on every route of its stage)."""
+        if self.http_api is None:
+            raise ConfigurationError("this SqsJobs has no HTTP API: pass api=HttpApi(...)")
+        principal = grantee.grant_principal
+        arn = self.http_api.arn_for_execute_api()  # <api id>/*/*/*: any method and path of its stage
+        principal.add_to_principal_policy(
+            iam.PolicyStatement(actions=["execute-api:Invoke"], resources=[arn])
+        )
+        if isinstance(principal, Construct):
+            acknowledge(
+                principal,
+                wildcard_resource_finding(principal, arn),
+                "The API is one catch-all route of one stage whose function checks each request; the "
+                "statement names that API, and callers of it may call every route of it.",
+            )
 
 
 def _sweeper_logs(

@@ -63,6 +63,29 @@ class LambdaWorker:
 
 
 @dataclass(frozen=True)
+class HttpApi:
+    """The HTTP API (``sqsjobs.api``): a Lambda function behind API Gateway's HTTP API, IAM-authorised.
+
+    Callers sign their requests (SigV4) with a principal given ``SqsJobs.grant_invoke_api``.
+    """
+
+    #: The deployment zip; None means the ``LambdaWorker``'s (the same zip runs both).
+    code_path: str | None = None
+    #: At most 29: API Gateway ends an HTTP API integration after 30 s.
+    timeout_s: int = 29
+    memory_mib: int = 512
+    #: Must match the interpreter the zip was built for.
+    runtime: str = f"python{DEFAULT_PYTHON}"
+    #: ``X86_64`` or ``ARM64``; must match the zip's compiled wheels.
+    architecture: str = "X86_64"
+    #: Refuse larger request bodies with 413 (``SQSJOBS_API_MAX_BODY_BYTES``); None: 1 MiB.
+    max_body_bytes: int | None = None
+    #: Stage throttling: requests per second, and the burst above it.
+    rate_limit: int = 50
+    burst_limit: int = 100
+
+
+@dataclass(frozen=True)
 class Sweeper:
     """A sweep on a schedule: a Fargate task, or a function when there is no ECS cluster.
 

@@ -1,4 +1,4 @@
-"""The ``sqsjobs`` command: provision, worker, sweep, dev, enqueue (the other groups are added below).
+"""The ``sqsjobs`` command: provision, worker, sweep, dev, enqueue, api.
 
 Every command takes ``--app`` (``SQSJOBS_APP``) and ``--endpoint-url`` (``SQSJOBS_ENDPOINT_URL``),
 and turns errors into one actionable line and an exit code, never a traceback: ``guarded`` in
@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from sqsjobs.cli.api import api as api_command
 from sqsjobs.cli.common import (
     EXIT_CODES_HELP,
+    EXIT_ERROR,
     EXIT_USAGE,
     AppOpt,
     EndpointOpt,
@@ -37,6 +39,8 @@ from sqsjobs.cli.workers import workers
 from sqsjobs.errors import ConfigurationError
 
 if TYPE_CHECKING:
+    import socket
+
     from sqsjobs.app import App
 
 cli = typer.Typer(
@@ -54,6 +58,7 @@ cli.add_typer(dlq_cli, name="dlq")
 cli.command()(stats)
 cli.command()(doctor)
 cli.command()(workers)
+cli.command("api")(api_command)
 
 
 @cli.command()
@@ -127,32 +132,65 @@ def dev(
     app: AppOpt,
     port: Annotated[int, typer.Option(help="Port for the embedded emulator (0 = any free port)")] = 0,
     concurrency: Annotated[int | None, typer.Option(help="Jobs at once")] = None,
+    api: Annotated[
+        bool, typer.Option("--api/--no-api", help="Serve the HTTP API too (needs the api extra)")
+    ] = True,
+    api_port: Annotated[int, typer.Option(help="Port for the HTTP API on 127.0.0.1 (0 = any free port)")] = 0,
 ) -> None:
-    """Run everything locally: embedded emulator (moto, on 127.0.0.1), provisioning, worker and sweeper."""
+    """Run everything locally: embedded emulator (moto, on 127.0.0.1), provisioning, worker, sweeper and the HTTP API."""
     loaded = load_app(app, None)
-    with guarded(loaded):
-        try:
-            _run_dev(loaded, port, concurrency)
-        except ImportError as exc:  # the embedded emulator (moto) is imported when it starts
-            raise ConfigurationError(
-                f"{exc}; install the local extra: pip install 'sqsjobs[local]'"
-            ) from None
+    api_socket = _api_socket(api_port) if api else None
+    try:
+        with guarded(loaded):
+            try:
+                _run_dev(loaded, port, concurrency, api_socket)
+            except ImportError as exc:  # the embedded emulator (moto) is imported when it starts
+                raise ConfigurationError(
+                    f"{exc}; install the local extra: pip install 'sqsjobs[local]'"
+                ) from None
+    finally:
+        if api_socket is not None:
+            api_socket.close()  # uvicorn closes it too when it served; closing twice is harmless
 
 
-def _run_dev(app: App, port: int, concurrency: int | None) -> None:
+def _api_socket(port: int) -> socket.socket | None:
+    """The API's socket on 127.0.0.1, or None (and why) when the api extra is missing."""
+    try:
+        from sqsjobs.api import server
+    except ImportError:
+        console.print("[yellow]no HTTP API:[/yellow] pip install 'sqsjobs[api]' to serve it too")
+        return None
+    try:
+        return server.bind(server.DEFAULT_HOST, port)
+    except OSError as exc:
+        raise abort(
+            f"cannot listen on {server.DEFAULT_HOST}:{port}: {exc.strerror or exc}", EXIT_ERROR
+        ) from None
+
+
+def _run_dev(app: App, port: int, concurrency: int | None, api_socket: socket.socket | None) -> None:
     from sqsjobs.local.dev import DevStack
 
     with DevStack(app, port=port) as stack:
         console.print(
             f"emulator listening on [bold]{stack.endpoint_url}[/bold]; SQSJOBS_ENDPOINT_URL={stack.endpoint_url}"
         )
+        api = None
+        if api_socket is not None:
+            from sqsjobs.api import server
+            from sqsjobs.api.app import create_app
+            from sqsjobs.api.auth import TOKEN_ENV
+
+            api = (create_app(app, token=os.environ.get(TOKEN_ENV) or None), api_socket)
+            url = server.url_of(api_socket)
+            console.print(f"HTTP API on [bold]{url}[/bold] (docs: {url}/docs)", soft_wrap=True)
 
         async def main() -> None:
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, stop.set)
-            await stack.run(stop, concurrency=concurrency)
+            await stack.run(stop, concurrency=concurrency, api=api)
 
         asyncio.run(main())
 

@@ -3,9 +3,11 @@
 Layout of the zip (everything at the root, which Lambda puts first on ``sys.path``)::
 
     sqsjobs/                    this package's source; the handler is sqsjobs.runtime.lambda_handlers.sqs_worker
+                                (the HTTP API's: sqsjobs.api.lambda_handler.handler)
     <app package>/              the top-level package (or module) named by --app
     lambda_handlers/            the project's own entry points, if it has that folder
     boto3/ botocore/ aioboto3/ aiobotocore/ pydantic/ ...   sqsjobs' runtime requirements
+    fastapi/ starlette/ mangum/ ...                          the api extra's, less the local server
 
 Dependencies are installed with ``pip install --target`` for the Lambda runtime's Python and
 architecture (``--platform manylinux2014_<arch> --only-binary=:all:``), so the zip is right for
@@ -16,7 +18,8 @@ boto3 and botocore are bundled even though the Lambda runtime provides boto3: ai
 botocore to a narrow range, and the runtime's botocore (whatever version AWS ships that month)
 would not match it. Bundling also makes the zip run on emulators that provide no boto3 at all
 (MiniStack runs functions on its own interpreter, without boto3; see EMULATORS.md). The CLI-only
-requirements (typer, rich) are left out.
+requirements (typer, rich) are left out. The ``api`` extra's requirements go in, less uvicorn (only
+``sqsjobs api`` serves with it): one zip runs both the worker and the API function (infra/).
 """
 
 from __future__ import annotations
@@ -50,6 +53,10 @@ MAX_DIRECT_UPLOAD_BYTES = 50 * 1024 * 1024
 MAX_UNZIPPED_BYTES = 250 * 1024 * 1024
 #: sqsjobs requirements only the CLI imports.
 CLI_ONLY = frozenset({"typer", "rich"})
+#: Extras whose requirements the zip carries (the API function runs from the same zip as the worker),
+#: and what of them only a local process needs.
+LAMBDA_EXTRAS = frozenset({"api"})
+SERVER_ONLY = frozenset({"uvicorn"})
 #: Never shipped: caches and the console scripts pip puts in ``--target``/bin.
 _SKIP_DIRS = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 _SKIP_TOP = frozenset({"bin"})
@@ -92,16 +99,23 @@ class BuildReport:
 
 
 def runtime_requirements() -> list[str]:
-    """Sqsjobs' own runtime requirements (no extras, no CLI-only ones), from its installed metadata."""
+    """What the zip installs, from sqsjobs' installed metadata: its requirements and the ``api`` extra's.
+
+    Left out: the CLI-only ones, uvicorn, and every other extra. The ``extra ==`` marker is dropped
+    from what is kept, so pip installs it without being asked for the extra.
+    """
     out = []
     for spec in importlib.metadata.requires("sqsjobs") or []:
         requirement, _, marker = spec.partition(";")
-        if "extra" in marker:
+        extra = re.search(r"""extra\s*==\s*["']([\w.-]+)["']""", marker)
+        if "extra" in marker and (extra is None or extra.group(1) not in LAMBDA_EXTRAS):
             continue
         name = re.match(r"[A-Za-z0-9._-]+", requirement.strip())
-        if name and name.group(0).lower() in CLI_ONLY:
+        if name and name.group(0).lower() in CLI_ONLY | SERVER_ONLY:
             continue
-        out.append(spec.strip())
+        if name and name.group(0).lower() == "sqsjobs":
+            continue  # a self-reference between extras
+        out.append(requirement.strip() if extra else spec.strip())
     return sorted(out)
 
 

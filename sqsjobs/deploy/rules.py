@@ -87,6 +87,31 @@ PRODUCER_ACTIONS: Mapping[str, tuple[str, ...]] = {
     "s3": ("s3:PutObject",),
 }
 
+#: What the HTTP API's function calls (``sqsjobs.api``; infra's ``HttpApi`` option): enqueue one job
+#: per request and read it back, read, list (Scan; Query of the attention index) and cancel jobs,
+#: retry them, read queue depths and the counts' Scan, browse DLQs without loss and replay them
+#: (receive, hide and release, delete, requeue), and read and write payloads and results in S3.
+#: No PartiQL: the API enqueues one job per request, which is a single PutItem, never a batch.
+API_ACTIONS: Mapping[str, tuple[str, ...]] = {
+    "dynamodb": (
+        "dynamodb:GetItem",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:Query",
+        "dynamodb:Scan",
+        "dynamodb:BatchGetItem",
+    ),
+    "sqs": (
+        "sqs:SendMessage",
+        "sqs:GetQueueUrl",
+        "sqs:GetQueueAttributes",
+        "sqs:ReceiveMessage",
+        "sqs:ChangeMessageVisibility",
+        "sqs:DeleteMessage",
+    ),
+    "s3": ("s3:GetObject", "s3:PutObject"),
+}
+
 #: SQS batch APIs are authorised by the single-message action.
 #: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-api-permissions-reference.html
 _BATCH_SUFFIX = "Batch"

@@ -1,8 +1,9 @@
 """``sqsjobs dev``: the whole system on one laptop, no AWS account.
 
 Starts moto's server in-process on 127.0.0.1 (requests serialised, see ``sqsjobs.local.emulator``),
-points the App at it, provisions the table and queues, and runs a worker, the sweeper and the
-local firing loop of the app's schedules (no EventBridge Scheduler needed).
+points the App at it, provisions the table and queues, and runs a worker, the sweeper, the local
+firing loop of the app's schedules (no EventBridge Scheduler needed) and, given one, the HTTP API
+(``sqsjobs.api``) on the same event loop, so the API and the worker share the App's clients.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from sqsjobs.runtime.worker import Worker
 from sqsjobs.schedules.local import LocalScheduler
 
 if TYPE_CHECKING:
+    import socket
     from types import TracebackType
 
     from sqsjobs.app import App
@@ -55,9 +57,23 @@ class DevStack:
         self.app.close()
         self._server.stop()
 
-    async def run(self, stop: asyncio.Event, *, concurrency: int | None = None) -> Worker:
-        """Run a worker, the sweeper and the local firing loop of the app's schedules until ``stop``."""
+    async def run(
+        self,
+        stop: asyncio.Event,
+        *,
+        concurrency: int | None = None,
+        api: tuple[Any, socket.socket] | None = None,
+    ) -> Worker:
+        """Run a worker, the sweeper, the local firing loop of the app's schedules and the API until ``stop``.
+
+        ``api``: the FastAPI application (``sqsjobs.api.app.create_app``) and the socket to serve it on.
+        """
         schedules = LocalScheduler(self.app)  # validates the declarations before anything starts
         worker = Worker(self.app, concurrency=concurrency)
-        await asyncio.gather(worker.run(stop), run_sweeper(self.app, stop), schedules.run(stop))
+        tasks = [worker.run(stop), run_sweeper(self.app, stop), schedules.run(stop)]
+        if api is not None:
+            from sqsjobs.api.server import serve
+
+            tasks.append(serve(api[0], api[1], stop))
+        await asyncio.gather(*tasks)
         return worker

@@ -1,4 +1,4 @@
-"""The Lambda entry points, all in one place: the SQS worker and the scheduled sweeper.
+"""The Lambda entry points, all in one place: the SQS worker and the scheduled sweeper (and the name of the HTTP API's).
 
 Handler strings (``infra/`` and ``sqsjobs package lambda`` use them; the deployment zip carries the
 whole ``sqsjobs`` package, so no generated entry file is needed):
@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 #: The handler strings to configure on each function.
 SQS_WORKER_HANDLER = f"{__name__}.sqs_worker"
 SWEEPER_HANDLER = f"{__name__}.sweeper"
+#: The HTTP API's function (``sqsjobs.api.lambda_handler``, which needs the ``api`` extra: named here
+#: so that infra/ can configure it without importing FastAPI), and its body limit's variable.
+API_HANDLER = "sqsjobs.api.lambda_handler.handler"
+API_MAX_BODY_ENV = "SQSJOBS_API_MAX_BODY_BYTES"
 
 
 @functools.cache

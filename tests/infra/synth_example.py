@@ -50,14 +50,21 @@ def options(outdir: Path, lambda_zip: str) -> None:
     from aws_cdk import aws_s3 as s3
     from aws_cdk import aws_sns as sns
     from cdk_nag import AwsSolutionsChecks
-    from sqsjobs_cdk import LambdaWorker, SqsJobs
+    from sqsjobs_cdk import HttpApi, LambdaWorker, SqsJobs
     from sqsjobs_cdk.nag import acknowledge
 
     app = cdk.App(outdir=str(outdir))
     stack = cdk.Stack(app, STACK)
     worker = LambdaWorker(code_path=lambda_zip, timeout_s=FUNCTION_TIMEOUT_S)
     module = "tests.infra.synth_example"
-    named = SqsJobs(stack, "Named", app=NAMED, app_path=f"{module}:NAMED", lambda_worker=worker)
+    named = SqsJobs(
+        stack,
+        "Named",
+        app=NAMED,
+        app_path=f"{module}:NAMED",
+        lambda_worker=worker,
+        api=HttpApi(max_body_bytes=65_536),
+    )
     imported = SqsJobs(
         stack,
         "Imported",
@@ -89,6 +96,13 @@ def options(outdir: Path, lambda_zip: str) -> None:
             assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
         )
         jobs.grant_enqueue(producer)
+    caller = iam.Role(
+        stack,
+        "ApiCaller",
+        description="a service that calls the HTTP API",
+        assumed_by=iam.AccountRootPrincipal(),
+    )
+    named.grant_invoke_api(caller)
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     app.synth()
 

@@ -15,6 +15,7 @@ from sqsjobs.config import MAX_REGISTRY_INTERVAL_S, Settings
 from sqsjobs.deploy.packaging import HANDLER
 from sqsjobs.deploy.provision import redrive_count
 from sqsjobs.deploy.rules import (
+    API_ACTIONS,
     ECS_WORKER_ACTIONS,
     FARGATE_MAX_STOP_TIMEOUT_S,
     LAMBDA_VISIBILITY_FACTOR,
@@ -26,6 +27,7 @@ from sqsjobs.deploy.rules import (
 )
 from sqsjobs.envelope import Foreign, parse
 from sqsjobs.observability.metrics import HEARTBEAT, JobMetrics
+from sqsjobs.runtime.lambda_handlers import API_HANDLER, API_MAX_BODY_ENV
 from sqsjobs.runtime.lambda_sqs import DEADLINE_MARGIN_S
 from sqsjobs.store.requests import TTL_ATTRIBUTE, table_definition
 from sqsjobs.transport import objects
@@ -44,6 +46,8 @@ ACKNOWLEDGED = {
 }
 ACKNOWLEDGED_PATTERNS = [
     r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:\*:task/<\w+>/\*\]",
+    # grant_invoke_api: any method and path of the one stage of the one API
+    r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:<\w+>/\*/\*/\*\]",
     # the key prefixes of the payload bucket (ours, or one passed as payload_bucket=)
     *(
         rf"AwsSolutions-IAM5\[Resource::(<\w+\.Arn>|arn:<AWS::Partition>:s3:::[\w.-]+)/{re.escape(prefix)}\*\]"
@@ -236,8 +240,8 @@ def test_every_deployed_process_and_the_outputs_name_the_bucket_cloudformation_m
             for f in asm.resources("AWS::Lambda::Function").values()
         ]
         environments += [env_of(c) for c in containers(asm).values()]
-        # ECS worker, ECS sweeper, Lambda worker; locally the Lambda worker and the Lambda sweeper
-        assert len(environments) == (3 if asm is full else 2)
+        # ECS worker, ECS sweeper, Lambda worker, API function; locally the Lambda worker and sweeper
+        assert len(environments) == (4 if asm is full else 2)
         for env in environments:
             assert env["SQSJOBS_PAYLOAD_BUCKET"] == {"Ref": bucket_id}  # not the default name
         [output] = [
@@ -258,7 +262,10 @@ def test_workers_read_and_write_only_the_two_key_prefixes_of_the_bucket(full, lo
             assert resources_of(granted) == {
                 f"<{bucket_id}.Arn>/{prefix}*" for prefix in (objects.PAYLOADS, objects.RESULTS)
             }
-        # ... and nothing else in the stack may touch it (the sweeper never reads a payload)
+        # ... and nothing else in the stack may touch it (the sweeper never reads a payload) but the
+        # API's function (checked in test_the_api_function_...)
+        if asm is full:
+            roles.append(logical_id(function(asm, API_HANDLER)["Role"]))
         readers = {
             logical_id(role)
             for p in asm.resources("AWS::IAM::Policy").values()
@@ -636,6 +643,62 @@ def test_without_ecs_the_sweeper_is_a_scheduled_function_with_the_sweeper_action
     assert logical_id(target["Arn"]) == sweeper_id
 
 
+# ── the HTTP API ─────────────────────────────────────────────────────────────────────────────
+def test_the_api_function_runs_the_worker_zip_behind_an_iam_authorised_http_api(full, local):
+    api = function(full, API_HANDLER)
+    worker = function(full, HANDLER)
+    # the same zip as the Lambda worker, within API Gateway's 30 s
+    assert api["Code"] == worker["Code"] and api["Timeout"] <= 29
+    assert api["Environment"]["Variables"]["SQSJOBS_APP"] == "examples.shop:app"
+    # ... behind one HTTP API whose every route is IAM-authorised and proxies to it
+    http_api = full.one("AWS::ApiGatewayV2::Api")
+    assert http_api["ProtocolType"] == "HTTP"
+    routes = [r["Properties"] for r in full.resources("AWS::ApiGatewayV2::Route").values()]
+    assert routes and all(r["AuthorizationType"] == "AWS_IAM" for r in routes)
+    assert {r["RouteKey"] for r in routes} == {"$default"}
+    integration = full.one("AWS::ApiGatewayV2::Integration")
+    assert integration["IntegrationType"] == "AWS_PROXY" and integration["PayloadFormatVersion"] == "2.0"
+    [api_id] = [
+        k
+        for k, v in full.resources("AWS::Lambda::Function").items()
+        if v["Properties"]["Handler"] == API_HANDLER
+    ]
+    assert logical_id(integration["IntegrationUri"]) == api_id
+    # ... a throttled $default stage writing an access log of context variables only (no body)
+    stage = full.one("AWS::ApiGatewayV2::Stage")
+    assert stage["StageName"] == "$default" and stage["AutoDeploy"] is True
+    assert stage["DefaultRouteSettings"]["ThrottlingRateLimit"] > 0
+    access = json.loads(stage["AccessLogSettings"]["Format"])
+    assert all(v.startswith("$context.") for v in access.values())
+    assert "body" not in stage["AccessLogSettings"]["Format"].lower()
+    assert any(o["Description"] == "the HTTP API (IAM)" for o in full.template["Outputs"].values())
+    # ... its role may do exactly API_ACTIONS (checked against the code), on the table and the
+    # attention index by name, the queues and DLQs
+    granted = statements(full, logical_id(api["Role"]))
+    assert actions(granted) == {a for names in API_ACTIONS.values() for a in names} | {
+        "logs:CreateLogStream",
+        "logs:PutLogEvents",
+    }
+    dynamo = resources_of(on(granted, "dynamodb"))
+    assert any(r.endswith("/index/attention") for r in dynamo)
+    queues = {logical_id(r) for s in on(granted, "sqs") for r in s["Resource"]}
+    assert queues == set(queue_ids(full).values())
+    # ... and locally (emulators lack API Gateway v2) there is none
+    assert not local.resources("AWS::ApiGatewayV2::Api")
+
+
+def test_grant_invoke_api_lets_a_caller_invoke_the_api_and_the_body_limit_reaches_the_function(options):
+    [caller] = [k for k in options.resources("AWS::IAM::Role") if k.startswith("ApiCaller")]
+    granted = statements(options, caller)
+    assert actions(granted) == {"execute-api:Invoke"}
+    [api_id] = options.resources("AWS::ApiGatewayV2::Api")
+    assert resources_of(granted) == {
+        f"arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:<{api_id}>/*/*/*"
+    }
+    api = function(options, API_HANDLER)
+    assert api["Environment"]["Variables"][API_MAX_BODY_ENV] == "65536"
+
+
 # ── schedules, alarms, dashboard ─────────────────────────────────────────────────────────────
 def test_the_schedule_group_and_role_are_exported_for_the_schedules_cli(full, local):
     for asm in (full, local):
@@ -676,7 +739,9 @@ def test_alarms_cover_message_age_dlq_depth_and_worker_errors_and_notify(full):
         logical_id(f["Properties"]["LogGroupName"]) for f in full.resources("AWS::EC2::FlowLog").values()
     }
     watched = {logical_id(f["Properties"]["LogGroupName"]) for f in filters.values()}
-    assert watched == set(full.resources("AWS::Logs::LogGroup")) - flow_logs
+    api_logs = {k for k in full.resources("AWS::Logs::LogGroup") if k.startswith("JobsApi")}
+    assert len(api_logs) == 2  # the API's function and its access log: not workers
+    assert watched == set(full.resources("AWS::Logs::LogGroup")) - flow_logs - api_logs
     assert len(watched) == 3  # ECS worker, ECS sweeper, Lambda worker
     full.one("AWS::CloudWatch::Dashboard")
 

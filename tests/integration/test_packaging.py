@@ -39,9 +39,11 @@ def test_the_zip_holds_the_entry_point_sqsjobs_the_app_and_the_runtime_dependenc
         "aioboto3/__init__.py",
         "pydantic/__init__.py",
     } <= names
+    # ... the HTTP API's function runs from the same zip: its handler, FastAPI and Mangum, not uvicorn
+    assert {"sqsjobs/api/lambda_handler.py", "fastapi/__init__.py", "mangum/__init__.py"} <= names
     assert not any(
-        n.startswith(("typer/", "rich/", "bin/", "moto/")) for n in names
-    )  # CLI-only, scripts, dev
+        n.startswith(("typer/", "rich/", "bin/", "moto/", "uvicorn/")) for n in names
+    )  # CLI-only, scripts, dev, the local server
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
     # fixed timestamps: the same inputs give the same bytes (and the same CodeSha256)
     assert {i.date_time for i in infos} == {(1980, 1, 1, 0, 0, 0)}

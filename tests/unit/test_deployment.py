@@ -37,6 +37,24 @@ WORKER_MODULES = [
 ]
 ECS_WORKER_MODULES = [*WORKER_MODULES, "runtime/presence.py"]
 SWEEPER_MODULES = ["app.py", "runtime/sweeper.py", "runtime/lambda_handlers.py", "transport/queues.py"]
+#: What the HTTP API's function runs: its routes and the producer and operator flows they call.
+API_MODULES = [
+    "app.py",
+    "producer.py",
+    "api/jobs.py",
+    "api/queues.py",
+    "api/dlq.py",
+    "ops/inspect.py",
+    "ops/stats.py",
+    "ops/dlq.py",
+    "ops/replay.py",
+    "ops/requeue.py",
+    "transport/queues.py",
+    "transport/objects.py",
+]
+#: In those modules but never called by the API: producer.py's batched INSERTs are enqueue_many's,
+#: and the API enqueues one job per request (a single PutItem; test_an_api_enqueue_is_one_put).
+API_NEVER_CALLS = {"dynamodb:PartiQLInsert", "dynamodb:PartiQLUpdate"}
 
 
 def actions_called(modules: list[str]) -> set[str]:
@@ -63,6 +81,39 @@ def test_iam_action_names_follow_boto3_operations():
     )
     # No TransactWriteItems action exists: on the jobs table a transaction's items are record puts
     assert d.iam_actions("dynamodb", "transact_write_items") == ("dynamodb:PutItem",)
+
+
+def test_the_api_is_granted_exactly_what_its_routes_call():
+    # GIVEN the AWS calls of the modules the API's function runs, less enqueue_many's batch
+    called = actions_called(API_MODULES) - API_NEVER_CALLS
+    # THEN its list grants each of them and nothing else, no wildcard
+    assert granted(d.API_ACTIONS) == called
+    assert not any("*" in a for a in granted(d.API_ACTIONS))
+    assert actions_called(API_MODULES) >= API_NEVER_CALLS  # the exception still has a reason to exist
+
+
+def test_an_api_enqueue_is_one_put(monkeypatch):
+    # GIVEN an App whose flows are answered by a script, as the API enqueues (one job per request)
+    app = App("p")
+
+    @app.job("a")
+    def a(payload: dict[str, str], ctx: object) -> None: ...
+
+    calls: list[Call] = []
+
+    def run(flow: Flow[Any]) -> Any:
+        try:
+            call = next(flow)
+            while True:
+                calls.append(call)
+                call = flow.send(answer(call))
+        except StopIteration as stop:
+            return stop.value
+
+    monkeypatch.setattr(app, "run", run)
+    app.enqueue("a", {"n": "1"}, idempotency_key="k")
+    # THEN no PartiQL statement is sent: the record is one PutItem
+    assert [c.operation for c in calls if c.service == "dynamodb"] == ["put_item"]
 
 
 @pytest.mark.parametrize(

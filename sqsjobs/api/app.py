@@ -1,0 +1,101 @@
+"""``create_app``: the FastAPI application of one sqsjobs App, every route behind one auth dependency.
+
+Why FastAPI (an ASGI app) rather than Powertools' event handler: the same application has to run as
+a local server (``sqsjobs api``, ``sqsjobs dev``) and as a Lambda function behind API Gateway. An
+ASGI app does both with off-the-shelf adapters, uvicorn and Mangum (REST and HTTP API events), and
+is tested over real HTTP; Powertools' resolver is Lambda-event first and would need a server of our
+own locally. FastAPI also writes the OpenAPI document and the interactive docs from the same
+pydantic models that validate requests, which sqsjobs already uses for payloads.
+
+The routes are ``sqsjobs.api.jobs``, ``queues`` and ``dlq``; errors are problem bodies
+(``sqsjobs.api.problems``); a body over ``max_body_bytes`` is refused before it is parsed
+(``sqsjobs.api.body``). The OpenAPI document (``/openapi.json``) and the docs (``/docs``,
+``/redoc``) sit behind the token too: without a token they are open, as everything is.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, Depends, FastAPI
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
+
+from sqsjobs.api import dlq, jobs, problems, queues
+from sqsjobs.api.auth import require_token
+from sqsjobs.api.body import DEFAULT_MAX_BODY_BYTES, BodyLimit
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from sqsjobs.app import App
+
+API_VERSION = "1"
+_DESCRIPTION = """\
+Enqueue, inspect, cancel and retry the jobs of sqsjobs App **{name}**, and read and replay its
+dead-letter queues: the Python producer API and the `sqsjobs` CLI, over HTTP.
+
+Errors are [RFC 9457](https://www.rfc-editor.org/rfc/rfc9457) problem bodies
+(`application/problem+json`) whose `field` names what to fix.
+"""
+
+
+def create_app(
+    app: App,
+    *,
+    token: str | None = None,
+    extra_routers: Sequence[APIRouter] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> FastAPI:
+    """The API of ``app``.
+
+    Args:
+        app: the sqsjobs App whose jobs it serves (routes reach it as ``request.app.state.sqsjobs``,
+            or with the ``sqsjobs.api.deps.AppDep`` parameter).
+        token: the bearer token every request must carry; None checks nothing (bind to loopback,
+            or put IAM in front, as infra/ does).
+        extra_routers: more routes (the dashboard), behind the same token.
+        max_body_bytes: larger request bodies get 413 before they are parsed.
+    """
+    guard = Depends(require_token(token))
+    api = FastAPI(
+        title=f"sqsjobs: {app.name}",
+        version=API_VERSION,
+        description=_DESCRIPTION.format(name=app.name),
+        dependencies=[guard],
+        openapi_url=None,  # served below, behind the guard
+        docs_url=None,
+        redoc_url=None,
+    )
+    api.state.sqsjobs = app
+    problems.install(api)
+    for router in (jobs.router, queues.router, dlq.router, *extra_routers):
+        api.include_router(router)
+    _documentation(api)
+    api.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    return api
+
+
+def _documentation(api: FastAPI) -> None:
+    """``/openapi.json``, ``/docs`` and ``/redoc``, as FastAPI serves them, but under the app's dependencies."""
+    docs = APIRouter(include_in_schema=False)
+
+    @docs.get("/openapi.json")
+    async def openapi() -> JSONResponse:
+        return JSONResponse(api.openapi())
+
+    @docs.get("/docs")
+    async def swagger() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="openapi.json", title=f"{api.title} docs")
+
+    @docs.get("/redoc")
+    async def redoc() -> HTMLResponse:
+        return get_redoc_html(openapi_url="openapi.json", title=f"{api.title} docs")
+
+    api.include_router(docs)
+
+
+def route_summary(api: FastAPI) -> list[tuple[str, str]]:
+    """``(method, path)`` of every documented route: what docs/api.md must show a curl example for."""
+    schema: dict[str, Any] = api.openapi()
+    return sorted((m.upper(), p) for p, ops in schema["paths"].items() for m in ops)

@@ -1,0 +1,201 @@
+"""``/jobs``: enqueue, read, list, cancel and retry jobs, over the App's async producer API and ``ops.inspect``.
+
+The same flows as ``sqsjobs enqueue`` and ``sqsjobs jobs get|list|cancel|retry``; each JSON answer
+is the CLI's ``--json`` document, so the two agree on every field.
+
+``POST /jobs`` reads the record back after the enqueue (one strongly consistent GetItem): its status
+is then the record's, which for a repeated idempotency key is where that job already is. A job due
+now also costs one GetQueueAttributes, for ``queue_depth`` and ``estimated_start`` (see
+``EnqueueResponse``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Path, Query, Response
+
+from sqsjobs._aws import Call, Flow
+from sqsjobs.api.deps import AppDep, problems
+from sqsjobs.api.models import (
+    CancelResponse,
+    EnqueueRequest,
+    EnqueueResponse,
+    RetryRequest,
+    RetryResponse,
+    since_seconds,
+)
+from sqsjobs.api.problems import MISSING_QUEUE, problem
+from sqsjobs.errors import PayloadError, TransportError
+from sqsjobs.job import JobStatus
+from sqsjobs.ops import inspect as inspect_ops
+from sqsjobs.ops._common import iso
+from sqsjobs.ops.requeue import KEEP
+
+router = APIRouter(tags=["jobs"])
+
+#: A job id in a path: longer ones are no job's (ids are 32 characters).
+JobId = Annotated[str, Path(min_length=1, max_length=256, description="The job's id")]
+
+
+def depth_flow(app_urls: Any, queue: str) -> Flow[int]:
+    """Messages visible in ``queue`` now (SQS's approximate count)."""
+    urls = yield from app_urls.flow([queue])
+    answer = yield Call(
+        "sqs",
+        "get_queue_attributes",
+        {"QueueUrl": urls[queue], "AttributeNames": ["ApproximateNumberOfMessages"]},
+    )
+    return int(answer.get("Attributes", {}).get("ApproximateNumberOfMessages", 0))
+
+
+@router.post(
+    "/jobs",
+    status_code=202,
+    response_model=EnqueueResponse,
+    responses=problems(400, 409, 413, 422),
+    summary="Enqueue a job",
+)
+async def enqueue(body: EnqueueRequest, app: AppDep, response: Response) -> Any:
+    """Validate the payload against the job type's handler, enqueue the job, and say when it may start.
+
+    The job type must be one this App registers. With an ``idempotency_key`` a repeat returns the
+    same job (same payload) or 409 (another payload).
+    """
+    app.registry.get(body.type)  # HandlerNotFound (422) before anything is sent
+    try:
+        job_id = await app.aenqueue(
+            body.type,
+            body.payload,
+            idempotency_key=body.idempotency_key,
+            delay=body.delay,
+            run_at=body.run_at,
+            queue=body.queue,
+            tenant=body.tenant,
+        )
+    except TransportError as exc:
+        if body.queue is None or exc.code not in MISSING_QUEUE:
+            raise
+        return problem(
+            "no-such-queue",
+            f"queue {body.queue!r} does not exist for this App ({exc}); omit queue to use the handler's",
+            field="queue",
+            instance="/jobs",
+        )
+    job = await app.aget(job_id, load_result=False)
+    now = datetime.now(UTC)
+    estimated: datetime | None = None
+    depth: int | None = None
+    if job.status in (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED):
+        if job.run_at > now:
+            estimated = job.run_at
+        elif job.status is JobStatus.QUEUED:
+            depth = await app.arun(depth_flow(app.queue_urls, job.queue))
+            estimated = now if depth <= 1 else None
+    response.headers["Location"] = f"/jobs/{job.id}"
+    return EnqueueResponse(
+        id=job.id,
+        type=job.type,
+        queue=job.queue,
+        status=job.status.value,
+        run_at=job.run_at,
+        estimated_start=estimated,
+        queue_depth=depth,
+    )
+
+
+@router.get("/jobs/{job_id}", responses=problems(404, 422), summary="One job's record")
+async def get_job(job_id: JobId, app: AppDep) -> dict[str, Any]:
+    """The job's record, as ``sqsjobs jobs get --json``: status, attempts, times, result, error, history, audit."""
+    return inspect_ops.job_to_dict(await app.aget(job_id))
+
+
+@router.delete(
+    "/jobs/{job_id}", response_model=CancelResponse, responses=problems(404, 409, 422), summary="Cancel a job"
+)
+async def cancel_job(job_id: JobId, app: AppDep) -> CancelResponse:
+    """Cancel a waiting job, or ask a running one to stop at its next heartbeat; 409 when it has finished."""
+    outcome = await app.acancel(job_id)
+    return CancelResponse(id=job_id, result="cancelled" if outcome == "cancelled" else "requested")
+
+
+@router.post(
+    "/jobs/{job_id}/retry",
+    response_model=RetryResponse,
+    responses=problems(400, 404, 409, 413, 422),
+    summary="Retry a dead or cancelled job",
+)
+async def retry_job(job_id: JobId, app: AppDep, body: Annotated[RetryRequest | None, Body()] = None) -> Any:
+    """Put a dead or cancelled job back in its queue: attempts reset, same id and key, audit entry kept.
+
+    With ``payload`` the job runs with it instead of its own (validated by the job's handler; 422
+    when it refuses it). Without, 409 when the current code refuses the job's own payload.
+    """
+    payload = body.payload if body is not None and "payload" in body.model_fields_set else KEEP
+    if payload is not KEEP:
+        # Validated here first too, for the handler's errors field by field (the retry says one line).
+        job = await app.aget(job_id, load_result=False)
+        if job.type in app.registry:
+            app.registry.get(job.type).dump(payload)
+    try:
+        job = await app.aretry(job_id, payload=payload)
+    except PayloadError as exc:
+        if payload is not KEEP:
+            raise  # the corrected payload is at fault: 422 (or 413) naming it
+        return problem("payload-refused", str(exc), field="job_id", instance=f"/jobs/{job_id}/retry")
+    return RetryResponse(
+        id=job.id,
+        status=job.status.value,
+        queue=job.queue,
+        max_attempts=job.max_attempts,
+        payload_hash=job.payload_hash,
+        payload_version=job.payload_version,
+    )
+
+
+@router.get("/jobs", responses=problems(422), summary="List jobs, newest first")
+async def list_jobs(
+    app: AppDep,
+    job_type: Annotated[
+        str | None, Query(alias="type", max_length=256, description="Only this job type")
+    ] = None,
+    status: Annotated[JobStatus | None, Query(description="Only jobs in this state")] = None,
+    queue: Annotated[str | None, Query(max_length=64, description="Only this logical queue")] = None,
+    tenant: Annotated[str | None, Query(max_length=256, description="Only this tenant")] = None,
+    since: Annotated[
+        str | None,
+        Query(
+            max_length=64,
+            description="Only jobs updated this recently: 30m, 2h, 7d, or an ISO 8601 instant (default "
+            "24h; status=dead: finished this recently, default all)",
+        ),
+    ] = None,
+    cursor: Annotated[
+        str | None, Query(max_length=8192, description="The next_cursor of the previous page")
+    ] = None,
+    limit: Annotated[
+        int, Query(ge=1, le=inspect_ops.MAX_LIMIT, description="Rows per page")
+    ] = inspect_ops.DEFAULT_LIMIT,
+) -> Any:
+    """One page of jobs, as ``sqsjobs jobs list --json``; follow ``next_cursor`` with the same filters.
+
+    ``status=dead`` reads the attention index; every other listing scans the table within the
+    window, a bounded number of items per call, so a page may be short (or empty) with a cursor.
+    """
+    now = app.clock.now()
+    since_s = None
+    if since is not None:
+        try:
+            since_s = since_seconds(since, now)
+        except ValueError as exc:
+            return problem("invalid-request", str(exc), field="since", instance="/jobs")
+    query = inspect_ops.ListQuery(status, job_type, queue, tenant, since_s, limit, cursor)
+    page: inspect_ops.JobPage = await app.arun(inspect_ops.list_flow(app.settings, query, now))
+    return {
+        "jobs": [r.to_dict() for r in page.rows],
+        "next_cursor": page.next_cursor,
+        "index": page.index,
+        "read": page.read,
+        "since": iso(page.since),
+    }

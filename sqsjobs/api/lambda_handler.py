@@ -1,0 +1,64 @@
+"""The API as a Lambda function behind API Gateway: Mangum turns REST (v1) and HTTP API (v2) events into ASGI.
+
+Handler string: ``sqsjobs.api.lambda_handler.handler`` (``HANDLER``), in the same deployment zip as
+the worker (``sqsjobs package lambda`` bundles fastapi and mangum). ``SQSJOBS_APP`` names the App;
+``SQSJOBS_API_TOKEN``, when set, makes every request carry it too (in AWS, IAM on the API already
+authorises each request); ``SQSJOBS_API_MAX_BODY_BYTES`` changes the body limit.
+
+Inside Lambda the App and the FastAPI application are built during the init phase (cold start).
+Every invocation runs on one event loop of this module's, made current before Mangum runs, so the
+App's async clients, bound to the loop that opened them, serve every invocation of the container.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+from typing import Any
+
+from mangum import Mangum
+from mangum.adapter import DEFAULT_TEXT_MIME_TYPES
+
+from sqsjobs.api.app import create_app
+from sqsjobs.api.auth import TOKEN_ENV
+from sqsjobs.api.body import DEFAULT_MAX_BODY_BYTES
+from sqsjobs.api.problems import MEDIA_TYPE
+from sqsjobs.app import App
+from sqsjobs.errors import ConfigurationError
+from sqsjobs.runtime.lambda_handlers import API_HANDLER, API_MAX_BODY_ENV
+
+#: The handler string to configure on the function (``sqsjobs.runtime.lambda_handlers.API_HANDLER``).
+HANDLER = API_HANDLER
+MAX_BODY_ENV = API_MAX_BODY_ENV
+
+
+@functools.cache
+def _loop() -> asyncio.AbstractEventLoop:
+    return asyncio.new_event_loop()
+
+
+@functools.cache
+def _adapter() -> Mangum:
+    app = App.from_path()
+    raw = os.environ.get(MAX_BODY_ENV)
+    try:
+        max_body = int(raw) if raw else DEFAULT_MAX_BODY_BYTES
+    except ValueError:
+        raise ConfigurationError(f"{MAX_BODY_ENV} must be a number of bytes, got {raw!r}") from None
+    api = create_app(app, token=os.environ.get(TOKEN_ENV) or None, max_body_bytes=max_body)
+    asyncio.set_event_loop(_loop())
+    # lifespan off: nothing to start, and the App's clients live as long as the container. Problem
+    # bodies are text too (Mangum would base64 them: their type does not contain application/json).
+    return Mangum(api, lifespan="off", text_mime_types=[*DEFAULT_TEXT_MIME_TYPES, MEDIA_TYPE])
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Answer one API Gateway request (REST or HTTP API payload format 1.0 or 2.0)."""
+    adapter = _adapter()
+    asyncio.set_event_loop(_loop())
+    return adapter(event, context)
+
+
+if os.environ.get("AWS_LAMBDA_FUNCTION_NAME") and os.environ.get("SQSJOBS_APP"):
+    _adapter()  # cold start: import the App and build the routes during the init phase

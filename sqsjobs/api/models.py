@@ -1,0 +1,203 @@
+"""The request and response bodies of the API, as pydantic models (they also write the OpenAPI schemas).
+
+Request models forbid unknown members, so a misspelt option (``idempotencyKey``) is a 422 naming
+it rather than an option silently dropped. Numbers must be finite: JSON has no NaN or Infinity,
+though Python's parser accepts them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationInfo,
+    field_validator,
+)
+
+from sqsjobs.ops._common import parse_duration
+
+#: Ten years: a longer delay is a mistake, not a plan (a held job waits in the table meanwhile).
+MAX_DELAY_S = 10 * 365 * 86_400.0
+#: A logical queue name: what SQS allows in a queue name, less the App's prefix.
+QUEUE_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+_FORBID = ConfigDict(extra="forbid")
+
+
+def check_json(value: Any) -> Any:
+    """``value`` if it is plain JSON data; ``ValueError`` for NaN or an infinity anywhere in it."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValueError("JSON has no NaN or Infinity")
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return value
+
+
+def since_seconds(text: str, now: float) -> float:
+    """How far back ``since`` reaches: a duration (``30m``, ``2h``, ``7d``) or an ISO 8601 instant."""
+    try:
+        return parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"expected a duration like 30m, 2h or 7d, or an ISO 8601 instant, got {text!r}"
+        ) from None
+    if at.tzinfo is None:
+        raise ValueError(f"give the instant's time zone (e.g. {text}Z or {text}+00:00)")
+    return max(0.0, now - at.timestamp())
+
+
+class EnqueueRequest(BaseModel):
+    """``POST /jobs``: one job, as ``App.enqueue`` takes it."""
+
+    model_config = _FORBID
+
+    type: str = Field(min_length=1, max_length=256, description="A job type the App registers")
+    payload: Any = Field(None, description="Validated against the job type's handler annotation")
+    idempotency_key: str | None = Field(
+        None, min_length=1, max_length=512, description="Same key (and payload): the same job again"
+    )
+    delay: float | None = Field(
+        None, ge=0, le=MAX_DELAY_S, allow_inf_nan=False, description="Seconds before it may run"
+    )
+    run_at: AwareDatetime | None = Field(
+        None, description="Run no sooner than this instant (with a time zone)"
+    )
+    queue: str | None = Field(None, pattern=QUEUE_PATTERN, description="Override the handler's logical queue")
+    tenant: str | None = Field(
+        None, min_length=1, max_length=256, description="Recorded; part of the key's scope"
+    )
+
+    @field_validator("payload")
+    @classmethod
+    def _finite(cls, value: Any) -> Any:
+        return check_json(value)
+
+    @field_validator("run_at")
+    @classmethod
+    def _one_start(cls, value: datetime | None, info: ValidationInfo) -> datetime | None:
+        if value is not None and info.data.get("delay") is not None:
+            raise ValueError("give delay or run_at, not both")
+        return value
+
+
+class EnqueueResponse(BaseModel):
+    """What ``POST /jobs`` answers (202): the job as recorded, and when it may start."""
+
+    id: str
+    type: str
+    queue: str
+    #: The record's status: ``queued`` for a new job; a repeated idempotency key gives the job's own.
+    status: str
+    run_at: datetime = Field(description="The earliest the job may start")
+    estimated_start: datetime | None = Field(
+        description="run_at for a job not yet due; the enqueue time when nothing else waited in its "
+        "queue; null when other messages waited (the API does not know how fast workers drain them) "
+        "or the job is no longer waiting"
+    )
+    queue_depth: int | None = Field(
+        description="Messages visible in the job's queue right after the enqueue (approximate, may "
+        "count this one); null when the job is not due yet or no longer waiting"
+    )
+
+
+class CancelResponse(BaseModel):
+    """``DELETE /jobs/{job_id}``."""
+
+    id: str
+    result: Literal["cancelled", "requested"] = Field(
+        description="cancelled: it will not run; requested: it is running and stops at its next heartbeat"
+    )
+
+
+class RetryRequest(BaseModel):
+    """``POST /jobs/{job_id}/retry``: an optional corrected payload."""
+
+    model_config = _FORBID
+
+    payload: Any = Field(
+        None,
+        description="Replaces the job's payload (validated by its handler; same job id and key). "
+        "Leave it out to retry with the job's own",
+    )
+
+    @field_validator("payload")
+    @classmethod
+    def _finite(cls, value: Any) -> Any:
+        return check_json(value)
+
+
+class RetryResponse(BaseModel):
+    """The job as queued again (``sqsjobs jobs retry --json``)."""
+
+    id: str
+    status: str
+    queue: str
+    max_attempts: int | None
+    payload_hash: str | None
+    payload_version: int
+
+
+class ReplayRequest(BaseModel):
+    """``POST /dlq/replay``: which dead-lettered jobs to requeue; a dry run unless ``dry_run`` is false."""
+
+    model_config = _FORBID
+
+    type: list[str] = Field(default_factory=list, description="Only these job types")
+    error_class: list[str] = Field(default_factory=list, description="Only these error classes")
+    job_id: list[str] = Field(default_factory=list, description="Only these jobs (or DLQ message ids)")
+    queue: list[str] = Field(default_factory=list, description="These logical queues' DLQs (default: all)")
+    since: str | None = Field(
+        None, description="Only messages dead-lettered this recently (30m, 2h, 7d, or an instant)"
+    )
+    dry_run: StrictBool = Field(True, description="Report what would happen and change nothing")
+    limit: int | None = Field(100, ge=1, description="Requeue at most this many jobs (null: no limit)")
+    rate: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="At most this many requeues per second"
+    )
+    payload: Any = Field(None, description="A corrected payload for every job replayed; needs job_id or type")
+
+    @field_validator("queue")
+    @classmethod
+    def _queues(cls, value: list[str]) -> list[str]:
+        bad = [q for q in value if not is_queue(q)]
+        if bad:
+            raise ValueError(f"not logical queue names: {bad}")
+        return value
+
+    @field_validator("since")
+    @classmethod
+    def _since(cls, value: str | None) -> str | None:
+        if value is not None:
+            since_seconds(value, datetime.now(UTC).timestamp())
+        return value
+
+    @field_validator("payload")
+    @classmethod
+    def _selected(cls, value: Any, info: ValidationInfo) -> Any:
+        # Runs only when a payload is given (fields before it are in info.data, if they validated).
+        if not (info.data.get("job_id") or info.data.get("type")):
+            raise ValueError(
+                "payload replaces the payload of every job replayed: select them with job_id or type"
+            )
+        return check_json(value)
+
+
+def is_queue(name: str) -> bool:
+    """True for a logical queue name (``QUEUE_PATTERN``)."""
+    return re.fullmatch(QUEUE_PATTERN, name) is not None

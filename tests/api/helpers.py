@@ -1,0 +1,92 @@
+"""The API served for real: uvicorn on 127.0.0.1 in a thread of the test process, called with httpx."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+from sqsjobs import App
+from sqsjobs.api import server
+from sqsjobs.api.app import create_app
+
+PROBLEM = "application/problem+json"
+START_TIMEOUT_S = 10.0
+
+
+@contextlib.contextmanager
+def serving(app: App, *, token: str | None = None, **options: Any) -> Iterator[str]:
+    """Serve ``create_app(app, token=...)`` on a free loopback port until the block ends; yields its URL.
+
+    uvicorn gets no logging config of its own, so its lines (access log included) reach the root
+    logger, where pytest's capture sees them. The thread runs its own event loop: the App's async
+    clients are opened on it and closed when it stops.
+    """
+    api = create_app(app, token=token, **options)
+    sock = server.bind("127.0.0.1", 0)
+    url = server.url_of(sock)
+    ready = threading.Event()
+    state: dict[str, Any] = {}
+
+    def run() -> None:
+        async def main() -> None:
+            stop = asyncio.Event()
+            state["loop"], state["stop"] = asyncio.get_running_loop(), stop
+            ready.set()
+            try:
+                await server.serve(api, sock, stop, log_config=None)
+            finally:
+                await app.aclose()
+
+        asyncio.run(main())
+
+    thread = threading.Thread(target=run, name=f"api-{app.name}", daemon=True)
+    thread.start()
+    assert ready.wait(START_TIMEOUT_S), "the API thread did not start"
+    _wait_until_listening(url, token)
+    try:
+        yield url
+    finally:
+        state["loop"].call_soon_threadsafe(state["stop"].set)
+        thread.join(server.GRACEFUL_S + 10)
+        assert not thread.is_alive(), "the API server did not stop"
+
+
+def _wait_until_listening(url: str, token: str | None) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            httpx.get(f"{url}/openapi.json", headers=auth(token), timeout=2, trust_env=False)
+            return
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def auth(token: str | None) -> dict[str, str]:
+    """The Authorization header for ``token`` (none for None)."""
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def client(url: str, token: str | None = None) -> httpx.Client:
+    """An httpx client for the API at ``url``, sending ``token``."""
+    return httpx.Client(base_url=url, headers=auth(token), timeout=30, trust_env=False)
+
+
+def assert_problem(response: httpx.Response, status: int, field: str | None) -> dict[str, Any]:
+    """``response`` is a problem body with ``status`` naming ``field``, and no trace of a traceback."""
+    text = response.text
+    assert response.status_code == status, (response.status_code, text)
+    assert response.headers["content-type"] == PROBLEM, response.headers
+    assert "Traceback" not in text and 'File "' not in text, text
+    body = response.json()
+    assert body["status"] == status and body["type"].startswith("urn:sqsjobs:problem:"), body
+    assert body["title"] and body["detail"], body
+    assert body.get("field") == field, body
+    return dict(body)

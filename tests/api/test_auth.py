@@ -1,0 +1,144 @@
+"""The bearer token: missing, wrong and right; what is guarded; and ``sqsjobs api``'s refusals and start."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from sqsjobs.api import auth
+from tests.api.conftest import TOKEN
+from tests.api.helpers import assert_problem, client, serving
+from tests.cli.conftest import new_app
+from tests.emulators import REPO_ROOT
+
+GUARDED = [("GET", "/jobs"), ("POST", "/jobs"), ("GET", "/jobs/x"), ("DELETE", "/jobs/x"),
+           ("POST", "/jobs/x/retry"), ("GET", "/queues"), ("GET", "/dlq"), ("POST", "/dlq/replay"),
+           ("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/redoc")]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": f"Basic {TOKEN}"},
+        {"Authorization": TOKEN},
+        {"Authorization": f"Bearer {TOKEN}x"},
+        {"Authorization": "Bearer"},
+    ],
+    ids=["missing", "wrong", "basic scheme", "no scheme", "longer", "empty"],
+)
+def test_every_route_refuses_a_request_without_the_right_token(served, headers):
+    with httpx.Client(base_url=served.url, trust_env=False) as anonymous:
+        for method, path in GUARDED:
+            response = anonymous.request(method, path, headers=headers, json={})
+            problem = assert_problem(response, 401, "Authorization")
+            assert response.headers["www-authenticate"].startswith("Bearer")
+            assert problem["type"].endswith(":unauthorized")
+
+
+def test_the_right_token_is_admitted_and_compared_in_constant_time(served, monkeypatch):
+    compared: list[tuple[bytes, bytes]] = []
+    real = auth.hmac.compare_digest
+
+    def spy(a, b):
+        compared.append((a, b))
+        return real(a, b)
+
+    monkeypatch.setattr(auth.hmac, "compare_digest", spy)
+    assert served.http.get("/jobs", params={"status": "dead"}).status_code == 200
+    assert compared == [(TOKEN.encode(), TOKEN.encode())]
+
+
+def test_without_a_token_nothing_is_checked_and_extra_routers_share_the_guard(ministack_url):
+    from fastapi import APIRouter
+
+    extra = APIRouter()
+
+    @extra.get("/extra")
+    async def extra_route() -> dict[str, str]:
+        return {"ok": "yes"}
+
+    app = new_app(ministack_url)
+    with serving(app, token=None) as url, client(url) as http:
+        assert http.get("/queues", params={"counts": "false"}).status_code in (200, 503)  # not provisioned
+        assert http.get("/openapi.json").status_code == 200
+    with serving(app, token=TOKEN, extra_routers=[extra]) as url:
+        with client(url) as anonymous:
+            assert_problem(anonymous.get("/extra"), 401, "Authorization")
+        with client(url, TOKEN) as http:
+            assert http.get("/extra").json() == {"ok": "yes"}
+    app.close()
+
+
+def test_an_empty_token_is_refused_rather_than_taken_as_none():
+    with pytest.raises(ValueError, match="empty"):
+        auth.require_token("  ")
+
+
+# ── sqsjobs api ──────────────────────────────────────────────────────────────────────────────
+def sqsjobs_api(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "sqsjobs", "api", "--app", "tests.cli.jobs_app:app", *args],
+        cwd=REPO_ROOT,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.1", "example.com"])
+def test_sqsjobs_api_refuses_a_non_loopback_address_without_a_token(host):
+    done = sqsjobs_api("--host", host)
+    _out, err = done.communicate(timeout=60)
+    assert done.returncode == 2, err
+    assert "refusing to listen" in err and "SQSJOBS_API_TOKEN" in err
+    assert "Traceback" not in err
+
+
+def test_sqsjobs_api_serves_on_loopback_says_it_has_no_token_and_stops_on_sigterm(ministack_url):
+    # GIVEN the CLI app's table, provisioned, and the command on a free port
+    app = new_app(ministack_url, "cli-subprocess")
+    app.provision()
+    proc = sqsjobs_api("--port", "0", "--endpoint-url", ministack_url)
+    try:
+        url, lines = None, []
+        deadline = time.monotonic() + 60
+        while url is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()  # type: ignore[union-attr]
+            lines.append(line)
+            found = re.search(r"on (http://127\.0\.0\.1:\d+)", line)
+            url = found.group(1) if found else None
+        assert url, "".join(lines)
+        # THEN it says it has no token, and listens on loopback only
+        tail = proc.stderr.readline()  # type: ignore[union-attr]
+        assert "no token configured: listening on 127.0.0.1 only" in tail, tail
+        # ... and it serves
+        with client(url) as http:
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    r = http.post(
+                        "/jobs", json={"type": "orders.ok", "payload": {"order_id": "cli"}, "delay": 60}
+                    )
+                    break
+                except httpx.TransportError:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.1)
+            assert r.status_code == 202, r.text
+            assert app.get(r.json()["id"]).type == "orders.ok"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+        app.close()
+    # ... and SIGTERM stops it cleanly
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
