@@ -7,7 +7,9 @@ Lambda behind API Gateway Mangum adapts the events (``sqsjobs.api.lambda_handler
 
 Modules, one concern each: ``app`` (``create_app``), ``auth`` (the bearer token), ``body`` (the
 request size limit), ``problems`` (RFC 9457 error bodies), ``models`` (request and response
-shapes), ``jobs``, ``queues`` and ``dlq`` (the routes). See docs/api.md.
+shapes), ``jobs``, ``queues`` and ``dlq`` (the routes), and the web dashboard (``dashboard``:
+server-rendered pages at ``/`` and ``/ui/``, ``dashboard_views`` renders them). See docs/api.md and
+docs/dashboard.md.
 
 Only this package imports fastapi: the library, its workers and its CLI run without the extra.
 """

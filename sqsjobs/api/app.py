@@ -7,7 +7,7 @@ is tested over real HTTP; Powertools' resolver is Lambda-event first and would n
 own locally. FastAPI also writes the OpenAPI document and the interactive docs from the same
 pydantic models that validate requests, which sqsjobs already uses for payloads.
 
-The routes are ``sqsjobs.api.jobs``, ``queues`` and ``dlq``; errors are problem bodies
+The routes are ``sqsjobs.api.jobs``, ``queues``, ``dlq`` and ``workers``, and the dashboard's; errors are problem bodies
 (``sqsjobs.api.problems``); a body over ``max_body_bytes`` is refused before it is parsed
 (``sqsjobs.api.body``). The OpenAPI document (``/openapi.json``) and the docs (``/docs``,
 ``/redoc``) sit behind the token too: without a token they are open, as everything is.
@@ -21,9 +21,10 @@ from fastapi import APIRouter, Depends, FastAPI
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from sqsjobs.api import dlq, jobs, problems, queues
-from sqsjobs.api.auth import require_token
+from sqsjobs.api import dlq, jobs, problems, queues, workers
+from sqsjobs.api.auth import login_router, require_token
 from sqsjobs.api.body import DEFAULT_MAX_BODY_BYTES, BodyLimit
+from sqsjobs.api.dashboard import dashboard_router
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -46,6 +47,7 @@ def create_app(
     token: str | None = None,
     extra_routers: Sequence[APIRouter] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    dashboard: bool = True,
 ) -> FastAPI:
     """The API of ``app``.
 
@@ -54,31 +56,36 @@ def create_app(
             or with the ``sqsjobs.api.deps.AppDep`` parameter).
         token: the bearer token every request must carry; None checks nothing (bind to loopback,
             or put IAM in front, as infra/ does).
-        extra_routers: more routes (the dashboard), behind the same token.
+        extra_routers: more routes, behind the same token.
+        dashboard: serve the web dashboard at ``/`` and ``/ui/`` (``sqsjobs.api.dashboard``), behind
+            the same token; a browser signs in once at ``/ui/login`` (a cookie, ``sqsjobs.api.auth``).
         max_body_bytes: larger request bodies get 413 before they are parsed.
     """
-    guard = Depends(require_token(token))
+    guard = [Depends(require_token(token))]
     api = FastAPI(
         title=f"sqsjobs: {app.name}",
         version=API_VERSION,
         description=_DESCRIPTION.format(name=app.name),
-        dependencies=[guard],
         openapi_url=None,  # served below, behind the guard
         docs_url=None,
         redoc_url=None,
     )
     api.state.sqsjobs = app
     problems.install(api)
-    for router in (jobs.router, queues.router, dlq.router, *extra_routers):
-        api.include_router(router)
-    _documentation(api)
+    routers = [jobs.router, queues.router, dlq.router, workers.router, *extra_routers]
+    if dashboard:
+        routers.append(dashboard_router(app))
+    for router in routers:
+        api.include_router(router, dependencies=guard)
+    api.include_router(login_router(token))  # the sign-in form is the one route outside the guard
+    _documentation(api, guard)
     api.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     return api
 
 
-def _documentation(api: FastAPI) -> None:
-    """``/openapi.json``, ``/docs`` and ``/redoc``, as FastAPI serves them, but under the app's dependencies."""
-    docs = APIRouter(include_in_schema=False)
+def _documentation(api: FastAPI, guard: list[Any]) -> None:
+    """``/openapi.json``, ``/docs`` and ``/redoc``, as FastAPI serves them, but behind the token."""
+    docs = APIRouter(include_in_schema=False, dependencies=guard)
 
     @docs.get("/openapi.json")
     async def openapi() -> JSONResponse:

@@ -20,7 +20,8 @@ from tests.emulators import REPO_ROOT
 
 GUARDED = [("GET", "/jobs"), ("POST", "/jobs"), ("GET", "/jobs/x"), ("DELETE", "/jobs/x"),
            ("POST", "/jobs/x/retry"), ("GET", "/queues"), ("GET", "/dlq"), ("POST", "/dlq/replay"),
-           ("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/redoc")]  # fmt: skip
+           ("GET", "/workers"), ("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/redoc"),
+           ("GET", "/"), ("GET", "/ui/jobs/x"), ("GET", "/ui/static/dashboard.js")]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -42,6 +43,27 @@ def test_every_route_refuses_a_request_without_the_right_token(served, headers):
             problem = assert_problem(response, 401, "Authorization")
             assert response.headers["www-authenticate"].startswith("Bearer")
             assert problem["type"].endswith(":unauthorized")
+
+
+def test_a_browser_signs_in_once_and_its_cookie_is_the_token_under_the_same_check(served):
+    with httpx.Client(base_url=served.url, trust_env=False) as browser:
+        # GIVEN a browser without the token: the dashboard says where to sign in
+        assert "sign in at /ui/login" in browser.get("/").text
+        assert browser.get("/ui/login").status_code == 200
+        # WHEN it signs in with a wrong token: refused, no cookie
+        wrong = browser.post("/ui/login", data={"token": "guess"})
+        assert wrong.status_code == 401 and "sqsjobs_token" not in wrong.headers.get("set-cookie", "")
+        # WHEN it signs in with the token: a cookie no script can read and no other site can send
+        signed = browser.post("/ui/login", data={"token": TOKEN})
+        assert signed.status_code == 303 and signed.headers["location"] == "/"
+        cookie = signed.headers["set-cookie"].lower()
+        assert "httponly" in cookie and "samesite=strict" in cookie
+        # THEN the dashboard and the JSON routes admit it
+        assert browser.get("/").status_code == 200
+        assert browser.get("/workers").json()["counts"] == {"live": 0, "draining": 0, "silent": 0}
+    # ... and a forged cookie is refused like a wrong bearer token
+    with httpx.Client(base_url=served.url, trust_env=False, cookies={"sqsjobs_token": "forged"}) as forged:
+        assert_problem(forged.get("/jobs"), 401, "Authorization")
 
 
 def test_the_right_token_is_admitted_and_compared_in_constant_time(served, monkeypatch):

@@ -64,6 +64,8 @@ def test_the_wheel_holds_only_sqsjobs_and_works_in_a_fresh_virtualenv(tmp_path):
         names = archive.namelist()
     assert {n.split("/")[0] for n in names} == {"sqsjobs", wheel.name.split("-py3")[0] + ".dist-info"}
     assert "sqsjobs/py.typed" in names
+    # the dashboard's stylesheet and script are package data (no CDN, no build step)
+    assert {"sqsjobs/api/static/dashboard.css", "sqsjobs/api/static/dashboard.js"} <= set(names)
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
 
     # WHEN it is installed into a fresh virtualenv, dependencies from the package index

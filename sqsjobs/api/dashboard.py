@@ -1,0 +1,256 @@
+"""The web dashboard: server-rendered pages at ``/`` and ``/ui/...`` over the operator flows.
+
+``dashboard_router(app)`` returns a FastAPI router; the HTTP API mounts it behind its auth
+dependency, so the pages and their POST endpoints need the same token as the JSON routes. Nothing
+here is a second implementation: every number comes from the flows the CLI uses
+(``sqsjobs.ops.stats``, ``.inspect``, ``.dlq``, ``.replay``, ``App.retry``), and the HTML is
+rendered by ``sqsjobs.api.dashboard_views``. No build step: one stylesheet and one small script,
+served from the package, re-fetch the page every ``refresh_s`` seconds (paused while a form is
+being filled in or the tab is hidden).
+
+What one refresh of ``/`` costs (see docs/dashboard.md): one ``GetQueueAttributes`` per queue and
+DLQ; the dead shards of the attention index (32 small Queries) and one BatchGetItem for their
+errors; and one Scan capped at ``max_entries`` items (1,250 read units at 10,000 items of 1 KB),
+the same capped Scan as ``sqsjobs stats``, which the page says when it is truncated.
+
+POSTs change state, so each one must come from the dashboard's own pages: a request whose
+``Origin`` names another host, or that the browser marks ``Sec-Fetch-Site: cross-site``, is
+refused with 403 (a browser carrying the operator's credentials to this origin from another site
+is the attack). A filtered replay is two steps: the dry run lists the jobs, and the confirmation
+replays only those ids (a job that died after the dry run is not swept in).
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import TYPE_CHECKING
+from urllib.parse import parse_qs, quote, urlsplit
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from sqsjobs.api import dashboard_views as views
+from sqsjobs.errors import JobNotFound, JobStateError, PayloadError, SqsJobsError
+from sqsjobs.job import JobStatus
+from sqsjobs.ops import dlq as dlq_ops
+from sqsjobs.ops import inspect as inspect_ops
+from sqsjobs.ops import replay as replay_ops
+from sqsjobs.ops import stats as stats_ops
+from sqsjobs.ops._common import app_queues, parse_duration
+from sqsjobs.ops.workers import list_workers_flow
+
+if TYPE_CHECKING:
+    from sqsjobs.app import App
+
+#: Seconds between two refreshes of a page (the script's default; the router can be told otherwise).
+DEFAULT_REFRESH_S = 5.0
+#: Records the overview's Scan reads at most per refresh: 1,250 read units at 1 KB, about $0.00016.
+DEFAULT_MAX_ENTRIES = 10_000
+#: Dead jobs listed on the overview (one page of the attention index).
+DEAD_SHOWN = 20
+#: Jobs one dashboard replay requeues at most (a request should finish; the CLI has no such cap).
+REPLAY_LIMIT = 200
+#: Security headers of every page: no inline script or style, nothing from another origin.
+HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+_STATIC = {"dashboard.css": "text/css; charset=utf-8", "dashboard.js": "text/javascript; charset=utf-8"}
+_FLASH = {"retried": "Queued again: attempts reset, same id and key, audit entry recorded."}
+
+
+def _html(body: str, status_code: int = 200) -> HTMLResponse:
+    return HTMLResponse(body, status_code=status_code, headers=HEADERS)
+
+
+def _problem(status_code: int, title: str, message: str) -> HTMLResponse:
+    """A 4xx page that says what went wrong and what to do."""
+    body = views.section(
+        title, views.Html(f'<p class="error">{views.h(message)}</p><p><a href="/">back</a></p>')
+    )
+    return _html(views.page(title, body), status_code)
+
+
+def _same_origin(request: Request) -> bool:
+    if request.headers.get("sec-fetch-site") == "cross-site":
+        return False
+    origin = request.headers.get("origin")  # absent on some same-origin POSTs; "null" is refused
+    return origin is None or urlsplit(origin).netloc == request.headers.get("host")
+
+
+async def _form(request: Request) -> dict[str, list[str]]:
+    """The urlencoded body (parsed here: no multipart dependency for four small forms)."""
+    return parse_qs((await request.body()).decode("utf-8", "replace"), keep_blank_values=False)
+
+
+def _one(form: dict[str, list[str]], key: str) -> str:
+    return (form.get(key) or [""])[0].strip()
+
+
+class Dashboard:
+    """The pages of one App; ``dashboard_router`` exposes them."""
+
+    def __init__(self, app: App, *, refresh_s: float, max_entries: int) -> None:
+        self.app = app
+        self.refresh_s = refresh_s
+        self.max_entries = max_entries
+
+    def overview(self) -> str:
+        """``/``: queues, jobs by type, dead jobs with retry and replay, workers."""
+        app = self.app
+        now = app.clock.now()
+        queue_of = {spec.name: spec.queue for spec in app.registry}
+        parts = []
+        try:
+            stats = app.run(
+                stats_ops.stats_flow(app.settings, app.registry, now, max_entries=self.max_entries)
+            )
+            parts += [views.queues_panel(stats, queue_of), views.types_panel(stats, self.max_entries)]
+        except SqsJobsError as exc:
+            parts.append(views.section("Queues and jobs", views.Html(f'<p class="error">{views.h(exc)}</p>')))
+        try:
+            parts.append(self._dead(now))
+        except SqsJobsError as exc:
+            parts.append(views.section("Dead jobs", views.Html(f'<p class="error">{views.h(exc)}</p>')))
+        parts.append(views.replay_form(sorted(queue_of), app_queues(app.registry)))
+        parts.append(self._workers(now))
+        return views.page("overview", views.join(parts), refresh_s=self.refresh_s)
+
+    def _dead(self, now: float) -> views.Html:
+        query = inspect_ops.ListQuery(status=JobStatus.DEAD, limit=DEAD_SHOWN)
+        page: inspect_ops.JobPage = self.app.run(inspect_ops.list_flow(self.app.settings, query, now))
+        ids = [r.id for r in page.rows]
+        items = self.app.run(inspect_ops.batch_get_flow(self.app.settings.table_name, ids, ("id", "error")))
+        errors = {
+            i: {k: v.get("S", "") for k, v in item["error"]["M"].items()}
+            for i, item in items.items()
+            if "error" in item
+        }
+        return views.dead_panel(page.rows, errors, now, page.next_cursor is not None)
+
+    def _workers(self, now: float) -> views.Html:
+        try:
+            workers = self.app.run(list_workers_flow(self.app.settings, now))
+        except SqsJobsError as exc:
+            return views.workers_panel(None, now, f"could not read the worker registry: {exc}")
+        return views.workers_panel(workers, now)
+
+    def job(self, job_id: str, done: str | None) -> HTMLResponse:
+        """``/ui/jobs/{id}``: the record, strongly consistent (one GetItem)."""
+        try:
+            job = self.app.get(job_id)
+        except JobNotFound:
+            return _problem(
+                404, "Job not found", f"No job {job_id!r} in table {self.app.settings.table_name}."
+            )
+        body = views.job_page_body(inspect_ops.job_to_dict(job), self.app.clock.now())
+        return _html(
+            views.page(f"job {job_id}", body, refresh_s=self.refresh_s, flash=_FLASH.get(done or ""))
+        )
+
+    def retry(self, job_id: str) -> Response:
+        """Requeue one dead or cancelled job (``App.retry``), then show its page."""
+        try:
+            self.app.retry(job_id)
+        except JobNotFound:
+            return _problem(404, "Job not found", f"No job {job_id!r}.")
+        except PayloadError as exc:
+            return _problem(
+                409, "Retry refused", f"{exc}. Fix it with: sqsjobs jobs retry {job_id} --payload FILE"
+            )
+        except JobStateError as exc:
+            return _problem(409, "Retry refused", f"{exc} (only dead or cancelled jobs can be retried)")
+        return RedirectResponse(
+            f"/ui/jobs/{quote(job_id, safe='')}?done=retried", status_code=303, headers=HEADERS
+        )
+
+    def replay(self, form: dict[str, list[str]], *, dry_run: bool) -> HTMLResponse:
+        """Dry run (lists what matches) or confirmed replay (only the job ids the dry run listed)."""
+        fields = {k: _one(form, k) for k in ("type", "queue", "error_class", "since")}
+        try:
+            age = parse_duration(fields["since"]) if fields["since"] else None
+        except ValueError as exc:
+            return _problem(400, "Bad filter", f"dead since: {exc}")
+        queues = app_queues(self.app.registry)
+        if fields["queue"] and fields["queue"] not in queues:
+            return _problem(400, "Bad filter", f"queue {fields['queue']!r} is not one of {', '.join(queues)}")
+        ids = frozenset(form.get("job_id") or ())
+        if not dry_run and not ids:
+            return _problem(
+                400,
+                "Nothing to replay",
+                "Run the dry run first: the confirmation replays the jobs it listed.",
+            )
+        flt = dlq_ops.DlqFilter(
+            types=frozenset({fields["type"]} - {""}),
+            error_classes=frozenset({fields["error_class"]} - {""}),
+            job_ids=ids,
+            since=self.app.clock.now() - age if age is not None else None,
+        )
+        summary: replay_ops.ReplaySummary = self.app.run(
+            replay_ops.replay_flow(
+                settings=self.app.settings, registry=self.app.registry, queue_urls=self.app.queue_urls,
+                queues=[fields["queue"]] if fields["queue"] else queues, flt=flt, clock=self.app.clock,
+                dry_run=dry_run, limit=REPLAY_LIMIT,
+            )
+        )  # fmt: skip
+        body = (
+            views.replay_confirm(summary, fields, REPLAY_LIMIT) if dry_run else views.replay_result(summary)
+        )
+        return _html(views.page("replay dry run" if dry_run else "replay", body))
+
+
+def dashboard_router(
+    app: App, *, refresh_s: float = DEFAULT_REFRESH_S, max_entries: int = DEFAULT_MAX_ENTRIES
+) -> APIRouter:
+    """The dashboard's routes for ``app``: ``/``, ``/ui/jobs/{id}``, the retry and replay POSTs, static files.
+
+    Mount it behind the API's auth dependency (``include_router(..., dependencies=[...])``).
+    """
+    if refresh_s <= 0 or max_entries < 1:
+        raise ValueError(f"refresh_s must be > 0 and max_entries >= 1, got {refresh_s}, {max_entries}")
+    dash = Dashboard(app, refresh_s=refresh_s, max_entries=max_entries)
+    router = APIRouter(include_in_schema=False)
+
+    @router.get("/", response_class=HTMLResponse)
+    def overview() -> HTMLResponse:
+        return _html(dash.overview())
+
+    @router.get("/ui/jobs/{job_id}", response_class=HTMLResponse)
+    def job_page(job_id: str, done: str | None = None) -> HTMLResponse:
+        return dash.job(job_id, done)
+
+    @router.post("/ui/jobs/{job_id}/retry")
+    async def retry(job_id: str, request: Request) -> Response:
+        if not _same_origin(request):
+            return _problem(403, "Refused", "This form must be sent from the dashboard's own page.")
+        return await run_in_threadpool(dash.retry, job_id)
+
+    @router.post("/ui/replay/dry-run")
+    async def replay_dry_run(request: Request) -> Response:
+        if not _same_origin(request):
+            return _problem(403, "Refused", "This form must be sent from the dashboard's own page.")
+        form = await _form(request)
+        return await run_in_threadpool(lambda: dash.replay(form, dry_run=True))
+
+    @router.post("/ui/replay")
+    async def replay(request: Request) -> Response:
+        if not _same_origin(request):
+            return _problem(403, "Refused", "This form must be sent from the dashboard's own page.")
+        form = await _form(request)
+        return await run_in_threadpool(lambda: dash.replay(form, dry_run=False))
+
+    @router.get("/ui/static/{name}")
+    def static(name: str) -> Response:
+        if name not in _STATIC:
+            return _problem(404, "Not found", f"No static file {name!r}.")
+        text = resources.files("sqsjobs.api").joinpath("static", name).read_text("utf-8")
+        return Response(text, media_type=_STATIC[name], headers={**HEADERS, "Cache-Control": "max-age=300"})
+
+    return router
