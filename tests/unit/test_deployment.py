@@ -99,18 +99,7 @@ def test_an_api_enqueue_is_one_put(monkeypatch):
     @app.job("a")
     def a(payload: dict[str, str], ctx: object) -> None: ...
 
-    calls: list[Call] = []
-
-    def run(flow: Flow[Any]) -> Any:
-        try:
-            call = next(flow)
-            while True:
-                calls.append(call)
-                call = flow.send(answer(call))
-        except StopIteration as stop:
-            return stop.value
-
-    monkeypatch.setattr(app, "run", run)
+    calls = scripted(app, monkeypatch)
     app.enqueue("a", {"n": "1"}, idempotency_key="k")
     # THEN no PartiQL statement is sent: the record is one PutItem
     assert [c.operation for c in calls if c.service == "dynamodb"] == ["put_item"]
@@ -142,6 +131,23 @@ def answer(call: Call) -> dict[str, Any]:
     return {}  # send_message_batch (nothing failed), put_item, put_object
 
 
+def scripted(app: App, monkeypatch: pytest.MonkeyPatch) -> list[Call]:
+    """Answer ``app``'s flows with ``answer`` instead of AWS; the calls they make, in order."""
+    calls: list[Call] = []
+
+    def run(flow: Flow[Any]) -> Any:
+        try:
+            call = next(flow)
+            while True:
+                calls.append(call)
+                call = flow.send(answer(call))
+        except StopIteration as stop:
+            return stop.value
+
+    monkeypatch.setattr(app, "run", run)
+    return calls
+
+
 def actions_of(call: Call) -> set[str]:
     """The IAM actions of one call; a PartiQL batch by the kinds of statement it really carries."""
     if call.operation == "batch_execute_statement":
@@ -157,18 +163,7 @@ def test_the_producer_is_granted_exactly_what_enqueue_calls(monkeypatch):
     @app.job("a")
     def a(payload: dict[str, str], ctx: object) -> None: ...
 
-    calls: list[Call] = []
-
-    def run(flow: Flow[Any]) -> Any:
-        try:
-            call = next(flow)
-            while True:
-                calls.append(call)
-                call = flow.send(answer(call))
-        except StopIteration as stop:
-            return stop.value
-
-    monkeypatch.setattr(app, "run", run)
+    calls = scripted(app, monkeypatch)
     # WHEN it enqueues one job, a batch, a payload too large for the message, a held job, and a job
     # inside a transaction (the caller's own table aside: its grants are the caller's)
     app.enqueue("a", {"n": "1"})
