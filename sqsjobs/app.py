@@ -32,12 +32,13 @@ from sqsjobs.transaction import Transaction
 from sqsjobs.transport.queues import QueueUrls
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+    from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 
     from sqsjobs.job import Job
     from sqsjobs.observability.metrics import JobMetrics
     from sqsjobs.observability.tracing import JobTracer
     from sqsjobs.registry import Handler, HandlerOf
+    from sqsjobs.store.enqueue import NewJob
 
 T = TypeVar("T")
 
@@ -150,11 +151,12 @@ class App:
     def _enqueue_flow(self, requests: list[JobRequest[Any]]) -> Flow[list[str]]:
         now = self.clock.now()
         jobs = [build_new_job(r, registry=self.registry, settings=self.settings, now=now) for r in requests]
-        urls = yield from self.queue_urls.flow({j.queue for j in jobs if not j.held})
-        return (
-            yield from enqueue_many_flow(
-                jobs, settings=self.settings, queue_urls=urls, logger=self.logger, metrics=self.metrics
-            )
+        return (yield from self.enqueue_jobs_flow(jobs))
+
+    def enqueue_jobs_flow(self, jobs: Sequence[NewJob]) -> Flow[list[str]]:
+        """Enqueue jobs already built and validated (``build_new_job``): a schedule fire's, a foreign message's."""
+        return enqueue_many_flow(
+            jobs, settings=self.settings, queue_urls=self.queue_urls, logger=self.logger, metrics=self.metrics
         )
 
     # ``job_type`` is the type's name (any payload), or its handler: then mypy checks the payload

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from sqsjobs.job import Job
     from sqsjobs.observability.metrics import JobMetrics
     from sqsjobs.registry import HandlerOf, Registry
+    from sqsjobs.transport.queues import QueueUrls
 
 
 @dataclass(frozen=True)
@@ -139,11 +140,14 @@ def enqueue_many_flow(
     jobs: Sequence[rq.NewJob],
     *,
     settings: Settings,
-    queue_urls: dict[str, str],
+    queue_urls: QueueUrls,
     logger: Any = None,
     metrics: JobMetrics | None = None,
 ) -> Flow[list[str]]:
     """Send the messages (ten to a request per queue), then write the records.
+
+    The URLs of the queues the messages go to are resolved first (cached in ``queue_urls``): a held
+    job sends nothing now, so its queue is not looked up.
 
     The message goes first because it carries the job (payload included): if this process dies
     between the two, the job still runs — the claim creates the record from the message. A message
@@ -151,8 +155,9 @@ def enqueue_many_flow(
     attention entry instead, and the sweeper sends it. A repeated idempotency key sends its message
     again (harmless: the claim decides) and finds its record already there.
     """
+    urls = yield from queue_urls.flow({j.queue for j in jobs if not j.held})
     yield from write_objects(jobs)
-    unsent = yield from send_hints(jobs, queue_urls=queue_urls, logger=logger)
+    unsent = yield from send_hints(jobs, queue_urls=urls, logger=logger)
     puts = [(job, rq.put_job(settings.table_name, job, unsent=job.id in unsent)) for job in jobs]
     created = yield from _put_all(settings, puts)
     if metrics is not None:

@@ -30,12 +30,11 @@ from typing import TYPE_CHECKING
 from sqsjobs.errors import AwsError, HandlerNotFound, IdempotencyConflict, PayloadError
 from sqsjobs.observability.tracing import AWS_TRACE_HEADER, TRACEPARENT
 from sqsjobs.observability.tracing import parse as parse_trace
-from sqsjobs.producer import JobRequest, build_new_job, enqueue_many_flow
+from sqsjobs.producer import JobRequest, build_new_job
 from sqsjobs.runtime.acks import DELETE, LEAVE, Ack, dead_letter, failure_record
 from sqsjobs.schedules.declarations import empty_payload
 
 if TYPE_CHECKING:
-    from sqsjobs._aws import Flow
     from sqsjobs.app import App
     from sqsjobs.envelope import Foreign
     from sqsjobs.store.requests import NewJob
@@ -99,7 +98,7 @@ async def handle_foreign(app: App, message: Foreign, delivery: Delivery) -> Ack:
     except PayloadError as exc:
         return _refuse(app, f"invalid payload: {exc}", exc, message, delivery)
     try:
-        await app.arun(_enqueue(app, job))
+        await app.arun(app.enqueue_jobs_flow([job]))
     except IdempotencyConflict as exc:
         # The key already names a job with another payload: the sender reused it. Not this job's to run.
         return _refuse(app, f"idempotency conflict: {exc}", exc, message, delivery)
@@ -119,12 +118,3 @@ def _refuse(app: App, reason: str, exc: Exception, message: Foreign, delivery: D
         extra={"job_type": message.job_type, "queue": delivery.queue, "reason": reason},
     )
     return dead_letter(reason, job_type=message.job_type, error=failure_record(exc), queue=delivery.queue)
-
-
-def _enqueue(app: App, job: NewJob) -> Flow[list[str]]:
-    urls = yield from app.queue_urls.flow([] if job.held else [job.queue])
-    return (
-        yield from enqueue_many_flow(
-            [job], settings=app.settings, queue_urls=urls, logger=app.logger, metrics=app.metrics
-        )
-    )

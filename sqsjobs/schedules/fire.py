@@ -21,16 +21,14 @@ from typing import TYPE_CHECKING
 
 from sqsjobs.envelope import SCHEDULED_TIME
 from sqsjobs.errors import AwsError, HandlerNotFound, IdempotencyConflict, PayloadError
-from sqsjobs.producer import JobRequest, build_new_job, enqueue_many_flow
+from sqsjobs.producer import JobRequest, build_new_job
 from sqsjobs.runtime.acks import DELETE, LEAVE, Ack, dead_letter, failure_record
 from sqsjobs.schedules.declarations import empty_payload
 from sqsjobs.schedules.expressions import MIN_PERIOD_S, iso_utc, parse_instant
 
 if TYPE_CHECKING:
-    from sqsjobs._aws import Flow
     from sqsjobs.app import App
     from sqsjobs.envelope import Fire
-    from sqsjobs.store.requests import NewJob
     from sqsjobs.transport.sqs import Delivery
 
 
@@ -84,7 +82,7 @@ async def handle_fire(app: App, fire: Fire, delivery: Delivery) -> Ack:
             queue=delivery.queue,
         )
     try:
-        await app.arun(_enqueue(app, job))
+        await app.arun(app.enqueue_jobs_flow([job]))
     except IdempotencyConflict:
         # The occurrence already has its job, enqueued with the payload applied before a change.
         app.logger.info(
@@ -98,12 +96,3 @@ async def handle_fire(app: App, fire: Fire, delivery: Delivery) -> Ack:
         return LEAVE
     app.logger.info("schedule fired", extra={**fields, "job_id": job.id})
     return DELETE
-
-
-def _enqueue(app: App, job: NewJob) -> Flow[list[str]]:
-    urls = yield from app.queue_urls.flow([job.queue])
-    return (
-        yield from enqueue_many_flow(
-            [job], settings=app.settings, queue_urls=urls, logger=app.logger, metrics=app.metrics
-        )
-    )

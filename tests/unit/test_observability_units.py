@@ -8,10 +8,9 @@ import pytest
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from sqsjobs import App
-from sqsjobs.config import Settings
 from sqsjobs.observability import logs, tracing
 from sqsjobs.observability.metrics import MAX_VALUES_PER_LINE, QUEUE_WAIT, RUN_TIME, JobMetrics
-from sqsjobs.producer import enqueue_many_flow
+from sqsjobs.producer import send_hints
 from sqsjobs.store.requests import NewJob
 
 ROOT, PARENT = "1-5759e988-bd862e3fe1be46a994272793", "53995c3f42cd8ad8"
@@ -56,16 +55,12 @@ def test_the_producer_reads_the_lambda_trace_header_and_normalises_it():
 
 def test_the_send_batch_entry_carries_the_trace():
     # Both emulators drop MessageSystemAttributes from SendMessageBatch entries, so the entry itself is checked.
-    settings = Settings("t")
     jobs = [
         NewJob(id=f"j{i}", type="x", queue="default", payload={}, payload_version=1, max_attempts=1,
                run_at=0.0, now=0.0, trace=trace)
         for i, trace in enumerate([XRAY, W3C, None])
     ]  # fmt: skip
-    flow = enqueue_many_flow(jobs, settings=settings, queue_urls={"default": "https://q"})
-    call = next(flow)
-    while call.operation != "send_message_batch":
-        call = flow.send({})
+    call = next(send_hints(jobs, queue_urls={"default": "https://q"}))
     xray, w3c, none = call.params["Entries"]
     assert xray["MessageSystemAttributes"] == {"AWSTraceHeader": {"DataType": "String", "StringValue": XRAY}}
     assert w3c["MessageAttributes"] == {"traceparent": {"DataType": "String", "StringValue": W3C}}
