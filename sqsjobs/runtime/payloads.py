@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic_core import to_jsonable_python
 
 from sqsjobs.errors import ObjectStoreError, PayloadInvalid, PayloadMissing
-from sqsjobs.store.codec import canonical_json
+from sqsjobs.store.codec import canonical_hash, canonical_json
 from sqsjobs.transport import objects
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ async def load(arun: AsyncRunner, job: Job) -> Any:
     if job.payload_ref is None:
         return job.payload
     body = await arun(objects.get_flow(job.payload_ref))
-    if objects.payload_digest(job.type, job.payload_version, body) != job.payload_hash:
+    if canonical_hash(job.type, job.payload_version, body) != job.payload_hash:
         raise PayloadMissing(f"{job.payload_ref} does not hold the payload job {job.id} was enqueued with")
     return json.loads(body)
 

@@ -75,7 +75,12 @@ def str_attr(item: Mapping[str, Any], name: str) -> str | None:
 
 def payload_hash(job_type: str, version: int, payload: Any) -> str:
     """Identity of a payload for idempotency: same type, version and canonical JSON."""
-    return hashlib.sha256(f"{job_type}\0{version}\0{canonical_json(payload)}".encode()).hexdigest()
+    return canonical_hash(job_type, version, canonical_json(payload).encode())
+
+
+def canonical_hash(job_type: str, version: int, canonical: bytes) -> str:
+    """``payload_hash`` of a payload given as its canonical JSON bytes (an S3 object), without parsing it."""
+    return hashlib.sha256(f"{job_type}\0{version}\0".encode() + canonical).hexdigest()
 
 
 def idempotent_job_id(job_type: str, key: str, tenant: str | None = None) -> str:

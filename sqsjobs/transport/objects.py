@@ -16,7 +16,6 @@ process died before its job was) is harmless and goes away on its own.
 
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, Flow
@@ -53,11 +52,6 @@ def payload_ref(bucket: str, job_id: str, digest: str) -> str:
 def result_ref(bucket: str, job_id: str, claim_token: str) -> str:
     """Where the result of the run that holds ``claim_token`` lives."""
     return ref(bucket, f"{RESULTS}{job_id}/{claim_token}")
-
-
-def payload_digest(job_type: str, version: int, body: bytes) -> str:
-    """``store.codec.payload_hash`` of a payload from its canonical JSON bytes, without parsing them."""
-    return hashlib.sha256(f"{job_type}\0{version}\0".encode() + body).hexdigest()
 
 
 def put_flow(reference: str, body: bytes) -> Flow[None]:
