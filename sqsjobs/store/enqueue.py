@@ -20,6 +20,8 @@ from sqsjobs.store.schema import HELD, PENDING, attention_key
 from sqsjobs.transport import objects
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from sqsjobs.errors import StoreError
 
 
@@ -138,12 +140,17 @@ def envelope_of(job: NewJob | Job) -> Envelope:
     )  # fmt: skip
 
 
+def is_same_job(old: Mapping[str, Any], job: NewJob) -> bool:
+    """True when the record an idempotency key found is ``job`` itself: the same type and payload hash."""
+    return old.get("payload_hash") == av_s(job.payload_hash) and old.get("type") == av_s(job.type)
+
+
 def interpret_put_conflict(job: NewJob, error: StoreError) -> str:
     """A put refused by the id condition: the same payload is the same job; anything else conflicts."""
     old = old_item(error)
     if old is None:
         raise error
-    if old.get("payload_hash", {}).get("S") == job.payload_hash and old["type"]["S"] == job.type:
+    if is_same_job(old, job):
         return str(old["id"]["S"])
     raise IdempotencyConflict(
         f"idempotency key {job.idempotency_key!r} already names job {old['id']['S']} of type "

@@ -21,7 +21,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.store.codec import WRITE_ID, av_s
-from sqsjobs.store.enqueue import put_job
+from sqsjobs.store.enqueue import is_same_job, put_job
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -106,7 +106,7 @@ def existing_job(reason: Mapping[str, Any], job: NewJob) -> bool | None:
     old = reason.get("Item")
     if reason.get("Code") != CONDITION_FAILED or not old:
         return None
-    return bool(old.get("payload_hash") == av_s(job.payload_hash) and old.get("type") == av_s(job.type))
+    return is_same_job(old, job)
 
 
 def is_same_item_refusal(error: StoreError) -> bool:
