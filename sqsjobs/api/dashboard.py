@@ -77,11 +77,14 @@ def _problem(status_code: int, title: str, message: str) -> HTMLResponse:
     return _html(views.page(title, body), status_code)
 
 
-def _same_origin(request: Request) -> bool:
-    if request.headers.get("sec-fetch-site") == "cross-site":
-        return False
+def _cross_site(request: Request) -> HTMLResponse | None:
+    """The 403 page for a POST another site's page sent (it must not press retry or replay), else None."""
     origin = request.headers.get("origin")  # absent on some same-origin POSTs; "null" is refused
-    return origin is None or urlsplit(origin).netloc == request.headers.get("host")
+    if request.headers.get("sec-fetch-site") != "cross-site" and (
+        origin is None or urlsplit(origin).netloc == request.headers.get("host")
+    ):
+        return None
+    return _problem(403, "Refused", "This form must be sent from the dashboard's own page.")
 
 
 async def _form(request: Request) -> dict[str, list[str]]:
@@ -228,21 +231,21 @@ def dashboard_router(
 
     @router.post("/ui/jobs/{job_id}/retry")
     async def retry(job_id: str, request: Request) -> Response:
-        if not _same_origin(request):
-            return _problem(403, "Refused", "This form must be sent from the dashboard's own page.")
+        if refused := _cross_site(request):
+            return refused
         return await run_in_threadpool(dash.retry, job_id)
 
     @router.post("/ui/replay/dry-run")
     async def replay_dry_run(request: Request) -> Response:
-        if not _same_origin(request):
-            return _problem(403, "Refused", "This form must be sent from the dashboard's own page.")
+        if refused := _cross_site(request):
+            return refused
         form = await _form(request)
         return await run_in_threadpool(lambda: dash.replay(form, dry_run=True))
 
     @router.post("/ui/replay")
     async def replay(request: Request) -> Response:
-        if not _same_origin(request):
-            return _problem(403, "Refused", "This form must be sent from the dashboard's own page.")
+        if refused := _cross_site(request):
+            return refused
         form = await _form(request)
         return await run_in_threadpool(lambda: dash.replay(form, dry_run=False))
 
