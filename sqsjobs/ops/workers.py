@@ -30,6 +30,7 @@ from sqsjobs._aws import Call, Flow
 from sqsjobs.ops._common import iso
 from sqsjobs.ops.inspect import batch_get_flow
 from sqsjobs.store import workers as ws
+from sqsjobs.store.codec import num_attr, str_attr
 from sqsjobs.store.schema import TTL_ATTRIBUTE
 
 if TYPE_CHECKING:
@@ -108,20 +109,20 @@ def _strings(item: Mapping[str, Any], name: str) -> tuple[str, ...]:
 
 
 def _n(item: Mapping[str, Any], name: str, default: float = 0.0) -> float:
-    av = item.get(name)
-    return float(av["N"]) if av else default
+    value = num_attr(item, name)
+    return default if value is None else value
 
 
 def worker_from_item(item: Mapping[str, Any], now: float) -> WorkerInfo:
     """Decode a registry item."""
     interval = _n(item, "interval_s", 30.0)
     last_seen = _n(item, "last_seen")
-    state = item.get("state", {}).get("S", ws.RUNNING)
+    state = str_attr(item, "state") or ws.RUNNING
     return WorkerInfo(
         id=item["id"]["S"].removeprefix(ws.WORKER_PREFIX),
-        host=item.get("host", {}).get("S", "?"),
+        host=str_attr(item, "host") or "?",
         pid=int(_n(item, "pid")),
-        version=item.get("version", {}).get("S", "?"),
+        version=str_attr(item, "version") or "?",
         queues=_strings(item, "queues"),
         job_types=_strings(item, "job_types"),
         concurrency=int(_n(item, "concurrency")),
