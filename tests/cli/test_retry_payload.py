@@ -107,9 +107,11 @@ def test_a_stale_message_with_the_old_payload_is_refused_and_never_runs_the_hand
     path.write_text(json.dumps(FIXED))
     assert w.cli("jobs", "retry", job_id, "--payload", str(path), app=fixed).code == 0
     # AND the retry's hint (the new payload) held aside, so the stale message meets the queued job first
-    (hint,) = sqs_call(w.app, "receive_message", QueueUrl=queue_url(w.app, "mail"), VisibilityTimeout=60)[
-        "Messages"
-    ]
+    # (a long poll, as long as SQS allows: a short one may answer with nothing although the message is
+    # there, and a message a stopped worker's last long poll took comes back after the visibility timeout)
+    (hint,) = sqs_call(
+        w.app, "receive_message", QueueUrl=queue_url(w.app, "mail"), VisibilityTimeout=60, WaitTimeSeconds=20
+    )["Messages"]
     assert json.loads(hint["Body"])["hash"] == payload_hash("mail.send", 1, FIXED)
 
     # WHEN the old message is copied straight into the queue and a worker runs until it is gone
