@@ -22,9 +22,9 @@ from sqsjobs.context import JobContext
 from sqsjobs.job import JobStatus
 from sqsjobs.producer import JobRequest, build_new_job
 from sqsjobs.registry import Registry
-from sqsjobs.runtime.execution import invoke, judge_failure, timeout_error
 from sqsjobs.runtime.payloads import storable_result
 from sqsjobs.runtime.sweeper import run_sweeper
+from sqsjobs.runtime.verdict import invoke, judge_failure, timeout_error
 from sqsjobs.runtime.worker import Worker
 from sqsjobs.store import requests as rq
 from sqsjobs.store.codec import to_datetime

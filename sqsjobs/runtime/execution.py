@@ -15,10 +15,8 @@ returns an ``Ack`` saying what to do with the message, and the caller applies it
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from sqsjobs import envelope as env
 from sqsjobs.context import InterruptReason, JobContext
@@ -29,8 +27,6 @@ from sqsjobs.errors import (
     ObjectStoreError,
     PayloadInvalid,
     PayloadMissing,
-    PermanentError,
-    Retry,
     StoreError,
     WorkerLost,
 )
@@ -38,11 +34,12 @@ from sqsjobs.errors import JobTimeout as JobTimeout  # re-exported: its old home
 from sqsjobs.job import AttemptOutcome, JobStatus
 from sqsjobs.observability.metrics import DEAD, on_transition
 from sqsjobs.observability.tracing import trace_id
-from sqsjobs.retry import decide
 from sqsjobs.runtime import payloads
 from sqsjobs.runtime.acks import DELETE, LEAVE, RELEASE, Ack, dead_letter, failure_record
 from sqsjobs.runtime.foreign import handle_foreign
+from sqsjobs.runtime.hooks import Finish, finish_hooks
 from sqsjobs.runtime.transitions import Transitions
+from sqsjobs.runtime.verdict import invoke, judge_failure, timeout_error
 from sqsjobs.schedules.fire import handle_fire
 from sqsjobs.store import requests as rq
 from sqsjobs.store import statements
@@ -50,12 +47,13 @@ from sqsjobs.store.requests import ClaimRefusal
 from sqsjobs.transport import sqs
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
-    from concurrent.futures import Executor, ThreadPoolExecutor
+    from collections.abc import Callable, Iterable, Sequence
+    from concurrent.futures import ThreadPoolExecutor
 
     from sqsjobs.app import App
     from sqsjobs.job import Job
     from sqsjobs.registry import HandlerSpec
+    from sqsjobs.runtime.hooks import FinishHook
     from sqsjobs.transport.sqs import Delivery
 
 #: A worker that sees a payload version newer than its handler's parks the message this long.
@@ -63,62 +61,6 @@ NEWER_VERSION_PARK_S = 60
 #: A message waiting for another owner's lease comes back this long after the lease expires, so the
 #: rescue claim is not refused by a clock a little behind the owner's.
 LEASE_EXPIRY_MARGIN_S = 1.0
-
-
-def timeout_error(spec: HandlerSpec, timeout_s: float | None = None) -> JobTimeout:
-    """The error recorded for a run of ``spec`` that outlived ``timeout_s`` (``spec.timeout_s`` if None)."""
-    return JobTimeout(
-        f"{spec.name} ran past its {spec.timeout_s if timeout_s is None else timeout_s:g} s timeout"
-    )
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What a failed attempt becomes: the transition the worker records for it."""
-
-    #: ``retry``: runs again after ``delay_s``; ``dead``: to the DLQ; ``cancelled``: stopped for good.
-    outcome: Literal["retry", "dead", "cancelled"]
-    #: The record's ``reason`` (dead or cancelled).
-    reason: str = ""
-    delay_s: float = 0.0
-
-
-def judge_failure(spec: HandlerSpec, job: Job, exc: BaseException, *, now: float) -> Verdict:
-    """Map a handler's exception to its job's next state; the one place the worker decides it.
-
-    ``Cancel`` stops the job; ``PermanentError`` and ``PayloadInvalid`` kill it at once; anything
-    else (a timeout, ``Retry`` with its delay) is retried by the job type's policy until the
-    attempts or its max age run out. The bound is the type's (``spec``), never a producer's
-    guess. Pure, so ``sqsjobs.testing.run_job`` reuses it.
-    """
-    if isinstance(exc, Cancel):
-        return Verdict("cancelled", reason=str(exc))
-    if isinstance(exc, PermanentError | PayloadInvalid):
-        return Verdict("dead", reason="permanent error")
-    decision = decide(
-        spec.retry,
-        attempt=job.attempt,
-        max_attempts=spec.max_attempts,
-        created_at=job.created_at.timestamp(),
-        now=now,
-        requested_delay_s=exc.delay_s if isinstance(exc, Retry) else None,
-    )
-    if decision is None:
-        exhausted = job.attempt >= spec.max_attempts
-        reason = (
-            f"attempts exhausted ({job.attempt}/{spec.max_attempts})" if exhausted else "max age exceeded"
-        )
-        return Verdict("dead", reason=reason)
-    return Verdict("retry", delay_s=decision.delay_s)
-
-
-async def invoke(spec: HandlerSpec, payload: Any, ctx: JobContext, *, pool: Executor | None = None) -> Any:
-    """Call the handler: an async one on the loop, a sync one in ``pool`` (the loop's default if None)."""
-    if spec.is_async:
-        return await spec.fn(payload, ctx)
-    loop = asyncio.get_running_loop()
-    call = functools.partial(contextvars.copy_context().run, spec.fn, payload, ctx)
-    return await loop.run_in_executor(pool, call)
 
 
 class Execution:
@@ -133,6 +75,7 @@ class Execution:
         on_run: Callable[[JobContext], None] | None = None,
         on_done: Callable[[JobContext], None] | None = None,
         default_timeout_s: Callable[[], float] | None = None,
+        hooks: Sequence[FinishHook] | None = None,
     ) -> None:
         """``default_timeout_s``: the timeout of a run whose type has none of its own, asked as it starts.
 
@@ -148,6 +91,8 @@ class Execution:
         self._default_timeout_s = default_timeout_s
         #: Claims and finishes go through it: what is ready at one instant leaves in one request.
         self.transitions = Transitions(app.arun, batch=app.settings.batch_writes, logger=app.logger)
+        #: What else each finish writes (batches, chains, limits: ``runtime/hooks.py``).
+        self._hooks = finish_hooks(app) if hooks is None else list(hooks)
 
     @property
     def _table(self) -> str:
@@ -355,9 +300,8 @@ class Execution:
     # ── running the handler ───────────────────────────────────────────────────────────────
     async def _run(self, spec: HandlerSpec, job: Job, delivery: Delivery | None) -> Ack:
         if job.payload_version > spec.version:
-            await self._write(
-                job, rq.release(self._table, job, owner=self.worker_id, now=self.app.clock.now())
-            )
+            release = rq.release(self._table, job, owner=self.worker_id, now=self.app.clock.now())
+            await self._write(job, release, Finish(job, AttemptOutcome.RELEASED))
             return Ack("rearm", delay_s=NEWER_VERSION_PARK_S)
         queue = delivery.queue if delivery else job.queue
         try:
@@ -407,9 +351,8 @@ class Execution:
             run.cancel()  # an async handler stops; a sync one's thread runs on, fenced by the lease
             reason = ctx.interrupt_reason
             if reason is InterruptReason.SHUTDOWN:
-                ok = await self._write(
-                    job, rq.release(self._table, job, owner=self.worker_id, now=self.app.clock.now())
-                )
+                release = rq.release(self._table, job, owner=self.worker_id, now=self.app.clock.now())
+                ok = await self._write(job, release, Finish(job, AttemptOutcome.RELEASED))
                 if ok:
                     self._log("job released", job)
                 return RELEASE if ok else LEAVE
@@ -466,24 +409,36 @@ class Execution:
             ctx.interrupt(InterruptReason.CANCEL)
 
     # ── recording the outcome ─────────────────────────────────────────────────────────────
-    async def _write(self, job: Job, params: dict[str, Any]) -> bool:
-        """A fenced write; False (logged) when the lease is gone or DynamoDB would not take it."""
+    async def _write(self, job: Job, params: dict[str, Any], finish: Finish | None = None) -> bool:
+        """A fenced write; False (logged) when the lease is gone or DynamoDB would not take it.
+
+        With a ``finish``, the hooks' entries commit in one transaction with it (``runtime/hooks.py``),
+        and the hooks hear of it once it landed.
+        """
         try:
-            await self.transitions.write(params)
-            return True
-        except StoreError as exc:
-            if rq.already_written(params, exc):  # botocore retried after a lost answer; the first try landed
-                self.app.logger.info("write confirmed after a lost answer", extra={"job_id": job.id})
-                return True
-            if rq.is_conflict(exc):
-                lost = rq.lease_lost(job, exc)
-                self.app.logger.warning(
-                    "write refused: lease lost", extra={"job_id": job.id, "error": str(lost)}
-                )
+            entries = [e for hook in self._hooks for e in await hook.entries(finish)] if finish else []
+            if entries:
+                await self.transitions.transact(params, entries)
             else:
-                # The message comes back after its visibility timeout and the lease expires: the job reruns.
-                self.app.logger.error("could not record outcome", extra={"job_id": job.id, "error": str(exc)})
-            return False
+                await self.transitions.write(params)
+        except StoreError as exc:
+            if not rq.already_written(params, exc):
+                self._refused_write(job, exc)
+                return False
+            # botocore retried after a lost answer; the first try landed
+            self.app.logger.info("write confirmed after a lost answer", extra={"job_id": job.id})
+        if finish is not None:
+            for hook in self._hooks:
+                await hook.landed(finish)
+        return True
+
+    def _refused_write(self, job: Job, exc: StoreError) -> None:
+        if rq.is_conflict(exc):
+            lost = rq.lease_lost(job, exc)
+            self.app.logger.warning("write refused: lease lost", extra={"job_id": job.id, "error": str(lost)})
+        else:
+            # The message comes back after its visibility timeout and the lease expires: the job reruns.
+            self.app.logger.error("could not record outcome", extra={"job_id": job.id, "error": str(exc)})
 
     async def _succeeded(self, job: Job, result: Any, duration: float) -> Ack:
         stored = await payloads.store_result(self.app.arun, self.app.settings, job, result)
@@ -491,7 +446,8 @@ class Execution:
             self._table, job, owner=self.worker_id, now=self.app.clock.now(), result=stored.value,
             result_ref=stored.ref, retention_s=self.app.settings.retention_s,
         )  # fmt: skip
-        if not await self._write(job, params):
+        finish = Finish(job, AttemptOutcome.SUCCEEDED, result=stored.value, result_ref=stored.ref)
+        if not await self._write(job, params, finish):
             return LEAVE
         self._log(
             "job succeeded",
@@ -520,7 +476,7 @@ class Execution:
             held=held,
             payload=job.payload,
         )
-        if not await self._write(job, params):
+        if not await self._write(job, params, Finish(job, AttemptOutcome.RETRY, error=error)):
             return LEAVE
         self._log(
             "job retry scheduled",
@@ -545,7 +501,7 @@ class Execution:
             retention_s=self.app.settings.retention_s,
             payload=job.payload,
         )
-        if not await self._write(job, params):
+        if not await self._write(job, params, Finish(job, AttemptOutcome.DEAD, error=error)):
             return LEAVE
         self._log(
             "job dead",
@@ -566,7 +522,7 @@ class Execution:
             retention_s=self.app.settings.retention_s,
             payload=job.payload,
         )
-        if not await self._write(job, params):
+        if not await self._write(job, params, Finish(job, AttemptOutcome.CANCELLED)):
             return LEAVE
         self._log(
             "job cancelled",

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, one
 from sqsjobs.errors import NotBatchable, StoreError
-from sqsjobs.store import statements
+from sqsjobs.store import statements, transact
 from sqsjobs.store.codec import CCF
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     from sqsjobs._aws import AsyncRunner
 
@@ -102,6 +102,33 @@ class Transitions:
         """
         response: Mapping[str, Any] = await self._arun(one(Call("dynamodb", "update_item", params)))
         return response.get("Attributes")
+
+    async def transact(self, single: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> None:
+        """Apply the UpdateItem ``single`` and ``entries`` in one ``TransactWriteItems``, all or nothing.
+
+        Raises exactly what ``single`` alone would have raised when its own condition refused it (a
+        ``ConditionalCheckFailedException`` whose ``Item`` is the record), so the readers of a
+        refusal (``lease_lost``, ``already_written``...) read both alike; a refusal of one of the
+        ``entries`` raises the ``TransactionCanceledException`` as it came. The token is the
+        write's own nonce (``:wid``): AWS applies a retried request once, and an emulator that
+        refuses the retry shows the nonce in the record, which ``already_written`` recognises.
+        """
+        update = {k: v for k, v in single.items() if k != "ReturnValues"}
+        update["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        token = single["ExpressionAttributeValues"][":wid"]["S"]
+        request = transact.transact_write([{"Update": update}, *entries], token=token)
+        try:
+            await self._arun(one(Call("dynamodb", "transact_write_items", request)))
+        except StoreError as exc:
+            reasons = transact.cancellation_reasons(exc)
+            if reasons and reasons[0].get("Code") == transact.CONDITION_FAILED:
+                response: dict[str, Any] = {"Error": {"Code": CCF, "Message": "the finish's condition"}}
+                if reasons[0].get("Item"):
+                    response["Item"] = reasons[0]["Item"]
+                raise StoreError(
+                    f"dynamodb {CCF}: the finish's condition", code=CCF, response=response
+                ) from exc
+            raise
 
     def _kick(self) -> None:
         if self._waiting and not self._scheduled and self._in_flight < self._max_in_flight:

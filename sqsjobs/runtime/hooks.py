@@ -1,0 +1,54 @@
+"""What else a finish writes: the seam through which workflows and flow control follow a job's end.
+
+A job that belongs to something larger (a batch's counters, a chain's next step, a limit's slot)
+must have that larger thing updated *with* its own transition, or a crash between the two writes
+leaves them disagreeing. A ``FinishHook`` says, for one finish, which DynamoDB writes must commit
+atomically with it (``entries``: the finish then goes as one ``TransactWriteItems``, at twice the
+write units, instead of its single UpdateItem), and what to do once it landed (``landed``: work
+that may follow the finish, such as sending a hint; it must not raise). A finish no hook claims
+pays nothing: it stays the single (or batched) write of the happy path (DESIGN §4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from sqsjobs.app import App
+    from sqsjobs.job import AttemptOutcome, FailureRecord, Job
+
+
+@dataclass(frozen=True)
+class Finish:
+    """One run's end, as the worker is about to record it."""
+
+    #: The job as this run claimed it (its claim token fences the finish write).
+    job: Job
+    #: ``succeeded``, ``retry``, ``dead``, ``cancelled`` or ``released``.
+    outcome: AttemptOutcome
+    #: The handler's result as stored in the record (None when in S3: see ``result_ref``).
+    result: Any = None
+    result_ref: str | None = None
+    #: Why the attempt failed (retry, dead).
+    error: FailureRecord | None = None
+
+
+class FinishHook(Protocol):
+    """Writes that follow a job's finish (see the module docstring)."""
+
+    async def entries(self, finish: Finish) -> Sequence[Mapping[str, Any]]:
+        """``TransactWriteItems`` entries (``{"Update": {...}}``...) to commit with the finish; empty: none."""
+        ...
+
+    async def landed(self, finish: Finish) -> None:
+        """Called once the finish (and its entries) committed; logs its own failures, never raises."""
+        ...
+
+
+def finish_hooks(app: App) -> list[FinishHook]:
+    """The hooks every worker of ``app`` runs on each finish, in order."""
+    del app  # no built-in hook yet: batches, chains and limits add theirs here
+    return []
