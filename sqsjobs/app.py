@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import os
+import threading
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
 from sqsjobs._aws import AsyncClients, Flow, RequestCounter, SyncClients, run_async, run_sync
@@ -71,6 +72,8 @@ class App:
         self._logger: Any = None
         self._metrics: JobMetrics | None = None
         self._tracer: JobTracer | None = None
+        #: Sync handlers run in threads and may enqueue at once: one set of clients, not one each.
+        self._clients_lock = threading.Lock()
 
     # ── configuration ──────────────────────────────────────────────────────────────────────
     @property
@@ -121,9 +124,10 @@ class App:
     @property
     def sync_clients(self) -> SyncClients:
         """boto3 clients for the sync API."""
-        if self._sync is None:
-            self._sync = SyncClients(self.settings, self.requests)
-        return self._sync
+        with self._clients_lock:
+            if self._sync is None:
+                self._sync = SyncClients(self.settings, self.requests)
+            return self._sync
 
     @property
     def async_clients(self) -> AsyncClients:

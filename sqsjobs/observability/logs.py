@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from typing import Any
 
 #: What a JSON text may start with, after leading whitespace: an object, array, string, number,
@@ -35,11 +36,24 @@ def decode_message(message: Any) -> Any:
     return json.loads(message)
 
 
+#: One Powertools Logger per service name. A second ``Logger(service=...)`` of a name already set up
+#: finds the shared ``logging.Logger`` configured and skips its own formatter, so its
+#: ``append_keys`` fails: two Apps of one name (a test, a CLI loading the app twice) share the first.
+_LOGGERS: dict[str, Any] = {}
+_LOGGERS_LOCK = threading.Lock()
+
+
 def make_logger(service: str) -> Any:
     """Powertools' JSON logger for ``service``, to stderr, at ``SQSJOBS_LOG_LEVEL`` (else Powertools', else INFO)."""
     from aws_lambda_powertools import Logger
 
-    level = os.environ.get("SQSJOBS_LOG_LEVEL") or os.environ.get("POWERTOOLS_LOG_LEVEL") or "INFO"
-    return Logger(
-        service=service, level=level, logger_handler=logging.StreamHandler(), json_deserializer=decode_message
-    )
+    with _LOGGERS_LOCK:
+        if service not in _LOGGERS:
+            level = os.environ.get("SQSJOBS_LOG_LEVEL") or os.environ.get("POWERTOOLS_LOG_LEVEL") or "INFO"
+            _LOGGERS[service] = Logger(
+                service=service,
+                level=level,
+                logger_handler=logging.StreamHandler(),
+                json_deserializer=decode_message,
+            )
+        return _LOGGERS[service]

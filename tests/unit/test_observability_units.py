@@ -168,3 +168,12 @@ def test_the_app_logs_json_lines_with_plain_and_json_messages(
     first, second = (json.loads(line) for line in capsys.readouterr().err.splitlines())
     assert first["message"] == "job claimed" and first["job_id"] == "j1" and first["service"] == "logs"
     assert second["message"] == {"embedded": True}
+
+
+def test_two_apps_of_one_name_share_a_working_logger(monkeypatch):
+    """A second Powertools Logger of a service name skips its formatter; the LambdaWorker's append_keys then failed."""
+    first, second = App("same-name-logger"), App("same-name-logger")
+    first.logger.info("first")
+    second.logger.append_keys(function_request_id="r1")
+    second.logger.info("second")
+    assert first.logger is second.logger
