@@ -18,14 +18,14 @@ from botocore.validate import ParamValidator
 
 from sqsjobs.config import Settings
 from sqsjobs.runtime.acks import failure_record
-from sqsjobs.store import codec, enqueue, operator, schema, statements, transact, workers
+from sqsjobs.store import codec, enqueue, expiry, operator, schema, statements, transact, workers
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import objects, sqs
 
 NOW = 1_800_000_000.0
 TABLE = "shop-jobs"
 URL = "http://127.0.0.1:4566/000000000000/shop-default"
-BUILDER_MODULES = (rq, enqueue, operator, schema, statements, sqs, objects, transact, workers)
+BUILDER_MODULES = (rq, enqueue, operator, schema, statements, sqs, objects, transact, workers, expiry)
 
 
 def _new_job() -> rq.NewJob:
@@ -52,6 +52,18 @@ WORKER = workers.WorkerEntry(worker_id="h-1-abc", host="h", pid=1, version="0.1"
 #: builder -> (service, operation, a call of it)
 CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = {
     "put_job": ("dynamodb", "PutItem", lambda: rq.put_job(TABLE, _new_job())),
+    "expire": ("dynamodb", "UpdateItem",
+               lambda: expiry.expire(TABLE, rq.envelope_of(_new_job()), now=NOW, reason="r", retention_s=60,
+                                     type_bound_s=600)),
+    "guard_claim": ("dynamodb", "UpdateItem",
+                    lambda: expiry.guard_claim(rq.claim(TABLE, rq.envelope_of(_new_job()), owner="w1", token="t",
+                                                        message_id="m1", now=NOW, lease_s=60, max_attempts=3),
+                                               now=NOW, type_bound_s=600)),
+    "guard_fresh_claim": ("dynamodb", "ExecuteStatement", lambda: statements.update_statement(
+        expiry.guard_fresh_claim(statements.fresh_claim(TABLE, rq.envelope_of(_new_job()), owner="w1", token="t",
+                                                        message_id="m1", now=NOW, lease_s=60, max_attempts=3,
+                                                        clock_skew_s=1), rq.envelope_of(_new_job()), now=NOW,
+                                 type_bound_s=600))),
     "claim": ("dynamodb", "UpdateItem",
               lambda: rq.claim(TABLE, rq.envelope_of(_new_job()), owner="w1", token=rq.nonce(), message_id="m1", now=NOW, lease_s=60,
                                max_attempts=3)),
