@@ -1,4 +1,4 @@
-"""An app for the expiry tests (tests/integration/test_expiry.py): handlers that leave a run log.
+"""An app for the expiry and bulk cancel tests (tests/integration/test_expiry.py, test_bulk_cancel.py): handlers that leave a run log.
 
 Each run appends one JSON line to ``<runs_dir>/<job id>`` (O_APPEND: concurrent runs never tear a
 line), so a test sees from outside the worker whether a handler ran, and how often.
@@ -35,9 +35,9 @@ def build(payload: dict[str, Any], ctx: JobContext) -> None:
     log_run(payload, ctx)
 
 
-@app.job("reports.free", timeout=30)
+@app.job("reports.free", timeout=300)
 def free(payload: dict[str, Any], ctx: JobContext) -> None:
-    """A type without a bound: only an enqueue's own ``expires_after`` makes it expire."""
+    """A type without a bound: only an enqueue's own ``expires_after`` makes it expire (and bulk cancel's)."""
     log_run(payload, ctx)
     time.sleep(float(payload.get("sleep_s", 0)))
 
