@@ -17,7 +17,7 @@ from sqsjobs import App, JobContext, Retry
 app = App(os.environ.get("TEST_APP_NAME", "expiring"))
 
 #: The type's bound: a job of ``reports.build`` not started this long after its enqueue expires.
-TYPE_BOUND_S = 3.0
+TYPE_BOUND_S = 5.0
 
 
 def log_run(payload: dict[str, Any], ctx: JobContext) -> None:
@@ -42,7 +42,7 @@ def free(payload: dict[str, Any], ctx: JobContext) -> None:
     time.sleep(float(payload.get("sleep_s", 0)))
 
 
-@app.job("reports.flaky", expires_after=2.0, max_attempts=3, timeout=30)
+@app.job("reports.flaky", expires_after=5.0, max_attempts=3, timeout=30)
 def flaky(payload: dict[str, Any], ctx: JobContext) -> None:
     """Fails its first attempt and asks to be retried after its deadline has passed."""
     log_run(payload, ctx)

@@ -162,7 +162,7 @@ def test_a_stripped_copy_is_refused_by_the_claim_condition_while_the_record_is_s
 
 
 def test_a_thin_producer_cannot_weaken_the_types_bound(app, start_worker, tmp_path):
-    # GIVEN a producer process that has no handler code enqueues a type whose bound is 3 s
+    # GIVEN a producer process that has no handler code enqueues a type whose bound is 5 s
     def thin_enqueue() -> str:
         out = subprocess.run([sys.executable, "-m", "tests.apps.thin_producer", "reports.build", str(tmp_path)],
                              env=worker_env(app), capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
@@ -184,7 +184,7 @@ def test_a_thin_producer_cannot_weaken_the_types_bound(app, start_worker, tmp_pa
 
 
 def test_a_producer_with_the_handler_writes_the_types_deadline_and_an_enqueues_own_wins(app):
-    # GIVEN the type's bound of 3 s, and an enqueue that asks for 60 s
+    # GIVEN the type's bound of 5 s, and an enqueue that asks for 60 s
     typed = app.get(app.enqueue("reports.build", {"runs_dir": "/nowhere"}))
     own = app.get(app.enqueue("reports.build", {"runs_dir": "/nowhere"}, expires_after=60))
     # THEN each record carries its deadline from its enqueue time
@@ -198,7 +198,7 @@ def test_a_producer_with_the_handler_writes_the_types_deadline_and_an_enqueues_o
 
 def test_a_held_job_past_its_deadline_is_expired_by_the_sweeper_not_sent(app, tmp_path):
     # GIVEN two held jobs (run_at beyond the 15 min SQS delay): one with its own deadline just after
-    # its run_at, one from a thin producer (no deadline in the record: the type's 3 s bound applies)
+    # its run_at, one from a thin producer (no deadline in the record: the type's 5 s bound applies)
     own = app.enqueue("reports.free", {"runs_dir": str(tmp_path)}, delay=1000, expires_after=1001)
     thin = subprocess.run(
         [sys.executable, "-m", "tests.apps.thin_producer", "reports.build", str(tmp_path), "--delay", "1000"],
@@ -221,9 +221,12 @@ def test_a_held_job_past_its_deadline_is_expired_by_the_sweeper_not_sent(app, tm
 
 
 def test_a_job_started_before_its_deadline_is_not_expired_by_a_later_retry(app, start_worker, tmp_path):
-    # GIVEN a type with a 2 s bound whose first attempt fails and retries 3 s later (after the deadline)
+    # GIVEN a worker that is up (a first job ran), and a type with a 5 s bound whose first attempt
+    # fails and retries 6 s later (after the deadline)
     start_worker()
-    job_id = app.enqueue("reports.flaky", {"runs_dir": str(tmp_path), "retry_after_s": 3})
+    warm = app.enqueue("reports.free", {"runs_dir": str(tmp_path)})
+    wait_until(lambda: status(app, warm) is JobStatus.SUCCEEDED, 60, "the worker is up")
+    job_id = app.enqueue("reports.flaky", {"runs_dir": str(tmp_path), "retry_after_s": 6})
     # WHEN the retry comes due after the deadline
     wait_until(lambda: status(app, job_id) is not None and status(app, job_id).terminal, 40, "finished")
     # THEN it ran again and succeeded: expiry bounds the wait for a first start only
