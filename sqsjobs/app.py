@@ -183,6 +183,8 @@ class App:
             tenant: recorded, and part of the idempotency identity.
             parent_id: the job that enqueued this one.
             trace: the producer's trace header; default: the current trace, if any.
+            expires_after: not started this long after now, the job ends ``expired`` and never
+                runs (wins over the type's ``@job(expires_after=)``; docs/flow-control-expiry.md).
         """
         return self.run(self._enqueue_flow([JobRequest(job_type, payload, **options)]))[0]
 

@@ -49,7 +49,7 @@ _UNSET: Any = object()
 
 #: Optional job fields a v2 envelope carries, by their short key in the body.
 _OPTIONAL = {"tenant": "tenant", "key": "idempotency_key", "trace": "trace", "parent": "parent_id",
-             "root": "root_id", "max": "max_attempts"}  # fmt: skip
+             "root": "root_id", "max": "max_attempts", "start_by": "start_by"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,8 @@ class Envelope:
     #: The payload's S3 object (version 3; ``payload`` is then None) and its size in bytes.
     payload_ref: str | None = None
     payload_size: int | None = None
+    #: The job's deadline (epoch seconds): a worker that meets the message later expires the job.
+    start_by: float | None = None
 
     def to_body(self) -> str:
         """Serialise for SendMessage."""
@@ -129,6 +131,8 @@ class Envelope:
         ):
             raise EnvelopeError(f"envelope lacks its queue, payload hash or times: {body[:80]!r}")
         optional = {attr: data[key] for key, attr in _OPTIONAL.items() if data.get(key) is not None}
+        if "start_by" in optional and not _number(optional["start_by"]):
+            raise EnvelopeError(f"envelope's start_by is not a time in epoch seconds: {body[:80]!r}")
         if data["v"] >= REF_ENVELOPE_VERSION:
             reference, size = data.get("ref"), data.get("size")
             if not isinstance(reference, str) or not reference or not _number(size):

@@ -17,6 +17,7 @@
     ├── ExpressionError             a schedule expression EventBridge Scheduler would refuse (also a ValueError)
     ├── CursorError                 a listing cursor from another listing (also a ValueError)
     ├── TransactionInvalid          a transaction DynamoDB would refuse as built (also a ValueError)
+    ├── ExpiryInvalid               an expires_after that cannot hold: not positive, or ends before run_at
     ├── TransactionCancelled        DynamoDB cancelled a transaction: nothing of it was written
     ├── JobStateError               the job's record refused the change: an answer, not a failure
     │   ├── JobNotFound
@@ -131,6 +132,10 @@ class CursorError(SqsJobsError, ValueError):
 
 class TransactionInvalid(SqsJobsError, ValueError):
     """The transaction cannot be written as built (too many items, too large, one item twice, a bad request); nothing was written."""
+
+
+class ExpiryInvalid(SqsJobsError, ValueError):
+    """The job's ``expires_after`` cannot hold: it is not a positive duration, or it ends before the job may start."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@
                   │        schedule_retry
                   │                  ▼
                   │           retry_scheduled ──claim (once due)──▶ running
-                  └──cancel──▶ cancelled ◀──cancel── retry_scheduled
+                  ├──cancel──▶ cancelled ◀──cancel── retry_scheduled
+                  └──expire (never started, deadline passed)──▶ expired
 
 Every arrow is one conditional write in ``sqsjobs.store.requests``; ``TRANSITIONS`` is the table
 the store and ``docs/lifecycle.md`` follow.
@@ -37,6 +38,8 @@ class JobStatus(enum.StrEnum):
     SUCCEEDED = "succeeded"
     DEAD = "dead"
     CANCELLED = "cancelled"
+    #: Not started by its deadline (``start_by``); it never ran and never will.
+    EXPIRED = "expired"
 
     @property
     def terminal(self) -> bool:
@@ -44,7 +47,7 @@ class JobStatus(enum.StrEnum):
         return self in TERMINAL
 
 
-TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED})
+TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED, JobStatus.EXPIRED})
 
 #: Every allowed transition: operation name -> (from states, to state). The one state table: each
 #: operation is one conditional write in ``sqsjobs.store`` whose condition admits exactly these
@@ -69,6 +72,9 @@ TRANSITIONS: dict[str, tuple[frozenset[JobStatus], JobStatus]] = {
     # Flags a running job; its worker sees the flag at its next lease renewal and aborts.
     "request_cancel": (frozenset({JobStatus.RUNNING}), JobStatus.RUNNING),
     "replay": (frozenset({JobStatus.DEAD, JobStatus.CANCELLED}), JobStatus.QUEUED),
+    # Never started (``lease_epoch = 0``: a released or retried job started before its deadline)
+    # and past ``start_by`` (or the type's ``expires_after`` from ``created_at``): see store/expiry.py.
+    "expire": (frozenset({JobStatus.QUEUED}), JobStatus.EXPIRED),
 }
 
 
@@ -165,8 +171,11 @@ class Job:
     trace: str | None = None
     #: An operator asked a running job to stop; it sees this at its next heartbeat.
     cancel_requested: bool = False
-    #: Free-form reason when dead or cancelled.
+    #: Free-form reason when dead, cancelled or expired.
     reason: str | None = None
+    #: The job expires (``expired``, never runs) if no worker has started it by then: enqueue time
+    #: plus ``expires_after``. None: no deadline of its own (a worker may still apply its type's).
+    start_by: datetime | None = None
     #: Identity of the payload (``sqsjobs.store.codec.payload_hash``) and its JSON size in bytes.
     payload_hash: str | None = None
     payload_size: int | None = None

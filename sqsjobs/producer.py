@@ -22,8 +22,8 @@ from sqsjobs.errors import JobNotFound, PayloadMissing, PayloadTooLarge, StoreEr
 from sqsjobs.job import JobStatus
 from sqsjobs.observability.tracing import current_trace, message_attributes
 from sqsjobs.registry import P
+from sqsjobs.store import expiry, statements
 from sqsjobs.store import requests as rq
-from sqsjobs.store import statements
 from sqsjobs.transport import objects, sqs
 
 if TYPE_CHECKING:
@@ -54,6 +54,8 @@ class JobRequest(Generic[P]):
     tenant: str | None = None
     parent_id: str | None = None
     trace: str | None = None
+    #: Not started this long after the enqueue, the job expires and never runs (wins over the type's).
+    expires_after: timedelta | float | None = None
 
 
 class EnqueueOptions(TypedDict, total=False):
@@ -66,6 +68,7 @@ class EnqueueOptions(TypedDict, total=False):
     tenant: str | None
     parent_id: str | None
     trace: str | None
+    expires_after: timedelta | float | None
 
 
 def build_new_job(
@@ -105,7 +108,13 @@ def build_new_job(
         root_id=None,
         # The record keeps the producer's trace so the run can continue it (sqsjobs.observability.tracing).
         trace=request.trace or current_trace(),
-    )
+        # A producer without the handler writes only an enqueue's own: the worker applies the type's.
+        start_by=expiry.start_by(
+            job_type=job_type, now=now, run_at=run_at,
+            expires_after_s=to_seconds(request.expires_after) if request.expires_after is not None
+            else spec.expires_after_s if spec else None,
+        ),
+    )  # fmt: skip
     return _claim_checked(job, settings, in_record=in_record or job.held)
 
 

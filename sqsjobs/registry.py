@@ -64,6 +64,10 @@ class HandlerSpec:
     #: version still read up to ``version - 1`` (checked by ``@job``). Empty: an older payload is
     #: validated as it is. Left out of the hash, so a spec stays hashable.
     upcasts: Mapping[int, Upcast] = field(default_factory=dict, hash=False)
+    #: ``@job(expires_after=...)``: a job not started this long after its enqueue expires, never
+    #: runs. Applied by the worker from the record's ``created_at`` too, so a producer without the
+    #: handler code (which cannot know it) never weakens it. None: jobs of the type never expire.
+    expires_after_s: float | None = None
 
     @property
     def timeout_s(self) -> float:
@@ -213,6 +217,7 @@ class Registry:
         max_age: timedelta | float | None = None,
         version: int = 1,
         upcast: Mapping[int, Upcast] | None = None,
+        expires_after: timedelta | float | None = None,
     ) -> Callable[[H], H]:
         """Register a handler ``fn(payload, ctx)``; the function itself is returned unchanged.
 
@@ -223,7 +228,13 @@ class Registry:
         handler; ``upcast[n]`` turns a version-n payload (JSON data as stored) into a version n + 1
         one, so a worker can run jobs enqueued before the schema changed (``HandlerSpec.load``).
         A missing step raises ``ConfigurationError`` here, at import.
+
+        ``expires_after``: a job of this type not started this long after its enqueue ends
+        ``expired`` and never runs (an enqueue's own ``expires_after`` wins; docs/flow-control-expiry.md).
         """
+        expires_after_s = None if expires_after is None else to_seconds(expires_after)
+        if expires_after_s is not None and not expires_after_s > 0:
+            raise ConfigurationError(f"job {name!r}: expires_after must be positive, got {expires_after!r}")
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
         upcasts = _checked_upcasts(name, version, upcast)
@@ -248,6 +259,7 @@ class Registry:
                 version=version,
                 payload_type=_payload_type(fn),
                 upcasts=upcasts,
+                expires_after_s=expires_after_s,
             )
             self.add(spec)
             return fn

@@ -86,6 +86,7 @@ def _stats_view(snap: stats_ops.Stats) -> Table:
         "succeeded",
         "dead",
         "cancelled",
+        "expired",
         "held",
         "oldest due",
     )
@@ -97,7 +98,8 @@ def _stats_view(snap: stats_ops.Stats) -> Table:
         dead = f"[red]{c.get('dead', 0)}[/]" if c.get("dead") else "0"
         oldest = ago(t.oldest_due_s).removesuffix(" ago") if t.oldest_due_s is not None else "-"
         types.add_row(escape(t.type), str(c.get("queued", 0)), str(c.get("retry_scheduled", 0)), str(c.get("running", 0)),
-                      stuck, str(c.get("succeeded", 0)), dead, str(c.get("cancelled", 0)), str(t.held), oldest)  # fmt: skip
+                      stuck, str(c.get("succeeded", 0)), dead, str(c.get("cancelled", 0)),
+                      str(c.get("expired", 0)), str(t.held), oldest)  # fmt: skip
     outer.add_row(queues)
     outer.add_row("")
     outer.add_row(types)

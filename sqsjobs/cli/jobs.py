@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path  # noqa: TC003 (typer reads the annotation at runtime)
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -29,10 +29,14 @@ from sqsjobs.cli.common import (
 )
 from sqsjobs.cli.render import print_json, render_job, status_markup, stdout_console, when
 from sqsjobs.errors import PayloadError
-from sqsjobs.job import JobStatus  # noqa: TC001 (typer reads the annotation at runtime)
+from sqsjobs.job import JobStatus
+from sqsjobs.ops import bulk_cancel as bulk_ops
 from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops._common import iso
 from sqsjobs.ops.requeue import KEEP
+
+if TYPE_CHECKING:
+    from sqsjobs.app import App
 
 jobs_cli = typer.Typer(no_args_is_help=True, help="Find a job, see why it failed, cancel or retry it.")
 
@@ -147,13 +151,43 @@ def jobs_list(
 
 @jobs_cli.command("cancel")
 def jobs_cancel(
-    job_id: Annotated[str, typer.Argument(help="Job id")],
     app: AppOpt,
+    job_id: Annotated[str | None, typer.Argument(help="Job id (or select jobs with --type)")] = None,
     endpoint_url: EndpointOpt = None,
+    job_type: Annotated[
+        str | None, typer.Option("--type", help="Bulk: cancel the waiting jobs of this type")
+    ] = None,
+    status: Annotated[
+        JobStatus, typer.Option(help="Bulk: only jobs in this state (queued or retry_scheduled)")
+    ] = JobStatus.QUEUED,
+    tenant: Annotated[str | None, typer.Option(help="Bulk: only this tenant's jobs")] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Bulk: count what would be cancelled, change nothing")
+    ] = False,
+    limit: Annotated[int | None, typer.Option(help="Bulk: cancel at most this many jobs in this run")] = None,
+    rate: Annotated[float | None, typer.Option(help="Bulk: at most this many cancels per second")] = None,
+    resume: Annotated[str | None, typer.Option(help="Bulk: continue the operation with this id")] = None,
+    page_size: Annotated[
+        int, typer.Option(help="Bulk: items each Scan request reads (a checkpoint after each)")
+    ] = bulk_ops.DEFAULT_PAGE_SIZE,
     json_out: JsonOpt = False,
 ) -> None:
-    """Cancel a waiting job, or ask a running one to stop at its next heartbeat."""
+    """Cancel a waiting job, or ask a running one to stop at its next heartbeat; or, with --type, every waiting job of a type.
+
+    Bulk: a Scan finds the jobs (no status index: it reads the whole table, read units only) and
+    each gets the conditional cancel, with an audit entry; a job that started meanwhile is skipped.
+    The operation's id is printed first: --resume ID continues a run that was cut short, without
+    cancelling any job twice (see docs/flow-control-expiry.md).
+    """
     loaded = load_app(app, endpoint_url)
+    bulk = job_type is not None or resume is not None
+    if (job_id is None) == (not bulk) or (job_id is not None and bulk):
+        raise abort("give a job id, or --type (or --resume) for a bulk cancel, not both", EXIT_USAGE)
+    if bulk:
+        _bulk_cancel(loaded, bulk_ops.BulkCancel(job_type or "", status, tenant, dry_run, limit, rate, page_size),
+                     resume, json_out)  # fmt: skip
+        return
+    assert job_id is not None
     with guarded(loaded):
         outcome = loaded.cancel(job_id)
     if json_out:
@@ -162,6 +196,27 @@ def jobs_cancel(
         stdout_console().print(f"job {job_id} cancelled")
     else:
         stdout_console().print(f"job {job_id} is running: cancel requested, it stops at its next heartbeat")
+
+
+def _bulk_cancel(loaded: App, spec: bulk_ops.BulkCancel, resume: str | None, json_out: bool) -> None:
+    def started(op_id: str) -> None:
+        if not json_out:  # first, so that a run cut short can be resumed
+            typer.echo(f"operation {op_id}" + (" (dry run: nothing is written)" if spec.dry_run else ""))
+
+    with guarded(loaded):
+        report: bulk_ops.BulkCancelReport = loaded.run(
+            bulk_ops.bulk_cancel_flow(loaded.settings, spec, loaded.clock, resume=resume, on_start=started)
+        )
+    if json_out:
+        print_json(report.to_dict())
+        return
+    verb = "would cancel" if report.dry_run else "cancelled"
+    skipped = ", ".join(f"{n} {why}" for why, n in sorted(report.skipped.items())) or "none"
+    stdout_console().print(
+        f"matched {report.matched}, {verb} {report.cancelled}, skipped {skipped} ({report.read} items read)"
+    )
+    if not report.done and not report.dry_run:
+        stdout_console().print(f"not finished: sqsjobs jobs cancel --resume {report.op_id} to go on")
 
 
 @jobs_cli.command("retry")

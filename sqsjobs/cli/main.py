@@ -113,7 +113,8 @@ def sweep(
         if once:
             report = asyncio.run(sweep_once(loaded))
             out.print(
-                f"dispatched {len(report.dispatched_held)} held, re-dispatched {len(report.redispatched)} pending"
+                f"dispatched {len(report.dispatched_held)} held, re-dispatched {len(report.redispatched)} pending, "
+                f"expired {len(report.expired)}"
             )
             return
 

@@ -66,6 +66,7 @@ _STATUS_STYLE = {
     "succeeded": "green",
     "dead": "red",
     "cancelled": "yellow",
+    "expired": "bright_black",
     "running": "cyan",
     "retry_scheduled": "magenta",
     "queued": "blue",

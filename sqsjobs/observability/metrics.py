@@ -62,6 +62,8 @@ SUCCEEDED = "JobsSucceeded"
 RETRIED = "JobsRetried"
 DEAD = "JobsDead"
 CANCELLED = "JobsCancelled"
+#: Not started by their deadline (``store/expiry.py``): counted when the expire write lands.
+EXPIRED = "JobsExpired"
 RUN_TIME = "JobRunTime"
 QUEUE_WAIT = "JobQueueWait"
 HEARTBEAT = "WorkerHeartbeat"

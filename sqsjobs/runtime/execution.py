@@ -36,13 +36,14 @@ from sqsjobs.observability.metrics import DEAD, on_transition
 from sqsjobs.observability.tracing import trace_id
 from sqsjobs.runtime import payloads
 from sqsjobs.runtime.acks import DELETE, LEAVE, RELEASE, Ack, dead_letter, failure_record
+from sqsjobs.runtime.expiry import expire_delivery
 from sqsjobs.runtime.foreign import handle_foreign
 from sqsjobs.runtime.hooks import Finish, finish_hooks
 from sqsjobs.runtime.transitions import Transitions
 from sqsjobs.runtime.verdict import invoke, judge_failure, timeout_error
 from sqsjobs.schedules.fire import handle_fire
+from sqsjobs.store import expiry, statements
 from sqsjobs.store import requests as rq
-from sqsjobs.store import statements
 from sqsjobs.store.requests import ClaimRefusal
 from sqsjobs.transport import sqs
 
@@ -142,14 +143,22 @@ class Execution:
             )
 
         now = self.app.clock.now()
+        bound, deadline = spec.expires_after_s, expiry.message_deadline(envelope, spec.expires_after_s)
+        if deadline is not None and deadline < now:  # expired: no claim (store/expiry.py)
+            ack = await expire_delivery(self.app, self.transitions, envelope, delivery, now=now,
+                                        deadline=deadline, type_bound_s=bound)  # fmt: skip
+            if ack is not None:
+                return ack
         token = rq.nonce()
         params, fresh = statements.claims(
             self._table, envelope, first_delivery=delivery.receive_count <= 1, clock_skew_s=rq.CLOCK_SKEW_S,
             owner=self.worker_id, token=token, message_id=delivery.message_id, now=now,
-            lease_s=max(self.app.settings.lease_s, 1.0), max_attempts=spec.max_attempts,
+            lease_s=max(self.app.settings.lease_s, 1.0), max_attempts=spec.max_attempts, expires_after_s=bound,
         )  # fmt: skip
         try:
-            needs_single = functools.partial(statements.claim_needs_single, token=token)
+            needs_single = functools.partial(
+                statements.claim_needs_single, token=token, start_by=envelope.start_by
+            )
             landed = await self.transitions.write(params, batchable=fresh, needs_single=needs_single)
             if landed.attributes is None and fresh is not None:  # batched: the message has the record
                 job = statements.claimed_job(envelope, fresh)
@@ -165,6 +174,11 @@ class Execution:
             # botocore retried a claim whose answer was lost, and our own first try refused it:
             # the job is ours to run, not "held elsewhere" (which would orphan it until the sweeper).
             claimed = rq.own_claim(params, exc)
+            passed = expiry.refused_as_expired(exc, now, bound) if claimed is None else None
+            if passed is not None:  # the record's own deadline (or the type's, from created_at) passed
+                ack = await expire_delivery(self.app, self.transitions, envelope, delivery, now=now,
+                                            deadline=passed, type_bound_s=bound)  # fmt: skip
+                return ack or LEAVE
             if claimed is None:
                 refused = rq.interpret_claim_refusal(exc, now, spec.max_attempts, envelope.payload_hash)
                 return await self._refused(envelope, delivery, refused)

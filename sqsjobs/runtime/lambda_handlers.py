@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.app import App
 from sqsjobs.runtime.lambda_sqs import handler_from_env
-from sqsjobs.runtime.sweeper import sweep_flow
+from sqsjobs.runtime.sweeper import expiry_bounds, sweep_flow
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -59,10 +59,13 @@ def sqs_worker(event: Mapping[str, Any], context: LambdaContext) -> BatchRespons
 def sweeper(event: Mapping[str, Any], context: Any) -> dict[str, int]:
     """Sweep once; returns how many hints each case sent."""
     app = _sweeper_app()
-    report = app.run(sweep_flow(app.settings, app.queue_urls, app.clock.now()))
+    report = app.run(
+        sweep_flow(app.settings, app.queue_urls, app.clock.now(), expiry_bounds=expiry_bounds(app))
+    )
     counts = {
         "dispatched_held": len(report.dispatched_held),
         "redispatched": len(report.redispatched),
+        "expired": len(report.expired),
     }
     if report.total:
         app.logger.info("sweep dispatched hints", extra=counts)

@@ -9,6 +9,9 @@ rescued when its own message comes back (DESIGN §3.9). What is left, each in it
 - ``pending``: a hint was sent (by the sweeper, or by an operator's replay) and no claim took the job
   by ``due`` (``stale_after_s`` later): the hint was lost, send another.
 
+A record whose deadline passed before it started is expired instead of sent (``store/expiry.py``:
+the same conditional write a worker makes; the type's ``expires_after`` from ``expiry_bounds``).
+
 Before each send the entry becomes ``pending`` with a conditional write, so concurrent sweepers do not
 both send, and the claim the hint brings removes it. A duplicate hint is harmless: the claim decides.
 A message dead-lettered by the redrive backstop is the operator's to replay (``sqsjobs dlq replay``).
@@ -23,12 +26,16 @@ from typing import TYPE_CHECKING
 
 from sqsjobs._aws import Call, Flow
 from sqsjobs.errors import StoreError
+from sqsjobs.store import expiry
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import sqs
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from sqsjobs.app import App
     from sqsjobs.config import Settings
+    from sqsjobs.job import Job
     from sqsjobs.transport.queues import QueueUrls
 
 
@@ -38,6 +45,8 @@ class SweepReport:
 
     dispatched_held: list[str] = field(default_factory=list)
     redispatched: list[str] = field(default_factory=list)
+    #: Held or pending jobs whose deadline passed before they started: expired, not sent.
+    expired: list[str] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -46,10 +55,16 @@ class SweepReport:
 
 
 def sweep_flow(
-    settings: Settings, queue_urls: QueueUrls, now: float, *, page_size: int = 100
+    settings: Settings,
+    queue_urls: QueueUrls,
+    now: float,
+    *,
+    page_size: int = 100,
+    expiry_bounds: Mapping[str, float] | None = None,
 ) -> Flow[SweepReport]:
-    """One pass over the held and pending shards."""
+    """One pass over the held and pending shards; ``expiry_bounds``: each type's ``expires_after`` (s)."""
     report = SweepReport()
+    bounds = expiry_bounds or {}
     passes = [
         (rq.HELD, now + sqs.MAX_DELAY_S, report.dispatched_held),
         (rq.PENDING, now, report.redispatched),
@@ -70,21 +85,32 @@ def sweep_flow(
                     ),
                 )
                 for record in rq.due_records(page):
-                    if (yield from _dispatch(settings, queue_urls, record, now)):
+                    outcome = yield from _dispatch(settings, queue_urls, record, now, bounds)
+                    if outcome == "sent":
                         sent.append(record.id)
+                    elif outcome == "expired":
+                        report.expired.append(record.id)
                 start_key = page.get("LastEvaluatedKey")
                 if not start_key:
                     break
     return report
 
 
-def _dispatch(settings: Settings, queue_urls: QueueUrls, record: rq.DueRecord, now: float) -> Flow[bool]:
-    """Mark the entry pending, then send its hint; False when another sweeper or a claim got there first."""
+def _dispatch(
+    settings: Settings, queue_urls: QueueUrls, record: rq.DueRecord, now: float, bounds: Mapping[str, float]
+) -> Flow[str]:
+    """Mark the entry pending, then send its hint (``sent``); ``expired`` instead once its deadline passed.
+
+    ``""`` when another sweeper or a claim got there first.
+    """
     # The index carries no payload: read the record (rare: only records no message carries come here).
     found = yield Call("dynamodb", "get_item", rq.get(settings.table_name, record.id))
     if "Item" not in found:
-        return False
+        return ""
     job = rq.job_from_item(found["Item"])
+    passed = expiry.expired_deadline(found["Item"], now, bounds.get(job.type))
+    if passed is not None:
+        return (yield from _expire(settings, job, now, passed, bounds.get(job.type)))
     mark = rq.mark_dispatched(
         settings.table_name, record, now=now, recheck_at=max(now, record.run_at) + settings.stale_after_s
     )
@@ -95,25 +121,48 @@ def _dispatch(settings: Settings, queue_urls: QueueUrls, record: rq.DueRecord, n
         # this very write, retried by botocore after its answer was lost.
         if not rq.dispatch_landed(mark, exc):
             if rq.is_conflict(exc):
-                return False
+                return ""
             raise
     urls = yield from queue_urls.flow([job.queue])
     delay = sqs.clamp_delay(record.run_at - now)
     yield Call(
         "sqs", "send_message", sqs.send_one(urls[job.queue], rq.envelope_of(job).to_body(), delay_s=delay)
     )
-    return True
+    return "sent"
+
+
+def _expire(settings: Settings, job: Job, now: float, deadline: float, bound: float | None) -> Flow[str]:
+    """The expire write for a record no message carries; ``""`` when it changed meanwhile (a claim took it)."""
+    params = expiry.expire(
+        settings.table_name, rq.envelope_of(job), now=now, reason=expiry.reason(deadline),
+        retention_s=settings.retention_s, type_bound_s=bound,
+    )  # fmt: skip
+    try:
+        yield Call("dynamodb", "update_item", params)
+    except StoreError as exc:
+        if not rq.is_conflict(exc):
+            raise
+        return ""
+    return "expired"
+
+
+def expiry_bounds(app: App) -> dict[str, float]:
+    """Each registered type's ``expires_after`` in seconds (types without one are left out)."""
+    return {s.name: s.expires_after_s for s in app.registry if s.expires_after_s is not None}
 
 
 async def sweep_once(app: App) -> SweepReport:
-    """One sweep with the async clients; logs what it sent."""
-    report: SweepReport = await app.arun(sweep_flow(app.settings, app.queue_urls, app.clock.now()))
-    if report.total:
+    """One sweep with the async clients; logs what it sent and what it expired."""
+    report: SweepReport = await app.arun(
+        sweep_flow(app.settings, app.queue_urls, app.clock.now(), expiry_bounds=expiry_bounds(app))
+    )
+    if report.total or report.expired:
         app.logger.info(
             "sweep dispatched hints",
             extra={
                 "held": report.dispatched_held,
                 "redispatched": report.redispatched,
+                "expired": report.expired,
             },
         )
     return report

@@ -95,7 +95,7 @@ KNOWN_ATTRIBUTES = {
     "max_attempts", "run_at", "created_at", "updated_at", "started_at", "finished_at", "lease_owner",
     "lease_epoch", "lease_expires", "result", "error", "history", "idempotency_key", "tenant", "parent_id",
     "root_id", "trace", "cancel_requested", "reason", "expires_at", "claim_token", "claim_msg", "wid",
-    "payload_size", "attn", "payload_ref", "result_ref",
+    "payload_size", "attn", "payload_ref", "result_ref", "start_by",
 }  # fmt: skip
 
 #: Attribute each write that may be retried after a lost answer sets to its own random nonce.
@@ -153,6 +153,7 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         trace=str_attr(item, "trace"),
         cancel_requested=bool(item.get("cancel_requested", {}).get("BOOL", False)),
         reason=str_attr(item, "reason"),
+        start_by=to_datetime(num_attr(item, "start_by")),
         extra={k: v for k, v in item.items() if k not in KNOWN_ATTRIBUTES},
     )
 

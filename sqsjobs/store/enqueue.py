@@ -48,6 +48,8 @@ class NewJob:
     #: Set when the payload is too large for the message (or for the record of a held job): it is
     #: then an S3 object in this bucket (``payload_ref``), written before the message is sent.
     payload_bucket: str | None = None
+    #: The deadline (epoch seconds, to the millisecond): not started by then, the job expires.
+    start_by: float | None = None
 
     # Cached: the record, the message and a conflict check all need them, once per job.
     @functools.cached_property
@@ -106,6 +108,8 @@ def put_job(
             item["payload"] = av_s(job.payload_json)
     if job.max_attempts is not None:  # None: a producer without the handler; the claim resolves it
         item["max_attempts"] = av_n(job.max_attempts)
+    if job.start_by is not None:
+        item["start_by"] = av_n(job.start_by)
     for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace"):
         value = getattr(job, name)
         if value is not None:
@@ -128,6 +132,7 @@ def envelope_of(job: NewJob | Job) -> Envelope:
             run_at=job.run_at, tenant=job.tenant, idempotency_key=job.idempotency_key, trace=job.trace,
             parent_id=job.parent_id, root_id=job.root_id, max_attempts=job.max_attempts,
             payload_ref=job.payload_ref, payload_size=len(job.payload_json) if in_s3 else None,
+            start_by=job.start_by,
         )  # fmt: skip
     if job.payload_hash is None:  # a record of the first layout: the claim reads its payload
         return Envelope(job.id, job.type)
@@ -137,6 +142,7 @@ def envelope_of(job: NewJob | Job) -> Envelope:
         created_at=job.created_at.timestamp(), run_at=job.run_at.timestamp(), tenant=job.tenant,
         idempotency_key=job.idempotency_key, trace=job.trace, parent_id=job.parent_id, root_id=job.root_id,
         payload_ref=job.payload_ref, payload_size=job.payload_size if job.payload_ref else None,
+        start_by=job.start_by.timestamp() if job.start_by else None,
     )  # fmt: skip
 
 
@@ -179,6 +185,8 @@ def record_of(envelope: Envelope) -> Item:
     }  # fmt: skip
     if envelope.max_attempts is not None:
         item["max_attempts"] = av_n(envelope.max_attempts)
+    if envelope.start_by is not None:
+        item["start_by"] = av_n(envelope.start_by)
     for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace", "payload_ref"):
         value = getattr(envelope, name)
         if value is not None:

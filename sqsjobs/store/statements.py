@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.errors import NotBatchable, StoreError
 from sqsjobs.job import JobStatus
+from sqsjobs.store import expiry
 from sqsjobs.store.codec import CCF, Item, av_n, av_s, job_from_item, num_attr, old_item, str_attr
 from sqsjobs.store.enqueue import record_of
 from sqsjobs.store.requests import claim as claim_request
@@ -287,18 +288,29 @@ def fresh_claim(
 
 
 def claims(
-    table: str, envelope: Envelope, *, first_delivery: bool, clock_skew_s: float, **claim: Any
+    table: str,
+    envelope: Envelope,
+    *,
+    first_delivery: bool,
+    clock_skew_s: float,
+    expires_after_s: float | None = None,
+    **claim: Any,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The single claim of a delivery, and the fresh claim that may go in a batch instead (or None).
 
     Only a first delivery of a version 2 message is worth a fresh claim: a redelivered message is
     usually a retry, whose attempt and history are the record's (its fresh claim would be refused).
-    Both use the same token, so a lost answer is recognised whichever of them landed.
+    Both use the same token, so a lost answer is recognised whichever of them landed. Both refuse a
+    job that expired (``store/expiry.py``; ``expires_after_s`` is the type's bound).
     """
-    single = claim_request(table, envelope, **claim)
+    now = claim["now"]
+    single = expiry.guard_claim(
+        claim_request(table, envelope, **claim), now=now, type_bound_s=expires_after_s
+    )
     if not (first_delivery and envelope.has_payload):
         return single, None
-    return single, fresh_claim(table, envelope, clock_skew_s=clock_skew_s, **claim)
+    fresh = fresh_claim(table, envelope, clock_skew_s=clock_skew_s, **claim)
+    return single, expiry.guard_fresh_claim(fresh, envelope, now=now, type_bound_s=expires_after_s)
 
 
 def claimed_job(envelope: Envelope, fresh: Mapping[str, Any]) -> Job:
@@ -309,12 +321,13 @@ def claimed_job(envelope: Envelope, fresh: Mapping[str, Any]) -> Job:
     return job_from_item(record_of(envelope) | {name: values[value] for name, value in assigned.items()})
 
 
-def claim_needs_single(error: StoreError, token: str) -> bool:
+def claim_needs_single(error: StoreError, token: str, start_by: float | None = None) -> bool:
     """True when a refused ``fresh_claim`` says only that the single claim must decide.
 
     That is: no record yet (the single claim creates it from the message); a waiting record claimed
-    before (a retry, released or replayed job: its attempt is not the message's to know); or this
-    very claim, landed on a try whose answer was lost (the single claim's refusal shows it as ours).
+    before (a retry, released or replayed job: its attempt is not the message's to know), or whose
+    deadline is not the message's (``start_by``: another enqueue with the same key); or this very
+    claim, landed on a try whose answer was lost (the single claim's refusal shows it as ours).
     Any other refusal (finished, not due, held by another owner, another payload) is read at once.
     """
     old = old_item(error)
@@ -322,5 +335,9 @@ def claim_needs_single(error: StoreError, token: str) -> bool:
         return error.code == CCF
     status = str_attr(old, "status")
     if status in (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED):
-        return (num_attr(old, "lease_epoch") or 0) != 0
+        stored = num_attr(old, "start_by")
+        other_deadline = (stored is None) != (start_by is None) or (
+            stored is not None and start_by is not None and round(stored, 3) != round(start_by, 3)
+        )
+        return (num_attr(old, "lease_epoch") or 0) != 0 or other_deadline
     return status == JobStatus.RUNNING and str_attr(old, "claim_token") == token

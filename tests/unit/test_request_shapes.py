@@ -18,14 +18,14 @@ from botocore.validate import ParamValidator
 
 from sqsjobs.config import Settings
 from sqsjobs.runtime.acks import failure_record
-from sqsjobs.store import codec, enqueue, operator, schema, statements, transact, workers
+from sqsjobs.store import bulk, codec, enqueue, expiry, operator, schema, statements, transact, workers
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import objects, sqs
 
 NOW = 1_800_000_000.0
 TABLE = "shop-jobs"
 URL = "http://127.0.0.1:4566/000000000000/shop-default"
-BUILDER_MODULES = (rq, enqueue, operator, schema, statements, sqs, objects, transact, workers)
+BUILDER_MODULES = (rq, enqueue, operator, schema, statements, sqs, objects, transact, workers, expiry, bulk)
 
 
 def _new_job() -> rq.NewJob:
@@ -52,6 +52,28 @@ WORKER = workers.WorkerEntry(worker_id="h-1-abc", host="h", pid=1, version="0.1"
 #: builder -> (service, operation, a call of it)
 CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = {
     "put_job": ("dynamodb", "PutItem", lambda: rq.put_job(TABLE, _new_job())),
+    "scan_page": ("dynamodb", "Scan", lambda: bulk.scan_page(TABLE, job_type="a", status="queued", tenant="acme",
+                                                            op_id="o1", limit=10, start={"id": {"S": "j1"}})),
+    "cancel_matching": ("dynamodb", "UpdateItem",
+                    lambda: bulk.cancel_matching(TABLE, "j1", job_type="a", status="queued", tenant="acme", op_id="o1",
+                                        audit={"action": "bulk_cancel", "at": NOW}, now=NOW, retention_s=60)),
+    "put_op": ("dynamodb", "PutItem", lambda: bulk.put_op(TABLE, "o1", filters={"type": "a"}, by="me", now=NOW)),
+    "get_op": ("dynamodb", "GetItem", lambda: bulk.get_op(TABLE, "o1")),
+    "checkpoint": ("dynamodb", "UpdateItem",
+                   lambda: bulk.checkpoint(TABLE, "o1", seq=1, position={"id": {"S": "j1"}}, counts={"matched": 1},
+                                           state="running", now=NOW)),
+    "expire": ("dynamodb", "UpdateItem",
+               lambda: expiry.expire(TABLE, rq.envelope_of(_new_job()), now=NOW, reason="r", retention_s=60,
+                                     type_bound_s=600)),
+    "guard_claim": ("dynamodb", "UpdateItem",
+                    lambda: expiry.guard_claim(rq.claim(TABLE, rq.envelope_of(_new_job()), owner="w1", token="t",
+                                                        message_id="m1", now=NOW, lease_s=60, max_attempts=3),
+                                               now=NOW, type_bound_s=600)),
+    "guard_fresh_claim": ("dynamodb", "ExecuteStatement", lambda: statements.update_statement(
+        expiry.guard_fresh_claim(statements.fresh_claim(TABLE, rq.envelope_of(_new_job()), owner="w1", token="t",
+                                                        message_id="m1", now=NOW, lease_s=60, max_attempts=3,
+                                                        clock_skew_s=1), rq.envelope_of(_new_job()), now=NOW,
+                                 type_bound_s=600))),
     "claim": ("dynamodb", "UpdateItem",
               lambda: rq.claim(TABLE, rq.envelope_of(_new_job()), owner="w1", token=rq.nonce(), message_id="m1", now=NOW, lease_s=60,
                                max_attempts=3)),
@@ -139,6 +161,7 @@ def _builders() -> set[str]:
 #: Functions with that return type that build something other than a request.
 NOT_REQUESTS = {
     "audit_av", "queue_attributes", "record_of", "update_statement", "insert_statement", "kept_payload",
+    "op_key",  # a key, not a request
     "job_entry",  # one item of a transaction, checked inside transact_write's case
 }  # fmt: skip
 

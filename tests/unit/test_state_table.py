@@ -15,7 +15,7 @@ import pytest
 from sqsjobs.envelope import Envelope
 from sqsjobs.job import TRANSITIONS, JobStatus
 from sqsjobs.runtime.acks import failure_record
-from sqsjobs.store import operator, statements
+from sqsjobs.store import expiry, operator, statements
 from sqsjobs.store import requests as rq
 
 NOW = 1_800_000_000.0
@@ -51,6 +51,7 @@ WRITES = {
     "cancel": lambda: operator.cancel("tbl", "j1", now=NOW, retention_s=1),
     "request_cancel": lambda: operator.request_cancel("tbl", "j1", now=NOW),
     "replay": lambda: operator.replay("tbl", _job(), seen_updated="1", now=NOW, max_attempts=3, audit={"a": 1}),
+    "expire": lambda: expiry.expire("tbl", Envelope("j1", "t"), now=NOW, reason="r", retention_s=1, type_bound_s=60),
 }  # fmt: skip
 #: Operations that share one write: its condition admits the union of their from-states.
 SHARED = {"claim": ("claim", "rescue"), "rescue": ("claim", "rescue")}

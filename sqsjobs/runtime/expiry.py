@@ -1,0 +1,71 @@
+"""A delivery whose job expired: record ``expired`` (one conditional write), then delete the message.
+
+The worker checks the deadline the message shows before it claims (no write for a job it can see
+has expired), and the claim's condition refuses an expired record whatever the message shows
+(``store/expiry.py``), so a copy of the message put back into the queue, a backlog reached late, or
+a thin producer's job (no deadline in it: the type's bound applies) never runs. The message is
+deleted, not dead-lettered: expiry is an outcome the producer asked for, not an error an operator
+must look at; the record says ``expired`` and why.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqsjobs.errors import StoreError
+from sqsjobs.observability.metrics import EXPIRED
+from sqsjobs.runtime.acks import DELETE, LEAVE, Ack
+from sqsjobs.store import expiry
+from sqsjobs.store import requests as rq
+
+if TYPE_CHECKING:
+    from sqsjobs.app import App
+    from sqsjobs.envelope import Envelope
+    from sqsjobs.runtime.transitions import Transitions
+    from sqsjobs.transport.sqs import Delivery
+
+
+async def expire_delivery(
+    app: App,
+    transitions: Transitions,
+    envelope: Envelope,
+    delivery: Delivery,
+    *,
+    now: float,
+    deadline: float,
+    type_bound_s: float | None,
+) -> Ack | None:
+    """Expire the job of ``delivery``: DELETE once the record says ``expired`` (now or before).
+
+    None when the record refused because it is not expired (another deadline of its own, started
+    already, finished): the claim then decides what the message is worth, as for any delivery.
+    LEAVE when DynamoDB did not answer: the message comes back and is tried again.
+    """
+    params = expiry.expire(
+        app.settings.table_name, envelope, now=now, reason=expiry.reason(deadline),
+        retention_s=app.settings.retention_s, type_bound_s=type_bound_s,
+    )  # fmt: skip
+    try:
+        await transitions.single(params)
+    except StoreError as exc:
+        if not rq.is_conflict(exc):
+            app.logger.warning(
+                "expire failed, message left for redelivery",
+                extra={"job_id": envelope.job_id, "error": str(exc)},
+            )
+            return LEAVE
+        return DELETE if expiry.already_expired(exc) is not None else None
+    app.logger.info(
+        "job expired",
+        extra={
+            "job_id": envelope.job_id,
+            "job_type": envelope.job_type,
+            "queue": delivery.queue,
+            "tenant": envelope.tenant,
+            "status": "expired",
+            "reason": params["ExpressionAttributeValues"][":reason"]["S"],
+            "late_s": round(now - deadline, 3),
+        },
+    )
+    app.metrics.count(EXPIRED, envelope.job_type, envelope.tenant)
+    return DELETE

@@ -1,0 +1,168 @@
+"""Sans-I/O requests of a bulk cancel: the Scan that finds the jobs, each job's cancel, and the checkpoint.
+
+There is no status index, on purpose (DESIGN §4, §8: it would cost every job write units on a hot
+partition), so the jobs are found by a Scan with a filter: eventually consistent, read units only,
+billed for every item read whatever the filter (``sqsjobs.ops.bulk_cancel`` has the arithmetic).
+
+Each job is cancelled by the ``cancel`` transition of the state table (``store/operator.py``), the
+very write ``jobs cancel ID`` makes, narrowed to what the operation matched (type, status, tenant,
+re-checked by the condition, since the Scan's view may be stale) and extended with an audit entry
+and ``cancel_op``: the operation's id. The Scan also returns the jobs an operation cancelled
+itself, so a run resumed after a crash counts them once, from their records, without writing again.
+
+The checkpoint is a control item ``op#<id>`` in the jobs table (ids with ``#`` are the table's own
+items, never jobs): filters, the Scan's position after the last job handled, the counts so far,
+and a sequence number every checkpoint is conditional on, so two processes cannot run one
+operation at once. It has no ``type``, ``status`` or ``updated_at``, so listings and stats skip it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sqsjobs.store.codec import av_n, av_s
+from sqsjobs.store.operator import audit_av
+from sqsjobs.store.operator import cancel as cancel_transition
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+OP_PREFIX = "op#"
+#: Attributes a Scan page returns: what deciding about each job needs, nothing more.
+SCANNED = ("id", "status", "type", "tenant", "cancel_op")
+
+
+def op_key(op_id: str) -> dict[str, Any]:
+    """The control item's key."""
+    return {"id": av_s(OP_PREFIX + op_id)}
+
+
+def scan_page(
+    table: str,
+    *,
+    job_type: str,
+    status: str,
+    tenant: str | None,
+    op_id: str,
+    limit: int,
+    start: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """One Scan request: ``limit`` items read from ``start`` on; the matching jobs and this op's own kept."""
+    names = {f"#p{i}": a for i, a in enumerate(SCANNED)} | {"#type": "type", "#status": "status"}
+    values: dict[str, Any] = {":type": av_s(job_type), ":status": av_s(status), ":op": av_s(op_id)}
+    condition = "#type = :type AND (#status = :status OR cancel_op = :op)"
+    if tenant is not None:
+        names["#tenant"] = "tenant"
+        values[":tenant"] = av_s(tenant)
+        condition += " AND #tenant = :tenant"
+    params: dict[str, Any] = {
+        "TableName": table,
+        "Limit": limit,
+        "FilterExpression": condition,
+        "ProjectionExpression": ", ".join(f"#p{i}" for i in range(len(SCANNED))),
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+        "ConsistentRead": False,  # half the price; the cancel's condition reads the truth
+    }
+    if start:
+        params["ExclusiveStartKey"] = dict(start)
+    return params
+
+
+def cancel_matching(
+    table: str,
+    job_id: str,
+    *,
+    job_type: str,
+    status: str,
+    tenant: str | None,
+    op_id: str,
+    audit: Mapping[str, Any],
+    now: float,
+    retention_s: float,
+) -> dict[str, Any]:
+    """The ``cancel`` transition of one job, only while it still matches, with the operation's audit entry."""
+    params = cancel_transition(table, job_id, now=now, retention_s=retention_s)
+    names = {**params["ExpressionAttributeNames"], "#type": "type"}
+    values = {
+        **params["ExpressionAttributeValues"],
+        ":b_type": av_s(job_type),
+        ":b_status": av_s(status),
+        ":b_op": av_s(op_id),
+        ":b_audit": {"L": [audit_av(audit)]},
+        ":b_none": {"L": []},
+    }
+    condition = f"{params['ConditionExpression']} AND #type = :b_type AND #status = :b_status"
+    if tenant is not None:
+        names["#tenant"] = "tenant"
+        values[":b_tenant"] = av_s(tenant)
+        condition += " AND #tenant = :b_tenant"
+    update = (
+        f"{params['UpdateExpression']}, cancel_op = :b_op, "
+        "audit = list_append(if_not_exists(audit, :b_none), :b_audit)"
+    )
+    return {
+        **params,
+        "ConditionExpression": condition,
+        "UpdateExpression": update,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }
+
+
+def put_op(table: str, op_id: str, *, filters: Mapping[str, str], by: str, now: float) -> dict[str, Any]:
+    """Create the control item of a new operation (refused if the id exists)."""
+    return {
+        "TableName": table,
+        "Item": {
+            **op_key(op_id),
+            "op_kind": av_s("bulk_cancel"),
+            "op_filters": {"M": {k: av_s(v) for k, v in filters.items()}},
+            "op_by": av_s(by),
+            "op_created": av_n(now),
+            "op_state": av_s("running"),
+            "op_seq": av_n(0),
+            "op_counts": {"M": {}},
+        },
+        "ConditionExpression": "attribute_not_exists(id)",
+    }
+
+
+def get_op(table: str, op_id: str) -> dict[str, Any]:
+    """Read the control item, strongly consistent (the checkpoint a resume continues from)."""
+    return {"TableName": table, "Key": op_key(op_id), "ConsistentRead": True}
+
+
+def checkpoint(
+    table: str,
+    op_id: str,
+    *,
+    seq: int,
+    position: Mapping[str, Any] | None,
+    counts: Mapping[str, int],
+    state: str,
+    now: float,
+) -> dict[str, Any]:
+    """Record progress: the position after the last job handled, the counts, the state; ``seq`` + 1.
+
+    Conditional on ``seq`` as this run last wrote it: another process running the same operation
+    (a second ``--resume``) makes this refuse, and the run stops instead of double counting.
+    """
+    values: dict[str, Any] = {
+        ":seen": av_n(seq),
+        ":next": av_n(seq + 1),
+        ":counts": {"M": {k: av_n(v) for k, v in counts.items()}},
+        ":state": av_s(state),
+        ":now": av_n(now),
+    }
+    sets = "op_seq = :next, op_counts = :counts, op_state = :state, op_updated = :now"
+    if position:
+        sets += ", op_position = :position"
+        values[":position"] = {"M": dict(position)}
+    return {
+        "TableName": table,
+        "Key": op_key(op_id),
+        "ConditionExpression": "op_seq = :seen",
+        "UpdateExpression": f"SET {sets}",
+        "ExpressionAttributeValues": values,
+    }
