@@ -49,7 +49,8 @@ _UNSET: Any = object()
 
 #: Optional job fields a v2 envelope carries, by their short key in the body.
 _OPTIONAL = {"tenant": "tenant", "key": "idempotency_key", "trace": "trace", "parent": "parent_id",
-             "root": "root_id", "max": "max_attempts"}  # fmt: skip
+             "root": "root_id", "max": "max_attempts", "chain": "chain_id", "step": "chain_step",
+             "steps": "chain_steps"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,10 @@ class Envelope:
     #: The payload's S3 object (version 3; ``payload`` is then None) and its size in bytes.
     payload_ref: str | None = None
     payload_size: int | None = None
+    #: A chain step's chain, index and chain length: a batched claim rebuilds the record from them.
+    chain_id: str | None = None
+    chain_step: int | None = None
+    chain_steps: int | None = None
 
     def to_body(self) -> str:
         """Serialise for SendMessage."""
@@ -129,6 +134,8 @@ class Envelope:
         ):
             raise EnvelopeError(f"envelope lacks its queue, payload hash or times: {body[:80]!r}")
         optional = {attr: data[key] for key, attr in _OPTIONAL.items() if data.get(key) is not None}
+        if not all(isinstance(optional.get(a, 0), int) for a in ("chain_step", "chain_steps")):
+            raise EnvelopeError(f"envelope's chain step is not a number: {body[:80]!r}")
         if data["v"] >= REF_ENVELOPE_VERSION:
             reference, size = data.get("ref"), data.get("size")
             if not isinstance(reference, str) or not reference or not _number(size):

@@ -45,6 +45,10 @@ class NewJob:
     parent_id: str | None = None
     root_id: str | None = None
     trace: str | None = None
+    #: A chain step's chain, index and chain length (``sqsjobs.workflows.chains``).
+    chain_id: str | None = None
+    chain_step: int | None = None
+    chain_steps: int | None = None
     #: Set when the payload is too large for the message (or for the record of a held job): it is
     #: then an S3 object in this bucket (``payload_ref``), written before the message is sent.
     payload_bucket: str | None = None
@@ -110,6 +114,7 @@ def put_job(
         value = getattr(job, name)
         if value is not None:
             item[name] = av_s(value)
+    item |= _chain_fields(job)
     return {
         "TableName": table,
         "Item": item,
@@ -128,6 +133,7 @@ def envelope_of(job: NewJob | Job) -> Envelope:
             run_at=job.run_at, tenant=job.tenant, idempotency_key=job.idempotency_key, trace=job.trace,
             parent_id=job.parent_id, root_id=job.root_id, max_attempts=job.max_attempts,
             payload_ref=job.payload_ref, payload_size=len(job.payload_json) if in_s3 else None,
+            chain_id=job.chain_id, chain_step=job.chain_step, chain_steps=job.chain_steps,
         )  # fmt: skip
     if job.payload_hash is None:  # a record of the first layout: the claim reads its payload
         return Envelope(job.id, job.type)
@@ -137,6 +143,7 @@ def envelope_of(job: NewJob | Job) -> Envelope:
         created_at=job.created_at.timestamp(), run_at=job.run_at.timestamp(), tenant=job.tenant,
         idempotency_key=job.idempotency_key, trace=job.trace, parent_id=job.parent_id, root_id=job.root_id,
         payload_ref=job.payload_ref, payload_size=job.payload_size if job.payload_ref else None,
+        chain_id=job.chain_id, chain_step=job.chain_step, chain_steps=job.chain_steps,
     )  # fmt: skip
 
 
@@ -183,7 +190,18 @@ def record_of(envelope: Envelope) -> Item:
         value = getattr(envelope, name)
         if value is not None:
             item[name] = av_s(value)
-    return item
+    return item | _chain_fields(envelope)
+
+
+def _chain_fields(job: NewJob | Envelope) -> Item:
+    """A chain step's ``chain_id``, ``chain_step`` and ``chain_steps`` attributes (none outside a chain)."""
+    if job.chain_id is None or job.chain_step is None or job.chain_steps is None:
+        return {}
+    return {
+        "chain_id": av_s(job.chain_id),
+        "chain_step": av_n(job.chain_step),
+        "chain_steps": av_n(job.chain_steps),
+    }
 
 
 def kept_payload(job: Job, payload: Any) -> dict[str, Any]:
