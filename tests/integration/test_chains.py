@@ -372,3 +372,51 @@ def test_a_step_that_succeeds_after_its_chain_was_cancelled_does_not_start_the_n
     assert [s.status for s in status.steps] == [JobStatus.SUCCEEDED, JobStatus.CANCELLED, JobStatus.CANCELLED]
     assert status.stopped_at == 1 and "cancel" in (status.reason or "")
     assert [r["step"] for r in all_runs(tmp_path)] == [0]
+
+
+def measure_chain(ministack_url, make_app, tmp_path, *, steps: int, pad_bytes: int):
+    """Create and run one chain in-process; the write units of its creation and of its run (the worker's own
+    registry item taken out: a cost per worker process, not per step), and the run's read requests."""
+    from sqsjobs.testing import work_until
+
+    name = f"cost{os.getpid()}{time.monotonic_ns() % 10**6}"
+    producer = make_app(ministack_url, name, measure_capacity=True)
+    producer.registry.include(chain_app.app.registry)
+    producer.provision()
+    worker = make_app(ministack_url, name, measure_capacity=True, receive_wait_s=20)
+    worker.registry.include(chain_app.app.registry)
+    producer.requests.reset()
+    chain_id = producer.chain([step("s", 1, tmp_path, pad="p" * pad_bytes) for _ in range(steps)])
+    created = producer.requests.units("write")
+    ran = work_until(
+        worker, lambda: producer.get_chain(chain_id).status == "succeeded", concurrency=4, timeout_s=120
+    )
+    run = worker.requests.units("write") - sum(ran.presence.capacity.values())
+    reads = {op: n for (svc, op), n in worker.requests.counts.items() if op in ("GetItem", "BatchGetItem")}
+    return created, run, reads
+
+
+@pytest.mark.parametrize(("pad_bytes", "units"), [(100, 1), (1024, 2)])
+def test_write_units_per_step_counted_with_consumed_capacity(
+    ministack_url, make_app, tmp_path, pad_bytes, units
+):
+    """docs/workflows-chains.md, "Cost per step": DynamoDB's own count (MiniStack), table and index.
+
+    ``units``: what one write of a step's record costs while it keeps its payload (1 under 1 KB,
+    2 for a 1 KB payload); after its hint went the record is a plain one again (1 unit).
+    """
+    steps = 10
+    created, run, reads = measure_chain(ministack_url, make_app, tmp_path, steps=steps, pad_bytes=pad_bytes)
+    print(
+        f"\n{pad_bytes} B payloads: create {created} WU, run {run} WU, {(created + run) / steps} WU per step"
+    )
+    # Creation: every item of the transaction at twice its units (the chain record, every step with
+    # its payload), step 0's pending index entry, then step 0's clear (billed on the larger item) and
+    # its index entry's removal.
+    assert created == 2 * 1 + 2 * units * steps + 1 + (units + 1)
+    # Each step but the last: claim 1; its finish transaction: complete 2, next step unblocked
+    # 2 * units, its pending index entry 1, chain record 2; the next step's clear units + 1 (index).
+    # The last: claim 1, complete 2, chain record 2.
+    assert run == (steps - 1) * (1 + 2 + 2 * units + 1 + 2 + units + 1) + (1 + 2 + 2)
+    # Reads: one GetItem of the predecessor per step after the first, one BatchGetItem per finish.
+    assert reads == {"GetItem": steps - 1, "BatchGetItem": steps}
