@@ -1,0 +1,58 @@
+"""``sqsjobs chains get|cancel`` and the chain line of ``sqsjobs jobs get``, on MiniStack (no worker needed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli.conftest import invoke, new_app
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def chained(ministack_url):
+    app = new_app(ministack_url)
+    app.provision()
+    chain_id = app.chain([("orders.ok", {"order_id": "o-1"}), ("orders.ok", {"order_id": "o-2"})])
+    return app, ministack_url, chain_id
+
+
+def test_chains_get_shows_each_step_with_its_job_id_and_state(chained):
+    app, url, chain_id = chained
+    run = invoke(app, url, "chains", "get", chain_id, "--json")
+    assert run.code == 0, run.err
+    data = run.json
+    assert (data["id"], data["status"], data["current"]) == (chain_id, "running", 0)
+    assert [(s["index"], s["type"], s["status"]) for s in data["steps"]] == [
+        (0, "orders.ok", "queued"),
+        (1, "orders.ok", "waiting"),
+    ]
+    text = invoke(app, url, "chains", "get", chain_id)
+    assert text.code == 0 and "waiting" in text.out and data["steps"][1]["job_id"] in text.out
+
+
+def test_jobs_get_names_a_steps_chain_and_index(chained):
+    app, url, chain_id = chained
+    step = app.get_chain(chain_id).steps[1].job_id
+    assert invoke(app, url, "jobs", "get", step, "--json").json["chain"] == {
+        "id": chain_id,
+        "step": 1,
+        "steps": 2,
+    }
+    assert f"{chain_id} step 1 of 2" in invoke(app, url, "jobs", "get", step).out
+
+
+def test_chains_cancel_then_get_says_cancelled(chained):
+    app, url, chain_id = chained
+    assert "cancelled" in invoke(app, url, "chains", "cancel", chain_id).out
+    data = invoke(app, url, "chains", "get", chain_id, "--json").json
+    assert data["status"] == "cancelled" and [s["status"] for s in data["steps"]] == [
+        "cancelled",
+        "cancelled",
+    ]
+
+
+def test_an_unknown_chain_is_one_line_and_exit_3(chained):
+    app, url, _ = chained
+    run = invoke(app, url, "chains", "get", "cnothere")
+    assert run.code == 3 and "no chain with id 'cnothere'" in run.err
