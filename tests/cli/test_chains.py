@@ -56,3 +56,16 @@ def test_an_unknown_chain_is_one_line_and_exit_3(chained):
     app, url, _ = chained
     run = invoke(app, url, "chains", "get", "cnothere")
     assert run.code == 3 and "no chain with id 'cnothere'" in run.err
+
+
+def test_jobs_list_and_stats_take_waiting_steps_and_never_show_the_chain_record(chained):
+    app, url, chain_id = chained
+    listed = invoke(app, url, "jobs", "list", "--status", "waiting", "--json")
+    assert listed.code == 0, listed.err
+    assert [row["id"] for row in listed.json["jobs"]] == [f"{chain_id}-01"]
+    everything = invoke(app, url, "jobs", "list", "--json").json["jobs"]
+    assert sorted(row["id"] for row in everything) == [f"{chain_id}-00", f"{chain_id}-01"]
+    stats = invoke(app, url, "stats", "--json")
+    assert stats.code == 0, stats.err
+    (orders,) = [t for t in stats.json["types"] if t["type"] == "orders.ok"]
+    assert (orders["counts"]["queued"], orders["counts"]["waiting"]) == (1, 1)
