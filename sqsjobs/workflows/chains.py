@@ -268,7 +268,7 @@ def cancel_flow(settings: Settings, chain_id: str, now: float) -> Flow[str]:
         if step.status in (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED):
             outcome = "cancelled"
             updates = [
-                operator.cancel(table, step.job_id, now=now, retention_s=settings.retention_s),
+                operator.cancel(table, step.job_id, now=now, retention_s=settings.retention_s, chain_step=True),
                 end,
                 *(cs.drop(table, s.job_id, now=now, reason=reason, retention_s=settings.retention_s)
                   for s in later),

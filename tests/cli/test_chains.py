@@ -69,3 +69,11 @@ def test_jobs_list_and_stats_take_waiting_steps_and_never_show_the_chain_record(
     assert stats.code == 0, stats.err
     (orders,) = [t for t in stats.json["types"] if t["type"] == "orders.ok"]
     assert (orders["counts"]["queued"], orders["counts"]["waiting"]) == (1, 1)
+
+
+def test_cancelling_one_queued_or_waiting_step_alone_is_refused_and_names_the_chain(chained):
+    app, url, chain_id = chained
+    for step in app.get_chain(chain_id).steps:  # queued step 0, waiting step 1
+        run = invoke(app, url, "jobs", "cancel", step.job_id)
+        assert run.code == 4 and f"sqsjobs chains cancel {chain_id}" in run.err
+    assert [s.status.value for s in app.get_chain(chain_id).steps] == ["queued", "waiting"]
