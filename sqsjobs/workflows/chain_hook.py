@@ -138,8 +138,8 @@ class ChainHook:
             return [{"Update": unblock}, {"Update": cs.advance(table, job.chain_id, step=step, now=now)}]
         dead = finish.outcome is AttemptOutcome.DEAD
         error = finish.error
-        why = f"{error.error_class}: {error.message}" if dead and error else job.reason or "cancelled"
-        reason = f"step {step} ({job.type}) {'died' if dead else 'was cancelled'}: {why}"
+        why = f": {error.error_class}: {error.message}" if dead and error else ""
+        reason = f"step {step} ({job.type}) {'died' if dead else 'was cancelled'}{why}"
         state = ChainState.STOPPED if dead else ChainState.CANCELLED
         self._remember(job, None)
         return [
