@@ -12,7 +12,7 @@ code  meaning
 0     done
 1     error: configuration (--app cannot be loaded, settings), AWS (unreachable, no credentials, missing table or queue), a doctor check or a replay item that failed
 2     usage: typer's own (unknown option, bad choice) and bad input: invalid JSON, duration or --cursor, unknown job type, payload failing validation
-3     not found: no such job or DLQ message
+3     not found: no such job, chain or DLQ message
 4     refused: the job's state does not allow it (cancelling a finished job, retrying a queued one, an idempotency conflict), or the current code refuses its payload
 5     partial: a replay left messages in the DLQ (skipped, with the reason)
 130   interrupted (Ctrl-C) before the command could finish cleanly
