@@ -16,6 +16,8 @@ from sqsjobs.errors import (
     AwsError,
     Cancel,
     CancellationReason,
+    ChainInvalid,
+    ChainNotFound,
     ConfigurationError,
     DuplicateHandler,
     EnvelopeError,
@@ -53,6 +55,7 @@ from sqsjobs.runtime.sweeper import SweepReport, sweep_once
 from sqsjobs.runtime.worker import Worker
 from sqsjobs.schedules.declarations import ScheduleSpec
 from sqsjobs.transaction import Transaction
+from sqsjobs.workflows.chains import ChainStatus, ChainStep
 
 __all__ = [
     "App",
@@ -60,6 +63,10 @@ __all__ = [
     "Backoff",
     "Cancel",
     "CancellationReason",
+    "ChainInvalid",
+    "ChainNotFound",
+    "ChainStatus",
+    "ChainStep",
     "Clock",
     "ConfigurationError",
     "DuplicateHandler",

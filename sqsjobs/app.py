@@ -31,6 +31,7 @@ from sqsjobs.registry import P, Registry
 from sqsjobs.schedules.declarations import Schedules
 from sqsjobs.transaction import Transaction
 from sqsjobs.transport.queues import QueueUrls
+from sqsjobs.workflows import chains
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from sqsjobs.observability.tracing import JobTracer
     from sqsjobs.registry import Handler, HandlerOf
     from sqsjobs.store.enqueue import NewJob
+    from sqsjobs.workflows.chains import ChainStatus, Step
 
 T = TypeVar("T")
 
@@ -294,6 +296,46 @@ class App:
             now=self.clock.now(),
             payload=payload,
         )
+
+    # ── chains (sqsjobs.workflows.chains, docs/workflows-chains.md) ──────────────────────────
+    def _chain_flow(self, steps: Iterable[Step], dedupe_key: str | None) -> Flow[str]:
+        now = self.clock.now()
+        chain_id, jobs = chains.build_steps(
+            steps, registry=self.registry, settings=self.settings, now=now, dedupe_key=dedupe_key
+        )
+        return (yield from chains.create_flow(
+            chain_id, jobs, settings=self.settings, queue_urls=self.queue_urls, dedupe_key=dedupe_key,
+            now=now, logger=self.logger,
+        ))  # fmt: skip
+
+    def chain(self, steps: Iterable[Step], *, dedupe_key: str | None = None) -> str:
+        """Run ``(type, payload)`` steps one after another; returns the chain's id.
+
+        Each step runs once the one before it succeeded and reads its result as
+        ``ctx.previous_result``; a step that dies stops the chain. ``dedupe_key``: the same key and
+        steps return the same chain, other steps raise ``IdempotencyConflict``. At most 99 steps.
+        """
+        return str(self.run(self._chain_flow(steps, dedupe_key)))
+
+    async def achain(self, steps: Iterable[Step], *, dedupe_key: str | None = None) -> str:
+        """Async ``chain``."""
+        return str(await self.arun(self._chain_flow(steps, dedupe_key)))
+
+    def get_chain(self, chain_id: str) -> ChainStatus:
+        """The chain's state and its steps' (``ChainNotFound`` if there is none)."""
+        return self.run(chains.get_flow(self.settings, chain_id))
+
+    async def aget_chain(self, chain_id: str) -> ChainStatus:
+        """Async ``get_chain``."""
+        return await self.arun(chains.get_flow(self.settings, chain_id))
+
+    def cancel_chain(self, chain_id: str) -> str:
+        """Cancel the chain: ``"cancelled"``, ``"requested"`` (its step is running) or its end state."""
+        return str(self.run(chains.cancel_flow(self.settings, chain_id, self.clock.now())))
+
+    async def acancel_chain(self, chain_id: str) -> str:
+        """Async ``cancel_chain``."""
+        return str(await self.arun(chains.cancel_flow(self.settings, chain_id, self.clock.now())))
 
     def provision(self, queues: list[str] | None = None) -> ProvisionReport:
         """Create the table, queues and DLQs on the configured endpoint (idempotent)."""

@@ -42,6 +42,9 @@ class JobContext:
     logger: Any
     #: The SQS delivery that brought the job (None when run by ``sqsjobs.testing``).
     delivery: Delivery | None = None
+    #: A chain step's view of the step before it: that step's result (None for the first step and
+    #: outside chains). Read once, before the handler starts (``sqsjobs.workflows.chain_hook``).
+    previous_result: Any = None
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
     _interrupt: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     _interrupt_reason: InterruptReason | None = field(default=None, repr=False)

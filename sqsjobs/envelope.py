@@ -49,7 +49,9 @@ _UNSET: Any = object()
 
 #: Optional job fields a v2 envelope carries, by their short key in the body.
 _OPTIONAL = {"tenant": "tenant", "key": "idempotency_key", "trace": "trace", "parent": "parent_id",
-             "root": "root_id", "max": "max_attempts", "start_by": "start_by"}  # fmt: skip
+             "root": "root_id", "max": "max_attempts", "start_by": "start_by", "chain": "chain_id",
+             "step": "chain_step",
+             "steps": "chain_steps"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,10 @@ class Envelope:
     payload_size: int | None = None
     #: The job's deadline (epoch seconds): a worker that meets the message later expires the job.
     start_by: float | None = None
+    #: A chain step's chain, index and chain length: a batched claim rebuilds the record from them.
+    chain_id: str | None = None
+    chain_step: int | None = None
+    chain_steps: int | None = None
 
     def to_body(self) -> str:
         """Serialise for SendMessage."""
@@ -133,6 +139,8 @@ class Envelope:
         optional = {attr: data[key] for key, attr in _OPTIONAL.items() if data.get(key) is not None}
         if "start_by" in optional and not _number(optional["start_by"]):
             raise EnvelopeError(f"envelope's start_by is not a time in epoch seconds: {body[:80]!r}")
+        if not all(isinstance(optional.get(a, 0), int) for a in ("chain_step", "chain_steps")):
+            raise EnvelopeError(f"envelope's chain step is not a number: {body[:80]!r}")
         if data["v"] >= REF_ENVELOPE_VERSION:
             reference, size = data.get("ref"), data.get("size")
             if not isinstance(reference, str) or not reference or not _number(size):

@@ -19,11 +19,13 @@
     ├── TransactionInvalid          a transaction DynamoDB would refuse as built (also a ValueError)
     ├── ExpiryInvalid               an expires_after that cannot hold: not positive, or ends before run_at
     ├── TransactionCancelled        DynamoDB cancelled a transaction: nothing of it was written
+    ├── ChainInvalid                steps that cannot make a chain (none, over 99) (also a ValueError)
     ├── JobStateError               the job's record refused the change: an answer, not a failure
     │   ├── JobNotFound
     │   ├── LeaseLost               the caller no longer owns the job (fencing)
     │   ├── IdempotencyConflict     same key, different payload
     │   ├── InvalidTransition       e.g. cancelling a finished job
+    │   ├── ChainNotFound
     │   └── RecordChanged           changed between a read and the write based on it, again and again
     ├── AwsError                    an AWS call failed (wraps botocore; callers never see ClientError)
     │   ├── StoreError              ...on the DynamoDB job table
@@ -198,6 +200,14 @@ class IdempotencyConflict(JobStateError):
 
 class InvalidTransition(JobStateError):
     """The job is not in a state that allows this change."""
+
+
+class ChainNotFound(JobStateError):
+    """No chain has this id."""
+
+
+class ChainInvalid(SqsJobsError, ValueError):
+    """The steps given cannot make a chain (none, more than the limit, a step that is not a (type, payload))."""
 
 
 class RecordChanged(JobStateError):

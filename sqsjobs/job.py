@@ -12,6 +12,7 @@
                   │           retry_scheduled ──claim (once due)──▶ running
                   ├──cancel──▶ cancelled ◀──cancel── retry_scheduled
                   └──expire (never started, deadline passed)──▶ expired
+    chain step (sqsjobs.workflows): waiting ──unblock──▶ queued;  waiting ──drop──▶ cancelled
 
 Every arrow is one conditional write in ``sqsjobs.store.requests``; ``TRANSITIONS`` is the table
 the store and ``docs/lifecycle.md`` follow.
@@ -33,6 +34,8 @@ class JobStatus(enum.StrEnum):
     """Where a job is in its life."""
 
     QUEUED = "queued"
+    #: A chain step whose predecessor has not succeeded yet: no claim takes it.
+    WAITING = "waiting"
     RUNNING = "running"
     RETRY_SCHEDULED = "retry_scheduled"
     SUCCEEDED = "succeeded"
@@ -75,6 +78,10 @@ TRANSITIONS: dict[str, tuple[frozenset[JobStatus], JobStatus]] = {
     # Never started (``lease_epoch = 0``: a released or retried job started before its deadline)
     # and past ``start_by`` (or the type's ``expires_after`` from ``created_at``): see store/expiry.py.
     "expire": (frozenset({JobStatus.QUEUED}), JobStatus.EXPIRED),
+    # Chains (sqsjobs.workflows): the predecessor succeeded, in the same transaction as its complete.
+    "unblock": (frozenset({JobStatus.WAITING}), JobStatus.QUEUED),
+    # Chains: an earlier step stopped the chain, or the chain was cancelled; the step never runs.
+    "drop": (frozenset({JobStatus.WAITING}), JobStatus.CANCELLED),
 }
 
 
@@ -183,6 +190,11 @@ class Job:
     #: worker reads it. ``result_ref`` likewise for a result too large for the record.
     payload_ref: str | None = None
     result_ref: str | None = None
+    #: The chain this job is a step of (``sqsjobs.workflows.chains``), its 0-based index and the
+    #: chain's length; None for a job outside any chain.
+    chain_id: str | None = None
+    chain_step: int | None = None
+    chain_steps: int | None = None
     #: Extra fields that a newer sqsjobs wrote; kept so nothing is lost.
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -118,6 +118,7 @@ async def arun_job(
     tenant: str | None = None,
     job_id: str | None = None,
     payload_version: int | None = None,
+    previous_result: Any = None,
 ) -> RunResult: ...
 @overload
 async def arun_job(
@@ -129,6 +130,7 @@ async def arun_job(
     tenant: str | None = None,
     job_id: str | None = None,
     payload_version: int | None = None,
+    previous_result: Any = None,
 ) -> RunResult: ...
 async def arun_job(
     app: App,
@@ -139,6 +141,7 @@ async def arun_job(
     tenant: str | None = None,
     job_id: str | None = None,
     payload_version: int | None = None,
+    previous_result: Any = None,
 ) -> RunResult:
     """Async ``run_job``, for tests that already run an event loop."""
     job = make_job(
@@ -150,8 +153,10 @@ async def arun_job(
     # raises PayloadInvalid (UpcastError) here.
     value = spec.load(job.payload, job.payload_version)
     ctx = JobContext(
-        job=job, worker_id=TEST_WORKER_ID, deadline=app.clock.now() + spec.timeout_s, logger=app.logger
-    )
+        job=job, worker_id=TEST_WORKER_ID, deadline=app.clock.now() + spec.timeout_s, logger=app.logger,
+        # What a chain step's handler reads: as the worker gives it, JSON round-tripped as the record stores it.
+        previous_result=json.loads(storable_result(previous_result, app.settings.max_result_bytes)[1]),
+    )  # fmt: skip
     # A pool of its own: a sync handler past its timeout runs on in its thread (it cannot be
     # killed, as in the worker), and must not hold up the shutdown of the loop's default executor.
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqsjobs-run-job")
@@ -186,6 +191,7 @@ def run_job(
     tenant: str | None = None,
     job_id: str | None = None,
     payload_version: int | None = None,
+    previous_result: Any = None,
 ) -> RunResult: ...
 @overload
 def run_job(
@@ -197,6 +203,7 @@ def run_job(
     tenant: str | None = None,
     job_id: str | None = None,
     payload_version: int | None = None,
+    previous_result: Any = None,
 ) -> RunResult: ...
 def run_job(
     app: App,
@@ -207,6 +214,7 @@ def run_job(
     tenant: str | None = None,
     job_id: str | None = None,
     payload_version: int | None = None,
+    previous_result: Any = None,
 ) -> RunResult:
     """Run one job's handler in-process, as a worker would run this attempt; no AWS.
 
@@ -226,6 +234,8 @@ def run_job(
         job_id: the job's id (``ctx.job_id``); default: a new one, as ``enqueue`` makes.
         payload_version: the payload's schema version (default: the handler's); an older one is
             stored as is and upgraded by the type's upcasts before validation, as a worker does.
+        previous_result: what ``ctx.previous_result`` holds, as a chain step after the first sees
+            the step before's result (JSON round-tripped, as the record keeps it).
     """
     return asyncio.run(
         arun_job(
@@ -236,6 +246,7 @@ def run_job(
             tenant=tenant,
             job_id=job_id,
             payload_version=payload_version,
+            previous_result=previous_result,
         )
     )
 

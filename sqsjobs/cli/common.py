@@ -12,7 +12,7 @@ code  meaning
 0     done
 1     error: configuration (--app cannot be loaded, settings), AWS (unreachable, no credentials, missing table or queue), a doctor check or a replay item that failed
 2     usage: typer's own (unknown option, bad choice) and bad input: invalid JSON, duration or --cursor, unknown job type, payload failing validation
-3     not found: no such job or DLQ message
+3     not found: no such job, chain or DLQ message
 4     refused: the job's state does not allow it (cancelling a finished job, retrying a queued one, an idempotency conflict), or the current code refuses its payload
 5     partial: a replay left messages in the DLQ (skipped, with the reason)
 130   interrupted (Ctrl-C) before the command could finish cleanly
@@ -35,6 +35,7 @@ from rich.markup import escape
 from sqsjobs.app import App
 from sqsjobs.errors import (
     AwsError,
+    ChainNotFound,
     HandlerNotFound,
     JobNotFound,
     JobStateError,
@@ -97,7 +98,7 @@ EXIT_CODES: dict[int, str] = {
         "usage: typer's own (unknown option, bad choice) and bad input: invalid JSON, duration or "
         "--cursor, unknown job type, payload failing validation"
     ),
-    EXIT_NOT_FOUND: "not found: no such job or DLQ message",
+    EXIT_NOT_FOUND: "not found: no such job, chain or DLQ message",
     EXIT_REFUSED: (
         "refused: the job's state does not allow it (cancelling a finished job, retrying a queued one, "
         "an idempotency conflict), or the current code refuses its payload"
@@ -118,7 +119,7 @@ def exit_code(exc: BaseException) -> int:
     """The exit code for an error (see the module docstring)."""
     if isinstance(exc, KeyboardInterrupt):
         return EXIT_INTERRUPTED
-    if isinstance(exc, JobNotFound):
+    if isinstance(exc, JobNotFound | ChainNotFound):
         return EXIT_NOT_FOUND
     if isinstance(exc, JobStateError):  # InvalidTransition, IdempotencyConflict, LeaseLost
         return EXIT_REFUSED

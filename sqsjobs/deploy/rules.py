@@ -51,6 +51,8 @@ DLQ_RETENTION_S = 14 * 86_400
 WORKER_ACTIONS: Mapping[str, tuple[str, ...]] = {
     "dynamodb": (
         "dynamodb:GetItem",
+        # A chain step's finish reads its chain record and the next step in one request.
+        "dynamodb:BatchGetItem",
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",
         "dynamodb:PartiQLInsert",

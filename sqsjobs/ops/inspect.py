@@ -493,6 +493,9 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         "lease_expires": iso(job.lease_expires),
         "cancel_requested": job.cancel_requested,
         "reason": job.reason,
+        "chain": (
+            {"id": job.chain_id, "step": job.chain_step, "steps": job.chain_steps} if job.chain_id else None
+        ),
         "payload": job.payload,
         "payload_version": job.payload_version,
         "payload_size": job.payload_size,

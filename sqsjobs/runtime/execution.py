@@ -46,6 +46,7 @@ from sqsjobs.store import expiry, statements
 from sqsjobs.store import requests as rq
 from sqsjobs.store.requests import ClaimRefusal
 from sqsjobs.transport import sqs
+from sqsjobs.workflows.chain_hook import before_step
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -268,6 +269,8 @@ class Execution:
                     queue=delivery.queue,
                 )
             return DELETE
+        if job.status is JobStatus.WAITING:  # a chain step's copy: its predecessor's success sends its hint
+            return DELETE
         if refused.reason is ClaimRefusal.NOT_DUE:
             return Ack("rearm", delay_s=sqs.clamp_visibility(job.run_at.timestamp() - self.app.clock.now()))
         if refused.reason is ClaimRefusal.HELD_ELSEWHERE:
@@ -324,6 +327,10 @@ class Execution:
             return await self._dead(job, exc, reason=payloads.unusable(exc), queue=queue)
         except ObjectStoreError as exc:  # S3 did not answer: a passing fault, retried by the type's policy
             return await self._failed(spec, job, exc, queue)
+        try:  # a chain step sees the step before's result, or stops if its chain was cancelled
+            previous = await before_step(self.app, job) if job.chain_id else None
+        except Exception as exc:  # Cancel: cancelled; a failed read: the type's retry policy
+            return await self._failed(spec, job, exc, queue)
 
         timeout_s = (
             spec.run_timeout_s(self._default_timeout_s()) if self._default_timeout_s else spec.timeout_s
@@ -334,6 +341,7 @@ class Execution:
             deadline=self.app.clock.now() + timeout_s,
             logger=self.app.logger,
             delivery=delivery,
+            previous_result=previous,
         )
         if self._on_run:
             self._on_run(ctx)

@@ -50,5 +50,6 @@ class FinishHook(Protocol):
 
 def finish_hooks(app: App) -> list[FinishHook]:
     """The hooks every worker of ``app`` runs on each finish, in order."""
-    del app  # no built-in hook yet: batches, chains and limits add theirs here
-    return []
+    from sqsjobs.workflows.chain_hook import ChainHook  # workflows build on the runtime, not the reverse
+
+    return [ChainHook(app)]

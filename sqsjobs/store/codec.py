@@ -95,7 +95,8 @@ KNOWN_ATTRIBUTES = {
     "max_attempts", "run_at", "created_at", "updated_at", "started_at", "finished_at", "lease_owner",
     "lease_epoch", "lease_expires", "result", "error", "history", "idempotency_key", "tenant", "parent_id",
     "root_id", "trace", "cancel_requested", "reason", "expires_at", "claim_token", "claim_msg", "wid",
-    "payload_size", "attn", "payload_ref", "result_ref", "start_by",
+    "payload_size", "attn", "payload_ref", "result_ref", "start_by", "chain_id", "chain_step",
+    "chain_steps",
 }  # fmt: skip
 
 #: Attribute each write that may be retried after a lost answer sets to its own random nonce.
@@ -154,6 +155,9 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         cancel_requested=bool(item.get("cancel_requested", {}).get("BOOL", False)),
         reason=str_attr(item, "reason"),
         start_by=to_datetime(num_attr(item, "start_by")),
+        chain_id=str_attr(item, "chain_id"),
+        chain_step=_optional_int(num_attr(item, "chain_step")),
+        chain_steps=_optional_int(num_attr(item, "chain_steps")),
         extra={k: v for k, v in item.items() if k not in KNOWN_ATTRIBUTES},
     )
 

@@ -45,6 +45,10 @@ class NewJob:
     parent_id: str | None = None
     root_id: str | None = None
     trace: str | None = None
+    #: A chain step's chain, index and chain length (``sqsjobs.workflows.chains``).
+    chain_id: str | None = None
+    chain_step: int | None = None
+    chain_steps: int | None = None
     #: Set when the payload is too large for the message (or for the record of a held job): it is
     #: then an S3 object in this bucket (``payload_ref``), written before the message is sent.
     payload_bucket: str | None = None
@@ -114,6 +118,7 @@ def put_job(
         value = getattr(job, name)
         if value is not None:
             item[name] = av_s(value)
+    item |= _chain_fields(job)
     return {
         "TableName": table,
         "Item": item,
@@ -133,6 +138,7 @@ def envelope_of(job: NewJob | Job) -> Envelope:
             parent_id=job.parent_id, root_id=job.root_id, max_attempts=job.max_attempts,
             payload_ref=job.payload_ref, payload_size=len(job.payload_json) if in_s3 else None,
             start_by=job.start_by,
+            chain_id=job.chain_id, chain_step=job.chain_step, chain_steps=job.chain_steps,
         )  # fmt: skip
     if job.payload_hash is None:  # a record of the first layout: the claim reads its payload
         return Envelope(job.id, job.type)
@@ -143,6 +149,7 @@ def envelope_of(job: NewJob | Job) -> Envelope:
         idempotency_key=job.idempotency_key, trace=job.trace, parent_id=job.parent_id, root_id=job.root_id,
         payload_ref=job.payload_ref, payload_size=job.payload_size if job.payload_ref else None,
         start_by=job.start_by.timestamp() if job.start_by else None,
+        chain_id=job.chain_id, chain_step=job.chain_step, chain_steps=job.chain_steps,
     )  # fmt: skip
 
 
@@ -191,7 +198,18 @@ def record_of(envelope: Envelope) -> Item:
         value = getattr(envelope, name)
         if value is not None:
             item[name] = av_s(value)
-    return item
+    return item | _chain_fields(envelope)
+
+
+def _chain_fields(job: NewJob | Envelope) -> Item:
+    """A chain step's ``chain_id``, ``chain_step`` and ``chain_steps`` attributes (none outside a chain)."""
+    if job.chain_id is None or job.chain_step is None or job.chain_steps is None:
+        return {}
+    return {
+        "chain_id": av_s(job.chain_id),
+        "chain_step": av_n(job.chain_step),
+        "chain_steps": av_n(job.chain_steps),
+    }
 
 
 def kept_payload(job: Job, payload: Any) -> dict[str, Any]:

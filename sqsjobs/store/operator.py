@@ -53,12 +53,19 @@ class NewPayload:
         return cls(payload, version, payload_hash(job_type, version, payload), len(canonical_json(payload)))
 
 
-def cancel(table: str, job_id: str, *, now: float, retention_s: float) -> dict[str, Any]:
-    """Queued | retry_scheduled → cancelled."""
+def cancel(
+    table: str, job_id: str, *, now: float, retention_s: float, chain_step: bool = False
+) -> dict[str, Any]:
+    """Queued | retry_scheduled → cancelled.
+
+    A chain step is refused unless ``chain_step`` (``cancel_chain``, which ends the chain in the same
+    transaction): cancelled alone, it would leave its chain running with steps that never run.
+    """
     return {
         "TableName": table,
         "Key": {"id": av_s(job_id)},
-        "ConditionExpression": "#status IN (:queued, :retry)",
+        "ConditionExpression": "#status IN (:queued, :retry)"
+        + ("" if chain_step else " AND attribute_not_exists(chain_id)"),
         "UpdateExpression": (
             "SET #status = :cancelled, finished_at = :now, updated_at = :now, reason = :reason, expires_at = :ttl"
         ),
@@ -124,7 +131,12 @@ def interpret_cancel_refusal(job_id: str, error: StoreError) -> Job:
 
 
 def not_cancellable(job: Job) -> InvalidTransition:
-    """The error for cancelling a finished job."""
+    """The error for cancelling a finished job, or a waiting chain step on its own."""
+    if job.chain_id is not None and not job.status.terminal:
+        return InvalidTransition(
+            f"job {job.id} is step {job.chain_step} of chain {job.chain_id}: cancel the chain "
+            f"(app.cancel_chain, or sqsjobs chains cancel {job.chain_id})"
+        )
     return InvalidTransition(
         f"job {job.id} is {job.status}; only queued, scheduled or running jobs can be cancelled"
     )

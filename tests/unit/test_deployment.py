@@ -34,6 +34,8 @@ WORKER_MODULES = [
     "transport/batcher.py",
     "transport/queues.py",
     "transport/objects.py",
+    "workflows/chain_hook.py",  # a chain step's previous result, and its finish's follow-up
+    "workflows/chains.py",  # the hook's reads; a handler may start a chain
 ]
 ECS_WORKER_MODULES = [*WORKER_MODULES, "runtime/presence.py"]
 SWEEPER_MODULES = ["app.py", "runtime/sweeper.py", "runtime/lambda_handlers.py", "transport/queues.py"]

@@ -17,6 +17,7 @@ from sqsjobs.job import TRANSITIONS, JobStatus
 from sqsjobs.runtime.acks import failure_record
 from sqsjobs.store import expiry, operator, statements
 from sqsjobs.store import requests as rq
+from sqsjobs.workflows import chain_store
 
 NOW = 1_800_000_000.0
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "lifecycle.md"
@@ -52,6 +53,8 @@ WRITES = {
     "request_cancel": lambda: operator.request_cancel("tbl", "j1", now=NOW),
     "replay": lambda: operator.replay("tbl", _job(), seen_updated="1", now=NOW, max_attempts=3, audit={"a": 1}),
     "expire": lambda: expiry.expire("tbl", Envelope("j1", "t"), now=NOW, reason="r", retention_s=1, type_bound_s=60),
+    "unblock": lambda: chain_store.unblock("tbl", "c1-01", now=NOW, recheck_at=NOW + 300),
+    "drop": lambda: chain_store.drop("tbl", "c1-02", now=NOW, reason="r", retention_s=1),
 }  # fmt: skip
 #: Operations that share one write: its condition admits the union of their from-states.
 SHARED = {"claim": ("claim", "rescue"), "rescue": ("claim", "rescue")}

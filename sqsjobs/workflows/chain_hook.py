@@ -1,0 +1,205 @@
+"""What a chain step's run adds: the previous result before it, and the next step with its finish.
+
+Before the handler (``before_step``): one strongly consistent GetItem of the predecessor's record
+(1 read unit up to 4 KB), plus one S3 GET when its result is an object. The same read says whether
+``cancel_chain`` asked the predecessor to stop: a predecessor that succeeded anyway does not start
+this step, which ends cancelled (and ends the chain).
+
+With the finish (``ChainHook``, a ``FinishHook`` of ``runtime/hooks.py``)::
+
+    step n's finish     entries committed with it (one TransactWriteItems)    landed (after)
+    succeeded, n < last step n+1 waiting → queued + pending entry;       send n+1's hint; clear the entry
+                        chain record current n → n+1
+    succeeded, last     chain record → succeeded                              -
+    dead                chain record → stopped at n, with the reason          later steps waiting → cancelled
+    cancelled           chain record → cancelled at n                         later steps waiting → cancelled
+    retry, released     nothing: the chain waits for the step's own retry     -
+
+A crash after the commit and before the hint leaves step n+1 queued with its ``pending`` entry:
+the sweeper sends the hint at ``due``. A crash before the later steps are dropped leaves them
+``waiting``: they never run (nothing unblocks them; ``get_chain`` shows the chain stopped), and
+they stay until an operator deletes them. ``entries`` reads the chain record and step n+1's record
+first (one BatchGetItem, 2 read units): a step replayed by an operator after its chain ended runs
+alone, with no entries, and the hint needs step n+1's fields.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sqsjobs._aws import Call, one
+from sqsjobs.errors import Cancel
+from sqsjobs.job import AttemptOutcome, JobStatus
+from sqsjobs.store import requests as rq
+from sqsjobs.store import transact
+from sqsjobs.store.codec import CCF, Item, str_attr, to_datetime
+from sqsjobs.transport import objects, sqs
+from sqsjobs.workflows import chain_store as cs
+from sqsjobs.workflows.chain_store import ChainState
+from sqsjobs.workflows.chains import read_items
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from sqsjobs.app import App
+    from sqsjobs.job import FailureRecord, Job
+
+#: Finishes whose entries are kept for their ``landed`` at once, at most (a refused finish never lands).
+MAX_PENDING_LANDINGS = 10_000
+
+
+class _Finish(Protocol):
+    """What the hook reads of ``runtime.hooks.Finish`` (named structurally: no import back into runtime)."""
+
+    @property
+    def job(self) -> Job: ...
+    @property
+    def outcome(self) -> AttemptOutcome: ...
+    @property
+    def error(self) -> FailureRecord | None: ...
+
+
+async def before_step(app: App, job: Job) -> Any:
+    """The previous step's result for ``job``, a chain step; raises ``Cancel`` when the chain was asked to stop.
+
+    Step 0 has no predecessor (None). A failed read raises its ``StoreError``/``ObjectStoreError``
+    (the attempt is retried by the type's policy); a result object gone raises ``PayloadMissing``.
+    """
+    if job.cancel_requested:
+        raise Cancel("chain cancelled: this step was asked to stop before it started")
+    if not job.chain_id or not job.chain_step:
+        return None
+    previous_id = cs.step_job_id(job.chain_id, job.chain_step - 1)
+    read = rq.get(app.settings.table_name, previous_id) | {
+        "ProjectionExpression": "#r, result_ref, cancel_requested",
+        "ExpressionAttributeNames": {"#r": "result"},
+    }
+    response = await app.arun(one(Call("dynamodb", "get_item", read)))
+    item = response.get("Item") or {}
+    if item.get("cancel_requested", {}).get("BOOL"):
+        raise Cancel(f"chain cancelled while step {job.chain_step - 1} ran")
+    reference = str_attr(item, "result_ref")
+    if reference is not None:
+        return json.loads(await app.arun(objects.get_flow(reference)))
+    raw = str_attr(item, "result")
+    return None if raw is None else json.loads(raw)
+
+
+class ChainHook:
+    """The finish hook of chain steps (see the module docstring); a job outside a chain passes untouched."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        #: claim token → the next step's record (read in ``entries``) and its unblock, for ``landed``.
+        self._next: dict[str, tuple[Item, dict[str, Any]]] = {}
+
+    async def entries(self, finish: _Finish) -> Sequence[Mapping[str, Any]]:
+        """The chain's writes that commit with this finish (none for retries, releases, other jobs)."""
+        job = finish.job
+        if job.chain_id is None or job.chain_step is None or job.chain_steps is None:
+            return []
+        if finish.outcome not in (AttemptOutcome.SUCCEEDED, AttemptOutcome.DEAD, AttemptOutcome.CANCELLED):
+            return []
+        table, now, step = self.app.settings.table_name, self.app.clock.now(), job.chain_step
+        last = step + 1 >= job.chain_steps
+        next_id = cs.step_job_id(job.chain_id, step + 1)
+        chain_id = f"{cs.CHAIN_PREFIX}{job.chain_id}"
+        wanted = [chain_id] if last or finish.outcome is not AttemptOutcome.SUCCEEDED else [chain_id, next_id]
+        items = await self.app.arun(read_items(table, wanted))
+        chain = items.get(chain_id)
+        if (
+            chain is None
+            or str_attr(chain, "chain_state") != ChainState.RUNNING
+            or cs.chain_fields(chain)["current"] != step
+        ):
+            return []  # a step replayed after its chain ended (or the chain expired): it runs alone
+        retention = self.app.settings.retention_s
+        if finish.outcome is AttemptOutcome.SUCCEEDED and last:
+            return [
+                {
+                    "Update": cs.end(
+                        table,
+                        job.chain_id,
+                        step=step,
+                        state=ChainState.SUCCEEDED,
+                        now=now,
+                        retention_s=retention,
+                    )
+                }
+            ]
+        if finish.outcome is AttemptOutcome.SUCCEEDED:
+            following = items.get(next_id)
+            if following is None or str_attr(following, "status") != JobStatus.WAITING:
+                self.app.logger.error("chain: the next step is not waiting", extra={"job_id": next_id})
+                return []
+            unblock = cs.unblock(table, next_id, now=now, recheck_at=now + self.app.settings.stale_after_s)
+            self._remember(job, (following, unblock))
+            return [{"Update": unblock}, {"Update": cs.advance(table, job.chain_id, step=step, now=now)}]
+        dead = finish.outcome is AttemptOutcome.DEAD
+        error = finish.error
+        why = f": {error.error_class}: {error.message}" if dead and error else ""
+        reason = f"step {step} ({job.type}) {'died' if dead else 'was cancelled'}{why}"
+        state = ChainState.STOPPED if dead else ChainState.CANCELLED
+        self._remember(job, None)
+        return [
+            {
+                "Update": cs.end(
+                    table, job.chain_id, step=step, state=state, now=now, retention_s=retention, reason=reason
+                )
+            }
+        ]
+
+    def _remember(self, job: Job, landing: tuple[Item, dict[str, Any]] | None) -> None:
+        if len(self._next) >= MAX_PENDING_LANDINGS:
+            self._next.clear()  # only refused finishes leave theirs behind; a landing lost here is swept
+        self._next[str(job.claim_token)] = landing or ({}, {})
+
+    async def landed(self, finish: _Finish) -> None:
+        """Send the next step's hint, or drop the later steps; logs a failure (the sweeper or nothing repairs it)."""
+        job = finish.job
+        landing = self._next.pop(str(job.claim_token), None)
+        if landing is None or job.chain_id is None or job.chain_step is None or job.chain_steps is None:
+            return
+        try:
+            following, unblock = landing
+            if following:
+                await self._send_next(following, unblock)
+            else:
+                await self._drop_later(job.chain_id, job.chain_step, job.chain_steps)
+        except Exception as exc:
+            self.app.logger.warning(
+                "chain: follow-up after a step's finish failed",
+                extra={"job_id": job.id, "chain_id": job.chain_id, "error": f"{type(exc).__name__}: {exc}"},
+            )
+
+    async def _send_next(self, following: Item, unblock: Mapping[str, Any]) -> None:
+        now = float(unblock["ExpressionAttributeValues"][":now"]["N"])
+        record = rq.job_from_item(following)
+        job = record.evolve(status=JobStatus.QUEUED, run_at=to_datetime(now))
+        urls = await self.app.arun(self.app.queue_urls.flow([job.queue]))
+        body = rq.envelope_of(job).to_body()
+        await self.app.arun(one(Call("sqs", "send_message", sqs.send_one(urls[job.queue], body))))
+        clear = transact.clear_sent(self.app.settings.table_name, cs.pending_entry(unblock))
+        try:
+            await self.app.arun(one(Call("dynamodb", "update_item", clear)))
+        except Exception as exc:  # refused: the claim removed the entry first; failed: the sweeper resends
+            if getattr(exc, "code", None) != CCF:
+                raise
+
+    async def _drop_later(self, chain_id: str, step: int, length: int) -> None:
+        reason = f"chain ended at step {step}"
+        now, table = self.app.clock.now(), self.app.settings.table_name
+        for index in range(step + 1, length):
+            params = cs.drop(
+                table,
+                cs.step_job_id(chain_id, index),
+                now=now,
+                reason=reason,
+                retention_s=self.app.settings.retention_s,
+            )
+            try:
+                await self.app.arun(one(Call("dynamodb", "update_item", params)))
+            except Exception as exc:  # refused: dropped already (a repeated landing), nothing to do
+                if getattr(exc, "code", None) != CCF:
+                    raise

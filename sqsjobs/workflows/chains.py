@@ -1,0 +1,295 @@
+"""Chains: jobs that run one after another, each seeing the result of the one before.
+
+::
+
+    chain_id = app.chain([("a.fetch", {"url": u}), ("a.transform", {}), ("a.store", {})])
+    # each handler reads ctx.previous_result: the step before's result (None for the first)
+    app.get_chain(chain_id)     # ChainStatus: running | succeeded | stopped | cancelled, and its steps
+    app.cancel_chain(chain_id)
+
+Creation is one TransactWriteItems (``chain_store``): the chain record, step 0 as a transactional
+job (payload and a ``pending`` entry until its hint is sent, as ``sqsjobs.transaction`` writes it)
+and steps 1.. as ``waiting`` records that hold their payloads. Each step's success unblocks the
+next in the same transaction (``chain_hook``); a step that dies or is cancelled ends the chain and
+its later steps are dropped. A step's retries are its own type's policy: the chain waits.
+
+The guarantees, the cost per step and the limits are in docs/workflows-chains.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from sqsjobs._aws import Call, Flow
+from sqsjobs.errors import ChainInvalid, ChainNotFound, IdempotencyConflict, StoreError, TransactionInvalid
+from sqsjobs.job import JobStatus
+from sqsjobs.producer import JobRequest, build_new_job, send_hints, write_objects
+from sqsjobs.store import operator, transact
+from sqsjobs.store.codec import CCF, nonce, str_attr, to_datetime
+from sqsjobs.workflows import chain_store as cs
+from sqsjobs.workflows.chain_store import ChainState
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from datetime import datetime
+
+    from sqsjobs.config import Settings
+    from sqsjobs.registry import Registry
+    from sqsjobs.store.codec import Item
+    from sqsjobs.store.enqueue import NewJob
+    from sqsjobs.transport.queues import QueueUrls
+
+#: A step as ``app.chain`` takes it: ``(type, payload)``, or a ``JobRequest`` for a queue or tenant.
+Step = tuple[Any, Any] | JobRequest[Any]
+#: Tries of ``cancel_chain`` when the chain moves under it (a step claimed or finished meanwhile).
+CANCEL_TRIES = 5
+
+
+class ChainStep(NamedTuple):
+    """One step as ``get_chain`` shows it: ``(position, type, job_id, status)``."""
+
+    #: The step's 0-based index in the chain (``index`` is the tuple's own method).
+    position: int
+    type: str
+    job_id: str
+    #: None when the step's record is gone (expired with its retention).
+    status: JobStatus | None
+
+
+@dataclass(frozen=True)
+class ChainStatus:
+    """A chain as its record and its steps' records say it is now."""
+
+    id: str
+    #: ``running``, ``succeeded``, ``stopped`` (a step died) or ``cancelled``.
+    status: str
+    steps: tuple[ChainStep, ...]
+    #: The step running or next to run (the last one once succeeded).
+    current: int
+    #: The step where the chain stopped or was cancelled, and why.
+    stopped_at: int | None
+    reason: str | None
+    created_at: datetime | None
+    finished_at: datetime | None
+    #: ``cancel_chain`` asked the running step to stop; the chain ends ``cancelled`` when it does.
+    cancel_requested: bool = False
+
+
+# ── creation ─────────────────────────────────────────────────────────────────────────────────
+def build_steps(
+    steps: Iterable[Step], *, registry: Registry, settings: Settings, now: float, dedupe_key: str | None
+) -> tuple[str, list[NewJob]]:
+    """The chain's id and its steps as job records to write, validated as ``enqueue`` validates a job.
+
+    Payloads are sized for a record that keeps them (``held_inline_payload_bytes``): a larger one
+    goes to S3 and the record keeps its reference, as for a held job.
+    """
+    requests = [_request(n, s) for n, s in enumerate(steps)]
+    if not 1 <= len(requests) <= cs.MAX_STEPS:
+        raise ChainInvalid(
+            f"a chain has 1 to {cs.MAX_STEPS} steps, not {len(requests)}: the chain record and every step "
+            "must fit one DynamoDB transaction (100 items); split the work into chains that start each other"
+        )
+    chain_id = cs.new_chain_id(dedupe_key)
+    jobs = []
+    for index, request in enumerate(requests):
+        job = build_new_job(request, registry=registry, settings=settings, now=now, in_record=True)
+        jobs.append(
+            dataclasses.replace(
+                job,
+                id=cs.step_job_id(chain_id, index),
+                chain_id=chain_id,
+                chain_step=index,
+                chain_steps=len(requests),
+            )
+        )
+    return chain_id, jobs
+
+
+def _request(index: int, step: Step) -> JobRequest[Any]:
+    if isinstance(step, JobRequest):
+        if step.idempotency_key or step.delay is not None or step.run_at is not None:
+            raise ChainInvalid(
+                f"step {index}: a chain step takes no idempotency key, delay or run_at (its id comes from "
+                "the chain's, and it runs when the step before succeeds); give the chain a dedupe_key"
+            )
+        return step
+    if not (isinstance(step, tuple) and len(step) == 2):
+        raise ChainInvalid(f"step {index} is {step!r}: give each step as (type, payload) or a JobRequest")
+    return JobRequest(step[0], step[1])
+
+
+def create_flow(
+    chain_id: str,
+    jobs: Sequence[NewJob],
+    *,
+    settings: Settings,
+    queue_urls: QueueUrls,
+    dedupe_key: str | None,
+    now: float,
+    logger: Any = None,
+) -> Flow[str]:
+    """Write the chain in one TransactWriteItems, send step 0's hint, then clear its pending entry.
+
+    A crash between the commit and the send loses nothing: step 0's ``pending`` entry is due
+    ``stale_after_s`` later, and the sweeper sends the hint then. The same dedupe key with the same
+    steps returns the existing chain's id; with other steps, ``IdempotencyConflict``.
+    """
+    table, token, first = settings.table_name, nonce(), jobs[0]
+    urls = yield from queue_urls.flow([first.queue])
+    yield from write_objects(jobs)  # payloads over the record's limit, before a record names them
+    first_put = transact.job_entry(
+        table, first, token=token, pending_until=first.run_at + settings.stale_after_s
+    )
+    entries = [
+        cs.chain_put(table, chain_id, jobs, now=now, dedupe_key=dedupe_key, token=token),
+        first_put,
+        *(cs.waiting_put(table, job, token=token) for job in jobs[1:]),
+    ]
+    try:
+        yield Call("dynamodb", "transact_write_items", transact.transact_write(entries, token=token))
+    except StoreError as exc:
+        if not transact.landed_before(exc, range(len(entries)), token):
+            return _refused(exc, chain_id, jobs, dedupe_key)
+    unsent = yield from send_hints([first], queue_urls=urls, logger=logger)
+    if not unsent:
+        try:
+            yield Call("dynamodb", "update_item", transact.clear_sent(table, first_put["Put"]["Item"]))
+        except StoreError as exc:  # refused: the claim took the entry first; failed: the sweeper resends
+            if exc.code != CCF and logger is not None:
+                logger.warning("chain: step 0's pending entry not cleared", extra={"chain_id": chain_id})
+    return chain_id
+
+
+def _refused(exc: StoreError, chain_id: str, jobs: Sequence[NewJob], dedupe_key: str | None) -> str:
+    """A creation DynamoDB refused: the chain the dedupe key names already, a conflict, or a bad request."""
+    if exc.code == "ValidationException":
+        raise TransactionInvalid(f"DynamoDB refused the chain as built, nothing was written: {exc}") from exc
+    reasons = transact.cancellation_reasons(exc)
+    existing = (
+        reasons[0].get("Item") if reasons and reasons[0].get("Code") == transact.CONDITION_FAILED else None
+    )
+    if not existing:
+        raise exc
+    if str_attr(existing, "steps_hash") == cs.steps_hash(jobs):
+        return chain_id
+    raise IdempotencyConflict(
+        f"dedupe key {dedupe_key!r} already names chain {chain_id} with other steps; reuse the same steps "
+        "or choose a new key"
+    ) from exc
+
+
+# ── reading ──────────────────────────────────────────────────────────────────────────────────
+def read_items(
+    table: str, ids: Sequence[str], *, attributes: Sequence[str] | None = None
+) -> Flow[dict[str, Item]]:
+    """The items with these ids (strongly consistent), by id; absent ids are left out."""
+    found: dict[str, Item] = {}
+    for start in range(0, len(ids), cs.MAX_BATCH_GET):
+        request: dict[str, Any] | None = cs.batch_get(
+            table, ids[start : start + cs.MAX_BATCH_GET], attributes=attributes
+        )
+        for _ in range(10):  # unprocessed keys (throttling): ask again for those only
+            if not request:
+                break
+            response = yield Call("dynamodb", "batch_get_item", request)
+            for item in response.get("Responses", {}).get(table, []):
+                found[item["id"]["S"]] = item
+            request = (
+                {"RequestItems": response["UnprocessedKeys"]} if response.get("UnprocessedKeys") else None
+            )
+        if request:
+            raise StoreError(
+                "dynamodb BatchGetItem: keys still unprocessed after 10 tries", code="Unprocessed"
+            )
+    return found
+
+
+def get_flow(settings: Settings, chain_id: str) -> Flow[ChainStatus]:
+    """The chain's record and its steps' states: one GetItem and one BatchGetItem per 100 steps."""
+    table = settings.table_name
+    response = yield Call("dynamodb", "get_item", cs.get_chain(table, chain_id))
+    if "Item" not in response:
+        raise ChainNotFound(f"no chain with id {chain_id!r} in table {table}")
+    chain = cs.chain_fields(response["Item"])
+    ids = [cs.step_job_id(chain_id, n) for n in range(chain["length"])]
+    items = yield from read_items(table, ids, attributes=("id", "status", "reason"))
+    steps = tuple(
+        ChainStep(
+            n, chain["types"][n], job_id, JobStatus(items[job_id]["status"]["S"]) if job_id in items else None
+        )
+        for n, job_id in enumerate(ids)
+    )
+    state, stopped_at, reason = chain["state"].value, chain["stopped_at"], chain["reason"]
+    current = steps[chain["current"]] if chain["current"] < len(steps) else None
+    if (
+        chain["state"] is ChainState.RUNNING
+        and current
+        and current.status in (JobStatus.DEAD, JobStatus.CANCELLED)
+    ):
+        # The step ended without the finish seam (rejected by a worker without a run, or cancelled
+        # on its own by an operator): the chain is over, and the record has not said so.
+        state = ChainState.STOPPED.value if current.status is JobStatus.DEAD else ChainState.CANCELLED.value
+        stopped_at, reason = current.position, str_attr(items[current.job_id], "reason")
+    return ChainStatus(
+        id=chain_id,
+        status=state,
+        steps=steps,
+        current=chain["current"],
+        stopped_at=stopped_at,
+        reason=reason,
+        created_at=to_datetime(chain["created"]),
+        finished_at=to_datetime(chain["finished"]),
+        cancel_requested=chain["cancel_requested"],
+    )
+
+
+# ── cancel ───────────────────────────────────────────────────────────────────────────────────
+def cancel_flow(settings: Settings, chain_id: str, now: float) -> Flow[str]:
+    """Cancel the chain: ``"cancelled"`` at once, ``"requested"`` (its step is running), or its end state.
+
+    The current step decides, in one transaction with the chain record: queued or waiting to retry,
+    it is cancelled with every waiting step; running, it gets a cancel request (seen at its next
+    heartbeat; if it succeeds first, the next step refuses to start, ``chain_hook.before_step``).
+    When the chain moves under the read (the step was claimed, or finished), it reads again.
+    """
+    table = settings.table_name
+    for _ in range(CANCEL_TRIES):
+        status = yield from get_flow(settings, chain_id)
+        if status.status != ChainState.RUNNING:
+            return status.status
+        step = status.steps[status.current]
+        later = [s for s in status.steps[step.position + 1 :] if s.status is JobStatus.WAITING]
+        reason = f"chain cancelled by request at step {step.position}"
+        end = cs.end(table, chain_id, step=step.position, state=ChainState.CANCELLED, now=now,
+                     retention_s=settings.retention_s, reason=reason)  # fmt: skip
+        if step.status in (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED):
+            outcome = "cancelled"
+            updates = [
+                operator.cancel(table, step.job_id, now=now, retention_s=settings.retention_s, chain_step=True),
+                end,
+                *(cs.drop(table, s.job_id, now=now, reason=reason, retention_s=settings.retention_s)
+                  for s in later),
+            ]  # fmt: skip
+        elif step.status is JobStatus.RUNNING:
+            outcome = "requested"
+            updates = [
+                operator.request_cancel(table, step.job_id, now=now),
+                cs.cancel_requested(table, chain_id, step=step.position, now=now),
+            ]
+        else:
+            continue  # between two writes of a finish: read again
+        try:
+            yield Call(
+                "dynamodb",
+                "transact_write_items",
+                transact.transact_write([{"Update": u} for u in updates], token=nonce()),
+            )
+        except StoreError as exc:
+            if exc.code != "TransactionCanceledException":
+                raise
+            continue  # the step was claimed or finished meanwhile: read again
+        return outcome
+    raise StoreError(f"chain {chain_id} kept moving under cancel_chain; try again", code="ChainMoving")

@@ -1,0 +1,85 @@
+"""Chains without AWS: building the steps, the ids, the envelope's chain fields, and ``run_job(previous_result=)``."""
+
+from __future__ import annotations
+
+import pytest
+
+from sqsjobs import App, ChainInvalid, EnvelopeError, JobContext, JobRequest
+from sqsjobs.envelope import Envelope
+from sqsjobs.store import requests as rq
+from sqsjobs.store import statements
+from sqsjobs.testing import run_job
+from sqsjobs.workflows import chain_store
+from sqsjobs.workflows.chains import build_steps
+
+NOW = 1_800_000_000.0
+
+
+@pytest.fixture
+def app():
+    app = App("unit", payload_bucket="bucket")
+
+    @app.job("a.add")
+    def add(payload: dict, ctx: JobContext) -> int:
+        return (ctx.previous_result or 0) + payload["n"]
+
+    return app
+
+
+def build(app, steps, dedupe_key=None):
+    return build_steps(steps, registry=app.registry, settings=app.settings, now=NOW, dedupe_key=dedupe_key)
+
+
+def test_step_ids_come_from_the_chain_id_and_a_dedupe_key_fixes_the_chain_id(app):
+    chain_id, jobs = build(app, [("a.add", {"n": 1}), ("a.add", {"n": 2})], dedupe_key="k1")
+    assert [j.id for j in jobs] == [f"{chain_id}-00", f"{chain_id}-01"]
+    assert [(j.chain_id, j.chain_step, j.chain_steps) for j in jobs] == [(chain_id, 0, 2), (chain_id, 1, 2)]
+    assert build(app, [("a.add", {"n": 9})], dedupe_key="k1")[0] == chain_id
+    assert build(app, [("a.add", {"n": 1})])[0] != build(app, [("a.add", {"n": 1})])[0]
+    assert "#" not in jobs[0].id and chain_store.chain_key(chain_id)["id"]["S"].startswith("chain#")
+
+
+@pytest.mark.parametrize(
+    ("steps", "message"),
+    [
+        ([], "1 to 99 steps"),
+        ([("a.add", {"n": 1})] * 100, "1 to 99 steps"),
+        (["a.add"], "give each step as"),
+        ([JobRequest("a.add", {"n": 1}, idempotency_key="x")], "no idempotency key"),
+        ([JobRequest("a.add", {"n": 1}, delay=5)], "no idempotency key, delay or run_at"),
+    ],
+)
+def test_steps_that_cannot_make_a_chain_are_refused_with_what_to_do(app, steps, message):
+    with pytest.raises(ChainInvalid, match=message):
+        build(app, steps)
+
+
+def test_a_payload_over_the_records_limit_goes_to_s3_for_every_step(app):
+    big = {"n": 1, "blob": "x" * app.settings.held_inline_payload_bytes}
+    _, jobs = build(app, [("a.add", big), ("a.add", {"n": 1})])
+    assert jobs[0].payload_ref is not None and jobs[1].payload_ref is None
+    waiting = chain_store.waiting_put("t", jobs[1], token="tok")["Put"]["Item"]
+    assert waiting["status"] == {"S": "waiting"} and "payload" in waiting and "attn" not in waiting
+
+
+def test_the_envelope_carries_the_chain_so_a_batched_claim_rebuilds_the_step(app):
+    _, jobs = build(app, [("a.add", {"n": 1}), ("a.add", {"n": 2})])
+    body = rq.envelope_of(jobs[1]).to_body()
+    envelope = Envelope.from_body(body)
+    assert (envelope.chain_id, envelope.chain_step, envelope.chain_steps) == (jobs[1].chain_id, 1, 2)
+    fresh = statements.fresh_claim("t", envelope, owner="w", token="tok", message_id="m", now=NOW, lease_s=5,
+                                   max_attempts=3, clock_skew_s=1)  # fmt: skip
+    claimed = statements.claimed_job(envelope, fresh)
+    assert (claimed.chain_id, claimed.chain_step, claimed.chain_steps) == (jobs[1].chain_id, 1, 2)
+    assert rq.job_from_item(rq.put_job("t", jobs[1])["Item"]).chain_step == 1
+
+
+def test_an_envelope_whose_chain_step_is_not_a_number_is_refused():
+    body = '{"v":2,"id":"j1","type":"a.add","queue":"default","payload":{},"hash":"h","created":1,"run_at":1,"step":"x"}'
+    with pytest.raises(EnvelopeError, match="chain step"):
+        Envelope.from_body(body)
+
+
+def test_run_job_gives_the_handler_a_previous_result(app):
+    assert run_job(app, "a.add", {"n": 2}, previous_result=40).result == 42
+    assert run_job(app, "a.add", {"n": 2}).result == 2
