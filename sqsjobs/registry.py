@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import inspect
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar
 
@@ -64,6 +64,11 @@ class HandlerSpec:
     #: version still read up to ``version - 1`` (checked by ``@job``). Empty: an older payload is
     #: validated as it is. Left out of the hash, so a spec stays hashable.
     upcasts: Mapping[int, Upcast] = field(default_factory=dict, hash=False)
+    #: Names of the fleet-wide limits (``app.limit``) its jobs start under; see ``sqsjobs.limits``.
+    limits: tuple[str, ...] = ()
+    #: ``app.pause`` can stop it (always true under a limit): its worker reads a pause item through
+    #: a short cache, a read the types that are neither limited nor pausable never pay.
+    pausable: bool = False
 
     @property
     def timeout_s(self) -> float:
@@ -213,6 +218,8 @@ class Registry:
         max_age: timedelta | float | None = None,
         version: int = 1,
         upcast: Mapping[int, Upcast] | None = None,
+        limits: Sequence[str] = (),
+        pausable: bool = False,
     ) -> Callable[[H], H]:
         """Register a handler ``fn(payload, ctx)``; the function itself is returned unchanged.
 
@@ -223,6 +230,10 @@ class Registry:
         handler; ``upcast[n]`` turns a version-n payload (JSON data as stored) into a version n + 1
         one, so a worker can run jobs enqueued before the schema changed (``HandlerSpec.load``).
         A missing step raises ``ConfigurationError`` here, at import.
+
+        ``limits`` names ``app.limit`` declarations its jobs start under (an unknown name is a
+        ``ConfigurationError`` when a worker starts); ``pausable`` lets ``app.pause`` stop a type
+        that is under no limit (docs/flow-control-limits.md).
         """
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
@@ -248,6 +259,8 @@ class Registry:
                 version=version,
                 payload_type=_payload_type(fn),
                 upcasts=upcasts,
+                limits=tuple(limits),
+                pausable=pausable or bool(limits),
             )
             self.add(spec)
             return fn

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from sqsjobs.limits.gate import gate_of
+
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
@@ -50,5 +52,6 @@ class FinishHook(Protocol):
 
 def finish_hooks(app: App) -> list[FinishHook]:
     """The hooks every worker of ``app`` runs on each finish, in order."""
-    del app  # no built-in hook yet: batches, chains and limits add theirs here
-    return []
+    return [
+        gate_of(app),  # limits: slots back, breaker failures and probes (sqsjobs/limits/gate.py)
+    ]
