@@ -248,12 +248,14 @@ def test_a_breaker_opens_defers_without_using_attempts_then_one_probe_decides(ap
     # THEN they are deferred, not run: no attempt used, still queued
     assert all(app.get(i).attempt == 0 and app.get(i).status is JobStatus.QUEUED for i in later)
     assert any(e["reason"] == "breaker" for e in workers.events("job deferred"))
-    # AND after the cooldown exactly one probe runs; it fails, so the breaker opens again
+    # AND after the cooldown exactly one probe runs (a waiting job or a retry of the first ones:
+    # whichever comes first); it fails, so the breaker opens again
+    opened_at = _breaker_item(app)["opened_at"]
     wait_until(lambda: len(workers.events("breaker probe decided")) >= 1, 30, "a probe's verdict")
-    reopened = app.run(_breaker(app))
-    assert reopened["state"] == "open"
-    runs_after_open = [r for r in run_log(log) if r["job_id"] not in first]
-    assert len(runs_after_open) == 1, runs_after_open
+    reopened = _breaker_item(app)
+    assert reopened["state"] == "open" and reopened["opened_at"] > opened_at
+    probes = [r for r in run_log(log) if opened_at < r["started_at"] < reopened["opened_at"]]
+    assert len(probes) == 1, probes
     # WHEN the dependency recovers, the next probe succeeds and closes it: everything runs
     mode.write_text("ok")
     everything = first + later
@@ -262,6 +264,22 @@ def test_a_breaker_opens_defers_without_using_attempts_then_one_probe_decides(ap
     assert all(app.get(i).status is JobStatus.SUCCEEDED for i in everything)
     # the deferred jobs used exactly one attempt each, or two for the one probe that failed
     assert sorted(app.get(i).attempt for i in later) in ([1, 1, 1, 2], [1, 1, 1, 1])
+
+
+def _breaker_item(app) -> dict:
+    from sqsjobs._aws import Call, one
+    from sqsjobs.limits import store as ls
+
+    item = app.run(
+        one(
+            Call(
+                "dynamodb",
+                "get_item",
+                ls.get(app.settings.table_name, ls.breaker_id("crm")) | {"ConsistentRead": True},
+            )
+        )
+    )["Item"]
+    return {"state": item["state"]["S"], "opened_at": float(item["opened_at"]["N"])}
 
 
 def _breaker(app):
