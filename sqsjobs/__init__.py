@@ -48,6 +48,7 @@ from sqsjobs.errors import (
 )
 from sqsjobs.job import RENAMED as _RENAMED
 from sqsjobs.job import FailureRecord, Job, JobStatus
+from sqsjobs.limits.declarations import Breaker, Limit
 from sqsjobs.producer import JobRequest
 from sqsjobs.registry import HandlerSpec, Registry
 from sqsjobs.retry import Backoff, RetryPolicy
@@ -61,6 +62,7 @@ __all__ = [
     "App",
     "AwsError",
     "Backoff",
+    "Breaker",
     "Cancel",
     "CancellationReason",
     "ChainInvalid",
@@ -86,6 +88,7 @@ __all__ = [
     "JobStateError",
     "JobStatus",
     "LeaseLost",
+    "Limit",
     "ObjectStoreError",
     "PayloadError",
     "PayloadInvalid",

@@ -18,6 +18,8 @@ from sqsjobs._clock import Clock, SystemClock
 from sqsjobs.config import Settings
 from sqsjobs.deploy.provision import ProvisionReport, provision_flow
 from sqsjobs.errors import ConfigurationError
+from sqsjobs.limits.declarations import Limits
+from sqsjobs.limits.ops import pause_flow, resume_flow
 from sqsjobs.ops.requeue import KEEP, retry_flow
 from sqsjobs.producer import (
     EnqueueOptions,
@@ -63,6 +65,10 @@ class App:
         self.schedules = Schedules()
         #: ``app.schedule("name", cron=|rate=|at=, job=..., payload=...)``: see docs/schedules.md.
         self.schedule = self.schedules.add
+        self.limits = Limits()
+        #: ``app.limit("stripe", concurrency=5, rate="20/s", key=..., breaker=Breaker(...))``: a named,
+        #: fleet-wide limit that ``@app.job(..., limits=["stripe"])`` puts types under (docs/flow-control-limits.md).
+        self.limit = self.limits.add
         self.clock: Clock = clock or SystemClock()
         #: Every AWS call this process made through the App, by service and operation.
         self.requests = RequestCounter()
@@ -336,6 +342,24 @@ class App:
     async def acancel_chain(self, chain_id: str) -> str:
         """Async ``cancel_chain``."""
         return str(await self.arun(chains.cancel_flow(self.settings, chain_id, self.clock.now())))
+
+    def pause(self, job_type: str, reason: str | None = None) -> None:
+        """Stop starting ``job_type`` fleet-wide (within seconds); its jobs wait, attempts untouched."""
+        table, now = self.settings.table_name, self.clock.now()
+        self.run(pause_flow(table, self.registry, job_type, reason=reason, now=now))
+
+    async def apause(self, job_type: str, reason: str | None = None) -> None:
+        """Async ``pause``."""
+        table, now = self.settings.table_name, self.clock.now()
+        await self.arun(pause_flow(table, self.registry, job_type, reason=reason, now=now))
+
+    def resume(self, job_type: str) -> bool:
+        """Start ``job_type`` again; True if it was paused."""
+        return self.run(resume_flow(self.settings.table_name, self.registry, job_type))
+
+    async def aresume(self, job_type: str) -> bool:
+        """Async ``resume``."""
+        return await self.arun(resume_flow(self.settings.table_name, self.registry, job_type))
 
     def provision(self, queues: list[str] | None = None) -> ProvisionReport:
         """Create the table, queues and DLQs on the configured endpoint (idempotent)."""

@@ -194,6 +194,17 @@ class LeaseLost(JobStateError):
     """This worker no longer owns the job: another worker claimed it, or it was finished or released."""
 
 
+class LimitWait(SqsJobsError):
+    """A job may not start yet (paused type, full limit, open breaker): raised and caught inside the gate.
+
+    It never reaches a user: the job's message is re-armed to come back (``sqsjobs.limits.gate``).
+    """
+
+    def __init__(self, reason: str = "limit", limit: str = "", delay_s: float = 1.0) -> None:
+        super().__init__(f"{reason} ({limit or 'flow control'}): wait {delay_s:.1f} s")
+        self.reason, self.limit, self.delay_s = reason, limit, delay_s
+
+
 class IdempotencyConflict(JobStateError):
     """A job with this idempotency key exists with a different payload; use a new key or the same payload."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import inspect
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar
 
@@ -68,6 +68,11 @@ class HandlerSpec:
     #: runs. Applied by the worker from the record's ``created_at`` too, so a producer without the
     #: handler code (which cannot know it) never weakens it. None: jobs of the type never expire.
     expires_after_s: float | None = None
+    #: Names of the fleet-wide limits (``app.limit``) its jobs start under; see ``sqsjobs.limits``.
+    limits: tuple[str, ...] = ()
+    #: ``app.pause`` can stop it (always true under a limit): its worker reads a pause item through
+    #: a short cache, a read the types that are neither limited nor pausable never pay.
+    pausable: bool = False
 
     @property
     def timeout_s(self) -> float:
@@ -218,6 +223,8 @@ class Registry:
         version: int = 1,
         upcast: Mapping[int, Upcast] | None = None,
         expires_after: timedelta | float | None = None,
+        limits: Sequence[str] = (),
+        pausable: bool = False,
     ) -> Callable[[H], H]:
         """Register a handler ``fn(payload, ctx)``; the function itself is returned unchanged.
 
@@ -231,6 +238,9 @@ class Registry:
 
         ``expires_after``: a job of this type not started this long after its enqueue ends
         ``expired`` and never runs (an enqueue's own ``expires_after`` wins; docs/flow-control-expiry.md).
+        ``limits`` names ``app.limit`` declarations its jobs start under (an unknown name is a
+        ``ConfigurationError`` when a worker starts); ``pausable`` lets ``app.pause`` stop a type
+        that is under no limit (docs/flow-control-limits.md).
         """
         expires_after_s = None if expires_after is None else to_seconds(expires_after)
         if expires_after_s is not None and not expires_after_s > 0:
@@ -260,6 +270,8 @@ class Registry:
                 payload_type=_payload_type(fn),
                 upcasts=upcasts,
                 expires_after_s=expires_after_s,
+                limits=tuple(limits),
+                pausable=pausable or bool(limits),
             )
             self.add(spec)
             return fn

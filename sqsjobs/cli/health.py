@@ -15,7 +15,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from sqsjobs.cli.common import EXIT_ERROR, AppOpt, EndpointOpt, JsonOpt, duration_option, guarded, load_app
+from sqsjobs.cli.limits import flow_view, waiting_by_type
 from sqsjobs.cli.render import ago, print_json, stdout_console
+from sqsjobs.limits.ops import FlowState, count_waiting, state_flow
 from sqsjobs.ops import doctor as doctor_ops
 from sqsjobs.ops import stats as stats_ops
 
@@ -33,19 +35,31 @@ def stats(
     loaded = load_app(app, endpoint_url)
     window_s = duration_option(window, "--window")
 
-    def snapshot() -> stats_ops.Stats:
+    def snapshot() -> tuple[stats_ops.Stats, FlowState]:
         with guarded(loaded):
+            now = loaded.clock.now()
             result: stats_ops.Stats = loaded.run(
-                stats_ops.stats_flow(loaded.settings, loaded.registry, loaded.clock.now(), window_s=window_s)
+                stats_ops.stats_flow(loaded.settings, loaded.registry, now, window_s=window_s)
             )
-        return result
+            flow = loaded.run(state_flow(loaded.settings.table_name, loaded.registry, loaded.limits, now=now))
+            count_waiting(flow, waiting_by_type(result))
+        return result, flow
+
+    def as_json(snap: tuple[stats_ops.Stats, FlowState]) -> dict[str, object]:
+        return snap[0].to_dict() | {"flow_control": snap[1].to_dict()}
+
+    def view(snap: tuple[stats_ops.Stats, FlowState]) -> Table:
+        grid = Table.grid()
+        grid.add_row(_stats_view(snap[0]))
+        grid.add_row(flow_view(snap[1], snap[0].at))
+        return grid
 
     if not watch:
         snap = snapshot()
         if json_out:
-            print_json(snap.to_dict())
+            print_json(as_json(snap))
         else:
-            stdout_console().print(_stats_view(snap))
+            stdout_console().print(view(snap))
         return
     from rich.live import Live
 
@@ -56,9 +70,9 @@ def stats(
             snap = snapshot()
             refreshes += 1
             if live is None:
-                print_json(snap.to_dict())  # one JSON document per line
+                print_json(as_json(snap))  # one JSON document per line
             else:
-                live.update(_stats_view(snap), refresh=True)
+                live.update(view(snap), refresh=True)
             if count and refreshes >= count:
                 break
             time.sleep(interval)

@@ -34,6 +34,7 @@ from sqsjobs.cli.common import (
 from sqsjobs.cli.dlq import dlq_cli
 from sqsjobs.cli.health import doctor, stats
 from sqsjobs.cli.jobs import jobs_cli
+from sqsjobs.cli.limits import limits, pause, resume
 from sqsjobs.cli.package import package_cli
 from sqsjobs.cli.schedules import schedules_cli
 from sqsjobs.cli.workers import workers
@@ -61,6 +62,9 @@ cli.command()(stats)
 cli.command()(doctor)
 cli.command()(workers)
 cli.command("api")(api_command)
+cli.command()(pause)
+cli.command()(resume)
+cli.command()(limits)
 
 
 @cli.command()

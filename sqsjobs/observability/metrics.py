@@ -10,6 +10,12 @@ Per service (the App's name), from each ECS worker once per ``Settings.registry_
 
     WorkerHeartbeat   one per worker refresh, written at once (not buffered)          (Count)
 
+Per limit and per paused type, from each worker with flow control (``sqsjobs.limits.gate``)::
+
+    LimitSlotsHeld  slots this worker holds at the flush (Sum over workers: running)  (Count)
+    JobsDeferred    jobs the limit sent back to wait   LimitWritesRefused  refused limit writes
+    JobsPaused      (dimension job_type) jobs of a paused type sent back to wait       (Count)
+
 Its sum per minute is about workers x 60 / interval; infra/ alarms when it is missing (every
 worker of the service silent or gone).
 
@@ -105,6 +111,8 @@ class JobMetrics:
         self._counts: dict[_Key, Counter[str]] = {}
         self._timings: dict[_Key, dict[str, list[float]]] = {}
         self._last_flush = monotonic()
+        #: Called at each flush for lines of other dimensions (``sqsjobs.limits``: per limit).
+        self._sources: list[Callable[[], list[tuple[dict[str, str], dict[str, float]]]]] = []
 
     # ── recording ─────────────────────────────────────────────────────────────────────────
     def count(self, name: str, job_type: str, tenant: str | None = None, value: int = 1) -> None:
@@ -154,6 +162,10 @@ class JobMetrics:
         doc = metrics.serialize_metric_set(metrics={HEARTBEAT: _series(MetricUnit.Count, [1.0])})
         (self._write or _stdout)(json.dumps(doc, separators=(",", ":")))
 
+    def add_source(self, source: Callable[[], list[tuple[dict[str, str], dict[str, float]]]]) -> None:
+        """``source()`` gives (dimensions, counts) pairs at every flush, each written as one EMF line."""
+        self._sources.append(source)
+
     # ── output ────────────────────────────────────────────────────────────────────────────
     def _maybe_flush(self, force: bool = False) -> None:
         if force or self._monotonic() - self._last_flush >= self.flush_interval_s:
@@ -182,6 +194,12 @@ class JobMetrics:
                         metric_set[name] = _series(MetricUnit.Milliseconds, part)
                 if metric_set:
                     out.append(dict(self._blob(key).serialize_metric_set(metrics=metric_set)))
+        for source in self._sources:
+            for dimensions, numbers in source():
+                blob = EphemeralMetrics(namespace=self.namespace, service=self.service)
+                blob.add_dimensions(service=self.service, **dimensions)
+                line = {name: _series(MetricUnit.Count, [v]) for name, v in sorted(numbers.items())}
+                out.append(dict(blob.serialize_metric_set(metrics=line)))
         return out
 
     def flush(self) -> int:

@@ -32,6 +32,7 @@ from sqsjobs.errors import (
 )
 from sqsjobs.errors import JobTimeout as JobTimeout  # re-exported: its old home
 from sqsjobs.job import AttemptOutcome, JobStatus
+from sqsjobs.limits.gate import gate_of
 from sqsjobs.observability.metrics import DEAD, on_transition
 from sqsjobs.observability.tracing import trace_id
 from sqsjobs.runtime import payloads
@@ -95,6 +96,8 @@ class Execution:
         self.transitions = Transitions(app.arun, batch=app.settings.batch_writes, logger=app.logger)
         #: What else each finish writes (batches, chains, limits: ``runtime/hooks.py``).
         self._hooks = finish_hooks(app) if hooks is None else list(hooks)
+        #: Pause, limits and breakers, checked before the claim (``sqsjobs/limits/gate.py``).
+        self._gate = gate_of(app)
 
     @property
     def _table(self) -> str:
@@ -150,6 +153,10 @@ class Execution:
                                         deadline=deadline, type_bound_s=bound)  # fmt: skip
             if ack is not None:
                 return ack
+        admitted = await self._gate.admit(spec, envelope, delivery)  # None: the type is not gated
+        if isinstance(admitted, Ack):
+            return admitted
+        now = admitted.at if admitted else self.app.clock.now()  # a rate limit logged this start time
         token = rq.nonce()
         params, fresh = statements.claims(
             self._table, envelope, first_delivery=delivery.receive_count <= 1, clock_skew_s=rq.CLOCK_SKEW_S,
@@ -166,6 +173,8 @@ class Execution:
             else:
                 job = rq.job_from_item(landed.attributes or {})
         except StoreError as exc:
+            if not rq.own_claim(params, exc):
+                await self._gate.give_back(envelope.job_id)  # not claimed: free its limit slots now
             if not rq.is_conflict(exc):
                 self.app.logger.warning(
                     "claim failed, message left for redelivery",
@@ -406,6 +415,7 @@ class Execution:
             if ctx.job.lease_expires is not None and ctx.job.lease_expires.timestamp() - now < half
         ]  # fmt: skip
         await asyncio.gather(*(self._renew(ctx, now) for ctx in due))
+        await self._gate.renew([ctx.job.id for ctx in due], now)
 
     async def _renew(self, ctx: JobContext, now: float) -> None:
         params = rq.heartbeat(

@@ -50,6 +50,11 @@ class FinishHook(Protocol):
 
 def finish_hooks(app: App) -> list[FinishHook]:
     """The hooks every worker of ``app`` runs on each finish, in order."""
-    from sqsjobs.workflows.chain_hook import ChainHook  # workflows build on the runtime, not the reverse
+    # Workflows and limits build on the runtime, not the reverse: imported when the hooks are made.
+    from sqsjobs.limits.gate import gate_of
+    from sqsjobs.workflows.chain_hook import ChainHook
 
-    return [ChainHook(app)]
+    return [
+        ChainHook(app),  # chains: the next step unblocked with this one's success
+        gate_of(app),  # limits: slots back, breaker failures and probes (sqsjobs/limits/gate.py)
+    ]

@@ -23,6 +23,7 @@ ROLES = {
     "observability",
     "api",
     "workflows",
+    "limits",
 }
 MAX_TOP_LEVEL_MODULES = 16
 MAX_MODULE_LINES = 600

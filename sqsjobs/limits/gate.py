@@ -1,0 +1,495 @@
+"""The gate before the claim: pause, breakers, concurrency slots and start rates, checked fleet-wide.
+
+``Execution.handle`` asks ``admit`` after the handler lookup and before the claim. A job whose type
+is neither limited nor pausable passes without a read or a write. Otherwise the gate reads what
+it needs through a short cache (one BatchGetItem per ``CACHE_S`` per worker at most, half a read
+unit per item) and refuses from the cache alone when it can: a refused job is *deferred* — its
+message re-armed for a delay that fits the reason, never holding a worker slot, its attempt
+untouched (the claim never happened). Only when the cache says there is room does it write, each
+write one conditional write that may be refused (a write unit) and tells, by ``ALL_OLD``, what
+the item holds now::
+
+    paused?  ── yes ─▶ defer (recheck grows with the pause: 5..60 s)
+    breaker open, cooldown left? ── defer until it ends;  cooldown over ── become the one probe (1 write)
+    concurrency: a free slot in the cache? ── no ─▶ defer 1-3 s;  yes ── take it (1 write)
+    rate: room in the start log? ── no ─▶ defer to the next free start;  yes ── log the start (1 write)
+    ─▶ admitted at ``Held.at``: the claim uses that instant as the job's ``started_at``
+
+The admitted job's slots are renewed with its lease (``renew``) and given back when its finish
+landed (``landed``, the ``FinishHook``), or at once when the claim after the gate was refused
+(``give_back``). A worker killed holding a slot stops renewing it: the slot is free again when
+its lease (``Settings.lease_s``) runs out. docs/flow-control-limits.md has the costs and ceilings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sqsjobs._aws import Call, one
+from sqsjobs.errors import AwsError, LimitWait, StoreError
+from sqsjobs.job import AttemptOutcome
+from sqsjobs.limits import store as ls
+from sqsjobs.runtime.acks import DELETE, Ack
+from sqsjobs.store.codec import is_conflict, job_from_item, nonce, num_attr, old_item, str_attr
+from sqsjobs.store.requests import get as get_record
+from sqsjobs.transport import sqs
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    from sqsjobs.app import App
+    from sqsjobs.envelope import Envelope
+    from sqsjobs.job import Job
+    from sqsjobs.limits.declarations import Limit
+    from sqsjobs.registry import HandlerSpec
+    from sqsjobs.store.codec import Item
+    from sqsjobs.transport.sqs import Delivery
+
+#: How long a read of a limit's items serves admissions (slots, rate log, breaker).
+CACHE_S = 1.0
+#: How long a read of a pause item serves: a pause stops starts fleet-wide within about this.
+PAUSE_CACHE_S = 2.0
+#: A paused job is looked at again after a quarter of the pause so far, within these bounds.
+PAUSE_RECHECK_S = (5.0, 60.0)
+#: A job waiting for a concurrency slot is looked at again after this long (uniform, seconds).
+SLOT_WAIT_S = (1.0, 3.0)
+#: Writes one admission may try on one limit before it defers (each refused write: a write unit).
+MAX_TRIES = 2
+#: A message is re-sent (a fresh copy, the old deleted) once its receive count gets this close to
+#: the queue's redrive limit: deferrals must never push a waiting job into the DLQ.
+RESEND_MARGIN = 3
+
+DEFERRED = "JobsDeferred"
+
+
+@dataclass
+class Held:
+    """What one admitted job holds until its finish lands."""
+
+    job_id: str
+    #: The admission's instant: the claim records it as the job's ``started_at``.
+    at: float
+    #: (slot item id, token) of each concurrency slot taken.
+    slots: list[tuple[str, str]] = field(default_factory=list)
+    #: Breaker items this job is the probe of.
+    probes: list[str] = field(default_factory=list)
+    #: The limits with a breaker that this job's failures count toward.
+    breakers: list[Limit] = field(default_factory=list)
+    #: When its slots were last renewed: an entry no renewal reaches (its run lost its lease) is dropped.
+    renewed: float = 0.0
+
+
+class _Finished(Protocol):
+    """What the gate reads of a ``runtime.hooks.Finish`` (named structurally: hooks imports the gate)."""
+
+    @property
+    def job(self) -> Job: ...
+    @property
+    def outcome(self) -> AttemptOutcome: ...
+
+
+class Gate:
+    """One per worker process (``App.limits.gate``): the admissions, holdings and caches of its jobs."""
+
+    def __init__(self, app: App) -> None:
+        app.limits.check(app.registry)  # an unknown limit name fails the worker's start, not a job
+        self.app = app
+        self._table = app.settings.table_name
+        self._cache: dict[str, tuple[float, Item | None]] = {}
+        #: Admitted jobs, by id, until their finish lands or their claim is refused.
+        self.held: dict[str, Held] = {}
+        #: Rate limits: how far ahead this worker has already sent waiting jobs (spreads them out).
+        self._booked: dict[str, float] = {}
+        #: Deferrals by (reason, limit or type), and refused writes by limit: for metrics and tests.
+        self.deferred: Counter[tuple[str, str]] = Counter()
+        self.refused_writes: Counter[str] = Counter()
+        self._unreported: Counter[tuple[str, str]] = Counter()
+        self._reported_refusals: Counter[str] = Counter()
+        if app.limits or any(s.pausable for s in app.registry):
+            app.metrics.add_source(self._metric_lines)
+
+    # ── admission ─────────────────────────────────────────────────────────────────────────
+    async def admit(self, spec: HandlerSpec, envelope: Envelope, delivery: Delivery) -> Held | Ack | None:
+        """None: the type is not gated; a ``Held``: admitted (claim now); an ``Ack``: deferred."""
+        if not spec.pausable:
+            return None
+        held = Held(envelope.job_id, self.app.clock.now())
+        try:
+            await self._check_pause(spec.name)
+            limits = [self.app.limits.get(n) for n in spec.limits]
+            if limits:
+                await self._admit(held, limits, envelope)
+        except LimitWait as wait:
+            await self._undo(held)
+            return await self._defer(spec, envelope, delivery, wait)
+        except AwsError as exc:  # DynamoDB unreachable: nothing taken stays taken; the message returns
+            await self._undo(held)
+            self.app.logger.warning("limit check failed; the message comes back", extra={"error": str(exc)})
+            return Ack("leave")
+        self._forget_stale(held.at)
+        held.renewed = held.at
+        self.held[held.job_id] = held
+        return held
+
+    def _forget_stale(self, now: float) -> None:
+        """Drop holdings no finish will end (a run that lost its lease): their slots expire by lease."""
+        horizon = now - 2 * self.app.settings.lease_s
+        for job_id in [j for j, h in self.held.items() if h.renewed < horizon]:
+            del self.held[job_id]
+
+    async def _check_pause(self, job_type: str) -> None:
+        item = (await self._read([ls.pause_id(job_type)], PAUSE_CACHE_S))[ls.pause_id(job_type)]
+        if item is not None:
+            paused_for = self.app.clock.now() - (num_attr(item, "paused_at") or 0.0)
+            low, high = PAUSE_RECHECK_S
+            raise LimitWait(
+                "paused", job_type, min(max(paused_for / 4, low), high) * random.uniform(0.8, 1.2)
+            )
+
+    async def _admit(self, held: Held, limits: Sequence[Limit], envelope: Envelope) -> None:
+        keys = {lim.name: lim.key_of(*await self._key_source(lim, envelope)) for lim in limits}
+        shards = {lim.name: random.randrange(lim.rate.shards) for lim in limits if lim.rate}
+        ids = [
+            i for lim in limits for i in _ids(lim, keys[lim.name], shards.get(lim.name, 0))
+        ]  # fmt: skip
+        items = await self._read(ids, CACHE_S)
+        now = self.app.clock.now()
+        for lim in limits:  # refusals the cache alone can tell: no write
+            if lim.breaker:
+                self._breaker_wait(lim, items[ls.breaker_id(lim.name)], now)
+            if lim.concurrency and not self._free_slots(lim, keys[lim.name], items, now):
+                raise LimitWait("concurrency", lim.name, random.uniform(*SLOT_WAIT_S))
+            if lim.rate:
+                self._rate_wait(lim, items[ls.rate_id(lim.name, shards[lim.name])], now, shards[lim.name])
+        for lim in limits:
+            if lim.concurrency:
+                await self._take_slot(held, lim, keys[lim.name], items)
+        for lim in limits:
+            if lim.breaker:
+                held.breakers.append(lim)
+                if ls.breaker_state(items[ls.breaker_id(lim.name)]) != ls.CLOSED:
+                    await self._become_probe(held, lim, items[ls.breaker_id(lim.name)])
+        held.at = self.app.clock.now()
+        for lim in limits:
+            if lim.rate:
+                await self._log_start(held, lim, shards[lim.name])
+
+    async def _key_source(self, lim: Limit, envelope: Envelope) -> tuple[str | None, Any]:
+        """(tenant, payload) for the limit's key: the message's, or the record's for a bare hint."""
+        if lim.key is None or envelope.has_payload:
+            return envelope.tenant, envelope.payload
+        response = await self.app.arun(
+            one(Call("dynamodb", "get_item", get_record(self._table, envelope.job_id)))
+        )
+        if not response.get("Item"):
+            return None, None  # no record: the claim will say so
+        job = job_from_item(response["Item"])
+        return job.tenant, job.payload
+
+    def _breaker_wait(self, lim: Limit, item: Item | None, now: float) -> None:
+        state = ls.breaker_state(item)
+        if state == ls.OPEN and (until := num_attr(item or {}, "until") or 0.0) > now:
+            raise LimitWait("breaker", lim.name, until - now + random.uniform(0.0, 1.0))
+        if state == ls.HALF_OPEN and (probe_until := num_attr(item or {}, "probe_until") or 0.0) > now:
+            raise LimitWait(
+                "breaker", lim.name, min(max(probe_until - now, 1.0), 5.0) * random.uniform(1, 1.5)
+            )
+
+    def _free_slots(
+        self, lim: Limit, key: str | None, items: Mapping[str, Item | None], now: float
+    ) -> list[str]:
+        assert lim.concurrency is not None
+        slots = [ls.slot_id(lim.name, n, key) for n in range(lim.concurrency)]
+        return [s for s in slots if ls.slot_is_free(items.get(s), now)]
+
+    def _rate_wait(self, lim: Limit, item: Item | None, now: float, shard: int) -> None:
+        assert lim.rate is not None
+        allowed = lim.rate.shard_starts(shard)
+        opens = ls.next_start(ls.starts_of(item), allowed=allowed, window_s=lim.rate.window_s)
+        if opens > now:
+            # Send waiting jobs back one start interval apart, so they do not all return at once.
+            booked = max(self._booked.get(lim.name, 0.0), opens)
+            self._booked[lim.name] = booked + lim.rate.window_s / lim.rate.starts
+            raise LimitWait("rate", lim.name, booked - now + random.uniform(0.0, 0.5))
+
+    async def _take_slot(
+        self, held: Held, lim: Limit, key: str | None, items: dict[str, Item | None]
+    ) -> None:
+        now = self.app.clock.now()
+        free = self._free_slots(lim, key, items, now)
+        random.shuffle(free)  # workers that read the same free slots rarely race for the same one
+        token = nonce()
+        lease_s = self.app.settings.lease_s
+        for slot in free[:MAX_TRIES]:
+            params = ls.take_slot(
+                self._table, slot, job_id=held.job_id, token=token, now=now, lease_s=lease_s
+            )
+            if await self._conditional("put_item", params, lim.name, items, slot, token=token):
+                held.slots.append((slot, token))
+                self._remember(slot, params["Item"])
+                return
+        raise LimitWait("concurrency", lim.name, random.uniform(*SLOT_WAIT_S))
+
+    async def _become_probe(self, held: Held, lim: Limit, item: Item | None) -> None:
+        bid = ls.breaker_id(lim.name)
+        params = ls.become_probe(
+            self._table, bid, version=ls.version_of(item), job_id=held.job_id, now=self.app.clock.now(),
+            lease_s=self.app.settings.lease_s,
+        )  # fmt: skip
+        items: dict[str, Item | None] = {}
+        if not await self._conditional("update_item", params, lim.name, items, bid, probe=held.job_id):
+            self._breaker_wait(lim, items.get(bid), self.app.clock.now())
+            raise LimitWait("breaker", lim.name, random.uniform(1.0, 3.0))
+        held.probes.append(bid)
+        self._cache.pop(bid, None)
+        self.app.logger.info("breaker probe admitted", extra={"limit": lim.name, "job_id": held.job_id})
+
+    async def _log_start(self, held: Held, lim: Limit, shard: int) -> None:
+        assert lim.rate is not None
+        rid = ls.rate_id(lim.name, shard)
+        allowed = lim.rate.shard_starts(shard)
+        items = {rid: self._cache.get(rid, (0.0, None))[1]}
+        for _ in range(MAX_TRIES):
+            item = items.get(rid)
+            starts = ls.starts_of(item)
+            now = held.at
+            if ls.next_start(starts, allowed=allowed, window_s=lim.rate.window_s) > now:
+                self._rate_wait(lim, item, now, shard)
+            wid = nonce()
+            params = ls.record_start(
+                self._table, rid, starts=starts, version=ls.version_of(item), now=now, allowed=allowed, wid=wid
+            )  # fmt: skip
+            if await self._conditional("update_item", params, lim.name, items, rid, wid=wid):
+                kept = params["ExpressionAttributeValues"][":s"]
+                self._remember(
+                    rid, {"id": {"S": rid}, "starts": kept, "v": params["ExpressionAttributeValues"][":n"]}
+                )
+                return
+            held.at = self.app.clock.now()
+        raise LimitWait("rate", lim.name, lim.rate.window_s / lim.rate.starts + random.uniform(0.0, 0.5))
+
+    async def _conditional(
+        self,
+        op: str,
+        params: dict[str, Any],
+        limit: str,
+        items: dict[str, Item | None],
+        item_id: str,
+        **own: str,
+    ) -> bool:
+        """One conditional write; on refusal the item it found goes to the cache and ``items``.
+
+        A refusal that shows this very write (``own``: its token, probe or nonce — botocore retried
+        a write whose answer was lost) counts as landed.
+        """
+        try:
+            await self.app.arun(one(Call("dynamodb", op, params)))
+            return True
+        except StoreError as exc:
+            if not is_conflict(exc):
+                raise
+            found = old_item(exc)
+            if found is not None and all(str_attr(found, k) == v for k, v in own.items()):
+                return True
+            self.refused_writes[limit] += 1
+            self._remember(item_id, found)
+            items[item_id] = found
+            return False
+
+    async def _defer(self, spec: HandlerSpec, envelope: Envelope, delivery: Delivery, wait: LimitWait) -> Ack:
+        delay = max(1, math.ceil(wait.delay_s))
+        self.deferred[(wait.reason, wait.limit)] += 1
+        self._unreported[(wait.reason, wait.limit)] += 1
+        self.app.metrics.count(DEFERRED, spec.name, envelope.tenant)
+        self.app.logger.info(
+            "job deferred",
+            extra={"job_id": envelope.job_id, "job_type": spec.name, "reason": wait.reason,
+                   "limit": wait.limit, "delay_s": delay, "receive_count": delivery.receive_count},
+        )  # fmt: skip
+        settings = self.app.settings
+        redrive = settings.max_receive_count or self.app.registry.max_attempts() + settings.receive_slack
+        if delivery.receive_count < redrive - RESEND_MARGIN:
+            return Ack("rearm", delay_s=sqs.clamp_visibility(delay))
+        # Close to the redrive limit: a fresh copy (receive count 1) replaces this message.
+        params = sqs.send_one(delivery.queue_url, delivery.body, delay_s=sqs.clamp_delay(delay))
+        if group := delivery.attributes.get("MessageGroupId"):
+            params["MessageGroupId"] = group
+        try:
+            await self.app.arun(one(Call("sqs", "send_message", params)))
+        except AwsError:
+            return Ack("rearm", delay_s=sqs.clamp_visibility(delay))
+        return DELETE
+
+    # ── holding ───────────────────────────────────────────────────────────────────────────
+    async def give_back(self, job_id: str) -> None:
+        """The claim after the gate did not take the job: free what the admission took, now."""
+        held = self.held.pop(job_id, None)
+        if held is not None:
+            await self._undo(held)
+
+    async def _undo(self, held: Held) -> None:
+        await self._release(held)
+        for bid in held.probes:
+            await self._quiet(ls.end_probe(self._table, bid, job_id=held.job_id))
+
+    async def _release(self, held: Held) -> None:
+        for slot, token in held.slots:
+            await self._quiet(ls.give_back_slot(self._table, slot, token=token), op="delete_item")
+            self._cache.pop(slot, None)
+        held.slots = []
+
+    async def renew(self, job_ids: Iterable[str], now: float) -> None:
+        """Extend the slots and probes of these running jobs (their leases were just renewed)."""
+        lease_s = self.app.settings.lease_s
+        writes = []
+        for job_id in job_ids:
+            held = self.held.get(job_id)
+            if held is None:
+                continue
+            held.renewed = now
+            writes += [
+                ls.renew_slot(self._table, s, token=t, now=now, lease_s=lease_s) for s, t in held.slots
+            ]
+            writes += [
+                ls.renew_probe(self._table, b, job_id=job_id, now=now, lease_s=lease_s) for b in held.probes
+            ]
+        await asyncio.gather(*(self._quiet(w, lost="limit slot lost at renewal") for w in writes))
+
+    async def _quiet(self, params: dict[str, Any], *, op: str = "update_item", lost: str = "") -> bool:
+        """A write whose failure is logged, never raised (a slot left behind expires with its lease)."""
+        try:
+            await self.app.arun(one(Call("dynamodb", op, params)))
+            return True
+        except AwsError as exc:
+            if lost or not (isinstance(exc, StoreError) and is_conflict(exc)):
+                self.app.logger.warning(
+                    lost or "limit write failed", extra={"item": params["Key"], "error": str(exc)}
+                )
+            return False
+
+    # ── FinishHook ────────────────────────────────────────────────────────────────────────
+    async def entries(self, finish: _Finished) -> Sequence[Mapping[str, Any]]:
+        """None: a slot's release need not commit with the finish (a crash leaves it to its lease)."""
+        return ()
+
+    async def landed(self, finish: _Finished) -> None:
+        """Give the job's slots back; count a failure toward its breakers; a probe's outcome decides."""
+        held = self.held.pop(finish.job.id, None)
+        if held is None:
+            return
+        try:
+            await self._release(held)
+            failed = finish.outcome in (AttemptOutcome.RETRY, AttemptOutcome.DEAD)
+            for lim in held.breakers:
+                bid = ls.breaker_id(lim.name)
+                if bid in held.probes:
+                    await self._verdict(lim, held.job_id, finish.outcome)
+                elif failed:
+                    await self._count_failure(lim)
+        except Exception:  # a FinishHook never raises: the finish itself is recorded
+            self.app.logger.exception(
+                "limit bookkeeping after a finish failed", extra={"job_id": held.job_id}
+            )
+
+    async def _verdict(self, lim: Limit, job_id: str, outcome: AttemptOutcome) -> None:
+        assert lim.breaker is not None
+        bid = ls.breaker_id(lim.name)
+        item = (await self._read([bid], 0.0))[bid]
+        if item is None or str_attr(item, "probe") != job_id:
+            return  # no longer this job's verdict (its probe lease ran out and another took over)
+        version, now = ls.version_of(item), self.app.clock.now()
+        if outcome is AttemptOutcome.SUCCEEDED:
+            params = ls.close_breaker(self._table, bid, version=version)
+        elif outcome in (AttemptOutcome.RETRY, AttemptOutcome.DEAD):
+            params = ls.open_breaker(
+                self._table, bid, version=version, now=now, cooldown_s=lim.breaker.cooldown_s
+            )
+        else:
+            params = ls.end_probe(self._table, bid, job_id=job_id)
+        if await self._quiet(params):
+            self._cache.pop(bid, None)
+            self.app.logger.info("breaker probe decided", extra={"limit": lim.name, "outcome": str(outcome)})
+
+    async def _count_failure(self, lim: Limit) -> None:
+        assert lim.breaker is not None
+        bid, now = ls.breaker_id(lim.name), self.app.clock.now()
+        response = await self.app.arun(
+            one(Call("dynamodb", "update_item", ls.record_failure(self._table, bid, now=now)))
+        )
+        item = response.get("Attributes") or {}
+        recent = [t for t in ls.failures_of(item) if t >= now - lim.breaker.window_s]
+        version = ls.version_of(item)
+        if ls.breaker_state(item) == ls.CLOSED and len(recent) >= lim.breaker.failures:
+            params = ls.open_breaker(
+                self._table, bid, version=version, now=now, cooldown_s=lim.breaker.cooldown_s
+            )
+            if await self._quiet(params):
+                self._cache.pop(bid, None)
+                self.app.logger.warning(
+                    "breaker opened",
+                    extra={"limit": lim.name, "failures": len(recent), "cooldown_s": lim.breaker.cooldown_s},
+                )
+        elif len(ls.failures_of(item)) > 2 * lim.breaker.failures:
+            await self._quiet(ls.trim_failures(self._table, bid, version=version, keep=recent))
+
+    # ── cache ─────────────────────────────────────────────────────────────────────────────
+    async def _read(self, ids: Sequence[str], max_age_s: float) -> dict[str, Item | None]:
+        """The items, from the cache when read within ``max_age_s``, else in one BatchGetItem per 100."""
+        now = self.app.clock.now()
+        stale = [i for i in dict.fromkeys(ids) if i not in self._cache or now - self._cache[i][0] > max_age_s]
+        for start in range(0, len(stale), ls.MAX_BATCH_GET):
+            chunk = stale[start : start + ls.MAX_BATCH_GET]
+            response = await self.app.arun(
+                one(Call("dynamodb", "batch_get_item", ls.batch_get(self._table, chunk)))
+            )
+            found = ls.batch_items(self._table, response)
+            for i in chunk:
+                self._remember(i, found.get(i))
+        return {i: self._cache[i][1] for i in ids}
+
+    def _remember(self, item_id: str, item: Item | None) -> None:
+        self._cache[item_id] = (self.app.clock.now(), item)
+
+    def _metric_lines(self) -> list[tuple[dict[str, str], dict[str, float]]]:
+        """EMF lines: per limit, slots held now and deferrals and refused writes since the last flush.
+
+        The slots held are this worker's: their sum over workers is what runs under the limit.
+        Per paused type, ``JobsPaused`` counts the jobs sent back to wait.
+        """
+        unreported, self._unreported = self._unreported, Counter()
+        refused, self._reported_refusals = self.refused_writes - self._reported_refusals, +self.refused_writes
+        held = Counter(s.split("#")[1] for h in self.held.values() for s, _ in h.slots)
+        out: list[tuple[dict[str, str], dict[str, float]]] = []
+        for lim in self.app.limits:
+            waits = sum(
+                n for (reason, name), n in unreported.items() if name == lim.name and reason != "paused"
+            )
+            values = {"LimitSlotsHeld": float(held[lim.name]), DEFERRED: float(waits)}
+            out.append(({"limit": lim.name}, values | {"LimitWritesRefused": float(refused[lim.name])}))
+        for (reason, name), n in sorted(unreported.items()):
+            if reason == "paused":
+                out.append(({"job_type": name}, {"JobsPaused": float(n)}))
+        return out
+
+
+def _ids(lim: Limit, key: str | None, shard: int) -> list[str]:
+    """Every item an admission under ``lim`` may need, read in one batch."""
+    ids = [ls.slot_id(lim.name, n, key) for n in range(lim.concurrency or 0)]
+    if lim.breaker:
+        ids.append(ls.breaker_id(lim.name))
+    if lim.rate:
+        ids.append(ls.rate_id(lim.name, shard))
+    return ids
+
+
+def gate_of(app: App) -> Gate:
+    """The process's gate for ``app`` (made on first use, shared by its executions and finish hook)."""
+    if app.limits.gate is None:
+        app.limits.gate = Gate(app)
+    gate: Gate = app.limits.gate
+    return gate

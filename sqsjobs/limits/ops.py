@@ -1,0 +1,153 @@
+"""Operator flows of flow control (sans-I/O): pause, resume, and the state of every limit.
+
+``pause``/``resume`` write one item each (a PutItem, a DeleteItem: 1 write unit). ``state_flow``
+reads what ``sqsjobs limits`` and ``sqsjobs stats`` show: the pause items of the pausable types and,
+per limit, its slots (unpartitioned, or of the key values asked for), its start log and its
+breaker — one BatchGetItem per 100 items, half a read unit each. It never scans the table: the
+running count of a partitioned limit is shown per key value asked for (``--key``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sqsjobs._aws import Call, Flow, one
+from sqsjobs.errors import ConfigurationError
+from sqsjobs.limits import store as ls
+from sqsjobs.store.codec import num_attr, str_attr
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from sqsjobs.limits.declarations import Limit, Limits
+    from sqsjobs.registry import Registry
+    from sqsjobs.store.codec import Item
+
+
+def pausable(registry: Registry, job_type: str) -> None:
+    """Raise unless ``job_type`` is registered and pausable (its workers read the pause item)."""
+    spec = registry.get(job_type)  # HandlerNotFound names the registered types
+    if not spec.pausable:
+        raise ConfigurationError(
+            f"job type {job_type!r} is not pausable: its workers never read a pause (that read is a cost "
+            f"only flow-controlled types pay); declare it @app.job({job_type!r}, ..., pausable=True) "
+            "or put it under a limit, and deploy the workers"
+        )
+
+
+def pause_flow(
+    table: str, registry: Registry, job_type: str, *, reason: str | None, now: float
+) -> Flow[None]:
+    """Pause ``job_type`` fleet-wide: its workers stop starting it within ``PAUSE_CACHE_S``."""
+    pausable(registry, job_type)
+    yield Call("dynamodb", "put_item", ls.pause(table, job_type, reason=reason, now=now))
+
+
+def resume_flow(table: str, registry: Registry, job_type: str) -> Flow[bool]:
+    """Resume ``job_type``; True if it was paused."""
+    pausable(registry, job_type)
+    response = yield Call("dynamodb", "delete_item", ls.resume(table, job_type))
+    return bool(response.get("Attributes"))
+
+
+@dataclass
+class LimitState:
+    """One limit as ``sqsjobs limits`` shows it."""
+
+    name: str
+    job_types: list[str]
+    concurrency: int | None
+    key: str | None
+    #: Slots held now (unpartitioned), or by key value for the keys asked for.
+    running: int | None
+    running_by_key: dict[str, int] = field(default_factory=dict)
+    rate: str | None = None
+    #: Starts logged in the last rate window (all shards).
+    recent_starts: int | None = None
+    breaker: str | None = None
+    breaker_until: float | None = None
+    breaker_failures: int | None = None
+    #: Jobs of its types waiting to start (queued or retry scheduled), when counted (``waiting``).
+    waiting: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return dict(self.__dict__)
+
+
+@dataclass
+class FlowState:
+    """What flow control holds now: paused types and every limit."""
+
+    paused: dict[str, dict[str, Any]]
+    limits: list[LimitState]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {"paused": self.paused, "limits": [lim.to_dict() for lim in self.limits]}
+
+
+def _ids(lim: Limit, keys: Sequence[str]) -> list[str]:
+    ids: list[str] = []
+    if lim.concurrency:
+        for key in [None] if lim.key is None else list(keys):
+            ids += [ls.slot_id(lim.name, n, key) for n in range(lim.concurrency)]
+    if lim.rate:
+        ids += [ls.rate_id(lim.name, s) for s in range(lim.rate.shards)]
+    if lim.breaker:
+        ids.append(ls.breaker_id(lim.name))
+    return ids
+
+
+def state_flow(
+    table: str, registry: Registry, limits: Limits, *, now: float, keys: Sequence[str] = ()
+) -> Flow[FlowState]:
+    """Read the pause items and every limit's items (``keys``: partition values to show)."""
+    types = [s.name for s in registry if s.pausable]
+    ids = [ls.pause_id(t) for t in types] + [i for lim in limits for i in _ids(lim, keys)]
+    items: dict[str, Item] = {}
+    for start in range(0, len(ids), ls.MAX_BATCH_GET):
+        response = yield from one(
+            Call("dynamodb", "batch_get_item", ls.batch_get(table, ids[start : start + ls.MAX_BATCH_GET]))
+        )
+        items |= ls.batch_items(table, response)
+    paused = {
+        t: {"reason": str_attr(item, "reason"), "paused_at": num_attr(item, "paused_at")}
+        for t in types if (item := items.get(ls.pause_id(t))) is not None
+    }  # fmt: skip
+    states = []
+    for lim in limits:
+        users = [s.name for s in registry if lim.name in s.limits]
+        state = LimitState(lim.name, users, lim.concurrency, lim.key, running=None)
+        if lim.concurrency:
+
+            def held(key: str | None, lim: Limit = lim) -> int:
+                return sum(
+                    not ls.slot_is_free(items.get(ls.slot_id(lim.name, n, key)), now)
+                    for n in range(lim.concurrency or 0)
+                )
+
+            if lim.key is None:
+                state.running = held(None)
+            else:
+                state.running_by_key = {k: held(k) for k in keys}
+        if lim.rate:
+            state.rate = str(lim.rate)
+            starts = [
+                t for s in range(lim.rate.shards) for t in ls.starts_of(items.get(ls.rate_id(lim.name, s)))
+            ]
+            state.recent_starts = sum(t > now - lim.rate.window_s for t in starts)
+        if lim.breaker:
+            item = items.get(ls.breaker_id(lim.name))
+            state.breaker = ls.breaker_state(item)
+            state.breaker_until = num_attr(item, "until") if item and state.breaker == ls.OPEN else None
+            state.breaker_failures = sum(t >= now - lim.breaker.window_s for t in ls.failures_of(item))
+        states.append(state)
+    return FlowState(paused, states)
+
+
+def count_waiting(state: FlowState, waiting_by_type: dict[str, int]) -> None:
+    """Fill each limit's ``waiting`` from per-type counts of queued and retry-scheduled jobs."""
+    for lim in state.limits:
+        lim.waiting = sum(waiting_by_type.get(t, 0) for t in lim.job_types)

@@ -1,0 +1,310 @@
+"""Flow control, attacked from outside: real worker processes on MiniStack, a run log, kill -9.
+
+Evidence comes from outside the workers: the run log the handlers of tests/apps/limited.py append
+to (the record's ``started_at``, which for a gated job is the instant the gate admitted it, and the
+handler's own start and end), the records read over HTTP, and the workers' JSON log lines (each
+deferral is one ``job deferred`` line). No sweeper runs: a slot held by a killed worker must come
+back by its lease alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+from sqsjobs import JobStatus
+from tests.apps import limited
+from tests.integration.helpers import worker_env
+
+pytestmark = pytest.mark.slow
+
+APP = "tests.apps.limited:app"
+
+
+@pytest.fixture
+def app(ministack_url, make_app):
+    app = make_app(ministack_url, lease_s=4.0, visibility_timeout_s=4)
+    app.registry.include(limited.app.registry)  # the handlers the worker processes load
+    app.limits.include(limited.app.limits)
+    app.provision()
+    return app
+
+
+class Workers:
+    """Worker processes of the limited app, each logging to its own file."""
+
+    def __init__(self, app, tmp_path: Path) -> None:
+        self.app, self.dir, self.procs = app, tmp_path, []
+
+    def start(self, n: int = 1, concurrency: int = 8) -> list[subprocess.Popen[bytes]]:
+        started = []
+        for _ in range(n):
+            with open(self.dir / f"worker{len(self.procs)}.log", "wb") as log:  # the child keeps its copy
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "sqsjobs", "worker", "--app", APP, "--concurrency", str(concurrency)],
+                    env=worker_env(self.app, POWERTOOLS_METRICS_DISABLED="true", SQSJOBS_LOG_LEVEL="INFO"),
+                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                )  # fmt: skip
+            self.procs.append(proc)
+            started.append(proc)
+        return started
+
+    def kill(self, proc: subprocess.Popen[bytes], sig: int = signal.SIGKILL) -> None:
+        if proc.poll() is None:
+            os.killpg(proc.pid, sig)
+            proc.wait(20)
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            self.kill(proc, signal.SIGTERM)
+
+    def events(self, name: str) -> list[dict]:
+        lines = []
+        for path in sorted(self.dir.glob("worker*.log")):
+            for line in path.read_text(errors="replace").splitlines():
+                if line.startswith("{") and f'"{name}"' in line:
+                    record = json.loads(line)
+                    if record.get("message") == name:
+                        lines.append(record)
+        return lines
+
+
+@pytest.fixture
+def workers(app, tmp_path):
+    fleet = Workers(app, tmp_path)
+    yield fleet
+    fleet.stop()
+
+
+def run_log(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    keys = ("type", "job_id", "tenant", "started_at", "begun", "end", "pid", "attempt")
+    rows = [dict(zip(keys, line.split(), strict=True)) for line in path.read_text().splitlines()]
+    for row in rows:
+        for k in ("started_at", "begun", "end"):
+            row[k] = float(row[k])
+    return rows
+
+
+def max_overlap(rows: list[dict]) -> int:
+    """The most handler runs in progress at any one instant."""
+    events = sorted(
+        [(r["begun"], 1) for r in rows] + [(r["end"], -1) for r in rows], key=lambda e: (e[0], e[1])
+    )
+    running = peak = 0
+    for _, step in events:
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
+def max_in_window(times: list[float], window_s: float = 1.0) -> int:
+    """The most starts in any half-open window of ``window_s`` (sliding over every start)."""
+    times = sorted(times)
+    return max((sum(1 for t in times[i:] if t < s + window_s) for i, s in enumerate(times)), default=0)
+
+
+def wait_until(condition, timeout_s: float, what: str) -> float:
+    start = time.monotonic()
+    while not condition():
+        assert time.monotonic() - start < timeout_s, f"{what}: not within {timeout_s} s"
+        time.sleep(0.2)
+    return time.monotonic() - start
+
+
+def finished(app, ids) -> bool:
+    return all(app.get(i, load_result=False).status.terminal for i in ids)
+
+
+def test_a_concurrency_limit_holds_fleet_wide_over_three_workers_of_eight_slots(app, workers, tmp_path):
+    # GIVEN 3 worker processes x 8 slots, and 16 jobs under concurrency=2 that take 0.4 s each
+    log = tmp_path / "runs.log"
+    workers.start(3, concurrency=8)
+    ids = app.enqueue_many(
+        [{"type": "paired", "payload": {"log": str(log), "sleep_s": 0.4}} for _ in range(16)]
+    )
+    # WHEN they all run
+    wait_until(lambda: finished(app, ids), 120, "16 paired jobs")
+    rows = run_log(log)
+    # THEN each ran once, never more than 2 at any instant, and the limit was used (2 at once seen)
+    assert sorted(r["job_id"] for r in rows) == sorted(ids)
+    assert all(app.get(i).status is JobStatus.SUCCEEDED and app.get(i).attempt == 1 for i in ids)
+    assert max_overlap(rows) == 2
+    assert len({r["pid"] for r in rows}) >= 2, "the jobs ran in more than one process"
+    # AND the waiting jobs were deferred, not held: no attempt was used up by waiting
+    assert workers.events("job deferred"), "some jobs had to wait for a slot"
+
+
+def test_a_partitioned_limit_holds_per_tenant_and_does_not_starve_a_small_tenant(app, workers, tmp_path):
+    # GIVEN tenant "big" with a backlog of 30 jobs, enqueued first, and tenant "small" with 4 jobs
+    log = tmp_path / "runs.log"
+    big = app.enqueue_many(
+        [
+            {"type": "tenanted", "payload": {"log": str(log), "sleep_s": 0.5}, "tenant": "big"}
+            for _ in range(30)
+        ]
+    )
+    small = app.enqueue_many(
+        [
+            {"type": "tenanted", "payload": {"log": str(log), "sleep_s": 0.5}, "tenant": "small"}
+            for _ in range(4)
+        ]
+    )
+    t0 = time.time()
+    workers.start(2, concurrency=8)
+    # WHEN they run under concurrency=2 per tenant
+    wait_until(lambda: finished(app, small), 60, "the small tenant's jobs")
+    small_done = time.time()
+    wait_until(lambda: finished(app, big), 180, "the big tenant's backlog")
+    rows = run_log(log)
+    by_tenant = defaultdict(list)
+    for r in rows:
+        by_tenant[r["tenant"]].append(r)
+    # THEN at most 2 per tenant ran at once, and both tenants ran 2 at once side by side
+    assert max_overlap(by_tenant["big"]) == 2
+    assert max_overlap(by_tenant["small"]) <= 2
+    assert max_overlap(rows) >= 3
+    # AND the small tenant finished while most of the big backlog still waited (starts per 2 s shown)
+    big_before = sum(1 for r in by_tenant["big"] if r["end"] <= small_done)
+    timeline = Counter((r["tenant"], int((r["started_at"] - t0) // 2) * 2) for r in rows)
+    print("\nstarts per tenant per 2 s:", dict(sorted(timeline.items(), key=lambda kv: (kv[0][1], kv[0][0]))))
+    assert big_before < 30 / 2, f"the small tenant waited for {big_before} of the big tenant's 30 jobs"
+
+
+def test_a_slot_held_by_a_killed_worker_comes_back_within_its_lease(app, workers, tmp_path):
+    # GIVEN one worker running two jobs under concurrency=2 that take 30 s each: it holds both slots
+    log = tmp_path / "runs.log"
+    victim = workers.start(1)[0]
+    long = app.enqueue_many(
+        [{"type": "paired", "payload": {"log": str(log), "sleep_s": 30}} for _ in range(2)]
+    )
+    wait_until(
+        lambda: all(app.get(i).status is JobStatus.RUNNING for i in long), 30, "both long jobs running"
+    )
+    short = app.enqueue_many(
+        [{"type": "paired", "payload": {"log": str(log), "sleep_s": 0.1}} for _ in range(3)]
+    )
+    # WHEN that worker is killed with SIGKILL (no release, no finish) and a new one starts; no sweeper
+    workers.kill(victim)
+    killed_at = time.monotonic()
+    workers.start(1)
+    # THEN the short jobs (and the long ones, rescued) finish: the slots came back by their lease
+    wait_until(lambda: finished(app, short), 60, "the short jobs after the kill")
+    took = time.monotonic() - killed_at
+    lease_s, visibility_s = app.settings.lease_s, app.settings.visibility_timeout_s
+    assert took < lease_s + visibility_s + 15, took
+    short_rows = [r for r in run_log(log) if r["job_id"] in short]
+    assert all(r["started_at"] >= time.time() - took - 1 for r in short_rows)
+    wait_until(lambda: finished(app, long), 120, "the long jobs, rescued")
+    assert all(app.get(i).status is JobStatus.SUCCEEDED for i in short + long)
+
+
+def test_a_rate_limit_spreads_starts_fleet_wide_without_busy_polling(app, workers, tmp_path):
+    # GIVEN 30 jobs under rate="5/s" and 3 workers of 8 slots
+    log = tmp_path / "runs.log"
+    ids = app.enqueue_many([{"type": "rated", "payload": {"log": str(log)}} for _ in range(30)])
+    workers.start(3, concurrency=8)
+    wait_until(lambda: finished(app, ids), 120, "30 rated jobs")
+    rows = run_log(log)
+    starts = [r["started_at"] for r in rows]
+    # THEN no 1 s window holds more than 5 starts (the record's started_at is the logged start)
+    assert len(rows) == 30
+    assert max_in_window(starts) <= 5, sorted(starts)
+    assert max_in_window(starts) >= 4, "the limit was reached, not merely respected"
+    # AND the workers did not spin: deferrals and refused writes per job stay small
+    deferred = len(workers.events("job deferred"))
+    print(f"\n30 jobs at 5/s over 3 workers: {deferred} deferrals, span {max(starts) - min(starts):.1f} s")
+    assert deferred / len(ids) <= 6, deferred
+
+
+def test_a_breaker_opens_defers_without_using_attempts_then_one_probe_decides(app, workers, tmp_path):
+    log, mode = tmp_path / "runs.log", tmp_path / "mode"
+    mode.write_text("fail")
+    workers.start(2, concurrency=4)
+    # GIVEN the dependency fails: 3 failures within 30 s open the breaker (failures=3, cooldown 4 s)
+    first = app.enqueue_many(
+        [{"type": "crm.call", "payload": {"log": str(log), "mode": str(mode)}} for _ in range(3)]
+    )
+    wait_until(
+        lambda: all(app.get(i).attempt >= 1 and app.get(i).status is not JobStatus.RUNNING for i in first),
+        30,
+        "3 failures",
+    )
+    wait_until(lambda: app.run(_breaker(app))["state"] == "open", 10, "the breaker opens")
+    # WHEN more jobs arrive while it is open
+    later = app.enqueue_many(
+        [{"type": "crm.call", "payload": {"log": str(log), "mode": str(mode)}} for _ in range(4)]
+    )
+    time.sleep(2)
+    # THEN they are deferred, not run: no attempt used, still queued
+    assert all(app.get(i).attempt == 0 and app.get(i).status is JobStatus.QUEUED for i in later)
+    assert any(e["reason"] == "breaker" for e in workers.events("job deferred"))
+    # AND after the cooldown exactly one probe runs (a waiting job or a retry of the first ones:
+    # whichever comes first); it fails, so the breaker opens again
+    opened_at = _breaker_item(app)["opened_at"]
+    wait_until(lambda: len(workers.events("breaker probe decided")) >= 1, 30, "a probe's verdict")
+    reopened = _breaker_item(app)
+    assert reopened["state"] == "open" and reopened["opened_at"] > opened_at
+    probes = [r for r in run_log(log) if opened_at < r["started_at"] < reopened["opened_at"]]
+    assert len(probes) == 1, probes
+    # WHEN the dependency recovers, the next probe succeeds and closes it: everything runs
+    mode.write_text("ok")
+    everything = first + later
+    wait_until(lambda: finished(app, everything), 90, "all crm jobs after recovery")
+    assert app.run(_breaker(app))["state"] == "closed"
+    assert all(app.get(i).status is JobStatus.SUCCEEDED for i in everything)
+    # the deferred jobs used exactly one attempt each, or two for the one probe that failed
+    assert sorted(app.get(i).attempt for i in later) in ([1, 1, 1, 2], [1, 1, 1, 1])
+
+
+def _breaker_item(app) -> dict:
+    from sqsjobs._aws import Call, one
+    from sqsjobs.limits import store as ls
+
+    item = app.run(
+        one(
+            Call(
+                "dynamodb",
+                "get_item",
+                ls.get(app.settings.table_name, ls.breaker_id("crm")) | {"ConsistentRead": True},
+            )
+        )
+    )["Item"]
+    return {"state": item["state"]["S"], "opened_at": float(item["opened_at"]["N"])}
+
+
+def _breaker(app):
+    from sqsjobs.limits.ops import state_flow
+
+    state = yield from state_flow(app.settings.table_name, app.registry, app.limits, now=time.time())
+    crm = next(lim for lim in state.limits if lim.name == "crm")
+    return {"state": crm.breaker, "failures": crm.breaker_failures}
+
+
+def test_pause_stops_starts_fleet_wide_within_seconds_and_resume_restores_them(app, workers, tmp_path):
+    log = tmp_path / "runs.log"
+    workers.start(2, concurrency=4)
+    warm = app.enqueue("report", {"log": str(log)})
+    wait_until(lambda: finished(app, [warm]), 30, "a first report")
+    # WHEN the type is paused, then jobs of it are enqueued
+    app.pause("report", reason="maintenance")
+    time.sleep(3)  # the workers' pause cache (2 s) has caught up
+    ids = app.enqueue_many([{"type": "report", "payload": {"log": str(log)}} for _ in range(5)])
+    time.sleep(6)
+    # THEN none started: all queued, attempts untouched, deferred as paused
+    assert all(app.get(i).status is JobStatus.QUEUED and app.get(i).attempt == 0 for i in ids)
+    assert {e["reason"] for e in workers.events("job deferred")} == {"paused"}
+    # WHEN resumed, they all run
+    assert app.resume("report") is True
+    took = wait_until(lambda: finished(app, ids), 60, "reports after resume")
+    print(f"\nresume → all 5 finished in {took:.1f} s")
+    assert all(app.get(i).status is JobStatus.SUCCEEDED and app.get(i).attempt == 1 for i in ids)
