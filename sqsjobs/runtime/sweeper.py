@@ -7,7 +7,9 @@ rescued when its own message comes back (DESIGN §3.9). What is left, each in it
 - ``held``: runnable records with no message yet (``run_at`` beyond the 15 min SQS delay cap, or a
   retry beyond the 12 h visibility cap), sent once within 15 minutes of due;
 - ``pending``: a hint was sent (by the sweeper, or by an operator's replay) and no claim took the job
-  by ``due`` (``stale_after_s`` later): the hint was lost, send another.
+  by ``due`` (``stale_after_s`` later): the hint was lost, send another;
+- ``batch``: a sealed batch not complete by ``due``: its completion check runs again (a crash between
+  an item's finish and its check, or a drain and its children's seal), ``sqsjobs.workflows.completion``.
 
 Before each send the entry becomes ``pending`` with a conditional write, so concurrent sweepers do not
 both send, and the claim the hint brings removes it. A duplicate hint is harmless: the claim decides.
@@ -25,6 +27,7 @@ from sqsjobs._aws import Call, Flow
 from sqsjobs.errors import StoreError
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import sqs
+from sqsjobs.workflows.completion import BatchEnv, repair_flow
 
 if TYPE_CHECKING:
     from sqsjobs.app import App
@@ -38,6 +41,8 @@ class SweepReport:
 
     dispatched_held: list[str] = field(default_factory=list)
     redispatched: list[str] = field(default_factory=list)
+    #: Sealed batches whose repair entry was due and that this sweep completed (``sqsjobs.workflows``).
+    batches_completed: list[str] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -75,6 +80,7 @@ def sweep_flow(
                 start_key = page.get("LastEvaluatedKey")
                 if not start_key:
                     break
+    report.batches_completed = yield from repair_flow(BatchEnv(settings, queue_urls), now)
     return report
 
 
@@ -108,12 +114,13 @@ def _dispatch(settings: Settings, queue_urls: QueueUrls, record: rq.DueRecord, n
 async def sweep_once(app: App) -> SweepReport:
     """One sweep with the async clients; logs what it sent."""
     report: SweepReport = await app.arun(sweep_flow(app.settings, app.queue_urls, app.clock.now()))
-    if report.total:
+    if report.total or report.batches_completed:
         app.logger.info(
             "sweep dispatched hints",
             extra={
                 "held": report.dispatched_held,
                 "redispatched": report.redispatched,
+                "batches_completed": report.batches_completed,
             },
         )
     return report

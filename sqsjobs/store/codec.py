@@ -95,7 +95,7 @@ KNOWN_ATTRIBUTES = {
     "max_attempts", "run_at", "created_at", "updated_at", "started_at", "finished_at", "lease_owner",
     "lease_epoch", "lease_expires", "result", "error", "history", "idempotency_key", "tenant", "parent_id",
     "root_id", "trace", "cancel_requested", "reason", "expires_at", "claim_token", "claim_msg", "wid",
-    "payload_size", "attn", "payload_ref", "result_ref",
+    "payload_size", "attn", "payload_ref", "result_ref", "batch_key",
 }  # fmt: skip
 
 #: Attribute each write that may be retried after a lost answer sets to its own random nonce.
@@ -150,6 +150,8 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         tenant=str_attr(item, "tenant"),
         parent_id=str_attr(item, "parent_id"),
         root_id=str_attr(item, "root_id"),
+        batch_id=(str_attr(item, "batch_key") or "").rpartition("#")[0] or None,
+        batch_key=str_attr(item, "batch_key"),
         trace=str_attr(item, "trace"),
         cancel_requested=bool(item.get("cancel_requested", {}).get("BOOL", False)),
         reason=str_attr(item, "reason"),

@@ -45,6 +45,8 @@ class NewJob:
     parent_id: str | None = None
     root_id: str | None = None
     trace: str | None = None
+    #: ``<batch id>#<shard>`` of a batch item: also the key of its entry in the batch's item index.
+    batch_key: str | None = None
     #: Set when the payload is too large for the message (or for the record of a held job): it is
     #: then an S3 object in this bucket (``payload_ref``), written before the message is sent.
     payload_bucket: str | None = None
@@ -106,7 +108,7 @@ def put_job(
             item["payload"] = av_s(job.payload_json)
     if job.max_attempts is not None:  # None: a producer without the handler; the claim resolves it
         item["max_attempts"] = av_n(job.max_attempts)
-    for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace"):
+    for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace", "batch_key"):
         value = getattr(job, name)
         if value is not None:
             item[name] = av_s(value)
@@ -127,7 +129,7 @@ def envelope_of(job: NewJob | Job) -> Envelope:
             payload_hash=job.payload_hash, payload_version=job.payload_version, created_at=job.now,
             run_at=job.run_at, tenant=job.tenant, idempotency_key=job.idempotency_key, trace=job.trace,
             parent_id=job.parent_id, root_id=job.root_id, max_attempts=job.max_attempts,
-            payload_ref=job.payload_ref, payload_size=len(job.payload_json) if in_s3 else None,
+            batch_key=job.batch_key, payload_ref=job.payload_ref, payload_size=len(job.payload_json) if in_s3 else None,
         )  # fmt: skip
     if job.payload_hash is None:  # a record of the first layout: the claim reads its payload
         return Envelope(job.id, job.type)
@@ -136,7 +138,7 @@ def envelope_of(job: NewJob | Job) -> Envelope:
         has_payload=True, payload_hash=job.payload_hash, payload_version=job.payload_version,
         created_at=job.created_at.timestamp(), run_at=job.run_at.timestamp(), tenant=job.tenant,
         idempotency_key=job.idempotency_key, trace=job.trace, parent_id=job.parent_id, root_id=job.root_id,
-        payload_ref=job.payload_ref, payload_size=job.payload_size if job.payload_ref else None,
+        batch_key=job.batch_key, payload_ref=job.payload_ref, payload_size=job.payload_size if job.payload_ref else None,
     )  # fmt: skip
 
 
@@ -179,7 +181,7 @@ def record_of(envelope: Envelope) -> Item:
     }  # fmt: skip
     if envelope.max_attempts is not None:
         item["max_attempts"] = av_n(envelope.max_attempts)
-    for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace", "payload_ref"):
+    for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace", "payload_ref", "batch_key"):
         value = getattr(envelope, name)
         if value is not None:
             item[name] = av_s(value)

@@ -53,12 +53,19 @@ class NewPayload:
         return cls(payload, version, payload_hash(job_type, version, payload), len(canonical_json(payload)))
 
 
-def cancel(table: str, job_id: str, *, now: float, retention_s: float) -> dict[str, Any]:
-    """Queued | retry_scheduled → cancelled."""
-    return {
+def cancel(
+    table: str, job_id: str, *, now: float, retention_s: float, batch_key: str | None = None
+) -> dict[str, Any]:
+    """Queued | retry_scheduled → cancelled.
+
+    A batch item's cancel must count on its batch in the same transaction (``sqsjobs.workflows``):
+    without ``batch_key`` the write is refused for one, and the refusal shows its ``batch_key``.
+    """
+    params: dict[str, Any] = {
         "TableName": table,
         "Key": {"id": av_s(job_id)},
-        "ConditionExpression": "#status IN (:queued, :retry)",
+        "ConditionExpression": "#status IN (:queued, :retry) AND "
+        + ("batch_key = :bkey" if batch_key else "attribute_not_exists(batch_key)"),
         "UpdateExpression": (
             "SET #status = :cancelled, finished_at = :now, updated_at = :now, reason = :reason, expires_at = :ttl"
         ),
@@ -73,6 +80,9 @@ def cancel(table: str, job_id: str, *, now: float, retention_s: float) -> dict[s
         },
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
+    if batch_key:
+        params["ExpressionAttributeValues"][":bkey"] = av_s(batch_key)
+    return params
 
 
 def request_cancel(table: str, job_id: str, *, now: float) -> dict[str, Any]:

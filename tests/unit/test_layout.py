@@ -22,6 +22,7 @@ ROLES = {
     "local",
     "observability",
     "api",
+    "workflows",
 }
 MAX_TOP_LEVEL_MODULES = 16
 MAX_MODULE_LINES = 600
