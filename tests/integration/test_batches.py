@@ -357,3 +357,66 @@ def test_adding_from_many_threads_counts_every_item_once(app, runs):
     for t in threads:
         t.join()
     assert len(set(added)) == 20 and shards(app, b.id).added == 20
+
+
+# ── cost, counted ────────────────────────────────────────────────────────────────────────────
+def _spent(app, before):
+    return {k: v - before.get(k, 0.0) for k, v in app.requests.capacity.items() if v != before.get(k, 0.0)}
+
+
+def test_write_units_per_item_counted_by_dynamodb(ministack_url, make_app, runs):
+    # GIVEN an open batch (so no finish below completes it), measured with DynamoDB's ConsumedCapacity
+    app = make_app(ministack_url, measure_capacity=True)
+    app.registry.include(tb.app.registry)
+    app.provision()
+    before = dict(app.requests.capacity)
+    b = app.batch("report")
+    # (creating it: the record and its 16 shards in one transaction, 17 x 2, and its list entry)
+    assert _spent(app, before) == {("write", "table"): 34.0, ("write", "index:batch_items"): 1.0}
+    # WHEN an item is added: one transaction (its record + ADD added on its shard, 2 + 2), then the
+    # hint and the clearing of its pending entry (1), like a transactional enqueue
+    before = dict(app.requests.capacity)
+    item = b.add("calc", {"n": 1})
+    added = _spent(app, before)
+    # THEN 5 table units, the attention entry made and removed (1 + 1), one batch_items entry (1)
+    assert added == {
+        ("write", "table"): 5.0,
+        ("write", "index:attention"): 2.0,
+        ("write", "index:batch_items"): 1.0,
+    }
+    # WHEN a worker claims it (1) and finishes it with its count in one transaction (2 + 2)
+    before = dict(app.requests.capacity)
+    work_until(app, lambda: app.get(item).status is JobStatus.SUCCEEDED, timeout_s=30)
+    finished = {k: v for k, v in _spent(app, before).items() if k[0] == "write"}
+    registry = {
+        ("write", "table"): 3.0,
+        ("write", "index:attention"): 2.0,
+    }  # the worker's own item, per process
+    assert {k: v - registry.get(k, 0.0) for k, v in finished.items() if v != registry.get(k)} == {
+        ("write", "table"): 5.0
+    }
+    # WHEN it is sealed, which completes it (its only item is done)
+    before = dict(app.requests.capacity)
+    b.seal()
+    sealed = {k: v for k, v in _spent(app, before).items() if k[0] == "write"}
+    # THEN the seal (record + 16 shards, transactional: 34; its repair entry: 1 index unit) and the
+    # completion (record, callback record, 16 shard checks, transactional: 36; the repair entry
+    # removed, the callback's pending entry made: 2; the callback's entry cleared once sent: 1 + 1)
+    assert sealed == {("write", "table"): 71.0, ("write", "index:attention"): 4.0}
+    # (the plain job's budget, 3 write units and no index write, is tests/integration/test_cost.py's)
+
+
+def test_item_writes_spread_evenly_over_the_counter_shards():
+    """DESIGN §8: no shard of a busy batch takes more than half a partition's 1,000 write units/s.
+
+    Each item writes its shard twice, add and finish, each transactional (2 units): a batch whose
+    items finish at R/s puts about 2R/shards units/s on each shard (4R/shards while items are also
+    being added at R/s). The hottest shard of 10,000 real ids is what is measured here.
+    """
+    ids = [f"{n:032x}" for n in range(10_000)]
+    for shards, rate in ((bs.DEFAULT_SHARDS, 3_500), (bs.MAX_SHARDS, 10_000)):
+        per_shard = Counter(bs.item_shard(i, shards) for i in ids)
+        assert len(per_shard) == shards
+        hottest = max(per_shard.values()) / len(ids)
+        assert hottest < 1.25 / shards  # within 25 % of an even split (10,000 random ids)
+        assert hottest * rate * 2 < 500  # finishing at `rate` items/s: under 50 % of 1,000 WU/s
