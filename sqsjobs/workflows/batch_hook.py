@@ -49,7 +49,7 @@ class BatchHook:
         counter = COUNTED.get(finish.outcome)
         if counter is None or finish.job.batch_key is None:
             return
-        env = BatchEnv(self._app.settings, self._app.queue_urls, self._app.logger)
+        env = BatchEnv(self._app.settings, self._app.queue_urls, self._app.logger, self._app.clock.now)
         try:
             await self._app.arun(
                 after_finish_flow(

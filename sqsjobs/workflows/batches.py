@@ -321,7 +321,7 @@ class Batch:
 
 def env_of(app: _App) -> BatchEnv:
     """The flows' view of an App."""
-    return BatchEnv(app.settings, app.queue_urls, app.logger)
+    return BatchEnv(app.settings, app.queue_urls, app.logger, app.clock.now)
 
 
 def add_to_batch_flow(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +40,7 @@ from sqsjobs.transport import objects, sqs
 from sqsjobs.workflows import batch_store as bs
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from sqsjobs.config import Settings
     from sqsjobs.job import Job
@@ -71,6 +72,9 @@ class BatchEnv:
     settings: Settings
     queue_urls: QueueUrls
     logger: Any = None
+    #: Read when the completion is written (not when the check began, which may be long before):
+    #: a parent's ``completed_at`` is then never earlier than its children's.
+    clock: Callable[[], float] = time.time
 
     @property
     def table(self) -> str:
@@ -214,6 +218,7 @@ def _complete(
     }  # fmt: skip
     if record.final_stage:
         payload["items"] = yield from succeeded_items_flow(env, record)
+    now = max(now, env.clock())
     job = callback_job(env.settings, record, payload, now)
     if job.payload_ref is not None:  # the normal claim-check: before the record names the object
         yield from objects.put_flow(job.payload_ref, job.payload_json.encode())
