@@ -14,6 +14,8 @@ from sqsjobs.config import Settings
 from sqsjobs.context import JobContext
 from sqsjobs.errors import (
     AwsError,
+    BatchNotFound,
+    BatchSealed,
     Cancel,
     CancellationReason,
     ChainInvalid,
@@ -56,12 +58,17 @@ from sqsjobs.runtime.sweeper import SweepReport, sweep_once
 from sqsjobs.runtime.worker import Worker
 from sqsjobs.schedules.declarations import ScheduleSpec
 from sqsjobs.transaction import Transaction
+from sqsjobs.workflows.batches import Batch, BatchStatus
 from sqsjobs.workflows.chains import ChainStatus, ChainStep
 
 __all__ = [
     "App",
     "AwsError",
     "Backoff",
+    "Batch",
+    "BatchNotFound",
+    "BatchSealed",
+    "BatchStatus",
     "Breaker",
     "Cancel",
     "CancellationReason",

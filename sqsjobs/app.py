@@ -33,7 +33,7 @@ from sqsjobs.registry import P, Registry
 from sqsjobs.schedules.declarations import Schedules
 from sqsjobs.transaction import Transaction
 from sqsjobs.transport.queues import QueueUrls
-from sqsjobs.workflows import chains
+from sqsjobs.workflows import batches, chains
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
@@ -360,6 +360,47 @@ class App:
     async def aresume(self, job_type: str) -> bool:
         """Async ``resume``."""
         return await self.arun(resume_flow(self.settings.table_name, self.registry, job_type))
+
+    # ── batches: docs/workflows-batches.md, ``sqsjobs.workflows.batches`` ─────────────────────
+    def batch(
+        self, on_complete: str | Handler, *, parent: str | None = None, final_stage: bool = False,
+        dedupe_key: str | None = None, max_item_failures: int | None = None, shards: int | None = None,
+    ) -> batches.Batch:  # fmt: skip
+        """Create a batch whose ``on_complete`` job runs once when it is sealed and every item is done.
+
+        ``parent``: a batch that seals this one once it drains; ``final_stage``: the callback gets
+        the succeeded items' results; ``dedupe_key``: the same key is the same batch;
+        ``max_item_failures``: more failed items complete it at once as failed; ``shards``: counter
+        shards (1-64, default 16), the item throughput a batch takes (docs/workflows-batches.md).
+        """
+        options = {"parent": parent, "final_stage": final_stage, "dedupe_key": dedupe_key,
+                   "max_item_failures": max_item_failures, **({"shards": shards} if shards else {})}  # fmt: skip
+        return batches.Batch(self, self.run(batches.new_batch_flow(self, on_complete, **options)))
+
+    async def abatch(
+        self, on_complete: str | Handler, *, parent: str | None = None, final_stage: bool = False,
+        dedupe_key: str | None = None, max_item_failures: int | None = None, shards: int | None = None,
+    ) -> batches.Batch:  # fmt: skip
+        """Async ``batch``."""
+        options = {"parent": parent, "final_stage": final_stage, "dedupe_key": dedupe_key,
+                   "max_item_failures": max_item_failures, **({"shards": shards} if shards else {})}  # fmt: skip
+        return batches.Batch(self, await self.arun(batches.new_batch_flow(self, on_complete, **options)))
+
+    def get_batch(self, batch_id: str) -> batches.BatchStatus:
+        """The batch's status and counts; ``BatchNotFound`` if there is none."""
+        return self.run(batches.status_flow(batches.env_of(self), batch_id))
+
+    async def aget_batch(self, batch_id: str) -> batches.BatchStatus:
+        """Async ``get_batch``."""
+        return await self.arun(batches.status_flow(batches.env_of(self), batch_id))
+
+    def cancel_batch(self, batch_id: str) -> batches.BatchStatus:
+        """Complete the batch at once as failed, cancel its waiting items (running ones are asked to stop) and its sub-tree."""
+        return self.run(batches.cancel_flow(batches.env_of(self), batch_id, self.clock.now()))
+
+    async def acancel_batch(self, batch_id: str) -> batches.BatchStatus:
+        """Async ``cancel_batch``."""
+        return await self.arun(batches.cancel_flow(batches.env_of(self), batch_id, self.clock.now()))
 
     def provision(self, queues: list[str] | None = None) -> ProvisionReport:
         """Create the table, queues and DLQs on the configured endpoint (idempotent)."""

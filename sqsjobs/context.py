@@ -45,6 +45,8 @@ class JobContext:
     #: A chain step's view of the step before it: that step's result (None for the first step and
     #: outside chains). Read once, before the handler starts (``sqsjobs.workflows.chain_hook``).
     previous_result: Any = None
+    #: Adds items to batches (``sqsjobs.workflows.batches.ItemStream``), set by the worker.
+    batches: Any = field(default=None, repr=False)
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
     _interrupt: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     _interrupt_reason: InterruptReason | None = field(default=None, repr=False)
@@ -73,6 +75,41 @@ class JobContext:
     def interrupt_reason(self) -> InterruptReason | None:
         """Why the execution stopped waiting for the handler, if it did; the first reason wins."""
         return self._interrupt_reason
+
+    def add_to_batch(
+        self,
+        batch_id: str,
+        job_type: Any,
+        payload: Any = None,
+        *,
+        dedupe_key: str | None = None,
+        **options: Any,
+    ) -> str:
+        """Stream an item into batch ``batch_id`` (typically a child batch created up front); its job id.
+
+        The item's ``parent_id`` is this job. For sync handlers (they run in a thread); an async
+        handler awaits ``aadd_to_batch``. See ``Batch.add`` for ``dedupe_key`` and the options.
+        """
+        return str(self._stream().add(self, batch_id, job_type, payload, dedupe_key=dedupe_key, **options))
+
+    async def aadd_to_batch(
+        self,
+        batch_id: str,
+        job_type: Any,
+        payload: Any = None,
+        *,
+        dedupe_key: str | None = None,
+        **options: Any,
+    ) -> str:
+        """Async ``add_to_batch``."""
+        return str(
+            await self._stream().aadd(self, batch_id, job_type, payload, dedupe_key=dedupe_key, **options)
+        )
+
+    def _stream(self) -> Any:
+        if self.batches is None:
+            raise RuntimeError("this context has no batches: add_to_batch works in a handler run by a worker")
+        return self.batches
 
     def interrupt(self, reason: InterruptReason) -> None:
         """Ask the execution to stop waiting for the handler; the first reason given wins."""

@@ -50,8 +50,7 @@ _UNSET: Any = object()
 #: Optional job fields a v2 envelope carries, by their short key in the body.
 _OPTIONAL = {"tenant": "tenant", "key": "idempotency_key", "trace": "trace", "parent": "parent_id",
              "root": "root_id", "max": "max_attempts", "start_by": "start_by", "chain": "chain_id",
-             "step": "chain_step",
-             "steps": "chain_steps"}  # fmt: skip
+             "step": "chain_step", "steps": "chain_steps", "batch": "batch_key"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -78,6 +77,8 @@ class Envelope:
     parent_id: str | None = None
     root_id: str | None = None
     max_attempts: int | None = None
+    #: ``<batch id>#<shard>`` of a batch item (``Job.batch_key``): the claim rebuilds the record from it.
+    batch_key: str | None = None
     #: The payload's S3 object (version 3; ``payload`` is then None) and its size in bytes.
     payload_ref: str | None = None
     payload_size: int | None = None

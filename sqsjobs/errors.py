@@ -22,11 +22,13 @@
     ├── ChainInvalid                steps that cannot make a chain (none, over 99) (also a ValueError)
     ├── JobStateError               the job's record refused the change: an answer, not a failure
     │   ├── JobNotFound
+    │   │   └── BatchNotFound       no batch has this id
     │   ├── LeaseLost               the caller no longer owns the job (fencing)
     │   ├── IdempotencyConflict     same key, different payload
     │   ├── InvalidTransition       e.g. cancelling a finished job
-    │   ├── ChainNotFound
-    │   └── RecordChanged           changed between a read and the write based on it, again and again
+    │   ├── ChainNotFound           no chain has this id
+    │   ├── RecordChanged           changed between a read and the write based on it, again and again
+    │   └── BatchSealed             the batch takes no more items (sealed, complete or cancelled)
     ├── AwsError                    an AWS call failed (wraps botocore; callers never see ClientError)
     │   ├── StoreError              ...on the DynamoDB job table
     │   ├── TransportError          ...on SQS
@@ -223,6 +225,14 @@ class ChainInvalid(SqsJobsError, ValueError):
 
 class RecordChanged(JobStateError):
     """The job's record changed between our read and the conditional write based on it; try again."""
+
+
+class BatchNotFound(JobNotFound):
+    """No batch has this id."""
+
+
+class BatchSealed(JobStateError):
+    """The batch is sealed (or complete, or cancelled): it takes no more items; add them to another batch."""
 
 
 class AwsError(SqsJobsError):

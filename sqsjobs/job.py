@@ -174,6 +174,10 @@ class Job:
     tenant: str | None = None
     parent_id: str | None = None
     root_id: str | None = None
+    #: The batch this job is an item of (``sqsjobs.workflows``), and its key in the batch's item
+    #: index: ``<batch id>#<shard>`` (the shard of the batch's counters this item counts on).
+    batch_id: str | None = None
+    batch_key: str | None = None
     #: Trace context from the producer (e.g. an X-Ray trace header).
     trace: str | None = None
     #: An operator asked a running job to stop; it sees this at its next heartbeat.

@@ -25,6 +25,8 @@ from sqsjobs.registry import P
 from sqsjobs.store import expiry, statements
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import objects, sqs
+from sqsjobs.transport.queues import QueueUrls
+from sqsjobs.workflows.completion import BatchEnv, cancel_item_flow
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -34,7 +36,6 @@ if TYPE_CHECKING:
     from sqsjobs.job import Job
     from sqsjobs.observability.metrics import JobMetrics
     from sqsjobs.registry import HandlerOf, Registry
-    from sqsjobs.transport.queues import QueueUrls
 
 
 @dataclass(frozen=True)
@@ -288,6 +289,14 @@ def cancel_flow(settings: Settings, job_id: str, now: float) -> Flow[str]:
         return "cancelled"
     except StoreError as exc:
         job = rq.interpret_cancel_refusal(job_id, exc)
+    if job.batch_key is not None and job.status in (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED):
+        # A batch item: refused above, cancelled here with its count on the batch (one transaction).
+        env = BatchEnv(settings, QueueUrls(settings))
+        if (yield from cancel_item_flow(env, job, now)):
+            return "cancelled"
+        job = rq.job_from_item(
+            (yield Call("dynamodb", "get_item", rq.get(settings.table_name, job_id)))["Item"]
+        )
     if job.status is not JobStatus.RUNNING:
         raise rq.not_cancellable(job)
     try:

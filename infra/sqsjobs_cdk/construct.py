@@ -211,6 +211,7 @@ class SqsJobs(Construct):
                     SWEEPER_ACTIONS,
                     table_arns=[*table_arns, *index_arns],
                     queue_arns=queue_arns,
+                    object_arns=bucket_arns,
                 )
                 self.sweeper_schedule = fg.sweeper_task(
                     self,
@@ -256,6 +257,7 @@ class SqsJobs(Construct):
                     SWEEPER_ACTIONS,
                     table_arns=[*table_arns, *index_arns],
                     queue_arns=queue_arns,
+                    object_arns=bucket_arns,
                 )
 
         # ── the HTTP API ───────────────────────────────────────────────────────────────────

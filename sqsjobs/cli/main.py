@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from sqsjobs.cli.api import api as api_command
+from sqsjobs.cli.batches import batches_cli
 from sqsjobs.cli.chains import chains_cli
 from sqsjobs.cli.common import (
     EXIT_CODES_HELP,
@@ -58,6 +59,7 @@ cli.add_typer(schedules_cli, name="schedules")
 cli.add_typer(jobs_cli, name="jobs")
 cli.add_typer(dlq_cli, name="dlq")
 cli.add_typer(chains_cli, name="chains")
+cli.add_typer(batches_cli, name="batches")
 cli.command()(stats)
 cli.command()(doctor)
 cli.command()(workers)

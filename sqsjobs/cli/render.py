@@ -113,9 +113,11 @@ def render_job(job: Job, data: dict[str, Any]) -> None:
         ("tenant", "tenant"),
         ("idempotency key", "idempotency_key"),
         ("parent", "parent_id"),
+        ("batch", "batch_id"),
+        ("root", "root_id"),
         ("trace", "trace"),
     ):
-        if data[key]:
+        if data.get(key):
             rows.append((label, escape(str(data[key]))))
     if job.payload_ref:
         rows.append(("payload", f"{job.payload_size} bytes in {escape(job.payload_ref)}"))

@@ -57,6 +57,11 @@ WORKER_ACTIONS: Mapping[str, tuple[str, ...]] = {
         "dynamodb:UpdateItem",
         "dynamodb:PartiQLInsert",
         "dynamodb:PartiQLUpdate",
+        # Batches (sqsjobs.workflows): a finish's completion check reads the counter shards, lists a
+        # batch's items in the batch_items index, and completes it in a transaction with a check.
+        "dynamodb:BatchGetItem",
+        "dynamodb:Query",
+        "dynamodb:ConditionCheckItem",
     ),
     "sqs": (
         "sqs:ReceiveMessage",
@@ -75,16 +80,33 @@ ECS_WORKER_ACTIONS: Mapping[str, tuple[str, ...]] = {
     "dynamodb": (*WORKER_ACTIONS["dynamodb"], "dynamodb:DeleteItem"),
 }
 SWEEPER_ACTIONS: Mapping[str, tuple[str, ...]] = {
-    "dynamodb": ("dynamodb:Query", "dynamodb:GetItem", "dynamodb:UpdateItem"),
+    "dynamodb": (
+        "dynamodb:Query",
+        "dynamodb:GetItem",
+        "dynamodb:UpdateItem",
+        # The repair of a batch whose completion check was lost: the worker's completion, below.
+        "dynamodb:BatchGetItem",
+        "dynamodb:PutItem",
+        "dynamodb:ConditionCheckItem",
+    ),
     "sqs": ("sqs:SendMessage", "sqs:GetQueueUrl"),
+    # A completion callback whose payload (a final stage's results) is too large for its record is
+    # written to the bucket (transport/objects.py, whose read the sweeper never calls but shares).
+    "s3": ("s3:GetObject", "s3:PutObject"),
 }
 SCHEDULER_ACTIONS: Mapping[str, tuple[str, ...]] = {"sqs": ("sqs:SendMessage",)}
 #: What ``App.enqueue``/``enqueue_many`` call from a producer service outside the deployment (infra's
 #: ``SqsJobs.grant_enqueue``): resolve the queue URLs (the queue's and its DLQ's), send the messages,
 #: write the records (a single put, or batched INSERTs), and write a payload too large for the message.
 PRODUCER_ACTIONS: Mapping[str, tuple[str, ...]] = {
-    # UpdateItem: a transactional enqueue clears its sent records' attention entries.
-    "dynamodb": ("dynamodb:PutItem", "dynamodb:PartiQLInsert", "dynamodb:UpdateItem"),
+    # UpdateItem: a transactional enqueue clears its sent records' attention entries. ConditionCheckItem:
+    # a transaction's check (a batch's completion, when a producer's seal completes it).
+    "dynamodb": (
+        "dynamodb:PutItem",
+        "dynamodb:PartiQLInsert",
+        "dynamodb:UpdateItem",
+        "dynamodb:ConditionCheckItem",
+    ),
     "sqs": ("sqs:SendMessage", "sqs:GetQueueUrl"),
     "s3": ("s3:PutObject",),
 }
@@ -102,6 +124,8 @@ API_ACTIONS: Mapping[str, tuple[str, ...]] = {
         "dynamodb:Query",
         "dynamodb:Scan",
         "dynamodb:BatchGetItem",
+        # cancel or retry of a batch item: its count in a transaction, its batch's completion
+        "dynamodb:ConditionCheckItem",
     ),
     "sqs": (
         "sqs:SendMessage",
@@ -123,10 +147,11 @@ _BATCH_SUFFIX = "Batch"
 _PARTIQL_WRITES = ("dynamodb:PartiQLInsert", "dynamodb:PartiQLUpdate")
 #: There is no ``dynamodb:TransactWriteItems`` action: each item of a transaction is authorised as
 #: its own PutItem, UpdateItem, DeleteItem or ConditionCheckItem on its table. On the jobs table a
-#: transactional enqueue only puts records; the application's own items need the actions of their
-#: writes on the application's tables, granted by the application (sqsjobs cannot know them).
+#: transaction puts records, updates a batch's records and counters, and checks a batch's shards
+#: (its completion); the application's own items need the actions of their writes on the
+#: application's tables, granted by the application (sqsjobs cannot know them).
 #: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis-iam.html
-_TRANSACTION_JOB_WRITES = ("dynamodb:PutItem",)
+_TRANSACTION_JOB_WRITES = ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem")
 
 
 def queues_of(registry: Registry, extra: Iterable[str] = ()) -> list[str]:

@@ -526,5 +526,6 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         "tenant": job.tenant,
         "parent_id": job.parent_id,
         "root_id": job.root_id,
+        "batch_id": job.batch_id,
         "trace": job.trace,
     }

@@ -39,6 +39,7 @@ from sqsjobs.store import requests as rq
 from sqsjobs.store.codec import canonical_json
 from sqsjobs.store.operator import NewPayload
 from sqsjobs.transport import objects, sqs
+from sqsjobs.workflows.completion import BatchEnv, replay_write_flow
 
 if TYPE_CHECKING:
     from sqsjobs.config import Settings
@@ -250,7 +251,10 @@ def requeue_flow(
             payload=change.new if change else None,
         )
         try:
-            written = yield Call("dynamodb", "update_item", params)
+            if job.batch_key is None:
+                written = yield Call("dynamodb", "update_item", params)
+            else:  # a batch item goes back to pending on its batch (sqsjobs.workflows.completion)
+                written = yield from replay_write_flow(BatchEnv(settings, queue_urls), job, params)
         except StoreError as exc:
             if not rq.is_conflict(exc):
                 raise

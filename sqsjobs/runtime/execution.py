@@ -39,7 +39,7 @@ from sqsjobs.runtime import payloads
 from sqsjobs.runtime.acks import DELETE, LEAVE, RELEASE, Ack, dead_letter, failure_record
 from sqsjobs.runtime.expiry import expire_delivery
 from sqsjobs.runtime.foreign import handle_foreign
-from sqsjobs.runtime.hooks import Finish, finish_hooks
+from sqsjobs.runtime.hooks import Finish, finish_hooks, rejected, with_write_id
 from sqsjobs.runtime.transitions import Transitions
 from sqsjobs.runtime.verdict import invoke, judge_failure, timeout_error
 from sqsjobs.schedules.fire import handle_fire
@@ -47,6 +47,7 @@ from sqsjobs.store import expiry, statements
 from sqsjobs.store import requests as rq
 from sqsjobs.store.requests import ClaimRefusal
 from sqsjobs.transport import sqs
+from sqsjobs.workflows.batches import ItemStream
 from sqsjobs.workflows.chain_hook import before_step
 
 if TYPE_CHECKING:
@@ -98,6 +99,7 @@ class Execution:
         self._hooks = finish_hooks(app) if hooks is None else list(hooks)
         #: Pause, limits and breakers, checked before the claim (``sqsjobs/limits/gate.py``).
         self._gate = gate_of(app)
+        self._batches = ItemStream(app)  # ``ctx.add_to_batch``
 
     @property
     def _table(self) -> str:
@@ -220,8 +222,13 @@ class Execution:
             reason=reason,
             retention_s=self.app.settings.retention_s,
         )
+        finish = rejected(envelope, error)  # a batch item's reject counts like its finish (runtime/hooks.py)
+        entries = [e for h in self._hooks for e in await h.entries(finish)] if finish is not None else []
         try:
-            await self.transitions.single(params)
+            if entries:
+                await self.transitions.transact(with_write_id(params), entries)
+            else:
+                await self.transitions.single(params)
         except StoreError as store_exc:
             if not rq.is_conflict(store_exc):
                 return LEAVE
@@ -235,6 +242,8 @@ class Execution:
                 return DELETE
             if refused.reason is ClaimRefusal.HELD_ELSEWHERE:
                 return DELETE
+        else:
+            await self._landed(finish)
         self.app.logger.warning(
             "job rejected", extra={"job_id": envelope.job_id, "job_type": envelope.job_type, "reason": reason}
         )
@@ -351,6 +360,7 @@ class Execution:
             logger=self.app.logger,
             delivery=delivery,
             previous_result=previous,
+            batches=self._batches,
         )
         if self._on_run:
             self._on_run(ctx)
@@ -459,10 +469,13 @@ class Execution:
                 return False
             # botocore retried after a lost answer; the first try landed
             self.app.logger.info("write confirmed after a lost answer", extra={"job_id": job.id})
+        await self._landed(finish)
+        return True
+
+    async def _landed(self, finish: Finish | None) -> None:
         if finish is not None:
             for hook in self._hooks:
                 await hook.landed(finish)
-        return True
 
     def _refused_write(self, job: Job, exc: StoreError) -> None:
         if rq.is_conflict(exc):

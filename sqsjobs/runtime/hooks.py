@@ -14,11 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from sqsjobs.job import AttemptOutcome
+from sqsjobs.store.codec import WRITE_ID, av_s, job_from_item, nonce
+from sqsjobs.store.enqueue import record_of
+
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from sqsjobs.app import App
-    from sqsjobs.job import AttemptOutcome, FailureRecord, Job
+    from sqsjobs.envelope import Envelope
+    from sqsjobs.job import FailureRecord, Job
 
 
 @dataclass(frozen=True)
@@ -52,9 +57,29 @@ def finish_hooks(app: App) -> list[FinishHook]:
     """The hooks every worker of ``app`` runs on each finish, in order."""
     # Workflows and limits build on the runtime, not the reverse: imported when the hooks are made.
     from sqsjobs.limits.gate import gate_of
+    from sqsjobs.workflows.batch_hook import BatchHook
     from sqsjobs.workflows.chain_hook import ChainHook
 
     return [
+        BatchHook(app),  # batches: the item's end counted on its shard, then the completion check
         ChainHook(app),  # chains: the next step unblocked with this one's success
         gate_of(app),  # limits: slots back, breaker failures and probes (sqsjobs/limits/gate.py)
     ]
+
+
+def rejected(envelope: Envelope, error: FailureRecord) -> Finish | None:
+    """A reject (dead without a claim: unknown type, attempts used up) as a finish the hooks may follow.
+
+    Only a message that carries the job's fields (version 2) describes the job; None for another.
+    """
+    if not envelope.has_payload:
+        return None
+    return Finish(job_from_item(record_of(envelope)), AttemptOutcome.DEAD, error=error)
+
+
+def with_write_id(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` that also write a fresh nonce (``wid``): what ``Transitions.transact`` fences a retry on."""
+    out = dict(params)
+    out["UpdateExpression"] = str(params["UpdateExpression"]).replace("SET ", f"SET {WRITE_ID} = :wid, ", 1)
+    out["ExpressionAttributeValues"] = {**params["ExpressionAttributeValues"], ":wid": av_s(nonce())}
+    return out

@@ -7,7 +7,9 @@ rescued when its own message comes back (DESIGN §3.9). What is left, each in it
 - ``held``: runnable records with no message yet (``run_at`` beyond the 15 min SQS delay cap, or a
   retry beyond the 12 h visibility cap), sent once within 15 minutes of due;
 - ``pending``: a hint was sent (by the sweeper, or by an operator's replay) and no claim took the job
-  by ``due`` (``stale_after_s`` later): the hint was lost, send another.
+  by ``due`` (``stale_after_s`` later): the hint was lost, send another;
+- ``batch``: a sealed batch not complete by ``due``: its completion check runs again (a crash between
+  an item's finish and its check, or a drain and its children's seal), ``sqsjobs.workflows.completion``.
 
 A record whose deadline passed before it started is expired instead of sent (``store/expiry.py``:
 the same conditional write a worker makes; the type's ``expires_after`` from ``expiry_bounds``).
@@ -29,6 +31,7 @@ from sqsjobs.errors import StoreError
 from sqsjobs.store import expiry
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import sqs
+from sqsjobs.workflows.completion import BatchEnv, repair_flow
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -47,6 +50,8 @@ class SweepReport:
     redispatched: list[str] = field(default_factory=list)
     #: Held or pending jobs whose deadline passed before they started: expired, not sent.
     expired: list[str] = field(default_factory=list)
+    #: Sealed batches whose repair entry was due and that this sweep completed (``sqsjobs.workflows``).
+    batches_completed: list[str] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -93,6 +98,7 @@ def sweep_flow(
                 start_key = page.get("LastEvaluatedKey")
                 if not start_key:
                     break
+    report.batches_completed = yield from repair_flow(BatchEnv(settings, queue_urls), now)
     return report
 
 
@@ -152,17 +158,18 @@ def expiry_bounds(app: App) -> dict[str, float]:
 
 
 async def sweep_once(app: App) -> SweepReport:
-    """One sweep with the async clients; logs what it sent and what it expired."""
+    """One sweep with the async clients; logs what it sent, expired and completed."""
     report: SweepReport = await app.arun(
         sweep_flow(app.settings, app.queue_urls, app.clock.now(), expiry_bounds=expiry_bounds(app))
     )
-    if report.total or report.expired:
+    if report.total or report.expired or report.batches_completed:
         app.logger.info(
             "sweep dispatched hints",
             extra={
                 "held": report.dispatched_held,
                 "redispatched": report.redispatched,
                 "expired": report.expired,
+                "batches_completed": report.batches_completed,
             },
         )
     return report

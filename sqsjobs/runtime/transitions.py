@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, one
 from sqsjobs.errors import NotBatchable, StoreError
 from sqsjobs.store import statements, transact
-from sqsjobs.store.codec import CCF
+from sqsjobs.store.codec import CCF, nonce
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
 
 #: Batches a worker keeps in flight at once; more writes wait for one of them (and join the next).
 MAX_IN_FLIGHT = 2
+#: Tries of a finish's transaction cancelled by a ``TransactionConflict`` (a concurrent transaction on
+#: an item they share, such as a batch's counter shard): a passing fault, not a refusal.
+TRANSACTION_CONFLICT_TRIES = 4
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,20 @@ class Transitions:
         token = single["ExpressionAttributeValues"][":wid"]["S"]
         request = transact.transact_write([{"Update": update}, *entries], token=token)
         try:
-            await self._arun(one(Call("dynamodb", "transact_write_items", request)))
+            for tries_left in reversed(range(TRANSACTION_CONFLICT_TRIES)):
+                try:
+                    await self._arun(one(Call("dynamodb", "transact_write_items", request)))
+                    break
+                except StoreError as exc:
+                    # Another transaction held a shared item (a batch's counter shard): nothing was
+                    # written, try again soon rather than leave the job to rerun after its lease.
+                    codes = {r.get("Code") for r in transact.cancellation_reasons(exc)}
+                    if "TransactionConflict" not in codes or not tries_left:
+                        raise
+                    await asyncio.sleep(random.uniform(0.01, 0.1))
+                    # A fresh token: the cancelled request's may not be reused (the record's ``wid``,
+                    # not the token, tells a landed try after a lost answer).
+                    request = {**request, "ClientRequestToken": nonce()}
         except StoreError as exc:
             reasons = transact.cancellation_reasons(exc)
             if reasons and reasons[0].get("Code") == transact.CONDITION_FAILED:

@@ -96,7 +96,7 @@ KNOWN_ATTRIBUTES = {
     "lease_epoch", "lease_expires", "result", "error", "history", "idempotency_key", "tenant", "parent_id",
     "root_id", "trace", "cancel_requested", "reason", "expires_at", "claim_token", "claim_msg", "wid",
     "payload_size", "attn", "payload_ref", "result_ref", "start_by", "chain_id", "chain_step",
-    "chain_steps",
+    "chain_steps", "batch_key",
 }  # fmt: skip
 
 #: Attribute each write that may be retried after a lost answer sets to its own random nonce.
@@ -151,6 +151,8 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         tenant=str_attr(item, "tenant"),
         parent_id=str_attr(item, "parent_id"),
         root_id=str_attr(item, "root_id"),
+        batch_id=(str_attr(item, "batch_key") or "").rpartition("#")[0] or None,
+        batch_key=str_attr(item, "batch_key"),
         trace=str_attr(item, "trace"),
         cancel_requested=bool(item.get("cancel_requested", {}).get("BOOL", False)),
         reason=str_attr(item, "reason"),

@@ -49,6 +49,8 @@ class NewJob:
     chain_id: str | None = None
     chain_step: int | None = None
     chain_steps: int | None = None
+    #: ``<batch id>#<shard>`` of a batch item: also the key of its entry in the batch's item index.
+    batch_key: str | None = None
     #: Set when the payload is too large for the message (or for the record of a held job): it is
     #: then an S3 object in this bucket (``payload_ref``), written before the message is sent.
     payload_bucket: str | None = None
@@ -114,7 +116,7 @@ def put_job(
         item["max_attempts"] = av_n(job.max_attempts)
     if job.start_by is not None:
         item["start_by"] = av_n(job.start_by)
-    for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace"):
+    for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace", "batch_key"):
         value = getattr(job, name)
         if value is not None:
             item[name] = av_s(value)
@@ -137,7 +139,7 @@ def envelope_of(job: NewJob | Job) -> Envelope:
             run_at=job.run_at, tenant=job.tenant, idempotency_key=job.idempotency_key, trace=job.trace,
             parent_id=job.parent_id, root_id=job.root_id, max_attempts=job.max_attempts,
             payload_ref=job.payload_ref, payload_size=len(job.payload_json) if in_s3 else None,
-            start_by=job.start_by,
+            start_by=job.start_by, batch_key=job.batch_key,
             chain_id=job.chain_id, chain_step=job.chain_step, chain_steps=job.chain_steps,
         )  # fmt: skip
     if job.payload_hash is None:  # a record of the first layout: the claim reads its payload
@@ -148,7 +150,7 @@ def envelope_of(job: NewJob | Job) -> Envelope:
         created_at=job.created_at.timestamp(), run_at=job.run_at.timestamp(), tenant=job.tenant,
         idempotency_key=job.idempotency_key, trace=job.trace, parent_id=job.parent_id, root_id=job.root_id,
         payload_ref=job.payload_ref, payload_size=job.payload_size if job.payload_ref else None,
-        start_by=job.start_by.timestamp() if job.start_by else None,
+        start_by=job.start_by.timestamp() if job.start_by else None, batch_key=job.batch_key,
         chain_id=job.chain_id, chain_step=job.chain_step, chain_steps=job.chain_steps,
     )  # fmt: skip
 
@@ -194,7 +196,7 @@ def record_of(envelope: Envelope) -> Item:
         item["max_attempts"] = av_n(envelope.max_attempts)
     if envelope.start_by is not None:
         item["start_by"] = av_n(envelope.start_by)
-    for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace", "payload_ref"):
+    for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace", "payload_ref", "batch_key"):
         value = getattr(envelope, name)
         if value is not None:
             item[name] = av_s(value)

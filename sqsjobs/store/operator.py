@@ -54,17 +54,21 @@ class NewPayload:
 
 
 def cancel(
-    table: str, job_id: str, *, now: float, retention_s: float, chain_step: bool = False
-) -> dict[str, Any]:
+    table: str, job_id: str, *, now: float, retention_s: float, chain_step: bool = False,
+    batch_key: str | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """Queued | retry_scheduled → cancelled.
 
     A chain step is refused unless ``chain_step`` (``cancel_chain``, which ends the chain in the same
-    transaction): cancelled alone, it would leave its chain running with steps that never run.
+    transaction): cancelled alone, it would leave its chain running with steps that never run. A
+    batch item's cancel must count on its batch in the same transaction (``sqsjobs.workflows``):
+    without ``batch_key`` the write is refused for one, and the refusal shows its ``batch_key``.
     """
-    return {
+    params: dict[str, Any] = {
         "TableName": table,
         "Key": {"id": av_s(job_id)},
-        "ConditionExpression": "#status IN (:queued, :retry)"
+        "ConditionExpression": "#status IN (:queued, :retry) AND "
+        + ("batch_key = :bkey" if batch_key else "attribute_not_exists(batch_key)")
         + ("" if chain_step else " AND attribute_not_exists(chain_id)"),
         "UpdateExpression": (
             "SET #status = :cancelled, finished_at = :now, updated_at = :now, reason = :reason, expires_at = :ttl"
@@ -80,6 +84,9 @@ def cancel(
         },
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
+    if batch_key:
+        params["ExpressionAttributeValues"][":bkey"] = av_s(batch_key)
+    return params
 
 
 def request_cancel(table: str, job_id: str, *, now: float) -> dict[str, Any]:

@@ -40,7 +40,16 @@ ATTENTION_SHARDS = 32
 HELD = "held"
 PENDING = "pending"
 DEAD = "dead"
-ATTENTION_KINDS = (HELD, PENDING, DEAD)
+#: A batch record sealed but not complete (``sqsjobs.workflows``): the sweeper re-checks it when due, so a
+#: crash between an item's finish and its completion check (or a drain and the sealing of the
+#: children) is repaired within a sweep.
+BATCH = "batch"
+ATTENTION_KINDS = (HELD, PENDING, DEAD, BATCH)
+#: The sparse index of batch items: keyed on ``batch_key`` = ``<batch id>#<shard>`` (write-sharded,
+#: immutable: one index write unit when an item is created, none after), keys only. Plain jobs
+#: have no ``batch_key`` and write nothing to it.
+BATCH_ITEMS_INDEX = "batch_items"
+BATCH_KEY = "batch_key"
 #: Finished records carry their deletion time (epoch seconds) here; the table's TTL attribute.
 TTL_ATTRIBUTE = "expires_at"
 #: What the attention index carries besides its keys: the columns of ``sqsjobs jobs list``.
@@ -140,7 +149,7 @@ def dispatch_landed(params: Mapping[str, Any], error: StoreError) -> bool:
 
 
 def table_definition(table: str) -> dict[str, Any]:
-    """CreateTable: on-demand, keyed by id, with the sparse ``attention`` index and nothing else."""
+    """CreateTable: on-demand, keyed by id, with the sparse ``attention`` and ``batch_items`` indexes."""
     return {
         "TableName": table,
         "BillingMode": "PAY_PER_REQUEST",
@@ -149,6 +158,7 @@ def table_definition(table: str) -> dict[str, Any]:
             {"AttributeName": "id", "AttributeType": "S"},
             {"AttributeName": "attn", "AttributeType": "S"},
             {"AttributeName": "due", "AttributeType": "N"},
+            {"AttributeName": BATCH_KEY, "AttributeType": "S"},
         ],
         "GlobalSecondaryIndexes": [
             {
@@ -158,6 +168,11 @@ def table_definition(table: str) -> dict[str, Any]:
                     {"AttributeName": "due", "KeyType": "RANGE"},
                 ],
                 "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(LISTED)},
+            },
+            {
+                "IndexName": BATCH_ITEMS_INDEX,
+                "KeySchema": [{"AttributeName": BATCH_KEY, "KeyType": "HASH"}],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
             },
         ],
     }

@@ -6,6 +6,7 @@ import json
 
 from sqsjobs._aws import Call, one
 from sqsjobs.cli.common import EXIT_ERROR
+from sqsjobs.store.schema import LISTED
 from tests.cli.conftest import invoke, new_app
 from tests.integration.helpers import queue_url, sqs_call
 
@@ -23,9 +24,11 @@ def test_doctor_passes_on_a_provisioned_app(ministack_url):
     [bucket] = [c for c in run.json["checks"] if c["name"].startswith("bucket")]
     assert bucket["level"] == "ok"
     assert bucket["detail"] == "objects expire after 30 d (payloads/), 30 d (results/)"
-    [index] = [c for c in run.json["checks"] if c["name"].startswith("index")]
-    assert index["name"] == "index attention"
-    assert index["detail"] == "attn (S, hash), due (N, range), projection INCLUDE"
+    indexes = {c["name"]: c["detail"] for c in run.json["checks"] if c["name"].startswith("index")}
+    assert indexes == {
+        "index attention": "attn (S, hash), due (N, range), projection INCLUDE",
+        "index batch_items": "batch_key (S, hash), projection KEYS_ONLY",
+    }
     assert "table layout" not in {c["name"] for c in run.json["checks"]}
     human = invoke(app, ministack_url, "doctor")
     assert human.code == 0 and "all checks passed" in human.out
@@ -108,6 +111,27 @@ def test_doctor_fails_on_an_attention_index_of_another_shape(ministack_url):
     assert check["detail"] == "attn (S, hash), due (S, range), projection KEYS_ONLY"
     assert "attn (S, hash), due (N, range), projection INCLUDE" in check["fix"]
     assert "table layout" not in {c["name"] for c in run.json["checks"]}
+    app.close()
+
+
+def test_doctor_fails_on_a_table_made_before_batches_and_says_which_index_to_add(ministack_url):
+    # GIVEN a table with the attention index as provisioned today, but no batch_items index
+    app = new_app(ministack_url)
+    attention = _gsi("attention", "attn", "due", "INCLUDE")
+    attention["Projection"]["NonKeyAttributes"] = list(LISTED)
+    _create_table(app, [attention], {"attn": "S", "due": "N"})
+
+    run = invoke(app, ministack_url, "doctor", "--json")
+
+    # THEN only the batch index check fails, and its fix is the UpdateTable that adds it
+    assert run.code == EXIT_ERROR
+    failed = {c["name"]: c for c in run.json["checks"] if c["level"] == "fail"}
+    assert set(failed) == {"index batch_items"}
+    assert failed["index batch_items"]["detail"] == "missing"
+    assert (
+        "add GSI batch_items on batch_key (S, hash), projection KEYS_ONLY"
+        in failed["index batch_items"]["fix"]
+    )
     app.close()
 
 

@@ -36,9 +36,18 @@ WORKER_MODULES = [
     "transport/objects.py",
     "workflows/chain_hook.py",  # a chain step's previous result, and its finish's follow-up
     "workflows/chains.py",  # the hook's reads; a handler may start a chain
+    "workflows/batches.py",  # ctx.add_to_batch
+    "workflows/completion.py",  # the batch hook's completion check
 ]
 ECS_WORKER_MODULES = [*WORKER_MODULES, "runtime/presence.py"]
-SWEEPER_MODULES = ["app.py", "runtime/sweeper.py", "runtime/lambda_handlers.py", "transport/queues.py"]
+SWEEPER_MODULES = [
+    "app.py",
+    "runtime/sweeper.py",
+    "runtime/lambda_handlers.py",
+    "transport/queues.py",
+    "transport/objects.py",  # a large completion callback's payload
+    "workflows/completion.py",  # the repair of batches
+]
 #: What the HTTP API's function runs: its routes and the producer and operator flows they call.
 API_MODULES = [
     "app.py",
@@ -53,6 +62,7 @@ API_MODULES = [
     "ops/requeue.py",
     "transport/queues.py",
     "transport/objects.py",
+    "workflows/completion.py",  # cancel and retry of a batch item
 ]
 #: In those modules but never called by the API: producer.py's batched INSERTs are enqueue_many's,
 #: and the API enqueues one job per request (a single PutItem; test_an_api_enqueue_is_one_put).
@@ -81,8 +91,13 @@ def test_iam_action_names_follow_boto3_operations():
         "dynamodb:PartiQLInsert",
         "dynamodb:PartiQLUpdate",
     )
-    # No TransactWriteItems action exists: on the jobs table a transaction's items are record puts
-    assert d.iam_actions("dynamodb", "transact_write_items") == ("dynamodb:PutItem",)
+    # No TransactWriteItems action exists: on the jobs table a transaction's items are record puts,
+    # batch record and counter updates, and a batch completion's checks
+    assert d.iam_actions("dynamodb", "transact_write_items") == (
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:ConditionCheckItem",
+    )
 
 
 def test_the_api_is_granted_exactly_what_its_routes_call():

@@ -1,0 +1,63 @@
+"""The batch's ``FinishHook``: an item's terminal outcome counts on its shard, in the finish's own transaction.
+
+A succeeded, dead or cancelled item of a batch (``Job.batch_key``) adds one to ``succeeded`` or
+``failed`` of its counter shard in the same ``TransactWriteItems`` as its finish, so the count and
+the transition cannot disagree after a crash, and a duplicate message cannot count twice: the
+finish is fenced by the claim token, and a refused finish refuses its count with it. Retries and
+releases are not terminal and count nothing. Once the finish landed, the hook reads the shard and,
+when it is done, checks the batch (``completion.after_finish_flow``); a crash before that check is
+repaired by the sweeper (the batch's ``batch`` attention entry).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sqsjobs.job import AttemptOutcome
+from sqsjobs.workflows import batch_store as bs
+from sqsjobs.workflows.completion import BatchEnv, after_finish_flow
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from sqsjobs.app import App
+
+#: The counter each terminal outcome adds to.
+COUNTED = {
+    AttemptOutcome.SUCCEEDED: "succeeded",
+    AttemptOutcome.DEAD: "failed",
+    AttemptOutcome.CANCELLED: "failed",
+}
+
+
+class BatchHook:
+    """Counts a batch item's terminal outcome with its finish, then checks the batch (see the module docstring)."""
+
+    def __init__(self, app: App) -> None:
+        self._app = app
+
+    # ``finish``: a ``sqsjobs.runtime.hooks.Finish`` (not imported: the runtime imports this module).
+    async def entries(self, finish: Any) -> Sequence[Mapping[str, Any]]:
+        """``ADD succeeded|failed 1`` on the item's shard, for a terminal outcome of a batch item."""
+        counter = COUNTED.get(finish.outcome)
+        if counter is None or finish.job.batch_key is None:
+            return []
+        return [bs.count_entry(self._app.settings.table_name, finish.job.batch_key, counter)]
+
+    async def landed(self, finish: Any) -> None:
+        """Read the item's shard and check the batch when it is done; never raises."""
+        counter = COUNTED.get(finish.outcome)
+        if counter is None or finish.job.batch_key is None:
+            return
+        env = BatchEnv(self._app.settings, self._app.queue_urls, self._app.logger, self._app.clock.now)
+        try:
+            await self._app.arun(
+                after_finish_flow(
+                    env, finish.job.batch_key, failed=counter == "failed", now=self._app.clock.now()
+                )
+            )
+        except Exception as exc:  # the count landed; the sweeper completes the batch if this check did not
+            self._app.logger.warning(
+                "batch completion check failed; the sweeper repeats it",
+                extra={"job_id": finish.job.id, "batch_id": finish.job.batch_id, "error": repr(exc)},
+            )

@@ -1,0 +1,364 @@
+"""Batches: a container of ordinary jobs, told once when every item is done (docs/workflows-batches.md).
+
+::
+
+    b = app.batch(on_complete="payroll.report", final_stage=True)
+    b.add("payroll.calc", {"employee": 1}, dedupe_key="emp-1")   # one transaction: the job + its count
+    child = app.batch(on_complete="checks.done", parent=b.id)    # sealed by its parent once it drains
+    b.seal()                                                     # no more items; complete when all are done
+    app.get_batch(b.id).counts                                   # {"pending": .., "succeeded": .., "failed": ..}
+
+An item is written like a transactional enqueue's job (``sqsjobs.transaction``): its record with its
+payload and a ``pending`` attention entry, and ``ADD added 1`` on its counter shard conditional on the
+shard not being sealed, in one ``TransactWriteItems``; then its hint is sent and the entry cleared.
+A crash between the two leaves the entry, and the sweeper sends the hint. The rest of the life of a
+batch — counting finishes, sealing, completion, trees, repair — is ``completion`` and ``batch_hook``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from sqsjobs._aws import Call, Flow
+from sqsjobs.errors import BatchNotFound, BatchSealed, ConfigurationError, IdempotencyConflict
+from sqsjobs.producer import JobRequest, build_new_job, send_hints, write_objects
+from sqsjobs.store import transact
+from sqsjobs.store.codec import CCF, av_s, idempotent_job_id, nonce
+from sqsjobs.workflows import batch_store as bs
+from sqsjobs.workflows.completion import (
+    BatchEnv,
+    fail_flow,
+    items_flow,
+    read_record_flow,
+    read_shards_flow,
+    reason_code,
+    seal_flow,
+    transact_flow,
+)
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from sqsjobs._clock import Clock
+    from sqsjobs.config import Settings
+    from sqsjobs.registry import Registry
+    from sqsjobs.transport.queues import QueueUrls
+
+T = TypeVar("T")
+
+
+class _App(Protocol):
+    """What the batch API uses of ``sqsjobs.App`` (not imported: the App imports this module)."""
+
+    registry: Registry
+    clock: Clock
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def queue_urls(self) -> QueueUrls: ...
+    @property
+    def logger(self) -> Any: ...
+    def run(self, flow: Flow[T]) -> T: ...
+    async def arun(self, flow: Flow[T]) -> T: ...
+
+
+_CONDITION_FAILED = "ConditionalCheckFailed"
+
+
+@dataclass(frozen=True)
+class BatchStatus:
+    """A batch as ``App.get_batch`` reads it: its record, and its counts summed over its shards."""
+
+    id: str
+    #: ``open`` (takes items), ``sealed`` (takes none; completes when all are done) or ``complete``.
+    status: str
+    #: ``{"pending", "succeeded", "failed"}``; frozen at completion.
+    counts: dict[str, int]
+    on_complete: str
+    final_stage: bool
+    parent_id: str | None
+    root_id: str
+    #: Child batch ids, and how many of them are complete.
+    children: tuple[str, ...]
+    children_complete: int
+    max_item_failures: int | None
+    #: True when it completed early: ``max_item_failures`` exceeded, or cancelled (``reason`` says which).
+    failed: bool
+    reason: str | None
+    created_at: datetime | None
+    sealed_at: datetime | None
+    #: When it was sealed with nothing pending (and sealed its children).
+    drained_at: datetime | None
+    completed_at: datetime | None
+    #: The completion callback's job id, once complete.
+    callback_id: str | None
+    shards: int
+    dedupe_key: str | None = None
+
+    @property
+    def sealed(self) -> bool:
+        """True once it takes no more items."""
+        return self.status != bs.OPEN
+
+    @property
+    def complete(self) -> bool:
+        """True once its callback job exists (it completed, or failed early)."""
+        return self.status == bs.COMPLETE
+
+
+def _status(record: bs.BatchRecord, counts: dict[str, int]) -> BatchStatus:
+    return BatchStatus(
+        id=record.id, status=record.status, counts=counts, on_complete=record.on_complete,
+        final_stage=record.final_stage, parent_id=record.parent_id, root_id=record.root_id,
+        children=record.kids, children_complete=record.children_done,
+        max_item_failures=record.max_item_failures, failed=record.failed, reason=record.reason,
+        created_at=record.created_at, sealed_at=record.sealed_at, drained_at=record.drained_at,
+        completed_at=record.completed_at, callback_id=record.callback_id, shards=record.shards,
+        dedupe_key=record.dedupe_key,
+    )  # fmt: skip
+
+
+def status_flow(env: BatchEnv, batch_id: str) -> Flow[BatchStatus]:
+    """The batch's record and counts; ``BatchNotFound`` when there is none."""
+    record = yield from read_record_flow(env, batch_id)
+    if record.final_counts is not None:
+        return _status(record, record.final_counts)
+    shards = yield from read_shards_flow(env, record)
+    return _status(record, bs.read_counts(shards).as_dict())
+
+
+def create_flow(
+    env: BatchEnv,
+    registry: Registry,
+    *,
+    on_complete: str,
+    parent: str | None,
+    final_stage: bool,
+    dedupe_key: str | None,
+    max_item_failures: int | None,
+    shards: int,
+    now: float,
+) -> Flow[bs.BatchRecord]:
+    """Create the batch (record, shards, the parent's count) in one transaction; its record.
+
+    A dedupe key names one batch: created again with the same configuration, it is the same batch;
+    with another, ``IdempotencyConflict``. A parent that has drained (or completed) takes no child:
+    ``BatchSealed``.
+    """
+    if not 1 <= shards <= bs.MAX_SHARDS:
+        raise ConfigurationError(f"shards={shards}: a batch has 1 to {bs.MAX_SHARDS} counter shards")
+    if max_item_failures is not None and max_item_failures < 0:
+        raise ConfigurationError(f"max_item_failures={max_item_failures} must be 0 or more (None: no limit)")
+    callback_type = registry.name_of(on_complete)
+    spec_of = registry.get(callback_type) if callback_type in registry else None
+    root = (yield from read_record_flow(env, parent)).root_id if parent else None
+    batch_id = bs.new_batch_id(dedupe_key)
+    spec = bs.BatchSpec(
+        id=batch_id, on_complete=callback_type, callback_queue=spec_of.queue if spec_of else "default",
+        callback_version=spec_of.version if spec_of else 1, final_stage=final_stage, shards=shards,
+        parent_id=parent, root_id=root or batch_id, max_item_failures=max_item_failures,
+        dedupe_key=dedupe_key, now=now,
+    )  # fmt: skip
+    entries = bs.create_entries(env.table, spec)
+    entries[0]["Put"]["Item"]["batch_key"] = av_s(bs.list_key(batch_id))  # found by ``batches list``
+    refused = yield from transact_flow(entries)
+    if refused is not None:
+        reasons = transact.cancellation_reasons(refused)
+        if reason_code(refused, 0) == _CONDITION_FAILED:
+            existing = bs.read_record(reasons[0]["Item"])
+            if existing.config_hash == spec.config_hash:
+                return existing
+            raise IdempotencyConflict(
+                f"dedupe key {dedupe_key!r} already names batch {batch_id} with another configuration "
+                "(callback, parent, final_stage, max_item_failures or shards); reuse it or choose a new key"
+            )
+        if parent and reason_code(refused, len(entries) - 1) == _CONDITION_FAILED:
+            if not reasons[-1].get("Item"):
+                raise BatchNotFound(f"no batch with id {parent!r} in table {env.table}")
+            raise BatchSealed(
+                f"batch {parent} has drained (its children are sealed) or completed: it takes no new child"
+            )
+        raise refused
+    return bs.read_record(entries[0]["Put"]["Item"])
+
+
+def add_flow(
+    env: BatchEnv,
+    registry: Registry,
+    batch: bs.BatchRecord,
+    request: JobRequest[Any],
+    *,
+    dedupe_key: str | None,
+    now: float,
+) -> Flow[str]:
+    """Add one item (see the module docstring); its id. The same dedupe key again is the same item."""
+    job = build_new_job(request, registry=registry, settings=env.settings, now=now, in_record=True)
+    if dedupe_key is not None:
+        item_id = idempotent_job_id(job.type, f"{batch.id}\0{dedupe_key}", job.tenant)
+        job = dataclasses.replace(job, id=item_id, idempotency_key=dedupe_key)
+    job = dataclasses.replace(
+        job, root_id=batch.root_id, batch_key=bs.item_key(batch.id, job.id, batch.shards)
+    )
+    assert job.batch_key is not None
+    urls = yield from env.queue_urls.flow([] if job.held else [job.queue])
+    yield from write_objects([job])
+    token = nonce()
+    put = transact.job_entry(
+        env.table, job, token=token, pending_until=job.run_at + env.settings.stale_after_s
+    )
+    refused = yield from transact_flow([put, bs.add_entry(env.table, job.batch_key)])
+    if refused is not None and not transact.landed_before(refused, [0], token):
+        reasons = transact.cancellation_reasons(refused)
+        same = transact.existing_job(reasons[0], job) if reasons else None
+        if same is True:
+            return job.id  # added before: counted then, not again
+        if same is False:
+            raise IdempotencyConflict(
+                f"dedupe key {dedupe_key!r} already names item {job.id} of batch {batch.id} with a "
+                "different payload; reuse the same payload or choose a new key"
+            )
+        if reason_code(refused, 1) == _CONDITION_FAILED:
+            if not reasons[1].get("Item"):
+                raise BatchNotFound(f"batch {batch.id} has no counter shard for this item: it does not exist")
+            raise BatchSealed(f"batch {batch.id} is sealed: it takes no more items")
+        raise refused
+    if not job.held:
+        unsent = yield from send_hints([job], queue_urls=urls, logger=env.logger)
+        if not unsent:
+            try:
+                yield Call("dynamodb", "update_item", transact.clear_sent(env.table, put["Put"]["Item"]))
+            except Exception as exc:  # refused: a claim took it first; failed: the sweeper resends
+                if getattr(exc, "code", CCF) != CCF and env.logger is not None:
+                    env.logger.warning("batch item's entry not cleared", extra={"job_id": job.id})
+    return job.id
+
+
+def cancel_flow(env: BatchEnv, batch_id: str, now: float) -> Flow[BatchStatus]:
+    """Complete the batch at once as failed (``cancelled``), cancel its waiting items, its sub-tree too."""
+    record = yield from read_record_flow(env, batch_id)
+    if record.status != bs.COMPLETE:
+        yield from fail_flow(env, record, "cancelled by request", now)
+    return (yield from status_flow(env, batch_id))
+
+
+def list_flow(env: BatchEnv, *, limit: int = 50) -> Flow[list[BatchStatus]]:
+    """The newest batches (``limit``), from their partitions of the ``batch_items`` index."""
+    ids: list[str] = []
+    for n in range(bs.LIST_SHARDS):
+        start = None
+        while True:
+            page = yield Call("dynamodb", "query", bs.query_items(env.table, f"list#{n:02d}", start))
+            ids += [i["id"]["S"] for i in page.get("Items", [])]
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                break
+    records = yield from items_flow(env, ids, "id, #status, created_at")
+    newest = sorted(records, key=lambda i: float(i.get("created_at", {}).get("N", 0)), reverse=True)
+    out = []
+    for item in newest[:limit]:
+        out.append((yield from status_flow(env, item["id"]["S"].removeprefix("batch#"))))
+    return out
+
+
+class Batch:
+    """A handle on one batch (``App.batch``): add items, seal it, read it."""
+
+    def __init__(self, app: _App, record: bs.BatchRecord) -> None:
+        self._app = app
+        self._record = record
+
+    @property
+    def id(self) -> str:
+        """The batch id (``App.get_batch``, ``parent=``, ``ctx.add_to_batch``)."""
+        return self._record.id
+
+    @property
+    def root_id(self) -> str:
+        """The id of the tree's root batch (its own id for a root)."""
+        return self._record.root_id
+
+    def __repr__(self) -> str:
+        return f"Batch({self.id!r})"
+
+    def add(
+        self, job_type: Any, payload: Any = None, *, dedupe_key: str | None = None, **options: Any
+    ) -> str:
+        """Add an item (``App.enqueue``'s options: tenant, delay, run_at, queue, parent_id); its job id.
+
+        ``dedupe_key``: the same key again returns the same item (counted once); with another
+        payload, ``IdempotencyConflict``. ``BatchSealed`` once the batch is sealed.
+        """
+        return self._app.run(self._add(job_type, payload, dedupe_key, options))
+
+    async def aadd(
+        self, job_type: Any, payload: Any = None, *, dedupe_key: str | None = None, **options: Any
+    ) -> str:
+        """Async ``add``."""
+        return await self._app.arun(self._add(job_type, payload, dedupe_key, options))
+
+    def _add(self, job_type: Any, payload: Any, dedupe_key: str | None, options: dict[str, Any]) -> Flow[str]:
+        request = JobRequest(job_type, payload, **options)
+        return add_flow(
+            env_of(self._app), self._app.registry, self._record, request, dedupe_key=dedupe_key,
+            now=self._app.clock.now(),
+        )  # fmt: skip
+
+    def seal(self) -> None:
+        """No more items: the batch completes once every item is done (at once if none is pending)."""
+        self._app.run(seal_flow(env_of(self._app), self.id, self._app.clock.now()))
+
+    async def aseal(self) -> None:
+        """Async ``seal``."""
+        await self._app.arun(seal_flow(env_of(self._app), self.id, self._app.clock.now()))
+
+    def status(self) -> BatchStatus:
+        """``App.get_batch(self.id)``."""
+        return self._app.run(status_flow(env_of(self._app), self.id))
+
+
+def env_of(app: _App) -> BatchEnv:
+    """The flows' view of an App."""
+    return BatchEnv(app.settings, app.queue_urls, app.logger, app.clock.now)
+
+
+def add_to_batch_flow(
+    app: _App, batch_id: str, request: JobRequest[Any], *, dedupe_key: str | None
+) -> Flow[str]:
+    """Add an item to a batch known by id only (``JobContext.add_to_batch``): reads its record first."""
+    env = env_of(app)
+    record = yield from read_record_flow(env, batch_id)
+    return (
+        yield from add_flow(env, app.registry, record, request, dedupe_key=dedupe_key, now=app.clock.now())
+    )
+
+
+def new_batch_flow(app: _App, on_complete: Any, **options: Any) -> Flow[bs.BatchRecord]:
+    """``App.batch``'s flow (its keyword options, ``shards`` defaulting to ``DEFAULT_SHARDS``)."""
+    options.setdefault("shards", bs.DEFAULT_SHARDS)
+    return create_flow(env_of(app), app.registry, on_complete=on_complete, now=app.clock.now(), **options)
+
+
+class ItemStream:
+    """What a handler's ``ctx.add_to_batch`` calls (the worker sets it on each ``JobContext``)."""
+
+    def __init__(self, app: _App) -> None:
+        self._app = app
+
+    def add(
+        self, ctx: Any, batch_id: str, job_type: Any, payload: Any, *, dedupe_key: str | None, **options: Any
+    ) -> str:
+        """Add from a sync handler's thread; the item's parent is the running job."""
+        options.setdefault("parent_id", ctx.job.id)
+        request = JobRequest(job_type, payload, **options)
+        return self._app.run(add_to_batch_flow(self._app, batch_id, request, dedupe_key=dedupe_key))
+
+    async def aadd(
+        self, ctx: Any, batch_id: str, job_type: Any, payload: Any, *, dedupe_key: str | None, **options: Any
+    ) -> str:
+        """Add from an async handler."""
+        options.setdefault("parent_id", ctx.job.id)
+        request = JobRequest(job_type, payload, **options)
+        return await self._app.arun(add_to_batch_flow(self._app, batch_id, request, dedupe_key=dedupe_key))

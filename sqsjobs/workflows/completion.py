@@ -1,0 +1,427 @@
+"""When a batch is done: seal, drain, complete (exactly once), and cancel — sans-I/O flows.
+
+Both sides write, then read (consistently)::
+
+    finisher:  item's finish + ADD succeeded|failed on its shard (one transaction) ─▶ read its shard
+               ─▶ sealed and done == added? read every shard ─▶ drained? complete
+    sealer:    record → sealed + every shard sealed (one transaction) ─▶ read every shard ─▶ complete
+
+so whichever of the last finish and the seal lands second sees the other, and at least one of them
+completes the batch. Completion is one conditional transaction (the record → complete unless it is
+already, the callback job's record, the parent's ``children_done``), so when two of them race, one
+callback job exists. A crash after a write and before its check leaves the record's ``batch``
+attention entry (set at the seal, removed by the completion): the sweeper runs the same check when
+it is due (``repair_flow``).
+
+Trees: a batch is *drained* when sealed with nothing pending; it then seals its children, and it is
+*complete* once drained with every child complete. A child's completion counts on its parent and
+re-checks it, so a tree completes from the leaves up, root last.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import tenacity
+
+from sqsjobs._aws import Call, Flow, retrying
+from sqsjobs.errors import AwsError, BatchNotFound, StoreError
+from sqsjobs.job import JobStatus
+from sqsjobs.store import transact
+from sqsjobs.store.codec import CCF, av_s, idempotent_job_id, nonce
+from sqsjobs.store.enqueue import NewJob, envelope_of
+from sqsjobs.store.operator import cancel, request_cancel
+from sqsjobs.store.schema import BATCH, attention_partitions, due_records, query_due
+from sqsjobs.transport import objects, sqs
+from sqsjobs.workflows import batch_store as bs
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from sqsjobs.config import Settings
+    from sqsjobs.job import Job
+    from sqsjobs.transport.queues import QueueUrls
+
+#: A transaction cancelled because another one held one of its items (AWS: ``TransactionConflict``;
+#: shards are shared by every item of the batch) is tried again this many times.
+CONFLICT_TRIES = 4
+
+
+def _lost_to_another(exc: BaseException) -> bool:
+    """A transaction cancelled because a concurrent one held one of its items: a passing fault."""
+    reasons = transact.cancellation_reasons(exc) if isinstance(exc, StoreError) else []
+    return any(r.get("Code") == "TransactionConflict" for r in reasons)
+
+
+_ON_CONFLICT = tenacity.Retrying(
+    stop=tenacity.stop_after_attempt(CONFLICT_TRIES),
+    wait=tenacity.wait_random(0.01, 0.1),
+    retry=tenacity.retry_if_exception(_lost_to_another),
+    reraise=True,
+)
+
+
+@dataclass(frozen=True)
+class BatchEnv:
+    """What the flows need: the table and timings, the queues a callback goes to, a logger."""
+
+    settings: Settings
+    queue_urls: QueueUrls
+    logger: Any = None
+    #: Read when the completion is written (not when the check began, which may be long before):
+    #: a parent's ``completed_at`` is then never earlier than its children's.
+    clock: Callable[[], float] = time.time
+
+    @property
+    def table(self) -> str:
+        """The jobs table, where batches live too."""
+        return self.settings.table_name
+
+    def log(self, event: str, **fields: Any) -> None:
+        """One JSON line per batch transition."""
+        if self.logger is not None:
+            self.logger.info(event, extra=fields)
+
+
+def transact_flow(entries: Sequence[Mapping[str, Any]]) -> Flow[StoreError | None]:
+    """One TransactWriteItems, tried again on a conflict; the cancellation when it was refused, else None."""
+
+    def attempt() -> Flow[StoreError | None]:
+        token = nonce()
+        try:
+            yield Call("dynamodb", "transact_write_items", transact.transact_write(entries, token=token))
+        except StoreError as exc:
+            if _lost_to_another(exc) or exc.code != "TransactionCanceledException":
+                raise
+            return exc
+        return None
+
+    return (yield from retrying(attempt, _ON_CONFLICT))
+
+
+def reason_code(error: StoreError, index: int) -> str:
+    """The cancellation code of entry ``index`` (``None`` when that entry was not the refusal)."""
+    reasons = transact.cancellation_reasons(error)
+    return str(reasons[index].get("Code", "None")) if index < len(reasons) else "None"
+
+
+def read_record_flow(env: BatchEnv, batch_id: str) -> Flow[bs.BatchRecord]:
+    """The batch record (consistent read); ``BatchNotFound`` when there is none."""
+    found = yield Call("dynamodb", "get_item", bs.get_record(env.table, batch_id))
+    if "Item" not in found:
+        raise BatchNotFound(f"no batch with id {batch_id!r} in table {env.table}")
+    return bs.read_record(found["Item"])
+
+
+def read_shards_flow(env: BatchEnv, record: bs.BatchRecord) -> Flow[list[dict[str, Any]]]:
+    """Every shard item of the batch, strongly consistent, in shard order."""
+    request = bs.get_shards(env.table, record.id, record.shards)
+    items: list[dict[str, Any]] = []
+    while request["RequestItems"]:
+        response = yield Call("dynamodb", "batch_get_item", request)
+        items += response.get("Responses", {}).get(env.table, [])
+        request = {"RequestItems": response.get("UnprocessedKeys") or {}}
+    return sorted(items, key=lambda i: str(i["id"]["S"]))
+
+
+# ── seal, check, complete ───────────────────────────────────────────────────────────────────
+def seal_flow(env: BatchEnv, batch_id: str, now: float) -> Flow[None]:
+    """Seal the batch (no item may be added after), then check whether it is complete (idempotent)."""
+    record = yield from read_record_flow(env, batch_id)
+    if record.status == bs.OPEN:
+        entries = bs.seal_entries(env.table, record, now=now, repair_at=now + env.settings.stale_after_s)
+        refused = yield from transact_flow(entries)
+        if refused is not None and reason_code(refused, 0) != "ConditionalCheckFailed":
+            raise refused  # not "sealed already": a shard is missing, or something else is wrong
+        if refused is None:
+            env.log("batch sealed", batch_id=batch_id)
+    yield from check_flow(env, batch_id, now)
+
+
+def after_finish_flow(env: BatchEnv, batch_key: str, *, failed: bool, now: float) -> Flow[None]:
+    """After an item's terminal write landed: read its shard; check the batch if that shard is done."""
+    batch_id, shard = bs.shard_of_key(batch_key)
+    found = yield Call("dynamodb", "get_item", bs.get_shard(env.table, shard))
+    counts = bs.read_counts([found["Item"]] if "Item" in found else [])
+    if failed or counts.drained:  # a failure may exceed max_item_failures, whatever the shard says
+        yield from check_flow(env, batch_id, now, for_failure=failed and not counts.drained)
+
+
+def check_flow(
+    env: BatchEnv, batch_id: str, now: float, *, for_failure: bool = False, seal_children: bool = True
+) -> Flow[bool]:
+    """Complete the batch if it is done (or failed); seal its children once it is drained.
+
+    True when this call completed it. ``for_failure``: called for a failed item only (its shard
+    is not done): nothing but ``max_item_failures`` can apply. ``seal_children`` False: called by
+    a child's completion, while whoever drained this batch is sealing the others (or the sweeper
+    will, after a crash), so the children are not sealed again from every one of them.
+    """
+    try:
+        record = yield from read_record_flow(env, batch_id)
+    except BatchNotFound:
+        return False
+    if record.status == bs.COMPLETE or (for_failure and record.max_item_failures is None):
+        return False
+    shard_items = yield from read_shards_flow(env, record)
+    counts = bs.read_counts(shard_items) if len(shard_items) == record.shards else bs.Counts(sealed=False)
+    if record.max_item_failures is not None and counts.failed > record.max_item_failures:
+        reason = f"{counts.failed} items failed, more than max_item_failures={record.max_item_failures}"
+        return (yield from fail_flow(env, record, reason, now))
+    if record.status != bs.SEALED or not counts.drained:
+        return False
+    if record.children_done < record.children:
+        if record.drained_at is None:
+            with contextlib.suppress(StoreError):  # refused: drained by another checker already
+                yield Call("dynamodb", "update_item", bs.drain(env.table, record.id, now=now))
+                env.log("batch drained, sealing its children", batch_id=batch_id, children=list(record.kids))
+        elif not seal_children:
+            return False
+        for kid in record.kids:  # each completes (or not yet) and re-checks this batch
+            yield from seal_flow(env, kid, now)
+        return False
+    return (yield from _complete(env, record, counts, shard_items, now, failed=False, reason=None))
+
+
+def fail_flow(env: BatchEnv, record: bs.BatchRecord, reason: str, now: float) -> Flow[bool]:
+    """Complete the batch at once as failed (sealing it), then cancel its pending items and its sub-tree."""
+    shard_items = yield from read_shards_flow(env, record)
+    counts = bs.read_counts(shard_items)
+    done = yield from _complete(env, record, counts, shard_items, now, failed=True, reason=reason)
+    yield from stop_items_flow(env, record, now)
+    for kid in record.kids:
+        with contextlib.suppress(BatchNotFound):
+            child = yield from read_record_flow(env, kid)
+            if child.status != bs.COMPLETE:
+                yield from fail_flow(env, child, f"parent batch {record.id} failed: {reason}", now)
+    return done
+
+
+def _complete(
+    env: BatchEnv,
+    record: bs.BatchRecord,
+    counts: bs.Counts,
+    shard_items: Sequence[Mapping[str, Any]],
+    now: float,
+    *,
+    failed: bool,
+    reason: str | None,
+) -> Flow[bool]:
+    """The one conditional completion transaction, then the callback's hint; False when another won."""
+    payload: dict[str, Any] = {
+        "batch_id": record.id, "status": "failed" if failed else "succeeded", "failed": failed,
+        "reason": reason, "counts": counts.as_dict(), "parent_id": record.parent_id, "root_id": record.root_id,
+    }  # fmt: skip
+    if record.final_stage:
+        payload["items"] = yield from succeeded_items_flow(env, record)
+    now = max(now, env.clock())
+    job = callback_job(env.settings, record, payload, now)
+    if job.payload_ref is not None:  # the normal claim-check: before the record names the object
+        yield from objects.put_flow(job.payload_ref, job.payload_json.encode())
+    token = nonce()
+    put = transact.job_entry(env.table, job, token=token, pending_until=now + env.settings.stale_after_s)
+    entries = bs.complete_entries(
+        env.table, record, counts, shard_items, callback=put["Put"], callback_id=job.id, now=now,
+        failed=failed, reason=reason,
+    )  # fmt: skip
+    refused = yield from transact_flow(entries)
+    if refused is not None and not transact.landed_before(refused, [1], token):
+        return False  # completed by another, or an item moved back to pending since the read
+    env.log("batch complete", batch_id=record.id, failed=failed, counts=counts.as_dict(), callback=job.id)
+    yield from _send_callback(env, job, put["Put"]["Item"])
+    if record.parent_id is not None:
+        yield from check_flow(env, record.parent_id, now, seal_children=False)
+    return True
+
+
+def callback_job(settings: Settings, record: bs.BatchRecord, payload: Any, now: float) -> NewJob:
+    """The completion callback: a job of the batch's ``on_complete`` type, keyed by the batch id."""
+    key = f"batch:{record.id}"
+    job = NewJob(
+        id=idempotent_job_id(record.on_complete, key), type=record.on_complete, queue=record.callback_queue,
+        payload=payload, payload_version=record.callback_version, max_attempts=None, run_at=now, now=now,
+        idempotency_key=key, parent_id=record.id, root_id=record.root_id,
+    )  # fmt: skip
+    if len(job.payload_json) > settings.held_inline_payload_bytes:
+        job = replace(job, payload_bucket=settings.payload_bucket)
+    return job
+
+
+def _send_callback(env: BatchEnv, job: NewJob, item: Mapping[str, Any]) -> Flow[None]:
+    """Send the callback's hint and clear its record's entry; a crash before leaves it to the sweeper."""
+    try:
+        urls = yield from env.queue_urls.flow([job.queue])
+        yield Call("sqs", "send_message", sqs.send_one(urls[job.queue], envelope_of(job).to_body()))
+    except AwsError:
+        return  # the record's pending entry: the sweeper sends it at its due
+    with contextlib.suppress(StoreError):  # refused: a claim took it first; failed: the sweeper resends
+        yield Call("dynamodb", "update_item", transact.clear_sent(env.table, item))
+
+
+def item_ids_flow(env: BatchEnv, record: bs.BatchRecord) -> Flow[list[str]]:
+    """Every item id of the batch, from the ``batch_items`` index (one query per shard)."""
+    ids: list[str] = []
+    for n in range(record.shards):
+        start = None
+        while True:
+            page = yield Call("dynamodb", "query", bs.query_items(env.table, f"{record.id}#{n:02d}", start))
+            ids += [i["id"]["S"] for i in page.get("Items", [])]
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                break
+    return ids
+
+
+def items_flow(env: BatchEnv, ids: Sequence[str], fields: str) -> Flow[list[dict[str, Any]]]:
+    """The records of ``ids`` (``fields``: a projection), 100 to a BatchGetItem."""
+    got: list[dict[str, Any]] = []
+    for start in range(0, len(ids), 100):
+        request: dict[str, Any] = {
+            "RequestItems": {
+                env.table: {
+                    "Keys": [{"id": av_s(i)} for i in ids[start : start + 100]],
+                    "ProjectionExpression": fields,
+                    "ExpressionAttributeNames": {n: n[1:] for n in ("#status", "#result") if n in fields},
+                }
+            }
+        }
+        while request["RequestItems"]:
+            response = yield Call("dynamodb", "batch_get_item", request)
+            got += response.get("Responses", {}).get(env.table, [])
+            request = {"RequestItems": response.get("UnprocessedKeys") or {}}
+    return got
+
+
+def succeeded_items_flow(env: BatchEnv, record: bs.BatchRecord) -> Flow[list[dict[str, Any]]]:
+    """``[{"id", "result"} | {"id", "result_ref"}]`` of the succeeded items, for a final-stage callback."""
+    ids = yield from item_ids_flow(env, record)
+    items = yield from items_flow(env, ids, "id, #status, #result, result_ref")
+    out = []
+    for item in sorted(items, key=lambda i: str(i["id"]["S"])):
+        if item.get("status", {}).get("S") != JobStatus.SUCCEEDED:
+            continue
+        entry: dict[str, Any] = {"id": item["id"]["S"]}
+        if "result_ref" in item:
+            entry["result_ref"] = item["result_ref"]["S"]
+        else:
+            entry["result"] = _json_attr(item.get("result"))
+        out.append(entry)
+    return out
+
+
+def _json_attr(value: Mapping[str, Any] | None) -> Any:
+    return None if value is None else json.loads(value["S"])
+
+
+# ── cancelling items ────────────────────────────────────────────────────────────────────────
+def cancel_item_flow(env: BatchEnv, job: Job, now: float) -> Flow[bool]:
+    """Cancel a waiting batch item and count it as failed, in one transaction; then check its batch.
+
+    False when the item is no longer waiting (it started, or finished): nothing was written.
+    """
+    assert job.batch_key is not None and job.batch_id is not None
+    params = cancel(env.table, job.id, now=now, retention_s=env.settings.retention_s, batch_key=job.batch_key)
+    entries = [{"Update": params}, bs.count_entry(env.table, job.batch_key, "failed")]
+    refused = yield from transact_flow(entries)
+    if refused is not None:
+        return False
+    yield from after_finish_flow(env, job.batch_key, failed=True, now=now)
+    return True
+
+
+def stop_items_flow(env: BatchEnv, record: bs.BatchRecord, now: float) -> Flow[dict[str, int]]:
+    """Cancel the batch's waiting items and ask its running ones to stop; how many of each."""
+    ids = yield from item_ids_flow(env, record)
+    items = yield from items_flow(env, ids, "id, #status, batch_key")
+    done = {"cancelled": 0, "requested": 0}
+    for item in items:
+        status = item.get("status", {}).get("S")
+        if status in (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED):
+            params = cancel(
+                env.table, item["id"]["S"], now=now, retention_s=env.settings.retention_s,
+                batch_key=item["batch_key"]["S"],
+            )  # fmt: skip
+            refused = yield from transact_flow(
+                [{"Update": params}, bs.count_entry(env.table, item["batch_key"]["S"], "failed")]
+            )
+            done["cancelled"] += refused is None
+        elif status == JobStatus.RUNNING:
+            with contextlib.suppress(StoreError):
+                yield Call("dynamodb", "update_item", request_cancel(env.table, item["id"]["S"], now=now))
+                done["requested"] += 1
+    return done
+
+
+# ── replay of an item ───────────────────────────────────────────────────────────────────────
+def replay_write_flow(env: BatchEnv, job: Job, params: Mapping[str, Any]) -> Flow[dict[str, Any]]:
+    """The replay's write for a batch item: back to pending on its batch while the batch is not complete.
+
+    One transaction: the replay, ``ADD failed -1`` on its shard (it was counted when it died or was
+    cancelled) and a check that the batch record is not complete. Once the batch is complete, the
+    item is replayed alone: it runs, but the batch's counts and callback stay as they were.
+    Answers like ``update_item`` with ``ReturnValues=ALL_NEW`` (a refusal of the replay itself as its
+    ``ConditionalCheckFailedException``), so the caller reads both alike.
+    """
+    assert job.batch_key is not None and job.batch_id is not None
+    update = {k: v for k, v in params.items() if k != "ReturnValues"}
+    record_check = {
+        "ConditionCheck": {
+            "TableName": env.table,
+            "Key": {"id": av_s(bs.record_id(job.batch_id))},
+            "ConditionExpression": "#status <> :complete",
+            "ExpressionAttributeNames": {"#status": "status"},
+            "ExpressionAttributeValues": {":complete": av_s(bs.COMPLETE)},
+        }
+    }
+    entries = [{"Update": update}, bs.count_entry(env.table, job.batch_key, "failed", by=-1), record_check]
+    refused = yield from transact_flow(entries)
+    if refused is not None:
+        if reason_code(refused, 0) == "ConditionalCheckFailed":
+            item = transact.cancellation_reasons(refused)[0].get("Item")
+            response: dict[str, Any] = {"Error": {"Code": CCF, "Message": "the replay's condition"}}
+            if item:
+                response["Item"] = item
+            raise StoreError(f"dynamodb {CCF}: the replay's condition", code=CCF, response=response)
+        return dict((yield Call("dynamodb", "update_item", dict(params))))  # the batch is complete
+    found = yield Call(
+        "dynamodb", "get_item", {"TableName": env.table, "Key": {"id": av_s(job.id)}, "ConsistentRead": True}
+    )
+    return {"Attributes": found["Item"]}
+
+
+# ── repair ──────────────────────────────────────────────────────────────────────────────────
+def repair_flow(env: BatchEnv, now: float) -> Flow[list[str]]:
+    """The sweeper's pass: check every sealed batch whose repair entry is due; the ids it completed.
+
+    A batch that is still not complete (items still running) is due again ``stale_after_s`` later.
+    """
+    completed: list[str] = []
+    for partition in attention_partitions(BATCH):
+        start = None
+        while True:
+            page = yield Call(
+                "dynamodb", "query", query_due(env.table, partition, due_before=now, start_key=start)
+            )
+            for due in due_records(page):
+                batch_id = due.id.removeprefix("batch#")
+                if (yield from check_flow(env, batch_id, now)):
+                    completed.append(batch_id)
+                    continue
+                try:
+                    record = yield from read_record_flow(env, batch_id)
+                except BatchNotFound:
+                    continue
+                if record.status != bs.COMPLETE and record.attn is not None:
+                    next_due = now + env.settings.stale_after_s
+                    with contextlib.suppress(StoreError):  # changed meanwhile: its new entry stands
+                        yield Call(
+                            "dynamodb", "update_item", bs.push_repair(env.table, record, next_due=next_due)
+                        )
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                break
+    return completed
