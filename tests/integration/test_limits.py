@@ -195,17 +195,17 @@ def test_a_slot_held_by_a_killed_worker_comes_back_within_its_lease(app, workers
     )
     # WHEN that worker is killed with SIGKILL (no release, no finish) and a new one starts; no sweeper
     workers.kill(victim)
-    killed_at = time.monotonic()
+    killed_at = time.time()
     workers.start(1)
-    # THEN the short jobs (and the long ones, rescued) finish: the slots came back by their lease
-    wait_until(lambda: finished(app, short), 60, "the short jobs after the kill")
-    took = time.monotonic() - killed_at
-    lease_s, visibility_s = app.settings.lease_s, app.settings.visibility_timeout_s
-    assert took < lease_s + visibility_s + 15, took
-    short_rows = [r for r in run_log(log) if r["job_id"] in short]
-    assert all(r["started_at"] >= time.time() - took - 1 for r in short_rows)
-    wait_until(lambda: finished(app, long), 120, "the long jobs, rescued")
+    # THEN every job finishes, and the first start after the kill — the two long jobs rescued, or
+    # short ones: whichever of them the new worker meets first — came once the slots' leases ran out
+    wait_until(lambda: finished(app, short + long), 120, "all jobs after the kill")
     assert all(app.get(i).status is JobStatus.SUCCEEDED for i in short + long)
+    restarts = sorted(r["started_at"] for r in run_log(log) if r["started_at"] > killed_at)
+    lease_s, visibility_s = app.settings.lease_s, app.settings.visibility_timeout_s
+    assert restarts and restarts[0] - killed_at < lease_s + visibility_s + 15, restarts
+    # AND the limit held throughout: never more than 2 runs at once, before or after the kill
+    assert max_overlap([r for r in run_log(log) if r["started_at"] > killed_at]) <= 2
 
 
 def test_a_rate_limit_spreads_starts_fleet_wide_without_busy_polling(app, workers, tmp_path):
