@@ -49,7 +49,7 @@ _UNSET: Any = object()
 
 #: Optional job fields a v2 envelope carries, by their short key in the body.
 _OPTIONAL = {"tenant": "tenant", "key": "idempotency_key", "trace": "trace", "parent": "parent_id",
-             "root": "root_id", "max": "max_attempts"}  # fmt: skip
+             "root": "root_id", "max": "max_attempts", "prio": "priority", "skey": "serialize_key"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,9 @@ class Envelope:
     parent_id: str | None = None
     root_id: str | None = None
     max_attempts: int | None = None
+    #: Routing, so a record made from the message (and a replay of it) goes back to the same queue.
+    priority: str | None = None
+    serialize_key: str | None = None
     #: The payload's S3 object (version 3; ``payload`` is then None) and its size in bytes.
     payload_ref: str | None = None
     payload_size: int | None = None

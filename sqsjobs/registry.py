@@ -58,6 +58,8 @@ class HandlerSpec:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     #: Version of the payload schema written with each job.
     version: int = 1
+    #: The type's default priority level (``"high"``/``"low"``; None is normal); an enqueue's wins.
+    priority: str | None = None
     #: The payload's type, from the handler's first parameter annotation (Any when unannotated).
     payload_type: Any = Any
     #: ``upcasts[n]`` turns a version-n payload into a version n + 1 one, for every n from the oldest
@@ -213,6 +215,7 @@ class Registry:
         max_age: timedelta | float | None = None,
         version: int = 1,
         upcast: Mapping[int, Upcast] | None = None,
+        priority: str | None = None,
     ) -> Callable[[H], H]:
         """Register a handler ``fn(payload, ctx)``; the function itself is returned unchanged.
 
@@ -226,6 +229,8 @@ class Registry:
         """
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
+        if priority not in (None, "high", "normal", "low"):
+            raise ValueError(f"priority must be 'high', 'normal' or 'low', got {priority!r}")
         upcasts = _checked_upcasts(name, version, upcast)
         policy = retry or RetryPolicy()
         if max_age is not None:
@@ -248,6 +253,7 @@ class Registry:
                 version=version,
                 payload_type=_payload_type(fn),
                 upcasts=upcasts,
+                priority=priority,
             )
             self.add(spec)
             return fn

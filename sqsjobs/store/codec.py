@@ -95,7 +95,7 @@ KNOWN_ATTRIBUTES = {
     "max_attempts", "run_at", "created_at", "updated_at", "started_at", "finished_at", "lease_owner",
     "lease_epoch", "lease_expires", "result", "error", "history", "idempotency_key", "tenant", "parent_id",
     "root_id", "trace", "cancel_requested", "reason", "expires_at", "claim_token", "claim_msg", "wid",
-    "payload_size", "attn", "payload_ref", "result_ref",
+    "payload_size", "attn", "payload_ref", "result_ref", "priority", "serialize_key",
 }  # fmt: skip
 
 #: Attribute each write that may be retried after a lost answer sets to its own random nonce.
@@ -148,6 +148,8 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         history=history,
         idempotency_key=str_attr(item, "idempotency_key"),
         tenant=str_attr(item, "tenant"),
+        priority=str_attr(item, "priority"),
+        serialize_key=str_attr(item, "serialize_key"),
         parent_id=str_attr(item, "parent_id"),
         root_id=str_attr(item, "root_id"),
         trace=str_attr(item, "trace"),

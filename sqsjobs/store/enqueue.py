@@ -42,6 +42,9 @@ class NewJob:
     held: bool = False
     idempotency_key: str | None = None
     tenant: str | None = None
+    #: Routing (``sqsjobs.transport.routes``): stored only when set, so a plain job's record is unchanged.
+    priority: str | None = None
+    serialize_key: str | None = None
     parent_id: str | None = None
     root_id: str | None = None
     trace: str | None = None
@@ -106,7 +109,7 @@ def put_job(
             item["payload"] = av_s(job.payload_json)
     if job.max_attempts is not None:  # None: a producer without the handler; the claim resolves it
         item["max_attempts"] = av_n(job.max_attempts)
-    for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace"):
+    for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace", "priority", "serialize_key"):
         value = getattr(job, name)
         if value is not None:
             item[name] = av_s(value)
@@ -128,6 +131,7 @@ def envelope_of(job: NewJob | Job) -> Envelope:
             run_at=job.run_at, tenant=job.tenant, idempotency_key=job.idempotency_key, trace=job.trace,
             parent_id=job.parent_id, root_id=job.root_id, max_attempts=job.max_attempts,
             payload_ref=job.payload_ref, payload_size=len(job.payload_json) if in_s3 else None,
+            priority=job.priority, serialize_key=job.serialize_key,
         )  # fmt: skip
     if job.payload_hash is None:  # a record of the first layout: the claim reads its payload
         return Envelope(job.id, job.type)
@@ -137,6 +141,7 @@ def envelope_of(job: NewJob | Job) -> Envelope:
         created_at=job.created_at.timestamp(), run_at=job.run_at.timestamp(), tenant=job.tenant,
         idempotency_key=job.idempotency_key, trace=job.trace, parent_id=job.parent_id, root_id=job.root_id,
         payload_ref=job.payload_ref, payload_size=job.payload_size if job.payload_ref else None,
+        priority=job.priority, serialize_key=job.serialize_key,
     )  # fmt: skip
 
 
@@ -179,7 +184,8 @@ def record_of(envelope: Envelope) -> Item:
     }  # fmt: skip
     if envelope.max_attempts is not None:
         item["max_attempts"] = av_n(envelope.max_attempts)
-    for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace", "payload_ref"):
+    for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace", "payload_ref", "priority",
+                 "serialize_key"):  # fmt: skip
         value = getattr(envelope, name)
         if value is not None:
             item[name] = av_s(value)
