@@ -6,6 +6,7 @@ Over real HTTP on MiniStack; the queues are looked at with plain SQS calls.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -13,6 +14,7 @@ from sqsjobs import JobStatus
 from sqsjobs.ops.doctor import queue_checks_flow
 from sqsjobs.ops.stats import queue_stats_flow
 from sqsjobs.runtime.lambda_sqs import LambdaWorker
+from sqsjobs.runtime.sweeper import sweep_flow
 from sqsjobs.transport import routes
 from tests.api.helpers import client, serving
 from tests.apps import routing
@@ -140,3 +142,35 @@ def test_the_lambda_adapter_runs_a_job_from_a_level_queue_and_a_fifo_queue(app, 
         worker.close()
     assert app.get(high).status is JobStatus.SUCCEEDED
     assert app.get(keyed).status is JobStatus.SUCCEEDED
+
+
+def hint_ids(app, key: str) -> list[str]:
+    url = app.run(app.queue_urls.flow([key]))[key]
+    answer = sqs_call(app, "receive_message", QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1)
+    return [json.loads(m["Body"])["id"] for m in answer.get("Messages", [])]
+
+
+def test_every_other_sender_routes_a_job_to_its_level_or_key(app):
+    app.provision()
+    high, low, keyed = (
+        routes.route("work", "high"),
+        routes.route("work", "low"),
+        routes.route("device", "fifo"),
+    )
+    # a transaction's jobs
+    with app.transaction() as tx:
+        in_tx = tx.enqueue("work.run", {"label": "t"}, priority="high")
+        keyed_tx = tx.enqueue("device.command", {"label": "t"}, serialize_key="dev-9")
+    assert (hint_ids(app, high), hint_ids(app, keyed)) == ([in_tx], [keyed_tx])
+    # the sweeper's send of a job held in the record (due beyond SQS's 15-minute delay)
+    held = app.enqueue("work.run", {"label": "s"}, priority="low", delay=3600)
+    assert hint_ids(app, low) == []
+    report = app.run(sweep_flow(app.settings, app.queue_urls, time.time() + 3700))
+    assert held in report.dispatched_held
+    assert hint_ids(app, low) == [held]
+    # a requeue of a cancelled job with a corrected payload (which sends a hint of its own): its
+    # key's group holds the enqueue's hint, then the requeue's
+    again = app.enqueue("device.command", {"label": "r"}, serialize_key="dev-10")
+    app.cancel(again)
+    app.retry(again, payload={"label": "r2"})
+    assert hint_ids(app, keyed) == [again, again]
