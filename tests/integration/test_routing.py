@@ -53,6 +53,7 @@ def start_workers(app):
                 )
             )  # fmt: skip
 
+    start.procs = procs  # type: ignore[attr-defined]
     yield start
     for proc in procs:
         proc.kill()
@@ -252,3 +253,76 @@ def test_a_serialized_job_with_a_delay_holds_its_key_until_due(app, start_worker
     first, second = starts(log)
     assert (first["label"], second["label"]) == ("first", "second")
     assert first["start"] - t0 >= 2.9
+
+
+def test_a_key_keeps_its_order_when_the_worker_running_its_job_is_killed(app, start_workers, tmp_path):
+    # GIVEN a key's first job running on a worker, its second waiting
+    log = tmp_path / "runs.jsonl"
+    started = Path(f"{log}.started")
+    first = app.enqueue(
+        "device.command", {"label": "first", "log": str(log), "sleep": 2.0}, serialize_key="d"
+    )
+    app.enqueue("device.command", {"label": "second", "log": str(log)}, serialize_key="d")
+    start_workers(1, 4, "device")
+    wait_until(lambda: read_log(started), 30, "the first job's start")
+    # WHEN that worker is killed (-9) mid-job, and another worker takes over
+    victim = start_workers.procs[0]
+    victim.kill()
+    victim.wait(10)
+    start_workers(1, 4, "device")
+    wait_until(lambda: len(read_log(log)) == 2, 60, "both jobs finished")
+    # THEN the first job runs again (after its lease) before the second starts: the key keeps its order
+    assert [(r["label"], r["attempt"]) for r in sorted(read_log(started), key=lambda r: r["start"])] == [
+        ("first", 1),
+        ("first", 2),
+        ("second", 1),
+    ]
+    assert app.get(first).attempt == 2
+
+
+def test_a_draining_worker_puts_back_the_key_members_it_had_not_started(ministack_url, make_app, tmp_path):
+    # GIVEN a worker (30 s visibility: a message it kept in flight would come back only after that)
+    # that received three jobs of one key in one batch and runs the first
+    app = make_app(ministack_url, visibility_timeout_s=30, **ROUTED)
+    app.registry.include(routing.app.registry)
+    app.provision()
+    log = tmp_path / "runs.jsonl"
+    started = Path(f"{log}.started")
+    app.enqueue_many(
+        [
+            JobRequest("device.command", {"label": f"j{n}", "log": str(log), "sleep": 1.0}, serialize_key="d")
+            for n in range(3)
+        ]
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "sqsjobs",
+        "worker",
+        "--app",
+        APP,
+        "--queues",
+        "device",
+        "--concurrency",
+        "4",
+    ]
+    env = worker_env(app, **ROUTED_ENV)
+    first = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: read_log(started), 30, "the first job's start")
+        # WHEN it is told to stop (SIGTERM): it finishes the running job and exits
+        first.terminate()
+        assert first.wait(30) == 0
+    finally:
+        first.kill()
+    # THEN a new worker runs the other two, in order, well before a 30 s visibility timeout could
+    # have brought them back: the draining worker put them back
+    t0 = time.monotonic()
+    second = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: len(read_log(log)) == 3, 60, "all three jobs")
+    finally:
+        second.kill()
+        second.wait(10)
+    assert [r["label"] for r in starts(log)] == ["j0", "j1", "j2"]
+    assert min(r["start"] for r in read_log(started) if r["label"] == "j1") - t0 < 20
