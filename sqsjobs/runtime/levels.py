@@ -85,8 +85,6 @@ class LevelReceiver:
         self.batches = 0
         #: Running FIFO groups, by (route, group id), with their members waiting in this worker.
         self.groups: dict[tuple[str, str], deque[Delivery]] = {}
-        #: Starts per route, for tests and ``sqsjobs workers``-style inspection.
-        self.started: dict[str, int] = dict.fromkeys(self.routes, 0)
 
     async def run(self) -> None:
         """Receive until the worker stops; then put back what was received and not started."""
@@ -200,7 +198,6 @@ class LevelReceiver:
         return True
 
     def _start(self, delivery: Delivery) -> None:
-        self.started[_route_of(self, delivery)] += 1
         task = asyncio.create_task(self._run(delivery))
         self.w._tasks.add(task)
         task.add_done_callback(self.w._tasks.discard)
@@ -237,7 +234,3 @@ def _group(delivery: Delivery) -> tuple[str, str] | None:
     if group is None or not delivery.queue_url.endswith(".fifo"):
         return None
     return (delivery.queue_url, str(group))
-
-
-def _route_of(receiver: LevelReceiver, delivery: Delivery) -> str:
-    return next(key for key, url in receiver.urls.items() if url == delivery.queue_url)

@@ -17,6 +17,7 @@ import pytest
 
 from sqsjobs import JobRequest, JobStatus
 from sqsjobs.errors import RoutingError
+from sqsjobs.ops.workers import list_workers_flow
 from sqsjobs.transport import routes
 from tests.apps import routing
 from tests.integration.helpers import sqs_call, worker_env
@@ -125,7 +126,10 @@ def test_low_jobs_progress_while_high_jobs_keep_arriving(app, start_workers, tmp
 def test_jobs_of_one_key_never_overlap_and_start_in_enqueue_order_across_processes_and_a_retry(
     app, start_workers, tmp_path
 ):
-    # GIVEN three keys of six jobs each, enqueued interleaved; the second job of key k0 fails once
+    # GIVEN three worker processes with three slots each, all polling (registered) ...
+    start_workers(3, 3, "device")
+    wait_until(lambda: len(app.run(list_workers_flow(app.settings, time.time()))) == 3, 60, "three workers")
+    # ... and three keys of six jobs each, enqueued interleaved; the second job of key k0 fails once
     log = tmp_path / "runs.jsonl"
     keys = ["k0", "k1", "k2"]
     app.enqueue_many(
@@ -139,8 +143,7 @@ def test_jobs_of_one_key_never_overlap_and_start_in_enqueue_order_across_process
             for key in keys
         ]
     )
-    # WHEN three worker processes with three slots each run them
-    start_workers(3, 3, "device")
+    # WHEN the workers run them
     wait_until(lambda: sum(not r["failed"] for r in read_log(log)) == 18, 90, "eighteen successful runs")
     runs = starts(log)
     for key in keys:
