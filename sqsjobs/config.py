@@ -72,6 +72,17 @@ class Settings:
     concurrency: int = 10
     #: Per-queue caps inside ``concurrency``.
     queue_concurrency: Mapping[str, int] = field(default_factory=dict)
+    #: Logical queues with ``high`` and ``low`` levels beside their normal one (two more SQS queues each,
+    #: polled first and last: docs/flow-control-routing.md). ``SQSJOBS_PRIORITY_QUEUES=reports,mail``.
+    priority_queues: frozenset[str] = frozenset()
+    #: Of every this many batches a priority queue's worker takes, at least one comes from a lower
+    #: level that has work (no starvation while higher levels stay busy).
+    lower_priority_every: int = 4
+    #: Logical queues with a FIFO queue for jobs with a ``serialize_key``. ``SQSJOBS_SERIALIZED_QUEUES``.
+    serialized_queues: frozenset[str] = frozenset()
+    #: Give a job's tenant as ``MessageGroupId`` on standard queues (SQS fair queues: a tenant with a
+    #: deep backlog does not hold up the others' messages). Off only for a consumer that rejects it.
+    fair_queues: bool = True
     #: On SIGTERM, how long running jobs may finish before they are released (keep under ECS stopTimeout).
     drain_timeout_s: float = 25.0
     #: A hint the sweeper or a replay sent is sent again if no claim took the job this long after it.
@@ -169,6 +180,12 @@ class Settings:
             )
         if self.concurrency < 1:
             raise ConfigurationError(f"concurrency must be at least 1, got {self.concurrency}")
+        for name in ("priority_queues", "serialized_queues"):
+            object.__setattr__(self, name, frozenset(getattr(self, name)))
+        if self.lower_priority_every < 2:
+            raise ConfigurationError(
+                f"lower_priority_every must be at least 2, got {self.lower_priority_every}"
+            )
         if self.lease_s <= 0:
             raise ConfigurationError(f"lease_s must be positive, got {self.lease_s}")
         if not 0 < self.registry_interval_s <= MAX_REGISTRY_INTERVAL_S:
@@ -234,6 +251,11 @@ class Settings:
             values["region"] = region
         for f in dataclasses.fields(cls):
             if f.name in ("app_name", "endpoint_url", "region", "queue_concurrency"):
+                continue
+            if f.name in ("priority_queues", "serialized_queues"):
+                listed = env.get(f"SQSJOBS_{f.name.upper()}")
+                if listed is not None:
+                    values[f.name] = frozenset(filter(None, (q.strip() for q in listed.split(","))))
                 continue
             raw = env.get(f"SQSJOBS_{f.name.upper()}")
             if raw is None and f.name == "table_name":

@@ -50,7 +50,8 @@ _UNSET: Any = object()
 #: Optional job fields a v2 envelope carries, by their short key in the body.
 _OPTIONAL = {"tenant": "tenant", "key": "idempotency_key", "trace": "trace", "parent": "parent_id",
              "root": "root_id", "max": "max_attempts", "start_by": "start_by", "chain": "chain_id",
-             "step": "chain_step", "steps": "chain_steps", "batch": "batch_key"}  # fmt: skip
+             "step": "chain_step", "steps": "chain_steps", "batch": "batch_key", "prio": "priority",
+             "skey": "serialize_key"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,9 @@ class Envelope:
     max_attempts: int | None = None
     #: ``<batch id>#<shard>`` of a batch item (``Job.batch_key``): the claim rebuilds the record from it.
     batch_key: str | None = None
+    #: Routing, so a record made from the message (and a replay of it) goes back to the same queue.
+    priority: str | None = None
+    serialize_key: str | None = None
     #: The payload's S3 object (version 3; ``payload`` is then None) and its size in bytes.
     payload_ref: str | None = None
     payload_size: int | None = None
@@ -200,7 +204,9 @@ class Fire:
 #: The field that marks a message from outside sqsjobs, and its version (docs/enqueue-from-aws.md).
 FOREIGN_MARKER = "sqsjobs"
 FOREIGN_VERSION = 1
-_FOREIGN_FIELDS = (FOREIGN_MARKER, "type", "payload", "idempotency_key", "tenant", "delay_s")
+_FOREIGN_FIELDS = (
+    FOREIGN_MARKER, "type", "payload", "idempotency_key", "tenant", "delay_s", "priority", "serialize_key"
+)  # fmt: skip
 #: The longest idempotency key or tenant a foreign message may give: both live in the job's record,
 #: which stays under 1 KB on the happy path (DESIGN §2).
 MAX_FOREIGN_KEY_CHARS = 256
@@ -222,6 +228,9 @@ class Foreign:
     tenant: str | None = None
     #: Seconds after the message was sent (its ``SentTimestamp``) that the job may start.
     delay_s: float = 0.0
+    #: Routing (``sqsjobs.transport.routes``), checked when the job is built from the message.
+    priority: str | None = None
+    serialize_key: str | None = None
     #: The ``MessageId`` of the SNS notification that wrapped it (non-raw delivery): the same for
     #: every delivery SNS makes of one publish, so it keys a job that has no key of its own.
     sns_message_id: str | None = None
@@ -238,6 +247,9 @@ class Foreign:
             data["tenant"] = self.tenant
         if self.delay_s:
             data["delay_s"] = self.delay_s
+        for name in ("priority", "serialize_key"):
+            if getattr(self, name) is not None:
+                data[name] = getattr(self, name)
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
@@ -260,7 +272,7 @@ class Foreign:
         job_type = data.get("type")
         if not isinstance(job_type, str) or not job_type:
             raise EnvelopeError(f'sqsjobs message lacks its job "type" (a non-empty string): {body[:80]!r}')
-        for name in ("idempotency_key", "tenant"):
+        for name in ("idempotency_key", "tenant", "priority", "serialize_key"):
             value = data.get(name)
             if value is not None and (
                 not isinstance(value, str) or not value or len(value) > MAX_FOREIGN_KEY_CHARS
@@ -280,6 +292,7 @@ class Foreign:
         return cls(
             job_type=job_type, payload=data.get("payload"), idempotency_key=data.get("idempotency_key"),
             tenant=data.get("tenant"), delay_s=float(delay or 0), sns_message_id=sns_message_id,
+            priority=data.get("priority"), serialize_key=data.get("serialize_key"),
             version=version,
         )  # fmt: skip
 

@@ -134,6 +134,10 @@ class CursorError(SqsJobsError, ValueError):
     """The cursor is not one this listing produced."""
 
 
+class RoutingError(SqsJobsError, ValueError):
+    """A priority or serialize key the job's queue cannot take (``sqsjobs.transport.routes.check``)."""
+
+
 class TransactionInvalid(SqsJobsError, ValueError):
     """The transaction cannot be written as built (too many items, too large, one item twice, a bad request); nothing was written."""
 

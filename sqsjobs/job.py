@@ -172,6 +172,10 @@ class Job:
     history: tuple[AttemptRecord, ...] = ()
     idempotency_key: str | None = None
     tenant: str | None = None
+    #: ``"high"`` or ``"low"`` on a queue with levels; None is normal (``sqsjobs.transport.routes``).
+    priority: str | None = None
+    #: Jobs with one key run one at a time, in enqueue order (a FIFO message group).
+    serialize_key: str | None = None
     parent_id: str | None = None
     root_id: str | None = None
     #: The batch this job is an item of (``sqsjobs.workflows``), and its key in the batch's item

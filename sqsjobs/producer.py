@@ -24,7 +24,7 @@ from sqsjobs.observability.tracing import current_trace, message_attributes
 from sqsjobs.registry import P
 from sqsjobs.store import expiry, statements
 from sqsjobs.store import requests as rq
-from sqsjobs.transport import objects, sqs
+from sqsjobs.transport import objects, routes, sqs
 from sqsjobs.transport.queues import QueueUrls
 from sqsjobs.workflows.completion import BatchEnv, cancel_item_flow
 
@@ -57,6 +57,10 @@ class JobRequest(Generic[P]):
     trace: str | None = None
     #: Not started this long after the enqueue, the job expires and never runs (wins over the type's).
     expires_after: timedelta | float | None = None
+    #: ``"high"`` | ``"normal"`` | ``"low"``; default: the type's (``@app.job(priority=...)``), else normal.
+    priority: str | None = None
+    #: Jobs with one key run one at a time, in enqueue order (``serialized_queues``).
+    serialize_key: str | None = None
 
 
 class EnqueueOptions(TypedDict, total=False):
@@ -70,6 +74,8 @@ class EnqueueOptions(TypedDict, total=False):
     parent_id: str | None
     trace: str | None
     expires_after: timedelta | float | None
+    priority: str | None
+    serialize_key: str | None
 
 
 def build_new_job(
@@ -92,10 +98,16 @@ def build_new_job(
         if request.idempotency_key
         else uuid.uuid4().hex
     )
+    queue = request.queue or (spec.queue if spec else "default")
+    priority = routes.check(
+        settings, queue, request.priority or (spec.priority if spec else None), request.serialize_key
+    )
     job = rq.NewJob(
         id=job_id,
         type=job_type,
-        queue=request.queue or (spec.queue if spec else "default"),
+        queue=queue,
+        priority=priority,
+        serialize_key=request.serialize_key,
         payload=payload,
         payload_version=spec.version if spec else 1,
         # Without the handler this producer cannot know the type's policy: the claim resolves it.
@@ -165,9 +177,9 @@ def enqueue_many_flow(
     attention entry instead, and the sweeper sends it. A repeated idempotency key sends its message
     again (harmless: the claim decides) and finds its record already there.
     """
-    urls = yield from queue_urls.flow({j.queue for j in jobs if not j.held})
+    urls = yield from queue_urls.flow({route_of(j) for j in jobs if not j.held})
     yield from write_objects(jobs)
-    unsent = yield from send_hints(jobs, queue_urls=urls, logger=logger)
+    unsent = yield from send_hints(jobs, queue_urls=urls, logger=logger, settings=settings)
     puts = [(job, rq.put_job(settings.table_name, job, unsent=job.id in unsent)) for job in jobs]
     created = yield from _put_all(settings, puts)
     if metrics is not None:
@@ -183,10 +195,22 @@ def write_objects(jobs: Sequence[rq.NewJob]) -> Flow[None]:
             yield from objects.put_flow(job.payload_ref, job.payload_json.encode())
 
 
+def route_of(job: rq.NewJob | Job) -> str:
+    """The route (``sqsjobs.transport.routes``) of the SQS queue a job's message goes to."""
+    return routes.job_route(job.queue, job.priority, job.serialize_key)
+
+
 def send_hints(
-    jobs: Sequence[rq.NewJob], *, queue_urls: dict[str, str], logger: Any = None
+    jobs: Sequence[rq.NewJob],
+    *,
+    queue_urls: dict[str, str],
+    settings: Settings | None = None,
+    logger: Any = None,
 ) -> Flow[set[str]]:
     """Send the messages of the jobs that are not held, ten to a request per queue; the ids SQS refused.
+
+    ``queue_urls`` is keyed by route (``route_of``). A FIFO queue takes no per-message delay: a
+    serialized job due later is sent now, and its claim re-arms it until due (holding its key).
 
     A refusal is not retried here: the caller keeps the payload in the record for the sweeper
     (``enqueue_many_flow``; ``sqsjobs.transaction`` after its commit).
@@ -195,15 +219,25 @@ def send_hints(
     by_queue: dict[str, list[tuple[rq.NewJob, str]]] = {}
     for job in jobs:
         if not job.held:
-            by_queue.setdefault(job.queue, []).append((job, rq.envelope_of(job).to_body()))
+            by_queue.setdefault(route_of(job), []).append((job, rq.envelope_of(job).to_body()))
     for queue, queued in by_queue.items():
+        fifo = routes.is_fifo(queue)
+        fair = settings is None or settings.fair_queues
         for sized in sqs.sized_chunks(queued, [len(body) for _, body in queued]):
             batch = [job for job, _ in sized]
-            entries = [(str(i), body, sqs.clamp_delay(j.run_at - j.now)) for i, (j, body) in enumerate(sized)]
+            entries = [
+                (str(i), body, 0 if fifo else sqs.clamp_delay(j.run_at - j.now))
+                for i, (j, body) in enumerate(sized)
+            ]
             try:
                 params = sqs.send_batch(queue_urls[queue], entries)
                 for entry, j in zip(params["Entries"], batch, strict=True):
                     entry.update(message_attributes(j.trace))
+                    entry.update(
+                        routes.message_fields(
+                            queue, tenant=j.tenant, serialize_key=j.serialize_key, fair=fair
+                        )
+                    )
                 response = yield Call("sqs", "send_message_batch", params)
                 failed = sqs.failed_entries(response)
             except TransportError as exc:

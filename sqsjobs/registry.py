@@ -58,6 +58,8 @@ class HandlerSpec:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     #: Version of the payload schema written with each job.
     version: int = 1
+    #: The type's default priority level (``"high"``/``"low"``; None is normal); an enqueue's wins.
+    priority: str | None = None
     #: The payload's type, from the handler's first parameter annotation (Any when unannotated).
     payload_type: Any = Any
     #: ``upcasts[n]`` turns a version-n payload into a version n + 1 one, for every n from the oldest
@@ -225,6 +227,7 @@ class Registry:
         expires_after: timedelta | float | None = None,
         limits: Sequence[str] = (),
         pausable: bool = False,
+        priority: str | None = None,
     ) -> Callable[[H], H]:
         """Register a handler ``fn(payload, ctx)``; the function itself is returned unchanged.
 
@@ -247,6 +250,8 @@ class Registry:
             raise ConfigurationError(f"job {name!r}: expires_after must be positive, got {expires_after!r}")
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
+        if priority not in (None, "high", "normal", "low"):
+            raise ValueError(f"priority must be 'high', 'normal' or 'low', got {priority!r}")
         upcasts = _checked_upcasts(name, version, upcast)
         policy = retry or RetryPolicy()
         if max_age is not None:
@@ -272,6 +277,7 @@ class Registry:
                 expires_after_s=expires_after_s,
                 limits=tuple(limits),
                 pausable=pausable or bool(limits),
+                priority=priority,
             )
             self.add(spec)
             return fn

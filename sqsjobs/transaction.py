@@ -45,7 +45,7 @@ from sqsjobs.errors import (
     TransactionCancelled,
     TransactionInvalid,
 )
-from sqsjobs.producer import EnqueueOptions, JobRequest, build_new_job, send_hints, write_objects
+from sqsjobs.producer import EnqueueOptions, JobRequest, build_new_job, route_of, send_hints, write_objects
 from sqsjobs.store import transact
 from sqsjobs.store.codec import CCF, av_s, nonce
 
@@ -229,7 +229,7 @@ class Transaction:
             return []
         jobs = [i.job for i in self._items if i.job is not None]
         # Before anything is written: a queue that does not resolve fails the transaction, not its send.
-        urls = yield from self._queue_urls.flow({j.queue for j in jobs if not j.held})
+        urls = yield from self._queue_urls.flow({route_of(j) for j in jobs if not j.held})
         yield from write_objects(jobs)  # payloads over the record's limit, before the record names them
         request = transact.transact_write(
             [{item.operation: item.params} for item in self._items], token=self.token
@@ -244,7 +244,7 @@ class Transaction:
         if self._metrics is not None:
             for job in jobs:
                 self._metrics.enqueued(job.type, job.tenant)
-        unsent = yield from send_hints(jobs, queue_urls=urls, logger=self._logger)
+        unsent = yield from send_hints(jobs, queue_urls=urls, settings=self._settings, logger=self._logger)
         for item in self._items:
             if item.job is not None and not item.job.held and item.job.id not in unsent:
                 yield from self._clear(item)

@@ -161,7 +161,7 @@ class SqsJobs(Construct):
         self.queues = job_queues(
             self, settings, names, max_receive_count=redrive_count(settings, app.registry)
         )
-        queue_arns = [arn for jq in self.queues.values() for arn in (jq.queue.queue_arn, jq.dlq.queue_arn)]
+        queue_arns = [arn for jq in self.queues.values() for arn in jq.arns]
         self.payload_bucket = bucket = build_payload_bucket(
             self, "PayloadBucket", settings, existing=payload_bucket
         )
@@ -201,7 +201,7 @@ class SqsJobs(Construct):
                 task_role=worker_role,
                 log_group=worker_log,
                 stop_timeout_s=stop_timeout_s(settings.drain_timeout_s),
-                queues=[self.queues[n].queue for n in fargate_queues],
+                queues=[q for n in fargate_queues for _, q in self.queues[n].consumed],
                 security_group=security_group,
             )
             if sweeper is not None:
@@ -232,7 +232,7 @@ class SqsJobs(Construct):
                 options=lambda_worker,
                 timeout_s=function_timeout_s,
                 environment=environment,
-                queues=[self.queues[n].queue for n in lambda_queues],
+                queues=[pair for n in lambda_queues for pair in self.queues[n].consumed],
                 log_group=function_log,
             )
             assert function.role is not None
@@ -358,12 +358,12 @@ class SqsJobs(Construct):
         allow(
             principal,
             {"sqs": [a for a in sqs_actions if a != _RESOLVE_URL]},
-            queue_arns=[jq.queue.queue_arn for jq in self.queues.values()],
+            queue_arns=[q.queue_arn for jq in self.queues.values() for _, q in jq.consumed],
         )
         allow(
             principal,
             {"sqs": [a for a in sqs_actions if a == _RESOLVE_URL]},
-            queue_arns=[arn for jq in self.queues.values() for arn in (jq.queue.queue_arn, jq.dlq.queue_arn)],
+            queue_arns=[arn for jq in self.queues.values() for arn in jq.arns],
         )
 
     def enqueue_from_rule(

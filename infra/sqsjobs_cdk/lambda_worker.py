@@ -97,10 +97,17 @@ def lambda_worker(
     options: LambdaWorker,
     timeout_s: int,
     environment: Mapping[str, str],
-    queues: Sequence[sqs.IQueue],
+    queues: Sequence[tuple[str, sqs.IQueue]],
     log_group: logs.ILogGroup,
 ) -> lambda_.Function:
-    """The worker function and one event source mapping per consumed queue."""
+    """The worker function and one event source mapping per consumed queue: (level, queue) pairs.
+
+    Lambda has no "serve this queue first": each level's mapping polls on its own. Priority there is
+    a larger share of concurrency (``level_concurrency``): with ``max_concurrency`` set, the high
+    level's mapping may run twice as many invocations and the low level's half (at least 2, the
+    mapping's minimum). A FIFO mapping delivers one group's messages in order and the adapter runs
+    them one at a time, stopping at the first that stays in the queue.
+    """
     check_esm(batch_size=options.batch_size, max_concurrency=options.max_concurrency)
     function = _function(
         scope,
@@ -113,16 +120,27 @@ def lambda_worker(
         log_group=log_group,
         description="sqsjobs worker (SQS event source mapping)",
     )
-    for queue in queues:
+    for level, queue in queues:
         function.add_event_source(
             sources.SqsEventSource(
                 queue,
-                batch_size=options.batch_size,
+                batch_size=min(options.batch_size, 10) if level == "fifo" else options.batch_size,
                 report_batch_item_failures=True,
-                max_concurrency=options.max_concurrency,
+                max_concurrency=level_concurrency(options.max_concurrency, level),
             )
         )
     return function
+
+
+def level_concurrency(max_concurrency: int | None, level: str) -> int | None:
+    """An event source mapping's maximum concurrency for a priority level (None: unbounded)."""
+    if max_concurrency is None:
+        return None
+    if level == "high":
+        return min(1000, max_concurrency * 2)
+    if level == "low":
+        return max(2, max_concurrency // 2)
+    return max_concurrency
 
 
 def lambda_sweeper(

@@ -125,7 +125,17 @@ def queues_panel(stats: Stats, queue_of: Mapping[str, str]) -> Html:
     for q in stats.queues:
         dlq = Html(f'<span class="bad">{h(q.dlq)}</span>') if q.dlq else h(q.dlq)
         rows.append(
-            [q.queue, q.visible, q.in_flight, q.delayed, dlq, _duration(oldest.get(q.queue)), q.error]
+            [
+                q.queue,
+                q.visible
+                if not q.levels
+                else f"{q.visible} ({', '.join(f'{k} {n}' for k, n in q.levels.items())})",
+                q.in_flight,
+                q.delayed,
+                dlq,
+                _duration(oldest.get(q.queue)),
+                q.error,
+            ]
         )
     return section(
         "Queues",

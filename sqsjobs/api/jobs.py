@@ -73,6 +73,8 @@ async def enqueue(body: EnqueueRequest, app: AppDep, response: Response) -> Any:
             run_at=body.run_at,
             queue=body.queue,
             tenant=body.tenant,
+            priority=body.priority,
+            serialize_key=body.serialize_key,
         )
     except TransportError as exc:
         if body.queue is None or exc.code not in MISSING_QUEUE:

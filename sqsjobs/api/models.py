@@ -82,6 +82,15 @@ class EnqueueRequest(BaseModel):
     tenant: str | None = Field(
         None, min_length=1, max_length=256, description="Recorded; part of the key's scope"
     )
+    priority: Literal["high", "normal", "low"] | None = Field(
+        None, description="Level on a queue with priority levels; default: the type's, else normal"
+    )
+    serialize_key: str | None = Field(
+        None,
+        min_length=1,
+        max_length=128,
+        description="Jobs with one key run one at a time, in enqueue order",
+    )
 
     @field_validator("payload")
     @classmethod

@@ -78,6 +78,7 @@ PROBLEMS: dict[str, Kind] = {
         Kind("payload-invalid", 422, "Payload invalid"),
         Kind("invalid-cursor", 422, "Cursor from another listing"),
         Kind("no-such-queue", 422, "No such queue"),
+        Kind("invalid-routing", 422, "Priority or serialize key the queue cannot take"),
         Kind("internal-error", 500, "Internal error"),
         Kind("aws-unavailable", 503, "AWS call failed"),
     )
@@ -93,6 +94,7 @@ _BY_ERROR: tuple[tuple[type[errors.SqsJobsError], str, str | None], ...] = (
     (errors.JobNotFound, "job-not-found", "job_id"),
     (errors.JobStateError, "invalid-transition", "job_id"),  # InvalidTransition, RecordChanged
     (errors.CursorError, "invalid-cursor", "cursor"),
+    (errors.RoutingError, "invalid-routing", None),
     (errors.AwsError, "aws-unavailable", None),
 )
 

@@ -78,6 +78,11 @@ def stats(
             time.sleep(interval)
 
 
+def _levels(levels: dict[str, int]) -> str:
+    """``high 3, normal 5, low 20``: a queue's waiting messages per priority level (and FIFO)."""
+    return ", ".join(f"{level} {n}" for level, n in levels.items())
+
+
 def _stats_view(snap: stats_ops.Stats) -> Table:
     outer = Table.grid()
     queues = Table(title="queues", title_justify="left", show_edge=False)
@@ -88,7 +93,8 @@ def _stats_view(snap: stats_ops.Stats) -> Table:
             queues.add_row(escape(q.queue), f"[red]{escape(q.error)}[/]", "", "", "")
         else:
             dlq = f"[red]{q.dlq}[/]" if q.dlq else str(q.dlq)
-            queues.add_row(escape(q.queue), str(q.visible), str(q.in_flight), str(q.delayed), dlq)
+            visible = str(q.visible) + (f" ({_levels(q.levels)})" if q.levels else "")
+            queues.add_row(escape(q.queue), visible, str(q.in_flight), str(q.delayed), dlq)
     window = ago(snap.window_s).removesuffix(" ago")
     types = Table(title=f"job types (finished: last {window})", title_justify="left", show_edge=False)
     cols = (

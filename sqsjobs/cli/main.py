@@ -80,6 +80,9 @@ def provision(app: AppOpt, endpoint_url: EndpointOpt = None) -> None:
         out.print(
             f"queue [bold]{queue}[/bold]: {url} → DLQ {report.dlq_urls[queue]} after {report.max_receive_count} receives"
         )
+    for key, url in report.route_urls.items():
+        queue, level = key.split("\0")
+        out.print(f"queue [bold]{queue}[/bold] {level}: {url}")
 
 
 @cli.command()

@@ -15,7 +15,7 @@ import tenacity
 from sqsjobs._aws import Call, Flow, retrying
 from sqsjobs.errors import ConfigurationError, ObjectStoreError, StoreError, TransportError
 from sqsjobs.store import requests as rq
-from sqsjobs.transport import objects, sqs
+from sqsjobs.transport import objects, routes, sqs
 
 if TYPE_CHECKING:
     from sqsjobs.config import Settings
@@ -38,6 +38,8 @@ class ProvisionReport:
     table: str
     queue_urls: dict[str, str] = field(default_factory=dict)
     dlq_urls: dict[str, str] = field(default_factory=dict)
+    #: The extra queues of priority levels and serialize keys, by route (``sqsjobs.transport.routes``).
+    route_urls: dict[str, str] = field(default_factory=dict)
     max_receive_count: int = 0
     created: list[str] = field(default_factory=list)
     #: The claim-check bucket of large payloads and results.
@@ -98,8 +100,40 @@ def provision_flow(
         url = yield from _ensure_queue(settings.queue_name(queue), main_attrs, report)
         report.queue_urls[queue] = url
         report.dlq_urls[queue] = dlq
+        yield from _ensure_routes(settings, queue, main_attrs, report)
     yield from _ensure_bucket(settings, report)
     return report
+
+
+def _ensure_routes(
+    settings: Settings, queue: str, attrs: dict[str, str], report: ProvisionReport
+) -> Flow[None]:
+    """The extra SQS queues of a queue with priority levels or serialize keys (``transport.routes``).
+
+    Levels share the logical queue's DLQ; a FIFO queue's redrive backstop must be FIFO itself.
+    """
+    for key in routes.routes_of(settings, queue):
+        level = routes.split(key)[1]
+        if level == routes.NORMAL:
+            continue
+        level_attrs = attrs
+        if level == routes.FIFO:
+            fifo = {"FifoQueue": "true", "MessageRetentionPeriod": str(14 * 86_400)}
+            backstop = yield from _ensure_queue(routes.fifo_dlq_name(settings, queue), fifo, report)
+            described = yield Call(
+                "sqs", "get_queue_attributes", {"QueueUrl": backstop, "AttributeNames": ["QueueArn"]}
+            )
+            level_attrs = {
+                "FifoQueue": "true",
+                **sqs.queue_attributes(
+                    visibility_timeout_s=settings.visibility_timeout_s,
+                    dlq_arn=described["Attributes"]["QueueArn"],
+                    max_receive_count=report.max_receive_count,
+                ),
+            }
+        report.route_urls[key] = yield from _ensure_queue(
+            routes.queue_name(settings, key), level_attrs, report
+        )
 
 
 def _ensure_bucket(settings: Settings, report: ProvisionReport) -> Flow[None]:
@@ -143,7 +177,9 @@ def _ensure_queue(name: str, attributes: dict[str, str], report: ProvisionReport
             raise
     response = yield Call("sqs", "get_queue_url", {"QueueName": name})
     url = str(response["QueueUrl"])
-    yield Call("sqs", "set_queue_attributes", {"QueueUrl": url, "Attributes": attributes})
+    # FifoQueue is fixed at creation: SetQueueAttributes refuses it.
+    changeable = {k: v for k, v in attributes.items() if k != "FifoQueue"}
+    yield Call("sqs", "set_queue_attributes", {"QueueUrl": url, "Attributes": changeable})
     return url
 
 

@@ -312,4 +312,15 @@ def runtime_environment(settings: Settings, app_path: str) -> dict[str, str]:
         "SQSJOBS_DRAIN_TIMEOUT_S": f"{settings.drain_timeout_s:g}",
         "SQSJOBS_SCHEDULE_GROUP": settings.schedule_group,
         "SQSJOBS_PAYLOAD_BUCKET": settings.payload_bucket,
+        # Producers and workers must agree on which queues have levels or serialize keys.
+        **(
+            {"SQSJOBS_PRIORITY_QUEUES": ",".join(sorted(settings.priority_queues))}
+            if settings.priority_queues
+            else {}
+        ),
+        **(
+            {"SQSJOBS_SERIALIZED_QUEUES": ",".join(sorted(settings.serialized_queues))}
+            if settings.serialized_queues
+            else {}
+        ),
     }

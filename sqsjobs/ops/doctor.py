@@ -22,7 +22,7 @@ from sqsjobs.deploy.rules import check_lambda_timeout
 from sqsjobs.errors import AwsError, ConfigurationError, ObjectStoreError, StoreError, TransportError
 from sqsjobs.ops._common import app_queues
 from sqsjobs.store import requests as rq
-from sqsjobs.transport import objects, sqs
+from sqsjobs.transport import objects, routes, sqs
 
 if TYPE_CHECKING:
     from sqsjobs.config import Settings
@@ -184,6 +184,7 @@ def queue_checks_flow(settings: Settings, registry: Registry, queue: str) -> Flo
         Check(f"dlq {dlq_name}", "ok" if dlq is not None else "fail", "exists" if dlq is not None else "missing",
               "" if dlq is not None else provision),
     ]  # fmt: skip
+    checks += yield from _route_checks(settings, registry, queue)
     if main is None:
         return checks
     specs = [s for s in registry if s.queue == queue]
@@ -226,6 +227,40 @@ def queue_checks_flow(settings: Settings, registry: Registry, queue: str) -> Flo
     else:
         checks.append(Check(f"redrive {name}", "ok", f"maxReceiveCount {count} > max_attempts {largest}"))
     checks.append(_visibility_check(settings, name, int(main.get("VisibilityTimeout", 0)), specs))
+    return checks
+
+
+def _route_checks(settings: Settings, registry: Registry, queue: str) -> Flow[list[Check]]:
+    """The extra queues of priority levels and serialize keys (``transport.routes``), and type defaults."""
+    checks = []
+    provision = "run `sqsjobs provision` (or deploy infra/ with the same priority/serialized queues)"
+    for key in routes.routes_of(settings, queue):
+        if routes.split(key)[1] == routes.NORMAL:
+            continue
+        name = routes.queue_name(settings, key)
+        attrs = yield from _queue_attrs(name)
+        if attrs is None:
+            checks.append(Check(f"queue {name}", "fail", "missing", provision))
+        elif routes.is_fifo(key) and attrs.get("FifoQueue") != "true":
+            checks.append(Check(f"queue {name}", "fail", "not a FIFO queue", f"delete it and {provision}"))
+        elif not parse_redrive(attrs):
+            checks.append(Check(f"redrive {name}", "fail", "no redrive policy", provision))
+        else:
+            checks.append(Check(f"queue {name}", "ok", "exists, with a redrive policy"))
+    for spec in registry:
+        if (
+            spec.queue == queue
+            and spec.priority not in (None, "normal")
+            and queue not in settings.priority_queues
+        ):
+            checks.append(
+                Check(
+                    f"priority {spec.name}",
+                    "fail",
+                    f"defaults to {spec.priority!r} but queue {queue!r} has no priority levels: its enqueues fail",
+                    f"add {queue!r} to priority_queues (SQSJOBS_PRIORITY_QUEUES) and {provision}",
+                )
+            )
     return checks
 
 

@@ -35,10 +35,11 @@ from sqsjobs.errors import (
 )
 from sqsjobs.job import TRANSITIONS
 from sqsjobs.ops._common import actor
+from sqsjobs.producer import route_of
 from sqsjobs.store import requests as rq
 from sqsjobs.store.codec import canonical_json
 from sqsjobs.store.operator import NewPayload
-from sqsjobs.transport import objects, sqs
+from sqsjobs.transport import objects
 from sqsjobs.workflows.completion import BatchEnv, replay_write_flow
 
 if TYPE_CHECKING:
@@ -163,8 +164,9 @@ def _in_its_message(job: Job) -> bool:
 def hint_flow(queue_urls: QueueUrls, job: Job) -> Flow[bool]:
     """Send the job's hint now; False (not raised) when SQS refuses, since the sweeper covers it."""
     try:
-        urls = yield from queue_urls.flow({job.queue})
-        yield Call("sqs", "send_message", sqs.send_one(urls[job.queue], rq.envelope_of(job).to_body()))
+        yield from queue_urls.send_flow(
+            route_of(job), rq.envelope_of(job).to_body(), tenant=job.tenant, serialize_key=job.serialize_key
+        )
     except AwsError:
         return False
     return True

@@ -34,6 +34,7 @@ from sqsjobs.job import JobStatus
 from sqsjobs.ops._common import app_queues, iso
 from sqsjobs.ops.workers import count_workers, list_workers_flow
 from sqsjobs.store import requests as rq
+from sqsjobs.transport import routes
 
 if TYPE_CHECKING:
     from sqsjobs.config import Settings
@@ -67,6 +68,9 @@ class QueueStats:
     in_flight: int | None = None
     delayed: int | None = None
     dlq: int | None = None
+    #: Visible messages per level of a queue with priority levels or serialize keys (``high``,
+    #: ``normal``, ``fifo``, ``low``); the counts above add all its SQS queues up. Empty otherwise.
+    levels: dict[str, int] = field(default_factory=dict)
     #: Set when the queue or DLQ could not be read (e.g. it does not exist).
     error: str = ""
 
@@ -122,40 +126,46 @@ def _attrs(response: dict[str, Any]) -> dict[str, str]:
 
 
 def queue_stats_flow(settings: Settings, queue: str) -> Flow[QueueStats]:
-    """Depths of one queue and its DLQ."""
+    """Depths of one queue (all its levels: ``transport.routes``) and its DLQ."""
     out = QueueStats(queue)
-    names = [settings.queue_name(queue), settings.dlq_name(queue)]
+    keys = routes.routes_of(settings, queue)
+    names = [routes.queue_name(settings, key) for key in keys] + [settings.dlq_name(queue)]
     try:
         urls = []
         for name in names:
             response = yield Call("sqs", "get_queue_url", {"QueueName": name})
             urls.append(response["QueueUrl"])
-        main = yield Call(
-            "sqs",
-            "get_queue_attributes",
-            {
-                "QueueUrl": urls[0],
-                "AttributeNames": [
-                    "ApproximateNumberOfMessages",
-                    "ApproximateNumberOfMessagesNotVisible",
-                    "ApproximateNumberOfMessagesDelayed",
-                ],
-            },
-        )
+        mains = []
+        for url in urls[:-1]:
+            main = yield Call(
+                "sqs",
+                "get_queue_attributes",
+                {
+                    "QueueUrl": url,
+                    "AttributeNames": [
+                        "ApproximateNumberOfMessages",
+                        "ApproximateNumberOfMessagesNotVisible",
+                        "ApproximateNumberOfMessagesDelayed",
+                    ],
+                },
+            )
+            mains.append(_attrs(main))
         dead = yield Call(
             "sqs",
             "get_queue_attributes",
-            {"QueueUrl": urls[1], "AttributeNames": ["ApproximateNumberOfMessages"]},
+            {"QueueUrl": urls[-1], "AttributeNames": ["ApproximateNumberOfMessages"]},
         )
     except TransportError as exc:
         if exc.code not in _MISSING:
             raise
         out.error = f"queue missing: {exc}"
         return out
-    a = _attrs(main)
-    out.visible = int(a.get("ApproximateNumberOfMessages", 0))
-    out.in_flight = int(a.get("ApproximateNumberOfMessagesNotVisible", 0))
-    out.delayed = int(a.get("ApproximateNumberOfMessagesDelayed", 0))
+    out.visible = sum(int(a.get("ApproximateNumberOfMessages", 0)) for a in mains)
+    out.in_flight = sum(int(a.get("ApproximateNumberOfMessagesNotVisible", 0)) for a in mains)
+    out.delayed = sum(int(a.get("ApproximateNumberOfMessagesDelayed", 0)) for a in mains)
+    for key, a in zip(keys, mains, strict=True):
+        if len(keys) > 1:
+            out.levels[routes.split(key)[1]] = int(a.get("ApproximateNumberOfMessages", 0))
     out.dlq = int(_attrs(dead).get("ApproximateNumberOfMessages", 0))
     return out
 

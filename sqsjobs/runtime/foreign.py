@@ -27,7 +27,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from sqsjobs.errors import AwsError, HandlerNotFound, IdempotencyConflict, PayloadError
+from sqsjobs.errors import AwsError, HandlerNotFound, IdempotencyConflict, PayloadError, RoutingError
 from sqsjobs.observability.tracing import AWS_TRACE_HEADER, TRACEPARENT
 from sqsjobs.observability.tracing import parse as parse_trace
 from sqsjobs.producer import JobRequest, build_new_job
@@ -82,6 +82,8 @@ def job_of(app: App, message: Foreign, delivery: Delivery) -> NewJob:
         payload,
         idempotency_key=job_key(message, delivery),
         tenant=message.tenant,
+        priority=message.priority,
+        serialize_key=message.serialize_key,
         run_at=datetime.fromtimestamp(delivery.sent_at + message.delay_s, UTC),
         trace=sender_trace(delivery),  # None: the worker's own (current_trace), as for any enqueue
     )
@@ -97,6 +99,8 @@ async def handle_foreign(app: App, message: Foreign, delivery: Delivery) -> Ack:
         return _refuse(app, f"unknown job type {message.job_type!r}", exc, message, delivery)
     except PayloadError as exc:
         return _refuse(app, f"invalid payload: {exc}", exc, message, delivery)
+    except RoutingError as exc:
+        return _refuse(app, f"invalid routing: {exc}", exc, message, delivery)
     try:
         await app.arun(app.enqueue_jobs_flow([job]))
     except IdempotencyConflict as exc:

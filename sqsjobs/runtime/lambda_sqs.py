@@ -57,7 +57,7 @@ from sqsjobs.registry import DEFAULT_TIMEOUT_S
 from sqsjobs.runtime.acks import LEAVE, Ack
 from sqsjobs.runtime.execution import Execution
 from sqsjobs.runtime.worker import make_worker_id
-from sqsjobs.transport import sqs
+from sqsjobs.transport import routes, sqs
 from sqsjobs.transport.queues import dlq_key
 from sqsjobs.transport.sqs import Delivery
 
@@ -265,10 +265,13 @@ class LambdaWorker:
         return response
 
     async def _run_batch(self, records: list[SqsRecord], context: LambdaContext | None) -> list[_Result]:
-        queues = {r.queue_name: self._logical_queue(r.queue_name) for r in records}
-        urls = await self.app.arun(self.app.queue_urls.flow(sorted(set(queues.values()))))
+        # A queue with priority levels or serialize keys has several SQS queues (transport/routes.py).
+        keys = {r.queue_name: self._route(r.queue_name) for r in records}
+        logical = {key: routes.split(key)[0] for key in keys.values()}
+        urls = await self.app.arun(self.app.queue_urls.flow(sorted({*keys.values(), *logical.values()})))
         deliveries = [
-            to_delivery(r, queue=queues[r.queue_name], queue_url=urls[queues[r.queue_name]]) for r in records
+            to_delivery(r, queue=logical[keys[r.queue_name]], queue_url=urls[keys[r.queue_name]])
+            for r in records
         ]
         budget = self._budget = _Budget(context)
         self._check_timeouts(budget, {d.queue for d in deliveries})
@@ -452,14 +455,15 @@ class LambdaWorker:
                         extra={"message_id": batch[int(entry_id)][0].message_id, "code": code},
                     )
 
-    def _logical_queue(self, queue_name: str) -> str:
+    def _route(self, queue_name: str) -> str:
         prefix = f"{self.app.settings.queue_prefix}-"
-        if not queue_name.startswith(prefix) or len(queue_name) == len(prefix):
+        key = routes.route_from_name(self.app.settings, queue_name)
+        if key is None:
             raise ConfigurationError(
                 f"event from queue {queue_name!r}, which is not one of app {self.app.name!r}'s queues "
                 f"(they are named {prefix}<queue>); check the event source mapping and SQSJOBS_QUEUE_PREFIX"
             )
-        return queue_name[len(prefix) :]
+        return key
 
     # ── leases of long jobs ───────────────────────────────────────────────────────────────
     def _track(self, ctx: JobContext) -> None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from sqsjobs._aws import Call, Flow
 from sqsjobs.errors import StoreError
+from sqsjobs.producer import route_of
 from sqsjobs.store import expiry
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import sqs
@@ -129,10 +130,12 @@ def _dispatch(
             if rq.is_conflict(exc):
                 return ""
             raise
-    urls = yield from queue_urls.flow([job.queue])
-    delay = sqs.clamp_delay(record.run_at - now)
-    yield Call(
-        "sqs", "send_message", sqs.send_one(urls[job.queue], rq.envelope_of(job).to_body(), delay_s=delay)
+    yield from queue_urls.send_flow(
+        route_of(job),
+        rq.envelope_of(job).to_body(),
+        delay_s=sqs.clamp_delay(record.run_at - now),
+        tenant=job.tenant,
+        serialize_key=job.serialize_key,
     )
     return "sent"
 

@@ -24,15 +24,16 @@ import signal
 import socket
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, one
 from sqsjobs.context import InterruptReason
 from sqsjobs.errors import AwsError, ConfigurationError
 from sqsjobs.runtime.acks import Ack
 from sqsjobs.runtime.execution import Execution
+from sqsjobs.runtime.levels import LevelReceiver
 from sqsjobs.runtime.presence import Presence
-from sqsjobs.transport import sqs
+from sqsjobs.transport import routes, sqs
 from sqsjobs.transport.batcher import MessageOps
 from sqsjobs.transport.queues import dlq_key
 
@@ -93,7 +94,7 @@ class Worker:
         self._slots: asyncio.Condition | None = None
         #: Set when the drain begins: receive loops stop even if their cancellation was swallowed.
         self._stopping = False
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
         #: Jobs this process has finished handling (any outcome), for tests and the dev runner.
         self.handled = 0
         self.presence = Presence(
@@ -109,9 +110,16 @@ class Worker:
     async def run(self, stop: asyncio.Event) -> None:
         """Work until ``stop`` is set, then drain and return."""
         self._slots = asyncio.Condition()
-        urls = await self.app.arun(self.app.queue_urls.flow(self.queues))
+        # A queue with priority levels or serialize keys has several SQS queues (``runtime/levels.py``).
+        routed = {q: routes.routes_of(self.settings, q) for q in self.queues}
+        urls = await self.app.arun(self.app.queue_urls.flow([k for q in self.queues for k in routed[q]]))
         receivers = [
-            asyncio.create_task(self._receive_loop(q, urls[q], urls[dlq_key(q)])) for q in self.queues
+            asyncio.create_task(
+                self._receive_loop(q, urls[q], urls[dlq_key(q)])
+                if len(routed[q]) == 1
+                else LevelReceiver(self, q, urls, urls[dlq_key(q)]).run()
+            )
+            for q in self.queues
         ]
         heartbeat = asyncio.create_task(self._heartbeat_loop())
         metrics = asyncio.create_task(self._metrics_loop())
@@ -214,6 +222,14 @@ class Worker:
             self._in_use_by_queue[queue] += n
             return n
 
+    async def _reserve_one(self, queue: str) -> None:
+        """Wait for one free slot and take it (a FIFO group's next job, ``runtime/levels.py``)."""
+        assert self._slots is not None
+        async with self._slots:
+            await self._slots.wait_for(lambda: self._free(queue) >= 1)
+            self._in_use += 1
+            self._in_use_by_queue[queue] += 1
+
     async def _unreserve(self, queue: str, n: int) -> None:
         assert self._slots is not None
         if n <= 0:
@@ -265,7 +281,7 @@ class Worker:
                 # Each new job's start waits for its claim; nothing waits for the next poll.
                 await asyncio.sleep(CLAIM_HEAD_START_S)
 
-    async def _process(self, delivery: Delivery, dlq_url: str) -> None:
+    async def _process(self, delivery: Delivery, dlq_url: str) -> Ack:
         try:
             ack = await self._execution.handle(delivery)
         except Exception:
@@ -278,6 +294,7 @@ class Worker:
             self.handled += 1
             await self._unreserve(delivery.queue, 1)
         await self._apply(delivery, ack, dlq_url)
+        return ack
 
     async def _apply(self, delivery: Delivery, ack: Ack, dlq_url: str) -> None:
         """Act on the message after the record was written (DESIGN §3.3)."""

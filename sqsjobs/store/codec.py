@@ -96,7 +96,7 @@ KNOWN_ATTRIBUTES = {
     "lease_epoch", "lease_expires", "result", "error", "history", "idempotency_key", "tenant", "parent_id",
     "root_id", "trace", "cancel_requested", "reason", "expires_at", "claim_token", "claim_msg", "wid",
     "payload_size", "attn", "payload_ref", "result_ref", "start_by", "chain_id", "chain_step",
-    "chain_steps", "batch_key",
+    "chain_steps", "batch_key", "priority", "serialize_key",
 }  # fmt: skip
 
 #: Attribute each write that may be retried after a lost answer sets to its own random nonce.
@@ -149,6 +149,8 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         history=history,
         idempotency_key=str_attr(item, "idempotency_key"),
         tenant=str_attr(item, "tenant"),
+        priority=str_attr(item, "priority"),
+        serialize_key=str_attr(item, "serialize_key"),
         parent_id=str_attr(item, "parent_id"),
         root_id=str_attr(item, "root_id"),
         batch_id=(str_attr(item, "batch_key") or "").rpartition("#")[0] or None,

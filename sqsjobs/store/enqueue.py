@@ -42,6 +42,9 @@ class NewJob:
     held: bool = False
     idempotency_key: str | None = None
     tenant: str | None = None
+    #: Routing (``sqsjobs.transport.routes``): stored only when set, so a plain job's record is unchanged.
+    priority: str | None = None
+    serialize_key: str | None = None
     parent_id: str | None = None
     root_id: str | None = None
     trace: str | None = None
@@ -116,7 +119,8 @@ def put_job(
         item["max_attempts"] = av_n(job.max_attempts)
     if job.start_by is not None:
         item["start_by"] = av_n(job.start_by)
-    for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace", "batch_key"):
+    for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace", "batch_key", "priority",
+                 "serialize_key"):  # fmt: skip
         value = getattr(job, name)
         if value is not None:
             item[name] = av_s(value)
@@ -139,7 +143,8 @@ def envelope_of(job: NewJob | Job) -> Envelope:
             run_at=job.run_at, tenant=job.tenant, idempotency_key=job.idempotency_key, trace=job.trace,
             parent_id=job.parent_id, root_id=job.root_id, max_attempts=job.max_attempts,
             payload_ref=job.payload_ref, payload_size=len(job.payload_json) if in_s3 else None,
-            start_by=job.start_by, batch_key=job.batch_key,
+            start_by=job.start_by, batch_key=job.batch_key, priority=job.priority,
+            serialize_key=job.serialize_key,
             chain_id=job.chain_id, chain_step=job.chain_step, chain_steps=job.chain_steps,
         )  # fmt: skip
     if job.payload_hash is None:  # a record of the first layout: the claim reads its payload
@@ -151,6 +156,7 @@ def envelope_of(job: NewJob | Job) -> Envelope:
         idempotency_key=job.idempotency_key, trace=job.trace, parent_id=job.parent_id, root_id=job.root_id,
         payload_ref=job.payload_ref, payload_size=job.payload_size if job.payload_ref else None,
         start_by=job.start_by.timestamp() if job.start_by else None, batch_key=job.batch_key,
+        priority=job.priority, serialize_key=job.serialize_key,
         chain_id=job.chain_id, chain_step=job.chain_step, chain_steps=job.chain_steps,
     )  # fmt: skip
 
@@ -196,7 +202,8 @@ def record_of(envelope: Envelope) -> Item:
         item["max_attempts"] = av_n(envelope.max_attempts)
     if envelope.start_by is not None:
         item["start_by"] = av_n(envelope.start_by)
-    for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace", "payload_ref", "batch_key"):
+    for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace", "payload_ref", "batch_key",
+                 "priority", "serialize_key"):  # fmt: skip
         value = getattr(envelope, name)
         if value is not None:
             item[name] = av_s(value)

@@ -1,0 +1,236 @@
+"""Receiving a logical queue that has several SQS queues: priority levels and a FIFO queue for serialize keys.
+
+SQS cannot long-poll several queues in one request, and a worker must not hold a slot in a long poll
+of a low level while a high job waits. So each route (``sqsjobs.transport.routes``) that looks empty
+has a **watch**: one long poll (``receive_wait_s``) that asks for as many messages as the queue has
+free slots (at least one) and holds no slot. What a watch brings waits in a small stash (held, so
+the heartbeat extends it) and marks its route as having a backlog; the receive loop then takes
+slots and fills them route by route, highest level first: the stash, then short receives
+(``WaitTimeSeconds=0``) of routes with a backlog. A route whose receive comes back short goes back
+to its watch. So:
+
+- a high job enqueued while low ones wait is received by the high watch at once and takes the next
+  free slot, before any waiting low job;
+- of every ``lower_priority_every`` batches the loop takes, one starts with the lower levels (they
+  take turns), so a lower level with work is never starved;
+- an idle worker keeps one long poll open per route (three for a queue with priorities: the price
+  of opting in), and a busy one polls only the routes with a backlog;
+- the per-queue slot cap (``queue_concurrency``) covers all routes of the queue: they share one
+  reservation.
+
+FIFO route: SQS hands out a group's messages only while none of them is in flight, but one receive
+may return several messages of one group, in order. The worker runs them one after another: the
+next starts when the one before it ended with its message deleted (succeeded, dead, discarded);
+when it stays in the queue instead (a retry's re-arm, a lease held elsewhere, not due, a release),
+the rest go back at once (visibility 0) and SQS keeps them behind it, so the key keeps its order.
+Members waiting in the worker hold no slot: nobody else could run them anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sqsjobs._aws import Call, one
+from sqsjobs.errors import AwsError
+from sqsjobs.transport import routes, sqs
+
+if TYPE_CHECKING:
+    from sqsjobs.app import App
+    from sqsjobs.config import Settings
+    from sqsjobs.runtime.acks import Ack
+    from sqsjobs.transport.batcher import MessageOps
+    from sqsjobs.transport.sqs import Delivery
+
+
+class Host(Protocol):
+    """What a ``LevelReceiver`` uses of its worker (``sqsjobs.runtime.worker.Worker``): slots, held messages, runs."""
+
+    app: App
+    settings: Settings
+    _stopping: bool
+    _held: dict[str, Delivery]
+    _tasks: set[asyncio.Task[Any]]
+    _ops: MessageOps
+
+    async def _reserve(self, queue: str) -> int: ...
+    async def _reserve_one(self, queue: str) -> None: ...
+    async def _unreserve(self, queue: str, n: int) -> None: ...
+    def _free(self, queue: str) -> int: ...
+    async def _process(self, delivery: Delivery, dlq_url: str) -> Ack: ...
+
+
+#: Acks after which a FIFO group's next message may run: its message left the queue.
+_GONE = ("delete", "dead_letter")
+
+
+class LevelReceiver:
+    """The receive side of one logical queue with more than one route."""
+
+    def __init__(self, worker: Host, queue: str, urls: dict[str, str], dlq_url: str) -> None:
+        self.w = worker
+        self.queue = queue
+        self.routes = routes.routes_of(worker.settings, queue)
+        self.urls = {key: urls[key] for key in self.routes}
+        self.dlq_url = dlq_url
+        self.every = worker.settings.lower_priority_every
+        self.stash: dict[str, list[Delivery]] = {key: [] for key in self.routes}
+        self.backlog: set[str] = set()
+        #: Set while a route's watch should poll (no backlog, nothing stashed).
+        self.idle = {key: asyncio.Event() for key in self.routes}
+        self.wake = asyncio.Event()
+        #: Batches started so far: every ``every``-th starts with the lower levels.
+        self.batches = 0
+        #: Running FIFO groups, by (route, group id), with their members waiting in this worker.
+        self.groups: dict[tuple[str, str], deque[Delivery]] = {}
+
+    async def run(self) -> None:
+        """Receive until the worker stops; then put back what was received and not started."""
+        for event in self.idle.values():
+            event.set()
+        watches = [asyncio.create_task(self._watch(key)) for key in self.routes]
+        try:
+            while not self.w._stopping:
+                await self._once()
+        finally:
+            for task in watches:
+                task.cancel()
+            await asyncio.gather(*watches, return_exceptions=True)
+            for key in self.routes:
+                self._release(self.stash[key])
+                self.stash[key] = []
+
+    def order(self) -> list[str]:
+        """Routes in the order this batch serves them: by level, routes of one level taking turns.
+
+        Every ``every``-th batch the lower levels come first (they, too, take turns), so they progress
+        while the top level stays busy.
+        """
+        ranks = sorted({routes.rank(key) for key in self.routes})
+        ordered: list[str] = []
+        for r in ranks:
+            group = [key for key in self.routes if routes.rank(key) == r]
+            turn = self.batches % len(group)
+            ordered += group[turn:] + group[:turn]
+        if len(ranks) > 1 and self.batches % self.every == self.every - 1:
+            top = [key for key in ordered if routes.rank(key) == ranks[0]]
+            lower = [key for key in ordered if routes.rank(key) != ranks[0]]
+            turn = (self.batches // self.every) % len(lower)
+            ordered = lower[turn:] + lower[:turn] + top
+        return ordered
+
+    async def _once(self) -> None:
+        self.wake.clear()
+        n = await self.w._reserve(self.queue)
+        picked: list[Delivery] = []
+        try:
+            for key in self.order():
+                if len(picked) >= n:
+                    break
+                take = self.stash[key][: n - len(picked)]
+                del self.stash[key][: len(take)]
+                picked += take
+                want = n - len(picked)
+                if want and key in self.backlog:
+                    got = await self._receive(key, want, wait_s=0)
+                    picked += got
+                    if len(got) < want:
+                        self.backlog.discard(key)
+                if key not in self.backlog and not self.stash[key]:
+                    self.idle[key].set()
+        except BaseException:
+            self._release(picked)
+            await asyncio.shield(self.w._unreserve(self.queue, n))
+            raise
+        if self.w._stopping:
+            self._release(picked)
+            await self.w._unreserve(self.queue, n)
+            return
+        starts = [d for d in picked if self._admit(d)]
+        await self.w._unreserve(self.queue, n - len(starts))
+        for delivery in starts:
+            self._start(delivery)
+        if picked:
+            self.batches += 1
+            await asyncio.sleep(
+                0.001
+            )  # the claims go out before the next receive (worker.CLAIM_HEAD_START_S)
+        else:
+            await self.wake.wait()
+
+    async def _watch(self, key: str) -> None:
+        """Long-poll ``key`` while it looks empty; stash what comes and hand the route to the loop."""
+        while True:
+            await self.idle[key].wait()
+            want = max(1, min(sqs.MAX_BATCH, self.w._free(self.queue)))
+            got = await self._receive(key, want, wait_s=self.w.settings.receive_wait_s)
+            if got:
+                self.stash[key] += got
+                self.backlog.add(key)
+                self.idle[key].clear()
+                self.wake.set()
+
+    async def _receive(self, key: str, n: int, *, wait_s: int) -> list[Delivery]:
+        params = sqs.receive(self.urls[key], max_messages=n, wait_s=wait_s)
+        params["MessageSystemAttributeNames"] = [*params["MessageSystemAttributeNames"], "MessageGroupId"]
+        try:
+            response = await self.w.app.arun(one(Call("sqs", "receive_message", params)))
+        except AwsError as exc:
+            self.w.app.logger.warning("receive failed", extra={"queue": self.queue, "error": str(exc)})
+            await asyncio.sleep(1.0)
+            return []
+        got = sqs.deliveries(self.queue, self.urls[key], response)
+        for delivery in got:
+            self.w._held[delivery.receipt_handle] = delivery
+        return got
+
+    def _admit(self, delivery: Delivery) -> bool:
+        """True to start it now; False for a FIFO message whose group is running here (it waits, slotless)."""
+        group = _group(delivery)
+        if group is None:
+            return True
+        if group in self.groups:
+            self.groups[group].append(delivery)
+            return False
+        self.groups[group] = deque()
+        return True
+
+    def _start(self, delivery: Delivery) -> None:
+        task = asyncio.create_task(self._run(delivery))
+        self.w._tasks.add(task)
+        task.add_done_callback(self.w._tasks.discard)
+
+    async def _run(self, delivery: Delivery) -> None:
+        ack = await self.w._process(delivery, self.dlq_url)
+        group = _group(delivery)
+        if group is not None:
+            await self._next_in_group(group, ack)
+
+    async def _next_in_group(self, group: tuple[str, str], ack: Ack) -> None:
+        waiting = self.groups[group]
+        if ack.kind in _GONE and waiting and not self.w._stopping:
+            nxt = waiting.popleft()
+            await self.w._reserve_one(self.queue)
+            if not self.w._stopping:
+                self._start(nxt)
+                return
+            await self.w._unreserve(self.queue, 1)
+            waiting.appendleft(nxt)
+        # The message stays (or the worker stops): SQS keeps the rest behind it, in order.
+        self._release(list(waiting))
+        del self.groups[group]
+
+    def _release(self, deliveries: list[Delivery]) -> None:
+        for delivery in deliveries:
+            if self.w._held.pop(delivery.receipt_handle, None) is not None:
+                with contextlib.suppress(Exception):
+                    self.w._ops.set_visibility(delivery, 0)
+
+
+def _group(delivery: Delivery) -> tuple[str, str] | None:
+    group = delivery.attributes.get("MessageGroupId")
+    if group is None or not delivery.queue_url.endswith(".fifo"):
+        return None
+    return (delivery.queue_url, str(group))
