@@ -97,6 +97,8 @@ class AttemptOutcome(enum.StrEnum):
     CANCELLED = "cancelled"
     #: Given back on shutdown, or parked for a newer payload version (history only).
     RELEASED = "released"
+    #: Not started by its deadline: it ends without a run (batches count it failed, chains stop).
+    EXPIRED = "expired"
 
 
 @dataclass(frozen=True)

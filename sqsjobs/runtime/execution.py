@@ -39,7 +39,7 @@ from sqsjobs.runtime import payloads
 from sqsjobs.runtime.acks import DELETE, LEAVE, RELEASE, Ack, dead_letter, failure_record
 from sqsjobs.runtime.expiry import expire_delivery
 from sqsjobs.runtime.foreign import handle_foreign
-from sqsjobs.runtime.hooks import Finish, finish_hooks, rejected, with_write_id
+from sqsjobs.runtime.hooks import Finish, commit_unrun, finish_hooks, rejected
 from sqsjobs.runtime.transitions import Transitions
 from sqsjobs.runtime.verdict import invoke, judge_failure, timeout_error
 from sqsjobs.schedules.fire import handle_fire
@@ -152,7 +152,7 @@ class Execution:
         bound, deadline = spec.expires_after_s, expiry.message_deadline(envelope, spec.expires_after_s)
         if deadline is not None and deadline < now:  # expired: no claim (store/expiry.py)
             ack = await expire_delivery(self.app, self.transitions, envelope, delivery, now=now,
-                                        deadline=deadline, type_bound_s=bound)  # fmt: skip
+                                        deadline=deadline, type_bound_s=bound, hooks=self._hooks)  # fmt: skip
             if ack is not None:
                 return ack
         admitted = await self._gate.admit(spec, envelope, delivery)  # None: the type is not gated
@@ -189,7 +189,7 @@ class Execution:
             passed = expiry.refused_as_expired(exc, now, bound) if claimed is None else None
             if passed is not None:  # the record's own deadline (or the type's, from created_at) passed
                 ack = await expire_delivery(self.app, self.transitions, envelope, delivery, now=now,
-                                            deadline=passed, type_bound_s=bound)  # fmt: skip
+                                            deadline=passed, type_bound_s=bound, hooks=self._hooks)  # fmt: skip
                 return ack or LEAVE
             if claimed is None:
                 refused = rq.interpret_claim_refusal(exc, now, spec.max_attempts, envelope.payload_hash)
@@ -222,13 +222,8 @@ class Execution:
             reason=reason,
             retention_s=self.app.settings.retention_s,
         )
-        finish = rejected(envelope, error)  # a batch item's reject counts like its finish (runtime/hooks.py)
-        entries = [e for h in self._hooks for e in await h.entries(finish)] if finish is not None else []
-        try:
-            if entries:
-                await self.transitions.transact(with_write_id(params), entries)
-            else:
-                await self.transitions.single(params)
+        try:  # a batch item's reject counts like its finish, a chain step's stops its chain (runtime/hooks.py)
+            await commit_unrun(self.transitions, self._hooks, params, rejected(envelope, error))
         except StoreError as store_exc:
             if not rq.is_conflict(store_exc):
                 return LEAVE
@@ -242,8 +237,6 @@ class Execution:
                 return DELETE
             if refused.reason is ClaimRefusal.HELD_ELSEWHERE:
                 return DELETE
-        else:
-            await self._landed(finish)
         self.app.logger.warning(
             "job rejected", extra={"job_id": envelope.job_id, "job_type": envelope.job_type, "reason": reason}
         )

@@ -13,14 +13,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sqsjobs.errors import StoreError
+from sqsjobs.job import AttemptOutcome
 from sqsjobs.observability.metrics import EXPIRED
 from sqsjobs.runtime.acks import DELETE, LEAVE, Ack
+from sqsjobs.runtime.hooks import commit_unrun, unrun
 from sqsjobs.store import expiry
 from sqsjobs.store import requests as rq
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from sqsjobs.app import App
     from sqsjobs.envelope import Envelope
+    from sqsjobs.runtime.hooks import FinishHook
     from sqsjobs.runtime.transitions import Transitions
     from sqsjobs.transport.sqs import Delivery
 
@@ -34,6 +39,7 @@ async def expire_delivery(
     now: float,
     deadline: float,
     type_bound_s: float | None,
+    hooks: Sequence[FinishHook] = (),
 ) -> Ack | None:
     """Expire the job of ``delivery``: DELETE once the record says ``expired`` (now or before).
 
@@ -45,8 +51,8 @@ async def expire_delivery(
         app.settings.table_name, envelope, now=now, reason=expiry.reason(deadline),
         retention_s=app.settings.retention_s, type_bound_s=type_bound_s,
     )  # fmt: skip
-    try:
-        await transitions.single(params)
+    try:  # a batch item's expiry counts on its batch, a chain step's stops its chain (runtime/hooks.py)
+        await commit_unrun(transitions, hooks, params, unrun(envelope, AttemptOutcome.EXPIRED))
     except StoreError as exc:
         if not rq.is_conflict(exc):
             app.logger.warning(

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from sqsjobs.app import App
     from sqsjobs.envelope import Envelope
     from sqsjobs.job import FailureRecord, Job
+    from sqsjobs.runtime.transitions import Transitions
 
 
 @dataclass(frozen=True)
@@ -72,9 +73,34 @@ def rejected(envelope: Envelope, error: FailureRecord) -> Finish | None:
 
     Only a message that carries the job's fields (version 2) describes the job; None for another.
     """
+    return unrun(envelope, AttemptOutcome.DEAD, error=error)
+
+
+def unrun(envelope: Envelope, outcome: AttemptOutcome, error: FailureRecord | None = None) -> Finish | None:
+    """A job ended without a run (rejected, expired), as a finish its batch or chain must hear of.
+
+    None for a message without the job's fields (version 1): it does not describe the job.
+    """
     if not envelope.has_payload:
         return None
-    return Finish(job_from_item(record_of(envelope)), AttemptOutcome.DEAD, error=error)
+    return Finish(job_from_item(record_of(envelope)), outcome, error=error)
+
+
+async def commit_unrun(
+    transitions: Transitions, hooks: Sequence[FinishHook], params: Mapping[str, Any], finish: Finish | None
+) -> None:
+    """Write ``params`` (a transition without a run), with what the hooks add, then tell them it landed.
+
+    Raises what the write alone would (``Transitions.transact`` reads its own refusal alike).
+    """
+    entries = [e for h in hooks for e in await h.entries(finish)] if finish is not None else []
+    if entries:
+        await transitions.transact(with_write_id(params), entries)
+    else:
+        await transitions.single(params)
+    if finish is not None:
+        for hook in hooks:
+            await hook.landed(finish)
 
 
 def with_write_id(params: Mapping[str, Any]) -> dict[str, Any]:

@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING
 from sqsjobs._aws import Call, Flow
 from sqsjobs.errors import StoreError
 from sqsjobs.producer import route_of
-from sqsjobs.store import expiry
+from sqsjobs.store import expiry, transact
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import sqs
-from sqsjobs.workflows.completion import BatchEnv, repair_flow
+from sqsjobs.workflows import batch_store as bs
+from sqsjobs.workflows.completion import BatchEnv, after_finish_flow, repair_flow
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -117,7 +118,7 @@ def _dispatch(
     job = rq.job_from_item(found["Item"])
     passed = expiry.expired_deadline(found["Item"], now, bounds.get(job.type))
     if passed is not None:
-        return (yield from _expire(settings, job, now, passed, bounds.get(job.type)))
+        return (yield from _expire(settings, queue_urls, job, now, passed, bounds.get(job.type)))
     mark = rq.mark_dispatched(
         settings.table_name, record, now=now, recheck_at=max(now, record.run_at) + settings.stale_after_s
     )
@@ -140,18 +141,30 @@ def _dispatch(
     return "sent"
 
 
-def _expire(settings: Settings, job: Job, now: float, deadline: float, bound: float | None) -> Flow[str]:
-    """The expire write for a record no message carries; ``""`` when it changed meanwhile (a claim took it)."""
+def _expire(
+    settings: Settings, queue_urls: QueueUrls, job: Job, now: float, deadline: float, bound: float | None
+) -> Flow[str]:
+    """The expire write for a record no message carries; ``""`` when it changed meanwhile (a claim took it).
+
+    A batch item's expiry counts as failed on its batch in the same transaction, then the batch is
+    checked, as a worker's finish would (``workflows/batch_hook.py``).
+    """
     params = expiry.expire(
         settings.table_name, rq.envelope_of(job), now=now, reason=expiry.reason(deadline),
         retention_s=settings.retention_s, type_bound_s=bound,
     )  # fmt: skip
     try:
-        yield Call("dynamodb", "update_item", params)
+        if job.batch_key is None:
+            yield Call("dynamodb", "update_item", params)
+        else:
+            counted = [{"Update": params}, bs.count_entry(settings.table_name, job.batch_key, "failed")]
+            yield Call("dynamodb", "transact_write_items", transact.transact_write(counted, token=rq.nonce()))
     except StoreError as exc:
-        if not rq.is_conflict(exc):
+        if not (rq.is_conflict(exc) or exc.code == "TransactionCanceledException"):
             raise
         return ""
+    if job.batch_key is not None:
+        yield from after_finish_flow(BatchEnv(settings, queue_urls), job.batch_key, failed=True, now=now)
     return "expired"
 
 

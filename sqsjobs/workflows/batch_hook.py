@@ -27,6 +27,7 @@ COUNTED = {
     AttemptOutcome.SUCCEEDED: "succeeded",
     AttemptOutcome.DEAD: "failed",
     AttemptOutcome.CANCELLED: "failed",
+    AttemptOutcome.EXPIRED: "failed",
 }
 
 

@@ -33,7 +33,7 @@ from sqsjobs.errors import Cancel
 from sqsjobs.job import AttemptOutcome, JobStatus
 from sqsjobs.store import requests as rq
 from sqsjobs.store import transact
-from sqsjobs.store.codec import CCF, Item, str_attr, to_datetime
+from sqsjobs.store.codec import CCF, Item, num_attr, str_attr, to_datetime
 from sqsjobs.transport import objects, sqs
 from sqsjobs.workflows import chain_store as cs
 from sqsjobs.workflows.chain_store import ChainState
@@ -99,7 +99,12 @@ class ChainHook:
         job = finish.job
         if job.chain_id is None or job.chain_step is None or job.chain_steps is None:
             return []
-        if finish.outcome not in (AttemptOutcome.SUCCEEDED, AttemptOutcome.DEAD, AttemptOutcome.CANCELLED):
+        if finish.outcome not in (
+            AttemptOutcome.SUCCEEDED,
+            AttemptOutcome.DEAD,
+            AttemptOutcome.CANCELLED,
+            AttemptOutcome.EXPIRED,
+        ):
             return []
         table, now, step = self.app.settings.table_name, self.app.clock.now(), job.chain_step
         last = step + 1 >= job.chain_steps
@@ -133,13 +138,19 @@ class ChainHook:
             if following is None or str_attr(following, "status") != JobStatus.WAITING:
                 self.app.logger.error("chain: the next step is not waiting", extra={"job_id": next_id})
                 return []
-            unblock = cs.unblock(table, next_id, now=now, recheck_at=now + self.app.settings.stale_after_s)
+            unblock = cs.unblock(
+                table, next_id, now=now, recheck_at=now + self.app.settings.stale_after_s,
+                start_by=self._deadline(following, now),
+            )  # fmt: skip
             self._remember(job, (following, unblock))
             return [{"Update": unblock}, {"Update": cs.advance(table, job.chain_id, step=step, now=now)}]
-        dead = finish.outcome is AttemptOutcome.DEAD
+        dead = finish.outcome in (AttemptOutcome.DEAD, AttemptOutcome.EXPIRED)
         error = finish.error
         why = f": {error.error_class}: {error.message}" if dead and error else ""
-        reason = f"step {step} ({job.type}) {'died' if dead else 'was cancelled'}{why}"
+        ended = {AttemptOutcome.DEAD: "died", AttemptOutcome.EXPIRED: "expired"}.get(
+            finish.outcome, "was cancelled"
+        )
+        reason = f"step {step} ({job.type}) {ended}{why}"
         state = ChainState.STOPPED if dead else ChainState.CANCELLED
         self._remember(job, None)
         return [
@@ -149,6 +160,17 @@ class ChainHook:
                 )
             }
         ]
+
+    def _deadline(self, step: Item, now: float) -> float | None:
+        """The unblocked step's expiry deadline from now: its own ``expires_after``, else its type's."""
+        own, created = num_attr(step, "start_by"), num_attr(step, "created_at")
+        if own is not None and created is not None:
+            return now + (own - created)
+        job_type = str_attr(step, "type")
+        if job_type is None or job_type not in self.app.registry:
+            return None
+        bound = self.app.registry.get(job_type).expires_after_s
+        return None if bound is None else now + bound
 
     def _remember(self, job: Job, landing: tuple[Item, dict[str, Any]] | None) -> None:
         if len(self._next) >= MAX_PENDING_LANDINGS:

@@ -129,13 +129,17 @@ def waiting_put(table: str, job: NewJob, *, token: str) -> dict[str, Any]:
 
 
 # ── a step's finish (entries of chain_hook's transaction) ────────────────────────────────────
-def unblock(table: str, job_id: str, *, now: float, recheck_at: float) -> dict[str, Any]:
+def unblock(
+    table: str, job_id: str, *, now: float, recheck_at: float, start_by: float | None = None
+) -> dict[str, Any]:
     """UpdateItem waiting → queued: the predecessor succeeded (committed with that success).
 
     The record gets a ``pending`` entry due at ``recheck_at``: if the process dies before the hint
     is sent, or the hint is lost, the sweeper sends one then. ``clear_pending`` removes it once sent.
+    ``start_by``: the step's expiry deadline, counted from now (a waiting step is not late: its
+    ``expires_after`` bounds the wait for a start once it may start, not the chain's run).
     """
-    return {
+    params: dict[str, Any] = {
         "TableName": table,
         "Key": {"id": av_s(job_id)},
         "ConditionExpression": "#status = :waiting",
@@ -150,6 +154,10 @@ def unblock(table: str, job_id: str, *, now: float, recheck_at: float) -> dict[s
         },
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
+    if start_by is not None:
+        params["UpdateExpression"] += ", start_by = :start_by"
+        params["ExpressionAttributeValues"][":start_by"] = av_n(round(start_by, 3))
+    return params
 
 
 def pending_entry(unblocked: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from sqsjobs.store.requests import ClaimRefusal
     [
         (ClaimRefusal, ["missing", "finished", "not_due", "held_elsewhere", "exhausted", "conflict"]),
         (InterruptReason, ["cancel", "shutdown", "lease_lost"]),
-        (AttemptOutcome, ["started", "succeeded", "retry", "dead", "cancelled", "released"]),
+        (AttemptOutcome, ["started", "succeeded", "retry", "dead", "cancelled", "released", "expired"]),
     ],
 )
 def test_each_member_serialises_as_the_string_it_replaced(enum, values):
