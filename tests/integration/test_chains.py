@@ -109,6 +109,7 @@ def test_a_step_that_dies_stops_the_chain_and_the_later_steps_never_run(app, tmp
     proc = start_worker(app)
     try:
         wait_until(lambda: app.get_chain(chain_id).status != "running", 60, "chain ended")
+        wait_until(lambda: all(s.status.terminal for s in app.get_chain(chain_id).steps), 30, "steps dropped")
         time.sleep(2)  # a third step that ran anyway would have written its line by now
     finally:
         kill(proc)
@@ -342,6 +343,8 @@ def test_cancel_of_a_chain_whose_step_is_running_stops_it_at_its_heartbeat(app, 
         assert app.cancel_chain(chain_id) == "requested"
         assert app.get_chain(chain_id).cancel_requested
         wait_until(lambda: app.get_chain(chain_id).status == "cancelled", 30, "chain cancelled")
+        # the later steps are dropped after the finish that ended the chain (its landed()), not with it
+        wait_until(lambda: all(s.status.terminal for s in app.get_chain(chain_id).steps), 30, "steps dropped")
     finally:
         kill(proc)
     status = app.get_chain(chain_id)
@@ -365,6 +368,7 @@ def test_a_step_that_succeeds_after_its_chain_was_cancelled_does_not_start_the_n
         wait_until(lambda: len(runs(tmp_path, first)) == 1, 30, "first step started")
         assert app.cancel_chain(chain_id) == "requested"
         wait_until(lambda: app.get_chain(chain_id).status == "cancelled", 30, "chain cancelled")
+        wait_until(lambda: all(s.status.terminal for s in app.get_chain(chain_id).steps), 30, "steps dropped")
     finally:
         kill(proc)
     # THEN step 0 finished its work, step 1 refused to start, step 2 was dropped
