@@ -313,7 +313,9 @@ class Gate:
         )  # fmt: skip
         settings = self.app.settings
         redrive = settings.max_receive_count or self.app.registry.max_attempts() + settings.receive_slack
-        if delivery.receive_count < redrive - RESEND_MARGIN:
+        if delivery.receive_count < redrive - RESEND_MARGIN or delivery.queue_url.endswith(".fifo"):
+            # A FIFO queue keeps a serialize key's order only while its head stays in place (and takes
+            # no per-message delay): it is re-armed, never re-sent behind the rest of its group.
             return Ack("rearm", delay_s=sqs.clamp_visibility(delay))
         # Close to the redrive limit: a fresh copy (receive count 1) replaces this message.
         params = sqs.send_one(delivery.queue_url, delivery.body, delay_s=sqs.clamp_delay(delay))
