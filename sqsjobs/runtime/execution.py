@@ -39,7 +39,7 @@ from sqsjobs.runtime import payloads
 from sqsjobs.runtime.acks import DELETE, LEAVE, RELEASE, Ack, dead_letter, failure_record
 from sqsjobs.runtime.expiry import expire_delivery
 from sqsjobs.runtime.foreign import handle_foreign
-from sqsjobs.runtime.hooks import Finish, commit_unrun, finish_hooks, rejected
+from sqsjobs.runtime.hooks import Finish, commit_unrun, entries_of, finish_hooks, tell_landed, unrun
 from sqsjobs.runtime.transitions import Transitions
 from sqsjobs.runtime.verdict import invoke, judge_failure, timeout_error
 from sqsjobs.schedules.fire import handle_fire
@@ -223,7 +223,8 @@ class Execution:
             retention_s=self.app.settings.retention_s,
         )
         try:  # a batch item's reject counts like its finish, a chain step's stops its chain (runtime/hooks.py)
-            await commit_unrun(self.transitions, self._hooks, params, rejected(envelope, error))
+            dead = unrun(envelope, AttemptOutcome.DEAD, error=error)
+            await commit_unrun(self.transitions, self._hooks, params, dead)
         except StoreError as store_exc:
             if not rq.is_conflict(store_exc):
                 return LEAVE
@@ -451,7 +452,7 @@ class Execution:
         and the hooks hear of it once it landed.
         """
         try:
-            entries = [e for hook in self._hooks for e in await hook.entries(finish)] if finish else []
+            entries = await entries_of(self._hooks, finish)
             if entries:
                 await self.transitions.transact(params, entries)
             else:
@@ -462,13 +463,8 @@ class Execution:
                 return False
             # botocore retried after a lost answer; the first try landed
             self.app.logger.info("write confirmed after a lost answer", extra={"job_id": job.id})
-        await self._landed(finish)
+        await tell_landed(self._hooks, finish)
         return True
-
-    async def _landed(self, finish: Finish | None) -> None:
-        if finish is not None:
-            for hook in self._hooks:
-                await hook.landed(finish)
 
     def _refused_write(self, job: Job, exc: StoreError) -> None:
         if rq.is_conflict(exc):

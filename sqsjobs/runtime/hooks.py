@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sqsjobs.job import AttemptOutcome
 from sqsjobs.store.codec import WRITE_ID, av_s, job_from_item, nonce
 from sqsjobs.store.enqueue import record_of
 
@@ -23,7 +22,7 @@ if TYPE_CHECKING:
 
     from sqsjobs.app import App
     from sqsjobs.envelope import Envelope
-    from sqsjobs.job import FailureRecord, Job
+    from sqsjobs.job import AttemptOutcome, FailureRecord, Job
     from sqsjobs.runtime.transitions import Transitions
 
 
@@ -68,16 +67,20 @@ def finish_hooks(app: App) -> list[FinishHook]:
     ]
 
 
-def rejected(envelope: Envelope, error: FailureRecord) -> Finish | None:
-    """A reject (dead without a claim: unknown type, attempts used up) as a finish the hooks may follow.
+async def entries_of(hooks: Sequence[FinishHook], finish: Finish | None) -> list[Mapping[str, Any]]:
+    """Every hook's entries for ``finish``, in hook order (none without a finish)."""
+    return [e for hook in hooks for e in await hook.entries(finish)] if finish is not None else []
 
-    Only a message that carries the job's fields (version 2) describes the job; None for another.
-    """
-    return unrun(envelope, AttemptOutcome.DEAD, error=error)
+
+async def tell_landed(hooks: Sequence[FinishHook], finish: Finish | None) -> None:
+    """Tell every hook that ``finish`` (and its entries) committed."""
+    if finish is not None:
+        for hook in hooks:
+            await hook.landed(finish)
 
 
 def unrun(envelope: Envelope, outcome: AttemptOutcome, error: FailureRecord | None = None) -> Finish | None:
-    """A job ended without a run (rejected, expired), as a finish its batch or chain must hear of.
+    """A job ended without a run (rejected: dead; expired), as a finish its batch or chain must hear of.
 
     None for a message without the job's fields (version 1): it does not describe the job.
     """
@@ -93,14 +96,12 @@ async def commit_unrun(
 
     Raises what the write alone would (``Transitions.transact`` reads its own refusal alike).
     """
-    entries = [e for h in hooks for e in await h.entries(finish)] if finish is not None else []
+    entries = await entries_of(hooks, finish)
     if entries:
         await transitions.transact(with_write_id(params), entries)
     else:
         await transitions.single(params)
-    if finish is not None:
-        for hook in hooks:
-            await hook.landed(finish)
+    await tell_landed(hooks, finish)
 
 
 def with_write_id(params: Mapping[str, Any]) -> dict[str, Any]:
