@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs import App
@@ -24,6 +27,28 @@ def worker_env(app: App, **env: str) -> dict[str, str]:
         "SQSJOBS_RECEIVE_WAIT_S": "1",
         **env,
     }
+
+
+def worker_process(
+    app: App, app_path: str, *, concurrency: int = 4, queues: str | None = None, **env: str
+) -> subprocess.Popen[bytes]:
+    """A real ``sqsjobs worker`` process of ``app_path`` on ``app``'s endpoint, in a session of its own."""
+    argv = [sys.executable, "-m", "sqsjobs", "worker", "--app", app_path, "--concurrency", str(concurrency)]
+    return subprocess.Popen(
+        argv + (["--queues", queues] if queues else []),
+        env=worker_env(app, **env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def kill_group(*procs: subprocess.Popen[bytes]) -> None:
+    """SIGKILL each process's session (the worker and anything it started), as a crash would."""
+    for proc in procs:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
 
 
 def job_write_units(app: App, worker: Worker, part: str | None = None) -> float:

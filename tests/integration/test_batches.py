@@ -7,8 +7,6 @@ sweeper runs only where a test says so: completion must not wait for it except a
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import threading
@@ -23,7 +21,7 @@ from sqsjobs.workflows import batch_store as bs
 from sqsjobs.workflows import completion
 from sqsjobs.workflows.batches import env_of
 from tests.apps import batches as tb
-from tests.integration.helpers import depth, queue_url, sqs_call, worker_env
+from tests.integration.helpers import depth, kill_group, queue_url, sqs_call, worker_env, worker_process
 
 pytestmark = pytest.mark.slow
 
@@ -45,20 +43,12 @@ def app(ministack_url, make_app, runs):
 
 
 def start_worker(app, runs, *, concurrency: int = 4, **env: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "sqsjobs", "worker", "--app", APP, "--concurrency", str(concurrency)],
-        env=worker_env(app, TEST_RUNS_DIR=str(runs), SQSJOBS_STALE_AFTER_S="2", **env),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
+    return worker_process(
+        app, APP, concurrency=concurrency, TEST_RUNS_DIR=str(runs), SQSJOBS_STALE_AFTER_S="2", **env
     )
 
 
-def stop(*procs: subprocess.Popen[bytes]) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+stop = kill_group
 
 
 def wait_until(condition, timeout_s: float, what: str) -> None:

@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,7 +17,8 @@ import pytest
 
 from sqsjobs import ChainInvalid, IdempotencyConflict, JobStatus
 from tests.apps import chains as chain_app
-from tests.integration.helpers import queue_url, sqs_call, worker_env
+from tests.integration.helpers import kill_group as kill
+from tests.integration.helpers import queue_url, sqs_call, worker_process
 
 pytestmark = pytest.mark.slow
 
@@ -26,19 +26,7 @@ APP = "tests.apps.chains:app"
 
 
 def start_worker(app, *, concurrency: int = 4, **env: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "sqsjobs", "worker", "--app", APP, "--concurrency", str(concurrency)],
-        env=worker_env(app, **env),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-
-
-def kill(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+    return worker_process(app, APP, concurrency=concurrency, **env)
 
 
 def runs(runs_dir: Path, job_id: str) -> list[dict]:

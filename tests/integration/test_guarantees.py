@@ -19,7 +19,8 @@ import pytest
 
 from sqsjobs import JobStatus
 from tests.apps import guarantees
-from tests.integration.helpers import queue_url, sqs_call, worker_env
+from tests.integration.helpers import kill_group as kill
+from tests.integration.helpers import queue_url, sqs_call, worker_env, worker_process
 
 pytestmark = pytest.mark.slow
 
@@ -27,19 +28,7 @@ APP = "tests.apps.guarantees:app"
 
 
 def start_worker(app, *, concurrency: int = 4, **env: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "sqsjobs", "worker", "--app", APP, "--concurrency", str(concurrency)],
-        env=worker_env(app, **env),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-
-
-def kill(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+    return worker_process(app, APP, concurrency=concurrency, **env)
 
 
 def runs(runs_dir: Path, job_id: str) -> list[list[str]]:

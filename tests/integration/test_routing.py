@@ -20,7 +20,7 @@ from sqsjobs.errors import RoutingError
 from sqsjobs.ops.workers import list_workers_flow
 from sqsjobs.transport import routes
 from tests.apps import routing
-from tests.integration.helpers import sqs_call, worker_env
+from tests.integration.helpers import sqs_call, worker_env, worker_process
 
 pytestmark = pytest.mark.slow
 
@@ -44,15 +44,8 @@ def start_workers(app):
     def start(n: int, concurrency: int, queues: str, **env: str) -> None:
         for _ in range(n):
             procs.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "sqsjobs", "worker", "--app", APP, "--queues", queues,
-                     "--concurrency", str(concurrency)],
-                    env=worker_env(app, **ROUTED_ENV, **env),
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    start_new_session=True,
-                )
-            )  # fmt: skip
+                worker_process(app, APP, concurrency=concurrency, queues=queues, **ROUTED_ENV, **env)
+            )
 
     start.procs = procs  # type: ignore[attr-defined]
     yield start
