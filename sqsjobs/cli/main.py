@@ -32,7 +32,7 @@ from sqsjobs.cli.common import (
     load_app,
     out,
 )
-from sqsjobs.cli.dlq import dlq_cli
+from sqsjobs.cli.dlq_commands import dlq_cli
 from sqsjobs.cli.health import doctor, stats
 from sqsjobs.cli.jobs import jobs_cli
 from sqsjobs.cli.limits import limits, pause, resume

@@ -54,7 +54,7 @@ API_MODULES = [
     "producer.py",
     "api/jobs.py",
     "api/queues.py",
-    "api/dlq.py",
+    "api/dlq_routes.py",
     "ops/inspect.py",
     "ops/stats.py",
     "ops/dlq.py",

@@ -116,9 +116,15 @@ def dlq_list(
     for m in messages:
         error = f"{m.error_class}: {m.error_message}" if m.error_class else ""
         record = statuses.get(m.job_id or "")
-        table.add_row(m.message_id, escape(m.job_id or "-"), escape(m.job_type or "-"),
-                      escape(m.malformed or m.reason), escape(error[:120]), when(m.sent_at, now),
-                      status_markup(record) if record else "[red]no record[/]")  # fmt: skip
+        table.add_row(
+            m.message_id,
+            escape(m.job_id or "-"),
+            escape(m.job_type or "-"),
+            escape(m.malformed or m.reason),
+            escape(error[:120]),
+            when(m.sent_at, now),
+            status_markup(record) if record else "[red]no record[/]",
+        )
     console = stdout_console()
     console.print(table)
     console.print(f"{len(messages)} message(s)", style="dim")
@@ -227,8 +233,15 @@ def dlq_replay(
             total = sum(d.visible for d in depths)
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-            with Progress(TextColumn("replay"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                          console=stderr_console(), transient=True, disable=json_out) as progress:  # fmt: skip
+            with Progress(
+                TextColumn("replay"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.description}"),
+                console=stderr_console(),
+                transient=True,
+                disable=json_out,
+            ) as progress:
                 task = progress.add_task("", total=total or None)
 
                 def on_item(item: replay_ops.ReplayItem) -> None:
@@ -236,11 +249,20 @@ def dlq_replay(
 
                 summary: replay_ops.ReplaySummary = loaded.run(
                     replay_ops.replay_flow(
-                        settings=loaded.settings, registry=loaded.registry, queue_urls=loaded.queue_urls,
-                        queues=queues, flt=flt, clock=loaded.clock, dry_run=dry_run, limit=limit,
-                        rate=rate, on_item=on_item, should_stop=lambda: stop["requested"], payload=data,
+                        settings=loaded.settings,
+                        registry=loaded.registry,
+                        queue_urls=loaded.queue_urls,
+                        queues=queues,
+                        flt=flt,
+                        clock=loaded.clock,
+                        dry_run=dry_run,
+                        limit=limit,
+                        rate=rate,
+                        on_item=on_item,
+                        should_stop=lambda: stop["requested"],
+                        payload=data,
                     )
-                )  # fmt: skip
+                )
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)

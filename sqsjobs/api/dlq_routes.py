@@ -33,9 +33,11 @@ def _no_such_queue(exc: TransportError, queues: list[str] | None, instance: str)
     if not queues or exc.code not in MISSING_QUEUE:
         raise exc
     return problem(
-        "no-such-queue", f"a queue of {sorted(queues)} does not exist for this App ({exc})", field="queue",
+        "no-such-queue",
+        f"a queue of {sorted(queues)} does not exist for this App ({exc})",
+        field="queue",
         instance=instance,
-    )  # fmt: skip
+    )
 
 
 @router.get("/dlq", responses=problems(422), summary="Dead-lettered messages")
@@ -97,11 +99,18 @@ async def replay_dlq(body: ReplayRequest, app: AppDep) -> Any:
     try:
         summary: replay_ops.ReplaySummary = await app.arun(
             replay_ops.replay_flow(
-                settings=app.settings, registry=app.registry, queue_urls=app.queue_urls, queues=queues,
-                flt=flt, clock=app.clock, dry_run=body.dry_run, limit=body.limit, rate=body.rate,
+                settings=app.settings,
+                registry=app.registry,
+                queue_urls=app.queue_urls,
+                queues=queues,
+                flt=flt,
+                clock=app.clock,
+                dry_run=body.dry_run,
+                limit=body.limit,
+                rate=body.rate,
                 payload=payload,
             )
-        )  # fmt: skip
+        )
     except TransportError as exc:
         return _no_such_queue(exc, body.queue, "/dlq/replay")
     return summary.to_dict()
