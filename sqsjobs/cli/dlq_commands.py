@@ -47,11 +47,13 @@ from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops import replay as replay_ops
 from sqsjobs.ops._common import app_queues
 from sqsjobs.ops.requeue import KEEP
+from sqsjobs.transport import dead_letters
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from sqsjobs.app import App
+    from sqsjobs.transport.dead_letters import DlqMessage
 
 dlq_cli = typer.Typer(
     no_args_is_help=True, help="What is in the dead-letter queues, and replaying it safely."
@@ -79,7 +81,7 @@ def _filter(
     )
 
 
-def _record_statuses(app: App, messages: list[dlq_ops.DlqMessage]) -> dict[str, str]:
+def _record_statuses(app: App, messages: list[DlqMessage]) -> dict[str, str]:
     ids = [m.job_id for m in messages if m.job_id]
     items = app.run(inspect_ops.batch_get_flow(app.settings.table_name, ids, ("id", "status")))
     return {i: it["status"]["S"] for i, it in items.items()}
@@ -229,7 +231,7 @@ def dlq_replay(
     console = stdout_console()
     try:
         with guarded(loaded):
-            depths = loaded.run(dlq_ops.depth_flow(loaded.queue_urls, queues))
+            depths = loaded.run(dead_letters.depth_flow(loaded.queue_urls, queues))
             total = sum(d.visible for d in depths)
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 

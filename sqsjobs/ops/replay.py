@@ -32,14 +32,15 @@ from typing import TYPE_CHECKING, Any, Literal
 from sqsjobs._aws import Flow, sleep_call
 from sqsjobs.errors import AwsError, JobStateError
 from sqsjobs.job import JobStatus
-from sqsjobs.ops import dlq
 from sqsjobs.ops.requeue import KEEP, hint_flow, requeue_flow
+from sqsjobs.transport import dead_letters
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from sqsjobs._clock import Clock
     from sqsjobs.config import Settings
+    from sqsjobs.ops.dlq import DlqFilter
     from sqsjobs.registry import Registry
     from sqsjobs.transport.queues import QueueUrls
 
@@ -108,13 +109,13 @@ class _Run:
     settings: Settings
     registry: Registry
     queue_urls: QueueUrls
-    flt: dlq.DlqFilter
+    flt: DlqFilter
     dry_run: bool
     clock: Clock
     rate: float | None
     summary: ReplaySummary
     payload: Any = KEEP
-    scan: dlq.Scan = field(default_factory=dlq.Scan)
+    scan: dead_letters.Scan = field(default_factory=dead_letters.Scan)
     requeued_ids: set[str] = field(default_factory=set)
     next_at: float = 0.0
 
@@ -127,7 +128,7 @@ class _Run:
             yield sleep_call(self.next_at - now)
         self.next_at = max(self.next_at, now) + 1.0 / self.rate
 
-    def one(self, m: dlq.DlqMessage) -> Flow[ReplayItem | None]:
+    def one(self, m: dead_letters.DlqMessage) -> Flow[ReplayItem | None]:
         def item(outcome: ItemOutcome, reason: str = "") -> ReplayItem:
             return ReplayItem(m.message_id, m.queue, m.job_id, m.job_type, outcome, reason)
 
@@ -167,13 +168,13 @@ class _Run:
                 if result.job is not None and result.job.status in _RUNNABLE:
                     # Perhaps an earlier run requeued it and stopped before its hint: send one now.
                     yield from hint_flow(self.queue_urls, result.job)
-                yield from dlq.delete_flow(m, self.scan)
+                yield from dead_letters.delete_flow(m, self.scan)
                 return item("stale", f"{result.reason}; DLQ copy deleted")
             self.requeued_ids.add(m.job_id)
             notes = [str(result.payload_change) if result.payload_change else ""]
             notes.append("" if result.hint_sent else "hint not sent; the sweeper will dispatch it")
             note = "; ".join(filter(None, notes))
-            if not (yield from dlq.delete_flow(m, self.scan)):
+            if not (yield from dead_letters.delete_flow(m, self.scan)):
                 note = "; ".join(
                     filter(None, [note, "DLQ copy was redelivered elsewhere; a re-run deletes it"])
                 )
@@ -190,7 +191,7 @@ def replay_flow(
     registry: Registry,
     queue_urls: QueueUrls,
     queues: list[str],
-    flt: dlq.DlqFilter,
+    flt: DlqFilter,
     clock: Clock,
     dry_run: bool = False,
     limit: int | None = None,
@@ -222,7 +223,7 @@ def replay_flow(
     if rate is not None and rate <= 0:
         raise ValueError(f"--rate must be positive, got {rate}")
     run = _Run(settings, registry, queue_urls, flt, dry_run, clock, rate, ReplaySummary(dry_run), payload)
-    depths = yield from dlq.depth_flow(queue_urls, queues)
+    depths = yield from dead_letters.depth_flow(queue_urls, queues)
 
     def left() -> int:
         return (limit - run.summary.requeued) if limit is not None else 10
@@ -234,10 +235,10 @@ def replay_flow(
 
     try:
         for depth in depths:
-            per_message = max(dlq.HIDE_PER_MESSAGE_S, 1.0 / rate if rate else 0.0)
-            hide = dlq.hide_for(depth.visible, per_message)
+            per_message = max(dead_letters.HIDE_PER_MESSAGE_S, 1.0 / rate if rate else 0.0)
+            hide = dead_letters.hide_for(depth.visible, per_message)
             while not stopping():
-                batch = yield from dlq.scan_flow(depth, run.scan, hide_s=hide, want=left)
+                batch = yield from dead_letters.scan_flow(depth, run.scan, hide_s=hide, want=left)
                 if not batch:
                     break
                 for m in batch:
@@ -251,7 +252,7 @@ def replay_flow(
     except GeneratorExit:
         raise  # abandoned by its driver: held messages come back when their hide time ends
     except BaseException:
-        yield from dlq.release_flow(run.scan)
+        yield from dead_letters.release_flow(run.scan)
         raise
-    yield from dlq.release_flow(run.scan)
+    yield from dead_letters.release_flow(run.scan)
     return run.summary

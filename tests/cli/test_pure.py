@@ -7,7 +7,7 @@ import pytest
 from sqsjobs.envelope import DLQ_ERROR_CLASS, DLQ_JOB_ID, DLQ_REASON, Envelope
 from sqsjobs.job import JobStatus
 from sqsjobs.ops._common import parse_duration
-from sqsjobs.ops.dlq import DlqFilter, decode
+from sqsjobs.ops.dlq import DlqFilter
 from sqsjobs.ops.inspect import (
     DEFAULT_SCAN_WINDOW_S,
     CursorError,
@@ -16,6 +16,7 @@ from sqsjobs.ops.inspect import (
     encode_cursor,
     plan,
 )
+from sqsjobs.transport.dead_letters import decode
 
 
 @pytest.mark.parametrize(

@@ -20,12 +20,12 @@ import pytest
 
 from sqsjobs import JobStatus
 from sqsjobs.envelope import DLQ_ERROR_CLASS, DLQ_JOB_TYPE, DLQ_REASON
-from sqsjobs.ops.dlq import decode
 from sqsjobs.runtime.execution import Execution
 from sqsjobs.runtime.lambda_sqs import LambdaWorker
 from sqsjobs.store.codec import idempotent_job_id
 from sqsjobs.store.requests import CLOCK_SKEW_S
 from sqsjobs.transport import sqs
+from sqsjobs.transport.dead_letters import decode
 from tests.apps import foreign
 from tests.integration.helpers import attr, depth, queue_url, receive_dlq, sqs_call, worker_env
 from tests.integration.lambda_events import FakeContext, event_from, failed_ids, receive

@@ -58,6 +58,7 @@ API_MODULES = [
     "ops/inspect.py",
     "ops/stats.py",
     "ops/dlq.py",
+    "transport/dead_letters.py",
     "ops/replay.py",
     "ops/requeue.py",
     "transport/queues.py",
