@@ -89,7 +89,15 @@ SWEEPER_ACTIONS: Mapping[str, tuple[str, ...]] = {
         "dynamodb:PutItem",
         "dynamodb:ConditionCheckItem",
     ),
-    "sqs": ("sqs:SendMessage", "sqs:GetQueueUrl"),
+    # The DLQ reconciler (runtime/reconciler.py) reads every DLQ, sends hints and moves copies.
+    "sqs": (
+        "sqs:SendMessage",
+        "sqs:GetQueueUrl",
+        "sqs:GetQueueAttributes",
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
+        "sqs:ChangeMessageVisibility",
+    ),
     # A completion callback whose payload (a final stage's results) is too large for its record is
     # written to the bucket (transport/objects.py, whose read the sweeper never calls but shares).
     "s3": ("s3:GetObject", "s3:PutObject"),

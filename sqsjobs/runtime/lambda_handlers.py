@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.app import App
 from sqsjobs.runtime.lambda_sqs import handler_from_env
+from sqsjobs.runtime.reconciler import DlqScope
 from sqsjobs.runtime.sweeper import expiry_bounds, sweep_flow
 
 if TYPE_CHECKING:
@@ -60,14 +61,23 @@ def sweeper(event: Mapping[str, Any], context: Any) -> dict[str, int]:
     """Sweep once; returns how many hints each case sent."""
     app = _sweeper_app()
     report = app.run(
-        sweep_flow(app.settings, app.queue_urls, app.clock.now(), expiry_bounds=expiry_bounds(app))
+        sweep_flow(
+            app.settings,
+            app.queue_urls,
+            app.clock.now(),
+            expiry_bounds=expiry_bounds(app),
+            dlqs=DlqScope.of(app.registry, app.settings),
+        )
     )
     counts = {
         "dispatched_held": len(report.dispatched_held),
         "redispatched": len(report.redispatched),
         "expired": len(report.expired),
+        "dlq_redispatched": len(report.dlq.redispatched),
+        "dlq_dead": len(report.dlq.dead),
+        "dlq_deleted": report.dlq.deleted,
     }
-    if report.total:
+    if report.total or report.dlq.acted:
         app.logger.info("sweep dispatched hints", extra=counts)
     return counts
 

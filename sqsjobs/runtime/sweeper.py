@@ -16,7 +16,8 @@ the same conditional write a worker makes; the type's ``expires_after`` from ``e
 
 Before each send the entry becomes ``pending`` with a conditional write, so concurrent sweepers do not
 both send, and the claim the hint brings removes it. A duplicate hint is harmless: the claim decides.
-A message dead-lettered by the redrive backstop is the operator's to replay (``sqsjobs dlq replay``).
+A message SQS's redrive policy moved to a DLQ is judged by the DLQ reconciler, which each sweep runs last
+when given its scope (``sqsjobs.runtime.reconciler``): re-dispatched, or its record made dead.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING
 from sqsjobs._aws import Call, Flow
 from sqsjobs.errors import StoreError
 from sqsjobs.producer import route_of
+from sqsjobs.runtime.reconciler import DlqScope, ReconcileReport, reconcile_flow
 from sqsjobs.store import expiry, transact
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import sqs
@@ -54,6 +56,8 @@ class SweepReport:
     expired: list[str] = field(default_factory=list)
     #: Sealed batches whose repair entry was due and that this sweep completed (``sqsjobs.workflows``).
     batches_completed: list[str] = field(default_factory=list)
+    #: What the DLQ reconciler did (``sqsjobs.runtime.reconciler``).
+    dlq: ReconcileReport = field(default_factory=ReconcileReport)
 
     @property
     def total(self) -> int:
@@ -68,8 +72,12 @@ def sweep_flow(
     *,
     page_size: int = 100,
     expiry_bounds: Mapping[str, float] | None = None,
+    dlqs: DlqScope | None = None,
 ) -> Flow[SweepReport]:
-    """One pass over the held and pending shards; ``expiry_bounds``: each type's ``expires_after`` (s)."""
+    """One pass over the held and pending shards, then over the DLQs of ``dlqs`` when given.
+
+    ``expiry_bounds``: each type's ``expires_after`` (s).
+    """
     report = SweepReport()
     bounds = expiry_bounds or {}
     passes = [
@@ -101,6 +109,8 @@ def sweep_flow(
                 if not start_key:
                     break
     report.batches_completed = yield from repair_flow(BatchEnv(settings, queue_urls), now)
+    if dlqs is not None:
+        report.dlq = yield from reconcile_flow(settings, queue_urls, now, dlqs)
     return report
 
 
@@ -176,9 +186,15 @@ def expiry_bounds(app: App) -> dict[str, float]:
 async def sweep_once(app: App) -> SweepReport:
     """One sweep with the async clients; logs what it sent, expired and completed."""
     report: SweepReport = await app.arun(
-        sweep_flow(app.settings, app.queue_urls, app.clock.now(), expiry_bounds=expiry_bounds(app))
+        sweep_flow(
+            app.settings,
+            app.queue_urls,
+            app.clock.now(),
+            expiry_bounds=expiry_bounds(app),
+            dlqs=DlqScope.of(app.registry, app.settings),
+        )
     )
-    if report.total or report.expired or report.batches_completed:
+    if report.total or report.expired or report.batches_completed or report.dlq.acted:
         app.logger.info(
             "sweep dispatched hints",
             extra={
@@ -186,6 +202,10 @@ async def sweep_once(app: App) -> SweepReport:
                 "redispatched": report.redispatched,
                 "expired": report.expired,
                 "batches_completed": report.batches_completed,
+                "dlq_redispatched": report.dlq.redispatched,
+                "dlq_dead": report.dlq.dead,
+                "dlq_moved": report.dlq.moved,
+                "dlq_deleted": report.dlq.deleted,
             },
         )
     return report

@@ -43,6 +43,8 @@ ECS_WORKER_MODULES = [*WORKER_MODULES, "runtime/presence.py"]
 SWEEPER_MODULES = [
     "app.py",
     "runtime/sweeper.py",
+    "runtime/reconciler.py",  # the DLQs
+    "transport/dead_letters.py",
     "runtime/lambda_handlers.py",
     "transport/queues.py",
     "transport/objects.py",  # a large completion callback's payload
