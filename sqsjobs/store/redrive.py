@@ -63,7 +63,6 @@ def count_redispatch(table: str, item: Item) -> dict[str, Any]:
         "UpdateExpression": f"SET {REDISPATCHES} = :next, {WRITE_ID} = :wid",
         "ExpressionAttributeNames": {"#status": "status"},
         "ExpressionAttributeValues": values,
-        "ReturnValues": "ALL_NEW",
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }
 
@@ -123,5 +122,6 @@ def redriven(
         "UpdateExpression": f"SET {', '.join(sets)} REMOVE lease_owner, lease_expires, {REDISPATCHES}",
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
+        "ReturnValues": "ALL_NEW",
         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
     }

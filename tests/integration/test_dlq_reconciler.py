@@ -1,0 +1,213 @@
+"""The DLQ reconciler from outside: messages SQS redrove, duplicate and stale copies, one ``sqsjobs sweep --once``.
+
+MiniStack moves a message to the DLQ lazily, at the receive after ``maxReceiveCount`` (2 here): the
+tests receive it themselves with a raw SQS client, no worker running, until it is moved; then a
+sweeper process runs one pass, and a worker process shows the job runs again.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from sqsjobs import JobStatus
+from sqsjobs._aws import Call, one
+from sqsjobs.testing import all_finished, work_until
+from sqsjobs.transport import routes
+from tests.apps import redriven
+from tests.integration.helpers import kill_group, queue_url, sqs_call, worker_env, worker_process
+from tests.integration.test_guarantees import runs, wait_until
+
+APP = "tests.apps.redriven:app"
+SETTINGS = {"SQSJOBS_MAX_RECEIVE_COUNT": "2", "SQSJOBS_SERIALIZED_QUEUES": "device"}
+
+
+@pytest.fixture
+def app(ministack_url, make_app):
+    app = make_app(ministack_url, max_receive_count=2, serialized_queues={"device"})
+    app.registry.include(redriven.app.registry)
+    app.provision()
+    return app
+
+
+def url_of(app, name: str) -> str:
+    return str(sqs_call(app, "get_queue_url", QueueName=name)["QueueUrl"])
+
+
+def fifo_urls(app) -> tuple[str, str]:
+    """The serialized queue ``device``'s FIFO queue and its backstop DLQ."""
+    fifo = url_of(app, routes.queue_name(app.settings, routes.route("device", routes.FIFO)))
+    return fifo, url_of(app, routes.fifo_dlq_name(app.settings, "device"))
+
+
+def visible(app, url: str) -> int:
+    attrs = sqs_call(app, "get_queue_attributes", QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+
+
+def redrive(app, url: str, dlq_url: str) -> None:
+    """Receive the queue's message without ever finishing it, until SQS moves it to ``dlq_url``."""
+    for _ in range(10):
+        sqs_call(app, "receive_message", QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)
+        if visible(app, dlq_url):
+            return
+    raise AssertionError("SQS did not redrive the message after 10 receives")
+
+
+def read_all(app, url: str) -> list[dict]:
+    """Every message of a queue (hidden for 30 s: the test reads them once)."""
+    out: list[dict] = []
+    while True:
+        got = sqs_call(
+            app,
+            "receive_message",
+            QueueUrl=url,
+            MaxNumberOfMessages=10,
+            WaitTimeSeconds=1,
+            VisibilityTimeout=30,
+            MessageAttributeNames=["All"],
+            AttributeNames=["All"],
+        )
+        if not got.get("Messages"):
+            return out
+        out += got["Messages"]
+
+
+def record(app, job_id: str) -> dict:
+    key = {"TableName": app.settings.table_name, "Key": {"id": {"S": job_id}}, "ConsistentRead": True}
+    return app.run(one(Call("dynamodb", "get_item", key)))["Item"]
+
+
+def set_redispatches(app, job_id: str, n: int) -> None:
+    """As if the reconciler had re-dispatched the job ``n`` times already."""
+    app.run(
+        one(
+            Call(
+                "dynamodb",
+                "update_item",
+                {
+                    "TableName": app.settings.table_name,
+                    "Key": {"id": {"S": job_id}},
+                    "UpdateExpression": "SET dlq_redispatches = :n",
+                    "ExpressionAttributeValues": {":n": {"N": str(n)}},
+                },
+            )
+        )
+    )
+
+
+def sweep(app) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "sqsjobs", "sweep", "--once", "--app", APP],
+        env=worker_env(app, **SETTINGS),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def run_in_a_worker_process(app, job_id: str) -> None:
+    proc = worker_process(app, APP, **SETTINGS)
+    try:
+        wait_until(lambda: app.get(job_id).status is JobStatus.SUCCEEDED, 60, "the job succeeded")
+    finally:
+        kill_group(proc)
+
+
+# ── a job whose message SQS redrove ──────────────────────────────────────────────────────────
+def test_a_queued_job_whose_message_sqs_redrove_is_re_dispatched_and_then_runs(app, tmp_path):
+    job_id = app.enqueue("count", {"runs_dir": str(tmp_path)})
+    main, dlq = queue_url(app, "default"), queue_url(app, "default", dlq=True)
+    redrive(app, main, dlq)
+    # GIVEN a record that says queued while its only message sits in the DLQ
+    assert app.get(job_id).status is JobStatus.QUEUED
+    assert (visible(app, main), visible(app, dlq)) == (0, 1)
+
+    sweep(app)
+    # THEN the job was re-dispatched: counted in its record, its message back in its queue, the DLQ empty
+    assert record(app, job_id)["dlq_redispatches"] == {"N": "1"}
+    assert (visible(app, main), visible(app, dlq)) == (1, 0)
+    assert app.get(job_id).status is JobStatus.QUEUED
+    # AND a worker runs it, once
+    run_in_a_worker_process(app, job_id)
+    assert len(runs(tmp_path, job_id)) == 1
+
+
+def test_past_the_redispatch_bound_the_record_is_made_dead_with_the_redrive_reason(app, tmp_path):
+    job_id = app.enqueue("count", {"runs_dir": str(tmp_path)})
+    set_redispatches(app, job_id, 3)
+    dlq = queue_url(app, "default", dlq=True)
+    redrive(app, queue_url(app, "default"), dlq)
+
+    sweep(app)
+    # THEN the record is dead, says why, and keeps the payload (replayable); the DLQ copy stays
+    job = app.get(job_id)
+    assert job.status is JobStatus.DEAD
+    assert job.reason == (
+        "SQS redrove its message to the DLQ after 2 receives without a finish; re-dispatched 3 time(s) before"
+    )
+    assert job.payload == {"runs_dir": str(tmp_path)}
+    assert "dlq_redispatches" not in record(app, job_id)
+    assert [json.loads(m["Body"])["id"] for m in read_all(app, dlq)] == [job_id]
+    assert runs(tmp_path, job_id) == []
+
+
+def test_a_serialized_job_redriven_to_the_fifo_backstop_is_re_dispatched_in_its_group_or_made_dead(
+    app, tmp_path
+):
+    fifo, backstop = fifo_urls(app)
+    job_id = app.enqueue("device.count", {"runs_dir": str(tmp_path)}, serialize_key="k1")
+    redrive(app, fifo, backstop)
+    assert app.get(job_id).status is JobStatus.QUEUED
+
+    sweep(app)
+    # THEN its message is back in the FIFO queue, in its group, and the backstop DLQ is empty
+    assert (visible(app, fifo), visible(app, backstop)) == (1, 0)
+    back = sqs_call(
+        app, "receive_message", QueueUrl=fifo, AttributeNames=["MessageGroupId"], VisibilityTimeout=0
+    )
+    assert back["Messages"][0]["Attributes"]["MessageGroupId"] == "k1"
+    run_in_a_worker_process(app, job_id)
+
+    # AND one past the bound is made dead, its copy moved into the standard DLQ with the reason
+    dead_id = app.enqueue("device.count", {"runs_dir": str(tmp_path)}, serialize_key="k2")
+    set_redispatches(app, dead_id, 3)
+    redrive(app, fifo, backstop)
+    sweep(app)
+    assert app.get(dead_id).status is JobStatus.DEAD
+    assert visible(app, backstop) == 0
+    [copy] = read_all(app, queue_url(app, "device", dlq=True))
+    assert copy["MessageAttributes"]["sqsjobs-job-id"]["StringValue"] == dead_id
+    assert copy["MessageAttributes"]["sqsjobs-reason"]["StringValue"].startswith("SQS redrove its message")
+
+
+# ── copies: one per dead job, none for a finished one, the rest left ─────────────────────────
+def test_after_a_pass_the_dlq_holds_one_copy_per_dead_job_and_what_is_not_a_job(app, tmp_path):
+    dead_id = app.enqueue("broken", {"runs_dir": str(tmp_path)})
+    ok_id = app.enqueue("count", {"runs_dir": str(tmp_path)})
+    main, dlq = queue_url(app, "default"), queue_url(app, "default", dlq=True)
+    got = sqs_call(
+        app, "receive_message", QueueUrl=main, MaxNumberOfMessages=10, WaitTimeSeconds=1, VisibilityTimeout=0
+    )
+    bodies = {json.loads(m["Body"])["id"]: m["Body"] for m in got["Messages"]}
+    assert set(bodies) == {dead_id, ok_id}
+    work_until(app, all_finished(app, [dead_id, ok_id]))
+    assert (app.get(dead_id).status, app.get(ok_id).status) == (JobStatus.DEAD, JobStatus.SUCCEEDED)
+    # GIVEN the worker's copy of the dead job, two more copies of it (duplicate hints SQS redrove),
+    # a copy of the succeeded job, a body that is not JSON and a job that has no record
+    orphan = json.dumps(json.loads(bodies[ok_id]) | {"id": "no-such-job"})
+    for body in (bodies[dead_id], bodies[dead_id], bodies[ok_id], "not json", orphan):
+        sqs_call(app, "send_message", QueueUrl=dlq, MessageBody=body)
+    assert visible(app, dlq) == 6
+
+    sweep(app)
+    # THEN one copy of the dead job is left, the worker's (it says why), the copy of the succeeded job
+    # is gone, and what is not a job stays
+    left = read_all(app, dlq)
+    assert sorted(m["Body"] for m in left) == sorted([bodies[dead_id], "not json", orphan])
+    [kept] = [m for m in left if m["Body"] == bodies[dead_id]]
+    assert kept["MessageAttributes"]["sqsjobs-reason"]["StringValue"] == "permanent error"
