@@ -1,4 +1,4 @@
-"""Alarms (oldest message age, DLQ depth > 0, worker errors, ECS heartbeat gap) to an SNS topic, and one dashboard.
+"""Alarms (oldest message age, DLQ depth > 0 for every DLQ, FIFO backstops included, worker errors, ECS heartbeat gap) to an SNS topic, and one dashboard.
 
 Worker errors are counted from the JSON logs both runtimes write (Powertools Logger, one line per
 transition): a metric filter on ``level = ERROR`` per log group, so the alarm needs nothing from
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from aws_cdk import aws_ecs as ecs
     from aws_cdk import aws_lambda as lambda_
     from aws_cdk import aws_sns as sns
+    from aws_cdk import aws_sqs as sqs
     from constructs import Construct
 
     from .options import Monitoring
@@ -97,6 +98,18 @@ def alarms_and_dashboard(
             periods=1,
             what=f"Queue {name}: messages in the DLQ; inspect with `sqsjobs dlq` and replay or drop them",
         )
+        if jq.fifo_dlq is not None:
+            # The sweeper's reconciler empties it of every job's message; what stays is not a job
+            # (or no sweeper runs).
+            alarm(
+                f"{name}-fifo-dlq-not-empty",
+                jq.fifo_dlq.metric_approximate_number_of_messages_visible(
+                    period=_MINUTE, statistic="Maximum"
+                ),
+                threshold=1,
+                periods=1,
+                what=f"Queue {name}: messages in the FIFO backstop DLQ; inspect with `sqsjobs dlq`",
+            )
 
     errors = cw.Metric(
         namespace=metric_namespace(app_name),
@@ -184,10 +197,11 @@ def alarms_and_dashboard(
         _graph(
             "DLQ depth",
             [
-                jq.dlq.metric_approximate_number_of_messages_visible(
-                    period=_MINUTE, statistic="Maximum", label=jq.name
+                dlq.metric_approximate_number_of_messages_visible(
+                    period=_MINUTE, statistic="Maximum", label=label
                 )
                 for jq in queues.values()
+                for dlq, label in _dlqs(jq)
             ],
         ),
     )
@@ -221,3 +235,11 @@ def alarms_and_dashboard(
 
 def _graph(title: str, metrics: Sequence[cw.IMetric]) -> cw.GraphWidget:
     return cw.GraphWidget(title=title, left=list(metrics), width=8, height=6)
+
+
+def _dlqs(jq: JobQueue) -> list[tuple[sqs.IQueue, str]]:
+    """A logical queue's DLQs with their graph labels: the standard one, and a FIFO backstop."""
+    out: list[tuple[sqs.IQueue, str]] = [(jq.dlq, jq.name)]
+    if jq.fifo_dlq is not None:
+        out.append((jq.fifo_dlq, f"{jq.name} (FIFO backstop)"))
+    return out

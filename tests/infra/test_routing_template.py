@@ -102,3 +102,21 @@ def test_the_worker_knows_which_queues_are_routed(template):
     ]
     env = function["Environment"]["Variables"]
     assert (env["SQSJOBS_PRIORITY_QUEUES"], env["SQSJOBS_SERIALIZED_QUEUES"]) == ("reports", "devices")
+
+
+def test_every_dlq_has_a_depth_alarm_the_fifo_backstop_included(template):
+    # GIVEN the DLQs: one per logical queue (its levels redrive there too) and the FIFO backstop
+    queues = {p["QueueName"]: k for k, p in resources(template, "AWS::SQS::Queue").items()}
+    s = SETTINGS
+    dlqs = {queues[s.dlq_name(q)] for q in ("reports", "devices", "default")}
+    dlqs.add(queues[routes.fifo_dlq_name(s, "devices")])
+    # THEN each has an alarm on its visible messages, at the first message
+    alarmed = {}
+    for props in resources(template, "AWS::CloudWatch::Alarm").values():
+        if props.get("MetricName") == "ApproximateNumberOfMessagesVisible":
+            [dimension] = props["Dimensions"]
+            alarmed[dimension["Value"]["Fn::GetAtt"][0]] = props
+    assert set(alarmed) == dlqs
+    assert {(a["Threshold"], a["ComparisonOperator"]) for a in alarmed.values()} == {
+        (1, "GreaterThanOrEqualToThreshold")
+    }
