@@ -57,7 +57,7 @@ from sqsjobs.registry import HandlerSpec, Registry
 from sqsjobs.retry import Backoff, RetryPolicy
 from sqsjobs.runtime.sweeper import SweepReport, sweep_once
 from sqsjobs.runtime.worker import Worker
-from sqsjobs.schedules.declarations import ScheduleSpec
+from sqsjobs.schedules.specs import ScheduleSpec
 from sqsjobs.transaction import Transaction
 from sqsjobs.workflows.batches import Batch, BatchStatus
 from sqsjobs.workflows.chains import ChainStatus, ChainStep

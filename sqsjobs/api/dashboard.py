@@ -38,7 +38,7 @@ from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops import replay as replay_ops
 from sqsjobs.ops import stats as stats_ops
 from sqsjobs.ops._common import app_queues, parse_duration
-from sqsjobs.ops.workers import list_workers_flow
+from sqsjobs.ops.worker_views import list_workers_flow
 
 if TYPE_CHECKING:
     from sqsjobs.app import App

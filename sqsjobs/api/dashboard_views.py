@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from sqsjobs.ops.inspect import JobRow
     from sqsjobs.ops.replay import ReplaySummary
     from sqsjobs.ops.stats import Stats
-    from sqsjobs.ops.workers import WorkerInfo
+    from sqsjobs.ops.worker_views import WorkerInfo
 
 
 class Html(str):
@@ -69,7 +69,7 @@ def _duration(seconds: float | None) -> str:
     )
 
 
-#: Statuses with a colour: a job's, and a worker's (``sqsjobs.ops.workers``).
+#: Statuses with a colour: a job's, and a worker's (``sqsjobs.ops.worker_views``).
 _BADGES = frozenset({s.value for s in JobStatus} | {"live", "draining", "silent"})
 
 
@@ -217,7 +217,7 @@ def replay_form(types: list[str], queues: list[str]) -> Html:
 
 
 def workers_panel(workers: list[WorkerInfo] | None, now: float, problem: str = "") -> Html:
-    """Workers from the registry (``sqsjobs.ops.workers``), or why there are none to show."""
+    """Workers from the registry (``sqsjobs.ops.worker_views``), or why there are none to show."""
     if workers is None:
         return section("Workers", Html(f'<p class="muted">{h(problem or "worker registry not available")}</p>'),
                        anchor="workers")  # fmt: skip
@@ -233,7 +233,9 @@ def workers_panel(workers: list[WorkerInfo] | None, now: float, problem: str = "
         ["id", "host", "pid", "version", "status", "queues", "job types", "concurrency", "started", "last seen", "running"],
         rows,
     ) if rows else Html('<p class="muted">No worker has registered.</p>')  # fmt: skip
-    return section("Workers", content, note="The worker registry (sqsjobs.ops.workers).", anchor="workers")
+    return section(
+        "Workers", content, note="The worker registry (sqsjobs.ops.worker_views).", anchor="workers"
+    )
 
 
 def _ts(value: Any) -> float | None:

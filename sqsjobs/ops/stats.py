@@ -1,6 +1,6 @@
 """Queue health: SQS depths, per job type counts by status from one Scan, and workers by status.
 
-Workers (live, draining, silent) come from the worker registry (``ops/workers.py``), not the Scan.
+Workers (live, draining, silent) come from the worker registry (``ops/worker_views.py``), not the Scan.
 
 The table has no status index any more (it cost every job write units on one hot partition per
 status, DESIGN §4, §8), so the counts come from a Scan, aggregated here. The Scan keeps finished
@@ -32,7 +32,7 @@ from sqsjobs._aws import Call, Flow
 from sqsjobs.errors import TransportError
 from sqsjobs.job import JobStatus
 from sqsjobs.ops._common import app_queues, iso
-from sqsjobs.ops.workers import count_workers, list_workers_flow
+from sqsjobs.ops.worker_views import count_workers, list_workers_flow
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import routes
 

@@ -17,7 +17,7 @@ import pytest
 
 from sqsjobs import JobRequest, JobStatus
 from sqsjobs.errors import RoutingError
-from sqsjobs.ops.workers import list_workers_flow
+from sqsjobs.ops.worker_views import list_workers_flow
 from sqsjobs.transport import routes
 from tests.apps import routing
 from tests.integration.helpers import sqs_call, worker_env, worker_process

@@ -24,7 +24,7 @@ import pytest
 from sqsjobs import JobStatus
 from sqsjobs._aws import Call, one
 from sqsjobs.envelope import DLQ_REASON
-from sqsjobs.ops.workers import WorkerStatus, list_workers_flow
+from sqsjobs.ops.worker_views import WorkerStatus, list_workers_flow
 from sqsjobs.store import workers as ws
 from tests.apps import guarantees
 from tests.integration.helpers import attr, receive_dlq, send_raw, worker_env

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqsjobs.api import dashboard_views as views
 from sqsjobs.ops.inspect import JobRow
 from sqsjobs.ops.replay import ReplayItem, ReplaySummary
-from sqsjobs.ops.workers import WorkerInfo, WorkerStatus
+from sqsjobs.ops.worker_views import WorkerInfo, WorkerStatus
 
 EVIL = '<script>alert(1)</script>"\' onmouseover="x"'
 

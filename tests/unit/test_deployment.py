@@ -52,8 +52,8 @@ SWEEPER_MODULES = [
 API_MODULES = [
     "app.py",
     "producer.py",
-    "api/jobs.py",
-    "api/queues.py",
+    "api/job_routes.py",
+    "api/queue_routes.py",
     "api/dlq.py",
     "ops/inspect.py",
     "ops/stats.py",

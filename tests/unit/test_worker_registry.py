@@ -10,7 +10,7 @@ import pytest
 from sqsjobs.envelope import Envelope
 from sqsjobs.errors import EnvelopeError
 from sqsjobs.observability.metrics import HEARTBEAT, JobMetrics
-from sqsjobs.ops.workers import WorkerStatus, count_workers, status_of, worker_from_item
+from sqsjobs.ops.worker_views import WorkerStatus, count_workers, status_of, worker_from_item
 from sqsjobs.store import workers as ws
 from sqsjobs.store.schema import LISTED
 
