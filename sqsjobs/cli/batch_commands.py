@@ -17,7 +17,7 @@ from rich.tree import Tree
 from sqsjobs.cli.common import AppOpt, EndpointOpt, JsonOpt, guarded, load_app
 from sqsjobs.cli.render import print_json, stdout_console, when
 from sqsjobs.ops import batch_views
-from sqsjobs.workflows.batches import env_of
+from sqsjobs.workflows.batches import env_of, list_flow
 
 if TYPE_CHECKING:
     from sqsjobs.workflows.batches import BatchStatus
@@ -88,7 +88,7 @@ def batches_list(
     """The newest batches, with their counts."""
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
-        rows = loaded.run(batch_views.list_flow(env_of(loaded), limit=limit))
+        rows = loaded.run(list_flow(env_of(loaded), limit=limit))
     if json_out:
         print_json({"batches": [batch_views.status_to_dict(r) for r in rows]})
         return

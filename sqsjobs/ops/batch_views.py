@@ -10,14 +10,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.ops._common import iso
-from sqsjobs.workflows.batches import list_flow, status_flow
+from sqsjobs.workflows.batches import status_flow
 
 if TYPE_CHECKING:
     from sqsjobs._aws import Flow
     from sqsjobs.workflows.batches import BatchStatus
     from sqsjobs.workflows.completion import BatchEnv
 
-__all__ = ["BatchNode", "list_flow", "node_to_dict", "status_to_dict", "tree_flow"]
+__all__ = ["BatchNode", "node_to_dict", "status_to_dict", "tree_flow"]
 
 
 @dataclass
