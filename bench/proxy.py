@@ -125,10 +125,17 @@ class FaultPlan:
         return action in self.only_actions or f"{service}:{action}" in self.only_actions
 
 
-_WRITE_ACTIONS = frozenset({
-    "PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems", "BatchExecuteStatement",
-    "ExecuteStatement",
-})  # fmt: skip
+_WRITE_ACTIONS = frozenset(
+    {
+        "PutItem",
+        "UpdateItem",
+        "DeleteItem",
+        "BatchWriteItem",
+        "TransactWriteItems",
+        "BatchExecuteStatement",
+        "ExecuteStatement",
+    }
+)
 #: In a write's request body, the key of a worker registry item (``sqsjobs.store.workers``): botocore
 #: writes ``{"S": "worker#..."}``; job ids never contain ``#``.
 _REGISTRY_KEY = b'"S": "worker#'
@@ -562,9 +569,16 @@ class AwsProxy:
                     self._add_write_units(response, registry=_REGISTRY_KEY in body)
                 if self.exchanges is not None and fault is None:  # before the caller can see the answer
                     self._record(
-                        Exchange(service, action, received, forwarded, answered, time.time(),
-                                 delivered=b"ReceiptHandle" in response),
-                    )  # fmt: skip
+                        Exchange(
+                            service,
+                            action,
+                            received,
+                            forwarded,
+                            answered,
+                            time.time(),
+                            delivered=b"ReceiptHandle" in response,
+                        ),
+                    )
                 writer.write(response)
                 await writer.drain()
                 if not keep_alive:

@@ -156,10 +156,22 @@ def _user_agent() -> str | None:
 
 #: DynamoDB operations that report consumed capacity, and which of them read.
 #: https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_ConsumedCapacity.html
-CAPACITY_OPERATIONS = frozenset({
-    "PutItem", "UpdateItem", "DeleteItem", "GetItem", "Query", "Scan", "BatchGetItem", "BatchWriteItem",
-    "TransactWriteItems", "TransactGetItems", "ExecuteStatement", "BatchExecuteStatement",
-})  # fmt: skip
+CAPACITY_OPERATIONS = frozenset(
+    {
+        "PutItem",
+        "UpdateItem",
+        "DeleteItem",
+        "GetItem",
+        "Query",
+        "Scan",
+        "BatchGetItem",
+        "BatchWriteItem",
+        "TransactWriteItems",
+        "TransactGetItems",
+        "ExecuteStatement",
+        "BatchExecuteStatement",
+    }
+)
 READ_OPERATIONS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"})
 
 

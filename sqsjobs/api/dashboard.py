@@ -198,11 +198,16 @@ class Dashboard:
         )
         summary: replay_ops.ReplaySummary = self.app.run(
             replay_ops.replay_flow(
-                settings=self.app.settings, registry=self.app.registry, queue_urls=self.app.queue_urls,
-                queues=[fields["queue"]] if fields["queue"] else queues, flt=flt, clock=self.app.clock,
-                dry_run=dry_run, limit=REPLAY_LIMIT,
+                settings=self.app.settings,
+                registry=self.app.registry,
+                queue_urls=self.app.queue_urls,
+                queues=[fields["queue"]] if fields["queue"] else queues,
+                flt=flt,
+                clock=self.app.clock,
+                dry_run=dry_run,
+                limit=REPLAY_LIMIT,
             )
-        )  # fmt: skip
+        )
         body = (
             views.replay_confirm(summary, fields, REPLAY_LIMIT) if dry_run else views.replay_result(summary)
         )

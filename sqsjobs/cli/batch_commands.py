@@ -109,9 +109,16 @@ def batches_list(
     for r in rows:
         status = "failed" if r.failed else r.status
         table.add_row(
-            r.id, status, str(r.counts["succeeded"]), str(r.counts["failed"]), str(r.counts["pending"]),
-            escape(r.on_complete), r.parent_id or "-", when(r.created_at, now), when(r.completed_at, now),
-        )  # fmt: skip
+            r.id,
+            status,
+            str(r.counts["succeeded"]),
+            str(r.counts["failed"]),
+            str(r.counts["pending"]),
+            escape(r.on_complete),
+            r.parent_id or "-",
+            when(r.created_at, now),
+            when(r.completed_at, now),
+        )
     console = stdout_console()
     console.print(table)
     console.print(f"{len(rows)} batch(es)", style="dim")

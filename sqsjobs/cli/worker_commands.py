@@ -38,9 +38,16 @@ def workers(app: AppOpt, endpoint_url: EndpointOpt = None, json_out: JsonOpt = F
             more = w.running_count - len(w.running)
             running += " " + ", ".join(w.running) + (f" (+{more})" if more > 0 else "")
         table.add_row(
-            escape(w.id), f"[{style}]{w.status.value}[/]", escape(w.host), str(w.pid), escape(w.version),
-            escape(",".join(w.queues)), escape(running), ago(now - w.last_seen), ago(now - w.started_at),
-        )  # fmt: skip
+            escape(w.id),
+            f"[{style}]{w.status.value}[/]",
+            escape(w.host),
+            str(w.pid),
+            escape(w.version),
+            escape(",".join(w.queues)),
+            escape(running),
+            ago(now - w.last_seen),
+            ago(now - w.started_at),
+        )
     console = stdout_console()
     console.print(table)
     counts = worker_views.count_workers(found)

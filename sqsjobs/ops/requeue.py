@@ -292,9 +292,15 @@ def retry_flow(
     refuses it, and then nothing is changed.
     """
     result = yield from requeue_flow(
-        job_id, settings=settings, registry=registry, queue_urls=queue_urls, action="retry", now=now, by=by,
+        job_id,
+        settings=settings,
+        registry=registry,
+        queue_urls=queue_urls,
+        action="retry",
+        now=now,
+        by=by,
         payload=payload,
-    )  # fmt: skip
+    )
     if result.outcome == "missing":
         raise JobNotFound(f"no job with id {job_id!r} in table {settings.table_name}")
     if result.outcome == "not_replayable":

@@ -45,8 +45,11 @@ DEFAULT_WINDOW_S = 3600.0
 #: Items one stats pass reads at most (its cost bound: 12,500 read units at 1 KB).
 DEFAULT_MAX_ENTRIES = 100_000
 _UNFINISHED = (
-    JobStatus.QUEUED.value, JobStatus.RETRY_SCHEDULED.value, JobStatus.RUNNING.value, JobStatus.WAITING.value,
-)  # fmt: skip
+    JobStatus.QUEUED.value,
+    JobStatus.RETRY_SCHEDULED.value,
+    JobStatus.RUNNING.value,
+    JobStatus.WAITING.value,
+)
 _MISSING = ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
 #: Attribute placeholders of the Scan: what ``_count`` reads, and the window's attribute.
 _NAMES = {

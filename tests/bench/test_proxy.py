@@ -125,8 +125,10 @@ def test_trace_times_each_exchange_in_order_and_marks_the_receives_that_delivere
         exchanges = proxy.trace(on=False)
         assert proxy.exchanges is None
     assert [(e.action, e.delivered) for e in exchanges] == [
-        ("ReceiveMessage", False), ("SendMessage", False), ("ReceiveMessage", True),
-    ]  # fmt: skip
+        ("ReceiveMessage", False),
+        ("SendMessage", False),
+        ("ReceiveMessage", True),
+    ]
     for e in exchanges:
         assert began <= e.received <= e.forwarded <= e.answered <= e.returned <= ended
         assert e.forwarded - e.received >= 0.05  # the added latency, before forwarding

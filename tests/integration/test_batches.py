@@ -85,8 +85,14 @@ def test_counts_are_exact_and_the_callback_runs_once_when_every_item_message_is_
     url = queue_url(app)
     originals: list[dict] = []
     while len(originals) < len(ids):
-        originals += sqs_call(app, "receive_message", QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=30,
-                              WaitTimeSeconds=20).get("Messages", [])  # fmt: skip
+        originals += sqs_call(
+            app,
+            "receive_message",
+            QueueUrl=url,
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=30,
+            WaitTimeSeconds=20,
+        ).get("Messages", [])
     for i in range(0, len(originals), 10):
         entries = [{"Id": str(n), "MessageBody": m["Body"]} for n, m in enumerate(originals[i : i + 10])]
         sqs_call(app, "send_message_batch", QueueUrl=url, Entries=entries)
