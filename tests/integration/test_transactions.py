@@ -296,14 +296,14 @@ def test_a_repeated_idempotency_key_cancels_the_transaction_and_says_why(app):
 
 
 def test_a_transaction_whose_answer_was_lost_is_committed_once(backend_url, make_app, tmp_path):
-    from bench.proxy import AwsProxy, FaultPlan
+    from tests.soak.faults import FaultPlan, FaultProxy
 
     # GIVEN the answer to the TransactWriteItems is lost after DynamoDB applied it; botocore retries
     # the identical request (same ClientRequestToken). MiniStack, like AWS, answers the replay
     # without applying it again; moto cancels it, and the transaction recognises its own record.
     direct = _app(make_app, backend_url)
     orders = _orders_table(direct)
-    with AwsProxy(backend_url) as proxy:
+    with FaultProxy(backend_url) as proxy:
         via_proxy = make_app(proxy.url, name=direct.name)
         via_proxy.registry.include(guarantees.app.registry)
         proxy.faults = FaultPlan(
