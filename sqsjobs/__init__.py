@@ -127,7 +127,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> type[FailureRecord]:
-    # Renamed names still resolve, with a DeprecationWarning (STYLE §6); see sqsjobs.job.RENAMED.
+    # Renamed names still resolve, with a DeprecationWarning; see sqsjobs.job.RENAMED.
     if name in _RENAMED:
         warnings.warn(f"sqsjobs.{name} is renamed {_RENAMED[name]}", DeprecationWarning, stacklevel=2)
         return FailureRecord

@@ -3,7 +3,7 @@
 Each DynamoDB/SQS operation is written once as a generator that yields ``Call`` objects and
 receives their responses (or has the AWS error thrown into it). ``run_sync`` and ``run_async``
 drive such a flow with boto3 or aioboto3 clients, so the producer API has sync and async twins
-without duplicated logic (DESIGN §5). botocore errors are wrapped here, at the seam.
+without duplicated logic. botocore errors are wrapped here, at the seam.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Version 2 carries the job's payload and the fields its record is made of (type, queue, payload
 hash and version, times, tenant, idempotency key, trace), so the record stays small (no payload on
-the happy path, DESIGN §2) and a claim can create the record when the producer died between its
+the happy path: at most 1 KB, one write unit per write, docs/lifecycle.md) and a claim can create the record when the producer died between its
 send and its write. It is still only a hint: the claim decides, and refuses a message whose payload
 hash is not the record's (a conflicting idempotent enqueue). Version 3 is version 2 with the payload
 in S3: ``ref`` names the object and ``size`` its bytes (``sqsjobs.transport.objects``); only such
@@ -234,7 +234,7 @@ _FOREIGN_FIELDS = (
     "serialize_key",
 )
 #: The longest idempotency key or tenant a foreign message may give: both live in the job's record,
-#: which stays under 1 KB on the happy path (DESIGN §2).
+#: which stays under 1 KB on the happy path (docs/lifecycle.md).
 MAX_FOREIGN_KEY_CHARS = 256
 #: The longest delay a foreign message may ask for (a year): beyond 15 min the record holds the job and
 #: the sweeper sends it, as for a Python producer's ``run_at``.

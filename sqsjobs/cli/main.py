@@ -94,7 +94,11 @@ def worker(
     ] = None,
     concurrency: Annotated[int | None, typer.Option(help="Jobs at once [env: SQSJOBS_CONCURRENCY]")] = None,
 ) -> None:
-    """Run jobs until SIGTERM/SIGINT, then drain (DESIGN §3.7)."""
+    """Run jobs until SIGTERM/SIGINT, then drain.
+
+    Draining lets the running jobs finish until the drain timeout, releases the rest (back to queued,
+    no attempt used up) and exits before the platform's kill.
+    """
     from sqsjobs.runtime.worker import Worker
 
     loaded = load_app(app, endpoint_url)

@@ -5,7 +5,8 @@
     sqsjobs jobs cancel --type T [--status queued] [--tenant X] [--dry-run] [--limit N] [--rate R]
     sqsjobs jobs cancel --resume OP
 
-How the jobs are found: there is no status index, on purpose (DESIGN §4, §8), so a Scan with a
+How the jobs are found: there is no status index, on purpose (every job would pay index writes
+on one hot partition per status: docs/scale.md), so a Scan with a
 filter (type, status, tenant) walks the table, ``page_size`` items per request, eventually
 consistent. It reads (and is billed for) every item, matched or not: 0.5 read unit per 4 KB, so a
 table of 1 M records of 1 KB costs 1 GB / 4 KB x 0.5 = 125,000 read units ($0.016 on demand), and

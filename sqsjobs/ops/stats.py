@@ -2,8 +2,8 @@
 
 Workers (live, draining, silent) come from the worker registry (``ops/worker_views.py``), not the Scan.
 
-The table has no status index any more (it cost every job write units on one hot partition per
-status, DESIGN §4, §8), so the counts come from a Scan, aggregated here. The Scan keeps finished
+The table has no status index any more (it cost every job index write units, all on one hot partition per
+status: docs/scale.md), so the counts come from a Scan, aggregated here. The Scan keeps finished
 jobs updated in the last ``window_s`` and every unfinished one (queued, retry_scheduled, running,
 however old: a backlog must show), projecting only type, status and what the held, stuck and
 oldest-due columns need (``attn``, ``run_at``, ``lease_expires``).

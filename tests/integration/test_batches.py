@@ -403,7 +403,7 @@ def test_write_units_per_item_counted_by_dynamodb(ministack_url, make_app, runs)
 
 
 def test_item_writes_spread_evenly_over_the_counter_shards():
-    """DESIGN §8: no shard of a busy batch takes more than half a partition's 1,000 write units/s.
+    """No hot partition (docs/scale.md): no shard of a busy batch takes more than half a partition's 1,000 write units/s.
 
     Each item writes its shard twice, add and finish, each transactional (2 units): a batch whose
     items finish at R/s puts about 2R/shards units/s on each shard (4R/shards while items are also

@@ -2,7 +2,8 @@
 
 Nothing here runs a worker in the test's own process. Evidence comes from outside the worker: a
 run log each handler appends to (tests/apps/guarantees.py), the record read over HTTP, and the
-queues. No sweeper runs in any of these tests: recovery must not depend on it (DESIGN §3.9).
+queues. No sweeper runs in any of these tests: recovery must not depend on it (README,
+"Guarantees": a killed worker's job runs again without the sweeper).
 """
 
 from __future__ import annotations

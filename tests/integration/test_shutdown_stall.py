@@ -1,4 +1,4 @@
-"""SIGTERM while an AWS call hangs: the worker still exits within its drain budget (DESIGN §3.7).
+"""SIGTERM while an AWS call hangs: the worker still exits within its drain budget (graceful shutdown).
 
 Found by the chaos soak (issue 8): a worker stopped while a DeleteMessageBatch hung (the answer
 never came; botocore waits out its 30 s read timeout, then retries) did not exit for 30 s or more

@@ -1,6 +1,6 @@
 """Recognising a refused write as the caller's own earlier try (lost answer, botocore retry).
 
-Only values no other request can produce count (DESIGN §3.2): the claim's random token, a write's
+Only values no other request can produce count (docs/lifecycle.md): the claim's random token, a write's
 random nonce. A second claim by the same worker in the same millisecond — two copies of one message
 in one receive batch — sets the same owner, time and epoch, and must still not pass for the first.
 """
