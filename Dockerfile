@@ -3,7 +3,7 @@
 # Small: a slim base, a venv built in a throw-away stage (no compiler or pip cache in the result).
 # Non-root: the process runs as uid 10001 and can write nowhere but /tmp (ECS mounts it; the root
 # filesystem is read-only there). SIGTERM reaches Python: ENTRYPOINT is in exec form, so `sqsjobs`
-# is PID 1 with no shell in between, and the worker's own handler starts the drain (DESIGN §3.7).
+# is PID 1 with no shell in between, and the worker's own handler starts the drain (finish or release the running jobs, exit before the kill).
 #
 # Build from the repository root: docker build -t sqsjobs-worker .
 # Your own jobs: copy your package next to `examples/` below and set SQSJOBS_APP=yourpkg.jobs:app.

@@ -14,7 +14,7 @@ $(BIN)/sqsjobs: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
-# MiniStack pins botocore exactly, so it lives in its own virtualenv (DESIGN §7).
+# MiniStack pins botocore exactly, so it lives in its own virtualenv (see tests/emulators.py).
 $(MS_VENV)/bin/ministack:
 	$(PY) -m venv $(MS_VENV)
 	$(MS_VENV)/bin/pip install -q 'ministack==1.5.33'

@@ -75,20 +75,38 @@ class Framework:
         bin_dir = self.venv / "bin"
         if self.kind == "sqsjobs":
             return [
-                str(bin_dir / "sqsjobs"), "worker", "--app", "bench.apps.sqsjobs_app:app",
-                "--concurrency", str(self.concurrency),
-            ]  # fmt: skip
+                str(bin_dir / "sqsjobs"),
+                "worker",
+                "--app",
+                "bench.apps.sqsjobs_app:app",
+                "--concurrency",
+                str(self.concurrency),
+            ]
         if self.kind == "celery":
             return [
-                str(bin_dir / "celery"), "-A", "bench.apps.celery_app", "worker", "--pool", "threads",
-                "--concurrency", str(self.concurrency), "--without-gossip", "--without-mingle",
-                "--without-heartbeat", "--loglevel", "WARNING",
-            ]  # fmt: skip
+                str(bin_dir / "celery"),
+                "-A",
+                "bench.apps.celery_app",
+                "worker",
+                "--pool",
+                "threads",
+                "--concurrency",
+                str(self.concurrency),
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--loglevel",
+                "WARNING",
+            ]
         if self.kind == "dramatiq":
             return [
-                str(bin_dir / "dramatiq"), "bench.apps.dramatiq_app", "--processes", "1",
-                "--threads", str(self.concurrency),
-            ]  # fmt: skip
+                str(bin_dir / "dramatiq"),
+                "bench.apps.dramatiq_app",
+                "--processes",
+                "1",
+                "--threads",
+                str(self.concurrency),
+            ]
         raise ValueError(self.kind)
 
     def producer_argv(self) -> list[str]:

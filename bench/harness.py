@@ -82,9 +82,15 @@ class Producer:
     def __init__(self, fw: Framework, env: dict[str, str], log: Path) -> None:
         self._log = open(log, "ab")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(
-            fw.producer_argv(), env=env, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._log, text=True, start_new_session=True,
-        )  # fmt: skip
+            fw.producer_argv(),
+            env=env,
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+            start_new_session=True,
+        )
         self.ask_ready()
 
     def ask_ready(self) -> None:
@@ -478,8 +484,10 @@ def _plot(json_path: Path, png_path: Path) -> None:
         return
     subprocess.run(
         [str(python), "-m", "bench.plot", str(json_path), str(png_path)],
-        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, check=True,
-    )  # fmt: skip
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=True,
+    )
     print(f"wrote {png_path}")
 
 

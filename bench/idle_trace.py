@@ -205,8 +205,10 @@ def markdown(results: dict[str, dict[str, Any]], latency_ms: float, k: int) -> s
             fig = results[label]["summary"].get(key)
             cells.append(f"{fig['p50']:g} / {fig['p95']:g}" if fig else "-")
         lines.append(f"| {key}: {what} | " + " | ".join(cells) + " |")
-    for key, what in (("poll_waiting", "a long poll was waiting when the message arrived"),
-                      ("put_before_claim", "the PutItem reached the emulator before the claim")):  # fmt: skip
+    for key, what in (
+        ("poll_waiting", "a long poll was waiting when the message arrived"),
+        ("put_before_claim", "the PutItem reached the emulator before the claim"),
+    ):
         cells = [
             f"{results[label]['summary'][key]['share']:.0%}" if key in results[label]["summary"] else "-"
             for label in labels
@@ -253,8 +255,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        meta = {"latency_ms": args.latency_ms, "k": args.k, "rounds": args.rounds, "warmup": args.warmup,
-                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
+        meta = {
+            "latency_ms": args.latency_ms,
+            "k": args.k,
+            "rounds": args.rounds,
+            "warmup": args.warmup,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
         out.with_suffix(".json").write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
         out.with_suffix(".md").write_text(text)
     return 0

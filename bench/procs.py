@@ -65,9 +65,14 @@ def start(argv: list[str], *, env: dict[str, str], cwd: Path, log: Path) -> subp
     """Start ``argv`` as the leader of a new process group, output to ``log``."""
     with open(log, "ab") as out:
         return subprocess.Popen(
-            argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            argv,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
-        )  # fmt: skip
+        )
 
 
 def signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:

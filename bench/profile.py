@@ -167,8 +167,21 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             producer.close()
         bench.proxy.reset_counts()
-        argv_ = [str(py_spy), "record", "--rate", str(args.rate), "--format", "raw", "--nonblocking", "--gil",
-                 "--threads", "--output", str(raw), "--", *fw.worker_argv()]  # fmt: skip
+        argv_ = [
+            str(py_spy),
+            "record",
+            "--rate",
+            str(args.rate),
+            "--format",
+            "raw",
+            "--nonblocking",
+            "--gil",
+            "--threads",
+            "--output",
+            str(raw),
+            "--",
+            *fw.worker_argv(),
+        ]
         spy = procs.start(argv_, env=env, cwd=REPO, log=Path(tmp, "worker.log"))
         try:
             started = time.monotonic()
@@ -193,9 +206,16 @@ def main(argv: list[str] | None = None) -> int:
         counts = bench.proxy.snapshot()["requests"]
     shares = analyse(raw)
     step_ms = [(name, round(pct * cpu_ms_per_job / 100, 3)) for name, pct in shares["step_pct"]]  # type: ignore[attr-defined]
-    result = {"n": args.n, "concurrency": args.concurrency, "latency_ms": args.latency_ms,
-              "drain_s_including_startup": round(drain_s, 2), "requests": counts,
-              "worker_cpu_ms_per_job": round(cpu_ms_per_job, 3), **shares, "step_ms_per_job": step_ms}  # fmt: skip
+    result = {
+        "n": args.n,
+        "concurrency": args.concurrency,
+        "latency_ms": args.latency_ms,
+        "drain_s_including_startup": round(drain_s, 2),
+        "requests": counts,
+        "worker_cpu_ms_per_job": round(cpu_ms_per_job, 3),
+        **shares,
+        "step_ms_per_job": step_ms,
+    }
     out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
     print(f"worker CPU per job (from its first job on, under py-spy): {cpu_ms_per_job:.3f} ms")
     print("\nstep_ms_per_job (the step's share of the samples times the CPU per job):")

@@ -1,29 +1,17 @@
-"""A fault-injecting HTTP reverse proxy between AWS clients and an emulator, on 127.0.0.1.
+"""A counting, latency-adding HTTP reverse proxy between AWS clients and an emulator, on 127.0.0.1.
 
-The soak (issue 8) and the benchmark (issue 7) put it between sqsjobs and MiniStack:
+The benchmark (issue 7) puts it between every framework and MiniStack, and the chaos soak extends
+it with fault injection (``tests/soak/faults.py``, ``FaultProxy``):
 
 ```
  boto3 / aiobotocore ──HTTP/1.1──▶ AwsProxy (127.0.0.1:PORT, own thread + asyncio loop) ──▶ emulator
-                                     │ counts every request by (service, action)
-                                     │ adds latency; injects faults with seeded per-request probabilities
+                                     │ counts every request by (service, action), and the write units
+                                     │ adds latency; times every exchange while tracing
 ```
 
-Why a proxy and not botocore event hooks: the failures that matter most happen *on the wire*
-(the write reached the server, the answer never reached the caller), and they must hit every
-process the same way — worker subprocesses, the sweeper and the producer — which only a network
-hop can do without touching the product.
-
-Fault kinds (at most one per request, drawn from one uniform number):
-
-```
- throttle      answer 400 with the protocol's throttling error; nothing is forwarded
- http_5xx      answer 500 or 503; nothing is forwarded
- slow          forward after a random part of slow_s, answer after slow_s in all: the caller's read
-               timeout fires first, and the write may land *after* the caller's retry (a late write)
- reset_before  reset the connection (RST) before forwarding: nothing happened
- reset_after   forward, read the whole answer, then reset the connection: the write happened
-               but the caller never heard — the hardest case
-```
+Why a proxy and not botocore event hooks: it must see every process the same way — worker
+subprocesses, the sweeper and the producer, of sqsjobs and of its peers — which only a network hop
+can do without touching the product; and the failures the soak injects happen *on the wire*.
 
 Every AWS protocol botocore uses for DynamoDB and SQS is recognised: JSON 1.0 (``X-Amz-Target``,
 SQS's query-compatible JSON included) and the query protocol (``Action=`` in the form body or the
@@ -35,8 +23,9 @@ Long polls pass untouched: there is no proxy-side timeout on an upstream answer,
 Requests are parsed by hand on asyncio streams (no aiohttp) to keep per-request overhead at a
 fraction of a millisecond; each client connection gets its own upstream keep-alive connection.
 
-The seed makes the *sequence* of fault draws repeatable; which request receives which draw
-still depends on the order in which concurrent requests arrive.
+A subclass may interfere with an exchange at two points (``_before_forward``, ``_before_answer``):
+answer it itself, hold it, or end the connection. The bench never does; this module imports
+nothing from ``tests/``.
 """
 
 from __future__ import annotations
@@ -44,91 +33,36 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import random
-import socket
-import struct
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Literal
 from urllib.parse import parse_qs, urlsplit
 
 from sqsjobs._aws import consumed_units
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-__all__ = ["FAULT_KINDS", "AwsProxy", "Exchange", "FaultPlan"]
+__all__ = ["AwsProxy", "Exchange", "Message", "Pending", "Step"]
 
 LOOPBACK = "127.0.0.1"
 #: Largest request/response head accepted; AWS heads are a few hundred bytes.
 MAX_HEAD_BYTES = 64 * 1024
 #: Stream buffer limit; ReceiveMessage answers can reach 10 x 256 KiB.
 STREAM_LIMIT = 4 * 1024 * 1024
-FAULT_KINDS = ("throttle", "http_5xx", "slow", "reset_before", "reset_after")
 _STOP_TIMEOUT_S = 5.0
 
 
-@dataclass(frozen=True)
-class FaultPlan:
-    """Per-request fault probabilities (each in 0..1, their sum at most 1).
-
-    Attributes:
-        throttle: answer with the protocol's throttling error (DynamoDB
-            ``ProvisionedThroughputExceededException``/``ThrottlingException``, SQS
-            ``ThrottlingException``/``RequestThrottled``), HTTP 400.
-        http_5xx: answer HTTP 500 or 503 with the protocol's error body.
-        slow: hold the exchange for ``slow_s`` so the caller's read timeout fires (botocore's
-            read timeout in sqsjobs is 30 s, hence the 35 s default).
-        reset_before: reset the connection before forwarding.
-        reset_after: forward, then reset the connection without answering.
-        slow_s: how long a slow exchange takes.
-        only_actions: when set, faults hit only these actions (``"UpdateItem"`` or
-            ``"dynamodb:UpdateItem"``); other requests are forwarded untouched.
-        max_faults: stop injecting after this many faults (None: no limit); with probability 1
-            this faults exactly the first N matching requests, e.g. one lost answer and then a
-            clean retry.
-    """
-
-    throttle: float = 0.0
-    http_5xx: float = 0.0
-    slow: float = 0.0
-    reset_before: float = 0.0
-    reset_after: float = 0.0
-    slow_s: float = 35.0
-    only_actions: frozenset[str] | None = None
-    max_faults: int | None = None
-
-    def __post_init__(self) -> None:
-        probs = [getattr(self, kind) for kind in FAULT_KINDS]
-        if any(p < 0 or p > 1 for p in probs) or sum(probs) > 1 + 1e-9:
-            raise ValueError(f"fault probabilities must be in 0..1 and sum to at most 1, got {probs}")
-
-    @classmethod
-    def uniform(cls, total: float, **overrides: object) -> FaultPlan:
-        """A plan that spreads ``total`` evenly over the five kinds."""
-        share = total / len(FAULT_KINDS)
-        values: dict[str, object] = dict.fromkeys(FAULT_KINDS, share)
-        values.update(overrides)
-        return cls(**values)  # type: ignore[arg-type]
-
-    @property
-    def total(self) -> float:
-        """Probability that a request gets some fault."""
-        return float(sum(getattr(self, kind) for kind in FAULT_KINDS))
-
-    def applies_to(self, service: str, action: str) -> bool:
-        """Whether faults may hit this action at all."""
-        if self.only_actions is None:
-            return True
-        return action in self.only_actions or f"{service}:{action}" in self.only_actions
-
-
-_WRITE_ACTIONS = frozenset({
-    "PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems", "BatchExecuteStatement",
-    "ExecuteStatement",
-})  # fmt: skip
+_WRITE_ACTIONS = frozenset(
+    {
+        "PutItem",
+        "UpdateItem",
+        "DeleteItem",
+        "BatchWriteItem",
+        "TransactWriteItems",
+        "BatchExecuteStatement",
+        "ExecuteStatement",
+    }
+)
 #: In a write's request body, the key of a worker registry item (``sqsjobs.store.workers``): botocore
 #: writes ``{"S": "worker#..."}``; job ids never contain ``#``.
 _REGISTRY_KEY = b'"S": "worker#'
@@ -166,7 +100,7 @@ class _NoAnswer(Exception):
 
 
 @dataclass
-class _Message:
+class Message:
     """One HTTP/1.1 request or response, fully buffered (AWS bodies are small)."""
 
     start_line: str
@@ -174,6 +108,7 @@ class _Message:
     body: bytes
 
     def header(self, name: str) -> str | None:
+        """The first header of that name, case-insensitively."""
         lname = name.lower()
         for key, value in self.headers:
             if key.lower() == lname:
@@ -181,8 +116,27 @@ class _Message:
         return None
 
     def encode(self) -> bytes:
+        """The message as it goes on the wire."""
         lines = [self.start_line, *(f"{k}: {v}" for k, v in self.headers)]
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + self.body
+
+
+#: What a subclass decides at an interference point: go on, the answer was written already (next
+#: request on this connection), or the connection ended.
+Step = Literal["forward", "answered", "closed"]
+
+
+@dataclass
+class Pending:
+    """One request on its way through the proxy, as a subclass that interferes sees it."""
+
+    message: Message
+    service: str
+    action: str
+    #: Set by a subclass that interferes with this exchange; such exchanges stay out of the trace.
+    fault: str | None = None
+    #: A subclass may hold the answer back until this ``time.monotonic()`` instant.
+    hold_until: float = 0.0
 
 
 async def _read_head(reader: asyncio.StreamReader) -> tuple[str, list[tuple[str, str]]]:
@@ -238,7 +192,7 @@ async def _read_body(
     return body, kept
 
 
-def _classify(request: _Message) -> tuple[str, str]:
+def _classify(request: Message) -> tuple[str, str]:
     """(service, action) of an AWS request; ("", "") for anything else (health checks)."""
     target = request.header("X-Amz-Target")
     if target:
@@ -263,87 +217,23 @@ def _classify(request: _Message) -> tuple[str, str]:
     return service, action
 
 
-def _is_query_protocol(request: _Message) -> bool:
-    return request.header("X-Amz-Target") is None
-
-
-def _error_response(request: _Message, service: str, status: int, code: str, message: str) -> bytes:
-    """An error answer in the shape botocore parses for the request's protocol."""
-    headers: list[tuple[str, str]]
-    if _is_query_protocol(request):
-        body = (
-            '<?xml version="1.0"?><ErrorResponse><Error><Type>'
-            + ("Sender" if status < 500 else "Receiver")
-            + f"</Type><Code>{code}</Code><Message>{message}</Message></Error>"
-            + "<RequestId>00000000-0000-0000-0000-000000000000</RequestId></ErrorResponse>"
-        ).encode()
-        headers = [("Content-Type", "text/xml")]
-    else:
-        namespace = {
-            "dynamodb": "com.amazonaws.dynamodb.v20120810",
-            "sqs": "com.amazonaws.sqs",
-        }.get(service, "com.amazon.coral.service")
-        if code == "ThrottlingException" and service == "dynamodb":
-            namespace = "com.amazon.coral.availability"
-        body = json.dumps({"__type": f"{namespace}#{code}", "message": message}).encode()
-        headers = [("Content-Type", "application/x-amz-json-1.0"), ("x-amzn-ErrorType", code)]
-        if service == "sqs":
-            # SQS's JSON protocol is query-compatible: botocore takes the code from this header.
-            fault = "Sender" if status < 500 else "Receiver"
-            headers.append(("x-amzn-query-error", f"{code};{fault}"))
-    reason = {400: "Bad Request", 500: "Internal Server Error", 503: "Service Unavailable"}[status]
-    head = [f"HTTP/1.1 {status} {reason}", *(f"{k}: {v}" for k, v in headers)]
-    head += ["x-amzn-RequestId: 00000000-0000-0000-0000-000000000000", f"Content-Length: {len(body)}"]
-    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
-
-
-_THROTTLE_CODES = {
-    "dynamodb": ("ProvisionedThroughputExceededException", "ThrottlingException"),
-    "sqs": ("ThrottlingException", "RequestThrottled"),
-}
-_5XX = ((500, "InternalFailure"), (503, "ServiceUnavailable"))
-
-
-def _reset(writer: asyncio.StreamWriter) -> None:
-    """Close with RST (SO_LINGER 0), as a crashed load balancer or server does."""
-    sock = writer.get_extra_info("socket")
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    writer.transport.abort()
-
-
 class AwsProxy:
-    """A reverse proxy on 127.0.0.1 that counts AWS requests and injects faults.
+    """A reverse proxy on 127.0.0.1 that counts AWS requests and adds latency.
 
     It runs its own asyncio loop in a daemon thread, so sync and async callers, and
     subprocesses pointed at its URL, all go through it.
 
     Attributes:
         counts: requests by ``(service, action)``, e.g. ``("dynamodb", "UpdateItem")``;
-            faulted requests included.
-        faults_injected: faults by kind (``FAULT_KINDS``).
-        faults_by_action: faults by ``(kind, service, action)``.
+            requests a subclass answered itself included.
     """
 
-    def __init__(
-        self,
-        upstream: str,
-        *,
-        latency_s: float = 0.0,
-        faults: FaultPlan | None = None,
-        seed: int = 0,
-        on_fault: Callable[[str, str, str, bytes], None] | None = None,
-    ) -> None:
+    def __init__(self, upstream: str, *, latency_s: float = 0.0) -> None:
         """Configure (nothing listens until ``start``).
 
         Args:
             upstream: the emulator, ``http://127.0.0.1:PORT``.
             latency_s: added before forwarding each request.
-            faults: what to inject; None injects nothing.
-            seed: seeds the fault draws.
-            on_fault: called in the proxy's thread with (kind, service, action, request body) for
-                every fault, so a caller can tell which operation it hit (keep it quick).
         """
         parts = urlsplit(upstream)
         if parts.scheme != "http" or not parts.hostname:
@@ -354,18 +244,11 @@ class AwsProxy:
         self._up_host = parts.hostname
         self._up_port = parts.port or 80
         self.latency_s = latency_s
-        self.faults = faults or FaultPlan()
-        self.seed = seed
-        self.on_fault = on_fault
-        self._rng = random.Random(seed)
         self.counts: Counter[tuple[str, str]] = Counter()
         #: DynamoDB write capacity the answers report (``table``, ``indexes``), for clients that ask
         #: ``ReturnConsumedCapacity=INDEXES`` (sqsjobs with ``SQSJOBS_MEASURE_CAPACITY=1``).
         self.write_units: Counter[str] = Counter()
-        self.faults_injected: Counter[str] = Counter()
-        self.faults_by_action: Counter[tuple[str, str, str]] = Counter()
         self._lock = threading.Lock()
-        self._injected = 0  # never reset: max_faults counts over the proxy's life
         #: Every forwarded exchange, timed, while not None (``trace``); faulted ones are left out.
         self.exchanges: list[Exchange] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -441,12 +324,10 @@ class AwsProxy:
 
     # ---- counters --------------------------------------------------------------------------
     def reset_counts(self) -> None:
-        """Zero the request and fault counters (the fault draws continue their sequence)."""
+        """Zero the request counters."""
         with self._lock:
             self.counts.clear()
             self.write_units.clear()
-            self.faults_injected.clear()
-            self.faults_by_action.clear()
 
     def snapshot(self) -> dict[str, dict[str, int]]:
         """A consistent copy of the counters, JSON-ready (keys ``service:action``)."""
@@ -454,10 +335,6 @@ class AwsProxy:
             return {
                 "requests": {f"{s}:{a}": n for (s, a), n in sorted(self.counts.items())},
                 "write_units": dict(sorted(self.write_units.items())),
-                "faults": dict(sorted(self.faults_injected.items())),
-                "faults_by_action": {
-                    f"{k}:{s}:{a}": n for (k, s, a), n in sorted(self.faults_by_action.items())
-                },
             }
 
     def _add_write_units(self, response: bytes, *, registry: bool = False) -> None:
@@ -483,33 +360,6 @@ class AwsProxy:
             self.exchanges = [] if on else None
             return recorded
 
-    def _draw(self, service: str, action: str) -> str | None:
-        with self._lock:
-            self.counts[(service, action)] += 1
-            plan = self.faults
-            if not action or plan.total <= 0 or not plan.applies_to(service, action):
-                return None
-            if plan.max_faults is not None and self._injected >= plan.max_faults:
-                return None
-            u = self._rng.random()
-            for kind in FAULT_KINDS:
-                p = float(getattr(plan, kind))
-                if u < p:
-                    self._injected += 1
-                    self.faults_injected[kind] += 1
-                    self.faults_by_action[(kind, service, action)] += 1
-                    return kind
-                u -= p
-            return None
-
-    def _pick(self, options: int) -> int:
-        with self._lock:
-            return self._rng.randrange(options)
-
-    def _fraction(self) -> float:
-        with self._lock:
-            return self._rng.random()
-
     # ---- serving ---------------------------------------------------------------------------
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -521,30 +371,17 @@ class AwsProxy:
                 start, headers = await _read_head(reader)
                 body, headers = await _read_body(reader, headers, until_eof=False)
                 received = time.time()
-                request = _Message(start, headers, body)
+                request = Message(start, headers, body)
                 service, action = _classify(request)
-                fault = self._draw(service, action)
-                if fault is not None and self.on_fault is not None:
-                    self.on_fault(fault, service, action, body)
+                with self._lock:
+                    self.counts[(service, action)] += 1
+                pending = Pending(request, service, action)
                 keep_alive = (request.header("Connection") or "").lower() != "close"
-                if fault == "throttle":
-                    codes = _THROTTLE_CODES.get(service, ("ThrottlingException",))
-                    code = codes[self._pick(len(codes))]
-                    writer.write(_error_response(request, service, 400, code, "Rate exceeded (injected)"))
-                    await writer.drain()
+                step = await self._before_forward(pending, writer)
+                if step == "answered":
                     continue
-                if fault == "http_5xx":
-                    status, code = _5XX[self._pick(len(_5XX))]
-                    writer.write(_error_response(request, service, status, code, "injected"))
-                    await writer.drain()
-                    continue
-                if fault == "reset_before":
-                    _reset(writer)
+                if step == "closed":
                     return
-                slow_until = 0.0
-                if fault == "slow":
-                    slow_until = time.monotonic() + self.faults.slow_s
-                    await asyncio.sleep(self.faults.slow_s * self._fraction())
                 if self.latency_s > 0:
                     await asyncio.sleep(self.latency_s)
                 forwarded = time.time()
@@ -553,18 +390,16 @@ class AwsProxy:
                 if not up_keep:
                     upstream[1].close()
                     upstream = None
-                if fault == "reset_after":
-                    _reset(writer)
+                if await self._before_answer(pending, writer) == "closed":
                     return
-                if slow_until:
-                    await asyncio.sleep(max(0.0, slow_until - time.monotonic()))
                 if service == "dynamodb" and action in _WRITE_ACTIONS:
                     self._add_write_units(response, registry=_REGISTRY_KEY in body)
-                if self.exchanges is not None and fault is None:  # before the caller can see the answer
+                # Recorded before the caller can see the answer.
+                if self.exchanges is not None and pending.fault is None:
+                    delivered = b"ReceiptHandle" in response
                     self._record(
-                        Exchange(service, action, received, forwarded, answered, time.time(),
-                                 delivered=b"ReceiptHandle" in response),
-                    )  # fmt: skip
+                        Exchange(service, action, received, forwarded, answered, time.time(), delivered)
+                    )
                 writer.write(response)
                 await writer.drain()
                 if not keep_alive:
@@ -580,13 +415,21 @@ class AwsProxy:
             with contextlib.suppress(Exception):
                 writer.close()
 
+    async def _before_forward(self, pending: Pending, writer: asyncio.StreamWriter) -> Step:
+        """Called once the request is read and counted; a subclass may answer it or end the connection."""
+        return "forward"
+
+    async def _before_answer(self, pending: Pending, writer: asyncio.StreamWriter) -> Step:
+        """Called once the emulator answered, before the answer is relayed; a subclass may hold or drop it."""
+        return "forward"
+
     def _record(self, exchange: Exchange) -> None:
         with self._lock:
             if self.exchanges is not None:
                 self.exchanges.append(exchange)
 
     async def _exchange(
-        self, upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None, request: _Message
+        self, upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None, request: Message
     ) -> tuple[bytes, bool, tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
         """Forward on the kept upstream connection, or a new one.
 
@@ -615,7 +458,7 @@ class AwsProxy:
         return response, keep, upstream
 
     async def _forward(
-        self, upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter], request: _Message
+        self, upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter], request: Message
     ) -> tuple[bytes, bool]:
         """Send the request upstream and read its whole answer (no timeout: long polls wait)."""
         up_reader, up_writer = upstream
@@ -642,4 +485,4 @@ class AwsProxy:
             keep = keep and framed
         if not keep:  # only the upstream side closes; the caller's connection stays open
             headers = [(k, v) for k, v in headers if k.lower() != "connection"]
-        return _Message(start, headers, body).encode(), keep
+        return Message(start, headers, body).encode(), keep

@@ -138,11 +138,20 @@ def _statements(table: str, first: int, token: str) -> dict[str, Any]:
 def _body(i: int) -> str:
     """A v2 envelope with a 1 KB payload, as the producer sends it."""
     return json.dumps(
-        {"v": 2, "id": f"job-{i:08d}", "type": "bench.noop", "queue": "default",
-         "payload": {"seq": i, "pad": "x" * 1000}, "hash": "a" * 64, "pv": 1,
-         "created": 1767225600.123, "run_at": 1767225600.123, "trace": TRACE},
+        {
+            "v": 2,
+            "id": f"job-{i:08d}",
+            "type": "bench.noop",
+            "queue": "default",
+            "payload": {"seq": i, "pad": "x" * 1000},
+            "hash": "a" * 64,
+            "pv": 1,
+            "created": 1767225600.123,
+            "run_at": 1767225600.123,
+            "trace": TRACE,
+        },
         separators=(",", ":"),
-    )  # fmt: skip
+    )
 
 
 async def _spread(n: int, concurrency: int, one: Callable[[int], Awaitable[Any]]) -> None:
@@ -178,11 +187,21 @@ class Requests:
         for i in range(0, n * BATCH, 25):
             items = [{"PutRequest": {"Item": _record(k)}} for k in range(i, min(i + 25, n * BATCH))]
             await self.run("dynamodb", "batch_write_item", {"RequestItems": {self.table: items}})
-        await asyncio.gather(*(
-            self.run("sqs", "send_message_batch", {"QueueUrl": self.url, "Entries": [
-                {"Id": str(k), "MessageBody": _body(i * BATCH + k)} for k in range(BATCH)]})
-            for i in range(n)
-        ))  # fmt: skip
+        await asyncio.gather(
+            *(
+                self.run(
+                    "sqs",
+                    "send_message_batch",
+                    {
+                        "QueueUrl": self.url,
+                        "Entries": [
+                            {"Id": str(k), "MessageBody": _body(i * BATCH + k)} for k in range(BATCH)
+                        ],
+                    },
+                )
+                for i in range(n)
+            )
+        )
 
     async def update(self, i: int) -> None:
         """One claim-shaped UpdateItem of record ``i``."""
@@ -194,11 +213,18 @@ class Requests:
 
     async def receive(self, i: int) -> None:
         """One ReceiveMessage of up to ten; keeps the receipts for ``delete``."""
-        answer = await self.run("sqs", "receive_message", {
-            "QueueUrl": self.url, "MaxNumberOfMessages": BATCH, "WaitTimeSeconds": 0, "VisibilityTimeout": 600,
-            "MessageSystemAttributeNames": ["ApproximateReceiveCount", "SentTimestamp", "AWSTraceHeader"],
-            "MessageAttributeNames": ["All"],
-        })  # fmt: skip
+        answer = await self.run(
+            "sqs",
+            "receive_message",
+            {
+                "QueueUrl": self.url,
+                "MaxNumberOfMessages": BATCH,
+                "WaitTimeSeconds": 0,
+                "VisibilityTimeout": 600,
+                "MessageSystemAttributeNames": ["ApproximateReceiveCount", "SentTimestamp", "AWSTraceHeader"],
+                "MessageAttributeNames": ["All"],
+            },
+        )
         self.receipts.append([m["ReceiptHandle"] for m in answer.get("Messages", [])])
 
     async def delete(self, i: int) -> None:
@@ -219,11 +245,23 @@ class PerJob:
         self.bodies = [_body(i) for i in range(n)]
         when = datetime.now(UTC)
         self.jobs = [
-            Job(id=f"job-{i:08d}", type="bench.noop", queue="default", status=JobStatus.RUNNING, payload=None,
-                payload_version=1, attempt=1, max_attempts=5, run_at=when, created_at=when, updated_at=when,
-                started_at=when, trace=_trace(i))
+            Job(
+                id=f"job-{i:08d}",
+                type="bench.noop",
+                queue="default",
+                status=JobStatus.RUNNING,
+                payload=None,
+                payload_version=1,
+                attempt=1,
+                max_attempts=5,
+                run_at=when,
+                created_at=when,
+                updated_at=when,
+                started_at=when,
+                trace=_trace(i),
+            )
             for i in range(n)
-        ]  # fmt: skip
+        ]
         self._parse = env.parse
         self._devnull = open(os.devnull, "w")  # noqa: SIM115 - closed in close()
         logger = app.logger
@@ -251,12 +289,19 @@ class PerJob:
             logger.info(
                 "job claimed",
                 extra={
-                    "job_id": job.id, "job_type": job.type, "queue": job.queue, "attempt": job.attempt,
-                    "status": str(job.status), "tenant": job.tenant, "trace_id": trace_id(job.trace),
-                    "worker": "host-1234-abcdef", "receive_count": 1, "wait_s": 0.123,
+                    "job_id": job.id,
+                    "job_type": job.type,
+                    "queue": job.queue,
+                    "attempt": job.attempt,
+                    "status": str(job.status),
+                    "tenant": job.tenant,
+                    "trace_id": trace_id(job.trace),
+                    "worker": "host-1234-abcdef",
+                    "receive_count": 1,
+                    "wait_s": 0.123,
                     "outcome": AttemptOutcome.STARTED,
                 },
-            )  # fmt: skip
+            )
 
     def metrics(self, n: int) -> None:
         """A claimed and a succeeded transition of ``n`` jobs, then a flush."""
@@ -370,9 +415,25 @@ def _instructions(endpoint: str, ops: list[str], n: int, concurrency: int) -> di
 
                 asyncio.run(prepare())
             app.close()
-            argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, str(script),
-                    "--child", op, "--app-name", name, "--endpoint", endpoint, "--n", str(count),
-                    "--concurrency", str(concurrency), "--items", str(3 * n * per)]  # fmt: skip
+            argv = [
+                "valgrind",
+                "--tool=callgrind",
+                "--callgrind-out-file=/dev/null",
+                sys.executable,
+                str(script),
+                "--child",
+                op,
+                "--app-name",
+                name,
+                "--endpoint",
+                endpoint,
+                "--n",
+                str(count),
+                "--concurrency",
+                str(concurrency),
+                "--items",
+                str(3 * n * per),
+            ]
             try:
                 done = subprocess.run(argv, capture_output=True, text=True, check=True)
             finally:

@@ -1,6 +1,6 @@
 """``make bench-scale``: 1, 2 and 4 sqsjobs worker processes drain one backlog (issue 14).
 
-Why: workers scale out by count (DESIGN §8), so a user sizing a fleet needs to know what a job
+Why: workers scale out by count (docs/scale.md), so a user sizing a fleet needs to know what a job
 costs as the fleet grows: worker CPU, AWS requests and emulator work per job, and jobs/s. The
 main bench (``bench/harness.py``) runs one process per framework; this runs N of the same.
 

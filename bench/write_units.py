@@ -50,9 +50,16 @@ def measure(url: str, payload_bytes: int) -> dict[str, tuple[float, float]]:
         )
 
     put = call("put_item", rq.put_job(table, job))
-    claim = rq.claim(table, rq.envelope_of(job), owner=OWNER, token=rq.nonce(), message_id=MESSAGE_ID, now=now + 1, lease_s=60,
+    claim = rq.claim(
+        table,
+        rq.envelope_of(job),
+        owner=OWNER,
+        token=rq.nonce(),
+        message_id=MESSAGE_ID,
+        now=now + 1,
+        lease_s=60,
         max_attempts=app.registry.get("noop").max_attempts,
-    )  # fmt: skip
+    )
     claimed = call("update_item", claim)
     record = rq.job_from_item(claimed["Attributes"])
     done = call(
@@ -78,30 +85,65 @@ def measure_off_path(url: str, payload_bytes: int = 1024) -> dict[str, tuple[flo
     def claimed(job_request: JobRequest[Any], *, held: bool = False) -> tuple[Any, dict[str, Any]]:
         job = build_new_job(job_request, registry=app.registry, settings=app.settings, now=now)
         put = call("put_item", rq.put_job(table, job))
-        params = rq.claim(table, rq.envelope_of(job), owner=OWNER, token=rq.nonce(), message_id=MESSAGE_ID,
-                          now=job.run_at + 1, lease_s=60, max_attempts=max_attempts)  # fmt: skip
+        params = rq.claim(
+            table,
+            rq.envelope_of(job),
+            owner=OWNER,
+            token=rq.nonce(),
+            message_id=MESSAGE_ID,
+            now=job.run_at + 1,
+            lease_s=60,
+            max_attempts=max_attempts,
+        )
         return rq.job_from_item(call("update_item", params)["Attributes"]).evolve(payload=payload), put
 
     out: dict[str, tuple[float, float]] = {}
     job, _ = claimed(JobRequest("noop", payload))
-    out["schedule_retry (re-arms the message)"] = units(call("update_item", rq.schedule_retry(
-        table, job, owner=OWNER, now=now + 2, run_at=now + 60, error=error, held=False)))  # fmt: skip
+    out["schedule_retry (re-arms the message)"] = units(
+        call(
+            "update_item",
+            rq.schedule_retry(table, job, owner=OWNER, now=now + 2, run_at=now + 60, error=error, held=False),
+        )
+    )
     job, _ = claimed(JobRequest("noop", payload))
-    out["fail → dead (payload kept, dead entry)"] = units(call("update_item", rq.fail(
-        table, job, owner=OWNER, now=now + 2, error=error, reason="permanent error", retention_s=86_400,
-        payload=payload)))  # fmt: skip
+    out["fail → dead (payload kept, dead entry)"] = units(
+        call(
+            "update_item",
+            rq.fail(
+                table,
+                job,
+                owner=OWNER,
+                now=now + 2,
+                error=error,
+                reason="permanent error",
+                retention_s=86_400,
+                payload=payload,
+            ),
+        )
+    )
     job, _ = claimed(JobRequest("noop", payload))
-    out["heartbeat (lease renewal)"] = units(call("update_item", rq.heartbeat(
-        table, job, owner=OWNER, now=now + 30, lease_s=60)))  # fmt: skip
+    out["heartbeat (lease renewal)"] = units(
+        call("update_item", rq.heartbeat(table, job, owner=OWNER, now=now + 30, lease_s=60))
+    )
     far = JobRequest("noop", payload, delay=3600.0)
     new = build_new_job(far, registry=app.registry, settings=app.settings, now=now)
     out["enqueue held (payload, held entry)"] = units(call("put_item", rq.put_job(table, new)))
-    [entry] = rq.due_records(call("query", rq.query_due(table, rq.attention_key(rq.HELD, new.id),
-                                                         due_before=now + 7200)))  # fmt: skip
-    out["sweeper: held → pending"] = units(call("update_item", rq.mark_dispatched(
-        table, entry, now=now + 3000, recheck_at=now + 3900)))  # fmt: skip
-    params = rq.claim(table, rq.envelope_of(new), owner=OWNER, token=rq.nonce(), message_id=MESSAGE_ID,
-                      now=now + 3601, lease_s=60, max_attempts=max_attempts)  # fmt: skip
+    [entry] = rq.due_records(
+        call("query", rq.query_due(table, rq.attention_key(rq.HELD, new.id), due_before=now + 7200))
+    )
+    out["sweeper: held → pending"] = units(
+        call("update_item", rq.mark_dispatched(table, entry, now=now + 3000, recheck_at=now + 3900))
+    )
+    params = rq.claim(
+        table,
+        rq.envelope_of(new),
+        owner=OWNER,
+        token=rq.nonce(),
+        message_id=MESSAGE_ID,
+        now=now + 3601,
+        lease_s=60,
+        max_attempts=max_attempts,
+    )
     out["claim of a held job (removes its entry)"] = units(call("update_item", params))
     return out
 

@@ -21,7 +21,7 @@ from rich.tree import Tree
 
 from sqsjobs import App, BatchStatus, JobContext, PermanentError
 from sqsjobs.local.dev import DevStack
-from sqsjobs.ops.batches import BatchNode, tree_flow
+from sqsjobs.ops.batch_views import BatchNode, tree_flow
 from sqsjobs.workflows.batches import env_of
 
 console = Console(width=120)

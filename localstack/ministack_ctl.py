@@ -6,7 +6,7 @@
     python localstack/ministack_ctl.py down [--dir .localstack]
     python localstack/ministack_ctl.py status [--dir .localstack]
 
-MiniStack (a LocalStack-compatible emulator, DESIGN §7) listens on 127.0.0.1 only (its own default
+MiniStack (a LocalStack-compatible emulator, the test suite's backend: tests/emulators.py) listens on 127.0.0.1 only (its own default
 is 0.0.0.0), on LocalStack's port convention 4566. It runs in its own process group, so ``down``
 stops it together with the Lambda workers it forks; its pid, log and scratch files live in
 ``--dir``.

@@ -57,7 +57,7 @@ from sqsjobs.registry import HandlerSpec, Registry
 from sqsjobs.retry import Backoff, RetryPolicy
 from sqsjobs.runtime.sweeper import SweepReport, sweep_once
 from sqsjobs.runtime.worker import Worker
-from sqsjobs.schedules.declarations import ScheduleSpec
+from sqsjobs.schedules.specs import ScheduleSpec
 from sqsjobs.transaction import Transaction
 from sqsjobs.workflows.batches import Batch, BatchStatus
 from sqsjobs.workflows.chains import ChainStatus, ChainStep
@@ -127,7 +127,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> type[FailureRecord]:
-    # Renamed names still resolve, with a DeprecationWarning (STYLE §6); see sqsjobs.job.RENAMED.
+    # Renamed names still resolve, with a DeprecationWarning; see sqsjobs.job.RENAMED.
     if name in _RENAMED:
         warnings.warn(f"sqsjobs.{name} is renamed {_RENAMED[name]}", DeprecationWarning, stacklevel=2)
         return FailureRecord

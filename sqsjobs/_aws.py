@@ -3,7 +3,7 @@
 Each DynamoDB/SQS operation is written once as a generator that yields ``Call`` objects and
 receives their responses (or has the AWS error thrown into it). ``run_sync`` and ``run_async``
 drive such a flow with boto3 or aioboto3 clients, so the producer API has sync and async twins
-without duplicated logic (DESIGN §5). botocore errors are wrapped here, at the seam.
+without duplicated logic. botocore errors are wrapped here, at the seam.
 """
 
 from __future__ import annotations
@@ -156,10 +156,22 @@ def _user_agent() -> str | None:
 
 #: DynamoDB operations that report consumed capacity, and which of them read.
 #: https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_ConsumedCapacity.html
-CAPACITY_OPERATIONS = frozenset({
-    "PutItem", "UpdateItem", "DeleteItem", "GetItem", "Query", "Scan", "BatchGetItem", "BatchWriteItem",
-    "TransactWriteItems", "TransactGetItems", "ExecuteStatement", "BatchExecuteStatement",
-})  # fmt: skip
+CAPACITY_OPERATIONS = frozenset(
+    {
+        "PutItem",
+        "UpdateItem",
+        "DeleteItem",
+        "GetItem",
+        "Query",
+        "Scan",
+        "BatchGetItem",
+        "BatchWriteItem",
+        "TransactWriteItems",
+        "TransactGetItems",
+        "ExecuteStatement",
+        "BatchExecuteStatement",
+    }
+)
 READ_OPERATIONS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"})
 
 

@@ -30,7 +30,7 @@ from sqsjobs.producer import (
     get_flow,
 )
 from sqsjobs.registry import P, Registry
-from sqsjobs.schedules.declarations import Schedules
+from sqsjobs.schedules.specs import Schedules
 from sqsjobs.transaction import Transaction
 from sqsjobs.transport.queues import QueueUrls
 from sqsjobs.workflows import batches, chains

@@ -2,7 +2,7 @@
 
 Version 2 carries the job's payload and the fields its record is made of (type, queue, payload
 hash and version, times, tenant, idempotency key, trace), so the record stays small (no payload on
-the happy path, DESIGN §2) and a claim can create the record when the producer died between its
+the happy path: at most 1 KB, one write unit per write, docs/lifecycle.md) and a claim can create the record when the producer died between its
 send and its write. It is still only a hint: the claim decides, and refuses a message whose payload
 hash is not the record's (a conflicting idempotent enqueue). Version 3 is version 2 with the payload
 in S3: ``ref`` names the object and ``size`` its bytes (``sqsjobs.transport.objects``); only such
@@ -48,10 +48,21 @@ DLQ_SOURCE_QUEUE = "sqsjobs-source-queue"
 _UNSET: Any = object()
 
 #: Optional job fields a v2 envelope carries, by their short key in the body.
-_OPTIONAL = {"tenant": "tenant", "key": "idempotency_key", "trace": "trace", "parent": "parent_id",
-             "root": "root_id", "max": "max_attempts", "start_by": "start_by", "chain": "chain_id",
-             "step": "chain_step", "steps": "chain_steps", "batch": "batch_key", "prio": "priority",
-             "skey": "serialize_key"}  # fmt: skip
+_OPTIONAL = {
+    "tenant": "tenant",
+    "key": "idempotency_key",
+    "trace": "trace",
+    "parent": "parent_id",
+    "root": "root_id",
+    "max": "max_attempts",
+    "start_by": "start_by",
+    "chain": "chain_id",
+    "step": "chain_step",
+    "steps": "chain_steps",
+    "batch": "batch_key",
+    "prio": "priority",
+    "skey": "serialize_key",
+}
 
 
 @dataclass(frozen=True)
@@ -152,10 +163,18 @@ class Envelope:
                 raise EnvelopeError(f"envelope lacks its payload's S3 reference or size: {body[:80]!r}")
             optional |= {"payload_ref": reference, "payload_size": int(size)}
         return cls(
-            job_id=job_id, job_type=job_type, version=data["v"], queue=queue, payload=data["payload"],
-            has_payload=True, payload_hash=digest, payload_version=int(data.get("pv") or 1),
-            created_at=float(created), run_at=float(run_at), **optional,
-        )  # fmt: skip
+            job_id=job_id,
+            job_type=job_type,
+            version=data["v"],
+            queue=queue,
+            payload=data["payload"],
+            has_payload=True,
+            payload_hash=digest,
+            payload_version=int(data.get("pv") or 1),
+            created_at=float(created),
+            run_at=float(run_at),
+            **optional,
+        )
 
 
 def _number(value: Any) -> TypeGuard[float]:
@@ -205,10 +224,17 @@ class Fire:
 FOREIGN_MARKER = "sqsjobs"
 FOREIGN_VERSION = 1
 _FOREIGN_FIELDS = (
-    FOREIGN_MARKER, "type", "payload", "idempotency_key", "tenant", "delay_s", "priority", "serialize_key"
-)  # fmt: skip
+    FOREIGN_MARKER,
+    "type",
+    "payload",
+    "idempotency_key",
+    "tenant",
+    "delay_s",
+    "priority",
+    "serialize_key",
+)
 #: The longest idempotency key or tenant a foreign message may give: both live in the job's record,
-#: which stays under 1 KB on the happy path (DESIGN §2).
+#: which stays under 1 KB on the happy path (docs/lifecycle.md).
 MAX_FOREIGN_KEY_CHARS = 256
 #: The longest delay a foreign message may ask for (a year): beyond 15 min the record holds the job and
 #: the sweeper sends it, as for a Python producer's ``run_at``.
@@ -290,11 +316,16 @@ class Foreign:
                 f"not {delay!r:.80}"
             )
         return cls(
-            job_type=job_type, payload=data.get("payload"), idempotency_key=data.get("idempotency_key"),
-            tenant=data.get("tenant"), delay_s=float(delay or 0), sns_message_id=sns_message_id,
-            priority=data.get("priority"), serialize_key=data.get("serialize_key"),
+            job_type=job_type,
+            payload=data.get("payload"),
+            idempotency_key=data.get("idempotency_key"),
+            tenant=data.get("tenant"),
+            delay_s=float(delay or 0),
+            sns_message_id=sns_message_id,
+            priority=data.get("priority"),
+            serialize_key=data.get("serialize_key"),
             version=version,
-        )  # fmt: skip
+        )
 
 
 def _sns_notification(data: dict[str, Any], body: str) -> Foreign:

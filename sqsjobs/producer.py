@@ -123,11 +123,16 @@ def build_new_job(
         trace=request.trace or current_trace(),
         # A producer without the handler writes only an enqueue's own: the worker applies the type's.
         start_by=expiry.start_by(
-            job_type=job_type, now=now, run_at=run_at,
-            expires_after_s=to_seconds(request.expires_after) if request.expires_after is not None
-            else spec.expires_after_s if spec else None,
+            job_type=job_type,
+            now=now,
+            run_at=run_at,
+            expires_after_s=to_seconds(request.expires_after)
+            if request.expires_after is not None
+            else spec.expires_after_s
+            if spec
+            else None,
         ),
-    )  # fmt: skip
+    )
     return _claim_checked(job, settings, in_record=in_record or job.held)
 
 

@@ -53,7 +53,7 @@ class HandlerSpec:
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     #: ``@job(timeout=...)``; None leaves the run's length to the runtime: ``DEFAULT_TIMEOUT_S`` in
     #: the ECS worker, the invocation's remaining time on Lambda (which may be shorter than the
-    #: default, and must still run the job: DESIGN §3.10).
+    #: default, and must still run the job: docs/lambda.md).
     explicit_timeout_s: float | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     #: Version of the payload schema written with each job.

@@ -1,6 +1,6 @@
 """Suite-wide fixtures: a scrubbed environment, the emulators, and unique apps per test.
 
-Backends (DESIGN §7): MiniStack is the suite's emulator; the core invariant tests also run on the
+Backends (tests/emulators.py): MiniStack is the suite's emulator; the core invariant tests also run on the
 serialised embedded moto that ``sqsjobs dev`` uses. ``SQSJOBS_TEST_ENDPOINT`` points the whole
 suite at another endpoint instead (LocalStack, or real AWS with real credentials).
 """

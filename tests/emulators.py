@@ -1,6 +1,6 @@
 """Launchers for the emulators the test suite runs against.
 
-MiniStack (DESIGN §7) is the suite's main backend. It pins botocore exactly, so it
+MiniStack is the suite's main backend (atomic per request, reached over real HTTP). It pins botocore exactly, so it
 lives in its own virtualenv and runs as a separate process; this module starts a
 private instance per caller on a free loopback port and takes it down again,
 Lambda worker children included (they share its process group).

@@ -38,7 +38,7 @@ from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops import replay as replay_ops
 from sqsjobs.ops import stats as stats_ops
 from sqsjobs.ops._common import app_queues, parse_duration
-from sqsjobs.ops.workers import list_workers_flow
+from sqsjobs.ops.worker_views import list_workers_flow
 
 if TYPE_CHECKING:
     from sqsjobs.app import App
@@ -198,11 +198,16 @@ class Dashboard:
         )
         summary: replay_ops.ReplaySummary = self.app.run(
             replay_ops.replay_flow(
-                settings=self.app.settings, registry=self.app.registry, queue_urls=self.app.queue_urls,
-                queues=[fields["queue"]] if fields["queue"] else queues, flt=flt, clock=self.app.clock,
-                dry_run=dry_run, limit=REPLAY_LIMIT,
+                settings=self.app.settings,
+                registry=self.app.registry,
+                queue_urls=self.app.queue_urls,
+                queues=[fields["queue"]] if fields["queue"] else queues,
+                flt=flt,
+                clock=self.app.clock,
+                dry_run=dry_run,
+                limit=REPLAY_LIMIT,
             )
-        )  # fmt: skip
+        )
         body = (
             views.replay_confirm(summary, fields, REPLAY_LIMIT) if dry_run else views.replay_result(summary)
         )

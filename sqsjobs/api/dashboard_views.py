@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from sqsjobs.ops.inspect import JobRow
     from sqsjobs.ops.replay import ReplaySummary
     from sqsjobs.ops.stats import Stats
-    from sqsjobs.ops.workers import WorkerInfo
+    from sqsjobs.ops.worker_views import WorkerInfo
 
 
 class Html(str):
@@ -69,7 +69,7 @@ def _duration(seconds: float | None) -> str:
     )
 
 
-#: Statuses with a colour: a job's, and a worker's (``sqsjobs.ops.workers``).
+#: Statuses with a colour: a job's, and a worker's (``sqsjobs.ops.worker_views``).
 _BADGES = frozenset({s.value for s in JobStatus} | {"live", "draining", "silent"})
 
 
@@ -181,8 +181,17 @@ def dead_panel(rows: list[JobRow], errors: Mapping[str, Mapping[str, str]], now:
             f'<form method="post" action="/ui/jobs/{h(quote(r.id, safe=""))}/retry" class="inline">'
             '<button type="submit" class="retry">retry</button></form>'
         )
-        body.append([job_link(r.id), r.type, r.queue, Html(f'<span class="reason">{h(r.reason)}</span>'),
-                     Html(f'<span class="error">{h(error)}</span>'), ago(r.at, now), retry])  # fmt: skip
+        body.append(
+            [
+                job_link(r.id),
+                r.type,
+                r.queue,
+                Html(f'<span class="reason">{h(r.reason)}</span>'),
+                Html(f'<span class="error">{h(error)}</span>'),
+                ago(r.at, now),
+                retry,
+            ]
+        )
     content = (
         table(["job", "type", "queue", "reason", "error", "died", ""], body, cls="dead")
         if rows
@@ -217,23 +226,55 @@ def replay_form(types: list[str], queues: list[str]) -> Html:
 
 
 def workers_panel(workers: list[WorkerInfo] | None, now: float, problem: str = "") -> Html:
-    """Workers from the registry (``sqsjobs.ops.workers``), or why there are none to show."""
+    """Workers from the registry (``sqsjobs.ops.worker_views``), or why there are none to show."""
     if workers is None:
-        return section("Workers", Html(f'<p class="muted">{h(problem or "worker registry not available")}</p>'),
-                       anchor="workers")  # fmt: skip
+        return section(
+            "Workers",
+            Html(f'<p class="muted">{h(problem or "worker registry not available")}</p>'),
+            anchor="workers",
+        )
     rows = []
     for w in workers:
         more = w.running_count - len(w.running)
         running = join([*(job_link(j) for j in w.running), *([Html(f" +{more}")] if more > 0 else [])])
-        rows.append([
-            w.id, w.host, w.pid, w.version, status_badge(w.status.value), ", ".join(w.queues), ", ".join(w.job_types),
-            w.concurrency, ago(_ts(w.started_at), now), ago(_ts(w.last_seen), now), running,
-        ])  # fmt: skip
-    content = table(
-        ["id", "host", "pid", "version", "status", "queues", "job types", "concurrency", "started", "last seen", "running"],
-        rows,
-    ) if rows else Html('<p class="muted">No worker has registered.</p>')  # fmt: skip
-    return section("Workers", content, note="The worker registry (sqsjobs.ops.workers).", anchor="workers")
+        rows.append(
+            [
+                w.id,
+                w.host,
+                w.pid,
+                w.version,
+                status_badge(w.status.value),
+                ", ".join(w.queues),
+                ", ".join(w.job_types),
+                w.concurrency,
+                ago(_ts(w.started_at), now),
+                ago(_ts(w.last_seen), now),
+                running,
+            ]
+        )
+    content = (
+        table(
+            [
+                "id",
+                "host",
+                "pid",
+                "version",
+                "status",
+                "queues",
+                "job types",
+                "concurrency",
+                "started",
+                "last seen",
+                "running",
+            ],
+            rows,
+        )
+        if rows
+        else Html('<p class="muted">No worker has registered.</p>')
+    )
+    return section(
+        "Workers", content, note="The worker registry (sqsjobs.ops.worker_views).", anchor="workers"
+    )
 
 
 def _ts(value: Any) -> float | None:
@@ -258,11 +299,15 @@ def replay_confirm(summary: ReplaySummary, form: Mapping[str, str], limit: int) 
         Html(f'<input type="hidden" name="{h(k)}" value="{h(v)}">') for k, v in form.items() if v
     ) + join(Html(f'<input type="hidden" name="job_id" value="{h(i.job_id)}">') for i in would if i.job_id)
     capped = f" (at most {limit} per replay)" if len(would) >= limit else ""
-    confirm = Html(
-        '<form method="post" action="/ui/replay" class="confirm">'
-        f'{hidden}<button type="submit" id="confirm-replay">Replay these {len(would)} job(s)</button> '
-        '<a href="/">cancel</a></form>'
-    ) if would else Html('<p><a href="/">back</a></p>')  # fmt: skip
+    confirm = (
+        Html(
+            '<form method="post" action="/ui/replay" class="confirm">'
+            f'{hidden}<button type="submit" id="confirm-replay">Replay these {len(would)} job(s)</button> '
+            '<a href="/">cancel</a></form>'
+        )
+        if would
+        else Html('<p><a href="/">back</a></p>')
+    )
     return section(
         f"Dry run: {len(would)} job(s) would be replayed{capped}",
         Html(listed + confirm),
@@ -314,22 +359,47 @@ def job_page_body(data: Mapping[str, Any], now: float) -> Html:
     parts = [section(f"Job {data['id']}", Html(table(["", ""], summary_rows, cls="kv") + actions))]
     error = data.get("last_error")
     if error:
-        parts.append(section("Last error", Html(
-            f'<p class="error"><b>{h(error["class"])}</b>: {h(error["message"])}</p>'
-            f"<pre>{h(error.get('traceback') or '')}</pre>"
-        )))  # fmt: skip
-    history = [[x["attempt"], status_badge(str(x["outcome"])), x["started_at"], x["finished_at"], x["worker"], x["error"] or ""]
-               for x in data.get("history") or []]  # fmt: skip
-    parts.append(section("Attempts", table(["attempt", "outcome", "started", "finished", "worker", "error"], history)
-                         if history else Html('<p class="muted">No attempt recorded.</p>')))  # fmt: skip
+        parts.append(
+            section(
+                "Last error",
+                Html(
+                    f'<p class="error"><b>{h(error["class"])}</b>: {h(error["message"])}</p>'
+                    f"<pre>{h(error.get('traceback') or '')}</pre>"
+                ),
+            )
+        )
+    history = [
+        [
+            x["attempt"],
+            status_badge(str(x["outcome"])),
+            x["started_at"],
+            x["finished_at"],
+            x["worker"],
+            x["error"] or "",
+        ]
+        for x in data.get("history") or []
+    ]
+    parts.append(
+        section(
+            "Attempts",
+            table(["attempt", "outcome", "started", "finished", "worker", "error"], history)
+            if history
+            else Html('<p class="muted">No attempt recorded.</p>'),
+        )
+    )
     audit = data.get("audit") or []
     if audit:
         keys = sorted({k for entry in audit for k in entry})
         parts.append(section("Audit", table(keys, [[entry.get(k, "") for k in keys] for entry in audit])))
     payload = json.dumps(data.get("payload"), indent=2, default=str)
-    parts.append(section("Payload", Html(f"<pre>{h(payload)}</pre>"),
-                         note=f"version {data.get('payload_version')}, {data.get('payload_size')} bytes"
-                         + (f", kept at {data['payload_ref']}" if data.get("payload_ref") else "")))  # fmt: skip
+    parts.append(
+        section(
+            "Payload",
+            Html(f"<pre>{h(payload)}</pre>"),
+            note=f"version {data.get('payload_version')}, {data.get('payload_size')} bytes"
+            + (f", kept at {data['payload_ref']}" if data.get("payload_ref") else ""),
+        )
+    )
     if data.get("result") is not None or data.get("result_ref"):
         parts.append(
             section("Result", Html(f"<pre>{h(json.dumps(data.get('result'), indent=2, default=str))}</pre>"))

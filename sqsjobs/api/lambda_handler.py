@@ -20,9 +20,9 @@ from typing import Any
 from mangum import Mangum
 from mangum.adapter import DEFAULT_TEXT_MIME_TYPES
 
-from sqsjobs.api.app import create_app
 from sqsjobs.api.auth import TOKEN_ENV
 from sqsjobs.api.body import DEFAULT_MAX_BODY_BYTES
+from sqsjobs.api.http_app import create_app
 from sqsjobs.api.problems import MEDIA_TYPE
 from sqsjobs.app import App
 from sqsjobs.errors import ConfigurationError

@@ -83,8 +83,8 @@ def api(
 
 
 def build(app: App, token: str | None, max_body_bytes: int | None) -> Any:
-    """The FastAPI application of ``app`` (``sqsjobs.api.app.create_app``)."""
-    from sqsjobs.api.app import create_app
+    """The FastAPI application of ``app`` (``sqsjobs.api.http_app.create_app``)."""
+    from sqsjobs.api.http_app import create_app
 
     if max_body_bytes is None:
         return create_app(app, token=token)

@@ -93,10 +93,13 @@ def flow_view(state: limit_ops.FlowState, now: float) -> Table:
             table.add_column(col)
         for lim in state.limits:
             table.add_row(
-                escape(lim.name), escape(", ".join(lim.job_types)), _running(lim),
-                f"{lim.rate} ({lim.recent_starts})" if lim.rate else "-", _breaker(lim, now),
+                escape(lim.name),
+                escape(", ".join(lim.job_types)),
+                _running(lim),
+                f"{lim.rate} ({lim.recent_starts})" if lim.rate else "-",
+                _breaker(lim, now),
                 "?" if lim.waiting is None else str(lim.waiting),
-            )  # fmt: skip
+            )
         grid.add_row(table)
     return grid
 

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from sqsjobs.cli.api import api as api_command
-from sqsjobs.cli.batches import batches_cli
-from sqsjobs.cli.chains import chains_cli
+from sqsjobs.cli.batch_commands import batches_cli
+from sqsjobs.cli.chain_commands import chains_cli
 from sqsjobs.cli.common import (
     EXIT_CODES_HELP,
     EXIT_ERROR,
@@ -34,11 +34,11 @@ from sqsjobs.cli.common import (
 )
 from sqsjobs.cli.dlq_commands import dlq_cli
 from sqsjobs.cli.health import doctor, stats
-from sqsjobs.cli.jobs import jobs_cli
+from sqsjobs.cli.job_commands import jobs_cli
 from sqsjobs.cli.limits import limits, pause, resume
 from sqsjobs.cli.package import package_cli
 from sqsjobs.cli.schedules import schedules_cli
-from sqsjobs.cli.workers import workers
+from sqsjobs.cli.worker_commands import workers
 from sqsjobs.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -94,7 +94,11 @@ def worker(
     ] = None,
     concurrency: Annotated[int | None, typer.Option(help="Jobs at once [env: SQSJOBS_CONCURRENCY]")] = None,
 ) -> None:
-    """Run jobs until SIGTERM/SIGINT, then drain (DESIGN §3.7)."""
+    """Run jobs until SIGTERM/SIGINT, then drain.
+
+    Draining lets the running jobs finish until the drain timeout, releases the rest (back to queued,
+    no attempt used up) and exits before the platform's kill.
+    """
     from sqsjobs.runtime.worker import Worker
 
     loaded = load_app(app, endpoint_url)
@@ -190,8 +194,8 @@ def _run_dev(app: App, port: int, concurrency: int | None, api_socket: socket.so
         api = None
         if api_socket is not None:
             from sqsjobs.api import server
-            from sqsjobs.api.app import create_app
             from sqsjobs.api.auth import TOKEN_ENV
+            from sqsjobs.api.http_app import create_app
 
             api = (create_app(app, token=os.environ.get(TOKEN_ENV) or None), api_socket)
             url = server.url_of(api_socket)

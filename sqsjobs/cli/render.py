@@ -141,8 +141,14 @@ def render_job(job: Job, data: dict[str, Any]) -> None:
         for col in ("#", "outcome", "started", "finished", "worker", "error"):
             table.add_column(col, overflow="fold")
         for h in job.history:
-            table.add_row(str(h.attempt), escape(h.outcome), when(h.started_at, now), when(h.finished_at, now),
-                          escape(h.worker), escape(h.error))  # fmt: skip
+            table.add_row(
+                str(h.attempt),
+                escape(h.outcome),
+                when(h.started_at, now),
+                when(h.finished_at, now),
+                escape(h.worker),
+                escape(h.error),
+            )
         console.print(table)
     if data["audit"]:
         table = Table(title="audit", title_justify="left")
@@ -151,8 +157,16 @@ def render_job(job: Job, data: dict[str, Any]) -> None:
         for a in data["audit"]:
             replaced = (
                 f"{str(a.get('old_payload_hash') or 'none')[:12]} → {str(a['new_payload_hash'])[:12]}"
-                if a.get("new_payload_hash") else "-"
-            )  # fmt: skip
-            table.add_row(str(a.get("at")), str(a.get("action")), str(a.get("by")), str(a.get("from")),
-                          escape(str(a.get("reason") or "-")), str(a.get("message_id") or "-"), replaced)  # fmt: skip
+                if a.get("new_payload_hash")
+                else "-"
+            )
+            table.add_row(
+                str(a.get("at")),
+                str(a.get("action")),
+                str(a.get("by")),
+                str(a.get("from")),
+                escape(str(a.get("reason") or "-")),
+                str(a.get("message_id") or "-"),
+                replaced,
+            )
         console.print(table)

@@ -160,10 +160,25 @@ def install_deps(build: LambdaBuild) -> Path:
     for r in build.requirements:
         extra += ["-r", str(build.project_dir / r[2:].strip())] if r.startswith("-r") else [r]
     command = [
-        sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
-        "--target", str(partial), "--implementation", "cp", "--python-version", build.python_version,
-        "--platform", PLATFORMS[build.arch], "--only-binary=:all:", *runtime_requirements(), *extra,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-compile",
+        "--target",
+        str(partial),
+        "--implementation",
+        "cp",
+        "--python-version",
+        build.python_version,
+        "--platform",
+        PLATFORMS[build.arch],
+        "--only-binary=:all:",
+        *runtime_requirements(),
+        *extra,
+    ]
     result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         shutil.rmtree(partial, ignore_errors=True)

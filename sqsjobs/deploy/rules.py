@@ -2,7 +2,8 @@
 
 Pure and CDK-free: ``infra/`` (the CDK construct), the local stacks and the tests all import it,
 so the numbers a stack is synthesized from come from the same code the runtime uses, and the
-rules that tie settings together (DESIGN §3.5, §3.7; STYLE §7) are checked in one place.
+rules that tie settings together (the redrive count above every type's attempts, the platform's
+kill after the worker's drain, the Lambda timeout against the job timeouts) are checked in one place.
 """
 
 from __future__ import annotations
@@ -243,7 +244,7 @@ def check_lambda_timeout(registry: Registry, queues: Iterable[str], function_tim
 
     Only explicit timeouts count: the Lambda worker never starts a job whose timeout plus the
     deadline margin does not fit an invocation, so such a type would cycle until redrive
-    (DESIGN §3.10). A type without a timeout runs in the time an invocation has left, on any
+    (a silent trap: docs/lambda.md). A type without a timeout runs in the time an invocation has left, on any
     function timeout that leaves it ``MIN_RUN_S`` after the margin.
     """
     from sqsjobs.runtime.lambda_sqs import DEADLINE_MARGIN_S, MIN_RUN_S
@@ -290,8 +291,8 @@ def check_esm(*, batch_size: int, max_concurrency: int) -> None:
 def stop_timeout_s(drain_timeout_s: float) -> int:
     """ECS ``stopTimeout`` for a worker: the drain deadline plus time to release and exit.
 
-    The platform's SIGKILL must come after the worker's own deadline (DESIGN §3.7), or running
-    jobs are killed instead of released.
+    The platform's SIGKILL must come after the worker's own deadline (a graceful shutdown drains,
+    releases and exits first), or running jobs are killed instead of released.
     """
     timeout = math.ceil(drain_timeout_s) + STOP_MARGIN_S
     if timeout > FARGATE_MAX_STOP_TIMEOUT_S:

@@ -114,8 +114,9 @@ def state_flow(
         items |= ls.batch_items(table, response)
     paused = {
         t: {"reason": str_attr(item, "reason"), "paused_at": num_attr(item, "paused_at")}
-        for t in types if (item := items.get(ls.pause_id(t))) is not None
-    }  # fmt: skip
+        for t in types
+        if (item := items.get(ls.pause_id(t))) is not None
+    }
     states = []
     for lim in limits:
         users = [s.name for s in registry if lim.name in s.limits]

@@ -66,7 +66,7 @@ class DevStack:
     ) -> Worker:
         """Run a worker, the sweeper, the local firing loop of the app's schedules and the API until ``stop``.
 
-        ``api``: the FastAPI application (``sqsjobs.api.app.create_app``) and the socket to serve it on.
+        ``api``: the FastAPI application (``sqsjobs.api.http_app.create_app``) and the socket to serve it on.
         """
         schedules = LocalScheduler(self.app)  # validates the declarations before anything starts
         worker = Worker(self.app, concurrency=concurrency)

@@ -215,10 +215,12 @@ def _as_long_poll(environ: WSGIEnvironment, body: bytes) -> _LongPoll | None:
 _PARTIQL_TARGETS: Final = frozenset(
     f"DynamoDB_20120810.{op}" for op in ("ExecuteStatement", "BatchExecuteStatement", "ExecuteTransaction")
 )
-_PARTIQL_REFUSAL: Final = json.dumps({
-    "__type": "com.amazonaws.dynamodb.v20120810#UnknownOperationException",
-    "message": "the embedded emulator refuses PartiQL: moto does not check its conditions",
-}).encode()  # fmt: skip
+_PARTIQL_REFUSAL: Final = json.dumps(
+    {
+        "__type": "com.amazonaws.dynamodb.v20120810#UnknownOperationException",
+        "message": "the embedded emulator refuses PartiQL: moto does not check its conditions",
+    }
+).encode()
 
 
 class _SerialisingMiddleware:

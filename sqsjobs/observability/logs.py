@@ -1,4 +1,4 @@
-"""The JSON logger of an App: Powertools' Logger, one line per job transition (DESIGN §6).
+"""The JSON logger of an App: Powertools' Logger, one line per job transition (docs/observability.md).
 
 Set up here rather than inline so that what each line costs is decided in one place. A worker
 writes two lines per job at INFO; Powertools first tries to decode every message as JSON (a message

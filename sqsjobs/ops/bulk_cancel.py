@@ -5,7 +5,8 @@
     sqsjobs jobs cancel --type T [--status queued] [--tenant X] [--dry-run] [--limit N] [--rate R]
     sqsjobs jobs cancel --resume OP
 
-How the jobs are found: there is no status index, on purpose (DESIGN §4, §8), so a Scan with a
+How the jobs are found: there is no status index, on purpose (every job would pay index writes
+on one hot partition per status: docs/scale.md), so a Scan with a
 filter (type, status, tenant) walks the table, ``page_size`` items per request, eventually
 consistent. It reads (and is billed for) every item, matched or not: 0.5 read unit per 4 KB, so a
 table of 1 M records of 1 KB costs 1 GB / 4 KB x 0.5 = 125,000 read units ($0.016 on demand), and
@@ -100,9 +101,14 @@ class BulkCancelReport:
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
         return {
-            "op_id": self.op_id, "dry_run": self.dry_run, "matched": self.matched, "cancelled": self.cancelled,
-            "skipped": dict(self.skipped), "done": self.done, "read": self.read,
-        }  # fmt: skip
+            "op_id": self.op_id,
+            "dry_run": self.dry_run,
+            "matched": self.matched,
+            "cancelled": self.cancelled,
+            "skipped": dict(self.skipped),
+            "done": self.done,
+            "read": self.read,
+        }
 
 
 def _skip_reason(old: Mapping[str, Any] | None) -> str:
@@ -152,14 +158,19 @@ def bulk_cancel_flow(
         raise ValueError("--dry-run starts no operation and resumes none: run it with the filters alone")
     if resume is not None:
         stored, item = yield from _load_op(settings, resume)
-        spec = BulkCancel(stored.job_type, stored.status, stored.tenant, pace.dry_run, pace.limit, pace.rate,
-                          pace.page_size)  # fmt: skip
+        spec = BulkCancel(
+            stored.job_type, stored.status, stored.tenant, pace.dry_run, pace.limit, pace.rate, pace.page_size
+        )
         op_id, seq = resume, int(item["op_seq"]["N"])
         counts = {k: int(v["N"]) for k, v in item.get("op_counts", {}).get("M", {}).items()}
         position: dict[str, Any] | None = item.get("op_position", {}).get("M")
-        report = BulkCancelReport(op_id, spec.dry_run, matched=counts.pop("matched", 0),
-                                  cancelled=counts.pop("cancelled", 0),
-                                  skipped={k.removeprefix("skipped_"): v for k, v in counts.items()})  # fmt: skip
+        report = BulkCancelReport(
+            op_id,
+            spec.dry_run,
+            matched=counts.pop("matched", 0),
+            cancelled=counts.pop("cancelled", 0),
+            skipped={k.removeprefix("skipped_"): v for k, v in counts.items()},
+        )
         if item["op_state"]["S"] == "done":
             report.done = True
             return report
@@ -189,10 +200,19 @@ def bulk_cancel_flow(
     next_at = clock.now()
     stopped = False
     while not stopped:
-        page = yield Call("dynamodb", "scan", bulk.scan_page(
-            table, job_type=spec.job_type, status=spec.status.value, tenant=spec.tenant, op_id=op_id,
-            limit=spec.page_size, start=position,
-        ))  # fmt: skip
+        page = yield Call(
+            "dynamodb",
+            "scan",
+            bulk.scan_page(
+                table,
+                job_type=spec.job_type,
+                status=spec.status.value,
+                tenant=spec.tenant,
+                op_id=op_id,
+                limit=spec.page_size,
+                start=position,
+            ),
+        )
         report.read += int(page.get("ScannedCount", 0))
         for item in page.get("Items", []):
             if str_attr(item, "cancel_op") == op_id:  # cancelled by this operation before a resume
@@ -225,10 +245,19 @@ def bulk_cancel_flow(
             stopped = report.done
         if not spec.dry_run:
             try:
-                yield Call("dynamodb", "update_item", bulk.checkpoint(
-                    table, op_id, seq=seq, position=position, counts=report.counts(),
-                    state="done" if report.done else "running", now=clock.now(),
-                ))  # fmt: skip
+                yield Call(
+                    "dynamodb",
+                    "update_item",
+                    bulk.checkpoint(
+                        table,
+                        op_id,
+                        seq=seq,
+                        position=position,
+                        counts=report.counts(),
+                        state="done" if report.done else "running",
+                        now=clock.now(),
+                    ),
+                )
             except StoreError as exc:
                 if is_conflict(exc):
                     raise RecordChanged(
@@ -245,9 +274,16 @@ def _cancel_one(
     """``cancelled``, or why the job was skipped."""
     audit = {"action": "bulk_cancel", "op": op_id, "at": now, "by": by, "from": spec.status.value}
     params = bulk.cancel_matching(
-        settings.table_name, job_id, job_type=spec.job_type, status=spec.status.value, tenant=spec.tenant,
-        op_id=op_id, audit=audit, now=now, retention_s=settings.retention_s,
-    )  # fmt: skip
+        settings.table_name,
+        job_id,
+        job_type=spec.job_type,
+        status=spec.status.value,
+        tenant=spec.tenant,
+        op_id=op_id,
+        audit=audit,
+        now=now,
+        retention_s=settings.retention_s,
+    )
     try:
         yield Call("dynamodb", "update_item", params)
     except StoreError as exc:

@@ -1,7 +1,7 @@
 """The operator's ``replay`` transition: a dead or cancelled job back to ``queued``.
 
 Shared by ``sqsjobs jobs retry`` (``App.retry``) and ``sqsjobs dlq replay``. Durable state first
-(DESIGN §3.3): the record is re-validated against the *current* handler (an older payload upgraded
+(docs/lifecycle.md: the message follows the write, never the other way): the record is re-validated against the *current* handler (an older payload upgraded
 by its upcasts first, as the worker will), then moved with one conditional write (attempts reset,
 job id, payload and idempotency key kept, an audit entry appended), and only then is a hint sent.
 If the hint is lost, the record is still ``queued`` and the sweeper dispatches it; a re-run that
@@ -292,9 +292,15 @@ def retry_flow(
     refuses it, and then nothing is changed.
     """
     result = yield from requeue_flow(
-        job_id, settings=settings, registry=registry, queue_urls=queue_urls, action="retry", now=now, by=by,
+        job_id,
+        settings=settings,
+        registry=registry,
+        queue_urls=queue_urls,
+        action="retry",
+        now=now,
+        by=by,
         payload=payload,
-    )  # fmt: skip
+    )
     if result.outcome == "missing":
         raise JobNotFound(f"no job with id {job_id!r} in table {settings.table_name}")
     if result.outcome == "not_replayable":

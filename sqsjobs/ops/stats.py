@@ -1,9 +1,9 @@
 """Queue health: SQS depths, per job type counts by status from one Scan, and workers by status.
 
-Workers (live, draining, silent) come from the worker registry (``ops/workers.py``), not the Scan.
+Workers (live, draining, silent) come from the worker registry (``ops/worker_views.py``), not the Scan.
 
-The table has no status index any more (it cost every job write units on one hot partition per
-status, DESIGN §4, §8), so the counts come from a Scan, aggregated here. The Scan keeps finished
+The table has no status index any more (it cost every job index write units, all on one hot partition per
+status: docs/scale.md), so the counts come from a Scan, aggregated here. The Scan keeps finished
 jobs updated in the last ``window_s`` and every unfinished one (queued, retry_scheduled, running,
 however old: a backlog must show), projecting only type, status and what the held, stuck and
 oldest-due columns need (``attn``, ``run_at``, ``lease_expires``).
@@ -32,7 +32,7 @@ from sqsjobs._aws import Call, Flow
 from sqsjobs.errors import TransportError
 from sqsjobs.job import JobStatus
 from sqsjobs.ops._common import app_queues, iso
-from sqsjobs.ops.workers import count_workers, list_workers_flow
+from sqsjobs.ops.worker_views import count_workers, list_workers_flow
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import routes
 
@@ -45,8 +45,11 @@ DEFAULT_WINDOW_S = 3600.0
 #: Items one stats pass reads at most (its cost bound: 12,500 read units at 1 KB).
 DEFAULT_MAX_ENTRIES = 100_000
 _UNFINISHED = (
-    JobStatus.QUEUED.value, JobStatus.RETRY_SCHEDULED.value, JobStatus.RUNNING.value, JobStatus.WAITING.value,
-)  # fmt: skip
+    JobStatus.QUEUED.value,
+    JobStatus.RETRY_SCHEDULED.value,
+    JobStatus.RUNNING.value,
+    JobStatus.WAITING.value,
+)
 _MISSING = ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
 #: Attribute placeholders of the Scan: what ``_count`` reads, and the window's attribute.
 _NAMES = {

@@ -32,7 +32,7 @@ from sqsjobs.observability.tracing import AWS_TRACE_HEADER, TRACEPARENT
 from sqsjobs.observability.tracing import parse as parse_trace
 from sqsjobs.producer import JobRequest, build_new_job
 from sqsjobs.runtime.acks import DELETE, LEAVE, Ack, dead_letter, failure_record
-from sqsjobs.schedules.declarations import empty_payload
+from sqsjobs.schedules.specs import empty_payload
 
 if TYPE_CHECKING:
     from sqsjobs.app import App

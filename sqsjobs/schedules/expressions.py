@@ -31,7 +31,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from sqsjobs.errors import ExpressionError as ExpressionError  # re-exported: its old home
+from sqsjobs.errors import ExpressionError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

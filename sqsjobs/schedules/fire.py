@@ -23,8 +23,8 @@ from sqsjobs.envelope import SCHEDULED_TIME
 from sqsjobs.errors import AwsError, HandlerNotFound, IdempotencyConflict, PayloadError
 from sqsjobs.producer import JobRequest, build_new_job
 from sqsjobs.runtime.acks import DELETE, LEAVE, Ack, dead_letter, failure_record
-from sqsjobs.schedules.declarations import empty_payload
 from sqsjobs.schedules.expressions import MIN_PERIOD_S, iso_utc, parse_instant
+from sqsjobs.schedules.specs import empty_payload
 
 if TYPE_CHECKING:
     from sqsjobs.app import App

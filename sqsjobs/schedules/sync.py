@@ -30,7 +30,7 @@ from sqsjobs.errors import (
     TransportError,
 )
 from sqsjobs.schedules import expressions as sx
-from sqsjobs.schedules.declarations import NAME_PATTERN, ScheduleSpec, empty_payload
+from sqsjobs.schedules.specs import NAME_PATTERN, ScheduleSpec, empty_payload
 from sqsjobs.transport.queues import dlq_key
 
 if TYPE_CHECKING:

@@ -263,16 +263,27 @@ def cancel_flow(settings: Settings, chain_id: str, now: float) -> Flow[str]:
         step = status.steps[status.current]
         later = [s for s in status.steps[step.position + 1 :] if s.status is JobStatus.WAITING]
         reason = f"chain cancelled by request at step {step.position}"
-        end = cs.end(table, chain_id, step=step.position, state=ChainState.CANCELLED, now=now,
-                     retention_s=settings.retention_s, reason=reason)  # fmt: skip
+        end = cs.end(
+            table,
+            chain_id,
+            step=step.position,
+            state=ChainState.CANCELLED,
+            now=now,
+            retention_s=settings.retention_s,
+            reason=reason,
+        )
         if step.status in (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED):
             outcome = "cancelled"
             updates = [
-                operator.cancel(table, step.job_id, now=now, retention_s=settings.retention_s, chain_step=True),
+                operator.cancel(
+                    table, step.job_id, now=now, retention_s=settings.retention_s, chain_step=True
+                ),
                 end,
-                *(cs.drop(table, s.job_id, now=now, reason=reason, retention_s=settings.retention_s)
-                  for s in later),
-            ]  # fmt: skip
+                *(
+                    cs.drop(table, s.job_id, now=now, reason=reason, retention_s=settings.retention_s)
+                    for s in later
+                ),
+            ]
         elif step.status is JobStatus.RUNNING:
             outcome = "requested"
             updates = [

@@ -13,7 +13,7 @@ import httpx
 
 from sqsjobs import App
 from sqsjobs.api import server
-from sqsjobs.api.app import create_app
+from sqsjobs.api.http_app import create_app
 
 PROBLEM = "application/problem+json"
 START_TIMEOUT_S = 10.0

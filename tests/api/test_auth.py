@@ -18,10 +18,23 @@ from tests.api.helpers import assert_problem, client, serving
 from tests.cli.conftest import new_app
 from tests.emulators import REPO_ROOT
 
-GUARDED = [("GET", "/jobs"), ("POST", "/jobs"), ("GET", "/jobs/x"), ("DELETE", "/jobs/x"),
-           ("POST", "/jobs/x/retry"), ("GET", "/queues"), ("GET", "/dlq"), ("POST", "/dlq/replay"),
-           ("GET", "/workers"), ("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/redoc"),
-           ("GET", "/"), ("GET", "/ui/jobs/x"), ("GET", "/ui/static/dashboard.js")]  # fmt: skip
+GUARDED = [
+    ("GET", "/jobs"),
+    ("POST", "/jobs"),
+    ("GET", "/jobs/x"),
+    ("DELETE", "/jobs/x"),
+    ("POST", "/jobs/x/retry"),
+    ("GET", "/queues"),
+    ("GET", "/dlq"),
+    ("POST", "/dlq/replay"),
+    ("GET", "/workers"),
+    ("GET", "/openapi.json"),
+    ("GET", "/docs"),
+    ("GET", "/redoc"),
+    ("GET", "/"),
+    ("GET", "/ui/jobs/x"),
+    ("GET", "/ui/static/dashboard.js"),
+]
 
 
 @pytest.mark.parametrize(

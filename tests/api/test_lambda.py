@@ -22,8 +22,14 @@ from tests.api import lambda_app
 TOKEN = "lambda-token-91"
 
 
-def rest_event(method: str, path: str, *, body: Any = None, query: dict[str, str] | None = None,
-               headers: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
+def rest_event(
+    method: str,
+    path: str,
+    *,
+    body: Any = None,
+    query: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """A REST API (payload 1.0) proxy event, as a ``{proxy+}`` resource on stage ``prod`` delivers it."""
     headers = {"Host": "abc123.execute-api.eu-west-1.amazonaws.com", **(headers or {})}
     return {
@@ -51,8 +57,14 @@ def rest_event(method: str, path: str, *, body: Any = None, query: dict[str, str
     }
 
 
-def http_event(method: str, path: str, *, body: Any = None, query: dict[str, str] | None = None,
-               headers: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
+def http_event(
+    method: str,
+    path: str,
+    *,
+    body: Any = None,
+    query: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """An HTTP API (payload 2.0) event on the ``$default`` route and stage, IAM-authorised."""
     return {
         "version": "2.0",

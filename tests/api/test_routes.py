@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from sqsjobs import JobStatus
-from sqsjobs.api.app import create_app, route_summary
+from sqsjobs.api.http_app import create_app, route_summary
 from tests.api.helpers import assert_problem
 from tests.cli.conftest import World, invoke, new_app
 

@@ -1,4 +1,5 @@
-"""What the bench's command-line smoke tests share: a clean environment for ``python -m bench.*``."""
+"""What the bench's tests share: a clean environment for ``python -m bench.*``, and the proxy tests' scratch
+table and queue."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
+
+from tests.aws_scratch import queue_url, table  # noqa: F401 (fixtures of test_proxy.py)
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -27,8 +27,12 @@ def test_bench_smoke_measures_every_framework(tmp_path: Path, bench_env: dict[st
     out = tmp_path / "smoke"
     done = subprocess.run(
         [sys.executable, "-m", "bench.harness", "--smoke", "--out", str(out)],
-        cwd=REPO, env=bench_env, capture_output=True, text=True, timeout=220,
-    )  # fmt: skip
+        cwd=REPO,
+        env=bench_env,
+        capture_output=True,
+        text=True,
+        timeout=220,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
     doc = json.loads(out.with_suffix(".json").read_text())

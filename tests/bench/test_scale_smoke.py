@@ -24,8 +24,12 @@ def test_scale_smoke_drains_with_one_and_two_processes(tmp_path: Path, bench_env
     out = tmp_path / "scale"
     done = subprocess.run(
         [sys.executable, "-m", "bench.scale", "--smoke", "--processes", "1,2", "--out", str(out)],
-        cwd=REPO, env=bench_env, capture_output=True, text=True, timeout=160,
-    )  # fmt: skip
+        cwd=REPO,
+        env=bench_env,
+        capture_output=True,
+        text=True,
+        timeout=160,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
     doc = json.loads(out.with_suffix(".json").read_text())

@@ -53,9 +53,15 @@ def test_a_job_id_that_does_not_exist_is_one_line_and_exit_3(ledger):
     table = ledger.app.settings.table_name
     # WHEN the CLI asks for an id that no job has
     run = sqsjobs(
-        "jobs", "get", "no-such-job", "--app", "tests.cli.jobs_app:app", "--endpoint-url", ledger.endpoint,
+        "jobs",
+        "get",
+        "no-such-job",
+        "--app",
+        "tests.cli.jobs_app:app",
+        "--endpoint-url",
+        ledger.endpoint,
         SQSJOBS_TABLE=table,
-    )  # fmt: skip
+    )
     # THEN it answers "not found" in one line with exit 3, and no traceback
     assert run.returncode == EXIT_NOT_FOUND, run.stderr
     assert one_error_line(run.stderr) == f"error: no job with id 'no-such-job' in table {table}"

@@ -128,8 +128,13 @@ def test_a_stale_message_with_the_old_payload_is_refused_and_never_runs_the_hand
     assert sum(depth(fixed, "mail", dlq=True).values()) == 3
 
     # WHEN the hint comes back, THEN the job runs once, with the new payload
-    sqs_call(w.app, "change_message_visibility", QueueUrl=queue_url(w.app, "mail"),
-             ReceiptHandle=hint["ReceiptHandle"], VisibilityTimeout=0)  # fmt: skip
+    sqs_call(
+        w.app,
+        "change_message_visibility",
+        QueueUrl=queue_url(w.app, "mail"),
+        ReceiptHandle=hint["ReceiptHandle"],
+        VisibilityTimeout=0,
+    )
     work_until(fixed, all_finished(fixed, [job_id]))
     job = fixed.get(job_id)
     assert (job.status, job.result, job.attempt) == (JobStatus.SUCCEEDED, "sent Welcome", 1)

@@ -32,8 +32,10 @@ def test_workers_lists_each_status_and_stats_counts_them(ministack_url):
     assert run.code == 0, run.err
     by_id = {w["id"]: w for w in run.json["workers"]}
     assert {k: w["status"] for k, w in by_id.items()} == {
-        "live-1": "live", "drain-1": "draining", "silent-1": "silent"
-    }  # fmt: skip
+        "live-1": "live",
+        "drain-1": "draining",
+        "silent-1": "silent",
+    }
     assert by_id["live-1"]["running"] == ["j-running"]
     assert run.json["counts"] == {"live": 1, "draining": 1, "silent": 1}
 

@@ -33,8 +33,8 @@ class Served:
     def __init__(self, app: App, *, token: str | None = None, **options: float) -> None:
         import uvicorn
 
-        from sqsjobs.api.app import create_app
         from sqsjobs.api.dashboard import dashboard_router
+        from sqsjobs.api.http_app import create_app
 
         # The dashboard with the test's refresh pace, in place of the default one create_app mounts.
         api = create_app(app, token=token, dashboard=False, extra_routers=[dashboard_router(app, **options)])

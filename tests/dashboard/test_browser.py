@@ -26,10 +26,16 @@ pytestmark = pytest.mark.slow
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
     "--window-size=1400,1000",
-]  # fmt: skip
+]
 TOKEN = "dashboard-test-token"
 #: Read at import: the suite's autouse fixture scrubs SQSJOBS_* from the environment of each test.
 SCREENSHOT = os.environ.get("SQSJOBS_DASHBOARD_SCREENSHOT")

@@ -67,7 +67,7 @@ def test_the_overview_shows_dead_jobs_with_their_error_as_text_and_counts_them(d
     assert '<span class="n dead">2</span>' in page
     assert "<td>default</td>" in page and '<span class="bad">2</span>' in page
     # AND without the worker registry the workers panel says so instead of failing the page
-    if importlib.util.find_spec("sqsjobs.ops.workers") is None:
+    if importlib.util.find_spec("sqsjobs.ops.worker_views") is None:
         assert "worker registry not available" in page
 
 

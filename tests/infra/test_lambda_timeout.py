@@ -1,6 +1,6 @@
 """The construct refuses, at synth, a job type whose explicit timeout its Lambda function can never start.
 
-DESIGN §3.10: such a type's messages would cycle until the redrive policy dead-letters them. The
+No silent trap (docs/lambda.md): such a type's messages would cycle until the redrive policy dead-letters them. The
 construct runs in the CDK virtualenv (``tests/infra/lambda_timeout_synth.py``); a missing venv is
 an error with the fix, as for the other infra tests.
 """

@@ -429,10 +429,16 @@ def test_an_event_rule_sends_each_match_to_the_queue_as_the_message_the_worker_r
     assert (logical_id(target["Arn"]), logical_id(target["DeadLetterConfig"]["Arn"])) == (queue, dlq)
     # WHEN EventBridge renders a matching event through the input transformer
     event = {
-        "version": "0", "id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718", "detail-type": "OrderPlaced",
-        "source": "shop.orders", "account": "111122223333", "time": "2026-11-23T01:00:00Z",
-        "region": "us-east-1", "resources": [], "detail": {"order_id": 7, "tenant": "acme"},
-    }  # fmt: skip
+        "version": "0",
+        "id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
+        "detail-type": "OrderPlaced",
+        "source": "shop.orders",
+        "account": "111122223333",
+        "time": "2026-11-23T01:00:00Z",
+        "region": "us-east-1",
+        "resources": [],
+        "detail": {"order_id": 7, "tenant": "acme"},
+    }
     body = render_input_template(target["InputTransformer"], event)
     # THEN the worker reads the job the rule stands for, keyed by the event's id
     assert parse(body) == Foreign(
@@ -772,8 +778,11 @@ def test_a_heartbeat_gap_of_the_ecs_workers_fires_an_alarm_and_the_lambda_only_v
     # AND the refresh cannot be rarer than the period (a worker beats at least once a minute)
     assert Settings("x").registry_interval_s <= MAX_REGISTRY_INTERVAL_S == gap["Period"]
     # AND a deployment without an ECS service (Lambda only) has no heartbeat to miss
-    assert not [a for a in local.resources("AWS::CloudWatch::Alarm").values()
-                if a["Properties"]["MetricName"] == HEARTBEAT]  # fmt: skip
+    assert not [
+        a
+        for a in local.resources("AWS::CloudWatch::Alarm").values()
+        if a["Properties"]["MetricName"] == HEARTBEAT
+    ]
 
 
 def test_the_local_variant_leaves_out_what_emulators_cannot_run(local):

@@ -1,4 +1,4 @@
-"""No hot partitions (DESIGN §8): the happy path writes no index, and attention entries spread over shards.
+"""No hot partitions (docs/scale.md): the happy path writes no index, and attention entries spread over shards.
 
 A run with successes and failures, then a count of the ``attention`` index's entries per partition
 key value, read back from DynamoDB (MiniStack) itself.

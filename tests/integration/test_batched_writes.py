@@ -81,8 +81,16 @@ def _claimed(app: App) -> Any:
     """A job put by a producer and claimed by a single claim with ``TOKEN``."""
     new = _new(app)
     _call(app, "put_item", rq.put_job(app.settings.table_name, new))
-    claim = rq.claim(app.settings.table_name, rq.envelope_of(new), owner="w1", token=TOKEN, message_id="m1",
-                     now=NOW, lease_s=60, max_attempts=3)  # fmt: skip
+    claim = rq.claim(
+        app.settings.table_name,
+        rq.envelope_of(new),
+        owner="w1",
+        token=TOKEN,
+        message_id="m1",
+        now=NOW,
+        lease_s=60,
+        max_attempts=3,
+    )
     return rq.job_from_item(_call(app, "update_item", claim)["Attributes"])
 
 
@@ -133,8 +141,17 @@ def test_a_batched_write_repeated_after_a_lost_answer_is_recognised_as_its_own(a
 
 
 def _fresh(app: App, envelope: Any, token: str = TOKEN) -> dict[str, Any]:
-    return statements.fresh_claim(app.settings.table_name, envelope, owner="w1", token=token, message_id="m1",
-                                  now=NOW, lease_s=60, max_attempts=3, clock_skew_s=rq.CLOCK_SKEW_S)  # fmt: skip
+    return statements.fresh_claim(
+        app.settings.table_name,
+        envelope,
+        owner="w1",
+        token=token,
+        message_id="m1",
+        now=NOW,
+        lease_s=60,
+        max_attempts=3,
+        clock_skew_s=rq.CLOCK_SKEW_S,
+    )
 
 
 def test_a_batched_fresh_claim_makes_the_record_the_worker_rebuilds_from_the_message(app):
@@ -190,8 +207,9 @@ def test_a_refused_fresh_claim_is_read_as_the_single_claim_would_be(app, situati
         envelope = parse(rq.envelope_of(dataclasses.replace(_new(app, {"other": 1}), id=new.id)).to_body())
     (refused,) = _batch(app, _fresh(app, envelope, token="second"))
     assert refused is not None and not statements.claim_needs_single(refused, "second")
-    single = rq.claim(table, envelope, owner="w2", token="second", message_id="m2", now=NOW, lease_s=60,
-                      max_attempts=3)  # fmt: skip
+    single = rq.claim(
+        table, envelope, owner="w2", token="second", message_id="m2", now=NOW, lease_s=60, max_attempts=3
+    )
     with pytest.raises(StoreError) as by_single:
         _call(app, "update_item", single)
     read = rq.interpret_claim_refusal(refused, NOW, 3, envelope.payload_hash)
@@ -233,8 +251,17 @@ def test_two_writes_of_one_record_at_one_instant_never_share_a_batch(app):
     first = rq.complete(table, job, owner="w1", now=NOW, result=None, retention_s=60)
     second = rq.fail(table, job, owner="w1", now=NOW, error=ERROR, reason="r", retention_s=60)
     app.requests.reset()
-    landed = _transitions_round(app, [first, second, *(rq.complete(table, _claimed(app), owner="w1", now=NOW,
-                                                                    result=None, retention_s=60) for _ in range(3))])  # fmt: skip
+    landed = _transitions_round(
+        app,
+        [
+            first,
+            second,
+            *(
+                rq.complete(table, _claimed(app), owner="w1", now=NOW, result=None, retention_s=60)
+                for _ in range(3)
+            ),
+        ],
+    )
     # exactly one of the two writes of the job takes effect; the other is refused as LeaseLost reads it
     outcomes = landed[:2]
     assert sum(isinstance(x, StoreError) and rq.is_conflict(x) for x in outcomes) == 1, outcomes
@@ -248,8 +275,9 @@ def test_the_embedded_moto_refuses_partiql_and_the_writes_fall_back_to_single_re
     jobs = [_claimed(app) for _ in range(4)]
     table = app.settings.table_name
     app.requests.reset()
-    landed = _transitions_round(app, [rq.complete(table, j, owner="w1", now=NOW, result=None, retention_s=60)
-                                      for j in jobs])  # fmt: skip
+    landed = _transitions_round(
+        app, [rq.complete(table, j, owner="w1", now=NOW, result=None, retention_s=60) for j in jobs]
+    )
     assert all(not isinstance(x, BaseException) for x in landed), landed
     assert app.requests.counts[("dynamodb", "BatchExecuteStatement")] == 1  # refused: UnknownOperation
     assert app.requests.counts[("dynamodb", "UpdateItem")] == 4

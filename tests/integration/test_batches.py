@@ -85,8 +85,14 @@ def test_counts_are_exact_and_the_callback_runs_once_when_every_item_message_is_
     url = queue_url(app)
     originals: list[dict] = []
     while len(originals) < len(ids):
-        originals += sqs_call(app, "receive_message", QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=30,
-                              WaitTimeSeconds=20).get("Messages", [])  # fmt: skip
+        originals += sqs_call(
+            app,
+            "receive_message",
+            QueueUrl=url,
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=30,
+            WaitTimeSeconds=20,
+        ).get("Messages", [])
     for i in range(0, len(originals), 10):
         entries = [{"Id": str(n), "MessageBody": m["Body"]} for n, m in enumerate(originals[i : i + 10])]
         sqs_call(app, "send_message_batch", QueueUrl=url, Entries=entries)
@@ -397,7 +403,7 @@ def test_write_units_per_item_counted_by_dynamodb(ministack_url, make_app, runs)
 
 
 def test_item_writes_spread_evenly_over_the_counter_shards():
-    """DESIGN §8: no shard of a busy batch takes more than half a partition's 1,000 write units/s.
+    """No hot partition (docs/scale.md): no shard of a busy batch takes more than half a partition's 1,000 write units/s.
 
     Each item writes its shard twice, add and finish, each transactional (2 units): a batch whose
     items finish at R/s puts about 2R/shards units/s on each shard (4R/shards while items are also

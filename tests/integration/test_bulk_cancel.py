@@ -45,8 +45,11 @@ def population(app, tmp_path):
     """30 queued ``reports.free`` jobs of tenant acme, and around them what must stay as it is."""
     worker = subprocess.Popen(
         [sys.executable, "-m", "sqsjobs", "worker", "--app", APP, "--queues", "other", "--concurrency", "2"],
-        env=worker_env(app), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+        env=worker_env(app),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     runs = str(tmp_path)
     done = app.enqueue("reports.free", {"runs_dir": runs}, tenant="acme", queue="other")
     wait_until(lambda: app.get(done).status is JobStatus.SUCCEEDED, 30, "a finished job")
@@ -74,9 +77,13 @@ def wait_until(condition, timeout_s: float, what: str) -> None:
 def cli(app, *args: str, **popen) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "sqsjobs", "jobs", "cancel", "--app", APP, *args],
-        env=worker_env(app), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env=worker_env(app),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
         **popen,
-    )  # fmt: skip
+    )
 
 
 def run_cli(app, *args: str) -> dict:
@@ -133,8 +140,14 @@ def test_killed_half_way_and_resumed_it_cancels_exactly_the_matching_jobs_once(a
     for job_id in population["matching"]:
         entries = bulk_entries(app, job_id)
         assert len(entries) == 1 and entries[0]["op"] == op_id and entries[0]["by"], entries
-    assert report == {**report, "op_id": op_id, "matched": MATCHING, "cancelled": MATCHING, "skipped": {},
-                      "done": True}  # fmt: skip
+    assert report == {
+        **report,
+        "op_id": op_id,
+        "matched": MATCHING,
+        "cancelled": MATCHING,
+        "skipped": {},
+        "done": True,
+    }
     untouched(app, population)
     # AND resuming a finished operation does nothing more
     assert run_cli(app, "--resume", op_id)["cancelled"] == MATCHING
@@ -153,8 +166,16 @@ def test_a_job_that_starts_between_the_scan_and_its_cancel_is_skipped_as_running
         ):
             # WHEN a worker claims that job after the Scan saw it queued, before its cancel lands
             started = call.params["Key"]["id"]["S"]
-            claim = rq.claim(app.settings.table_name, Envelope(started, "reports.free"), owner="w", token="t",
-                             message_id="m", now=time.time(), lease_s=60, max_attempts=3)  # fmt: skip
+            claim = rq.claim(
+                app.settings.table_name,
+                Envelope(started, "reports.free"),
+                owner="w",
+                token="t",
+                message_id="m",
+                now=time.time(),
+                lease_s=60,
+                max_attempts=3,
+            )
             app.run(one(Call("dynamodb", "update_item", claim)))
         try:
             answer = app.run(one(call))

@@ -89,11 +89,13 @@ def test_a_three_step_chain_runs_in_order_and_each_step_sees_the_previous_result
 
 def test_a_step_that_dies_stops_the_chain_and_the_later_steps_never_run(app, tmp_path):
     # GIVEN a chain whose second step dies (no retry), and a worker
-    chain_id = app.chain([
-        step("fetch", 1, tmp_path),
-        ("chain.boom", {"name": "transform", "runs_dir": str(tmp_path)}),
-        step("store", 100, tmp_path),
-    ])  # fmt: skip
+    chain_id = app.chain(
+        [
+            step("fetch", 1, tmp_path),
+            ("chain.boom", {"name": "transform", "runs_dir": str(tmp_path)}),
+            step("store", 100, tmp_path),
+        ]
+    )
     proc = start_worker(app)
     try:
         wait_until(lambda: app.get_chain(chain_id).status != "running", 60, "chain ended")
@@ -284,10 +286,19 @@ def test_more_than_99_steps_are_refused_before_anything_is_written(app, tmp_path
 def test_large_step_payloads_and_results_go_through_s3(app, tmp_path):
     # GIVEN steps whose payloads are over the record's inline limit, and a step whose result is over the record's
     blob = "p" * (app.settings.held_inline_payload_bytes * 3)
-    chain_id = app.chain([
-        ("chain.big", {"runs_dir": str(tmp_path), "blob": blob, "result_bytes": app.settings.inline_result_bytes * 2}),
-        ("chain.measure", {"runs_dir": str(tmp_path), "blob": blob}),
-    ])  # fmt: skip
+    chain_id = app.chain(
+        [
+            (
+                "chain.big",
+                {
+                    "runs_dir": str(tmp_path),
+                    "blob": blob,
+                    "result_bytes": app.settings.inline_result_bytes * 2,
+                },
+            ),
+            ("chain.measure", {"runs_dir": str(tmp_path), "blob": blob}),
+        ]
+    )
     steps = app.get_chain(chain_id).steps
     assert (
         app.get(steps[1].job_id).payload_ref is not None

@@ -1,4 +1,4 @@
-"""The DESIGN §4 budget, counted (not timed) with DynamoDB's own ConsumedCapacity, 100 no-op jobs.
+"""The cost budget (README, "What it costs"), counted (not timed) with DynamoDB's own ConsumedCapacity, 100 no-op jobs.
 
 Requests are counted by the drivers, one per API call; capacity is what DynamoDB (MiniStack) says
 each request consumed (``ReturnConsumedCapacity=INDEXES``, ``Settings.measure_capacity``), table
@@ -17,7 +17,7 @@ from sqsjobs.testing import all_finished, work_until
 from tests.conftest import EXTERNAL_ENDPOINT
 
 JOBS = 100
-#: DESIGN §4: enqueue, claim, finish — each at most 1 KB — and no index writes on the happy path.
+#: The budget: enqueue, claim, finish — each at most 1 KB — and no index writes on the happy path.
 WRITE_UNITS_BUDGET = 3.0
 FAKE_AWS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -66,7 +66,7 @@ def _run(ministack_url: str):
 
 def test_a_backlog_costs_under_one_aws_request_per_job_with_its_record_and_reads_nothing(measured):
     # Three writes per job (enqueue, claim, finish), but grouped: enqueue_many's records 25 to a
-    # request, and the worker's claims and finishes as they come ready together (DESIGN §4 goal:
+    # request, and the worker's claims and finishes as they come ready together (the goal:
     # fewer requests per job than peers that keep no record, which send 2.1).
     calls, _ = measured
     ddb_writes = sum(n for (svc, op), n in calls.items() if svc == "dynamodb" and op in DYNAMODB_WRITES)

@@ -103,8 +103,11 @@ def test_a_backlog_reached_late_expires_the_jobs_past_their_deadline_and_runs_th
     ]
     in_time = app.enqueue("reports.free", {"runs_dir": str(tmp_path), "i": 9}, expires_after=60)
     # WHEN the worker reaches them after the blocker
-    wait_until(lambda: all(status(app, j) is not None and status(app, j).terminal for j in [*late, in_time]),
-               60, "all finished")  # fmt: skip
+    wait_until(
+        lambda: all(status(app, j) is not None and status(app, j).terminal for j in [*late, in_time]),
+        60,
+        "all finished",
+    )
     # THEN the late ones expired without running, the other ran; nothing went to the DLQ
     for job_id in late:
         job = app.get(job_id)
@@ -132,8 +135,14 @@ def test_a_message_copied_back_into_the_queue_after_expiry_never_runs(app, start
     send_raw(app, json.dumps(stripped))
     # THEN the job expired, both copies were deleted, the handler never ran, nothing was dead-lettered
     wait_until(lambda: status(app, job_id) is JobStatus.EXPIRED, 30, "expired")
-    sqs_call(app, "change_message_visibility", QueueUrl=queue_url(app), ReceiptHandle=copy["ReceiptHandle"],
-             VisibilityTimeout=0)  # fmt: skip  # the original comes back too
+    # the original comes back too
+    sqs_call(
+        app,
+        "change_message_visibility",
+        QueueUrl=queue_url(app),
+        ReceiptHandle=copy["ReceiptHandle"],
+        VisibilityTimeout=0,
+    )
     wait_until(lambda: drained(app), 30, "every copy deleted")
     assert runs(tmp_path, job_id) == []
     assert receive_dlq(app) == []
@@ -164,8 +173,14 @@ def test_a_stripped_copy_is_refused_by_the_claim_condition_while_the_record_is_s
 def test_a_thin_producer_cannot_weaken_the_types_bound(app, start_worker, tmp_path):
     # GIVEN a producer process that has no handler code enqueues a type whose bound is 5 s
     def thin_enqueue() -> str:
-        out = subprocess.run([sys.executable, "-m", "tests.apps.thin_producer", "reports.build", str(tmp_path)],
-                             env=worker_env(app), capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, "-m", "tests.apps.thin_producer", "reports.build", str(tmp_path)],
+            env=worker_env(app),
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
         return out.stdout.strip()
 
     late = thin_enqueue()
@@ -202,8 +217,12 @@ def test_a_held_job_past_its_deadline_is_expired_by_the_sweeper_not_sent(app, tm
     own = app.enqueue("reports.free", {"runs_dir": str(tmp_path)}, delay=1000, expires_after=1001)
     thin = subprocess.run(
         [sys.executable, "-m", "tests.apps.thin_producer", "reports.build", str(tmp_path), "--delay", "1000"],
-        env=worker_env(app), capture_output=True, text=True, check=True, timeout=60,
-    ).stdout.strip()  # fmt: skip
+        env=worker_env(app),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
     assert app.get(thin).start_by is None and app.get(own).start_by is not None
     # WHEN the sweeper first reaches them after both deadlines (here: its clock is 1,002 s ahead)
     bounds = {"reports.build": expiring.TYPE_BOUND_S}

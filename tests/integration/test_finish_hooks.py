@@ -120,10 +120,14 @@ def test_a_stale_runs_finish_writes_nothing_of_the_hooks(app):
 
     class StealingHook(CountingHook):
         async def entries(self, finish):
-            app.sync_clients.get("dynamodb").update_item(  # a rescue by another worker, just before the finish
-                TableName=table, Key={"id": av_s(job_id)},
-                UpdateExpression="SET claim_token = :other", ExpressionAttributeValues={":other": av_s("x")},
-            )  # fmt: skip
+            app.sync_clients.get(
+                "dynamodb"
+            ).update_item(  # a rescue by another worker, just before the finish
+                TableName=table,
+                Key={"id": av_s(job_id)},
+                UpdateExpression="SET claim_token = :other",
+                ExpressionAttributeValues={":other": av_s("x")},
+            )
             return await hook.entries(finish)
 
     (ack,) = handle_all(app, StealingHook(table), deliveries(app, 1))

@@ -137,25 +137,46 @@ def test_each_senders_shape_runs_once_with_the_payload_its_handler_validated(app
     runs_dir = str(tmp_path)
     # GIVEN one body per kind of sender, each sent with a plain SendMessage
     event = {
-        "version": "0", "id": str(uuid.uuid4()), "detail-type": "OrderPlaced", "source": "shop.orders",
-        "account": "000000000000", "time": "2026-11-23T01:00:00Z", "region": "us-east-1", "resources": [],
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "OrderPlaced",
+        "source": "shop.orders",
+        "account": "000000000000",
+        "time": "2026-11-23T01:00:00Z",
+        "region": "us-east-1",
+        "resources": [],
         "detail": {"order_id": "41", "runs_dir": runs_dir},
-    }  # fmt: skip
+    }
     send(app, eventbridge_body(event))
     # SNS with raw message delivery: the body is what the publisher published (its attributes ride beside it)
     send(
         app,
-        json.dumps({"sqsjobs": 1, "type": TYPE, "payload": {"order_id": 42, "runs_dir": runs_dir},
-                    "idempotency_key": "order-42"}),
+        json.dumps(
+            {
+                "sqsjobs": 1,
+                "type": TYPE,
+                "payload": {"order_id": 42, "runs_dir": runs_dir},
+                "idempotency_key": "order-42",
+            }
+        ),
         MessageAttributes={"source": {"DataType": "String", "StringValue": "billing"}},
-    )  # fmt: skip
+    )
     # SNS without raw delivery: the notification wraps it; its SNS MessageId keys the job
     sns_id = str(uuid.uuid4())
-    send(app, sns_notification(json.dumps({"sqsjobs": 1, "type": TYPE, "payload": {"order_id": 43, "runs_dir": runs_dir}}), sns_id))  # fmt: skip
+    send(
+        app,
+        sns_notification(
+            json.dumps({"sqsjobs": 1, "type": TYPE, "payload": {"order_id": 43, "runs_dir": runs_dir}}),
+            sns_id,
+        ),
+    )
     # a Step Functions sqs:sendMessage task: MessageBody {"sqsjobs": 1, "type": ..., "payload.$": "$.order",
     # "idempotency_key.$": "$$.Execution.Name", "tenant.$": "$.tenant"}, serialised by the service
-    send(app, '{"sqsjobs":1,"type":"orders.ship","payload":{"order_id":44,"runs_dir":DIR,"express":true},'
-              '"idempotency_key":"exec-7f3a","tenant":"acme"}'.replace("DIR", json.dumps(runs_dir)))  # fmt: skip
+    send(
+        app,
+        '{"sqsjobs":1,"type":"orders.ship","payload":{"order_id":44,"runs_dir":DIR,"express":true},'
+        '"idempotency_key":"exec-7f3a","tenant":"acme"}'.replace("DIR", json.dumps(runs_dir)),
+    )
     # a Go service (json.Marshal of a struct with omitempty) without a key: its SQS message id keys it
     go_id = send(
         app,
@@ -190,8 +211,14 @@ def test_each_senders_shape_runs_once_with_the_payload_its_handler_validated(app
 def test_one_message_sent_twice_with_its_key_is_one_job_that_runs_once(app, worker, tmp_path):
     # GIVEN the same body with the same key sent twice (a sender's retry; SNS or EventBridge delivering twice),
     # and the same SNS notification delivered twice (same SNS MessageId, two SQS messages)
-    body = json.dumps({"sqsjobs": 1, "type": TYPE, "idempotency_key": "retry-me",
-                       "payload": {"order_id": 1, "runs_dir": str(tmp_path)}})  # fmt: skip
+    body = json.dumps(
+        {
+            "sqsjobs": 1,
+            "type": TYPE,
+            "idempotency_key": "retry-me",
+            "payload": {"order_id": 1, "runs_dir": str(tmp_path)},
+        }
+    )
     notification = sns_notification(
         json.dumps({"sqsjobs": 1, "type": TYPE, "payload": {"order_id": 2, "runs_dir": str(tmp_path)}}),
         "sns-dup-1",
@@ -214,7 +241,9 @@ def test_one_message_sent_twice_with_its_key_is_one_job_that_runs_once(app, work
 def test_a_message_redelivered_after_its_visibility_timeout_is_the_same_job(app, tmp_path):
     # GIVEN a message without a key, handled by a worker that then died before deleting it
     # (its job enqueued, its Ack never applied): SQS delivers the same message again after the timeout
-    message_id = send(app, json.dumps({"sqsjobs": 1, "type": TYPE, "payload": {"order_id": 3, "runs_dir": str(tmp_path)}}))  # fmt: skip
+    message_id = send(
+        app, json.dumps({"sqsjobs": 1, "type": TYPE, "payload": {"order_id": 3, "runs_dir": str(tmp_path)}})
+    )
     url = queue_url(app)
     response = sqs_call(
         app, "receive_message", **sqs.receive(url, max_messages=1, wait_s=5) | {"VisibilityTimeout": 2}
@@ -231,9 +260,12 @@ def test_a_message_redelivered_after_its_visibility_timeout_is_the_same_job(app,
 
     # WHEN a worker process handles the hint and the redelivered message
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sqsjobs", "worker", "--app", APP], env=worker_env(app),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+        [sys.executable, "-m", "sqsjobs", "worker", "--app", APP],
+        env=worker_env(app),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         wait_until(lambda: succeeded(app, job_id), 60, "job succeeded")
         wait_until(lambda: drained(app), 30, "queue drained (the redelivery was handled)")
@@ -249,22 +281,45 @@ def test_a_message_redelivered_after_its_visibility_timeout_is_the_same_job(app,
 def test_bad_messages_go_to_the_dlq_with_their_reason_and_the_worker_keeps_running(app, worker, tmp_path):
     runs_dir = str(tmp_path)
     # GIVEN a job already enqueued under a key, then a message that reuses the key with another payload
-    first = json.dumps({"sqsjobs": 1, "type": TYPE, "idempotency_key": "k1", "payload": {"order_id": 1, "runs_dir": runs_dir}})  # fmt: skip
+    first = json.dumps(
+        {
+            "sqsjobs": 1,
+            "type": TYPE,
+            "idempotency_key": "k1",
+            "payload": {"order_id": 1, "runs_dir": runs_dir},
+        }
+    )
     send(app, first)
     wait_until(lambda: succeeded(app, idempotent_job_id(TYPE, "k1")), 30, "first job succeeded")
     bad = {
-        "invalid payload": {"sqsjobs": 1, "type": TYPE, "payload": {"order_id": "many", "runs_dir": runs_dir}},
+        "invalid payload": {
+            "sqsjobs": 1,
+            "type": TYPE,
+            "payload": {"order_id": "many", "runs_dir": runs_dir},
+        },
         "unknown job type": {"sqsjobs": 1, "type": "orders.nope", "payload": {}},
-        "idempotency conflict": {"sqsjobs": 1, "type": TYPE, "idempotency_key": "k1", "payload": {"order_id": 2, "runs_dir": runs_dir}},
+        "idempotency conflict": {
+            "sqsjobs": 1,
+            "type": TYPE,
+            "idempotency_key": "k1",
+            "payload": {"order_id": 2, "runs_dir": runs_dir},
+        },
         "malformed message": {"sqsjobs": 1, "type": TYPE, "idempotencyKey": "k2"},
-    }  # fmt: skip
+    }
     bodies = {reason: json.dumps(body) for reason, body in bad.items()}
     bodies["not JSON"] = "order 7 please"
     bodies["SNS without an sqsjobs message"] = sns_notification("hello", "sns-x")
     for body in bodies.values():
         send(app, body)
     # ... and after them, a good one
-    good = json.dumps({"sqsjobs": 1, "type": TYPE, "idempotency_key": "after", "payload": {"order_id": 9, "runs_dir": runs_dir}})  # fmt: skip
+    good = json.dumps(
+        {
+            "sqsjobs": 1,
+            "type": TYPE,
+            "idempotency_key": "after",
+            "payload": {"order_id": 9, "runs_dir": runs_dir},
+        }
+    )
     send(app, good)
 
     # WHEN the worker has handled them all
@@ -300,8 +355,18 @@ def test_bad_messages_go_to_the_dlq_with_their_reason_and_the_worker_keeps_runni
 def test_a_delay_is_honoured(app, worker, tmp_path):
     # GIVEN a message that asks for a 3 s delay (EventBridge cannot set DelaySeconds, so the body says it)
     before_send = time.time()
-    send(app, json.dumps({"sqsjobs": 1, "type": TYPE, "idempotency_key": "later", "delay_s": 3,
-                          "payload": {"order_id": 5, "runs_dir": str(tmp_path)}}))  # fmt: skip
+    send(
+        app,
+        json.dumps(
+            {
+                "sqsjobs": 1,
+                "type": TYPE,
+                "idempotency_key": "later",
+                "delay_s": 3,
+                "payload": {"order_id": 5, "runs_dir": str(tmp_path)},
+            }
+        ),
+    )
     job_id = idempotent_job_id(TYPE, "later")
 
     # WHEN the worker handles it
@@ -327,8 +392,13 @@ def test_the_lambda_entry_point_enqueues_the_message_runs_the_job_and_ignores_a_
         assert app.get(job_id).status is JobStatus.QUEUED
         # WHEN the hint it sent comes back in an event, with the same message again
         # (its delete lost: the ESM deletes on success, this test does not; its visibility timeout ends now)
-        sqs_call(app, "change_message_visibility", QueueUrl=queue_url(app),
-                 ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)  # fmt: skip
+        sqs_call(
+            app,
+            "change_message_visibility",
+            QueueUrl=queue_url(app),
+            ReceiptHandle=message["ReceiptHandle"],
+            VisibilityTimeout=0,
+        )
         batch = receive(app, 2)
         assert message_id in {m["MessageId"] for m in batch}
         assert failed_ids(worker(event_from(app, batch), FakeContext())) == set()
@@ -358,13 +428,19 @@ def test_eventbridge_and_sns_on_the_emulator_deliver_messages_the_worker_runs_on
     # GIVEN a rule whose input transformer is the one SqsJobs.enqueue_from_rule synthesizes
     rule = f"{app.name}-orders"
     rule_arn = events.put_rule(Name=rule, EventPattern=json.dumps({"source": ["shop.orders"]}))["RuleArn"]
-    events.put_targets(Rule=rule, Targets=[{
-        "Id": "jobs", "Arn": queue_arn,
-        "InputTransformer": {
-            "InputPathsMap": {"detail": "$.detail", "id": "$.id"},
-            "InputTemplate": '{"sqsjobs":1,"type":"orders.ship","payload":<detail>,"idempotency_key":<id>}',
-        },
-    }])  # fmt: skip
+    events.put_targets(
+        Rule=rule,
+        Targets=[
+            {
+                "Id": "jobs",
+                "Arn": queue_arn,
+                "InputTransformer": {
+                    "InputPathsMap": {"detail": "$.detail", "id": "$.id"},
+                    "InputTemplate": '{"sqsjobs":1,"type":"orders.ship","payload":<detail>,"idempotency_key":<id>}',
+                },
+            }
+        ],
+    )
     # ... a topic with a raw subscription (enqueue_from_topic), and one without raw delivery
     raw = topics.create_topic(Name=f"{app.name}-raw")["TopicArn"]
     wrapped = topics.create_topic(Name=f"{app.name}-wrapped")["TopicArn"]
@@ -375,20 +451,45 @@ def test_eventbridge_and_sns_on_the_emulator_deliver_messages_the_worker_runs_on
         topics.subscribe(TopicArn=wrapped, Protocol="sqs", Endpoint=queue_arn)
         # ... and the queue policy the CDK helpers add (what real AWS needs before it delivers)
         allow = [
-            {"Effect": "Allow", "Principal": {"Service": f"{service}.amazonaws.com"}, "Action": "sqs:SendMessage",
-             "Resource": queue_arn, "Condition": {"ArnEquals": {"aws:SourceArn": source}}}
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": f"{service}.amazonaws.com"},
+                "Action": "sqs:SendMessage",
+                "Resource": queue_arn,
+                "Condition": {"ArnEquals": {"aws:SourceArn": source}},
+            }
             for service, source in (("events", rule_arn), ("sns", raw), ("sns", wrapped))
-        ]  # fmt: skip
+        ]
         policy = json.dumps({"Version": "2012-10-17", "Statement": allow})
         sqs_call(app, "set_queue_attributes", QueueUrl=url, Attributes={"Policy": policy})
 
         # WHEN an event is put and two messages are published
-        put = events.put_events(Entries=[{"Source": "shop.orders", "DetailType": "OrderPlaced",
-                                          "Detail": json.dumps({"order_id": "61", "runs_dir": runs_dir})}])  # fmt: skip
-        topics.publish(TopicArn=raw, Message=json.dumps({"sqsjobs": 1, "type": TYPE, "idempotency_key": "order-62",
-                                                         "payload": {"order_id": 62, "runs_dir": runs_dir}}))  # fmt: skip
-        published = topics.publish(TopicArn=wrapped, Message=json.dumps({"sqsjobs": 1, "type": TYPE,
-                                                                         "payload": {"order_id": 63, "runs_dir": runs_dir}}))  # fmt: skip
+        put = events.put_events(
+            Entries=[
+                {
+                    "Source": "shop.orders",
+                    "DetailType": "OrderPlaced",
+                    "Detail": json.dumps({"order_id": "61", "runs_dir": runs_dir}),
+                }
+            ]
+        )
+        topics.publish(
+            TopicArn=raw,
+            Message=json.dumps(
+                {
+                    "sqsjobs": 1,
+                    "type": TYPE,
+                    "idempotency_key": "order-62",
+                    "payload": {"order_id": 62, "runs_dir": runs_dir},
+                }
+            ),
+        )
+        published = topics.publish(
+            TopicArn=wrapped,
+            Message=json.dumps(
+                {"sqsjobs": 1, "type": TYPE, "payload": {"order_id": 63, "runs_dir": runs_dir}}
+            ),
+        )
 
         # THEN each is one job, keyed by the event id, the publisher's key and the SNS message id, run once
         jobs = {

@@ -2,7 +2,8 @@
 
 Nothing here runs a worker in the test's own process. Evidence comes from outside the worker: a
 run log each handler appends to (tests/apps/guarantees.py), the record read over HTTP, and the
-queues. No sweeper runs in any of these tests: recovery must not depend on it (DESIGN §3.9).
+queues. No sweeper runs in any of these tests: recovery must not depend on it (README,
+"Guarantees": a killed worker's job runs again without the sweeper).
 """
 
 from __future__ import annotations
@@ -71,16 +72,27 @@ def test_copies_of_each_message_in_one_receive_batch_run_each_job_once(any_backe
     url = queue_url(app)
     originals: list[dict] = []
     while len(originals) < len(ids):
-        got = sqs_call(app, "receive_message", QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=30,
-                       MessageAttributeNames=["All"]).get("Messages", [])  # fmt: skip
+        got = sqs_call(
+            app,
+            "receive_message",
+            QueueUrl=url,
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=30,
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
         originals += got
     copies = [m for m in originals for _ in range(3)]
     for i in range(0, len(copies), 10):
         entries = [{"Id": str(n), "MessageBody": m["Body"]} for n, m in enumerate(copies[i : i + 10])]
         sqs_call(app, "send_message_batch", QueueUrl=url, Entries=entries)
     for m in originals:
-        sqs_call(app, "change_message_visibility", QueueUrl=url, ReceiptHandle=m["ReceiptHandle"],
-                 VisibilityTimeout=0)  # fmt: skip
+        sqs_call(
+            app,
+            "change_message_visibility",
+            QueueUrl=url,
+            ReceiptHandle=m["ReceiptHandle"],
+            VisibilityTimeout=0,
+        )
 
     # WHEN one worker with 16 slots drains the 160 messages
     proc = start_worker(app, concurrency=16)
@@ -155,8 +167,14 @@ THIN_PRODUCER = textwrap.dedent(
 def test_a_producer_without_the_handler_code_keeps_the_types_retry_policy(app, tmp_path):
     # GIVEN a producer process that never imports the handler module enqueues a "flaky" job
     env = worker_env(app)
-    out = subprocess.run([sys.executable, "-c", THIN_PRODUCER, app.name, str(tmp_path)], env=env,
-                         capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", THIN_PRODUCER, app.name, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     job_id = out.stdout.strip()
     # WHEN a worker that has the handler (max_attempts=4) runs it and the first attempt fails
     proc = start_worker(app)

@@ -1,4 +1,4 @@
-"""An idle worker starts a job after one long-poll wake-up plus its claim (DESIGN §4), nothing else (MiniStack).
+"""An idle worker starts a job after one long-poll wake-up plus its claim (the cost budget: README, "What it costs"), nothing else (MiniStack).
 
 Two delays the worker used to add: a receive that waited for running jobs to finish, to fill a
 batch, even when the queue had nothing more to give; and the next long poll built, signed and sent

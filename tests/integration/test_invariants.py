@@ -1,4 +1,4 @@
-"""One test per invariant of DESIGN §3, each on MiniStack and on the embedded moto."""
+"""One test per guarantee (README, "Guarantees"; docs/lifecycle.md), each on MiniStack and on the embedded moto."""
 
 from __future__ import annotations
 

@@ -49,10 +49,21 @@ class Workers:
         for _ in range(n):
             with open(self.dir / f"worker{len(self.procs)}.log", "wb") as log:  # the child keeps its copy
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "sqsjobs", "worker", "--app", APP, "--concurrency", str(concurrency)],
+                    [
+                        sys.executable,
+                        "-m",
+                        "sqsjobs",
+                        "worker",
+                        "--app",
+                        APP,
+                        "--concurrency",
+                        str(concurrency),
+                    ],
                     env=worker_env(self.app, POWERTOOLS_METRICS_DISABLED="true", SQSJOBS_LOG_LEVEL="INFO"),
-                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                )  # fmt: skip
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
             self.procs.append(proc)
             started.append(proc)
         return started

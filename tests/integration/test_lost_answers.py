@@ -1,8 +1,8 @@
 """Writes whose answer was lost: the first try landed, botocore retried, and the retry was refused.
 
-Found by the chaos soak (issue 8, bench/soak.py): a connection reset *after* DynamoDB applied a
+Found by the chaos soak (issue 8, tests/soak/driver.py): a connection reset *after* DynamoDB applied a
 write makes botocore send the identical request again, and its condition then fails against the
-write's own result. The fault proxy (bench/proxy.py) reproduces exactly that on real HTTP: it
+write's own result. The fault proxy (tests/soak/faults.py) reproduces exactly that on real HTTP: it
 forwards the first UpdateItem, drops its answer, and lets the retry through.
 """
 
@@ -12,10 +12,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench.proxy import AwsProxy, FaultPlan
 from sqsjobs import JobStatus
 from sqsjobs.testing import all_finished, work_until
 from tests.integration.helpers import depth
+from tests.soak.faults import FaultPlan, FaultProxy
 
 pytestmark = pytest.mark.slow
 
@@ -24,8 +24,8 @@ LOSE_ONE_UPDATE_ANSWER = FaultPlan(reset_after=1.0, only_actions=frozenset({"Upd
 
 
 @pytest.fixture
-def proxy(ministack_url: str) -> Iterator[AwsProxy]:
-    with AwsProxy(ministack_url) as p:
+def proxy(ministack_url: str) -> Iterator[FaultProxy]:
+    with FaultProxy(ministack_url) as p:
         yield p
 
 

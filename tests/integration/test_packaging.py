@@ -17,11 +17,21 @@ def test_the_zip_holds_the_entry_point_sqsjobs_the_app_and_the_runtime_dependenc
     result = CliRunner().invoke(
         cli,
         [
-            "package", "lambda", "--app", "tests.apps.lambda_app:app", "--output", str(output),
-            "--python-version", ministack_python(), "--arch", host_arch(),
-            "--offline", "--compress-level", "1",
+            "package",
+            "lambda",
+            "--app",
+            "tests.apps.lambda_app:app",
+            "--output",
+            str(output),
+            "--python-version",
+            ministack_python(),
+            "--arch",
+            host_arch(),
+            "--offline",
+            "--compress-level",
+            "1",
         ],
-    )  # fmt: skip
+    )
     assert result.exit_code == 0, result.output
     assert result.stdout.strip().endswith(str(output))
     with zipfile.ZipFile(output) as archive:

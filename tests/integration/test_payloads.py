@@ -118,10 +118,25 @@ def test_a_5_mb_payload_from_a_thin_producer_runs_on_a_worker_process_and_its_1_
     # ... and `sqsjobs jobs get --output FILE` writes it whole, showing only its reference
     result_file = tmp_path / "result.json"
     shown = subprocess.run(
-        [sys.executable, "-m", "sqsjobs", "jobs", "get", with_result, "--app", "tests.apps.large:app",
-         "--output", str(result_file), "--json"],
-        env=worker_env(app), capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "sqsjobs",
+            "jobs",
+            "get",
+            with_result,
+            "--app",
+            "tests.apps.large:app",
+            "--output",
+            str(result_file),
+            "--json",
+        ],
+        env=worker_env(app),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     printed = json.loads(shown.stdout)
     assert (printed["result"], printed["result_ref"]) == (None, done.result_ref)
     assert printed["result_written_to"] == str(result_file)
@@ -235,9 +250,22 @@ def test_dead_jobs_with_their_payload_in_s3_are_retried_from_the_record_and_repl
     marker.unlink()
     app.retry(retried)
     subprocess.run(
-        [sys.executable, "-m", "sqsjobs", "dlq", "replay", "--app", "tests.apps.large:app", "--job-id", replayed],
-        env=worker_env(app), capture_output=True, timeout=60, check=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "sqsjobs",
+            "dlq",
+            "replay",
+            "--app",
+            "tests.apps.large:app",
+            "--job-id",
+            replayed,
+        ],
+        env=worker_env(app),
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
     both_succeeded = lambda: all(  # noqa: E731
         app.get(j, load_result=False).status is JobStatus.SUCCEEDED for j in (retried, replayed)
     )

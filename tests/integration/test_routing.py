@@ -17,7 +17,7 @@ import pytest
 
 from sqsjobs import JobRequest, JobStatus
 from sqsjobs.errors import RoutingError
-from sqsjobs.ops.workers import list_workers_flow
+from sqsjobs.ops.worker_views import list_workers_flow
 from sqsjobs.transport import routes
 from tests.apps import routing
 from tests.integration.helpers import sqs_call, worker_env, worker_process
@@ -74,8 +74,11 @@ def test_a_high_job_enqueued_behind_a_low_backlog_takes_the_next_free_slot(app, 
     # GIVEN a backlog of low-priority jobs and a worker with one slot, already running the first of them
     log = tmp_path / "runs.jsonl"
     app.enqueue_many(
-        [JobRequest("work.run", {"label": f"low{i}", "log": str(log), "sleep": 0.6}, priority="low") for i in range(6)]
-    )  # fmt: skip
+        [
+            JobRequest("work.run", {"label": f"low{i}", "log": str(log), "sleep": 0.6}, priority="low")
+            for i in range(6)
+        ]
+    )
     # (the anti-starvation turn is pushed out of the way here; the next test measures it)
     start_workers(1, 1, "work", SQSJOBS_LOWER_PRIORITY_EVERY="1000")
     wait_until(lambda: read_log(Path(f"{log}.started")), 30, "the first low start")
@@ -97,7 +100,7 @@ def test_low_jobs_progress_while_high_jobs_keep_arriving(app, start_workers, tmp
     app.enqueue_many(
         [JobRequest("work.run", {"label": f"low{i}", "log": str(log)}, priority="low") for i in range(20)]
         + [JobRequest("work.run", {"label": f"high{i}", "log": str(log)}, priority="high") for i in range(30)]
-    )  # fmt: skip
+    )
     start_workers(1, 1, "work")  # one slot: each batch is one start, so batches are starts
     for i in range(30, 50):
         app.enqueue("work.run", {"label": f"high{i}", "log": str(log)}, priority="high")
@@ -162,9 +165,13 @@ def test_jobs_of_one_key_never_overlap_and_start_in_enqueue_order_across_process
 def raw_receive(app, key: str, n: int = 10) -> list[dict]:
     url = app.run(app.queue_urls.flow([key]))[key]
     answer = sqs_call(
-        app, "receive_message", QueueUrl=url, MaxNumberOfMessages=n, WaitTimeSeconds=2,
+        app,
+        "receive_message",
+        QueueUrl=url,
+        MaxNumberOfMessages=n,
+        WaitTimeSeconds=2,
         MessageSystemAttributeNames=["MessageGroupId"],
-    )  # fmt: skip
+    )
     return answer.get("Messages", [])
 
 

@@ -59,7 +59,9 @@ def test_a_routed_job_keeps_the_three_write_unit_budget_and_reads_nothing(minist
     reads = sum(n for (svc, op), n in calls.items() if svc == "dynamodb" and op in DYNAMODB_READS)
     writes = sum(n for (svc, op), n in calls.items() if svc == "dynamodb" and op in DYNAMODB_WRITES)
     sqs = sum(n for (svc, _), n in calls.items() if svc == "sqs")
-    print(f"\n{case}: {units / JOBS:.2f} WU/job, {writes / JOBS:.2f} DynamoDB writes/job, {sqs / JOBS:.2f} SQS requests/job "
-          f"{ {f'{s}.{o}': n for (s, o), n in sorted(calls.items()) if s == 'sqs'} }")  # fmt: skip
+    print(
+        f"\n{case}: {units / JOBS:.2f} WU/job, {writes / JOBS:.2f} DynamoDB writes/job, {sqs / JOBS:.2f} SQS requests/job "
+        f"{ {f'{s}.{o}': n for (s, o), n in sorted(calls.items()) if s == 'sqs'} }"
+    )
     assert units / JOBS <= 3.0, capacity
     assert reads == 0, calls

@@ -107,9 +107,15 @@ def test_a_foreign_message_with_a_priority_becomes_a_job_on_that_level_and_a_bad
     worker = LambdaWorker(app)
     try:
         for body in (
-            {"sqsjobs": 1, "type": "work.run", "payload": {"label": "f"}, "priority": "high", "idempotency_key": "a"},
+            {
+                "sqsjobs": 1,
+                "type": "work.run",
+                "payload": {"label": "f"},
+                "priority": "high",
+                "idempotency_key": "a",
+            },
             {"sqsjobs": 1, "type": "work.run", "payload": {"label": "g"}, "serialize_key": "k"},
-        ):  # fmt: skip
+        ):
             sqs_call(
                 app,
                 "send_message",

@@ -1,4 +1,4 @@
-"""SIGTERM while an AWS call hangs: the worker still exits within its drain budget (DESIGN §3.7).
+"""SIGTERM while an AWS call hangs: the worker still exits within its drain budget (graceful shutdown).
 
 Found by the chaos soak (issue 8): a worker stopped while a DeleteMessageBatch hung (the answer
 never came; botocore waits out its 30 s read timeout, then retries) did not exit for 30 s or more
@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from bench.proxy import AwsProxy, FaultPlan
 from sqsjobs import JobStatus
+from tests.soak.faults import FaultPlan, FaultProxy
 
 pytestmark = pytest.mark.slow
 
@@ -31,7 +31,7 @@ def test_sigterm_exits_promptly_while_an_ack_hangs(ministack_url, make_app, tmp_
     app.provision()
     # Every delete hangs far past the client's read timeout.
     plan = FaultPlan(slow=1.0, slow_s=300.0, only_actions=frozenset({"DeleteMessageBatch"}))
-    with AwsProxy(ministack_url, faults=plan) as proxy:
+    with FaultProxy(ministack_url, faults=plan) as proxy:
         marker = tmp_path / "job"
         job_id = app.enqueue("sleepy", {"marker": str(marker), "sleep_s": 0})
         env = {

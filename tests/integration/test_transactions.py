@@ -39,9 +39,14 @@ def _ddb(app, operation: str, **params):
 def _orders_table(app) -> str:
     """The application's own table, beside the job table."""
     table = f"{app.name}-orders"
-    _ddb(app, "create_table", TableName=table, BillingMode="PAY_PER_REQUEST",
-         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}])  # fmt: skip
+    _ddb(
+        app,
+        "create_table",
+        TableName=table,
+        BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+    )
     return table
 
 
@@ -51,8 +56,9 @@ def _order(app, table: str, pk: str) -> dict | None:
 
 def _record(app, job_id: str) -> dict | None:
     """The job's raw item: what the sweeper's index sees (``attn``/``due``) and whether it keeps the payload."""
-    return _ddb(app, "get_item", TableName=app.settings.table_name, Key={"id": {"S": job_id}},
-                ConsistentRead=True).get("Item")  # fmt: skip
+    return _ddb(
+        app, "get_item", TableName=app.settings.table_name, Key={"id": {"S": job_id}}, ConsistentRead=True
+    ).get("Item")
 
 
 def _new_order(table: str, pk: str, total: int = 10) -> dict:
@@ -133,8 +139,12 @@ def test_a_false_condition_in_the_users_writes_leaves_no_job_and_no_message(any_
 
     # WHEN a transaction's put of an existing order fails its condition
     with pytest.raises(TransactionCancelled) as cancelled, app.transaction() as tx:
-        tx.update(TableName=orders, Key={"pk": {"S": "o0"}}, UpdateExpression="SET seen = :t",
-                  ExpressionAttributeValues={":t": {"BOOL": True}})  # fmt: skip
+        tx.update(
+            TableName=orders,
+            Key={"pk": {"S": "o0"}},
+            UpdateExpression="SET seen = :t",
+            ExpressionAttributeValues={":t": {"BOOL": True}},
+        )
         tx.put(**_new_order(orders, "o1"), ReturnValuesOnConditionCheckFailure="ALL_OLD")
         job_id = tx.enqueue("count", {"runs_dir": "/nowhere"})
 
@@ -175,8 +185,13 @@ def test_a_producer_killed_between_commit_and_send_loses_nothing(app, tmp_path):
         """
     )
     env = worker_env(app, SQSJOBS_STALE_AFTER_S="1")
-    done = subprocess.run([sys.executable, "-c", producer, orders, str(tmp_path)], env=env,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", producer, orders, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == -9, done.stderr
     job_id = done.stdout.split()[0]
     assert "survived" not in done.stdout
@@ -190,8 +205,13 @@ def test_a_producer_killed_between_commit_and_send_loses_nothing(app, tmp_path):
 
     # WHEN the entry is due (stale_after_s after run_at) and a sweeper process runs once, then a worker
     wait_until(lambda: time.time() > float(record["due"]["N"]), 10, "the pending entry is due")
-    swept = subprocess.run([sys.executable, "-m", "sqsjobs", "sweep", "--once", "--app", APP], env=env,
-                           capture_output=True, text=True, timeout=60)  # fmt: skip
+    swept = subprocess.run(
+        [sys.executable, "-m", "sqsjobs", "sweep", "--once", "--app", APP],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert swept.returncode == 0, swept.stderr
     assert "re-dispatched 1 pending" in swept.stdout
     proc = start_worker(app)
@@ -276,14 +296,14 @@ def test_a_repeated_idempotency_key_cancels_the_transaction_and_says_why(app):
 
 
 def test_a_transaction_whose_answer_was_lost_is_committed_once(backend_url, make_app, tmp_path):
-    from bench.proxy import AwsProxy, FaultPlan
+    from tests.soak.faults import FaultPlan, FaultProxy
 
     # GIVEN the answer to the TransactWriteItems is lost after DynamoDB applied it; botocore retries
     # the identical request (same ClientRequestToken). MiniStack, like AWS, answers the replay
     # without applying it again; moto cancels it, and the transaction recognises its own record.
     direct = _app(make_app, backend_url)
     orders = _orders_table(direct)
-    with AwsProxy(backend_url) as proxy:
+    with FaultProxy(backend_url) as proxy:
         via_proxy = make_app(proxy.url, name=direct.name)
         via_proxy.registry.include(guarantees.app.registry)
         proxy.faults = FaultPlan(

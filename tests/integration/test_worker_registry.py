@@ -24,7 +24,7 @@ import pytest
 from sqsjobs import JobStatus
 from sqsjobs._aws import Call, one
 from sqsjobs.envelope import DLQ_REASON
-from sqsjobs.ops.workers import WorkerStatus, list_workers_flow
+from sqsjobs.ops.worker_views import WorkerStatus, list_workers_flow
 from sqsjobs.store import workers as ws
 from tests.apps import guarantees
 from tests.integration.helpers import attr, receive_dlq, send_raw, worker_env
@@ -47,8 +47,11 @@ def start_worker(app, *, interval_s: float, concurrency: int = 4) -> subprocess.
     env = worker_env(app, SQSJOBS_REGISTRY_INTERVAL_S=str(interval_s), POWERTOOLS_METRICS_DISABLED="true")
     return subprocess.Popen(
         [sys.executable, "-m", "sqsjobs", "worker", "--app", APP, "--concurrency", str(concurrency)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def listed(app, now: float | None = None):
@@ -216,12 +219,25 @@ def test_the_listing_reads_the_registry_items_and_no_job_record(ministack_url, m
     app.provision()
     ids = app.enqueue_many([{"type": "noop", "payload": {"n": i}} for i in range(120)])
     for i in ids[:20]:
-        app.run(one(Call("dynamodb", "update_item", {
-            "TableName": app.settings.table_name, "Key": {"id": {"S": i}},
-            "UpdateExpression": "SET attn = :a, due = :d, #s = :dead",
-            "ExpressionAttributeNames": {"#s": "status"},
-            "ExpressionAttributeValues": {":a": {"S": f"dead#{i[:2]}"}, ":d": {"N": "1"}, ":dead": {"S": "dead"}},
-        })))  # fmt: skip
+        app.run(
+            one(
+                Call(
+                    "dynamodb",
+                    "update_item",
+                    {
+                        "TableName": app.settings.table_name,
+                        "Key": {"id": {"S": i}},
+                        "UpdateExpression": "SET attn = :a, due = :d, #s = :dead",
+                        "ExpressionAttributeNames": {"#s": "status"},
+                        "ExpressionAttributeValues": {
+                            ":a": {"S": f"dead#{i[:2]}"},
+                            ":d": {"N": "1"},
+                            ":dead": {"S": "dead"},
+                        },
+                    },
+                )
+            )
+        )
     now = app.clock.now()
     for k in range(3):
         entry = ws.WorkerEntry(f"w{k}", "h", k, "v", ("default",), ("noop",), 10, now, 30.0)

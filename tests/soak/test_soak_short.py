@@ -1,6 +1,6 @@
 """The chaos soak's short version (issue 8): 300 jobs through killed workers and 5 % injected faults.
 
-The full soak is ``make soak`` (bench/soak.py). This one runs in ``make test``: a private MiniStack,
+The full soak is ``make soak`` (tests/soak/driver.py). This one runs in ``make test``: a private MiniStack,
 the fault proxy, four worker processes with one killed every 2-5 s, and the sweeper. Nothing may
 be lost or stuck, the job mix must end exactly as expected, and handlers that pass the fencing
 token to their write must show no duplicate effect. ``SQSJOBS_SOAK_SEED`` replays another seed.
@@ -12,7 +12,9 @@ import os
 
 import pytest
 
-from bench.soak import SoakConfig, run_soak, summary, write_report
+from tests.soak.driver import run_soak
+from tests.soak.plan import SoakConfig
+from tests.soak.results import summary, write_report
 
 pytestmark = pytest.mark.slow
 

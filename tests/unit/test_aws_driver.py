@@ -67,8 +67,12 @@ def test_measuring_capacity_asks_dynamodb_for_it_and_adds_it_up():
     client.meta.events.register_last(
         "before-parameter-build.dynamodb.UpdateItem", lambda params, **_: sent.append(dict(params))
     )
-    params = {"TableName": "t", "Key": {"id": {"S": "a"}}, "UpdateExpression": "SET a = :a",
-              "ExpressionAttributeValues": {":a": {"S": "x"}}}  # fmt: skip
+    params = {
+        "TableName": "t",
+        "Key": {"id": {"S": "a"}},
+        "UpdateExpression": "SET a = :a",
+        "ExpressionAttributeValues": {":a": {"S": "x"}},
+    }
     consumed = {"TableName": "t", "CapacityUnits": 1.0, "Table": {"CapacityUnits": 1.0}}
     with Stubber(client) as stub:
         stub.add_response("update_item", {"ConsumedCapacity": consumed})

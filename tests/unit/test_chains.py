@@ -67,8 +67,17 @@ def test_the_envelope_carries_the_chain_so_a_batched_claim_rebuilds_the_step(app
     body = rq.envelope_of(jobs[1]).to_body()
     envelope = Envelope.from_body(body)
     assert (envelope.chain_id, envelope.chain_step, envelope.chain_steps) == (jobs[1].chain_id, 1, 2)
-    fresh = statements.fresh_claim("t", envelope, owner="w", token="tok", message_id="m", now=NOW, lease_s=5,
-                                   max_attempts=3, clock_skew_s=1)  # fmt: skip
+    fresh = statements.fresh_claim(
+        "t",
+        envelope,
+        owner="w",
+        token="tok",
+        message_id="m",
+        now=NOW,
+        lease_s=5,
+        max_attempts=3,
+        clock_skew_s=1,
+    )
     claimed = statements.claimed_job(envelope, fresh)
     assert (claimed.chain_id, claimed.chain_step, claimed.chain_steps) == (jobs[1].chain_id, 1, 2)
     assert rq.job_from_item(rq.put_job("t", jobs[1])["Item"]).chain_step == 1

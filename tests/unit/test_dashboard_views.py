@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqsjobs.api import dashboard_views as views
 from sqsjobs.ops.inspect import JobRow
 from sqsjobs.ops.replay import ReplayItem, ReplaySummary
-from sqsjobs.ops.workers import WorkerInfo, WorkerStatus
+from sqsjobs.ops.worker_views import WorkerInfo, WorkerStatus
 
 EVIL = '<script>alert(1)</script>"\' onmouseover="x"'
 
@@ -38,13 +38,31 @@ def test_markup_built_by_the_views_is_not_escaped_twice():
 
 def test_the_job_page_escapes_payload_traceback_and_history():
     data = {
-        "id": "j1", "type": "t", "queue": "q", "status": "dead", "attempt": 1, "max_attempts": 1,
-        "reason": EVIL, "payload": {"html": EVIL}, "payload_version": 1, "payload_size": 10,
+        "id": "j1",
+        "type": "t",
+        "queue": "q",
+        "status": "dead",
+        "attempt": 1,
+        "max_attempts": 1,
+        "reason": EVIL,
+        "payload": {"html": EVIL},
+        "payload_version": 1,
+        "payload_size": 10,
         "last_error": {"class": EVIL, "message": EVIL, "traceback": EVIL},
-        "history": [{"attempt": 1, "outcome": "dead", "started_at": None, "finished_at": None,
-                     "worker": EVIL, "error": EVIL}],
-        "audit": [{"action": "replay", "by": EVIL}], "parent_id": "p1", "root_id": None,
-    }  # fmt: skip
+        "history": [
+            {
+                "attempt": 1,
+                "outcome": "dead",
+                "started_at": None,
+                "finished_at": None,
+                "worker": EVIL,
+                "error": EVIL,
+            }
+        ],
+        "audit": [{"action": "replay", "by": EVIL}],
+        "parent_id": "p1",
+        "root_id": None,
+    }
     out = views.job_page_body(data, now=0.0)
     assert "<script>" not in out and 'onmouseover="x"' not in out
     assert 'href="/ui/jobs/p1"' in out  # the parent id links to its page; no batch tree yet
@@ -54,10 +72,22 @@ def test_the_job_page_escapes_payload_traceback_and_history():
 def test_the_workers_panel_renders_the_registry_or_says_it_is_missing():
     assert "worker registry not available" in views.workers_panel(None, now=0.0)
     w = WorkerInfo(
-        id="w1", host=EVIL, pid=42, version="0.1.0", queues=("default",), job_types=("fragile",),
-        concurrency=8, started_at=100.0, last_seen=190.0, status=WorkerStatus.LIVE, running=("job-1",),
-        running_count=3, interval_s=30.0, expires_at=380.0, refreshes=3,
-    )  # fmt: skip
+        id="w1",
+        host=EVIL,
+        pid=42,
+        version="0.1.0",
+        queues=("default",),
+        job_types=("fragile",),
+        concurrency=8,
+        started_at=100.0,
+        last_seen=190.0,
+        status=WorkerStatus.LIVE,
+        running=("job-1",),
+        running_count=3,
+        interval_s=30.0,
+        expires_at=380.0,
+        refreshes=3,
+    )
     out = views.workers_panel([w], now=200.0)
     assert "<script>" not in out
     assert '<span class="status live">live</span>' in out and 'href="/ui/jobs/job-1"' in out
@@ -67,10 +97,13 @@ def test_the_workers_panel_renders_the_registry_or_says_it_is_missing():
 
 
 def test_the_confirmation_carries_only_the_ids_the_dry_run_would_replay():
-    summary = ReplaySummary(dry_run=True, items=[
-        ReplayItem("m1", "default", "a", "t", "would_replay"),
-        ReplayItem("m2", "default", "b", "t", "skipped", "unknown type"),
-    ])  # fmt: skip
+    summary = ReplaySummary(
+        dry_run=True,
+        items=[
+            ReplayItem("m1", "default", "a", "t", "would_replay"),
+            ReplayItem("m2", "default", "b", "t", "skipped", "unknown type"),
+        ],
+    )
     out = views.replay_confirm(summary, {"type": "t", "queue": "", "since": ""}, limit=200)
     assert '<input type="hidden" name="job_id" value="a">' in out
     assert 'value="b"' not in out

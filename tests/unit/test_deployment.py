@@ -54,8 +54,8 @@ SWEEPER_MODULES = [
 API_MODULES = [
     "app.py",
     "producer.py",
-    "api/jobs.py",
-    "api/queues.py",
+    "api/job_routes.py",
+    "api/queue_routes.py",
     "api/dlq_routes.py",
     "ops/inspect.py",
     "ops/stats.py",

@@ -63,19 +63,7 @@ def test_refusals_are_apart_from_aws_failures():
     assert not any(issubclass(r, errors.AwsError) for r in refusals)
 
 
-def test_moved_exceptions_still_import_from_their_old_homes():
-    from sqsjobs.ops.inspect import CursorError
-    from sqsjobs.runtime.execution import JobTimeout
-    from sqsjobs.runtime.lambda_sqs import InvalidBatchResponse, InvalidEvent
-    from sqsjobs.schedules.expressions import ExpressionError
-
-    assert (CursorError, JobTimeout, InvalidBatchResponse, InvalidEvent, ExpressionError) == (
-        errors.CursorError,
-        errors.JobTimeout,
-        errors.InvalidBatchResponse,
-        errors.InvalidEvent,
-        errors.ExpressionError,
-    )
+def test_input_errors_stay_value_errors():
     # Input errors stay ValueErrors for callers that validate with `except ValueError`.
     assert issubclass(errors.CursorError, ValueError) and issubclass(errors.ExpressionError, ValueError)
 

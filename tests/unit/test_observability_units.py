@@ -56,10 +56,19 @@ def test_the_producer_reads_the_lambda_trace_header_and_normalises_it():
 def test_the_send_batch_entry_carries_the_trace():
     # Both emulators drop MessageSystemAttributes from SendMessageBatch entries, so the entry itself is checked.
     jobs = [
-        NewJob(id=f"j{i}", type="x", queue="default", payload={}, payload_version=1, max_attempts=1,
-               run_at=0.0, now=0.0, trace=trace)
+        NewJob(
+            id=f"j{i}",
+            type="x",
+            queue="default",
+            payload={},
+            payload_version=1,
+            max_attempts=1,
+            run_at=0.0,
+            now=0.0,
+            trace=trace,
+        )
         for i, trace in enumerate([XRAY, W3C, None])
-    ]  # fmt: skip
+    ]
     call = next(send_hints(jobs, queue_urls={"default": "https://q"}))
     xray, w3c, none = call.params["Entries"]
     assert xray["MessageSystemAttributes"] == {"AWSTraceHeader": {"DataType": "String", "StringValue": XRAY}}
@@ -141,9 +150,28 @@ def test_closing_the_app_closes_the_x_ray_socket(monkeypatch):
 
 @pytest.mark.parametrize(
     "message",
-    ["job claimed", "", "   ", " x", "{", '{"a": 1}', ' [1, 2]', "\n\t-3.5e2", '"quoted"', "true", "nullx",
-     "NaN", "Infinity", "-Infinity", "None", "I am", "error: [x]", "0 jobs", "{not json"],
-)  # fmt: skip
+    [
+        "job claimed",
+        "",
+        "   ",
+        " x",
+        "{",
+        '{"a": 1}',
+        " [1, 2]",
+        "\n\t-3.5e2",
+        '"quoted"',
+        "true",
+        "nullx",
+        "NaN",
+        "Infinity",
+        "-Infinity",
+        "None",
+        "I am",
+        "error: [x]",
+        "0 jobs",
+        "{not json",
+    ],
+)
 def test_log_messages_decode_as_powertools_would(message: str):
     # Powertools decodes a message as JSON and keeps it as it is when that fails; the shortcut for
     # texts no JSON starts like must give the same result, only without raising.

@@ -1,6 +1,6 @@
 """Recognising a refused write as the caller's own earlier try (lost answer, botocore retry).
 
-Only values no other request can produce count (DESIGN §3.2): the claim's random token, a write's
+Only values no other request can produce count (docs/lifecycle.md): the claim's random token, a write's
 random nonce. A second claim by the same worker in the same millisecond — two copies of one message
 in one receive batch — sets the same owner, time and epoch, and must still not pass for the first.
 """
@@ -38,12 +38,21 @@ def _as_landed(params: dict) -> dict:
     """The item a claim leaves behind, as ALL_OLD hands it to a refused retry."""
     values = params["ExpressionAttributeValues"]
     return {
-        "id": {"S": "j1"}, "type": {"S": "t"}, "queue": {"S": "default"}, "status": values[":running"],
-        "attempt": {"N": "1"}, "max_attempts": values[":max"], "lease_owner": values[":owner"],
-        "claim_token": values[":token"], "lease_epoch": {"N": "1"}, "lease_expires": values[":expires"],
-        "started_at": values[":now"], "updated_at": values[":now"], "run_at": {"N": "1699999999"},
+        "id": {"S": "j1"},
+        "type": {"S": "t"},
+        "queue": {"S": "default"},
+        "status": values[":running"],
+        "attempt": {"N": "1"},
+        "max_attempts": values[":max"],
+        "lease_owner": values[":owner"],
+        "claim_token": values[":token"],
+        "lease_epoch": {"N": "1"},
+        "lease_expires": values[":expires"],
+        "started_at": values[":now"],
+        "updated_at": values[":now"],
+        "run_at": {"N": "1699999999"},
         "created_at": {"N": "1699999999"},
-    }  # fmt: skip
+    }
 
 
 def test_a_claim_refused_by_its_own_first_try_is_ours():
@@ -72,10 +81,22 @@ def test_other_refusals_are_not_ours():
 def _job(token: str = "token-a") -> Job:
     t = datetime.fromtimestamp(NOW - 10, UTC)
     return Job(
-        id="j1", type="t", queue="default", status=JobStatus.RUNNING, payload={}, payload_version=1,
-        attempt=2, max_attempts=3, run_at=t, created_at=t, updated_at=t, started_at=t,
-        lease_owner="w1", lease_epoch=2, claim_token=token,
-    )  # fmt: skip
+        id="j1",
+        type="t",
+        queue="default",
+        status=JobStatus.RUNNING,
+        payload={},
+        payload_version=1,
+        attempt=2,
+        max_attempts=3,
+        run_at=t,
+        created_at=t,
+        updated_at=t,
+        started_at=t,
+        lease_owner="w1",
+        lease_epoch=2,
+        claim_token=token,
+    )
 
 
 def _after(params: dict, status: str) -> dict:

@@ -30,9 +30,18 @@ BUILDER_MODULES = (rq, enqueue, operator, schema, statements, sqs, objects, tran
 
 def _new_job() -> rq.NewJob:
     return rq.NewJob(
-        id="j1", type="shop.send_receipt", queue="default", payload={"order": 1}, payload_version=1,
-        max_attempts=3, run_at=NOW, now=NOW, idempotency_key="k1", tenant="acme", trace="Root=1-abc",
-    )  # fmt: skip
+        id="j1",
+        type="shop.send_receipt",
+        queue="default",
+        payload={"order": 1},
+        payload_version=1,
+        max_attempts=3,
+        run_at=NOW,
+        now=NOW,
+        idempotency_key="k1",
+        tenant="acme",
+        trace="Root=1-abc",
+    )
 
 
 def _job():
@@ -46,98 +55,287 @@ def _due() -> schema.DueRecord:
 
 
 ERROR = failure_record(ValueError("boom"))
-WORKER = workers.WorkerEntry(worker_id="h-1-abc", host="h", pid=1, version="0.1", queues=("default",),
-                             job_types=("a",), concurrency=10, started_at=NOW, interval_s=30.0)  # fmt: skip
+WORKER = workers.WorkerEntry(
+    worker_id="h-1-abc",
+    host="h",
+    pid=1,
+    version="0.1",
+    queues=("default",),
+    job_types=("a",),
+    concurrency=10,
+    started_at=NOW,
+    interval_s=30.0,
+)
 
 #: builder -> (service, operation, a call of it)
 CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = {
     "put_job": ("dynamodb", "PutItem", lambda: rq.put_job(TABLE, _new_job())),
-    "scan_page": ("dynamodb", "Scan", lambda: bulk.scan_page(TABLE, job_type="a", status="queued", tenant="acme",
-                                                            op_id="o1", limit=10, start={"id": {"S": "j1"}})),
-    "cancel_matching": ("dynamodb", "UpdateItem",
-                    lambda: bulk.cancel_matching(TABLE, "j1", job_type="a", status="queued", tenant="acme", op_id="o1",
-                                        audit={"action": "bulk_cancel", "at": NOW}, now=NOW, retention_s=60)),
-    "put_op": ("dynamodb", "PutItem", lambda: bulk.put_op(TABLE, "o1", filters={"type": "a"}, by="me", now=NOW)),
+    "scan_page": (
+        "dynamodb",
+        "Scan",
+        lambda: bulk.scan_page(
+            TABLE,
+            job_type="a",
+            status="queued",
+            tenant="acme",
+            op_id="o1",
+            limit=10,
+            start={"id": {"S": "j1"}},
+        ),
+    ),
+    "cancel_matching": (
+        "dynamodb",
+        "UpdateItem",
+        lambda: bulk.cancel_matching(
+            TABLE,
+            "j1",
+            job_type="a",
+            status="queued",
+            tenant="acme",
+            op_id="o1",
+            audit={"action": "bulk_cancel", "at": NOW},
+            now=NOW,
+            retention_s=60,
+        ),
+    ),
+    "put_op": (
+        "dynamodb",
+        "PutItem",
+        lambda: bulk.put_op(TABLE, "o1", filters={"type": "a"}, by="me", now=NOW),
+    ),
     "get_op": ("dynamodb", "GetItem", lambda: bulk.get_op(TABLE, "o1")),
-    "checkpoint": ("dynamodb", "UpdateItem",
-                   lambda: bulk.checkpoint(TABLE, "o1", seq=1, position={"id": {"S": "j1"}}, counts={"matched": 1},
-                                           state="running", now=NOW)),
-    "expire": ("dynamodb", "UpdateItem",
-               lambda: expiry.expire(TABLE, rq.envelope_of(_new_job()), now=NOW, reason="r", retention_s=60,
-                                     type_bound_s=600)),
-    "guard_claim": ("dynamodb", "UpdateItem",
-                    lambda: expiry.guard_claim(rq.claim(TABLE, rq.envelope_of(_new_job()), owner="w1", token="t",
-                                                        message_id="m1", now=NOW, lease_s=60, max_attempts=3),
-                                               now=NOW, type_bound_s=600)),
-    "guard_fresh_claim": ("dynamodb", "ExecuteStatement", lambda: statements.update_statement(
-        expiry.guard_fresh_claim(statements.fresh_claim(TABLE, rq.envelope_of(_new_job()), owner="w1", token="t",
-                                                        message_id="m1", now=NOW, lease_s=60, max_attempts=3,
-                                                        clock_skew_s=1), rq.envelope_of(_new_job()), now=NOW,
-                                 type_bound_s=600))),
-    "claim": ("dynamodb", "UpdateItem",
-              lambda: rq.claim(TABLE, rq.envelope_of(_new_job()), owner="w1", token=rq.nonce(), message_id="m1", now=NOW, lease_s=60,
-                               max_attempts=3)),
-    "complete": ("dynamodb", "UpdateItem",
-                 lambda: rq.complete(TABLE, _job(), owner="w1", now=NOW, result=None, retention_s=60,
-                                     result_ref="s3://b/results/j1/t")),
-    "schedule_retry": ("dynamodb", "UpdateItem",
-                       lambda: rq.schedule_retry(TABLE, _job(), owner="w1", now=NOW, run_at=NOW + 5, error=ERROR,
-                                                 held=False)),
-    "fail": ("dynamodb", "UpdateItem",
-             lambda: rq.fail(TABLE, _job(), owner="w1", now=NOW, error=ERROR, reason="r", retention_s=60)),
-    "abort": ("dynamodb", "UpdateItem",
-              lambda: rq.abort(TABLE, _job(), owner="w1", now=NOW, reason="r", retention_s=60)),
+    "checkpoint": (
+        "dynamodb",
+        "UpdateItem",
+        lambda: bulk.checkpoint(
+            TABLE, "o1", seq=1, position={"id": {"S": "j1"}}, counts={"matched": 1}, state="running", now=NOW
+        ),
+    ),
+    "expire": (
+        "dynamodb",
+        "UpdateItem",
+        lambda: expiry.expire(
+            TABLE, rq.envelope_of(_new_job()), now=NOW, reason="r", retention_s=60, type_bound_s=600
+        ),
+    ),
+    "guard_claim": (
+        "dynamodb",
+        "UpdateItem",
+        lambda: expiry.guard_claim(
+            rq.claim(
+                TABLE,
+                rq.envelope_of(_new_job()),
+                owner="w1",
+                token="t",
+                message_id="m1",
+                now=NOW,
+                lease_s=60,
+                max_attempts=3,
+            ),
+            now=NOW,
+            type_bound_s=600,
+        ),
+    ),
+    "guard_fresh_claim": (
+        "dynamodb",
+        "ExecuteStatement",
+        lambda: statements.update_statement(
+            expiry.guard_fresh_claim(
+                statements.fresh_claim(
+                    TABLE,
+                    rq.envelope_of(_new_job()),
+                    owner="w1",
+                    token="t",
+                    message_id="m1",
+                    now=NOW,
+                    lease_s=60,
+                    max_attempts=3,
+                    clock_skew_s=1,
+                ),
+                rq.envelope_of(_new_job()),
+                now=NOW,
+                type_bound_s=600,
+            )
+        ),
+    ),
+    "claim": (
+        "dynamodb",
+        "UpdateItem",
+        lambda: rq.claim(
+            TABLE,
+            rq.envelope_of(_new_job()),
+            owner="w1",
+            token=rq.nonce(),
+            message_id="m1",
+            now=NOW,
+            lease_s=60,
+            max_attempts=3,
+        ),
+    ),
+    "complete": (
+        "dynamodb",
+        "UpdateItem",
+        lambda: rq.complete(
+            TABLE, _job(), owner="w1", now=NOW, result=None, retention_s=60, result_ref="s3://b/results/j1/t"
+        ),
+    ),
+    "schedule_retry": (
+        "dynamodb",
+        "UpdateItem",
+        lambda: rq.schedule_retry(
+            TABLE, _job(), owner="w1", now=NOW, run_at=NOW + 5, error=ERROR, held=False
+        ),
+    ),
+    "fail": (
+        "dynamodb",
+        "UpdateItem",
+        lambda: rq.fail(TABLE, _job(), owner="w1", now=NOW, error=ERROR, reason="r", retention_s=60),
+    ),
+    "abort": (
+        "dynamodb",
+        "UpdateItem",
+        lambda: rq.abort(TABLE, _job(), owner="w1", now=NOW, reason="r", retention_s=60),
+    ),
     "release": ("dynamodb", "UpdateItem", lambda: rq.release(TABLE, _job(), owner="w1", now=NOW)),
-    "heartbeat": ("dynamodb", "UpdateItem", lambda: rq.heartbeat(TABLE, _job(), owner="w1", now=NOW, lease_s=60)),
-    "reject": ("dynamodb", "UpdateItem",
-               lambda: rq.reject(TABLE, rq.envelope_of(_new_job()), now=NOW, error=ERROR, reason="r", retention_s=60)),
-    "fresh_claim": ("dynamodb", "UpdateItem",
-                    lambda: statements.fresh_claim(TABLE, rq.envelope_of(_new_job()), owner="w1", token=rq.nonce(),
-                                                   message_id="m1", now=NOW, lease_s=60, max_attempts=3,
-                                                   clock_skew_s=1)),
-    "batch": ("dynamodb", "BatchExecuteStatement", lambda: statements.batch([
-        statements.insert_statement(rq.put_job(TABLE, _new_job())),
-        statements.update_statement(statements.fresh_claim(
-            TABLE, rq.envelope_of(_new_job()), owner="w1", token="t", message_id="m1", now=NOW, lease_s=60,
-            max_attempts=3, clock_skew_s=1)),
-        *(statements.update_statement(CASES[name][2]()) for name in ("complete", "schedule_retry", "fail", "abort")),
-    ])),
+    "heartbeat": (
+        "dynamodb",
+        "UpdateItem",
+        lambda: rq.heartbeat(TABLE, _job(), owner="w1", now=NOW, lease_s=60),
+    ),
+    "reject": (
+        "dynamodb",
+        "UpdateItem",
+        lambda: rq.reject(
+            TABLE, rq.envelope_of(_new_job()), now=NOW, error=ERROR, reason="r", retention_s=60
+        ),
+    ),
+    "fresh_claim": (
+        "dynamodb",
+        "UpdateItem",
+        lambda: statements.fresh_claim(
+            TABLE,
+            rq.envelope_of(_new_job()),
+            owner="w1",
+            token=rq.nonce(),
+            message_id="m1",
+            now=NOW,
+            lease_s=60,
+            max_attempts=3,
+            clock_skew_s=1,
+        ),
+    ),
+    "batch": (
+        "dynamodb",
+        "BatchExecuteStatement",
+        lambda: statements.batch(
+            [
+                statements.insert_statement(rq.put_job(TABLE, _new_job())),
+                statements.update_statement(
+                    statements.fresh_claim(
+                        TABLE,
+                        rq.envelope_of(_new_job()),
+                        owner="w1",
+                        token="t",
+                        message_id="m1",
+                        now=NOW,
+                        lease_s=60,
+                        max_attempts=3,
+                        clock_skew_s=1,
+                    )
+                ),
+                *(
+                    statements.update_statement(CASES[name][2]())
+                    for name in ("complete", "schedule_retry", "fail", "abort")
+                ),
+            ]
+        ),
+    ),
     "get": ("dynamodb", "GetItem", lambda: rq.get(TABLE, "j1")),
     "cancel": ("dynamodb", "UpdateItem", lambda: operator.cancel(TABLE, "j1", now=NOW, retention_s=60)),
     "request_cancel": ("dynamodb", "UpdateItem", lambda: operator.request_cancel(TABLE, "j1", now=NOW)),
-    "keep_payload": ("dynamodb", "UpdateItem",
-                     lambda: operator.keep_payload(TABLE, "j1", payload={"a": 1}, now=NOW)),
-    "replay": ("dynamodb", "UpdateItem",
-               lambda: operator.replay(TABLE, _job(), seen_updated="1", now=NOW, max_attempts=3,
-                                       audit={"action": "retry", "at": NOW, "by": "me"})),
-    "query_due": ("dynamodb", "Query",
-                  lambda: schema.query_due(TABLE, "held", due_before=NOW, start_key={"id": {"S": "j0"}})),
-    "mark_dispatched": ("dynamodb", "UpdateItem",
-                        lambda: schema.mark_dispatched(TABLE, _due(), now=NOW, recheck_at=NOW)),
+    "keep_payload": (
+        "dynamodb",
+        "UpdateItem",
+        lambda: operator.keep_payload(TABLE, "j1", payload={"a": 1}, now=NOW),
+    ),
+    "replay": (
+        "dynamodb",
+        "UpdateItem",
+        lambda: operator.replay(
+            TABLE,
+            _job(),
+            seen_updated="1",
+            now=NOW,
+            max_attempts=3,
+            audit={"action": "retry", "at": NOW, "by": "me"},
+        ),
+    ),
+    "query_due": (
+        "dynamodb",
+        "Query",
+        lambda: schema.query_due(TABLE, "held", due_before=NOW, start_key={"id": {"S": "j0"}}),
+    ),
+    "mark_dispatched": (
+        "dynamodb",
+        "UpdateItem",
+        lambda: schema.mark_dispatched(TABLE, _due(), now=NOW, recheck_at=NOW),
+    ),
     "table_definition": ("dynamodb", "CreateTable", lambda: schema.table_definition(TABLE)),
-    "transact_write": ("dynamodb", "TransactWriteItems", lambda: transact.transact_write([
-        {"Put": {"TableName": "orders", "Item": {"pk": {"S": "o1"}}, "ConditionExpression": "attribute_not_exists(pk)"}},
-        {"ConditionCheck": {"TableName": "stock", "Key": {"sku": {"S": "s1"}}, "ConditionExpression": "qty > :z",
-                            "ExpressionAttributeValues": {":z": {"N": "0"}}}},
-        transact.job_entry(TABLE, _new_job(), token=rq.nonce(), pending_until=NOW + 300),
-    ], token=rq.nonce())),
-    "clear_sent": ("dynamodb", "UpdateItem",
-                   lambda: transact.clear_sent(TABLE, transact.job_entry(TABLE, _new_job(), token="t",
-                                                                         pending_until=NOW)["Put"]["Item"])),
-    "send_one": ("sqs", "SendMessage",
-                 lambda: sqs.send_one(URL, "{}", delay_s=5, attributes={"reason": "r"})),
+    "transact_write": (
+        "dynamodb",
+        "TransactWriteItems",
+        lambda: transact.transact_write(
+            [
+                {
+                    "Put": {
+                        "TableName": "orders",
+                        "Item": {"pk": {"S": "o1"}},
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+                {
+                    "ConditionCheck": {
+                        "TableName": "stock",
+                        "Key": {"sku": {"S": "s1"}},
+                        "ConditionExpression": "qty > :z",
+                        "ExpressionAttributeValues": {":z": {"N": "0"}},
+                    }
+                },
+                transact.job_entry(TABLE, _new_job(), token=rq.nonce(), pending_until=NOW + 300),
+            ],
+            token=rq.nonce(),
+        ),
+    ),
+    "clear_sent": (
+        "dynamodb",
+        "UpdateItem",
+        lambda: transact.clear_sent(
+            TABLE, transact.job_entry(TABLE, _new_job(), token="t", pending_until=NOW)["Put"]["Item"]
+        ),
+    ),
+    "send_one": (
+        "sqs",
+        "SendMessage",
+        lambda: sqs.send_one(URL, "{}", delay_s=5, attributes={"reason": "r"}),
+    ),
     "send_batch": ("sqs", "SendMessageBatch", lambda: sqs.send_batch(URL, [("0", "{}", 0), ("1", "{}", 30)])),
     "receive": ("sqs", "ReceiveMessage", lambda: sqs.receive(URL, max_messages=10, wait_s=20)),
     "delete_batch": ("sqs", "DeleteMessageBatch", lambda: sqs.delete_batch(URL, [("0", "rh")])),
-    "change_visibility_batch": ("sqs", "ChangeMessageVisibilityBatch",
-                                lambda: sqs.change_visibility_batch(URL, [("0", "rh", 30)])),
+    "change_visibility_batch": (
+        "sqs",
+        "ChangeMessageVisibilityBatch",
+        lambda: sqs.change_visibility_batch(URL, [("0", "rh", 30)]),
+    ),
     "lifecycle": ("s3", "PutBucketLifecycleConfiguration", lambda: objects.lifecycle(Settings("shop"))),
     "register": ("dynamodb", "PutItem", lambda: workers.register(TABLE, WORKER, now=NOW, running=["j1"])),
-    "refresh": ("dynamodb", "UpdateItem",
-                lambda: workers.refresh(TABLE, WORKER, now=NOW, state=workers.DRAINING, running=["j1", "j2"])),
+    "refresh": (
+        "dynamodb",
+        "UpdateItem",
+        lambda: workers.refresh(TABLE, WORKER, now=NOW, state=workers.DRAINING, running=["j1", "j2"]),
+    ),
     "deregister": ("dynamodb", "DeleteItem", lambda: workers.deregister(TABLE, "h-1-abc")),
     "query_workers": ("dynamodb", "Query", lambda: workers.query_workers(TABLE, {"id": {"S": "worker#x"}})),
-}  # fmt: skip
+}
 
 _SESSION = botocore.session.get_session()
 
@@ -160,10 +358,15 @@ def _builders() -> set[str]:
 
 #: Functions with that return type that build something other than a request.
 NOT_REQUESTS = {
-    "audit_av", "queue_attributes", "record_of", "update_statement", "insert_statement", "kept_payload",
+    "audit_av",
+    "queue_attributes",
+    "record_of",
+    "update_statement",
+    "insert_statement",
+    "kept_payload",
     "op_key",  # a key, not a request
     "job_entry",  # one item of a transaction, checked inside transact_write's case
-}  # fmt: skip
+}
 
 
 def test_every_request_builder_is_checked_here():

@@ -139,9 +139,14 @@ def test_provisioning_waits_a_second_at_a_time_for_the_table_to_become_active():
 
     # THEN it described the table three times, one second apart, before going on
     assert [c.operation for c in calls] == [
-        "create_table", "describe_table", "sleep", "describe_table", "sleep", "describe_table",
+        "create_table",
+        "describe_table",
+        "sleep",
+        "describe_table",
+        "sleep",
+        "describe_table",
         "update_time_to_live",
-    ]  # fmt: skip
+    ]
     assert sleeps(calls) == [1.0, 1.0]
 
 
@@ -159,9 +164,15 @@ def app() -> App:
 
 def dead_item(updated_at: float) -> dict[str, Any]:
     new = rq.NewJob(
-        id="j1", type="t", queue="default", payload={"a": 1}, payload_version=1, max_attempts=3,
-        run_at=NOW, now=NOW,
-    )  # fmt: skip
+        id="j1",
+        type="t",
+        queue="default",
+        payload={"a": 1},
+        payload_version=1,
+        max_attempts=3,
+        run_at=NOW,
+        now=NOW,
+    )
     item = rq.put_job("shop-jobs", new)["Item"]
     # a dead record keeps its payload (sqsjobs.store.requests.fail)
     return {

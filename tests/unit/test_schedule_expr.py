@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from sqsjobs.errors import ExpressionError
 from sqsjobs.schedules import expressions as sx
 
 
@@ -72,13 +73,13 @@ def test_valid_expressions_parse(expression):
     ],
 )
 def test_invalid_expressions_say_why(expression, reason):
-    with pytest.raises(sx.ExpressionError) as info:
+    with pytest.raises(ExpressionError) as info:
         sx.parse(expression)
     assert reason in str(info.value)
 
 
 def test_unknown_time_zone_is_refused():
-    with pytest.raises(sx.ExpressionError, match="unknown time zone 'Mars/Olympus'"):
+    with pytest.raises(ExpressionError, match="unknown time zone 'Mars/Olympus'"):
         sx.timezone("Mars/Olympus")
 
 

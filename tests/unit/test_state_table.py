@@ -24,8 +24,9 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "lifecycle.md"
 
 
 def _job():
-    new = rq.NewJob(id="j1", type="t", queue="default", payload={}, payload_version=1, max_attempts=3,
-                    run_at=NOW, now=NOW)  # fmt: skip
+    new = rq.NewJob(
+        id="j1", type="t", queue="default", payload={}, payload_version=1, max_attempts=3, run_at=NOW, now=NOW
+    )
     return rq.job_from_item(rq.put_job("tbl", new)["Item"]).evolve(claim_token=rq.nonce())
 
 
@@ -44,18 +45,24 @@ WRITES = {
     "rescue": _claim,
     "heartbeat": lambda: rq.heartbeat("tbl", _job(), owner="w", now=NOW, lease_s=5),
     "complete": lambda: rq.complete("tbl", _job(), owner="w", now=NOW, result=None, retention_s=1),
-    "schedule_retry": lambda: rq.schedule_retry("tbl", _job(), owner="w", now=NOW, run_at=NOW, error=ERROR, held=False),
+    "schedule_retry": lambda: rq.schedule_retry(
+        "tbl", _job(), owner="w", now=NOW, run_at=NOW, error=ERROR, held=False
+    ),
     "fail": lambda: rq.fail("tbl", _job(), owner="w", now=NOW, error=ERROR, reason="r", retention_s=1),
     "abort": lambda: rq.abort("tbl", _job(), owner="w", now=NOW, reason="r", retention_s=1),
     "reject": lambda: rq.reject("tbl", Envelope("j1", "t"), now=NOW, error=ERROR, reason="r", retention_s=1),
     "release": lambda: rq.release("tbl", _job(), owner="w", now=NOW),
     "cancel": lambda: operator.cancel("tbl", "j1", now=NOW, retention_s=1),
     "request_cancel": lambda: operator.request_cancel("tbl", "j1", now=NOW),
-    "replay": lambda: operator.replay("tbl", _job(), seen_updated="1", now=NOW, max_attempts=3, audit={"a": 1}),
-    "expire": lambda: expiry.expire("tbl", Envelope("j1", "t"), now=NOW, reason="r", retention_s=1, type_bound_s=60),
+    "replay": lambda: operator.replay(
+        "tbl", _job(), seen_updated="1", now=NOW, max_attempts=3, audit={"a": 1}
+    ),
+    "expire": lambda: expiry.expire(
+        "tbl", Envelope("j1", "t"), now=NOW, reason="r", retention_s=1, type_bound_s=60
+    ),
     "unblock": lambda: chain_store.unblock("tbl", "c1-01", now=NOW, recheck_at=NOW + 300),
     "drop": lambda: chain_store.drop("tbl", "c1-02", now=NOW, reason="r", retention_s=1),
-}  # fmt: skip
+}
 #: Operations that share one write: its condition admits the union of their from-states.
 SHARED = {"claim": ("claim", "rescue"), "rescue": ("claim", "rescue")}
 
@@ -118,10 +125,20 @@ def test_docs_lifecycle_lists_every_transition_as_the_table_has_it():
 
 
 def test_the_batched_claim_is_the_claim_of_a_waiting_job_never_claimed_before():
-    new = rq.NewJob(id="j1", type="t", queue="default", payload={}, payload_version=1, max_attempts=3,
-                    run_at=NOW, now=NOW)  # fmt: skip
-    fresh = statements.fresh_claim("tbl", rq.envelope_of(new), owner="w", token="t", message_id="m", now=NOW,
-                                   lease_s=5, max_attempts=3, clock_skew_s=1)  # fmt: skip
+    new = rq.NewJob(
+        id="j1", type="t", queue="default", payload={}, payload_version=1, max_attempts=3, run_at=NOW, now=NOW
+    )
+    fresh = statements.fresh_claim(
+        "tbl",
+        rq.envelope_of(new),
+        owner="w",
+        token="t",
+        message_id="m",
+        now=NOW,
+        lease_s=5,
+        max_attempts=3,
+        clock_skew_s=1,
+    )
     assert statuses_in_condition(fresh) == TRANSITIONS["claim"][0]
     assert target_status(fresh) is TRANSITIONS["claim"][1]
     assert "lease_epoch = :zero" in fresh["ConditionExpression"]

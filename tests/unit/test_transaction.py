@@ -33,14 +33,22 @@ def test_plain_python_values_are_refused_with_the_shape_to_use(app):
     with pytest.raises(TransactionInvalid, match=r"Item\['pk'\] is 'o1', not an AttributeValue"):
         tx.put(TableName="orders", Item={"pk": "o1"})
     with pytest.raises(TransactionInvalid, match=r"ExpressionAttributeValues\[':n'\]"):
-        tx.update(TableName="orders", Key={"pk": {"S": "o1"}}, UpdateExpression="SET n = :n",
-                  ExpressionAttributeValues={":n": 1})  # fmt: skip
+        tx.update(
+            TableName="orders",
+            Key={"pk": {"S": "o1"}},
+            UpdateExpression="SET n = :n",
+            ExpressionAttributeValues={":n": 1},
+        )
 
 
 def test_two_operations_on_one_known_key_are_refused_at_the_add(app):
     tx = _tx(app)
-    tx.update(TableName="orders", Key={"pk": {"S": "o1"}}, UpdateExpression="SET n = :n",
-              ExpressionAttributeValues={":n": {"N": "1"}})  # fmt: skip
+    tx.update(
+        TableName="orders",
+        Key={"pk": {"S": "o1"}},
+        UpdateExpression="SET n = :n",
+        ExpressionAttributeValues={":n": {"N": "1"}},
+    )
     with pytest.raises(TransactionInvalid, match="same item as item 0"):
         tx.condition_check(
             TableName="orders", Key={"pk": {"S": "o1"}}, ConditionExpression="attribute_exists(pk)"

@@ -10,16 +10,22 @@ import pytest
 from sqsjobs.envelope import Envelope
 from sqsjobs.errors import EnvelopeError
 from sqsjobs.observability.metrics import HEARTBEAT, JobMetrics
-from sqsjobs.ops.workers import WorkerStatus, count_workers, status_of, worker_from_item
+from sqsjobs.ops.worker_views import WorkerStatus, count_workers, status_of, worker_from_item
 from sqsjobs.store import workers as ws
 from sqsjobs.store.schema import LISTED
 
 NOW = 1_800_000_000.0
 ENTRY = ws.WorkerEntry(
-    worker_id="ip-10-0-12-34.ec2.internal-4242-a1b2c3", host="ip-10-0-12-34.ec2.internal", pid=4242,
-    version="0.9.0", queues=("default", "reports", "emails"), job_types=("orders.ship", "reports.daily",
-    "mail.send", "mail.digest", "orders.refund"), concurrency=10, started_at=NOW - 3600, interval_s=30.0,
-)  # fmt: skip
+    worker_id="ip-10-0-12-34.ec2.internal-4242-a1b2c3",
+    host="ip-10-0-12-34.ec2.internal",
+    pid=4242,
+    version="0.9.0",
+    queues=("default", "reports", "emails"),
+    job_types=("orders.ship", "reports.daily", "mail.send", "mail.digest", "orders.refund"),
+    concurrency=10,
+    started_at=NOW - 3600,
+    interval_s=30.0,
+)
 
 
 def _size(av: dict) -> int:

@@ -1,6 +1,6 @@
 """``sqsjobs chains get|cancel``: where a chain is, which step stopped it and why; cancel it.
 
-The work is done by the App (``sqsjobs.workflows.chains``) and ``sqsjobs.ops.chains``; errors go
+The work is done by the App (``sqsjobs.workflows.chains``) and ``sqsjobs.ops.chain_views``; errors go
 through ``sqsjobs.cli.common.guarded`` (one line, an exit code from the table there).
 """
 
@@ -14,7 +14,7 @@ from rich.table import Table
 
 from sqsjobs.cli.common import AppOpt, EndpointOpt, JsonOpt, guarded, load_app
 from sqsjobs.cli.render import print_json, status_markup, stdout_console, when
-from sqsjobs.ops.chains import chain_to_dict
+from sqsjobs.ops.chain_views import chain_to_dict
 
 chains_cli = typer.Typer(no_args_is_help=True, help="See a chain's steps and where it stopped; cancel it.")
 

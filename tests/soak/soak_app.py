@@ -1,6 +1,6 @@
 """The soak's App (issue 8): one job type per kind of work, every run written to a shared ledger.
 
-Worker processes load it with ``--app bench.soak_app:app``; the App's name comes from
+Worker processes load it with ``--app tests.soak.soak_app:app``; the App's name comes from
 ``SOAK_APP_NAME`` and its timings from the usual ``SQSJOBS_*`` variables the driver sets.
 
 The ledger is a SQLite file (``SOAK_LEDGER``, WAL mode) shared by every process: it plays the

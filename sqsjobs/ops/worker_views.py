@@ -3,7 +3,7 @@
 ``list_workers_flow`` is what ``sqsjobs workers``, ``sqsjobs stats``, ``GET /workers`` and the
 dashboard call. It reads the registry items only (``sqsjobs.store.workers``): one Query of the
 ``workers`` partition of the attention index for their ids, then BatchGetItem (100 ids a request),
-eventually consistent. No job record is read, however large the table (DESIGN §8).
+eventually consistent. No job record is read, however large the table (docs/scale.md).
 
 What a listing costs: the Query returns ~100-byte keys, 0.5 read unit per 4 KB of them; each item
 read by BatchGetItem is rounded up to 4 KB: 0.5 read unit. For 100 workers: 0.5 + 100 x 0.5 = 50.5

@@ -1,4 +1,4 @@
-"""``GET /workers``: the worker registry (``sqsjobs.ops.workers``), as ``sqsjobs workers --json`` shows it.
+"""``GET /workers``: the worker registry (``sqsjobs.ops.worker_views``), as ``sqsjobs workers --json`` shows it.
 
 One Query of the registry's partition of the sparse index and one BatchGetItem per 100 workers: no
 job record is read.
@@ -12,7 +12,7 @@ from fastapi import APIRouter
 
 from sqsjobs.api.deps import AppDep  # noqa: TC001 (FastAPI reads the annotation at runtime)
 from sqsjobs.ops._common import iso
-from sqsjobs.ops.workers import count_workers, list_workers_flow
+from sqsjobs.ops.worker_views import count_workers, list_workers_flow
 
 router = APIRouter(tags=["workers"])
 

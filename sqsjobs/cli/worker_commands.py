@@ -1,6 +1,6 @@
 """``sqsjobs workers``: the ECS worker processes in the registry, their status and what each runs now.
 
-The work is done by ``sqsjobs.ops.workers`` (the same flow ``GET /workers`` and the dashboard call);
+The work is done by ``sqsjobs.ops.worker_views`` (the same flow ``GET /workers`` and the dashboard call);
 errors go through ``sqsjobs.cli.common.guarded``. Lambda workers are not listed: the function is
 the worker, seen in CloudWatch.
 """
@@ -12,7 +12,7 @@ from rich.table import Table
 
 from sqsjobs.cli.common import AppOpt, EndpointOpt, JsonOpt, guarded, load_app
 from sqsjobs.cli.render import ago, print_json, stdout_console
-from sqsjobs.ops import workers as workers_ops
+from sqsjobs.ops import worker_views
 
 _STATUS_STYLE = {"live": "green", "draining": "yellow", "silent": "red"}
 
@@ -22,9 +22,11 @@ def workers(app: AppOpt, endpoint_url: EndpointOpt = None, json_out: JsonOpt = F
     loaded = load_app(app, endpoint_url)
     now = loaded.clock.now()
     with guarded(loaded):
-        found: list[workers_ops.WorkerInfo] = loaded.run(workers_ops.list_workers_flow(loaded.settings, now))
+        found: list[worker_views.WorkerInfo] = loaded.run(
+            worker_views.list_workers_flow(loaded.settings, now)
+        )
     if json_out:
-        print_json({"workers": [w.to_dict() for w in found], "counts": workers_ops.count_workers(found)})
+        print_json({"workers": [w.to_dict() for w in found], "counts": worker_views.count_workers(found)})
         return
     table = Table(show_edge=False)
     for col in ("worker", "status", "host", "pid", "version", "queues", "running", "last seen", "started"):
@@ -36,10 +38,17 @@ def workers(app: AppOpt, endpoint_url: EndpointOpt = None, json_out: JsonOpt = F
             more = w.running_count - len(w.running)
             running += " " + ", ".join(w.running) + (f" (+{more})" if more > 0 else "")
         table.add_row(
-            escape(w.id), f"[{style}]{w.status.value}[/]", escape(w.host), str(w.pid), escape(w.version),
-            escape(",".join(w.queues)), escape(running), ago(now - w.last_seen), ago(now - w.started_at),
-        )  # fmt: skip
+            escape(w.id),
+            f"[{style}]{w.status.value}[/]",
+            escape(w.host),
+            str(w.pid),
+            escape(w.version),
+            escape(",".join(w.queues)),
+            escape(running),
+            ago(now - w.last_seen),
+            ago(now - w.started_at),
+        )
     console = stdout_console()
     console.print(table)
-    counts = workers_ops.count_workers(found)
+    counts = worker_views.count_workers(found)
     console.print(", ".join(f"{n} {status}" for status, n in counts.items()))

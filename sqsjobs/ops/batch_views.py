@@ -10,14 +10,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.ops._common import iso
-from sqsjobs.workflows.batches import list_flow, status_flow
+from sqsjobs.workflows.batches import status_flow
 
 if TYPE_CHECKING:
     from sqsjobs._aws import Flow
     from sqsjobs.workflows.batches import BatchStatus
     from sqsjobs.workflows.completion import BatchEnv
 
-__all__ = ["BatchNode", "list_flow", "node_to_dict", "status_to_dict", "tree_flow"]
+__all__ = ["BatchNode", "node_to_dict", "status_to_dict", "tree_flow"]
 
 
 @dataclass
@@ -40,13 +40,26 @@ def tree_flow(env: BatchEnv, batch_id: str) -> Flow[BatchNode]:
 def status_to_dict(st: BatchStatus) -> dict[str, Any]:
     """Everything ``batches get``/``list`` show of one batch, JSON-ready."""
     return {
-        "id": st.id, "status": st.status, "counts": st.counts, "failed": st.failed, "reason": st.reason,
-        "on_complete": st.on_complete, "callback_id": st.callback_id, "final_stage": st.final_stage,
-        "parent_id": st.parent_id, "root_id": st.root_id, "children": list(st.children),
-        "children_complete": st.children_complete, "max_item_failures": st.max_item_failures,
-        "shards": st.shards, "dedupe_key": st.dedupe_key, "created_at": iso(st.created_at),
-        "sealed_at": iso(st.sealed_at), "drained_at": iso(st.drained_at), "completed_at": iso(st.completed_at),
-    }  # fmt: skip
+        "id": st.id,
+        "status": st.status,
+        "counts": st.counts,
+        "failed": st.failed,
+        "reason": st.reason,
+        "on_complete": st.on_complete,
+        "callback_id": st.callback_id,
+        "final_stage": st.final_stage,
+        "parent_id": st.parent_id,
+        "root_id": st.root_id,
+        "children": list(st.children),
+        "children_complete": st.children_complete,
+        "max_item_failures": st.max_item_failures,
+        "shards": st.shards,
+        "dedupe_key": st.dedupe_key,
+        "created_at": iso(st.created_at),
+        "sealed_at": iso(st.sealed_at),
+        "drained_at": iso(st.drained_at),
+        "completed_at": iso(st.completed_at),
+    }
 
 
 def node_to_dict(node: BatchNode) -> dict[str, Any]:

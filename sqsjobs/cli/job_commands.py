@@ -134,8 +134,17 @@ def jobs_list(
         table.add_column(col, overflow="fold")
     for r in page.rows:
         attempt = f"{r.attempt}/{r.max_attempts}" if r.attempt is not None else "-"
-        table.add_row(r.id, status_markup(r.status), escape(r.type), escape(r.queue), escape(r.tenant or "-"), attempt,
-                      when(r.created_at, now), when(r.at, now), escape(r.reason or ""))  # fmt: skip
+        table.add_row(
+            r.id,
+            status_markup(r.status),
+            escape(r.type),
+            escape(r.queue),
+            escape(r.tenant or "-"),
+            attempt,
+            when(r.created_at, now),
+            when(r.at, now),
+            escape(r.reason or ""),
+        )
     console.print(table)
     if page.index == inspect_ops.ATTENTION:
         source = f"via index {page.index}, {len(page.partitions)} dead shards ({page.read} entries read)"
@@ -184,8 +193,12 @@ def jobs_cancel(
     if (job_id is None) == (not bulk) or (job_id is not None and bulk):
         raise abort("give a job id, or --type (or --resume) for a bulk cancel, not both", EXIT_USAGE)
     if bulk:
-        _bulk_cancel(loaded, bulk_ops.BulkCancel(job_type or "", status, tenant, dry_run, limit, rate, page_size),
-                     resume, json_out)  # fmt: skip
+        _bulk_cancel(
+            loaded,
+            bulk_ops.BulkCancel(job_type or "", status, tenant, dry_run, limit, rate, page_size),
+            resume,
+            json_out,
+        )
         return
     assert job_id is not None
     with guarded(loaded):
@@ -240,9 +253,15 @@ def jobs_retry(
             raise abort(str(exc), EXIT_REFUSED if data is KEEP else EXIT_USAGE) from None
     if json_out:
         print_json(
-            {"id": job.id, "status": job.status.value, "queue": job.queue, "max_attempts": job.max_attempts,
-             "payload_hash": job.payload_hash, "payload_version": job.payload_version}
-        )  # fmt: skip
+            {
+                "id": job.id,
+                "status": job.status.value,
+                "queue": job.queue,
+                "max_attempts": job.max_attempts,
+                "payload_hash": job.payload_hash,
+                "payload_version": job.payload_version,
+            }
+        )
     else:
         replaced = "" if data is KEEP else f" with the new payload (hash {(job.payload_hash or '')[:12]})"
         stdout_console().print(

@@ -1,6 +1,6 @@
 """``sqsjobs batches get|list``: a batch with its tree of child batches, and the newest batches.
 
-The work is done by ``sqsjobs.ops.batches``; errors go through ``sqsjobs.cli.common.guarded``
+The work is done by ``sqsjobs.ops.batch_views``; errors go through ``sqsjobs.cli.common.guarded``
 (an unknown batch id exits 3, like an unknown job id).
 """
 
@@ -16,8 +16,8 @@ from rich.tree import Tree
 
 from sqsjobs.cli.common import AppOpt, EndpointOpt, JsonOpt, guarded, load_app
 from sqsjobs.cli.render import print_json, stdout_console, when
-from sqsjobs.ops import batches as batch_ops
-from sqsjobs.workflows.batches import env_of
+from sqsjobs.ops import batch_views
+from sqsjobs.workflows.batches import env_of, list_flow
 
 if TYPE_CHECKING:
     from sqsjobs.workflows.batches import BatchStatus
@@ -49,7 +49,7 @@ def _line(st: BatchStatus, now: float) -> str:
     return line
 
 
-def _add(tree: Tree, node: batch_ops.BatchNode, now: float) -> None:
+def _add(tree: Tree, node: batch_views.BatchNode, now: float) -> None:
     for child in node.children:
         _add(tree.add(_line(child.status, now)), child, now)
 
@@ -64,9 +64,9 @@ def batches_get(
     """The batch, its counts and callback, with the tree of its child batches below it."""
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
-        node = loaded.run(batch_ops.tree_flow(env_of(loaded), batch_id))
+        node = loaded.run(batch_views.tree_flow(env_of(loaded), batch_id))
     if json_out:
-        print_json(batch_ops.node_to_dict(node))
+        print_json(batch_views.node_to_dict(node))
         return
     now = time.time()
     tree = Tree(_line(node.status, now))
@@ -88,9 +88,9 @@ def batches_list(
     """The newest batches, with their counts."""
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
-        rows = loaded.run(batch_ops.list_flow(env_of(loaded), limit=limit))
+        rows = loaded.run(list_flow(env_of(loaded), limit=limit))
     if json_out:
-        print_json({"batches": [batch_ops.status_to_dict(r) for r in rows]})
+        print_json({"batches": [batch_views.status_to_dict(r) for r in rows]})
         return
     now = time.time()
     table = Table(show_edge=False)
@@ -109,9 +109,16 @@ def batches_list(
     for r in rows:
         status = "failed" if r.failed else r.status
         table.add_row(
-            r.id, status, str(r.counts["succeeded"]), str(r.counts["failed"]), str(r.counts["pending"]),
-            escape(r.on_complete), r.parent_id or "-", when(r.created_at, now), when(r.completed_at, now),
-        )  # fmt: skip
+            r.id,
+            status,
+            str(r.counts["succeeded"]),
+            str(r.counts["failed"]),
+            str(r.counts["pending"]),
+            escape(r.on_complete),
+            r.parent_id or "-",
+            when(r.created_at, now),
+            when(r.completed_at, now),
+        )
     console = stdout_console()
     console.print(table)
     console.print(f"{len(rows)} batch(es)", style="dim")
