@@ -8,7 +8,7 @@ connects to nothing; settings are resolved on first use.
 from __future__ import annotations
 
 import contextlib
-import importlib
+import dataclasses
 import os
 import threading
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
@@ -18,7 +18,9 @@ from sqsjobs._clock import Clock, SystemClock
 from sqsjobs.config import Settings
 from sqsjobs.deploy.provision import ProvisionReport, provision_flow
 from sqsjobs.errors import ConfigurationError
+from sqsjobs.ingress.foreign import foreign_plugin
 from sqsjobs.limits.declarations import Limits
+from sqsjobs.limits.gate import limits_plugin
 from sqsjobs.limits.ops import pause_flow, resume_flow
 from sqsjobs.ops.requeue import KEEP, retry_flow
 from sqsjobs.producer import (
@@ -30,10 +32,14 @@ from sqsjobs.producer import (
     get_flow,
 )
 from sqsjobs.registry import P, Registry
+from sqsjobs.runtime.kernel import Kernel, locate
+from sqsjobs.schedules.fire import fires_plugin
 from sqsjobs.schedules.specs import Schedules
 from sqsjobs.transaction import Transaction
 from sqsjobs.transport.queues import QueueUrls
 from sqsjobs.workflows import batches, chains
+from sqsjobs.workflows.batch_hook import batches_plugin
+from sqsjobs.workflows.chain_hook import chains_plugin
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
@@ -42,6 +48,7 @@ if TYPE_CHECKING:
     from sqsjobs.observability.metrics import JobMetrics
     from sqsjobs.observability.tracing import JobTracer
     from sqsjobs.registry import Handler, HandlerOf
+    from sqsjobs.runtime.seams import Plugin
     from sqsjobs.store.enqueue import NewJob
     from sqsjobs.workflows.chains import ChainStatus, Step
 
@@ -80,6 +87,8 @@ class App:
         self._logger: Any = None
         self._metrics: JobMetrics | None = None
         self._tracer: JobTracer | None = None
+        self._core: Kernel | None = None
+        self._kernel: Kernel | None = None
         #: Sync handlers run in threads and may enqueue at once: one set of clients, not one each.
         self._clients_lock = threading.Lock()
 
@@ -101,6 +110,48 @@ class App:
         self._sync = None
         self._async = None
         self._queue_urls = None
+        self._core = self._kernel = None
+
+    # ── the kernel: what the runtime reads, and the features plugged into it ──────────────────
+    def _plugins(self, core: Kernel) -> list[Plugin]:
+        """The features, one line each, in the order the kernel consults them (finish hooks run in it)."""
+        return [
+            batches_plugin(core),  # items streamed from a handler; an item's end counted on its batch
+            chains_plugin(core),  # a step's previous result; the next step unblocked with a success
+            limits_plugin(core, self.limits),  # pause, limits and breakers: admission, slots given back
+            fires_plugin(core, self.schedules),  # schedule fires become their occurrence's job
+            foreign_plugin(core),  # messages sent from outside sqsjobs become jobs
+        ]
+
+    @property
+    def kernel(self) -> Kernel:
+        """The runtime's frozen context with the features plugged in; made again after ``configure``.
+
+        Building it checks the declarations the features need (an unknown limit name raises
+        ``ConfigurationError``), so a worker fails at its start, not at a job.
+        """
+        if self._kernel is None:
+            core = self._core_kernel()
+            self._kernel = dataclasses.replace(core, plugins=tuple(self._plugins(core)))
+        return self._kernel
+
+    def _core_kernel(self) -> Kernel:
+        """The kernel without plug-ins: what the features and the façade's own flows read."""
+        if self._core is None:
+            self._core = Kernel(
+                name=self.name,
+                settings=self.settings,
+                clock=self.clock,
+                registry=self.registry,
+                run=self.run,
+                arun=self.arun,
+                aclose=self.aclose,
+                logger=self.logger,
+                metrics=self.metrics,
+                tracer=self.tracer,
+                queue_urls=self.queue_urls,
+            )
+        return self._core
 
     @property
     def logger(self) -> Any:
@@ -375,7 +426,9 @@ class App:
         """
         options = {"parent": parent, "final_stage": final_stage, "dedupe_key": dedupe_key,
                    "max_item_failures": max_item_failures, **({"shards": shards} if shards else {})}  # fmt: skip
-        return batches.Batch(self, self.run(batches.new_batch_flow(self, on_complete, **options)))
+        return batches.Batch(
+            self._core_kernel(), self.run(batches.new_batch_flow(self._core_kernel(), on_complete, **options))
+        )
 
     async def abatch(
         self, on_complete: str | Handler, *, parent: str | None = None, final_stage: bool = False,
@@ -384,23 +437,28 @@ class App:
         """Async ``batch``."""
         options = {"parent": parent, "final_stage": final_stage, "dedupe_key": dedupe_key,
                    "max_item_failures": max_item_failures, **({"shards": shards} if shards else {})}  # fmt: skip
-        return batches.Batch(self, await self.arun(batches.new_batch_flow(self, on_complete, **options)))
+        return batches.Batch(
+            self._core_kernel(),
+            await self.arun(batches.new_batch_flow(self._core_kernel(), on_complete, **options)),
+        )
 
     def get_batch(self, batch_id: str) -> batches.BatchStatus:
         """The batch's status and counts; ``BatchNotFound`` if there is none."""
-        return self.run(batches.status_flow(batches.env_of(self), batch_id))
+        return self.run(batches.status_flow(batches.env_of(self._core_kernel()), batch_id))
 
     async def aget_batch(self, batch_id: str) -> batches.BatchStatus:
         """Async ``get_batch``."""
-        return await self.arun(batches.status_flow(batches.env_of(self), batch_id))
+        return await self.arun(batches.status_flow(batches.env_of(self._core_kernel()), batch_id))
 
     def cancel_batch(self, batch_id: str) -> batches.BatchStatus:
         """Complete the batch at once as failed, cancel its waiting items (running ones are asked to stop) and its sub-tree."""
-        return self.run(batches.cancel_flow(batches.env_of(self), batch_id, self.clock.now()))
+        return self.run(batches.cancel_flow(batches.env_of(self._core_kernel()), batch_id, self.clock.now()))
 
     async def acancel_batch(self, batch_id: str) -> batches.BatchStatus:
         """Async ``cancel_batch``."""
-        return await self.arun(batches.cancel_flow(batches.env_of(self), batch_id, self.clock.now()))
+        return await self.arun(
+            batches.cancel_flow(batches.env_of(self._core_kernel()), batch_id, self.clock.now())
+        )
 
     def provision(self, queues: list[str] | None = None) -> ProvisionReport:
         """Create the table, queues and DLQs on the configured endpoint (idempotent)."""
@@ -415,6 +473,7 @@ class App:
         if self._tracer is not None:
             self._tracer.close()
             self._tracer = None
+            self._core = self._kernel = None  # they hold the tracer: made again with a new one
 
     async def aclose(self) -> None:
         """Close the async clients."""
@@ -426,16 +485,7 @@ class App:
     def from_path(path: str | None = None) -> App:
         """Load ``module.path:attribute`` (default: ``SQSJOBS_APP``)."""
         path = path or os.environ.get("SQSJOBS_APP")
-        if not path or ":" not in path:
-            raise ConfigurationError(
-                f"expected an app path like 'shop.jobs:app', got {path!r} (set --app or SQSJOBS_APP)"
-            )
-        module_name, _, attr = path.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise ConfigurationError(f"cannot import {module_name!r} for --app {path}: {exc}") from exc
-        app = getattr(module, attr, None)
+        app = locate(path)
         if not isinstance(app, App):
             raise ConfigurationError(f"{path} is not an sqsjobs App (got {type(app).__name__})")
         return app

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from sqsjobs.delivery import Delivery
     from sqsjobs.job import Job
-    from sqsjobs.transport.sqs import Delivery
 
 
 class InterruptReason(enum.StrEnum):

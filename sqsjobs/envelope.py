@@ -17,7 +17,7 @@ EventBridge rule, an SNS topic, a Step Functions task, a Go or Node service): ``
 "type": ..., "payload": ...}`` with an optional idempotency key, tenant and delay
 (docs/enqueue-from-aws.md). Its field names are long and plain because people type them into input
 transformers and state machines; unknown fields are refused, so a misspelt key cannot silently lose
-its deduplication. The worker turns it into a job (``sqsjobs.runtime.foreign``).
+its deduplication. The worker turns it into a job (``sqsjobs.ingress.foreign``).
 """
 
 from __future__ import annotations

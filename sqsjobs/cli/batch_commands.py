@@ -64,7 +64,7 @@ def batches_get(
     """The batch, its counts and callback, with the tree of its child batches below it."""
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
-        node = loaded.run(batch_views.tree_flow(env_of(loaded), batch_id))
+        node = loaded.run(batch_views.tree_flow(env_of(loaded.kernel), batch_id))
     if json_out:
         print_json(batch_views.node_to_dict(node))
         return
@@ -88,7 +88,7 @@ def batches_list(
     """The newest batches, with their counts."""
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
-        rows = loaded.run(list_flow(env_of(loaded), limit=limit))
+        rows = loaded.run(list_flow(env_of(loaded.kernel), limit=limit))
     if json_out:
         print_json({"batches": [batch_views.status_to_dict(r) for r in rows]})
         return

@@ -106,8 +106,6 @@ class Limits:
 
     def __init__(self) -> None:
         self._limits: dict[str, Limit] = {}
-        #: The per-process gate, made by ``runtime/hooks.py`` on first use (``limits/gate.py``).
-        self.gate: Any = None
 
     def add(
         self,

@@ -1,6 +1,7 @@
 """The gate before the claim: pause, breakers, concurrency slots and start rates, checked fleet-wide.
 
-``Execution.handle`` asks ``admit`` after the handler lookup and before the claim. A job whose type
+The limits feature's ``AdmissionGuard`` and ``FinishHook`` (``runtime/seams.py``; registered by
+``limits_plugin``): the execution asks ``admit`` after the handler lookup and before the claim. A job whose type
 is neither limited nor pausable passes without a read or a write. Otherwise the gate reads what
 it needs through a short cache (one BatchGetItem per ``CACHE_S`` per worker at most, half a read
 unit per item) and refuses from the cache alone when it can: a refused job is *deferred* — its
@@ -28,13 +29,14 @@ import math
 import random
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, one
+from sqsjobs.delivery import DELETE, Ack
 from sqsjobs.errors import AwsError, LimitWait, StoreError
 from sqsjobs.job import AttemptOutcome
 from sqsjobs.limits import store as ls
-from sqsjobs.runtime.acks import DELETE, Ack
+from sqsjobs.runtime.seams import Plugin
 from sqsjobs.store.codec import is_conflict, job_from_item, nonce, num_attr, old_item, str_attr
 from sqsjobs.store.requests import get as get_record
 from sqsjobs.transport import sqs
@@ -42,13 +44,12 @@ from sqsjobs.transport import sqs
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
-    from sqsjobs.app import App
+    from sqsjobs.delivery import Delivery, Finish
     from sqsjobs.envelope import Envelope
-    from sqsjobs.job import Job
-    from sqsjobs.limits.declarations import Limit
+    from sqsjobs.limits.declarations import Limit, Limits
     from sqsjobs.registry import HandlerSpec
+    from sqsjobs.runtime.kernel import Kernel
     from sqsjobs.store.codec import Item
-    from sqsjobs.transport.sqs import Delivery
 
 #: How long a read of a limit's items serves admissions (slots, rate log, breaker).
 CACHE_S = 1.0
@@ -84,22 +85,14 @@ class Held:
     renewed: float = 0.0
 
 
-class _Finished(Protocol):
-    """What the gate reads of a ``runtime.hooks.Finish`` (named structurally: hooks imports the gate)."""
-
-    @property
-    def job(self) -> Job: ...
-    @property
-    def outcome(self) -> AttemptOutcome: ...
-
-
 class Gate:
-    """One per worker process (``App.limits.gate``): the admissions, holdings and caches of its jobs."""
+    """One per kernel (the process's worker and finish hook share it): the admissions, holdings and caches of its jobs."""
 
-    def __init__(self, app: App) -> None:
-        app.limits.check(app.registry)  # an unknown limit name fails the worker's start, not a job
-        self.app = app
-        self._table = app.settings.table_name
+    def __init__(self, kernel: Kernel, limits: Limits) -> None:
+        limits.check(kernel.registry)  # an unknown limit name fails the worker's start, not a job
+        self.kernel = kernel
+        self.limits = limits
+        self._table = kernel.settings.table_name
         self._cache: dict[str, tuple[float, Item | None]] = {}
         #: Admitted jobs, by id, until their finish lands or their claim is refused.
         self.held: dict[str, Held] = {}
@@ -110,18 +103,18 @@ class Gate:
         self.refused_writes: Counter[str] = Counter()
         self._unreported: Counter[tuple[str, str]] = Counter()
         self._reported_refusals: Counter[str] = Counter()
-        if app.limits or any(s.pausable for s in app.registry):
-            app.metrics.add_source(self._metric_lines)
+        if limits or any(s.pausable for s in kernel.registry):
+            kernel.metrics.add_source(self._metric_lines)
 
     # ── admission ─────────────────────────────────────────────────────────────────────────
     async def admit(self, spec: HandlerSpec, envelope: Envelope, delivery: Delivery) -> Held | Ack | None:
         """None: the type is not gated; a ``Held``: admitted (claim now); an ``Ack``: deferred."""
         if not spec.pausable:
             return None
-        held = Held(envelope.job_id, self.app.clock.now())
+        held = Held(envelope.job_id, self.kernel.clock.now())
         try:
             await self._check_pause(spec.name)
-            limits = [self.app.limits.get(n) for n in spec.limits]
+            limits = [self.limits.get(n) for n in spec.limits]
             if limits:
                 await self._admit(held, limits, envelope)
         except LimitWait as wait:
@@ -129,7 +122,9 @@ class Gate:
             return await self._defer(spec, envelope, delivery, wait)
         except AwsError as exc:  # DynamoDB unreachable: nothing taken stays taken; the message returns
             await self._undo(held)
-            self.app.logger.warning("limit check failed; the message comes back", extra={"error": str(exc)})
+            self.kernel.logger.warning(
+                "limit check failed; the message comes back", extra={"error": str(exc)}
+            )
             return Ack("leave")
         self._forget_stale(held.at)
         held.renewed = held.at
@@ -138,14 +133,14 @@ class Gate:
 
     def _forget_stale(self, now: float) -> None:
         """Drop holdings no finish will end (a run that lost its lease): their slots expire by lease."""
-        horizon = now - 2 * self.app.settings.lease_s
+        horizon = now - 2 * self.kernel.settings.lease_s
         for job_id in [j for j, h in self.held.items() if h.renewed < horizon]:
             del self.held[job_id]
 
     async def _check_pause(self, job_type: str) -> None:
         item = (await self._read([ls.pause_id(job_type)], PAUSE_CACHE_S))[ls.pause_id(job_type)]
         if item is not None:
-            paused_for = self.app.clock.now() - (num_attr(item, "paused_at") or 0.0)
+            paused_for = self.kernel.clock.now() - (num_attr(item, "paused_at") or 0.0)
             low, high = PAUSE_RECHECK_S
             raise LimitWait(
                 "paused", job_type, min(max(paused_for / 4, low), high) * random.uniform(0.8, 1.2)
@@ -154,11 +149,9 @@ class Gate:
     async def _admit(self, held: Held, limits: Sequence[Limit], envelope: Envelope) -> None:
         keys = {lim.name: lim.key_of(*await self._key_source(lim, envelope)) for lim in limits}
         shards = {lim.name: random.randrange(lim.rate.shards) for lim in limits if lim.rate}
-        ids = [
-            i for lim in limits for i in _ids(lim, keys[lim.name], shards.get(lim.name, 0))
-        ]  # fmt: skip
+        ids = [i for lim in limits for i in _ids(lim, keys[lim.name], shards.get(lim.name, 0))]
         items = await self._read(ids, CACHE_S)
-        now = self.app.clock.now()
+        now = self.kernel.clock.now()
         for lim in limits:  # refusals the cache alone can tell: no write
             if lim.breaker:
                 self._breaker_wait(lim, items[ls.breaker_id(lim.name)], now)
@@ -174,7 +167,7 @@ class Gate:
                 held.breakers.append(lim)
                 if ls.breaker_state(items[ls.breaker_id(lim.name)]) != ls.CLOSED:
                     await self._become_probe(held, lim, items[ls.breaker_id(lim.name)])
-        held.at = self.app.clock.now()
+        held.at = self.kernel.clock.now()
         for lim in limits:
             if lim.rate:
                 await self._log_start(held, lim, shards[lim.name])
@@ -183,7 +176,7 @@ class Gate:
         """(tenant, payload) for the limit's key: the message's, or the record's for a bare hint."""
         if lim.key is None or envelope.has_payload:
             return envelope.tenant, envelope.payload
-        response = await self.app.arun(
+        response = await self.kernel.arun(
             one(Call("dynamodb", "get_item", get_record(self._table, envelope.job_id)))
         )
         if not response.get("Item"):
@@ -220,11 +213,11 @@ class Gate:
     async def _take_slot(
         self, held: Held, lim: Limit, key: str | None, items: dict[str, Item | None]
     ) -> None:
-        now = self.app.clock.now()
+        now = self.kernel.clock.now()
         free = self._free_slots(lim, key, items, now)
         random.shuffle(free)  # workers that read the same free slots rarely race for the same one
         token = nonce()
-        lease_s = self.app.settings.lease_s
+        lease_s = self.kernel.settings.lease_s
         for slot in free[:MAX_TRIES]:
             params = ls.take_slot(
                 self._table, slot, job_id=held.job_id, token=token, now=now, lease_s=lease_s
@@ -238,16 +231,20 @@ class Gate:
     async def _become_probe(self, held: Held, lim: Limit, item: Item | None) -> None:
         bid = ls.breaker_id(lim.name)
         params = ls.become_probe(
-            self._table, bid, version=ls.version_of(item), job_id=held.job_id, now=self.app.clock.now(),
-            lease_s=self.app.settings.lease_s,
-        )  # fmt: skip
+            self._table,
+            bid,
+            version=ls.version_of(item),
+            job_id=held.job_id,
+            now=self.kernel.clock.now(),
+            lease_s=self.kernel.settings.lease_s,
+        )
         items: dict[str, Item | None] = {}
         if not await self._conditional("update_item", params, lim.name, items, bid, probe=held.job_id):
-            self._breaker_wait(lim, items.get(bid), self.app.clock.now())
+            self._breaker_wait(lim, items.get(bid), self.kernel.clock.now())
             raise LimitWait("breaker", lim.name, random.uniform(1.0, 3.0))
         held.probes.append(bid)
         self._cache.pop(bid, None)
-        self.app.logger.info("breaker probe admitted", extra={"limit": lim.name, "job_id": held.job_id})
+        self.kernel.logger.info("breaker probe admitted", extra={"limit": lim.name, "job_id": held.job_id})
 
     async def _log_start(self, held: Held, lim: Limit, shard: int) -> None:
         assert lim.rate is not None
@@ -262,15 +259,21 @@ class Gate:
                 self._rate_wait(lim, item, now, shard)
             wid = nonce()
             params = ls.record_start(
-                self._table, rid, starts=starts, version=ls.version_of(item), now=now, allowed=allowed, wid=wid
-            )  # fmt: skip
+                self._table,
+                rid,
+                starts=starts,
+                version=ls.version_of(item),
+                now=now,
+                allowed=allowed,
+                wid=wid,
+            )
             if await self._conditional("update_item", params, lim.name, items, rid, wid=wid):
                 kept = params["ExpressionAttributeValues"][":s"]
                 self._remember(
                     rid, {"id": {"S": rid}, "starts": kept, "v": params["ExpressionAttributeValues"][":n"]}
                 )
                 return
-            held.at = self.app.clock.now()
+            held.at = self.kernel.clock.now()
         raise LimitWait("rate", lim.name, lim.rate.window_s / lim.rate.starts + random.uniform(0.0, 0.5))
 
     async def _conditional(
@@ -288,7 +291,7 @@ class Gate:
         a write whose answer was lost) counts as landed.
         """
         try:
-            await self.app.arun(one(Call("dynamodb", op, params)))
+            await self.kernel.arun(one(Call("dynamodb", op, params)))
             return True
         except StoreError as exc:
             if not is_conflict(exc):
@@ -305,14 +308,20 @@ class Gate:
         delay = max(1, math.ceil(wait.delay_s))
         self.deferred[(wait.reason, wait.limit)] += 1
         self._unreported[(wait.reason, wait.limit)] += 1
-        self.app.metrics.count(DEFERRED, spec.name, envelope.tenant)
-        self.app.logger.info(
+        self.kernel.metrics.count(DEFERRED, spec.name, envelope.tenant)
+        self.kernel.logger.info(
             "job deferred",
-            extra={"job_id": envelope.job_id, "job_type": spec.name, "reason": wait.reason,
-                   "limit": wait.limit, "delay_s": delay, "receive_count": delivery.receive_count},
-        )  # fmt: skip
-        settings = self.app.settings
-        redrive = settings.max_receive_count or self.app.registry.max_attempts() + settings.receive_slack
+            extra={
+                "job_id": envelope.job_id,
+                "job_type": spec.name,
+                "reason": wait.reason,
+                "limit": wait.limit,
+                "delay_s": delay,
+                "receive_count": delivery.receive_count,
+            },
+        )
+        settings = self.kernel.settings
+        redrive = settings.max_receive_count or self.kernel.registry.max_attempts() + settings.receive_slack
         if delivery.receive_count < redrive - RESEND_MARGIN or delivery.queue_url.endswith(".fifo"):
             # A FIFO queue keeps a serialize key's order only while its head stays in place (and takes
             # no per-message delay): it is re-armed, never re-sent behind the rest of its group.
@@ -322,7 +331,7 @@ class Gate:
         if group := delivery.attributes.get("MessageGroupId"):
             params["MessageGroupId"] = group
         try:
-            await self.app.arun(one(Call("sqs", "send_message", params)))
+            await self.kernel.arun(one(Call("sqs", "send_message", params)))
         except AwsError:
             return Ack("rearm", delay_s=sqs.clamp_visibility(delay))
         return DELETE
@@ -347,7 +356,7 @@ class Gate:
 
     async def renew(self, job_ids: Iterable[str], now: float) -> None:
         """Extend the slots and probes of these running jobs (their leases were just renewed)."""
-        lease_s = self.app.settings.lease_s
+        lease_s = self.kernel.settings.lease_s
         writes = []
         for job_id in job_ids:
             held = self.held.get(job_id)
@@ -365,21 +374,21 @@ class Gate:
     async def _quiet(self, params: dict[str, Any], *, op: str = "update_item", lost: str = "") -> bool:
         """A write whose failure is logged, never raised (a slot left behind expires with its lease)."""
         try:
-            await self.app.arun(one(Call("dynamodb", op, params)))
+            await self.kernel.arun(one(Call("dynamodb", op, params)))
             return True
         except AwsError as exc:
             if lost or not (isinstance(exc, StoreError) and is_conflict(exc)):
-                self.app.logger.warning(
+                self.kernel.logger.warning(
                     lost or "limit write failed", extra={"item": params["Key"], "error": str(exc)}
                 )
             return False
 
     # ── FinishHook ────────────────────────────────────────────────────────────────────────
-    async def entries(self, finish: _Finished) -> Sequence[Mapping[str, Any]]:
+    async def entries(self, finish: Finish) -> Sequence[Mapping[str, Any]]:
         """None: a slot's release need not commit with the finish (a crash leaves it to its lease)."""
         return ()
 
-    async def landed(self, finish: _Finished) -> None:
+    async def landed(self, finish: Finish) -> None:
         """Give the job's slots back; count a failure toward its breakers; a probe's outcome decides."""
         held = self.held.pop(finish.job.id, None)
         if held is None:
@@ -394,7 +403,7 @@ class Gate:
                 elif failed:
                     await self._count_failure(lim)
         except Exception:  # a FinishHook never raises: the finish itself is recorded
-            self.app.logger.exception(
+            self.kernel.logger.exception(
                 "limit bookkeeping after a finish failed", extra={"job_id": held.job_id}
             )
 
@@ -404,7 +413,7 @@ class Gate:
         item = (await self._read([bid], 0.0))[bid]
         if item is None or str_attr(item, "probe") != job_id:
             return  # no longer this job's verdict (its probe lease ran out and another took over)
-        version, now = ls.version_of(item), self.app.clock.now()
+        version, now = ls.version_of(item), self.kernel.clock.now()
         if outcome is AttemptOutcome.SUCCEEDED:
             params = ls.close_breaker(self._table, bid, version=version)
         elif outcome in (AttemptOutcome.RETRY, AttemptOutcome.DEAD):
@@ -415,12 +424,14 @@ class Gate:
             params = ls.end_probe(self._table, bid, job_id=job_id)
         if await self._quiet(params):
             self._cache.pop(bid, None)
-            self.app.logger.info("breaker probe decided", extra={"limit": lim.name, "outcome": str(outcome)})
+            self.kernel.logger.info(
+                "breaker probe decided", extra={"limit": lim.name, "outcome": str(outcome)}
+            )
 
     async def _count_failure(self, lim: Limit) -> None:
         assert lim.breaker is not None
-        bid, now = ls.breaker_id(lim.name), self.app.clock.now()
-        response = await self.app.arun(
+        bid, now = ls.breaker_id(lim.name), self.kernel.clock.now()
+        response = await self.kernel.arun(
             one(Call("dynamodb", "update_item", ls.record_failure(self._table, bid, now=now)))
         )
         item = response.get("Attributes") or {}
@@ -432,7 +443,7 @@ class Gate:
             )
             if await self._quiet(params):
                 self._cache.pop(bid, None)
-                self.app.logger.warning(
+                self.kernel.logger.warning(
                     "breaker opened",
                     extra={"limit": lim.name, "failures": len(recent), "cooldown_s": lim.breaker.cooldown_s},
                 )
@@ -442,11 +453,11 @@ class Gate:
     # ── cache ─────────────────────────────────────────────────────────────────────────────
     async def _read(self, ids: Sequence[str], max_age_s: float) -> dict[str, Item | None]:
         """The items, from the cache when read within ``max_age_s``, else in one BatchGetItem per 100."""
-        now = self.app.clock.now()
+        now = self.kernel.clock.now()
         stale = [i for i in dict.fromkeys(ids) if i not in self._cache or now - self._cache[i][0] > max_age_s]
         for start in range(0, len(stale), ls.MAX_BATCH_GET):
             chunk = stale[start : start + ls.MAX_BATCH_GET]
-            response = await self.app.arun(
+            response = await self.kernel.arun(
                 one(Call("dynamodb", "batch_get_item", ls.batch_get(self._table, chunk)))
             )
             found = ls.batch_items(self._table, response)
@@ -455,7 +466,7 @@ class Gate:
         return {i: self._cache[i][1] for i in ids}
 
     def _remember(self, item_id: str, item: Item | None) -> None:
-        self._cache[item_id] = (self.app.clock.now(), item)
+        self._cache[item_id] = (self.kernel.clock.now(), item)
 
     def _metric_lines(self) -> list[tuple[dict[str, str], dict[str, float]]]:
         """EMF lines: per limit, slots held now and deferrals and refused writes since the last flush.
@@ -467,7 +478,7 @@ class Gate:
         refused, self._reported_refusals = self.refused_writes - self._reported_refusals, +self.refused_writes
         held = Counter(s.split("#")[1] for h in self.held.values() for s, _ in h.slots)
         out: list[tuple[dict[str, str], dict[str, float]]] = []
-        for lim in self.app.limits:
+        for lim in self.limits:
             waits = sum(
                 n for (reason, name), n in unreported.items() if name == lim.name and reason != "paused"
             )
@@ -489,9 +500,7 @@ def _ids(lim: Limit, key: str | None, shard: int) -> list[str]:
     return ids
 
 
-def gate_of(app: App) -> Gate:
-    """The process's gate for ``app`` (made on first use, shared by its executions and finish hook)."""
-    if app.limits.gate is None:
-        app.limits.gate = Gate(app)
-    gate: Gate = app.limits.gate
-    return gate
+def limits_plugin(kernel: Kernel, limits: Limits) -> Plugin:
+    """Pause, limits and breakers: an admission guard before the claim, and slots given back at the finish."""
+    gate = Gate(kernel, limits)
+    return Plugin("limits", guard=gate, finish=gate)

@@ -1,53 +1,44 @@
-"""Acks: what to do with an SQS message once the job's record has been written (DESIGN §3.3).
+"""Applying an ``Ack``: the one place that turns a decided ack into what happens to the message.
 
-The execution decides an ``Ack`` for each delivery; the ECS worker and the Lambda adapter apply it
-(delete, re-arm, release, dead-letter or leave the message). It lives apart from the execution so
-that schedule fires, which end in the same acks, need not import the execution.
+The execution decides (``sqsjobs.delivery.Ack``: delete, re-arm, release, dead-letter, leave) after
+the job's record is written; ``apply`` acts on it through the host's target. The ECS worker's
+target is its ``MessageOps`` (batched deletes and visibility changes, the DLQ send then the
+delete); the Lambda adapter's is its reply (``runtime/lambda_sqs.py``: a delete is a success the
+event source mapping deletes, a re-arm a visibility change reported as a failure). Deciding and
+applying stay apart, so each can be read and tested alone.
 """
 
 from __future__ import annotations
 
-import traceback
-from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Protocol
 
-from sqsjobs import envelope as env
-from sqsjobs.job import FailureRecord
+if TYPE_CHECKING:
+    from sqsjobs.delivery import Ack, Delivery
 
 
-@dataclass(frozen=True)
-class Ack:
-    """What to do with the message once the record is written."""
+class AckTarget(Protocol):
+    """What a host does with a message; ``leave`` needs nothing (the message comes back by itself)."""
 
-    #: ``delete``: done with; ``rearm``: hide for ``delay_s`` (a retry or an early hint);
-    #: ``dead_letter``: copy to the DLQ with ``attributes``, then delete; ``release``: visible now;
-    #: ``leave``: do nothing (another worker owns the job, or the record could not be written).
-    kind: Literal["delete", "rearm", "dead_letter", "release", "leave"]
-    delay_s: int = 0
-    attributes: dict[str, str] = field(default_factory=dict)
+    def delete(self, delivery: Delivery) -> None:
+        """The message is done with."""
+        ...
 
+    def set_visibility(self, delivery: Delivery, seconds: int) -> None:
+        """Hide the message for ``seconds`` (0: visible again now)."""
+        ...
 
-DELETE = Ack("delete")
-LEAVE = Ack("leave")
-RELEASE = Ack("release")
-
-
-def dead_letter(
-    reason: str, *, job_id: str = "", job_type: str = "", error: FailureRecord | None = None, queue: str = ""
-) -> Ack:
-    """An Ack that copies the message to the DLQ with the reason in its attributes."""
-    attrs = {env.DLQ_REASON: reason, env.DLQ_SOURCE_QUEUE: queue}
-    if job_id:
-        attrs[env.DLQ_JOB_ID] = job_id
-    if job_type:
-        attrs[env.DLQ_JOB_TYPE] = job_type
-    if error is not None:
-        attrs[env.DLQ_ERROR_CLASS] = error.error_class
-        attrs[env.DLQ_ERROR_MESSAGE] = error.message
-    return Ack("dead_letter", attributes=attrs)
+    async def dead_letter(self, delivery: Delivery, dlq_url: str, attributes: dict[str, str]) -> None:
+        """Copy the message to the DLQ with ``attributes``, then let it go."""
+        ...
 
 
-def failure_record(exc: BaseException) -> FailureRecord:
-    """Class, message and the last frames of the traceback, truncated to keep the item small."""
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3))
-    return FailureRecord(error_class=type(exc).__name__, message=str(exc)[:1000], traceback=tb[-2000:])
+async def apply(ack: Ack, delivery: Delivery, dlq_url: str, target: AckTarget) -> None:
+    """Act on ``delivery`` as ``ack`` says, once its record was written."""
+    if ack.kind == "delete":
+        target.delete(delivery)
+    elif ack.kind == "rearm":
+        target.set_visibility(delivery, ack.delay_s)
+    elif ack.kind == "release":
+        target.set_visibility(delivery, 0)
+    elif ack.kind == "dead_letter":
+        await target.dead_letter(delivery, dlq_url, ack.attributes)

@@ -8,8 +8,11 @@ worker loses its lease mid-run (it crashed, stalled past the lease, or its sync 
 timeout); every write of the stale run is then refused (``LeaseLost``), and handlers that pass
 ``ctx.fencing_token`` to their own writes can refuse its side effects too.
 
-The record is always written before the message is touched (DESIGN §3.3): ``Execution.handle``
-returns an ``Ack`` saying what to do with the message, and the caller applies it.
+The record is always written before the message is touched: ``Execution.handle`` returns an
+``Ack`` saying what to do with the message, and its host (``runtime/host.py``) applies it.
+Features take part through the kernel's seams (``runtime/seams.py``), never by name: a message
+kind handles its envelopes whole, admission guards run before the claim, run preparations fill
+the handler's context, finish hooks write with each finish.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs import envelope as env
 from sqsjobs.context import InterruptReason, JobContext
+from sqsjobs.delivery import DELETE, LEAVE, RELEASE, Ack, Finish, dead_letter, failure_record
 from sqsjobs.errors import (
     Cancel,
     EnvelopeError,
@@ -30,35 +34,29 @@ from sqsjobs.errors import (
     StoreError,
     WorkerLost,
 )
-from sqsjobs.errors import JobTimeout as JobTimeout  # re-exported: its old home
 from sqsjobs.job import AttemptOutcome, JobStatus
-from sqsjobs.limits.gate import gate_of
 from sqsjobs.observability.metrics import DEAD, on_transition
 from sqsjobs.observability.tracing import trace_id
 from sqsjobs.runtime import payloads
-from sqsjobs.runtime.acks import DELETE, LEAVE, RELEASE, Ack, dead_letter, failure_record
 from sqsjobs.runtime.expiry import expire_delivery
-from sqsjobs.runtime.foreign import handle_foreign
-from sqsjobs.runtime.hooks import Finish, commit_unrun, entries_of, finish_hooks, tell_landed, unrun
+from sqsjobs.runtime.hooks import commit_unrun, entries_of, tell_landed, unrun
+from sqsjobs.runtime.kernel import kernel_of
 from sqsjobs.runtime.transitions import Transitions
 from sqsjobs.runtime.verdict import invoke, judge_failure, timeout_error
-from sqsjobs.schedules.fire import handle_fire
 from sqsjobs.store import expiry, statements
 from sqsjobs.store import requests as rq
 from sqsjobs.store.requests import ClaimRefusal
 from sqsjobs.transport import sqs
-from sqsjobs.workflows.batches import ItemStream
-from sqsjobs.workflows.chain_hook import before_step
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
     from concurrent.futures import ThreadPoolExecutor
 
-    from sqsjobs.app import App
+    from sqsjobs.delivery import Delivery
     from sqsjobs.job import Job
     from sqsjobs.registry import HandlerSpec
-    from sqsjobs.runtime.hooks import FinishHook
-    from sqsjobs.transport.sqs import Delivery
+    from sqsjobs.runtime.kernel import Kernel, SupportsKernel
+    from sqsjobs.runtime.seams import FinishHook
 
 #: A worker that sees a payload version newer than its handler's parks the message this long.
 NEWER_VERSION_PARK_S = 60
@@ -72,7 +70,7 @@ class Execution:
 
     def __init__(
         self,
-        app: App,
+        app: Kernel | SupportsKernel,
         worker_id: str,
         *,
         pool: ThreadPoolExecutor | None = None,
@@ -87,19 +85,19 @@ class Execution:
         job runs there instead of waiting for an invocation as long as ``DEFAULT_TIMEOUT_S`` (the
         answer when None).
         """
-        self.app = app
+        #: The kernel (an App given here is asked for its own).
+        self.app = kernel = kernel_of(app)
         self.worker_id = worker_id
         self._pool = pool
         self._on_run = on_run
         self._on_done = on_done
         self._default_timeout_s = default_timeout_s
         #: Claims and finishes go through it: what is ready at one instant leaves in one request.
-        self.transitions = Transitions(app.arun, batch=app.settings.batch_writes, logger=app.logger)
-        #: What else each finish writes (batches, chains, limits: ``runtime/hooks.py``).
-        self._hooks = finish_hooks(app) if hooks is None else list(hooks)
-        #: Pause, limits and breakers, checked before the claim (``sqsjobs/limits/gate.py``).
-        self._gate = gate_of(app)
-        self._batches = ItemStream(app)  # ``ctx.add_to_batch``
+        self.transitions = Transitions(kernel.arun, batch=kernel.settings.batch_writes, logger=kernel.logger)
+        #: What else each finish writes (the plug-ins' finish hooks, in order: ``runtime/hooks.py``).
+        self._hooks = kernel.finish_hooks if hooks is None else list(hooks)
+        #: Checked before the claim, in plug-in order (pause, limits and breakers).
+        self._guards = kernel.guards
 
     @property
     def _table(self) -> str:
@@ -137,10 +135,8 @@ class Execution:
         except EnvelopeError as exc:
             self.app.logger.warning("message rejected", extra={"queue": delivery.queue, "reason": str(exc)})
             return dead_letter(f"malformed message: {exc}", error=failure_record(exc), queue=delivery.queue)
-        if isinstance(envelope, env.Fire):  # a schedule fired: enqueue its job once per occurrence
-            return await handle_fire(self.app, envelope, delivery)
-        if isinstance(envelope, env.Foreign):  # sent from outside sqsjobs: validate, enqueue it once
-            return await handle_foreign(self.app, envelope, delivery)
+        if not isinstance(envelope, env.Envelope):  # a schedule fire, a foreign message: a plug-in's kind
+            return await self._other_kind(envelope, delivery)
         try:
             spec = self.app.registry.get(envelope.job_type)
         except HandlerNotFound as exc:
@@ -155,10 +151,12 @@ class Execution:
                                         deadline=deadline, type_bound_s=bound, hooks=self._hooks)  # fmt: skip
             if ack is not None:
                 return ack
-        admitted = await self._gate.admit(spec, envelope, delivery)  # None: the type is not gated
+        admitted = await self._admit(spec, envelope, delivery)
         if isinstance(admitted, Ack):
             return admitted
-        now = admitted.at if admitted else self.app.clock.now()  # a rate limit logged this start time
+        now = (
+            admitted if admitted is not None else self.app.clock.now()
+        )  # a rate limit logged this start time
         token = rq.nonce()
         params, fresh = statements.claims(
             self._table, envelope, first_delivery=delivery.receive_count <= 1, clock_skew_s=rq.CLOCK_SKEW_S,
@@ -176,7 +174,8 @@ class Execution:
                 job = rq.job_from_item(landed.attributes or {})
         except StoreError as exc:
             if not rq.own_claim(params, exc):
-                await self._gate.give_back(envelope.job_id)  # not claimed: free its limit slots now
+                for guard in self._guards:  # not claimed: free what the admission took (limit slots) now
+                    await guard.give_back(envelope.job_id)
             if not rq.is_conflict(exc):
                 self.app.logger.warning(
                     "claim failed, message left for redelivery",
@@ -207,6 +206,33 @@ class Execution:
             **({"payload": job.payload} if self.app.settings.log_payloads else {}),
         )
         return await self._run(spec, job, delivery)
+
+    async def _other_kind(self, message: object, delivery: Delivery) -> Ack:
+        """A message that is no job's envelope: the plug-in that owns its kind handles it whole."""
+        kind = self.app.kinds.get(type(message))
+        if kind is None:
+            reason = f"no plug-in handles {type(message).__name__} messages"
+            self.app.logger.warning("message rejected", extra={"queue": delivery.queue, "reason": reason})
+            return dead_letter(reason, queue=delivery.queue)
+        return await kind.handle(message, delivery)
+
+    async def _admit(
+        self, spec: HandlerSpec, envelope: env.Envelope, delivery: Delivery
+    ) -> float | Ack | None:
+        """Ask every admission guard in turn; an Ack defers (what earlier guards took is given back).
+
+        Else the instant the last guard admitted the job at, or None when no guard gates its type.
+        """
+        at: float | None = None
+        for n, guard in enumerate(self._guards):
+            admitted = await guard.admit(spec, envelope, delivery)
+            if isinstance(admitted, Ack):
+                for earlier in self._guards[:n]:
+                    await earlier.give_back(envelope.job_id)
+                return admitted
+            if admitted is not None:
+                at = admitted.at
+        return at
 
     async def _reject(
         self, envelope: env.Envelope, delivery: Delivery, exc: Exception, *, reason: str
@@ -317,7 +343,7 @@ class Execution:
         The owner holds the message it claimed with (``claim_message_id``) and extends it while it
         runs. If this *is* that message, the owner stopped extending it: its worker probably died.
         The message is re-armed until the lease expires, when a claim rescues the job — recovery
-        without the sweeper (DESIGN §3.9). A copy of another message is redundant while the owner's
+        without the sweeper. A copy of another message is redundant while the owner's
         message exists, so it is deleted rather than cycled toward the redrive limit.
         """
         if job.claim_message_id not in (None, delivery.message_id):
@@ -339,8 +365,10 @@ class Execution:
             return await self._dead(job, exc, reason=payloads.unusable(exc), queue=queue)
         except ObjectStoreError as exc:  # S3 did not answer: a passing fault, retried by the type's policy
             return await self._failed(spec, job, exc, queue)
-        try:  # a chain step sees the step before's result, or stops if its chain was cancelled
-            previous = await before_step(self.app, job) if job.chain_id else None
+        fields: dict[str, Any] = {}
+        try:  # e.g. a chain step reads the step before's result, or stops if its chain was cancelled
+            for preparation in self.app.preparations:
+                fields.update(await preparation.prepare(job))
         except Exception as exc:  # Cancel: cancelled; a failed read: the type's retry policy
             return await self._failed(spec, job, exc, queue)
 
@@ -353,8 +381,7 @@ class Execution:
             deadline=self.app.clock.now() + timeout_s,
             logger=self.app.logger,
             delivery=delivery,
-            previous_result=previous,
-            batches=self._batches,
+            **fields,
         )
         if self._on_run:
             self._on_run(ctx)
@@ -419,7 +446,8 @@ class Execution:
             if ctx.job.lease_expires is not None and ctx.job.lease_expires.timestamp() - now < half
         ]  # fmt: skip
         await asyncio.gather(*(self._renew(ctx, now) for ctx in due))
-        await self._gate.renew([ctx.job.id for ctx in due], now)
+        for guard in self._guards:
+            await guard.renew([ctx.job.id for ctx in due], now)
 
     async def _renew(self, ctx: JobContext, now: float) -> None:
         params = rq.heartbeat(
@@ -519,7 +547,7 @@ class Execution:
             error=error.error_class,
             outcome=AttemptOutcome.RETRY,
         )
-        # Retries re-arm the same message, so its receive count keeps meaning something (DESIGN §3.5);
+        # Retries re-arm the same message, so its receive count keeps meaning something;
         # beyond the 12 h cap the record holds the job and the sweeper sends it when due.
         return DELETE if held else Ack("rearm", delay_s=sqs.clamp_visibility(verdict.delay_s))
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sqsjobs.delivery import DELETE, LEAVE, Ack
 from sqsjobs.errors import StoreError
 from sqsjobs.job import AttemptOutcome
 from sqsjobs.observability.metrics import EXPIRED
-from sqsjobs.runtime.acks import DELETE, LEAVE, Ack
 from sqsjobs.runtime.hooks import commit_unrun, unrun
 from sqsjobs.store import expiry
 from sqsjobs.store import requests as rq
@@ -23,15 +23,15 @@ from sqsjobs.store import requests as rq
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from sqsjobs.app import App
+    from sqsjobs.delivery import Delivery
     from sqsjobs.envelope import Envelope
-    from sqsjobs.runtime.hooks import FinishHook
+    from sqsjobs.runtime.kernel import Kernel
+    from sqsjobs.runtime.seams import FinishHook
     from sqsjobs.runtime.transitions import Transitions
-    from sqsjobs.transport.sqs import Delivery
 
 
 async def expire_delivery(
-    app: App,
+    app: Kernel,
     transitions: Transitions,
     envelope: Envelope,
     delivery: Delivery,

@@ -2,69 +2,29 @@
 
 A job that belongs to something larger (a batch's counters, a chain's next step, a limit's slot)
 must have that larger thing updated *with* its own transition, or a crash between the two writes
-leaves them disagreeing. A ``FinishHook`` says, for one finish, which DynamoDB writes must commit
-atomically with it (``entries``: the finish then goes as one ``TransactWriteItems``, at twice the
-write units, instead of its single UpdateItem), and what to do once it landed (``landed``: work
-that may follow the finish, such as sending a hint; it must not raise). A finish no hook claims
-pays nothing: it stays the single (or batched) write of the happy path (DESIGN §4).
+leaves them disagreeing. A ``FinishHook`` (``runtime/seams.py``; each feature registers its own
+with the kernel) says, for one finish, which DynamoDB writes must commit atomically with it
+(``entries``: the finish then goes as one ``TransactWriteItems``, at twice the write units,
+instead of its single UpdateItem), and what to do once it landed (``landed``: work that may follow
+the finish, such as sending a hint; it must not raise). A finish no hook claims pays nothing: it
+stays the single (or batched) write of the happy path.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from sqsjobs.delivery import Finish
 from sqsjobs.store.codec import WRITE_ID, av_s, job_from_item, nonce
 from sqsjobs.store.enqueue import record_of
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from sqsjobs.app import App
     from sqsjobs.envelope import Envelope
-    from sqsjobs.job import AttemptOutcome, FailureRecord, Job
+    from sqsjobs.job import AttemptOutcome, FailureRecord
+    from sqsjobs.runtime.seams import FinishHook
     from sqsjobs.runtime.transitions import Transitions
-
-
-@dataclass(frozen=True)
-class Finish:
-    """One run's end, as the worker is about to record it."""
-
-    #: The job as this run claimed it (its claim token fences the finish write).
-    job: Job
-    #: ``succeeded``, ``retry``, ``dead``, ``cancelled`` or ``released``.
-    outcome: AttemptOutcome
-    #: The handler's result as stored in the record (None when in S3: see ``result_ref``).
-    result: Any = None
-    result_ref: str | None = None
-    #: Why the attempt failed (retry, dead).
-    error: FailureRecord | None = None
-
-
-class FinishHook(Protocol):
-    """Writes that follow a job's finish (see the module docstring)."""
-
-    async def entries(self, finish: Finish) -> Sequence[Mapping[str, Any]]:
-        """``TransactWriteItems`` entries (``{"Update": {...}}``...) to commit with the finish; empty: none."""
-        ...
-
-    async def landed(self, finish: Finish) -> None:
-        """Called once the finish (and its entries) committed; logs its own failures, never raises."""
-        ...
-
-
-def finish_hooks(app: App) -> list[FinishHook]:
-    """The hooks every worker of ``app`` runs on each finish, in order."""
-    # Workflows and limits build on the runtime, not the reverse: imported when the hooks are made.
-    from sqsjobs.limits.gate import gate_of
-    from sqsjobs.workflows.batch_hook import BatchHook
-    from sqsjobs.workflows.chain_hook import ChainHook
-
-    return [
-        BatchHook(app),  # batches: the item's end counted on its shard, then the completion check
-        ChainHook(app),  # chains: the next step unblocked with this one's success
-        gate_of(app),  # limits: slots back, breaker failures and probes (sqsjobs/limits/gate.py)
-    ]
 
 
 async def entries_of(hooks: Sequence[FinishHook], finish: Finish | None) -> list[Mapping[str, Any]]:

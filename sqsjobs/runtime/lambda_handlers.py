@@ -7,10 +7,11 @@ whole ``sqsjobs`` package, so no generated entry file is needed):
   source mapping must report batch item failures (``FunctionResponseTypes=["ReportBatchItemFailures"]``).
 - ``sqsjobs.runtime.lambda_handlers.sweeper``: one sweep per scheduled invocation, for deployments
   without an ECS cluster. Without some sweeper, a record whose hint was lost, or a job held beyond
-  the SQS delay cap, never runs (DESIGN §3.1). Overlapping invocations are safe: every dispatch is a
+  the SQS delay cap, never runs. Overlapping invocations are safe: every dispatch is a
   conditional write first.
 
-``SQSJOBS_APP`` (e.g. ``shop.jobs:app``) names the App. Inside Lambda it is imported when this module
+``SQSJOBS_APP`` (e.g. ``shop.jobs:app``) names the App; the runtime takes its kernel
+(``runtime/kernel.py``: ``kernel_from_path``), never the App itself. Inside Lambda it is imported when this module
 is, during the init phase (cold start), and every invocation reuses it with its clients; elsewhere
 (tests, tools that only read the handler names) nothing is loaded until the first call. The sweeper
 uses the sync clients: they live as long as the container, where async clients would be bound to
@@ -23,7 +24,7 @@ import functools
 import os
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs.app import App
+from sqsjobs.runtime.kernel import Kernel, kernel_from_path
 from sqsjobs.runtime.lambda_sqs import handler_from_env
 from sqsjobs.runtime.reconciler import DlqScope
 from sqsjobs.runtime.sweeper import expiry_bounds, sweep_flow
@@ -48,8 +49,8 @@ def _worker() -> LambdaWorker:
 
 
 @functools.cache
-def _sweeper_app() -> App:
-    return App.from_path()
+def _sweeper_kernel() -> Kernel:
+    return kernel_from_path()
 
 
 def sqs_worker(event: Mapping[str, Any], context: LambdaContext) -> BatchResponse:
@@ -59,7 +60,7 @@ def sqs_worker(event: Mapping[str, Any], context: LambdaContext) -> BatchRespons
 
 def sweeper(event: Mapping[str, Any], context: Any) -> dict[str, int]:
     """Sweep once; returns how many hints each case sent."""
-    app = _sweeper_app()
+    app = _sweeper_kernel()
     report = app.run(
         sweep_flow(
             app.settings,
@@ -85,6 +86,6 @@ def sweeper(event: Mapping[str, Any], context: Any) -> dict[str, int]:
 if os.environ.get("AWS_LAMBDA_FUNCTION_NAME") and os.environ.get("SQSJOBS_APP"):
     # Cold start: import the App during the init phase, not inside the first invocation's deadline.
     if os.environ.get("_HANDLER") == SWEEPER_HANDLER:
-        _sweeper_app()
+        _sweeper_kernel()
     else:
         _worker()

@@ -18,7 +18,7 @@ whose job already finished; ownership comes only from the conditional claim, exa
 worker, and a job that outlives half its lease has the lease renewed during the invocation. The
 lease (``Settings.lease_s``), not the function timeout, is what keeps a job from running twice.
 
-Deadlines (DESIGN §3.10: no silent trap). A job type without an explicit timeout runs with the
+Deadlines (no silent trap). A job type without an explicit timeout runs with the
 time the invocation has left, less ``DEADLINE_MARGIN_S`` to record the outcome and ack, as its
 deadline: past it, the run is a ``JobTimeout`` failure, retried by the type's policy like any other.
 A type with an explicit timeout is started only if that timeout plus the margin fits in the time
@@ -50,23 +50,29 @@ from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from sqsjobs import envelope as env
 from sqsjobs._aws import Call, one
-from sqsjobs.errors import AwsError, ConfigurationError, EnvelopeError, HandlerNotFound
-from sqsjobs.errors import InvalidBatchResponse as InvalidBatchResponse  # re-exported: its old home
-from sqsjobs.errors import InvalidEvent as InvalidEvent  # re-exported: its old home
+from sqsjobs.delivery import Delivery
+from sqsjobs.errors import (
+    AwsError,
+    ConfigurationError,
+    EnvelopeError,
+    HandlerNotFound,
+    InvalidBatchResponse,
+    InvalidEvent,
+)
 from sqsjobs.registry import DEFAULT_TIMEOUT_S
-from sqsjobs.runtime.acks import LEAVE, Ack
-from sqsjobs.runtime.execution import Execution
+from sqsjobs.runtime.acks import apply
+from sqsjobs.runtime.host import DeliveryHost
+from sqsjobs.runtime.kernel import kernel_from_path, kernel_of
 from sqsjobs.runtime.worker import make_worker_id
 from sqsjobs.transport import routes, sqs
 from sqsjobs.transport.queues import dlq_key
-from sqsjobs.transport.sqs import Delivery
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
-    from sqsjobs.app import App
-    from sqsjobs.context import JobContext
+    from sqsjobs.delivery import Ack
     from sqsjobs.registry import HandlerSpec
+    from sqsjobs.runtime.kernel import Kernel, SupportsKernel
 
 #: Seconds kept back from the deadline to record an outcome, ack the message and flush metrics.
 DEADLINE_MARGIN_S = 2.0
@@ -201,24 +207,23 @@ class LambdaWorker:
     """Runs SQS batches for one App; create it once per container (cold start) and call it per invocation."""
 
     def __init__(
-        self, app: App, *, margin_s: float = DEADLINE_MARGIN_S, worker_id: str | None = None
+        self,
+        app: Kernel | SupportsKernel,
+        *,
+        margin_s: float = DEADLINE_MARGIN_S,
+        worker_id: str | None = None,
     ) -> None:
-        self.app = app
+        """``app``: the App (or its kernel) whose jobs this function runs."""
+        self.kernel = kernel = kernel_of(app)
         self.margin_s = margin_s
         self.worker_id = worker_id or f"lambda-{make_worker_id()}"
         self._pool = ThreadPoolExecutor(
-            max_workers=app.settings.concurrency, thread_name_prefix="sqsjobs-handler"
+            max_workers=kernel.settings.concurrency, thread_name_prefix="sqsjobs-handler"
         )
-        self._running: dict[str, JobContext] = {}
         #: The current invocation's time (one invocation at a time per container).
         self._budget: _Budget | None = None
-        self._execution = Execution(
-            app,
-            self.worker_id,
-            pool=self._pool,
-            on_run=self._track,
-            on_done=self._untrack,
-            default_timeout_s=self._time_left_to_run,
+        self._host = DeliveryHost(
+            kernel, self.worker_id, pool=self._pool, default_timeout_s=self._time_left_to_run, what="record"
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         #: Invocations handled by this container, for logs and tests.
@@ -226,7 +231,7 @@ class LambdaWorker:
 
     def __call__(self, event: Mapping[str, Any], context: LambdaContext | None = None) -> BatchResponse:
         """The Lambda handler: sync, as the Python runtime calls it."""
-        # Lambda calls a sync function and the execution core is async (DESIGN §5), so this owns an
+        # Lambda calls a sync function and the execution core is async, so this owns an
         # event loop. One loop for the container's life rather than asyncio.run per invocation: the
         # aioboto3 clients belong to the loop that opened them, and keeping it keeps their
         # connections warm across invocations (asyncio.run would close it under the cached clients).
@@ -237,7 +242,7 @@ class LambdaWorker:
     def close(self) -> None:
         """Close the clients, the loop and the thread pool (tests; Lambda just freezes the process)."""
         if self._loop is not None and not self._loop.is_closed():
-            self._loop.run_until_complete(self.app.aclose())
+            self._loop.run_until_complete(self.kernel.aclose())
             self._loop.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
@@ -249,17 +254,18 @@ class LambdaWorker:
         if (
             request_id
         ):  # every log line of this invocation names it, as Powertools' inject_lambda_context does
-            self.app.logger.append_keys(function_request_id=request_id)
-        keeper = asyncio.create_task(self._keep_leases())
+            self.kernel.logger.append_keys(function_request_id=request_id)
+        # Jobs that outlive half their lease have it renewed, as the ECS worker's heartbeat does.
+        keeper = asyncio.create_task(self._host.keep_leases(max(self.kernel.settings.lease_s / 3.0, 0.2)))
         try:
             results = await self._run_batch(records, context)
         finally:
             keeper.cancel()
             await asyncio.gather(keeper, return_exceptions=True)
-            self.app.metrics.flush()
+            self.kernel.metrics.flush()
         failed = [r.message_id for r, res in zip(records, results, strict=True) if not res.ok]
         response = batch_response([r.message_id for r in records], failed)
-        self.app.logger.debug(
+        self.kernel.logger.debug(
             "batch done", extra={"records": len(records), "failed": len(response["batchItemFailures"])}
         )
         return response
@@ -268,7 +274,9 @@ class LambdaWorker:
         # A queue with priority levels or serialize keys has several SQS queues (transport/routes.py).
         keys = {r.queue_name: self._route(r.queue_name) for r in records}
         logical = {key: routes.split(key)[0] for key in keys.values()}
-        urls = await self.app.arun(self.app.queue_urls.flow(sorted({*keys.values(), *logical.values()})))
+        urls = await self.kernel.arun(
+            self.kernel.queue_urls.flow(sorted({*keys.values(), *logical.values()}))
+        )
         deliveries = [
             to_delivery(r, queue=logical[keys[r.queue_name]], queue_url=urls[keys[r.queue_name]])
             for r in records
@@ -278,7 +286,7 @@ class LambdaWorker:
         if any(r.queue_name.endswith(FIFO_SUFFIX) for r in records):
             results = await self._run_in_order(deliveries, urls, budget)
         else:
-            slots = asyncio.Semaphore(self.app.settings.concurrency)
+            slots = asyncio.Semaphore(self.kernel.settings.concurrency)
 
             async def run(d: Delivery) -> _Result:
                 async with slots:
@@ -313,7 +321,7 @@ class LambdaWorker:
             never = not budget.fitted_at_start(need_s)
             what = _needs(spec, self.margin_s)
             if never:
-                self.app.logger.error(
+                self.kernel.logger.error(
                     f"record not started: {what}, more than this function's whole "
                     f"{budget.at_start_s():.1f} s timeout: it can never run here, and its message "
                     "waits out the visibility timeout until the redrive policy moves it to the DLQ; "
@@ -321,7 +329,7 @@ class LambdaWorker:
                     extra=self._not_started_extra(delivery, spec, need_s, budget),
                 )
             else:
-                self.app.logger.warning(
+                self.kernel.logger.warning(
                     f"record not started: {what}, more than the {budget.left_s():.1f} s this "
                     "invocation has left; it is visible again at once for another invocation",
                     extra=self._not_started_extra(delivery, spec, need_s, budget),
@@ -329,15 +337,7 @@ class LambdaWorker:
             # No claim was made, so no attempt is used. Visible again at once for an invocation
             # with time left, unless no invocation can ever fit it (then it waits for the timeout).
             return _Result(ok=False, visibility_s=None if never else 0)
-        try:
-            ack = await self._execution.handle(delivery)
-        except Exception:
-            self.app.logger.exception(
-                "unexpected error handling a record; it will be redelivered",
-                extra={"message_id": delivery.message_id},
-            )
-            ack = LEAVE
-        return await self._apply(delivery, ack, dlq_url)
+        return await self._apply(delivery, await self._host.handle(delivery), dlq_url)
 
     def _check_timeouts(self, budget: _Budget, queues: set[str]) -> None:
         """Each invocation: name the job types of ``queues`` that no invocation of this function fits.
@@ -348,13 +348,13 @@ class LambdaWorker:
         never = sorted(
             (
                 s
-                for s in self.app.registry
+                for s in self.kernel.registry
                 if s.queue in queues and not budget.fitted_at_start(self._needed_s(s))
             ),
             key=lambda s: s.name,
         )
         if never:
-            self.app.logger.error(
+            self.kernel.logger.error(
                 f"job types that can never run on this function ({budget.at_start_s():.1f} s timeout): "
                 + "; ".join(_needs(s, self.margin_s) for s in never)
                 + f"; {_FIX}",
@@ -368,7 +368,7 @@ class LambdaWorker:
     def _spec_of(self, body: str) -> HandlerSpec | None:
         """The record's job type, or None for what runs no handler (a fire, a malformed body, an unknown type)."""
         try:
-            return self.app.registry.get(env.Envelope.from_body(body).job_type)
+            return self.kernel.registry.get(env.Envelope.from_body(body).job_type)
         except (EnvelopeError, HandlerNotFound):
             return None
 
@@ -399,32 +399,9 @@ class LambdaWorker:
 
     async def _apply(self, delivery: Delivery, ack: Ack, dlq_url: str) -> _Result:
         """Map an Ack to the reply (see the module docstring); the record is already written."""
-        if ack.kind == "delete":
-            return _Result(ok=True)
-        if ack.kind == "rearm":
-            return _Result(ok=False, visibility_s=ack.delay_s)
-        if ack.kind == "release":
-            return _Result(ok=False, visibility_s=0)
-        if ack.kind == "dead_letter":
-            # Like MessageOps.dead_letter, without the delete: the ESM deletes what succeeded.
-            try:
-                await self.app.arun(
-                    one(
-                        Call(
-                            "sqs",
-                            "send_message",
-                            sqs.send_one(dlq_url, delivery.body, attributes=ack.attributes),
-                        )
-                    )
-                )
-            except AwsError as exc:
-                self.app.logger.error(
-                    "dead-letter send failed; the message will be redelivered",
-                    extra={"message_id": delivery.message_id, "error": str(exc)},
-                )
-                return _Result(ok=False)
-            return _Result(ok=True)
-        return _Result(ok=False)
+        reply = _Reply(self.kernel)
+        await apply(ack, delivery, dlq_url, reply)
+        return reply.result
 
     async def _set_visibility(self, changes: list[tuple[Delivery, int]]) -> None:
         """Re-arm or release messages, ten to a request, before the reply reports them as failed."""
@@ -435,7 +412,7 @@ class LambdaWorker:
             for batch in sqs.chunks(items):
                 entries = [(str(i), d.receipt_handle, s) for i, (d, s) in enumerate(batch)]
                 try:
-                    response = await self.app.arun(
+                    response = await self.kernel.arun(
                         one(
                             Call(
                                 "sqs",
@@ -447,37 +424,53 @@ class LambdaWorker:
                 except AwsError as exc:
                     # Reported as failed anyway: the message returns after its visibility timeout and
                     # the record (already written) decides what it is worth then.
-                    self.app.logger.warning("visibility change failed", extra={"error": str(exc)})
+                    self.kernel.logger.warning("visibility change failed", extra={"error": str(exc)})
                     continue
                 for entry_id, code in sqs.failed_entries(response).items():
-                    self.app.logger.warning(
+                    self.kernel.logger.warning(
                         "visibility change refused",
                         extra={"message_id": batch[int(entry_id)][0].message_id, "code": code},
                     )
 
     def _route(self, queue_name: str) -> str:
-        prefix = f"{self.app.settings.queue_prefix}-"
-        key = routes.route_from_name(self.app.settings, queue_name)
+        prefix = f"{self.kernel.settings.queue_prefix}-"
+        key = routes.route_from_name(self.kernel.settings, queue_name)
         if key is None:
             raise ConfigurationError(
-                f"event from queue {queue_name!r}, which is not one of app {self.app.name!r}'s queues "
+                f"event from queue {queue_name!r}, which is not one of app {self.kernel.name!r}'s queues "
                 f"(they are named {prefix}<queue>); check the event source mapping and SQSJOBS_QUEUE_PREFIX"
             )
         return key
 
-    # ── leases of long jobs ───────────────────────────────────────────────────────────────
-    def _track(self, ctx: JobContext) -> None:
-        self._running[ctx.job.id] = ctx
 
-    def _untrack(self, ctx: JobContext) -> None:
-        self._running.pop(ctx.job.id, None)
+class _Reply:
+    """The Lambda adapter's ``AckTarget``: an ack becomes one record's part of the reply (a leave: failed)."""
 
-    async def _keep_leases(self) -> None:
-        """Renew the lease of jobs that outlive half of it, as the ECS worker's heartbeat does."""
-        lease_s = self.app.settings.lease_s
-        while True:
-            await asyncio.sleep(max(lease_s / 3.0, 0.2))
-            await self._execution.renew_leases(list(self._running.values()))
+    def __init__(self, kernel: Kernel) -> None:
+        self._kernel = kernel
+        self.result = _Result(ok=False)
+
+    def delete(self, delivery: Delivery) -> None:
+        """Reported as a success: the ESM deletes it."""
+        self.result = _Result(ok=True)
+
+    def set_visibility(self, delivery: Delivery, seconds: int) -> None:
+        """Reported as a failure, after its visibility is set (before the reply)."""
+        self.result = _Result(ok=False, visibility_s=seconds)
+
+    async def dead_letter(self, delivery: Delivery, dlq_url: str, attributes: dict[str, str]) -> None:
+        """Like ``MessageOps.dead_letter``, without the delete: the ESM deletes what succeeded."""
+        try:
+            await self._kernel.arun(
+                one(Call("sqs", "send_message", sqs.send_one(dlq_url, delivery.body, attributes=attributes)))
+            )
+        except AwsError as exc:
+            self._kernel.logger.error(
+                "dead-letter send failed; the message will be redelivered",
+                extra={"message_id": delivery.message_id, "error": str(exc)},
+            )
+            return
+        self.result = _Result(ok=True)
 
 
 class _Budget:
@@ -528,6 +521,4 @@ def _needs(spec: HandlerSpec | None, margin_s: float) -> str:
 
 def handler_from_env() -> LambdaWorker:
     """The App named by ``SQSJOBS_APP``, wrapped for Lambda; call once per container, at import."""
-    from sqsjobs.app import App
-
-    return LambdaWorker(App.from_path())
+    return LambdaWorker(kernel_from_path())

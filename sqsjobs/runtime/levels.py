@@ -38,17 +38,16 @@ from sqsjobs.errors import AwsError
 from sqsjobs.transport import routes, sqs
 
 if TYPE_CHECKING:
-    from sqsjobs.app import App
     from sqsjobs.config import Settings
-    from sqsjobs.runtime.acks import Ack
+    from sqsjobs.delivery import Ack, Delivery
+    from sqsjobs.runtime.kernel import Kernel
     from sqsjobs.transport.batcher import MessageOps
-    from sqsjobs.transport.sqs import Delivery
 
 
 class Host(Protocol):
     """What a ``LevelReceiver`` uses of its worker (``sqsjobs.runtime.worker.Worker``): slots, held messages, runs."""
 
-    app: App
+    kernel: Kernel
     settings: Settings
     _stopping: bool
     _held: dict[str, Delivery]
@@ -176,9 +175,9 @@ class LevelReceiver:
         params = sqs.receive(self.urls[key], max_messages=n, wait_s=wait_s)
         params["MessageSystemAttributeNames"] = [*params["MessageSystemAttributeNames"], "MessageGroupId"]
         try:
-            response = await self.w.app.arun(one(Call("sqs", "receive_message", params)))
+            response = await self.w.kernel.arun(one(Call("sqs", "receive_message", params)))
         except AwsError as exc:
-            self.w.app.logger.warning("receive failed", extra={"queue": self.queue, "error": str(exc)})
+            self.w.kernel.logger.warning("receive failed", extra={"queue": self.queue, "error": str(exc)})
             await asyncio.sleep(1.0)
             return []
         got = sqs.deliveries(self.queue, self.urls[key], response)

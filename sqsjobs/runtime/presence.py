@@ -27,7 +27,7 @@ from sqsjobs.store.codec import is_conflict
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from sqsjobs.app import App
+    from sqsjobs.runtime.kernel import Kernel
 
 #: At exit, the draining write and the delete get this long together; a hung call must not hold the
 #: exit past the platform's kill (the item then goes silent and expires by TTL).
@@ -47,7 +47,7 @@ class Presence:
 
     def __init__(
         self,
-        app: App,
+        kernel: Kernel,
         *,
         worker_id: str,
         pid: int,
@@ -56,17 +56,17 @@ class Presence:
         running: Callable[[], list[str]],
     ) -> None:
         """``running`` returns the ids of the jobs the worker runs now (read at each write)."""
-        self.app = app
+        self.kernel = kernel
         self.entry = ws.WorkerEntry(
             worker_id=worker_id,
             host=socket.gethostname(),
             pid=pid,
             version=sqsjobs_version(),
             queues=tuple(queues),
-            job_types=tuple(sorted(s.name for s in app.registry if s.queue in queues)),
+            job_types=tuple(sorted(s.name for s in kernel.registry if s.queue in queues)),
             concurrency=concurrency,
-            started_at=app.clock.now(),
-            interval_s=app.settings.registry_interval_s,
+            started_at=kernel.clock.now(),
+            interval_s=kernel.settings.registry_interval_s,
         )
         self._running = running
         self._state = ws.RUNNING
@@ -98,7 +98,7 @@ class Presence:
         try:
             await asyncio.wait_for(self._close(), CLOSE_TIMEOUT_S)
         except TimeoutError:
-            self.app.logger.warning(
+            self.kernel.logger.warning(
                 "worker registry entry not removed before exit; it goes silent, then expires",
                 extra={"worker": self.entry.worker_id},
             )
@@ -111,16 +111,16 @@ class Presence:
     async def _close(self) -> None:
         async with self._lock:  # after any write in flight: nothing re-creates the item once deleted
             self._closed = True
-            table = self.app.settings.table_name
+            table = self.kernel.settings.table_name
             await self._call(Call("dynamodb", "delete_item", ws.deregister(table, self.entry.worker_id)))
 
     async def _write(self, *, register: bool = False) -> None:
         """Register or refresh; an item that is gone (expired during a stall) is registered again."""
-        table = self.app.settings.table_name
+        table = self.kernel.settings.table_name
         async with self._lock:
             if self._closed:
                 return
-            now = self.app.clock.now()
+            now = self.kernel.clock.now()
             running = self._running()
             try:
                 if not register:
@@ -135,16 +135,16 @@ class Presence:
                     params = ws.register(table, self.entry, now=now, state=self._state, running=running)
                     await self._call(Call("dynamodb", "put_item", params))
             except AwsError as exc:
-                self.app.logger.warning(
+                self.kernel.logger.warning(
                     "worker registry write failed; trying again at the next interval",
                     extra={"worker": self.entry.worker_id, "error": str(exc)},
                 )
                 return
         # Only a write that landed beats: the metric and the listing agree on who is alive.
-        self.app.metrics.worker_heartbeat()
+        self.kernel.metrics.worker_heartbeat()
 
     async def _call(self, call: Call) -> None:
-        response = await self.app.arun(one(call))
+        response = await self.kernel.arun(one(call))
         # With Settings.measure_capacity DynamoDB reports what each write consumed: kept apart, so a
         # cost test can tell the per-worker registry from the per-job path.
         for part, units in consumed_units(response.get("ConsumedCapacity") or []):

@@ -2,7 +2,7 @@
 
 Most jobs never need it: the producer sends the message first (a claim creates the record from it if
 the producer died before its write), retries re-arm the same message, and a killed worker's job is
-rescued when its own message comes back (DESIGN §3.9). What is left, each in its 32 shards:
+rescued when its own message comes back. What is left, each in its 32 shards:
 
 - ``held``: runnable records with no message yet (``run_at`` beyond the 15 min SQS delay cap, or a
   retry beyond the 12 h visibility cap), sent once within 15 minutes of due;
@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from sqsjobs._aws import Call, Flow
 from sqsjobs.errors import StoreError
 from sqsjobs.producer import route_of
+from sqsjobs.runtime.kernel import kernel_of
 from sqsjobs.runtime.reconciler import DlqScope, ReconcileReport, reconcile_flow
 from sqsjobs.store import expiry, transact
 from sqsjobs.store import requests as rq
@@ -40,9 +41,9 @@ from sqsjobs.workflows.completion import BatchEnv, after_finish_flow, repair_flo
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from sqsjobs.app import App
     from sqsjobs.config import Settings
     from sqsjobs.job import Job
+    from sqsjobs.runtime.kernel import Kernel, SupportsKernel
     from sqsjobs.transport.queues import QueueUrls
 
 
@@ -160,9 +161,13 @@ def _expire(
     checked, as a worker's finish would (``workflows/batch_hook.py``).
     """
     params = expiry.expire(
-        settings.table_name, rq.envelope_of(job), now=now, reason=expiry.reason(deadline),
-        retention_s=settings.retention_s, type_bound_s=bound,
-    )  # fmt: skip
+        settings.table_name,
+        rq.envelope_of(job),
+        now=now,
+        reason=expiry.reason(deadline),
+        retention_s=settings.retention_s,
+        type_bound_s=bound,
+    )
     try:
         if job.batch_key is None:
             yield Call("dynamodb", "update_item", params)
@@ -178,24 +183,25 @@ def _expire(
     return "expired"
 
 
-def expiry_bounds(app: App) -> dict[str, float]:
+def expiry_bounds(kernel: Kernel) -> dict[str, float]:
     """Each registered type's ``expires_after`` in seconds (types without one are left out)."""
-    return {s.name: s.expires_after_s for s in app.registry if s.expires_after_s is not None}
+    return {s.name: s.expires_after_s for s in kernel.registry if s.expires_after_s is not None}
 
 
-async def sweep_once(app: App) -> SweepReport:
+async def sweep_once(app: Kernel | SupportsKernel) -> SweepReport:
     """One sweep with the async clients; logs what it sent, expired and completed."""
-    report: SweepReport = await app.arun(
+    kernel = kernel_of(app)
+    report: SweepReport = await kernel.arun(
         sweep_flow(
-            app.settings,
-            app.queue_urls,
-            app.clock.now(),
-            expiry_bounds=expiry_bounds(app),
-            dlqs=DlqScope.of(app.registry, app.settings),
+            kernel.settings,
+            kernel.queue_urls,
+            kernel.clock.now(),
+            expiry_bounds=expiry_bounds(kernel),
+            dlqs=DlqScope.of(kernel.registry, kernel.settings),
         )
     )
     if report.total or report.expired or report.batches_completed or report.dlq.acted:
-        app.logger.info(
+        kernel.logger.info(
             "sweep dispatched hints",
             extra={
                 "held": report.dispatched_held,
@@ -211,17 +217,18 @@ async def sweep_once(app: App) -> SweepReport:
     return report
 
 
-async def run_sweeper(app: App, stop: asyncio.Event) -> None:
+async def run_sweeper(app: Kernel | SupportsKernel, stop: asyncio.Event) -> None:
     """Sweep every ``sweep_interval_s`` until ``stop``.
 
     A sweep in flight when ``stop`` is set is abandoned rather than awaited: every dispatch is a
     conditional mark before its send, so a sweep cut short leaves nothing half-done that the next
     one (in this or another process) does not redo, and shutdown never waits on a slow request.
     """
+    kernel = kernel_of(app)
     stopping = asyncio.ensure_future(stop.wait())
     try:
         while not stop.is_set():
-            sweep = asyncio.ensure_future(sweep_once(app))
+            sweep = asyncio.ensure_future(sweep_once(kernel))
             await asyncio.wait({sweep, stopping}, return_when=asyncio.FIRST_COMPLETED)
             if not sweep.done():
                 sweep.cancel()
@@ -229,8 +236,8 @@ async def run_sweeper(app: App, stop: asyncio.Event) -> None:
                     await sweep
                 return
             if sweep.exception() is not None:
-                app.logger.error("sweep failed; retrying next interval", exc_info=sweep.exception())
+                kernel.logger.error("sweep failed; retrying next interval", exc_info=sweep.exception())
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(stopping), app.settings.sweep_interval_s)
+                await asyncio.wait_for(asyncio.shield(stopping), kernel.settings.sweep_interval_s)
     finally:
         stopping.cancel()

@@ -8,7 +8,10 @@ the record's lease only for jobs that outlive half of it.
 Each worker registers itself in the worker registry (``sqsjobs workers``, ``runtime/presence.py``):
 one write per ``registry_interval_s``, ``draining`` when the drain starts, deleted at exit.
 
-Shutdown (SIGTERM/SIGINT, DESIGN §3.7): stop receiving, let running jobs finish until
+Tracking the running jobs, renewing their leases and applying each ``Ack`` are the delivery host's
+(``runtime/host.py``), shared with the Lambda adapter.
+
+Shutdown (SIGTERM/SIGINT): stop receiving, let running jobs finish until
 ``drain_timeout_s``, then release the rest (record back to ``queued`` without using up the
 attempt, message visible again), flush pending acks and return. A sync handler's thread cannot be
 killed: after release its late writes are refused by the fence.
@@ -29,8 +32,9 @@ from typing import TYPE_CHECKING, Any
 from sqsjobs._aws import Call, one
 from sqsjobs.context import InterruptReason
 from sqsjobs.errors import AwsError, ConfigurationError
-from sqsjobs.runtime.acks import Ack
-from sqsjobs.runtime.execution import Execution
+from sqsjobs.runtime.acks import apply
+from sqsjobs.runtime.host import DeliveryHost
+from sqsjobs.runtime.kernel import kernel_of
 from sqsjobs.runtime.levels import LevelReceiver
 from sqsjobs.runtime.presence import Presence
 from sqsjobs.transport import routes, sqs
@@ -38,9 +42,9 @@ from sqsjobs.transport.batcher import MessageOps
 from sqsjobs.transport.queues import dlq_key
 
 if TYPE_CHECKING:
-    from sqsjobs.app import App
     from sqsjobs.context import JobContext
-    from sqsjobs.transport.sqs import Delivery
+    from sqsjobs.delivery import Ack, Delivery
+    from sqsjobs.runtime.kernel import Kernel, SupportsKernel
 
 #: Pause after a failed receive before the next one.
 RECEIVE_ERROR_BACKOFF_S = 1.0
@@ -65,28 +69,25 @@ class Worker:
 
     def __init__(
         self,
-        app: App,
+        app: Kernel | SupportsKernel,
         *,
         queues: list[str] | None = None,
         concurrency: int | None = None,
         worker_id: str | None = None,
     ) -> None:
-        self.app = app
-        self.settings = app.settings
-        self.queues = queues or app.registry.queues() or ["default"]
+        """``app``: the App (or its kernel) whose jobs this worker runs."""
+        self.kernel = kernel = kernel_of(app)
+        self.settings = kernel.settings
+        self.queues = queues or kernel.registry.queues() or ["default"]
         self.concurrency = concurrency or self.settings.concurrency
         if self.concurrency < 1:
             raise ConfigurationError(f"concurrency must be at least 1, got {self.concurrency}")
         self.worker_id = worker_id or make_worker_id()
         self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="sqsjobs-handler")
-        self._ops = MessageOps(app.arun, linger_s=app.settings.ack_linger_s, logger=app.logger)
-        self._execution = Execution(
-            app, self.worker_id, pool=self._pool, on_run=self._track, on_done=self._untrack
-        )
+        self._ops = MessageOps(kernel.arun, linger_s=kernel.settings.ack_linger_s, logger=kernel.logger)
+        self._host = DeliveryHost(kernel, self.worker_id, pool=self._pool)
         #: Messages received and not yet acked, by receipt handle: the heartbeat extends all of them.
         self._held: dict[str, Delivery] = {}
-        #: Jobs whose handler is running, by job id.
-        self._running: dict[str, JobContext] = {}
         self._in_use = 0
         self._in_use_by_queue: Counter[str] = Counter()
         #: Queues whose last receive came back with every message it asked for: they may hold more.
@@ -98,7 +99,7 @@ class Worker:
         #: Jobs this process has finished handling (any outcome), for tests and the dev runner.
         self.handled = 0
         self.presence = Presence(
-            app,
+            kernel,
             worker_id=self.worker_id,
             pid=os.getpid(),
             queues=self.queues,
@@ -106,13 +107,20 @@ class Worker:
             running=lambda: list(self._running),
         )
 
+    @property
+    def _running(self) -> dict[str, JobContext]:
+        """Jobs whose handler is running, by job id (the host tracks them)."""
+        return self._host.running
+
     # ── lifecycle ──────────────────────────────────────────────────────────────────────────
     async def run(self, stop: asyncio.Event) -> None:
         """Work until ``stop`` is set, then drain and return."""
         self._slots = asyncio.Condition()
         # A queue with priority levels or serialize keys has several SQS queues (``runtime/levels.py``).
         routed = {q: routes.routes_of(self.settings, q) for q in self.queues}
-        urls = await self.app.arun(self.app.queue_urls.flow([k for q in self.queues for k in routed[q]]))
+        urls = await self.kernel.arun(
+            self.kernel.queue_urls.flow([k for q in self.queues for k in routed[q]])
+        )
         receivers = [
             asyncio.create_task(
                 self._receive_loop(q, urls[q], urls[dlq_key(q)])
@@ -121,9 +129,11 @@ class Worker:
             )
             for q in self.queues
         ]
-        heartbeat = asyncio.create_task(self._heartbeat_loop())
+        heartbeat = asyncio.create_task(
+            self._host.keep_leases(self.settings.heartbeat_interval_s, extend=self._extend_held)
+        )
         metrics = asyncio.create_task(self._metrics_loop())
-        self.app.logger.info(
+        self.kernel.logger.info(
             "worker started",
             extra={"worker": self.worker_id, "queues": self.queues, "concurrency": self.concurrency},
         )
@@ -134,13 +144,13 @@ class Worker:
             await self._shutdown(receivers, heartbeat)
             metrics.cancel()
             await asyncio.gather(metrics, return_exceptions=True)
-            self.app.metrics.flush()
+            self.kernel.metrics.flush()
 
     async def _metrics_loop(self) -> None:
         """A container has no invocation end: EMF metrics leave on an interval (and at shutdown)."""
         while True:
             await asyncio.sleep(self.settings.metrics_interval_s)
-            self.app.metrics.flush()
+            self.kernel.metrics.flush()
 
     def run_forever(self) -> None:
         """Run until SIGTERM or SIGINT (a second signal skips the drain wait)."""
@@ -156,13 +166,12 @@ class Worker:
 
     def _on_signal(self, stop: asyncio.Event) -> None:
         if stop.is_set():
-            self.app.logger.warning("second stop signal: releasing running jobs now")
-            for ctx in list(self._running.values()):
-                ctx.interrupt(InterruptReason.SHUTDOWN)
+            self.kernel.logger.warning("second stop signal: releasing running jobs now")
+            self._host.interrupt_all(InterruptReason.SHUTDOWN)
         stop.set()
 
     async def _shutdown(self, receivers: list[asyncio.Task[None]], heartbeat: asyncio.Task[None]) -> None:
-        self.app.logger.info(
+        self.kernel.logger.info(
             "worker draining", extra={"worker": self.worker_id, "running": len(self._running)}
         )
         self._stopping = True
@@ -172,8 +181,7 @@ class Worker:
         await asyncio.gather(*receivers, return_exceptions=True)
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=self.settings.drain_timeout_s)
-        for ctx in list(self._running.values()):
-            ctx.interrupt(InterruptReason.SHUTDOWN)
+        self._host.interrupt_all(InterruptReason.SHUTDOWN)
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=10)
         heartbeat.cancel()
@@ -183,11 +191,11 @@ class Worker:
         except TimeoutError:
             # Every record is final already; a message whose ack is dropped comes back and is
             # deleted (or re-armed) by the claim it fails. Exiting on time matters more.
-            self.app.logger.warning("acks not flushed before exit; those messages will be redelivered")
+            self.kernel.logger.warning("acks not flushed before exit; those messages will be redelivered")
         await self.presence.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
-        await self.app.aclose()
-        self.app.logger.info("worker stopped", extra={"worker": self.worker_id, "handled": self.handled})
+        await self.kernel.aclose()
+        self.kernel.logger.info("worker stopped", extra={"worker": self.worker_id, "handled": self.handled})
 
     @property
     def abandoned_threads(self) -> bool:
@@ -244,7 +252,7 @@ class Worker:
         while not self._stopping:
             n = await self._reserve(queue)
             try:
-                response = await self.app.arun(
+                response = await self.kernel.arun(
                     one(
                         Call(
                             "sqs",
@@ -258,11 +266,11 @@ class Worker:
                 raise
             except AwsError as exc:
                 await self._unreserve(queue, n)
-                self.app.logger.warning("receive failed", extra={"queue": queue, "error": str(exc)})
+                self.kernel.logger.warning("receive failed", extra={"queue": queue, "error": str(exc)})
                 await asyncio.sleep(RECEIVE_ERROR_BACKOFF_S)
                 continue
             got = sqs.deliveries(queue, url, response)
-            if self._stopping:  # received as the drain began: not started, so released at once (§3.7)
+            if self._stopping:  # received as the drain began: not started, so released at once
                 for delivery in got:
                     self._ops.set_visibility(delivery, 0)
                 await self._unreserve(queue, n)
@@ -283,13 +291,7 @@ class Worker:
 
     async def _process(self, delivery: Delivery, dlq_url: str) -> Ack:
         try:
-            ack = await self._execution.handle(delivery)
-        except Exception:
-            self.app.logger.exception(
-                "unexpected error handling a message; it will be redelivered",
-                extra={"message_id": delivery.message_id},
-            )
-            ack = Ack("leave")
+            ack = await self._host.handle(delivery)
         finally:
             self.handled += 1
             await self._unreserve(delivery.queue, 1)
@@ -297,36 +299,18 @@ class Worker:
         return ack
 
     async def _apply(self, delivery: Delivery, ack: Ack, dlq_url: str) -> None:
-        """Act on the message after the record was written (DESIGN §3.3)."""
+        """Act on the message after the record was written."""
         self._held.pop(delivery.receipt_handle, None)
-        if ack.kind == "delete":
-            self._ops.delete(delivery)
-        elif ack.kind == "rearm":
-            self._ops.set_visibility(delivery, ack.delay_s)
-        elif ack.kind == "release":
-            self._ops.set_visibility(delivery, 0)
-        elif ack.kind == "dead_letter":
-            await self._ops.dead_letter(delivery, dlq_url, ack.attributes)
+        await apply(ack, delivery, dlq_url, self._ops)
 
     # ── heartbeat ─────────────────────────────────────────────────────────────────────────
-    def _track(self, ctx: JobContext) -> None:
-        self._running[ctx.job.id] = ctx
-
-    def _untrack(self, ctx: JobContext) -> None:
-        self._running.pop(ctx.job.id, None)
-
-    async def _heartbeat_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.heartbeat_interval_s)
-            try:
-                await self.heartbeat_once()
-            except Exception:
-                self.app.logger.exception("heartbeat failed")
-
     async def heartbeat_once(self) -> None:
         """Extend every held message, and renew the leases about to run out."""
+        await self._extend_held()
+        await self._host.renew_leases()
+
+    async def _extend_held(self) -> None:
         held = list(self._held.values())
         if held:
             for receipt in await self._ops.extend(held, self.settings.visibility_timeout_s):
                 self._held.pop(receipt, None)
-        await self._execution.renew_leases(list(self._running.values()))

@@ -12,6 +12,8 @@ last one of the schedule at or before the message's ``SentTimestamp`` (for a rat
 truncated to the period), and a warning says so. On MiniStack a rate fire lands at the same phase
 of every period, so two fires never share a slot unless one is sent within ~0.1 s of a period
 boundary.
+
+Fires are a message kind of the kernel (``runtime/seams.py``): ``fires_plugin`` registers them.
 """
 
 from __future__ import annotations
@@ -19,17 +21,18 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from sqsjobs.envelope import SCHEDULED_TIME
+from sqsjobs.delivery import DELETE, LEAVE, Ack, dead_letter, failure_record
+from sqsjobs.envelope import SCHEDULED_TIME, Fire
 from sqsjobs.errors import AwsError, HandlerNotFound, IdempotencyConflict, PayloadError
-from sqsjobs.producer import JobRequest, build_new_job
-from sqsjobs.runtime.acks import DELETE, LEAVE, Ack, dead_letter, failure_record
+from sqsjobs.producer import JobRequest, build_new_job, enqueue_many_flow
+from sqsjobs.runtime.seams import Plugin
 from sqsjobs.schedules.expressions import MIN_PERIOD_S, iso_utc, parse_instant
 from sqsjobs.schedules.specs import empty_payload
 
 if TYPE_CHECKING:
-    from sqsjobs.app import App
-    from sqsjobs.envelope import Fire
-    from sqsjobs.transport.sqs import Delivery
+    from sqsjobs.delivery import Delivery
+    from sqsjobs.runtime.kernel import Kernel
+    from sqsjobs.schedules.specs import Schedules
 
 
 def idempotency_key(schedule: str, slot: float) -> str:
@@ -37,23 +40,23 @@ def idempotency_key(schedule: str, slot: float) -> str:
     return f"schedule:{schedule}@{iso_utc(slot)}"
 
 
-def fire_slot(app: App, fire: Fire, sent_at: float) -> tuple[float, bool]:
+def fire_slot(schedules: Schedules, fire: Fire, sent_at: float) -> tuple[float, bool]:
     """The occurrence a fire stands for, and whether Scheduler said so (False: derived from ``sent_at``)."""
     if fire.at != SCHEDULED_TIME:
         try:
             return parse_instant(fire.at), True
         except ValueError:
             pass  # not a time: derive it like an unsubstituted placeholder (logged by the caller)
-    spec = app.schedules.get(fire.schedule)
+    spec = schedules.get(fire.schedule)
     slot = spec.slot_at_or_before(sent_at) if spec is not None else None
     if slot is None:  # not declared in this app (or no occurrence found): Scheduler's 1-minute grid
         slot = math.floor(sent_at / MIN_PERIOD_S) * MIN_PERIOD_S
     return slot, False
 
 
-async def handle_fire(app: App, fire: Fire, delivery: Delivery) -> Ack:
+async def handle_fire(kernel: Kernel, schedules: Schedules, fire: Fire, delivery: Delivery) -> Ack:
     """Enqueue the occurrence's job (idempotently), then let the fire message go."""
-    slot, substituted = fire_slot(app, fire, delivery.sent_at)
+    slot, substituted = fire_slot(schedules, fire, delivery.sent_at)
     fields = {
         "schedule": fire.schedule,
         "job_type": fire.job_type,
@@ -61,7 +64,7 @@ async def handle_fire(app: App, fire: Fire, delivery: Delivery) -> Ack:
         "queue": delivery.queue,
     }
     if not substituted:
-        app.logger.warning(
+        kernel.logger.warning(
             "schedule fire without a scheduled time: slot derived from the message's SentTimestamp",
             extra={**fields, "at": fire.at[:64], "sent_at": delivery.sent_at},
         )
@@ -70,11 +73,13 @@ async def handle_fire(app: App, fire: Fire, delivery: Delivery) -> Ack:
         # payload plan and dev would have given it.
         payload = fire.payload
         if payload is None:
-            payload = empty_payload(app.registry.get(fire.job_type))
+            payload = empty_payload(kernel.registry.get(fire.job_type))
         request = JobRequest(fire.job_type, payload, idempotency_key=idempotency_key(fire.schedule, slot))
-        job = build_new_job(request, registry=app.registry, settings=app.settings, now=app.clock.now())
+        job = build_new_job(
+            request, registry=kernel.registry, settings=kernel.settings, now=kernel.clock.now()
+        )
     except (HandlerNotFound, PayloadError) as exc:
-        app.logger.warning("schedule fire rejected", extra={**fields, "error": str(exc)})
+        kernel.logger.warning("schedule fire rejected", extra={**fields, "error": str(exc)})
         return dead_letter(
             f"schedule {fire.schedule!r}: {exc}",
             job_type=fire.job_type,
@@ -82,17 +87,42 @@ async def handle_fire(app: App, fire: Fire, delivery: Delivery) -> Ack:
             queue=delivery.queue,
         )
     try:
-        await app.arun(app.enqueue_jobs_flow([job]))
+        await kernel.arun(
+            enqueue_many_flow(
+                [job],
+                settings=kernel.settings,
+                queue_urls=kernel.queue_urls,
+                logger=kernel.logger,
+                metrics=kernel.metrics,
+            )
+        )
     except IdempotencyConflict:
         # The occurrence already has its job, enqueued with the payload applied before a change.
-        app.logger.info(
+        kernel.logger.info(
             "schedule fire already enqueued with another payload", extra={**fields, "job_id": job.id}
         )
         return DELETE
     except AwsError as exc:
-        app.logger.warning(
+        kernel.logger.warning(
             "schedule fire not enqueued; left for redelivery", extra={**fields, "error": str(exc)}
         )
         return LEAVE
-    app.logger.info("schedule fired", extra={**fields, "job_id": job.id})
+    kernel.logger.info("schedule fired", extra={**fields, "job_id": job.id})
     return DELETE
+
+
+class Fires:
+    """The schedules feature's ``MessageKind``: a fire becomes its occurrence's job."""
+
+    def __init__(self, kernel: Kernel, schedules: Schedules) -> None:
+        self.kernel = kernel
+        self.schedules = schedules
+
+    async def handle(self, message: Fire, delivery: Delivery) -> Ack:
+        """``handle_fire``."""
+        return await handle_fire(self.kernel, self.schedules, message, delivery)
+
+
+def fires_plugin(kernel: Kernel, schedules: Schedules) -> Plugin:
+    """Schedule fires: a message kind handled whole (no claim, no run)."""
+    return Plugin("schedule fires", kinds={Fire: Fires(kernel, schedules)})

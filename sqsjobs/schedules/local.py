@@ -22,7 +22,7 @@ from sqsjobs._aws import Call
 from sqsjobs.envelope import Fire
 from sqsjobs.errors import AwsError
 from sqsjobs.schedules.expressions import iso_utc
-from sqsjobs.schedules.sync import check_declarations
+from sqsjobs.schedules.sync import Scheduling, check_declarations
 from sqsjobs.transport import sqs
 
 if TYPE_CHECKING:
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 
     from sqsjobs._aws import Flow
     from sqsjobs._clock import Clock
-    from sqsjobs.app import App
 
 #: The loop wakes at least this often, so a stop or a clock change is noticed.
 MAX_SLEEP_S = 1.0
@@ -52,10 +51,10 @@ class LocalFire:
 class LocalScheduler:
     """Fires an App's schedule declarations into its queues, reading an injectable clock."""
 
-    def __init__(self, app: App, *, clock: Clock | None = None) -> None:
+    def __init__(self, app: Scheduling, *, clock: Clock | None = None) -> None:
         """Validate the declarations and start counting from ``clock.now()``."""
         self.app = app
-        self.clock = clock or app.clock
+        self.clock = clock or app.kernel.clock
         self._payloads = check_declarations(app)
         self._queues = {s.name: app.registry.get(s.job).queue for s in app.schedules}
         #: Where rates start counting.
@@ -93,7 +92,7 @@ class LocalScheduler:
 
     def send_flow(self, fires: Sequence[LocalFire]) -> Flow[None]:
         """Send each fire to its queue, as Scheduler's SQS target does."""
-        urls = yield from self.app.queue_urls.flow(sorted({f.queue for f in fires}))
+        urls = yield from self.app.kernel.queue_urls.flow(sorted({f.queue for f in fires}))
         for fire in fires:
             yield Call("sqs", "send_message", sqs.send_one(urls[fire.queue], fire.body))
 
@@ -101,10 +100,10 @@ class LocalScheduler:
         """Send what is due now; a failed send is retried at the next tick."""
         fires = self.due()
         if fires:
-            await self.app.arun(self.send_flow(fires))
+            await self.app.kernel.arun(self.send_flow(fires))
             self.mark_sent(fires)
             for fire in fires:
-                self.app.logger.info(
+                self.app.kernel.logger.info(
                     "schedule fired locally",
                     extra={"schedule": fire.schedule, "slot": iso_utc(fire.slot), "queue": fire.queue},
                 )
@@ -116,7 +115,9 @@ class LocalScheduler:
             try:
                 await self.tick()
             except AwsError as exc:
-                self.app.logger.warning("local schedule fire failed; retrying", extra={"error": str(exc)})
+                self.app.kernel.logger.warning(
+                    "local schedule fire failed; retrying", extra={"error": str(exc)}
+                )
             nxt = self.next_due()
             wait = MAX_SLEEP_S if nxt is None else min(max(nxt - self.clock.now(), MIN_SLEEP_S), MAX_SLEEP_S)
             with contextlib.suppress(TimeoutError):

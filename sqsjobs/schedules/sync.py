@@ -17,7 +17,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from sqsjobs._aws import Call
 from sqsjobs.envelope import SCHEDULED_TIME, Fire
@@ -37,7 +37,29 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from sqsjobs._aws import Flow
-    from sqsjobs.app import App
+    from sqsjobs.registry import Registry
+    from sqsjobs.runtime.kernel import Kernel
+    from sqsjobs.schedules.specs import Schedules
+
+
+class Scheduling(Protocol):
+    """What plan/apply and the local loop read: the declarations, the handlers and the kernel (an App)."""
+
+    @property
+    def schedules(self) -> Schedules:
+        """The schedule declarations."""
+        ...
+
+    @property
+    def registry(self) -> Registry:
+        """The handlers the schedules fire."""
+        ...
+
+    @property
+    def kernel(self) -> Kernel:
+        """Settings, queue URLs, logger and flow runners."""
+        ...
+
 
 #: Scheduler retries a fire SQS did not take for up to a day, up to 185 times: the AWS maxima
 #: (https://docs.aws.amazon.com/scheduler/latest/APIReference/API_RetryPolicy.html). A fire that
@@ -112,7 +134,7 @@ def fire_input(spec: ScheduleSpec, payload: Any) -> str:
     return Fire(schedule=spec.name, at=SCHEDULED_TIME, job_type=spec.job, payload=payload).to_body()
 
 
-def check_declarations(app: App) -> dict[str, Any]:
+def check_declarations(app: Scheduling) -> dict[str, Any]:
     """Validate every declaration against the registry; returns each schedule's stored payload.
 
     A schedule without a payload gets the empty payload its handler accepts (``empty_payload``).
@@ -138,8 +160,8 @@ def check_declarations(app: App) -> dict[str, Any]:
     return payloads
 
 
-def _role_arn(app: App) -> str:
-    role = app.settings.scheduler_role_arn
+def _role_arn(app: Scheduling) -> str:
+    role = app.kernel.settings.scheduler_role_arn
     if not role:
         raise ConfigurationError(
             "schedules need the IAM role EventBridge Scheduler assumes to send to SQS: "
@@ -150,10 +172,10 @@ def _role_arn(app: App) -> str:
     return role
 
 
-def _queue_arns_flow(app: App, queues: set[str]) -> Flow[dict[str, str]]:
+def _queue_arns_flow(app: Scheduling, queues: set[str]) -> Flow[dict[str, str]]:
     """Queue ARN by logical queue, and for its DLQ under the key ``App.queue_urls_flow`` uses."""
     try:
-        urls = yield from app.queue_urls.flow(sorted(queues))
+        urls = yield from app.kernel.queue_urls.flow(sorted(queues))
     except TransportError as exc:
         raise ConfigurationError(
             f"a schedule's queue does not exist ({exc}); run `sqsjobs provision` or deploy infra first"
@@ -168,7 +190,7 @@ def _queue_arns_flow(app: App, queues: set[str]) -> Flow[dict[str, str]]:
     return arns
 
 
-def desired_flow(app: App) -> Flow[dict[str, dict[str, Any]]]:
+def desired_flow(app: Scheduling) -> Flow[dict[str, dict[str, Any]]]:
     """The CreateSchedule request for every declaration, by name (validates everything first)."""
     group = _group(app)
     payloads = check_declarations(app)
@@ -204,13 +226,13 @@ def desired_flow(app: App) -> Flow[dict[str, dict[str, Any]]]:
             "State": "ENABLED",
             # A one-time schedule removes itself after its fire, keeping the account's quota clean.
             "ActionAfterCompletion": "DELETE" if spec.kind == "at" else "NONE",
-            "Description": f"sqsjobs app {app.name}: enqueues {spec.job}"[:512],
+            "Description": f"sqsjobs app {app.kernel.name}: enqueues {spec.job}"[:512],
         }
     return requests
 
 
-def _group(app: App) -> str:
-    group = app.settings.schedule_group
+def _group(app: Scheduling) -> str:
+    group = app.kernel.settings.schedule_group
     if not NAME_PATTERN.match(group):
         raise ConfigurationError(
             f"schedule group {group!r} must be 1-64 characters of letters, digits, '-', '_' or '.' "
@@ -294,7 +316,7 @@ def diff(current: Mapping[str, Any] | None, desired: Mapping[str, Any] | None) -
 
 
 # ── plan and apply ───────────────────────────────────────────────────────────────────────────
-def plan_flow(app: App, *, now: float) -> Flow[Plan]:
+def plan_flow(app: Scheduling, *, now: float) -> Flow[Plan]:
     """Compare the declarations with the app's schedule group."""
     desired = yield from desired_flow(app)
     group = _group(app)
@@ -319,7 +341,7 @@ def plan_flow(app: App, *, now: float) -> Flow[Plan]:
     return plan
 
 
-def apply_flow(app: App, plan: Plan) -> Flow[Plan]:
+def apply_flow(app: Scheduling, plan: Plan) -> Flow[Plan]:
     """Carry out ``plan``: create the group if needed, then create, update and delete schedules."""
     if not plan.group_exists:
         try:
@@ -339,7 +361,7 @@ def apply_flow(app: App, plan: Plan) -> Flow[Plan]:
                 if exc.code != _NOT_FOUND:
                     raise
     # Not "created": LogRecord reserves it, and logging raises building the record.
-    app.logger.info(
+    app.kernel.logger.info(
         "schedules applied",
         extra={
             "group": plan.group,
@@ -369,7 +391,7 @@ class ScheduleRow:
     note: str = ""
 
 
-def list_flow(app: App, *, now: float, count: int = 3) -> Flow[list[ScheduleRow]]:
+def list_flow(app: Scheduling, *, now: float, count: int = 3) -> Flow[list[ScheduleRow]]:
     """Declared and deployed schedules with their next ``count`` fires, deployed definitions first."""
     _, current = yield from current_flow(_group(app))
     rows: list[ScheduleRow] = []

@@ -20,7 +20,7 @@ from sqsjobs.transport import sqs
 
 if TYPE_CHECKING:
     from sqsjobs._aws import AsyncRunner
-    from sqsjobs.transport.sqs import Delivery
+    from sqsjobs.delivery import Delivery
 
 
 class MessageOps:

@@ -7,8 +7,9 @@ send/delete/visibility changes go in batches of up to ten.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from sqsjobs.delivery import Delivery
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -25,24 +26,6 @@ MAX_DELAY_S = 900
 MAX_VISIBILITY_S = 43_200
 
 INVALID_RECEIPT = ("ReceiptHandleIsInvalid", "InvalidParameterValue", "MessageNotInflight")
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """One received message: the envelope's wrapper, with what SQS said about this delivery."""
-
-    #: Logical queue name and its URL.
-    queue: str
-    queue_url: str
-    message_id: str
-    receipt_handle: str
-    body: str
-    #: ``ApproximateReceiveCount`` (informational; attempts live in the record).
-    receive_count: int
-    #: ``SentTimestamp`` in epoch seconds.
-    sent_at: float
-    attributes: Mapping[str, Any] = field(default_factory=dict)
-    message_attributes: Mapping[str, Any] = field(default_factory=dict)
 
 
 def chunks(items: Sequence[Any], size: int = MAX_BATCH) -> Iterable[Sequence[Any]]:

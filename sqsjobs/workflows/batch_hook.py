@@ -14,13 +14,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.job import AttemptOutcome
+from sqsjobs.runtime.seams import Plugin
 from sqsjobs.workflows import batch_store as bs
+from sqsjobs.workflows.batches import ItemStream
 from sqsjobs.workflows.completion import BatchEnv, after_finish_flow
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from sqsjobs.app import App
+    from sqsjobs.delivery import Finish
+    from sqsjobs.job import Job
+    from sqsjobs.runtime.kernel import Kernel
 
 #: The counter each terminal outcome adds to.
 COUNTED = {
@@ -34,31 +38,48 @@ COUNTED = {
 class BatchHook:
     """Counts a batch item's terminal outcome with its finish, then checks the batch (see the module docstring)."""
 
-    def __init__(self, app: App) -> None:
-        self._app = app
+    def __init__(self, kernel: Kernel) -> None:
+        self._kernel = kernel
 
-    # ``finish``: a ``sqsjobs.runtime.hooks.Finish`` (not imported: the runtime imports this module).
-    async def entries(self, finish: Any) -> Sequence[Mapping[str, Any]]:
+    async def entries(self, finish: Finish) -> Sequence[Mapping[str, Any]]:
         """``ADD succeeded|failed 1`` on the item's shard, for a terminal outcome of a batch item."""
         counter = COUNTED.get(finish.outcome)
         if counter is None or finish.job.batch_key is None:
             return []
-        return [bs.count_entry(self._app.settings.table_name, finish.job.batch_key, counter)]
+        return [bs.count_entry(self._kernel.settings.table_name, finish.job.batch_key, counter)]
 
-    async def landed(self, finish: Any) -> None:
+    async def landed(self, finish: Finish) -> None:
         """Read the item's shard and check the batch when it is done; never raises."""
         counter = COUNTED.get(finish.outcome)
         if counter is None or finish.job.batch_key is None:
             return
-        env = BatchEnv(self._app.settings, self._app.queue_urls, self._app.logger, self._app.clock.now)
+        env = BatchEnv(
+            self._kernel.settings, self._kernel.queue_urls, self._kernel.logger, self._kernel.clock.now
+        )
         try:
-            await self._app.arun(
+            await self._kernel.arun(
                 after_finish_flow(
-                    env, finish.job.batch_key, failed=counter == "failed", now=self._app.clock.now()
+                    env, finish.job.batch_key, failed=counter == "failed", now=self._kernel.clock.now()
                 )
             )
         except Exception as exc:  # the count landed; the sweeper completes the batch if this check did not
-            self._app.logger.warning(
+            self._kernel.logger.warning(
                 "batch completion check failed; the sweeper repeats it",
                 extra={"job_id": finish.job.id, "batch_id": finish.job.batch_id, "error": repr(exc)},
             )
+
+
+class Streaming:
+    """The batches feature's ``RunPreparation``: every run's ``ctx.add_to_batch`` goes through one ``ItemStream``."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self._fields = {"batches": ItemStream(kernel)}
+
+    async def prepare(self, job: Job) -> Mapping[str, Any]:
+        """``batches``: the stream ``ctx.add_to_batch`` adds items through."""
+        return self._fields
+
+
+def batches_plugin(kernel: Kernel) -> Plugin:
+    """Batches: items streamed from a handler, an item's end counted with its finish."""
+    return Plugin("batches", finish=BatchHook(kernel), prepare=Streaming(kernel))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, Flow
 from sqsjobs.errors import BatchNotFound, BatchSealed, ConfigurationError, IdempotencyConflict
@@ -41,28 +41,8 @@ from sqsjobs.workflows.completion import (
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from sqsjobs._clock import Clock
-    from sqsjobs.config import Settings
     from sqsjobs.registry import Registry
-    from sqsjobs.transport.queues import QueueUrls
-
-T = TypeVar("T")
-
-
-class _App(Protocol):
-    """What the batch API uses of ``sqsjobs.App`` (not imported: the App imports this module)."""
-
-    registry: Registry
-    clock: Clock
-
-    @property
-    def settings(self) -> Settings: ...
-    @property
-    def queue_urls(self) -> QueueUrls: ...
-    @property
-    def logger(self) -> Any: ...
-    def run(self, flow: Flow[T]) -> T: ...
-    async def arun(self, flow: Flow[T]) -> T: ...
+    from sqsjobs.runtime.kernel import Kernel
 
 
 _CONDITION_FAILED = "ConditionalCheckFailed"
@@ -111,14 +91,26 @@ class BatchStatus:
 
 def _status(record: bs.BatchRecord, counts: dict[str, int]) -> BatchStatus:
     return BatchStatus(
-        id=record.id, status=record.status, counts=counts, on_complete=record.on_complete,
-        final_stage=record.final_stage, parent_id=record.parent_id, root_id=record.root_id,
-        children=record.kids, children_complete=record.children_done,
-        max_item_failures=record.max_item_failures, failed=record.failed, reason=record.reason,
-        created_at=record.created_at, sealed_at=record.sealed_at, drained_at=record.drained_at,
-        completed_at=record.completed_at, callback_id=record.callback_id, shards=record.shards,
+        id=record.id,
+        status=record.status,
+        counts=counts,
+        on_complete=record.on_complete,
+        final_stage=record.final_stage,
+        parent_id=record.parent_id,
+        root_id=record.root_id,
+        children=record.kids,
+        children_complete=record.children_done,
+        max_item_failures=record.max_item_failures,
+        failed=record.failed,
+        reason=record.reason,
+        created_at=record.created_at,
+        sealed_at=record.sealed_at,
+        drained_at=record.drained_at,
+        completed_at=record.completed_at,
+        callback_id=record.callback_id,
+        shards=record.shards,
         dedupe_key=record.dedupe_key,
-    )  # fmt: skip
+    )
 
 
 def status_flow(env: BatchEnv, batch_id: str) -> Flow[BatchStatus]:
@@ -157,11 +149,18 @@ def create_flow(
     root = (yield from read_record_flow(env, parent)).root_id if parent else None
     batch_id = bs.new_batch_id(dedupe_key)
     spec = bs.BatchSpec(
-        id=batch_id, on_complete=callback_type, callback_queue=spec_of.queue if spec_of else "default",
-        callback_version=spec_of.version if spec_of else 1, final_stage=final_stage, shards=shards,
-        parent_id=parent, root_id=root or batch_id, max_item_failures=max_item_failures,
-        dedupe_key=dedupe_key, now=now,
-    )  # fmt: skip
+        id=batch_id,
+        on_complete=callback_type,
+        callback_queue=spec_of.queue if spec_of else "default",
+        callback_version=spec_of.version if spec_of else 1,
+        final_stage=final_stage,
+        shards=shards,
+        parent_id=parent,
+        root_id=root or batch_id,
+        max_item_failures=max_item_failures,
+        dedupe_key=dedupe_key,
+        now=now,
+    )
     entries = bs.create_entries(env.table, spec)
     entries[0]["Put"]["Item"]["batch_key"] = av_s(bs.list_key(batch_id))  # found by ``batches list``
     refused = yield from transact_flow(entries)
@@ -266,8 +265,8 @@ def list_flow(env: BatchEnv, *, limit: int = 50) -> Flow[list[BatchStatus]]:
 class Batch:
     """A handle on one batch (``App.batch``): add items, seal it, read it."""
 
-    def __init__(self, app: _App, record: bs.BatchRecord) -> None:
-        self._app = app
+    def __init__(self, kernel: Kernel, record: bs.BatchRecord) -> None:
+        self._kernel = kernel
         self._record = record
 
     @property
@@ -291,61 +290,69 @@ class Batch:
         ``dedupe_key``: the same key again returns the same item (counted once); with another
         payload, ``IdempotencyConflict``. ``BatchSealed`` once the batch is sealed.
         """
-        return self._app.run(self._add(job_type, payload, dedupe_key, options))
+        return self._kernel.run(self._add(job_type, payload, dedupe_key, options))
 
     async def aadd(
         self, job_type: Any, payload: Any = None, *, dedupe_key: str | None = None, **options: Any
     ) -> str:
         """Async ``add``."""
-        return await self._app.arun(self._add(job_type, payload, dedupe_key, options))
+        return await self._kernel.arun(self._add(job_type, payload, dedupe_key, options))
 
     def _add(self, job_type: Any, payload: Any, dedupe_key: str | None, options: dict[str, Any]) -> Flow[str]:
         request = JobRequest(job_type, payload, **options)
         return add_flow(
-            env_of(self._app), self._app.registry, self._record, request, dedupe_key=dedupe_key,
-            now=self._app.clock.now(),
-        )  # fmt: skip
+            env_of(self._kernel),
+            self._kernel.registry,
+            self._record,
+            request,
+            dedupe_key=dedupe_key,
+            now=self._kernel.clock.now(),
+        )
 
     def seal(self) -> None:
         """No more items: the batch completes once every item is done (at once if none is pending)."""
-        self._app.run(seal_flow(env_of(self._app), self.id, self._app.clock.now()))
+        self._kernel.run(seal_flow(env_of(self._kernel), self.id, self._kernel.clock.now()))
 
     async def aseal(self) -> None:
         """Async ``seal``."""
-        await self._app.arun(seal_flow(env_of(self._app), self.id, self._app.clock.now()))
+        await self._kernel.arun(seal_flow(env_of(self._kernel), self.id, self._kernel.clock.now()))
 
     def status(self) -> BatchStatus:
         """``App.get_batch(self.id)``."""
-        return self._app.run(status_flow(env_of(self._app), self.id))
+        return self._kernel.run(status_flow(env_of(self._kernel), self.id))
 
 
-def env_of(app: _App) -> BatchEnv:
-    """The flows' view of an App."""
-    return BatchEnv(app.settings, app.queue_urls, app.logger, app.clock.now)
+def env_of(kernel: Kernel) -> BatchEnv:
+    """The flows' view of a kernel."""
+    return BatchEnv(kernel.settings, kernel.queue_urls, kernel.logger, kernel.clock.now)
 
 
 def add_to_batch_flow(
-    app: _App, batch_id: str, request: JobRequest[Any], *, dedupe_key: str | None
+    kernel: Kernel, batch_id: str, request: JobRequest[Any], *, dedupe_key: str | None
 ) -> Flow[str]:
     """Add an item to a batch known by id only (``JobContext.add_to_batch``): reads its record first."""
-    env = env_of(app)
+    env = env_of(kernel)
     record = yield from read_record_flow(env, batch_id)
     return (
-        yield from add_flow(env, app.registry, record, request, dedupe_key=dedupe_key, now=app.clock.now())
+        yield from add_flow(
+            env, kernel.registry, record, request, dedupe_key=dedupe_key, now=kernel.clock.now()
+        )
     )
 
 
-def new_batch_flow(app: _App, on_complete: Any, **options: Any) -> Flow[bs.BatchRecord]:
+def new_batch_flow(kernel: Kernel, on_complete: Any, **options: Any) -> Flow[bs.BatchRecord]:
     """``App.batch``'s flow (its keyword options, ``shards`` defaulting to ``DEFAULT_SHARDS``)."""
     options.setdefault("shards", bs.DEFAULT_SHARDS)
-    return create_flow(env_of(app), app.registry, on_complete=on_complete, now=app.clock.now(), **options)
+    return create_flow(
+        env_of(kernel), kernel.registry, on_complete=on_complete, now=kernel.clock.now(), **options
+    )
 
 
 class ItemStream:
     """What a handler's ``ctx.add_to_batch`` calls (the worker sets it on each ``JobContext``)."""
 
-    def __init__(self, app: _App) -> None:
-        self._app = app
+    def __init__(self, kernel: Kernel) -> None:
+        self._kernel = kernel
 
     def add(
         self, ctx: Any, batch_id: str, job_type: Any, payload: Any, *, dedupe_key: str | None, **options: Any
@@ -353,7 +360,7 @@ class ItemStream:
         """Add from a sync handler's thread; the item's parent is the running job."""
         options.setdefault("parent_id", ctx.job.id)
         request = JobRequest(job_type, payload, **options)
-        return self._app.run(add_to_batch_flow(self._app, batch_id, request, dedupe_key=dedupe_key))
+        return self._kernel.run(add_to_batch_flow(self._kernel, batch_id, request, dedupe_key=dedupe_key))
 
     async def aadd(
         self, ctx: Any, batch_id: str, job_type: Any, payload: Any, *, dedupe_key: str | None, **options: Any
@@ -361,4 +368,6 @@ class ItemStream:
         """Add from an async handler."""
         options.setdefault("parent_id", ctx.job.id)
         request = JobRequest(job_type, payload, **options)
-        return await self._app.arun(add_to_batch_flow(self._app, batch_id, request, dedupe_key=dedupe_key))
+        return await self._kernel.arun(
+            add_to_batch_flow(self._kernel, batch_id, request, dedupe_key=dedupe_key)
+        )

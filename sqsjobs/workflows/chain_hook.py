@@ -5,7 +5,7 @@ Before the handler (``before_step``): one strongly consistent GetItem of the pre
 ``cancel_chain`` asked the predecessor to stop: a predecessor that succeeded anyway does not start
 this step, which ends cancelled (and ends the chain).
 
-With the finish (``ChainHook``, a ``FinishHook`` of ``runtime/hooks.py``)::
+With the finish (``ChainHook``, the chains feature's ``FinishHook``; ``chains_plugin`` registers both)::
 
     step n's finish     entries committed with it (one TransactWriteItems)    landed (after)
     succeeded, n < last step n+1 waiting → queued + pending entry;       send n+1's hint; clear the entry
@@ -26,11 +26,12 @@ alone, with no entries, and the hint needs step n+1's fields.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, one
 from sqsjobs.errors import Cancel
 from sqsjobs.job import AttemptOutcome, JobStatus
+from sqsjobs.runtime.seams import Plugin
 from sqsjobs.store import requests as rq
 from sqsjobs.store import transact
 from sqsjobs.store.codec import CCF, Item, num_attr, str_attr, to_datetime
@@ -42,25 +43,15 @@ from sqsjobs.workflows.chains import read_items
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from sqsjobs.app import App
-    from sqsjobs.job import FailureRecord, Job
+    from sqsjobs.delivery import Finish
+    from sqsjobs.job import Job
+    from sqsjobs.runtime.kernel import Kernel
 
 #: Finishes whose entries are kept for their ``landed`` at once, at most (a refused finish never lands).
 MAX_PENDING_LANDINGS = 10_000
 
 
-class _Finish(Protocol):
-    """What the hook reads of ``runtime.hooks.Finish`` (named structurally: no import back into runtime)."""
-
-    @property
-    def job(self) -> Job: ...
-    @property
-    def outcome(self) -> AttemptOutcome: ...
-    @property
-    def error(self) -> FailureRecord | None: ...
-
-
-async def before_step(app: App, job: Job) -> Any:
+async def before_step(kernel: Kernel, job: Job) -> Any:
     """The previous step's result for ``job``, a chain step; raises ``Cancel`` when the chain was asked to stop.
 
     Step 0 has no predecessor (None). A failed read raises its ``StoreError``/``ObjectStoreError``
@@ -71,17 +62,17 @@ async def before_step(app: App, job: Job) -> Any:
     if not job.chain_id or not job.chain_step:
         return None
     previous_id = cs.step_job_id(job.chain_id, job.chain_step - 1)
-    read = rq.get(app.settings.table_name, previous_id) | {
+    read = rq.get(kernel.settings.table_name, previous_id) | {
         "ProjectionExpression": "#r, result_ref, cancel_requested",
         "ExpressionAttributeNames": {"#r": "result"},
     }
-    response = await app.arun(one(Call("dynamodb", "get_item", read)))
+    response = await kernel.arun(one(Call("dynamodb", "get_item", read)))
     item = response.get("Item") or {}
     if item.get("cancel_requested", {}).get("BOOL"):
         raise Cancel(f"chain cancelled while step {job.chain_step - 1} ran")
     reference = str_attr(item, "result_ref")
     if reference is not None:
-        return json.loads(await app.arun(objects.get_flow(reference)))
+        return json.loads(await kernel.arun(objects.get_flow(reference)))
     raw = str_attr(item, "result")
     return None if raw is None else json.loads(raw)
 
@@ -89,12 +80,12 @@ async def before_step(app: App, job: Job) -> Any:
 class ChainHook:
     """The finish hook of chain steps (see the module docstring); a job outside a chain passes untouched."""
 
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
         #: claim token → the next step's record (read in ``entries``) and its unblock, for ``landed``.
         self._next: dict[str, tuple[Item, dict[str, Any]]] = {}
 
-    async def entries(self, finish: _Finish) -> Sequence[Mapping[str, Any]]:
+    async def entries(self, finish: Finish) -> Sequence[Mapping[str, Any]]:
         """The chain's writes that commit with this finish (none for retries, releases, other jobs)."""
         job = finish.job
         if job.chain_id is None or job.chain_step is None or job.chain_steps is None:
@@ -106,12 +97,12 @@ class ChainHook:
             AttemptOutcome.EXPIRED,
         ):
             return []
-        table, now, step = self.app.settings.table_name, self.app.clock.now(), job.chain_step
+        table, now, step = self.kernel.settings.table_name, self.kernel.clock.now(), job.chain_step
         last = step + 1 >= job.chain_steps
         next_id = cs.step_job_id(job.chain_id, step + 1)
         chain_id = f"{cs.CHAIN_PREFIX}{job.chain_id}"
         wanted = [chain_id] if last or finish.outcome is not AttemptOutcome.SUCCEEDED else [chain_id, next_id]
-        items = await self.app.arun(read_items(table, wanted))
+        items = await self.kernel.arun(read_items(table, wanted))
         chain = items.get(chain_id)
         if (
             chain is None
@@ -119,7 +110,7 @@ class ChainHook:
             or cs.chain_fields(chain)["current"] != step
         ):
             return []  # a step replayed after its chain ended (or the chain expired): it runs alone
-        retention = self.app.settings.retention_s
+        retention = self.kernel.settings.retention_s
         if finish.outcome is AttemptOutcome.SUCCEEDED and last:
             return [
                 {
@@ -136,12 +127,15 @@ class ChainHook:
         if finish.outcome is AttemptOutcome.SUCCEEDED:
             following = items.get(next_id)
             if following is None or str_attr(following, "status") != JobStatus.WAITING:
-                self.app.logger.error("chain: the next step is not waiting", extra={"job_id": next_id})
+                self.kernel.logger.error("chain: the next step is not waiting", extra={"job_id": next_id})
                 return []
             unblock = cs.unblock(
-                table, next_id, now=now, recheck_at=now + self.app.settings.stale_after_s,
+                table,
+                next_id,
+                now=now,
+                recheck_at=now + self.kernel.settings.stale_after_s,
                 start_by=self._deadline(following, now),
-            )  # fmt: skip
+            )
             self._remember(job, (following, unblock))
             return [{"Update": unblock}, {"Update": cs.advance(table, job.chain_id, step=step, now=now)}]
         dead = finish.outcome in (AttemptOutcome.DEAD, AttemptOutcome.EXPIRED)
@@ -167,9 +161,9 @@ class ChainHook:
         if own is not None and created is not None:
             return now + (own - created)
         job_type = str_attr(step, "type")
-        if job_type is None or job_type not in self.app.registry:
+        if job_type is None or job_type not in self.kernel.registry:
             return None
-        bound = self.app.registry.get(job_type).expires_after_s
+        bound = self.kernel.registry.get(job_type).expires_after_s
         return None if bound is None else now + bound
 
     def _remember(self, job: Job, landing: tuple[Item, dict[str, Any]] | None) -> None:
@@ -177,7 +171,7 @@ class ChainHook:
             self._next.clear()  # only refused finishes leave theirs behind; a landing lost here is swept
         self._next[str(job.claim_token)] = landing or ({}, {})
 
-    async def landed(self, finish: _Finish) -> None:
+    async def landed(self, finish: Finish) -> None:
         """Send the next step's hint, or drop the later steps; logs a failure (the sweeper or nothing repairs it)."""
         job = finish.job
         landing = self._next.pop(str(job.claim_token), None)
@@ -190,7 +184,7 @@ class ChainHook:
             else:
                 await self._drop_later(job.chain_id, job.chain_step, job.chain_steps)
         except Exception as exc:
-            self.app.logger.warning(
+            self.kernel.logger.warning(
                 "chain: follow-up after a step's finish failed",
                 extra={"job_id": job.id, "chain_id": job.chain_id, "error": f"{type(exc).__name__}: {exc}"},
             )
@@ -199,29 +193,47 @@ class ChainHook:
         now = float(unblock["ExpressionAttributeValues"][":now"]["N"])
         record = rq.job_from_item(following)
         job = record.evolve(status=JobStatus.QUEUED, run_at=to_datetime(now))
-        urls = await self.app.arun(self.app.queue_urls.flow([job.queue]))
+        urls = await self.kernel.arun(self.kernel.queue_urls.flow([job.queue]))
         body = rq.envelope_of(job).to_body()
-        await self.app.arun(one(Call("sqs", "send_message", sqs.send_one(urls[job.queue], body))))
-        clear = transact.clear_sent(self.app.settings.table_name, cs.pending_entry(unblock))
+        await self.kernel.arun(one(Call("sqs", "send_message", sqs.send_one(urls[job.queue], body))))
+        clear = transact.clear_sent(self.kernel.settings.table_name, cs.pending_entry(unblock))
         try:
-            await self.app.arun(one(Call("dynamodb", "update_item", clear)))
+            await self.kernel.arun(one(Call("dynamodb", "update_item", clear)))
         except Exception as exc:  # refused: the claim removed the entry first; failed: the sweeper resends
             if getattr(exc, "code", None) != CCF:
                 raise
 
     async def _drop_later(self, chain_id: str, step: int, length: int) -> None:
         reason = f"chain ended at step {step}"
-        now, table = self.app.clock.now(), self.app.settings.table_name
+        now, table = self.kernel.clock.now(), self.kernel.settings.table_name
         for index in range(step + 1, length):
             params = cs.drop(
                 table,
                 cs.step_job_id(chain_id, index),
                 now=now,
                 reason=reason,
-                retention_s=self.app.settings.retention_s,
+                retention_s=self.kernel.settings.retention_s,
             )
             try:
-                await self.app.arun(one(Call("dynamodb", "update_item", params)))
+                await self.kernel.arun(one(Call("dynamodb", "update_item", params)))
             except Exception as exc:  # refused: dropped already (a repeated landing), nothing to do
                 if getattr(exc, "code", None) != CCF:
                     raise
+
+
+class PreviousResult:
+    """The chains feature's ``RunPreparation``: a step's ``ctx.previous_result`` (``before_step``)."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+
+    async def prepare(self, job: Job) -> Mapping[str, Any]:
+        """``previous_result`` for a chain step; nothing outside chains. Raises what ``before_step`` raises."""
+        if not job.chain_id:
+            return {}
+        return {"previous_result": await before_step(self.kernel, job)}
+
+
+def chains_plugin(kernel: Kernel) -> Plugin:
+    """Chains: the previous step's result before a step runs, the next step unblocked with its finish."""
+    return Plugin("chains", finish=ChainHook(kernel), prepare=PreviousResult(kernel))

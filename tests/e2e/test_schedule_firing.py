@@ -19,7 +19,7 @@ import pytest
 from sqsjobs import App, JobNotFound, JobStatus, SchedulerError
 from sqsjobs import envelope as env
 from sqsjobs._aws import Call, one
-from sqsjobs.runtime.acks import DELETE
+from sqsjobs.delivery import DELETE
 from sqsjobs.runtime.execution import Execution
 from sqsjobs.schedules.fire import idempotency_key
 from sqsjobs.schedules.sync import apply_flow, plan_flow

@@ -19,10 +19,10 @@ import pytest
 
 from sqsjobs import App, IdempotencyConflict, JobStatus
 from sqsjobs._aws import Call, one
+from sqsjobs.delivery import failure_record
 from sqsjobs.envelope import parse
 from sqsjobs.errors import StoreError
 from sqsjobs.producer import JobRequest, build_new_job
-from sqsjobs.runtime.acks import failure_record
 from sqsjobs.runtime.transitions import Transitions
 from sqsjobs.store import requests as rq
 from sqsjobs.store import statements

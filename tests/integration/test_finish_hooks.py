@@ -13,8 +13,8 @@ import uuid
 import pytest
 
 from sqsjobs import JobStatus
+from sqsjobs.delivery import LEAVE
 from sqsjobs.job import AttemptOutcome
-from sqsjobs.runtime.acks import LEAVE
 from sqsjobs.runtime.execution import Execution
 from sqsjobs.store.codec import av_n, av_s
 from sqsjobs.transport import sqs

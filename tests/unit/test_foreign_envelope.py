@@ -9,10 +9,10 @@ import pytest
 from sqsjobs import App
 from sqsjobs import envelope as env
 from sqsjobs._clock import FakeClock
+from sqsjobs.delivery import Delivery
 from sqsjobs.errors import EnvelopeError, UnknownEnvelopeVersion
-from sqsjobs.runtime.foreign import job_of
+from sqsjobs.ingress.foreign import job_of
 from sqsjobs.store.codec import idempotent_job_id
-from sqsjobs.transport.sqs import Delivery
 
 
 def test_every_field_is_read_and_the_body_round_trips():

@@ -1,4 +1,4 @@
-"""The package's shape (STYLE §1): laid out by role, no import cycles, no oversized module.
+"""The package's shape: laid out by role, no import cycles, no oversized module, folders stacked in one order.
 
 These hold the layout in place as features land: a new module at the top, an import that points
 back up, or a module that grows past what one reader can hold fails here first.
@@ -9,8 +9,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[2] / "sqsjobs"
-#: The roles below the model (STYLE §1); a new folder is a new role and belongs in STYLE first.
+#: The roles below the model; a new folder is a new role (docs/architecture.md names each).
 ROLES = {
     "store",
     "transport",
@@ -24,6 +26,7 @@ ROLES = {
     "api",
     "workflows",
     "limits",
+    "ingress",
 }
 MAX_TOP_LEVEL_MODULES = 16
 MAX_MODULE_LINES = 600
@@ -126,3 +129,131 @@ def test_the_model_does_not_depend_on_the_machinery():
         deps = imports_of(name, mods[name], set(mods))
         assert not {d for d in deps if d.split(".")[1] in {"store", "transport", "runtime"}}, name
         assert "boto3" not in mods[name].read_text(), name
+
+
+# ── the dependency order ──────────────────────────────────────────────────────────────────────
+#: Each part of the package (a folder, or a module at the top) in its layer, lowest first. A part
+#: imports only parts of lower layers; the model (layer 0) is the one layer whose parts import each
+#: other. The kernel (``runtime``) sits below the features that plug into it, which sit below the
+#: operator flows, the App, and the façades that load the App (HTTP API, CLI, ``sqsjobs dev``, tests).
+LAYERS: list[set[str]] = [
+    {"errors", "retry", "config", "envelope", "job", "_clock", "_aws", "context", "delivery", "registry"},
+    {"observability"},
+    {"transport"},
+    {"store"},
+    {"producer"},
+    {"transaction"},
+    {"runtime"},
+    {"limits", "workflows", "schedules"},  # the features: none imports another
+    {"ingress"},  # foreign messages (they reuse a schedule's empty payload)
+    {"deploy"},
+    {"ops"},
+    {"app"},
+    {"api"},
+    {"local"},
+    {"testing"},
+    {"sqsjobs"},  # the package's public names
+    {"cli"},
+    {"__main__"},
+]
+#: The feature folders: they plug into the kernel's seams (``runtime/seams.py``); the kernel imports none.
+FEATURES = {"limits", "workflows", "schedules", "ingress"}
+#: Imports that break the order today, each with why; the list only shrinks.
+KNOWN: dict[tuple[str, str], str] = {
+    (
+        "sqsjobs.runtime.sweeper",
+        "sqsjobs.workflows.batch_store",
+    ): "an expired batch item counted (expiry's plug-in)",
+    (
+        "sqsjobs.runtime.sweeper",
+        "sqsjobs.workflows.completion",
+    ): "batch repair in the sweep (expiry's plug-in)",
+    ("sqsjobs.producer", "sqsjobs.workflows.completion"): "cancelling a batch item ends its count",
+    ("sqsjobs.deploy.packaging", "sqsjobs"): "it reads the package's own directory",
+}
+#: Where the App may be imported: itself, the package's names, and the façades above it.
+APP_IMPORTERS = {"sqsjobs", "sqsjobs.app", "sqsjobs.testing", "sqsjobs.__main__"}
+APP_IMPORTING_FOLDERS = {"cli", "api", "local"}
+#: The modules kept free of ``# fmt: skip`` now (the whole package is, once every branch landed).
+NO_FMT_SKIP = [
+    *(
+        p
+        for p in (PACKAGE / "runtime").glob("*.py")
+        if p.name not in {"execution.py", "transitions.py", "expiry.py"}
+    ),
+    *(PACKAGE / "transport").glob("*.py"),
+    *(PACKAGE / "ingress").glob("*.py"),
+    *(PACKAGE / "workflows").glob("*_hook.py"),
+    PACKAGE / "workflows" / "batches.py",
+    PACKAGE / "limits" / "gate.py",
+    PACKAGE / "schedules" / "fire.py",
+    PACKAGE / "schedules" / "local.py",
+    PACKAGE / "schedules" / "sync.py",
+    PACKAGE / "context.py",
+    PACKAGE / "delivery.py",
+]
+
+
+def part_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def layer_of(part: str) -> int:
+    return next(n for n, layer in enumerate(LAYERS) if part in layer)
+
+
+def edges() -> set[tuple[str, str]]:
+    mods = modules()
+    return {(name, dep) for name, path in mods.items() for dep in imports_of(name, path, set(mods))}
+
+
+def test_every_part_of_the_package_has_a_layer():
+    parts = {part_of(m) for m in modules()}
+    assert parts == set().union(*LAYERS)
+
+
+def test_no_part_imports_a_part_above_it_or_beside_it():
+    wrong = sorted(
+        (a, b)
+        for a, b in edges()
+        if part_of(a) != part_of(b)
+        and (
+            layer_of(part_of(b)) > layer_of(part_of(a)) or (layer_of(part_of(b)) == layer_of(part_of(a)) > 0)
+        )
+        and (a, b) not in KNOWN
+    )
+    assert wrong == []
+
+
+def test_the_known_exceptions_are_still_needed():
+    assert set(KNOWN) <= edges()
+
+
+def test_the_runtime_imports_no_feature():
+    found = sorted(
+        (a, b)
+        for a, b in edges()
+        if part_of(a) == "runtime" and part_of(b) in FEATURES and (a, b) not in KNOWN
+    )
+    assert found == []
+
+
+def test_nothing_below_the_facades_imports_the_app():
+    importers = sorted(
+        a
+        for a, b in edges()
+        if b == "sqsjobs.app" and a not in APP_IMPORTERS and part_of(a) not in APP_IMPORTING_FOLDERS
+    )
+    assert importers == []
+
+
+def test_the_kernel_and_its_features_need_no_fmt_skip():
+    marked = [str(p.relative_to(PACKAGE)) for p in NO_FMT_SKIP if "fmt: skip" in p.read_text()]
+    assert marked == []
+
+
+@pytest.mark.xfail(strict=True, reason="the store's and the façades' modules lose theirs in other branches")
+def test_no_module_needs_fmt_skip_to_stay_under_the_cap():
+    marked = sorted(name for name, path in modules().items() if "fmt: skip" in path.read_text())
+    assert marked == []

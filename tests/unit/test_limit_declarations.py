@@ -15,7 +15,7 @@ def test_an_unknown_limit_name_fails_the_worker_start_naming_the_declared_ones()
     app.limit("stripe", concurrency=5)
     app.job("charge", limits=["strpe"])(lambda payload, ctx: None)
     with pytest.raises(ConfigurationError, match=r"'strpe'.*declared: stripe"):
-        Gate(app)
+        Gate(app.kernel, app.limits)
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ import pytest
 from botocore.validate import ParamValidator
 
 from sqsjobs.config import Settings
-from sqsjobs.runtime.acks import failure_record
+from sqsjobs.delivery import failure_record
 from sqsjobs.store import bulk, codec, enqueue, expiry, operator, schema, statements, transact, workers
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import objects, sqs

@@ -23,7 +23,7 @@ from sqsjobs import (
     Retry,
     RetryPolicy,
 )
-from sqsjobs.runtime.execution import JobTimeout
+from sqsjobs.errors import JobTimeout
 from sqsjobs.testing import TEST_WORKER_ID, arun_job, make_job, run_job
 
 

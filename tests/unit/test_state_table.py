@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from sqsjobs.delivery import failure_record
 from sqsjobs.envelope import Envelope
 from sqsjobs.job import TRANSITIONS, JobStatus
-from sqsjobs.runtime.acks import failure_record
 from sqsjobs.store import expiry, operator, statements
 from sqsjobs.store import requests as rq
 from sqsjobs.workflows import chain_store

@@ -10,7 +10,8 @@ deletes the foreign message.
 Why enqueue-then-delete rather than claiming the foreign message in place: every producer rule then
 holds unchanged (a payload over the inline limit goes to S3, a delay past 15 min is held in the record
 for the sweeper, a reused key with another payload is an ``IdempotencyConflict``), and the claim path,
-the DLQ and replay only ever see our own envelopes. Crash safety follows DESIGN §3.3:
+the DLQ and replay only ever see our own envelopes. The record is written before the message is
+touched, as everywhere:
 
     receive foreign ──▶ validate ──▶ send hint ──▶ put record ──▶ delete foreign
                                   crash ▲       crash ▲       crash ▲
@@ -20,6 +21,8 @@ the DLQ and replay only ever see our own envelopes. Crash safety follows DESIGN 
 The job id is ``idempotent_job_id(type, key, tenant)``: the sender's ``idempotency_key``, else the
 SNS ``MessageId`` of a non-raw notification, else the SQS ``MessageId``. So redeliveries of one message
 are one job, and a sender that may send twice (EventBridge and SNS deliver at least once) gives a key.
+
+Foreign messages are a message kind of the kernel (``runtime/seams.py``): ``foreign_plugin`` registers them.
 """
 
 from __future__ import annotations
@@ -27,18 +30,19 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from sqsjobs.delivery import DELETE, LEAVE, Ack, dead_letter, failure_record
+from sqsjobs.envelope import Foreign
 from sqsjobs.errors import AwsError, HandlerNotFound, IdempotencyConflict, PayloadError, RoutingError
 from sqsjobs.observability.tracing import AWS_TRACE_HEADER, TRACEPARENT
 from sqsjobs.observability.tracing import parse as parse_trace
-from sqsjobs.producer import JobRequest, build_new_job
-from sqsjobs.runtime.acks import DELETE, LEAVE, Ack, dead_letter, failure_record
+from sqsjobs.producer import JobRequest, build_new_job, enqueue_many_flow
+from sqsjobs.runtime.seams import Plugin
 from sqsjobs.schedules.specs import empty_payload
 
 if TYPE_CHECKING:
-    from sqsjobs.app import App
-    from sqsjobs.envelope import Foreign
-    from sqsjobs.store.requests import NewJob
-    from sqsjobs.transport.sqs import Delivery
+    from sqsjobs.delivery import Delivery
+    from sqsjobs.runtime.kernel import Kernel
+    from sqsjobs.store.enqueue import NewJob
 
 
 def job_key(message: Foreign, delivery: Delivery) -> str:
@@ -65,17 +69,17 @@ def sender_trace(delivery: Delivery) -> str | None:
     return None
 
 
-def job_of(app: App, message: Foreign, delivery: Delivery) -> NewJob:
+def job_of(kernel: Kernel, message: Foreign, delivery: Delivery) -> NewJob:
     """The job a foreign message asks for, validated by its handler.
 
     Its ``run_at`` counts the delay from the message's ``SentTimestamp``, so every delivery of one
     message asks for the same instant, and time spent waiting in the queue counts toward the delay.
 
     Raises:
-        HandlerNotFound: no handler for the type in this app.
+        HandlerNotFound: no handler for the type in this kernel.
         PayloadError: the payload does not validate (``PayloadInvalid``) or cannot be carried.
     """
-    spec = app.registry.get(message.job_type)
+    spec = kernel.registry.get(message.job_type)
     payload = empty_payload(spec) if message.payload is None else message.payload
     request = JobRequest(
         message.job_type,
@@ -87,38 +91,62 @@ def job_of(app: App, message: Foreign, delivery: Delivery) -> NewJob:
         run_at=datetime.fromtimestamp(delivery.sent_at + message.delay_s, UTC),
         trace=sender_trace(delivery),  # None: the worker's own (current_trace), as for any enqueue
     )
-    return build_new_job(request, registry=app.registry, settings=app.settings, now=app.clock.now())
+    return build_new_job(request, registry=kernel.registry, settings=kernel.settings, now=kernel.clock.now())
 
 
-async def handle_foreign(app: App, message: Foreign, delivery: Delivery) -> Ack:
+async def handle_foreign(kernel: Kernel, message: Foreign, delivery: Delivery) -> Ack:
     """Enqueue the job a foreign message asks for (once), then let the message go; bad ones to the DLQ."""
     fields = {"job_type": message.job_type, "queue": delivery.queue, "message_id": delivery.message_id}
     try:
-        job = job_of(app, message, delivery)
+        job = job_of(kernel, message, delivery)
     except HandlerNotFound as exc:
-        return _refuse(app, f"unknown job type {message.job_type!r}", exc, message, delivery)
+        return _refuse(kernel, f"unknown job type {message.job_type!r}", exc, message, delivery)
     except PayloadError as exc:
-        return _refuse(app, f"invalid payload: {exc}", exc, message, delivery)
+        return _refuse(kernel, f"invalid payload: {exc}", exc, message, delivery)
     except RoutingError as exc:
-        return _refuse(app, f"invalid routing: {exc}", exc, message, delivery)
+        return _refuse(kernel, f"invalid routing: {exc}", exc, message, delivery)
     try:
-        await app.arun(app.enqueue_jobs_flow([job]))
+        await kernel.arun(
+            enqueue_many_flow(
+                [job],
+                settings=kernel.settings,
+                queue_urls=kernel.queue_urls,
+                logger=kernel.logger,
+                metrics=kernel.metrics,
+            )
+        )
     except IdempotencyConflict as exc:
         # The key already names a job with another payload: the sender reused it. Not this job's to run.
-        return _refuse(app, f"idempotency conflict: {exc}", exc, message, delivery)
+        return _refuse(kernel, f"idempotency conflict: {exc}", exc, message, delivery)
     except AwsError as exc:
-        app.logger.warning(
+        kernel.logger.warning(
             "foreign message not enqueued; left for redelivery", extra={**fields, "error": str(exc)}
         )
         return LEAVE
-    app.logger.info("foreign message enqueued", extra={**fields, "job_id": job.id, "run_at": job.run_at})
+    kernel.logger.info("foreign message enqueued", extra={**fields, "job_id": job.id, "run_at": job.run_at})
     return DELETE
 
 
-def _refuse(app: App, reason: str, exc: Exception, message: Foreign, delivery: Delivery) -> Ack:
+def _refuse(kernel: Kernel, reason: str, exc: Exception, message: Foreign, delivery: Delivery) -> Ack:
     """To the DLQ with the reason, no record: nothing became a job (the body is kept as sent)."""
-    app.logger.warning(
+    kernel.logger.warning(
         "foreign message rejected",
         extra={"job_type": message.job_type, "queue": delivery.queue, "reason": reason},
     )
     return dead_letter(reason, job_type=message.job_type, error=failure_record(exc), queue=delivery.queue)
+
+
+class ForeignMessages:
+    """The ingress feature's ``MessageKind``: a foreign message becomes one job."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+
+    async def handle(self, message: Foreign, delivery: Delivery) -> Ack:
+        """``handle_foreign``."""
+        return await handle_foreign(self.kernel, message, delivery)
+
+
+def foreign_plugin(kernel: Kernel) -> Plugin:
+    """Foreign messages: a message kind handled whole (validated, enqueued once, then let go)."""
+    return Plugin("foreign messages", kinds={Foreign: ForeignMessages(kernel)})
