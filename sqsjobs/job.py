@@ -143,15 +143,15 @@ class Job:
     #: Current state.
     status: JobStatus
     #: JSON-compatible payload; None in the record of a job whose message carries it (the happy
-    #: path keeps the record small, DESIGN §2): records keep it only while held, and once dead or
-    #: cancelled (so they can be replayed).
+    #: path keeps the record small: docs/lifecycle.md, "Where a job's data lives"): records keep it
+    #: only while held, and once dead or cancelled (so they can be replayed).
     payload: Any
     #: Version of the payload's schema (``HandlerSpec.version`` at enqueue).
     payload_version: int
     #: Attempts started so far (claims); ``max_attempts`` bounds it.
     attempt: int
     #: None until a worker that has the handler claims it: a producer without the handler code
-    #: leaves the bound to the type's policy, which the claim resolves (DESIGN §3.5).
+    #: leaves the bound to the type's policy, which the claim resolves.
     max_attempts: int | None
     #: Not runnable before this instant.
     run_at: datetime
@@ -164,7 +164,7 @@ class Job:
     lease_epoch: int = 0
     lease_expires: datetime | None = None
     #: Random per claim: every later write of that run is conditional on it, and a lost answer is
-    #: recognised by it (DESIGN §3.2). Never shown to handlers (they get ``fencing_token``).
+    #: recognised by it. Never shown to handlers (they get ``fencing_token``).
     claim_token: str | None = None
     #: SQS message id of the delivery that claimed the job: a refused claim from that same message
     #: (the owner's, back after a crash) waits for the lease; a copy of another message is dropped.
@@ -218,7 +218,7 @@ class Job:
         return dataclasses.replace(self, **changes)
 
 
-#: Old name -> new name; the old one still resolves, with a DeprecationWarning (STYLE §6).
+#: Old name -> new name; the old one still resolves, with a DeprecationWarning.
 RENAMED = {"JobError": "FailureRecord"}
 
 

@@ -55,7 +55,7 @@ class JobQueue:
 def job_queues(
     scope: Construct, settings: Settings, names: Iterable[str], *, max_receive_count: int
 ) -> dict[str, JobQueue]:
-    """SSE-SQS encrypted, TLS-only queues with the redrive backstop (DESIGN §3.5).
+    """SSE-SQS encrypted, TLS-only queues with the redrive backstop (``provision.redrive_count``).
 
     SQS-managed keys rather than KMS: Scheduler and the Lambda event source mapping can use them
     without key grants, and nothing else reads the messages.

@@ -117,9 +117,9 @@ def _stats_view(snap: stats_ops.Stats) -> Table:
         stuck = f"[red]{t.expired_leases}[/]" if t.expired_leases else "0"
         dead = f"[red]{c.get('dead', 0)}[/]" if c.get("dead") else "0"
         oldest = ago(t.oldest_due_s).removesuffix(" ago") if t.oldest_due_s is not None else "-"
-        types.add_row(escape(t.type), str(c.get("queued", 0)), str(c.get("retry_scheduled", 0)), str(c.get("running", 0)),
-                      stuck, str(c.get("succeeded", 0)), dead, str(c.get("cancelled", 0)),
-                      str(c.get("expired", 0)), str(t.held), oldest)  # fmt: skip
+        counts = [str(c.get(s, 0)) for s in ("queued", "retry_scheduled", "running")]
+        finished = [str(c.get("succeeded", 0)), dead, str(c.get("cancelled", 0)), str(c.get("expired", 0))]
+        types.add_row(escape(t.type), *counts, stuck, *finished, str(t.held), oldest)
     outer.add_row(queues)
     outer.add_row("")
     outer.add_row(types)

@@ -47,7 +47,10 @@ class ProvisionReport:
 
 
 def redrive_count(settings: Settings, registry: Registry) -> int:
-    """MaxReceiveCount for the backstop: above every job type's max attempts (DESIGN §3.5)."""
+    """MaxReceiveCount for the backstop: above every job type's max attempts.
+
+    Lower, SQS would dead-letter a job that still has attempts left.
+    """
     largest = registry.max_attempts()
     count = settings.max_receive_count or largest + settings.receive_slack
     if count <= largest:

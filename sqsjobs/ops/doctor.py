@@ -4,9 +4,9 @@ Checks, in order: the table (exists, ACTIVE, keyed by ``id``; not the first layo
 status/type/queue indexes every job wrote), the ``attention`` index as ``table_definition``
 declares it (keys, their types, projection), TTL on ``expires_at``; then per logical queue: the
 queue and its DLQ exist, the redrive policy targets that DLQ with ``maxReceiveCount`` above every
-job type's ``max_attempts`` (DESIGN §3.5), and the visibility timeout against the worker's settings
+job type's ``max_attempts``, and the visibility timeout against the worker's settings
 and the handlers' timeouts; last, when ``SQSJOBS_LAMBDA_TIMEOUT_S`` says a Lambda function consumes
-the queues, that every explicit job timeout fits it (DESIGN §3.10). ``fail`` means something will
+the queues, that every explicit job timeout fits it. ``fail`` means something will
 misbehave; ``warn`` means it depends on how you run.
 """
 
@@ -172,18 +172,19 @@ def _queue_attrs(name: str) -> Flow[dict[str, str] | None]:
     return dict(attrs.get("Attributes", {}))
 
 
+def _exists(name: str, attrs: dict[str, str] | None, fix: str) -> Check:
+    if attrs is None:
+        return Check(name, "fail", "missing", fix)
+    return Check(name, "ok", "exists")
+
+
 def queue_checks_flow(settings: Settings, registry: Registry, queue: str) -> Flow[list[Check]]:
     """One logical queue: existence, redrive and visibility timeout."""
     name, dlq_name = settings.queue_name(queue), settings.dlq_name(queue)
     provision = "run `sqsjobs provision` (or deploy infra/)"
     main = yield from _queue_attrs(name)
     dlq = yield from _queue_attrs(dlq_name)
-    checks = [
-        Check(f"queue {name}", "ok" if main is not None else "fail", "exists" if main is not None else "missing",
-              "" if main is not None else provision),
-        Check(f"dlq {dlq_name}", "ok" if dlq is not None else "fail", "exists" if dlq is not None else "missing",
-              "" if dlq is not None else provision),
-    ]  # fmt: skip
+    checks = [_exists(f"queue {name}", main, provision), _exists(f"dlq {dlq_name}", dlq, provision)]
     checks += yield from _route_checks(settings, registry, queue)
     if main is None:
         return checks
@@ -335,8 +336,9 @@ def bucket_checks_flow(settings: Settings) -> Flow[list[Check]]:
     except ObjectStoreError as exc:
         if exc.code not in objects.MISSING_CODES:
             raise
-        return [Check(name, "fail", "missing: a payload or result over its inline limit cannot be stored",
-                      "run `sqsjobs provision`, or set SQSJOBS_PAYLOAD_BUCKET to the bucket infra/ made")]  # fmt: skip
+        missing = "missing: a payload or result over its inline limit cannot be stored"
+        fix = "run `sqsjobs provision`, or set SQSJOBS_PAYLOAD_BUCKET to the bucket infra/ made"
+        return [Check(name, "fail", missing, fix)]
     try:
         rules = (yield Call("s3", "get_bucket_lifecycle_configuration", {"Bucket": bucket}))["Rules"]
     except ObjectStoreError as exc:
@@ -350,8 +352,12 @@ def bucket_checks_flow(settings: Settings) -> Flow[list[Check]]:
     }
     never = [p for p in (objects.PAYLOADS, objects.RESULTS) if not days.get(p)]
     if never:
-        return [Check(name, "warn", f"objects under {', '.join(never)} never expire (no lifecycle rule)",
-                      "run `sqsjobs provision` (it applies the rules of payload_object_days)")]  # fmt: skip
+        detail = f"objects under {', '.join(never)} never expire (no lifecycle rule)"
+        return [
+            Check(
+                name, "warn", detail, "run `sqsjobs provision` (it applies the rules of payload_object_days)"
+            )
+        ]
     return [
         Check(name, "ok", "objects expire after " + ", ".join(f"{days[p]} d ({p})" for p in sorted(days)))
     ]
