@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -20,6 +20,9 @@ from sqsjobs.cli.render import ago, print_json, stdout_console
 from sqsjobs.limits.ops import FlowState, count_waiting, state_flow
 from sqsjobs.ops import doctor as doctor_ops
 from sqsjobs.ops import stats as stats_ops
+
+if TYPE_CHECKING:
+    from sqsjobs.ops.checks import Check
 
 
 def stats(
@@ -136,10 +139,10 @@ def _stats_view(snap: stats_ops.Stats) -> Table:
 
 
 def doctor(app: AppOpt, endpoint_url: EndpointOpt = None, json_out: JsonOpt = False) -> None:
-    """Check the table, indexes, TTL, queues, DLQs, redrive and visibility against the app; exit 1 on any fail."""
+    """Check the table, indexes, TTL, queues, DLQs, redrive, visibility and retention against the app; exit 1 on any fail."""
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
-        checks: list[doctor_ops.Check] = loaded.run(doctor_ops.doctor_flow(loaded.settings, loaded.registry))
+        checks: list[Check] = loaded.run(doctor_ops.doctor_flow(loaded.settings, loaded.registry))
     failed = any(c.level == "fail" for c in checks)
     if json_out:
         typer.echo(doctor_ops.encode(checks))

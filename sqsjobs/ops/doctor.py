@@ -4,23 +4,26 @@ Checks, in order: the table (exists, ACTIVE, keyed by ``id``; not the first layo
 status/type/queue indexes every job wrote), the ``attention`` index as ``table_definition``
 declares it (keys, their types, projection), TTL on ``expires_at``; then per logical queue: the
 queue and its DLQ exist, the redrive policy targets that DLQ with ``maxReceiveCount`` above every
-job type's ``max_attempts``, and the visibility timeout against the worker's settings
-and the handlers' timeouts; last, when ``SQSJOBS_LAMBDA_TIMEOUT_S`` says a Lambda function consumes
-the queues, that every explicit job timeout fits it. ``fail`` means something will
-misbehave; ``warn`` means it depends on how you run.
+job type's ``max_attempts``, the visibility timeout against the worker's settings
+and the handlers' timeouts, and every queue's retention against ``message_retention_s``; then that
+every job type's retries and expiry fit that retention (``ops/retention.py``); last, when
+``SQSJOBS_LAMBDA_TIMEOUT_S`` says a Lambda function consumes the queues, that every explicit job
+timeout fits it. ``fail`` means something will misbehave; ``warn`` means it depends on how you run.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, Flow
 from sqsjobs.deploy.provision import parse_redrive, redrive_count
 from sqsjobs.deploy.rules import check_lambda_timeout
 from sqsjobs.errors import AwsError, ConfigurationError, ObjectStoreError, StoreError, TransportError
 from sqsjobs.ops._common import app_queues
+from sqsjobs.ops.checks import Check
+from sqsjobs.ops.checks import Level as Level  # its old home
+from sqsjobs.ops.retention import queue_retention_check, type_retention_checks
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import objects, routes, sqs
 
@@ -28,27 +31,11 @@ if TYPE_CHECKING:
     from sqsjobs.config import Settings
     from sqsjobs.registry import Registry
 
-Level = Literal["ok", "warn", "fail"]
 TTL_ATTRIBUTE = rq.TTL_ATTRIBUTE
 #: AWS: a Lambda event source mapping wants the queue's visibility timeout at least 6x the function timeout.
 #: https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html
 LAMBDA_VISIBILITY_FACTOR = 6
 _MISSING_QUEUE = ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
-
-
-@dataclass(frozen=True)
-class Check:
-    """One line of the report."""
-
-    name: str
-    level: Level
-    detail: str
-    #: What to do about it ('' for ok).
-    fix: str = ""
-
-    def to_dict(self) -> dict[str, str | None]:
-        """JSON form."""
-        return {"name": self.name, "level": self.level, "detail": self.detail, "fix": self.fix or None}
 
 
 def _index_shape(index: dict[str, Any]) -> list[tuple[str, str]]:
@@ -185,6 +172,9 @@ def queue_checks_flow(settings: Settings, registry: Registry, queue: str) -> Flo
     main = yield from _queue_attrs(name)
     dlq = yield from _queue_attrs(dlq_name)
     checks = [_exists(f"queue {name}", main, provision), _exists(f"dlq {dlq_name}", dlq, provision)]
+    checks += [
+        queue_retention_check(n, a, settings) for n, a in ((name, main), (dlq_name, dlq)) if a is not None
+    ]
     checks += yield from _route_checks(settings, registry, queue)
     if main is None:
         return checks
@@ -248,6 +238,8 @@ def _route_checks(settings: Settings, registry: Registry, queue: str) -> Flow[li
             checks.append(Check(f"redrive {name}", "fail", "no redrive policy", provision))
         else:
             checks.append(Check(f"queue {name}", "ok", "exists, with a redrive policy"))
+        if attrs is not None:
+            checks.append(queue_retention_check(name, attrs, settings))
     for spec in registry:
         if (
             spec.queue == queue
@@ -385,6 +377,7 @@ def doctor_flow(settings: Settings, registry: Registry) -> Flow[list[Check]]:
         redrive_count(settings, registry)
     except ConfigurationError as exc:
         checks.append(Check("settings", "fail", str(exc), "raise SQSJOBS_MAX_RECEIVE_COUNT or unset it"))
+    checks.extend(type_retention_checks(settings, registry))
     lambda_check = lambda_timeout_check(settings, registry)
     if lambda_check is not None:
         checks.append(lambda_check)

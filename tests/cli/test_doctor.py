@@ -232,3 +232,74 @@ def test_doctor_fails_without_the_payload_bucket_and_warns_when_its_objects_neve
     [check] = [c for c in failed.json["checks"] if c["name"] == f"bucket {bucket}"]
     assert check["level"] == "fail" and "SQSJOBS_PAYLOAD_BUCKET" in check["fix"]
     app.close()
+
+
+def test_doctor_fails_on_a_queue_that_keeps_messages_less_than_the_setting(ministack_url):
+    app = new_app(ministack_url)
+    app.provision()
+    # GIVEN a mail queue back at SQS's default retention (4 days), as provision left it before
+    mail = app.settings.queue_name("mail")
+    sqs_call(
+        app,
+        "set_queue_attributes",
+        QueueUrl=queue_url(app, "mail"),
+        Attributes={"MessageRetentionPeriod": "345600"},
+    )
+
+    run = invoke(app, ministack_url, "doctor", "--json")
+
+    # THEN that queue fails, with the attribute to set, and every other queue keeps 14 days
+    assert run.code == EXIT_ERROR
+    retention = {c["name"]: c for c in run.json["checks"] if c["name"].startswith("retention ")}
+    assert retention[f"retention {mail}"]["level"] == "fail"
+    assert "keeps messages 4 d < message_retention_s 14 d" in retention[f"retention {mail}"]["detail"]
+    assert "MessageRetentionPeriod=1209600" in retention[f"retention {mail}"]["fix"]
+    others = {n: c["detail"] for n, c in retention.items() if n != f"retention {mail}" and c["level"] != "ok"}
+    assert others == {}
+    assert retention[f"retention {app.settings.dlq_name('mail')}"]["detail"] == "keeps messages 14 d"
+    app.close()
+
+
+def test_doctor_fails_on_a_type_whose_retries_or_expiry_cannot_fit_the_retention(ministack_url):
+    # GIVEN queues that keep messages one day
+    app = new_app(ministack_url)
+    app.configure(message_retention_s=86_400)
+
+    # AND a type whose 30 attempts of up to an hour cannot fit in a day, one bounded by max_age,
+    # and one that may wait two days to start
+    @app.job("reports.nightly", max_attempts=30, timeout=3600)
+    def nightly(payload: None, ctx: object) -> None: ...
+
+    @app.job("reports.bounded", max_attempts=30, timeout=3600, max_age=12 * 3600)
+    def bounded(payload: None, ctx: object) -> None: ...
+
+    @app.job("reports.patient", expires_after=2 * 86_400)
+    def patient(payload: None, ctx: object) -> None: ...
+
+    app.provision()
+
+    # WHEN the doctor checks the deployment
+    run = invoke(app, ministack_url, "doctor", "--json")
+
+    # THEN it fails on the two that cannot fit, each naming the setting to change
+    assert run.code == EXIT_ERROR
+    failed = {c["name"]: c for c in run.json["checks"] if c["level"] == "fail"}
+    assert set(failed) == {"retention reports.nightly", "expiry reports.patient"}
+    nightly_check = failed["retention reports.nightly"]
+    assert "30 attempts of up to 1 h" in nightly_check["detail"]
+    assert "the queues keep messages 1 d" in nightly_check["detail"]
+    assert "@app.job('reports.nightly', ...)" in nightly_check["fix"]
+    assert "max_age= at most 23 h" in nightly_check["fix"]
+    assert "SQSJOBS_MESSAGE_RETENTION_S" in nightly_check["fix"]
+    assert "expires_after 2 d > the queues' retention 1 d" in failed["expiry reports.patient"]["detail"]
+    assert "set expires_after to at most 1 d" in failed["expiry reports.patient"]["fix"]
+    # ... and at the default 14 days every one of them fits
+    app.configure(message_retention_s=1_209_600)
+    app.provision()
+    passed = invoke(app, ministack_url, "doctor", "--json")
+    assert passed.code == 0, passed.out
+    [ok] = [c for c in passed.json["checks"] if c["name"] == "retention job types"]
+    assert ok["detail"].startswith(
+        "every job type fits the queues' 14 d (longest message span: reports.nightly"
+    )
+    app.close()
