@@ -160,7 +160,9 @@ class Settings:
     #: Group the claims and finishes a worker has ready at one instant, and ``enqueue_many``'s records,
     #: into ``BatchExecuteStatement`` requests (up to 25 writes each, each with its own condition and
     #: billed as its own write). Off only for an emulator that ignores PartiQL conditions: the
-    #: embedded moto of ``sqsjobs dev`` (docs/bench.md, "Batched writes").
+    #: embedded moto of ``sqsjobs dev`` (docs/bench.md, "Batched writes"). ``sqsjobs worker`` asks the
+    #: endpoint at start (``sqsjobs.store.probe``) and turns it off, with one log line, when a
+    #: statement whose condition is false is not refused (moto's own server); ``sqsjobs doctor`` says so.
     batch_writes: bool = True
 
     def __post_init__(self) -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import tenacity
 
 from sqsjobs._aws import Call, Flow, retrying
-from sqsjobs.deploy.rules import DLQ_RETENTION_S
+from sqsjobs.config import MAX_MESSAGE_RETENTION_S
 from sqsjobs.errors import ConfigurationError, ObjectStoreError, StoreError, TransportError
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import objects, routes, sqs
@@ -34,7 +34,7 @@ _UNTIL_ACTIVE = tenacity.Retrying(
 
 #: Every DLQ keeps its messages as long as SQS allows, so an operator has time to look (and a
 #: standard DLQ counts a message's age from its first send to the source queue).
-_DLQ_RETENTION = {"MessageRetentionPeriod": str(DLQ_RETENTION_S)}
+_DLQ_RETENTION = {"MessageRetentionPeriod": str(MAX_MESSAGE_RETENTION_S)}
 
 
 def _retention(settings: Settings) -> dict[str, str]:

@@ -4,16 +4,19 @@ Checks, in order: the table (exists, ACTIVE, keyed by ``id``; not the first layo
 status/type/queue indexes every job wrote), the ``attention`` index as ``table_definition``
 declares it (keys, their types, projection), TTL on ``expires_at``; then per logical queue: the
 queue and its DLQ exist, the redrive policy targets that DLQ with ``maxReceiveCount`` above every
-job type's ``max_attempts``, the visibility timeout against the worker's settings
-and the handlers' timeouts, and every queue's retention against ``message_retention_s``; then that
-every job type's retries and expiry fit that retention (``ops/retention.py``); last, when
-``SQSJOBS_LAMBDA_TIMEOUT_S`` says a Lambda function consumes the queues, that every explicit job
-timeout fits it. ``fail`` means something will misbehave; ``warn`` means it depends on how you run.
+job type's ``max_attempts``, the visibility timeout against the worker's settings and the
+handlers' timeouts, and every queue's retention against ``message_retention_s``; the payload
+bucket; whether the endpoint honours PartiQL conditions (``store/probe.py``: it writes one small
+item with a TTL); that every job type's retries and expiry fit the retention
+(``ops/retention.py``); last, when ``SQSJOBS_LAMBDA_TIMEOUT_S`` says a Lambda function consumes
+the queues, that every explicit job timeout fits it. ``fail`` means something will misbehave;
+``warn`` means it depends on how you run.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, Flow
@@ -24,6 +27,7 @@ from sqsjobs.ops._common import app_queues
 from sqsjobs.ops.checks import Check
 from sqsjobs.ops.checks import Level as Level  # its old home
 from sqsjobs.ops.retention import queue_retention_check, type_retention_checks
+from sqsjobs.store import probe
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import objects, routes, sqs
 
@@ -355,6 +359,41 @@ def bucket_checks_flow(settings: Settings) -> Flow[list[Check]]:
     ]
 
 
+def partiql_check_flow(settings: Settings) -> Flow[Check]:
+    """Whether the endpoint refuses a PartiQL statement whose condition is false (``store/probe.py``).
+
+    Writes the probe item (one PutItem, one refused statement: two write units).
+    """
+    found, why = yield from probe.partiql_flow(settings.table_name, time.time())
+    name = "partiql conditions"
+    on = "on" if settings.batch_writes else "off (batch_writes=False)"
+    if found is probe.PartiQL.HONOURED:
+        return Check(name, "ok", f"a statement whose condition is false is refused: batched writes {on}")
+    if found is probe.PartiQL.UNSUPPORTED:
+        return Check(name, "ok", f"this endpoint refuses PartiQL ({why}): every write is a single one")
+    if found is probe.PartiQL.UNKNOWN:
+        return Check(
+            name,
+            "warn",
+            f"could not probe: {why}",
+            "check the table exists and that this identity may PutItem and PartiQLUpdate on it",
+        )
+    if not settings.batch_writes:
+        return Check(
+            name,
+            "ok",
+            "this endpoint ignores PartiQL conditions; batched writes are off (batch_writes=False)",
+        )
+    return Check(
+        name,
+        "warn",
+        "this endpoint ignores PartiQL conditions (a statement whose condition is false was not refused, as "
+        "moto's server does): workers turn batched writes off when they start (one log line), but a producer's "
+        "enqueue_many would still batch its records",
+        "set SQSJOBS_BATCH_WRITES=0 for every process on this endpoint (AWS and MiniStack honour conditions)",
+    )
+
+
 def doctor_flow(settings: Settings, registry: Registry) -> Flow[list[Check]]:
     """Every check; the caller fails when any is ``fail``."""
     checks: list[Check] = []
@@ -363,6 +402,7 @@ def doctor_flow(settings: Settings, registry: Registry) -> Flow[list[Check]]:
         for queue in app_queues(registry):
             checks.extend((yield from queue_checks_flow(settings, registry, queue)))
         checks.extend((yield from bucket_checks_flow(settings)))
+        checks.append((yield from partiql_check_flow(settings)))
     except AwsError as exc:
         where = settings.endpoint_url or "AWS"
         checks.append(

@@ -33,6 +33,8 @@ from sqsjobs.runtime.acks import Ack
 from sqsjobs.runtime.execution import Execution
 from sqsjobs.runtime.levels import LevelReceiver
 from sqsjobs.runtime.presence import Presence
+from sqsjobs.runtime.transitions import Transitions
+from sqsjobs.store import probe
 from sqsjobs.transport import routes, sqs
 from sqsjobs.transport.batcher import MessageOps
 from sqsjobs.transport.queues import dlq_key
@@ -144,6 +146,10 @@ class Worker:
 
     def run_forever(self) -> None:
         """Run until SIGTERM or SIGINT (a second signal skips the drain wait)."""
+        if self.settings.batch_writes and probe.ignores_conditions(self.app.run, self.settings.table_name):
+            self.app.logger.warning(probe.BATCH_WRITES_OFF, extra={"endpoint": self.settings.endpoint_url})
+            self.app.configure(batch_writes=False)  # the producer's enqueue_many too
+            self._execution.transitions = Transitions(self.app.arun, batch=False, logger=self.app.logger)
 
         async def main() -> None:
             stop = asyncio.Event()
