@@ -20,8 +20,10 @@ from sqsjobs.cli.render import ago, print_json, stdout_console
 from sqsjobs.limits.ops import FlowState, count_waiting, state_flow
 from sqsjobs.ops import doctor as doctor_ops
 from sqsjobs.ops import stats as stats_ops
+from sqsjobs.ops import stranded as stranded_ops
 
 if TYPE_CHECKING:
+    from sqsjobs.app import App
     from sqsjobs.ops.checks import Check
 
 
@@ -138,9 +140,30 @@ def _stats_view(snap: stats_ops.Stats) -> Table:
     return outer
 
 
-def doctor(app: AppOpt, endpoint_url: EndpointOpt = None, json_out: JsonOpt = False) -> None:
+def doctor(
+    app: AppOpt,
+    endpoint_url: EndpointOpt = None,
+    json_out: JsonOpt = False,
+    stranded: Annotated[
+        bool,
+        typer.Option(
+            "--stranded",
+            help="Instead: scan every record for unfinished jobs nothing will bring back (reads the whole "
+            "table: see docs/lifecycle.md for its cost); exit 1 if any",
+        ),
+    ] = False,
+    grace: Annotated[
+        str, typer.Option(help="With --stranded: report a due job no claim took for this long")
+    ] = "12h",
+    segments: Annotated[
+        int, typer.Option(min=1, max=64, help="With --stranded: Scan segments read in parallel")
+    ] = stranded_ops.DEFAULT_SEGMENTS,
+) -> None:
     """Check the table, indexes, TTL, queues, DLQs, redrive, visibility and retention against the app; exit 1 on any fail."""
     loaded = load_app(app, endpoint_url)
+    if stranded:
+        _stranded(loaded, json_out, grace_s=duration_option(grace, "--grace"), segments=segments)
+        return
     with guarded(loaded):
         checks: list[Check] = loaded.run(doctor_ops.doctor_flow(loaded.settings, loaded.registry))
     failed = any(c.level == "fail" for c in checks)
@@ -157,4 +180,32 @@ def doctor(app: AppOpt, endpoint_url: EndpointOpt = None, json_out: JsonOpt = Fa
         console.print(table)
         console.print("[red]doctor found problems[/]" if failed else "[green]all checks passed[/]")
     if failed:
+        raise typer.Exit(EXIT_ERROR)
+
+
+def _stranded(loaded: App, json_out: bool, *, grace_s: float, segments: int) -> None:
+    """``doctor --stranded``: the records without a witness (``ops/stranded.py``)."""
+    with guarded(loaded):
+        found = stranded_ops.find_stranded(
+            loaded.run, loaded.settings, loaded.clock.now(), segments=segments, grace_s=grace_s
+        )
+    if json_out:
+        print_json(found.to_dict())
+    else:
+        console = stdout_console()
+        if found.stranded:
+            table = Table(show_edge=False)
+            for col in ("job", "type", "queue", "status", "why"):
+                table.add_column(col, overflow="fold")
+            for s in found.stranded:
+                table.add_row(escape(s.id), escape(s.type), escape(s.queue), s.status, escape(s.reason))
+            console.print(table)
+        units = f", {found.read_units:g} read units" if found.read_units else ""
+        console.print(f"scanned {found.scanned} records in {found.segments} segments{units}")
+        console.print(
+            f"[red]{len(found.stranded)} stranded records[/]"
+            if found.stranded
+            else "[green]no stranded record[/]"
+        )
+    if found.stranded:
         raise typer.Exit(EXIT_ERROR)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 
+from sqsjobs import JobStatus
 from sqsjobs._aws import Call, one
 from sqsjobs.cli.common import EXIT_ERROR
 from sqsjobs.store.schema import LISTED
-from tests.cli.conftest import invoke, new_app
+from tests.cli.conftest import invoke, new_app, settle
 from tests.integration.helpers import queue_url, sqs_call
 
 
@@ -302,4 +304,59 @@ def test_doctor_fails_on_a_type_whose_retries_or_expiry_cannot_fit_the_retention
     assert ok["detail"].startswith(
         "every job type fits the queues' 14 d (longest message span: reports.nightly"
     )
+    app.close()
+
+
+def _drop_messages(app) -> None:
+    """Delete every message in the default queue, as a lost or expired message would be gone."""
+    url = queue_url(app, "default")
+    while got := sqs_call(app, "receive_message", QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+        for m in got:
+            sqs_call(app, "delete_message", QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+
+
+def test_doctor_stranded_reports_records_nothing_will_bring_back_and_not_the_healthy_ones(ministack_url):
+    app = new_app(ministack_url)
+    app.provision()
+    now = time.time()
+    # GIVEN records whose messages are gone: one queued and due two days ago, one retry due 20 days ago
+    # (longer than the queues keep a message), a chain step waiting on a step that does not exist,
+    lost = app.enqueue("orders.ok", {"order_id": "lost"})
+    old_retry = app.enqueue("orders.flaky", {"order_id": "old"})
+    orphan_step = app.enqueue("orders.ok", {"order_id": "step"})
+    dead_owner = app.enqueue("mail.send", {"to": "x@example.com"})
+    live_owner = app.enqueue("orders.ok", {"order_id": "live"})
+    _drop_messages(app)
+    settle(app, lost, JobStatus.QUEUED, now - 2 * 86_400, run_at=now - 2 * 86_400)
+    settle(app, old_retry, JobStatus.RETRY_SCHEDULED, now - 20 * 86_400, run_at=now - 20 * 86_400, attempt=1)
+    settle(app, orphan_step, JobStatus.WAITING, now - 60, chain_id="cnothere", chain_step=1)
+    # AND a job whose owner died an hour ago and whose message never came back
+    settle(app, dead_owner, JobStatus.RUNNING, now - 3600, lease_expires=now - 3600, attempt=1)
+    # AND healthy ones: running under a live lease, queued with its message, held far in the future
+    settle(app, live_owner, JobStatus.RUNNING, now - 5, lease_expires=now + 300, attempt=1)
+    healthy = app.enqueue("orders.ok", {"order_id": "fine"})
+    held = app.enqueue("orders.ok", {"order_id": "later"}, delay=7200)
+
+    # WHEN the audit scans the table
+    run = invoke(app, ministack_url, "doctor", "--stranded", "--json", "--segments", "3")
+
+    # THEN it reports exactly the records without a witness, each with why
+    assert run.code == EXIT_ERROR, run.out
+    why = {s["id"]: s["reason"] for s in run.json["stranded"]}
+    assert set(why) == {lost, old_retry, orphan_step, dead_owner}
+    assert healthy not in why and held not in why and live_owner not in why
+    assert why[lost].startswith("due 2 d ago, not claimed and no attention entry")
+    assert "longer than the queues keep a message (14 d)" in why[old_retry]
+    assert "step cnothere-00 does not exist" in why[orphan_step]
+    assert why[dead_owner].startswith("lease expired 1 h ago")
+    assert run.json["scanned"] >= 7 and run.json["segments"] == 3
+    # ... and a human-readable report that says so
+    human = invoke(app, ministack_url, "doctor", "--stranded")
+    assert human.code == EXIT_ERROR and "4 stranded records" in human.out and lost in human.out
+    # ... while a shorter grace finds nothing more, and a clean table passes
+    for job_id in (lost, old_retry, orphan_step, dead_owner):
+        settle(app, job_id, JobStatus.CANCELLED, now)
+    clean = invoke(app, ministack_url, "doctor", "--stranded", "--grace", "1m")
+    assert clean.code == 0, clean.out
+    assert "no stranded record" in clean.out
     app.close()
