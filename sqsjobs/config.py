@@ -30,6 +30,12 @@ MAX_MESSAGE_BYTES = 256 * 1024
 #: The largest payload a message carries by default: the message's limit less room for the envelope's
 #: other fields and the trace attribute (under 2 KiB together).
 MAX_INLINE_PAYLOAD_BYTES = MAX_MESSAGE_BYTES - 8 * 1024
+#: The longest an SQS queue keeps a message (``MessageRetentionPeriod``), and the shortest: 14 days
+#: and one minute. SQS deletes a message this long after it was first sent, however often it was
+#: received or re-armed since; a standard queue's DLQ keeps that first time (a FIFO DLQ starts anew).
+#: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SetQueueAttributes.html
+MAX_MESSAGE_RETENTION_S = 1_209_600
+MIN_MESSAGE_RETENTION_S = 60
 #: The worker registry's refresh may not be rarer: the heartbeat alarm (infra/) expects at least one
 #: refresh per worker in each one-minute period.
 MAX_REGISTRY_INTERVAL_S = 60.0
@@ -89,6 +95,12 @@ class Settings:
     stale_after_s: float = 300.0
     #: Pause between sweeps of ``sqsjobs sweep`` and ``sqsjobs dev``.
     sweep_interval_s: float = 30.0
+    #: How long the App's queues keep a message (``MessageRetentionPeriod``: ``provision`` and infra/
+    #: set it on every queue, their DLQs at ``MAX_MESSAGE_RETENTION_S``). A message is gone this long
+    #: after its first send, however often it was re-armed since, so a job may rely on its message
+    #: only this long; ``sqsjobs doctor`` checks the queues keep at least this and that every type's
+    #: retries fit in it (docs/lifecycle.md, "Witnesses"). ``SQSJOBS_MESSAGE_RETENTION_S``.
+    message_retention_s: int = MAX_MESSAGE_RETENTION_S
     #: Redrive backstop; None means the largest ``max_attempts`` of any job type plus ``receive_slack``.
     max_receive_count: int | None = None
     #: Extra receives allowed above max attempts (duplicates, releases, not-yet-due hints).
@@ -148,7 +160,9 @@ class Settings:
     #: Group the claims and finishes a worker has ready at one instant, and ``enqueue_many``'s records,
     #: into ``BatchExecuteStatement`` requests (up to 25 writes each, each with its own condition and
     #: billed as its own write). Off only for an emulator that ignores PartiQL conditions: the
-    #: embedded moto of ``sqsjobs dev`` (docs/bench.md, "Batched writes").
+    #: embedded moto of ``sqsjobs dev`` (docs/bench.md, "Batched writes"). ``sqsjobs worker`` asks the
+    #: endpoint at start (``sqsjobs.store.probe``) and turns it off, with one log line, when a
+    #: statement whose condition is false is not refused (moto's own server); ``sqsjobs doctor`` says so.
     batch_writes: bool = True
 
     def __post_init__(self) -> None:
@@ -177,6 +191,11 @@ class Settings:
         if not 1 <= self.visibility_timeout_s <= MAX_VISIBILITY_S:
             raise ConfigurationError(
                 f"visibility_timeout_s must be 1..{MAX_VISIBILITY_S}, got {self.visibility_timeout_s}"
+            )
+        if not MIN_MESSAGE_RETENTION_S <= self.message_retention_s <= MAX_MESSAGE_RETENTION_S:
+            raise ConfigurationError(
+                f"message_retention_s must be {MIN_MESSAGE_RETENTION_S}..{MAX_MESSAGE_RETENTION_S} (what SQS "
+                f"accepts), got {self.message_retention_s}"
             )
         if self.concurrency < 1:
             raise ConfigurationError(f"concurrency must be at least 1, got {self.concurrency}")

@@ -15,7 +15,8 @@
     chain step (sqsjobs.workflows): waiting ──unblock──▶ queued;  waiting ──drop──▶ cancelled
 
 Every arrow is one conditional write in ``sqsjobs.store.requests``; ``TRANSITIONS`` is the table
-the store and ``docs/lifecycle.md`` follow.
+the store and ``docs/lifecycle.md`` follow. ``WITNESSES`` says what brings a job in each unfinished
+state back to a worker, and ``KEPT_BY`` which witness each write keeps.
 """
 
 from __future__ import annotations
@@ -85,6 +86,59 @@ TRANSITIONS: dict[str, tuple[frozenset[JobStatus], JobStatus]] = {
 }
 
 
+class Witness(enum.StrEnum):
+    """What will bring a job that is not finished back to a worker, with nobody watching.
+
+    The rule: every record that is not terminal has at least one witness at every moment, so no job
+    is ever left saying it is on its way with nothing that will move it (``WITNESSES``; the writes
+    that keep one: ``KEPT_BY``; docs/lifecycle.md, "Witnesses"; ``sqsjobs doctor --stranded`` finds
+    records that have none).
+    """
+
+    #: An SQS message of the job that will be received before it expires: visible, delayed, or
+    #: re-armed (its visibility set to when the job is due, or a lease ends). SQS deletes it
+    #: ``Settings.message_retention_s`` after its first send, however often it was re-armed.
+    MESSAGE = "message"
+    #: An entry in the ``attention`` index that the sweeper reads (``held``: due beyond what a
+    #: message can wait; ``pending``: a hint was sent, and is sent again if no claim takes the job).
+    ATTENTION = "attention"
+    #: A live lease: its owner runs the job and renews the lease while it does; once it lapses, the
+    #: owner's message (kept invisible only while the owner renews it) comes back and rescues the job.
+    LEASE = "lease"
+    #: A chain step's predecessor, itself witnessed: its finish unblocks the step (a hint and a
+    #: ``pending`` entry, in the same transaction as its success) or drops it (the chain stopped).
+    PREDECESSOR = "predecessor"
+
+
+#: Every state's witnesses: a non-terminal record has at least one of these at every moment, a
+#: terminal one needs none (tests/unit/test_witnesses.py checks both).
+WITNESSES: dict[JobStatus, frozenset[Witness]] = {
+    JobStatus.QUEUED: frozenset({Witness.MESSAGE, Witness.ATTENTION}),
+    JobStatus.WAITING: frozenset({Witness.PREDECESSOR}),
+    JobStatus.RUNNING: frozenset({Witness.LEASE, Witness.MESSAGE}),
+    JobStatus.RETRY_SCHEDULED: frozenset({Witness.MESSAGE, Witness.ATTENTION}),
+    **{status: frozenset() for status in TERMINAL},
+}
+
+#: For every operation that leaves a job unfinished, the witness its write keeps or makes (one of
+#: them, whichever applies). An operation into a terminal state needs none.
+KEPT_BY: dict[str, frozenset[Witness]] = {
+    # The claim takes the lease; the claiming message stays invisible while the owner renews it.
+    "claim": frozenset({Witness.LEASE}),
+    "rescue": frozenset({Witness.LEASE}),
+    "heartbeat": frozenset({Witness.LEASE}),
+    "request_cancel": frozenset({Witness.LEASE}),
+    # The same message re-armed to the backoff (it must outlive it: message_retention_s), or, for a
+    # retry beyond what a message can wait, a ``held`` entry with the payload in the record.
+    "schedule_retry": frozenset({Witness.MESSAGE, Witness.ATTENTION}),
+    # The message made visible again at once.
+    "release": frozenset({Witness.MESSAGE}),
+    # A new hint, and a ``pending`` entry until a claim takes the job.
+    "replay": frozenset({Witness.MESSAGE, Witness.ATTENTION}),
+    "unblock": frozenset({Witness.MESSAGE, Witness.ATTENTION}),
+}
+
+
 class AttemptOutcome(enum.StrEnum):
     """What became of an attempt: the ``outcome`` of its log lines and metrics, and of its history entry."""
 
@@ -143,15 +197,15 @@ class Job:
     #: Current state.
     status: JobStatus
     #: JSON-compatible payload; None in the record of a job whose message carries it (the happy
-    #: path keeps the record under 1 KB, one write unit per write): records keep it only while held, and once dead or
-    #: cancelled (so they can be replayed).
+    #: path keeps the record small: docs/lifecycle.md, "Where a job's data lives"): records keep it
+    #: only while held, and once dead or cancelled (so they can be replayed).
     payload: Any
     #: Version of the payload's schema (``HandlerSpec.version`` at enqueue).
     payload_version: int
     #: Attempts started so far (claims); ``max_attempts`` bounds it.
     attempt: int
     #: None until a worker that has the handler claims it: a producer without the handler code
-    #: leaves the bound to the type's policy, which the claim resolves (a thin producer never weakens it).
+    #: leaves the bound to the type's policy, which the claim resolves.
     max_attempts: int | None
     #: Not runnable before this instant.
     run_at: datetime
@@ -164,7 +218,7 @@ class Job:
     lease_epoch: int = 0
     lease_expires: datetime | None = None
     #: Random per claim: every later write of that run is conditional on it, and a lost answer is
-    #: recognised by it, never by a time, owner or epoch (docs/lifecycle.md). Never shown to handlers (they get ``fencing_token``).
+    #: recognised by it. Never shown to handlers (they get ``fencing_token``).
     claim_token: str | None = None
     #: SQS message id of the delivery that claimed the job: a refused claim from that same message
     #: (the owner's, back after a crash) waits for the lease; a copy of another message is dropped.

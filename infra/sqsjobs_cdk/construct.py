@@ -478,10 +478,20 @@ def _pick(chosen: Sequence[str], names: Sequence[str], option: str) -> list[str]
     return list(chosen)
 
 
+#: CloudWatch Logs accepts only these retentions (days -> the CDK enum's member).
 _RETENTION = {
-    1: "ONE_DAY", 3: "THREE_DAYS", 5: "FIVE_DAYS", 7: "ONE_WEEK", 14: "TWO_WEEKS", 30: "ONE_MONTH",
-    60: "TWO_MONTHS", 90: "THREE_MONTHS", 180: "SIX_MONTHS", 365: "ONE_YEAR", 731: "TWO_YEARS",
-}  # fmt: skip
+    1: "ONE_DAY",
+    3: "THREE_DAYS",
+    5: "FIVE_DAYS",
+    7: "ONE_WEEK",
+    14: "TWO_WEEKS",
+    30: "ONE_MONTH",
+    60: "TWO_MONTHS",
+    90: "THREE_MONTHS",
+    180: "SIX_MONTHS",
+    365: "ONE_YEAR",
+    731: "TWO_YEARS",
+}
 
 
 def _retention(days: int) -> logs.RetentionDays:

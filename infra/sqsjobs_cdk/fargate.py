@@ -2,7 +2,7 @@
 
 The worker runs ``sqsjobs worker`` from the repo's Dockerfile. Its ``stopTimeout`` comes from
 ``sqsjobs.deploy.rules.stop_timeout_s`` (the drain deadline plus a margin), so ECS's SIGKILL always
-comes after the worker has released what it could not finish (DESIGN §3.7).
+comes after the worker has released what it could not finish (docs/operations.md).
 """
 
 from __future__ import annotations

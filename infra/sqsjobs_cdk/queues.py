@@ -55,7 +55,7 @@ class JobQueue:
 def job_queues(
     scope: Construct, settings: Settings, names: Iterable[str], *, max_receive_count: int
 ) -> dict[str, JobQueue]:
-    """SSE-SQS encrypted, TLS-only queues with the redrive backstop (DESIGN §3.5).
+    """SSE-SQS encrypted, TLS-only queues with the redrive backstop (``provision.redrive_count``).
 
     SQS-managed keys rather than KMS: Scheduler and the Lambda event source mapping can use them
     without key grants, and nothing else reads the messages.
@@ -75,6 +75,7 @@ def job_queues(
             name,
             queue_name=settings.queue_name(name),
             visibility_timeout=Duration.seconds(settings.visibility_timeout_s),
+            retention_period=Duration.seconds(settings.message_retention_s),
             dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=max_receive_count, queue=dlq),
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
@@ -102,6 +103,7 @@ def job_queues(
                 queue_name=routes.queue_name(settings, key),
                 fifo=True if level == routes.FIFO else None,
                 visibility_timeout=Duration.seconds(settings.visibility_timeout_s),
+                retention_period=Duration.seconds(settings.message_retention_s),
                 dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=max_receive_count, queue=target),
                 encryption=sqs.QueueEncryption.SQS_MANAGED,
                 enforce_ssl=True,

@@ -58,7 +58,7 @@ def jobs_table(
         ),
         time_to_live_attribute=ttl_attribute,
         deletion_protection=True,
-        # The table is the source of truth (DESIGN §1): deleting the stack must not delete the jobs.
+        # The table is the source of truth (docs/lifecycle.md): deleting the stack must not delete the jobs.
         removal_policy=RemovalPolicy.RETAIN,
     )
     for index in definition.get("GlobalSecondaryIndexes", []):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -20,6 +20,11 @@ from sqsjobs.cli.render import ago, print_json, stdout_console
 from sqsjobs.limits.ops import FlowState, count_waiting, state_flow
 from sqsjobs.ops import doctor as doctor_ops
 from sqsjobs.ops import stats as stats_ops
+from sqsjobs.ops import stranded as stranded_ops
+
+if TYPE_CHECKING:
+    from sqsjobs.app import App
+    from sqsjobs.ops.checks import Check
 
 
 def stats(
@@ -117,19 +122,9 @@ def _stats_view(snap: stats_ops.Stats) -> Table:
         stuck = f"[red]{t.expired_leases}[/]" if t.expired_leases else "0"
         dead = f"[red]{c.get('dead', 0)}[/]" if c.get("dead") else "0"
         oldest = ago(t.oldest_due_s).removesuffix(" ago") if t.oldest_due_s is not None else "-"
-        types.add_row(
-            escape(t.type),
-            str(c.get("queued", 0)),
-            str(c.get("retry_scheduled", 0)),
-            str(c.get("running", 0)),
-            stuck,
-            str(c.get("succeeded", 0)),
-            dead,
-            str(c.get("cancelled", 0)),
-            str(c.get("expired", 0)),
-            str(t.held),
-            oldest,
-        )
+        counts = [str(c.get(s, 0)) for s in ("queued", "retry_scheduled", "running")]
+        finished = [str(c.get("succeeded", 0)), dead, str(c.get("cancelled", 0)), str(c.get("expired", 0))]
+        types.add_row(escape(t.type), *counts, stuck, *finished, str(t.held), oldest)
     outer.add_row(queues)
     outer.add_row("")
     outer.add_row(types)
@@ -145,11 +140,32 @@ def _stats_view(snap: stats_ops.Stats) -> Table:
     return outer
 
 
-def doctor(app: AppOpt, endpoint_url: EndpointOpt = None, json_out: JsonOpt = False) -> None:
-    """Check the table, indexes, TTL, queues, DLQs, redrive and visibility against the app; exit 1 on any fail."""
+def doctor(
+    app: AppOpt,
+    endpoint_url: EndpointOpt = None,
+    json_out: JsonOpt = False,
+    stranded: Annotated[
+        bool,
+        typer.Option(
+            "--stranded",
+            help="Instead: scan every record for unfinished jobs nothing will bring back (reads the whole "
+            "table: see docs/lifecycle.md for its cost); exit 1 if any",
+        ),
+    ] = False,
+    grace: Annotated[
+        str, typer.Option(help="With --stranded: report a due job no claim took for this long")
+    ] = "12h",
+    segments: Annotated[
+        int, typer.Option(min=1, max=64, help="With --stranded: Scan segments read in parallel")
+    ] = stranded_ops.DEFAULT_SEGMENTS,
+) -> None:
+    """Check the table, indexes, TTL, queues, DLQs, redrive, visibility and retention against the app; exit 1 on any fail."""
     loaded = load_app(app, endpoint_url)
+    if stranded:
+        _stranded(loaded, json_out, grace_s=duration_option(grace, "--grace"), segments=segments)
+        return
     with guarded(loaded):
-        checks: list[doctor_ops.Check] = loaded.run(doctor_ops.doctor_flow(loaded.settings, loaded.registry))
+        checks: list[Check] = loaded.run(doctor_ops.doctor_flow(loaded.settings, loaded.registry))
     failed = any(c.level == "fail" for c in checks)
     if json_out:
         typer.echo(doctor_ops.encode(checks))
@@ -164,4 +180,32 @@ def doctor(app: AppOpt, endpoint_url: EndpointOpt = None, json_out: JsonOpt = Fa
         console.print(table)
         console.print("[red]doctor found problems[/]" if failed else "[green]all checks passed[/]")
     if failed:
+        raise typer.Exit(EXIT_ERROR)
+
+
+def _stranded(loaded: App, json_out: bool, *, grace_s: float, segments: int) -> None:
+    """``doctor --stranded``: the records without a witness (``ops/stranded.py``)."""
+    with guarded(loaded):
+        found = stranded_ops.find_stranded(
+            loaded.run, loaded.settings, loaded.clock.now(), segments=segments, grace_s=grace_s
+        )
+    if json_out:
+        print_json(found.to_dict())
+    else:
+        console = stdout_console()
+        if found.stranded:
+            table = Table(show_edge=False)
+            for col in ("job", "type", "queue", "status", "why"):
+                table.add_column(col, overflow="fold")
+            for s in found.stranded:
+                table.add_row(escape(s.id), escape(s.type), escape(s.queue), s.status, escape(s.reason))
+            console.print(table)
+        units = f", {found.read_units:g} read units" if found.read_units else ""
+        console.print(f"scanned {found.scanned} records in {found.segments} segments{units}")
+        console.print(
+            f"[red]{len(found.stranded)} stranded records[/]"
+            if found.stranded
+            else "[green]no stranded record[/]"
+        )
+    if found.stranded:
         raise typer.Exit(EXIT_ERROR)

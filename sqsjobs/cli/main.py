@@ -100,10 +100,17 @@ def worker(
     no attempt used up) and exits before the platform's kill.
     """
     from sqsjobs.runtime.worker import Worker
+    from sqsjobs.store import probe
 
     loaded = load_app(app, endpoint_url)
     if concurrency is not None:  # the setting, not only the worker's: the connection pools follow it
         loaded.configure(concurrency=concurrency)
+    settings = loaded.settings
+    if settings.batch_writes and probe.ignores_conditions(loaded.run, settings.table_name):
+        # An endpoint that ignores PartiQL conditions (moto's own server) would let a batched claim
+        # or finish land where it must be refused: single writes only, said once.
+        loaded.logger.warning(probe.BATCH_WRITES_OFF, extra={"endpoint": settings.endpoint_url})
+        loaded.configure(batch_writes=False)  # before the worker's kernel is built from it
     with guarded(loaded):
         w = Worker(loaded, queues=queues.split(",") if queues else None, concurrency=concurrency)
         w.run_forever()

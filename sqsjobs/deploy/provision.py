@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import tenacity
 
 from sqsjobs._aws import Call, Flow, retrying
+from sqsjobs.config import MAX_MESSAGE_RETENTION_S
 from sqsjobs.errors import ConfigurationError, ObjectStoreError, StoreError, TransportError
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import objects, routes, sqs
@@ -31,6 +32,20 @@ _UNTIL_ACTIVE = tenacity.Retrying(
 )
 
 
+#: Every DLQ keeps its messages as long as SQS allows, so an operator has time to look (and a
+#: standard DLQ counts a message's age from its first send to the source queue).
+_DLQ_RETENTION = {"MessageRetentionPeriod": str(MAX_MESSAGE_RETENTION_S)}
+
+
+def _retention(settings: Settings) -> dict[str, str]:
+    """Every queue a job's message travels in keeps it ``message_retention_s`` (14 days by default).
+
+    Without it SQS keeps 4 days, and a retry span, a pause or a backlog longer than that would lose
+    the message of a record that still says the job is on its way.
+    """
+    return {"MessageRetentionPeriod": str(settings.message_retention_s)}
+
+
 @dataclass
 class ProvisionReport:
     """What exists after provisioning."""
@@ -47,7 +62,10 @@ class ProvisionReport:
 
 
 def redrive_count(settings: Settings, registry: Registry) -> int:
-    """MaxReceiveCount for the backstop: above every job type's max attempts (DESIGN §3.5)."""
+    """MaxReceiveCount for the backstop: above every job type's max attempts.
+
+    Lower, SQS would dead-letter a job that still has attempts left.
+    """
     largest = registry.max_attempts()
     count = settings.max_receive_count or largest + settings.receive_slack
     if count <= largest:
@@ -88,15 +106,13 @@ def provision_flow(
         if "already enabled" not in str(exc) and exc.code != "ValidationException":
             raise
     for queue in sorted(set(queues or []) | set(registry.queues()) or {"default"}):
-        dlq = yield from _ensure_queue(
-            settings.dlq_name(queue), {"MessageRetentionPeriod": str(14 * 86_400)}, report
-        )
+        dlq = yield from _ensure_queue(settings.dlq_name(queue), _DLQ_RETENTION, report)
         attrs = yield Call("sqs", "get_queue_attributes", {"QueueUrl": dlq, "AttributeNames": ["QueueArn"]})
         main_attrs = sqs.queue_attributes(
             visibility_timeout_s=settings.visibility_timeout_s,
             dlq_arn=attrs["Attributes"]["QueueArn"],
             max_receive_count=report.max_receive_count,
-        )
+        ) | _retention(settings)
         url = yield from _ensure_queue(settings.queue_name(queue), main_attrs, report)
         report.queue_urls[queue] = url
         report.dlq_urls[queue] = dlq
@@ -118,7 +134,7 @@ def _ensure_routes(
             continue
         level_attrs = attrs
         if level == routes.FIFO:
-            fifo = {"FifoQueue": "true", "MessageRetentionPeriod": str(14 * 86_400)}
+            fifo = {"FifoQueue": "true", **_DLQ_RETENTION}
             backstop = yield from _ensure_queue(routes.fifo_dlq_name(settings, queue), fifo, report)
             described = yield Call(
                 "sqs", "get_queue_attributes", {"QueueUrl": backstop, "AttributeNames": ["QueueArn"]}
@@ -130,6 +146,7 @@ def _ensure_routes(
                     dlq_arn=described["Attributes"]["QueueArn"],
                     max_receive_count=report.max_receive_count,
                 ),
+                **_retention(settings),
             }
         report.route_urls[key] = yield from _ensure_queue(
             routes.queue_name(settings, key), level_attrs, report

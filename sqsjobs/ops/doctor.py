@@ -4,23 +4,30 @@ Checks, in order: the table (exists, ACTIVE, keyed by ``id``; not the first layo
 status/type/queue indexes every job wrote), the ``attention`` index as ``table_definition``
 declares it (keys, their types, projection), TTL on ``expires_at``; then per logical queue: the
 queue and its DLQ exist, the redrive policy targets that DLQ with ``maxReceiveCount`` above every
-job type's ``max_attempts`` (DESIGN §3.5), and the visibility timeout against the worker's settings
-and the handlers' timeouts; last, when ``SQSJOBS_LAMBDA_TIMEOUT_S`` says a Lambda function consumes
-the queues, that every explicit job timeout fits it (DESIGN §3.10). ``fail`` means something will
-misbehave; ``warn`` means it depends on how you run.
+job type's ``max_attempts``, the visibility timeout against the worker's settings and the
+handlers' timeouts, and every queue's retention against ``message_retention_s``; the payload
+bucket; whether the endpoint honours PartiQL conditions (``store/probe.py``: it writes one small
+item with a TTL); that every job type's retries and expiry fit the retention
+(``ops/retention.py``); last, when ``SQSJOBS_LAMBDA_TIMEOUT_S`` says a Lambda function consumes
+the queues, that every explicit job timeout fits it. ``fail`` means something will misbehave;
+``warn`` means it depends on how you run.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+import time
+from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, Flow
 from sqsjobs.deploy.provision import parse_redrive, redrive_count
 from sqsjobs.deploy.rules import check_lambda_timeout
 from sqsjobs.errors import AwsError, ConfigurationError, ObjectStoreError, StoreError, TransportError
 from sqsjobs.ops._common import app_queues
+from sqsjobs.ops.checks import Check
+from sqsjobs.ops.checks import Level as Level  # its old home
+from sqsjobs.ops.retention import queue_retention_check, type_retention_checks
+from sqsjobs.store import probe
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import objects, routes, sqs
 
@@ -28,27 +35,11 @@ if TYPE_CHECKING:
     from sqsjobs.config import Settings
     from sqsjobs.registry import Registry
 
-Level = Literal["ok", "warn", "fail"]
 TTL_ATTRIBUTE = rq.TTL_ATTRIBUTE
 #: AWS: a Lambda event source mapping wants the queue's visibility timeout at least 6x the function timeout.
 #: https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html
 LAMBDA_VISIBILITY_FACTOR = 6
 _MISSING_QUEUE = ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
-
-
-@dataclass(frozen=True)
-class Check:
-    """One line of the report."""
-
-    name: str
-    level: Level
-    detail: str
-    #: What to do about it ('' for ok).
-    fix: str = ""
-
-    def to_dict(self) -> dict[str, str | None]:
-        """JSON form."""
-        return {"name": self.name, "level": self.level, "detail": self.detail, "fix": self.fix or None}
 
 
 def _index_shape(index: dict[str, Any]) -> list[tuple[str, str]]:
@@ -172,18 +163,22 @@ def _queue_attrs(name: str) -> Flow[dict[str, str] | None]:
     return dict(attrs.get("Attributes", {}))
 
 
+def _exists(name: str, attrs: dict[str, str] | None, fix: str) -> Check:
+    if attrs is None:
+        return Check(name, "fail", "missing", fix)
+    return Check(name, "ok", "exists")
+
+
 def queue_checks_flow(settings: Settings, registry: Registry, queue: str) -> Flow[list[Check]]:
     """One logical queue: existence, redrive and visibility timeout."""
     name, dlq_name = settings.queue_name(queue), settings.dlq_name(queue)
     provision = "run `sqsjobs provision` (or deploy infra/)"
     main = yield from _queue_attrs(name)
     dlq = yield from _queue_attrs(dlq_name)
-    checks = [
-        Check(f"queue {name}", "ok" if main is not None else "fail", "exists" if main is not None else "missing",
-              "" if main is not None else provision),
-        Check(f"dlq {dlq_name}", "ok" if dlq is not None else "fail", "exists" if dlq is not None else "missing",
-              "" if dlq is not None else provision),
-    ]  # fmt: skip
+    checks = [_exists(f"queue {name}", main, provision), _exists(f"dlq {dlq_name}", dlq, provision)]
+    checks += [
+        queue_retention_check(n, a, settings) for n, a in ((name, main), (dlq_name, dlq)) if a is not None
+    ]
     checks += yield from _route_checks(settings, registry, queue)
     if main is None:
         return checks
@@ -247,6 +242,8 @@ def _route_checks(settings: Settings, registry: Registry, queue: str) -> Flow[li
             checks.append(Check(f"redrive {name}", "fail", "no redrive policy", provision))
         else:
             checks.append(Check(f"queue {name}", "ok", "exists, with a redrive policy"))
+        if attrs is not None:
+            checks.append(queue_retention_check(name, attrs, settings))
     for spec in registry:
         if (
             spec.queue == queue
@@ -335,8 +332,9 @@ def bucket_checks_flow(settings: Settings) -> Flow[list[Check]]:
     except ObjectStoreError as exc:
         if exc.code not in objects.MISSING_CODES:
             raise
-        return [Check(name, "fail", "missing: a payload or result over its inline limit cannot be stored",
-                      "run `sqsjobs provision`, or set SQSJOBS_PAYLOAD_BUCKET to the bucket infra/ made")]  # fmt: skip
+        missing = "missing: a payload or result over its inline limit cannot be stored"
+        fix = "run `sqsjobs provision`, or set SQSJOBS_PAYLOAD_BUCKET to the bucket infra/ made"
+        return [Check(name, "fail", missing, fix)]
     try:
         rules = (yield Call("s3", "get_bucket_lifecycle_configuration", {"Bucket": bucket}))["Rules"]
     except ObjectStoreError as exc:
@@ -350,11 +348,50 @@ def bucket_checks_flow(settings: Settings) -> Flow[list[Check]]:
     }
     never = [p for p in (objects.PAYLOADS, objects.RESULTS) if not days.get(p)]
     if never:
-        return [Check(name, "warn", f"objects under {', '.join(never)} never expire (no lifecycle rule)",
-                      "run `sqsjobs provision` (it applies the rules of payload_object_days)")]  # fmt: skip
+        detail = f"objects under {', '.join(never)} never expire (no lifecycle rule)"
+        return [
+            Check(
+                name, "warn", detail, "run `sqsjobs provision` (it applies the rules of payload_object_days)"
+            )
+        ]
     return [
         Check(name, "ok", "objects expire after " + ", ".join(f"{days[p]} d ({p})" for p in sorted(days)))
     ]
+
+
+def partiql_check_flow(settings: Settings) -> Flow[Check]:
+    """Whether the endpoint refuses a PartiQL statement whose condition is false (``store/probe.py``).
+
+    Writes the probe item (one PutItem, one refused statement: two write units).
+    """
+    found, why = yield from probe.partiql_flow(settings.table_name, time.time())
+    name = "partiql conditions"
+    on = "on" if settings.batch_writes else "off (batch_writes=False)"
+    if found is probe.PartiQL.HONOURED:
+        return Check(name, "ok", f"a statement whose condition is false is refused: batched writes {on}")
+    if found is probe.PartiQL.UNSUPPORTED:
+        return Check(name, "ok", f"this endpoint refuses PartiQL ({why}): every write is a single one")
+    if found is probe.PartiQL.UNKNOWN:
+        return Check(
+            name,
+            "warn",
+            f"could not probe: {why}",
+            "check the table exists and that this identity may PutItem and PartiQLUpdate on it",
+        )
+    if not settings.batch_writes:
+        return Check(
+            name,
+            "ok",
+            "this endpoint ignores PartiQL conditions; batched writes are off (batch_writes=False)",
+        )
+    return Check(
+        name,
+        "warn",
+        "this endpoint ignores PartiQL conditions (a statement whose condition is false was not refused, as "
+        "moto's server does): workers turn batched writes off when they start (one log line), but a producer's "
+        "enqueue_many would still batch its records",
+        "set SQSJOBS_BATCH_WRITES=0 for every process on this endpoint (AWS and MiniStack honour conditions)",
+    )
 
 
 def doctor_flow(settings: Settings, registry: Registry) -> Flow[list[Check]]:
@@ -365,6 +402,7 @@ def doctor_flow(settings: Settings, registry: Registry) -> Flow[list[Check]]:
         for queue in app_queues(registry):
             checks.extend((yield from queue_checks_flow(settings, registry, queue)))
         checks.extend((yield from bucket_checks_flow(settings)))
+        checks.append((yield from partiql_check_flow(settings)))
     except AwsError as exc:
         where = settings.endpoint_url or "AWS"
         checks.append(
@@ -379,6 +417,7 @@ def doctor_flow(settings: Settings, registry: Registry) -> Flow[list[Check]]:
         redrive_count(settings, registry)
     except ConfigurationError as exc:
         checks.append(Check("settings", "fail", str(exc), "raise SQSJOBS_MAX_RECEIVE_COUNT or unset it"))
+    checks.extend(type_retention_checks(settings, registry))
     lambda_check = lambda_timeout_check(settings, registry)
     if lambda_check is not None:
         checks.append(lambda_check)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 
+from sqsjobs import JobStatus
 from sqsjobs._aws import Call, one
 from sqsjobs.cli.common import EXIT_ERROR
 from sqsjobs.store.schema import LISTED
-from tests.cli.conftest import invoke, new_app
+from tests.cli.conftest import invoke, new_app, settle
 from tests.integration.helpers import queue_url, sqs_call
 
 
@@ -231,4 +233,130 @@ def test_doctor_fails_without_the_payload_bucket_and_warns_when_its_objects_neve
     assert failed.code == EXIT_ERROR
     [check] = [c for c in failed.json["checks"] if c["name"] == f"bucket {bucket}"]
     assert check["level"] == "fail" and "SQSJOBS_PAYLOAD_BUCKET" in check["fix"]
+    app.close()
+
+
+def test_doctor_fails_on_a_queue_that_keeps_messages_less_than_the_setting(ministack_url):
+    app = new_app(ministack_url)
+    app.provision()
+    # GIVEN a mail queue back at SQS's default retention (4 days), as provision left it before
+    mail = app.settings.queue_name("mail")
+    sqs_call(
+        app,
+        "set_queue_attributes",
+        QueueUrl=queue_url(app, "mail"),
+        Attributes={"MessageRetentionPeriod": "345600"},
+    )
+
+    run = invoke(app, ministack_url, "doctor", "--json")
+
+    # THEN that queue fails, with the attribute to set, and every other queue keeps 14 days
+    assert run.code == EXIT_ERROR
+    retention = {c["name"]: c for c in run.json["checks"] if c["name"].startswith("retention ")}
+    assert retention[f"retention {mail}"]["level"] == "fail"
+    assert "keeps messages 4 d < message_retention_s 14 d" in retention[f"retention {mail}"]["detail"]
+    assert "MessageRetentionPeriod=1209600" in retention[f"retention {mail}"]["fix"]
+    others = {n: c["detail"] for n, c in retention.items() if n != f"retention {mail}" and c["level"] != "ok"}
+    assert others == {}
+    assert retention[f"retention {app.settings.dlq_name('mail')}"]["detail"] == "keeps messages 14 d"
+    app.close()
+
+
+def test_doctor_fails_on_a_type_whose_retries_or_expiry_cannot_fit_the_retention(ministack_url):
+    # GIVEN queues that keep messages one day
+    app = new_app(ministack_url)
+    app.configure(message_retention_s=86_400)
+
+    # AND a type whose 30 attempts of up to an hour cannot fit in a day, one bounded by max_age,
+    # and one that may wait two days to start
+    @app.job("reports.nightly", max_attempts=30, timeout=3600)
+    def nightly(payload: None, ctx: object) -> None: ...
+
+    @app.job("reports.bounded", max_attempts=30, timeout=3600, max_age=12 * 3600)
+    def bounded(payload: None, ctx: object) -> None: ...
+
+    @app.job("reports.patient", expires_after=2 * 86_400)
+    def patient(payload: None, ctx: object) -> None: ...
+
+    app.provision()
+
+    # WHEN the doctor checks the deployment
+    run = invoke(app, ministack_url, "doctor", "--json")
+
+    # THEN it fails on the two that cannot fit, each naming the setting to change
+    assert run.code == EXIT_ERROR
+    failed = {c["name"]: c for c in run.json["checks"] if c["level"] == "fail"}
+    assert set(failed) == {"retention reports.nightly", "expiry reports.patient"}
+    nightly_check = failed["retention reports.nightly"]
+    assert "30 attempts of up to 1 h" in nightly_check["detail"]
+    assert "the queues keep messages 1 d" in nightly_check["detail"]
+    assert "@app.job('reports.nightly', ...)" in nightly_check["fix"]
+    assert "max_age= at most 23 h" in nightly_check["fix"]
+    assert "SQSJOBS_MESSAGE_RETENTION_S" in nightly_check["fix"]
+    assert "expires_after 2 d > the queues' retention 1 d" in failed["expiry reports.patient"]["detail"]
+    assert "set expires_after to at most 1 d" in failed["expiry reports.patient"]["fix"]
+    # ... and at the default 14 days every one of them fits
+    app.configure(message_retention_s=1_209_600)
+    app.provision()
+    passed = invoke(app, ministack_url, "doctor", "--json")
+    assert passed.code == 0, passed.out
+    [ok] = [c for c in passed.json["checks"] if c["name"] == "retention job types"]
+    assert ok["detail"].startswith(
+        "every job type fits the queues' 14 d (longest message span: reports.nightly"
+    )
+    app.close()
+
+
+def _drop_messages(app) -> None:
+    """Delete every message in the default queue, as a lost or expired message would be gone."""
+    url = queue_url(app, "default")
+    while got := sqs_call(app, "receive_message", QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+        for m in got:
+            sqs_call(app, "delete_message", QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+
+
+def test_doctor_stranded_reports_records_nothing_will_bring_back_and_not_the_healthy_ones(ministack_url):
+    app = new_app(ministack_url)
+    app.provision()
+    now = time.time()
+    # GIVEN records whose messages are gone: one queued and due two days ago, one retry due 20 days ago
+    # (longer than the queues keep a message), a chain step waiting on a step that does not exist,
+    lost = app.enqueue("orders.ok", {"order_id": "lost"})
+    old_retry = app.enqueue("orders.flaky", {"order_id": "old"})
+    orphan_step = app.enqueue("orders.ok", {"order_id": "step"})
+    dead_owner = app.enqueue("mail.send", {"to": "x@example.com"})
+    live_owner = app.enqueue("orders.ok", {"order_id": "live"})
+    _drop_messages(app)
+    settle(app, lost, JobStatus.QUEUED, now - 2 * 86_400, run_at=now - 2 * 86_400)
+    settle(app, old_retry, JobStatus.RETRY_SCHEDULED, now - 20 * 86_400, run_at=now - 20 * 86_400, attempt=1)
+    settle(app, orphan_step, JobStatus.WAITING, now - 60, chain_id="cnothere", chain_step=1)
+    # AND a job whose owner died an hour ago and whose message never came back
+    settle(app, dead_owner, JobStatus.RUNNING, now - 3600, lease_expires=now - 3600, attempt=1)
+    # AND healthy ones: running under a live lease, queued with its message, held far in the future
+    settle(app, live_owner, JobStatus.RUNNING, now - 5, lease_expires=now + 300, attempt=1)
+    healthy = app.enqueue("orders.ok", {"order_id": "fine"})
+    held = app.enqueue("orders.ok", {"order_id": "later"}, delay=7200)
+
+    # WHEN the audit scans the table
+    run = invoke(app, ministack_url, "doctor", "--stranded", "--json", "--segments", "3")
+
+    # THEN it reports exactly the records without a witness, each with why
+    assert run.code == EXIT_ERROR, run.out
+    why = {s["id"]: s["reason"] for s in run.json["stranded"]}
+    assert set(why) == {lost, old_retry, orphan_step, dead_owner}
+    assert healthy not in why and held not in why and live_owner not in why
+    assert why[lost].startswith("due 2 d ago, not claimed and no attention entry")
+    assert "longer than the queues keep a message (14 d)" in why[old_retry]
+    assert "step cnothere-00 does not exist" in why[orphan_step]
+    assert why[dead_owner].startswith("lease expired 1 h ago")
+    assert run.json["scanned"] >= 7 and run.json["segments"] == 3
+    # ... and a human-readable report that says so
+    human = invoke(app, ministack_url, "doctor", "--stranded")
+    assert human.code == EXIT_ERROR and "4 stranded records" in human.out and lost in human.out
+    # ... while a shorter grace finds nothing more, and a clean table passes
+    for job_id in (lost, old_retry, orphan_step, dead_owner):
+        settle(app, job_id, JobStatus.CANCELLED, now)
+    clean = invoke(app, ministack_url, "doctor", "--stranded", "--grace", "1m")
+    assert clean.code == 0, clean.out
+    assert "no stranded record" in clean.out
     app.close()

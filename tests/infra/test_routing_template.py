@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from sqsjobs.config import Settings
+from sqsjobs.config import MAX_MESSAGE_RETENTION_S, Settings
 from sqsjobs.transport import routes
 from tests.emulators import REPO_ROOT
 from tests.infra.conftest import SYNTH_TIMEOUT_S, cdk_python, synth_env
@@ -120,3 +120,13 @@ def test_every_dlq_has_a_depth_alarm_the_fifo_backstop_included(template):
     assert {(a["Threshold"], a["ComparisonOperator"]) for a in alarmed.values()} == {
         (1, "GreaterThanOrEqualToThreshold")
     }
+
+
+def test_every_level_fifo_queue_and_backstop_keeps_its_messages_14_days(template):
+    retention = {
+        p["QueueName"]: p.get("MessageRetentionPeriod")
+        for p in resources(template, "AWS::SQS::Queue").values()
+    }
+    # 3 queues and their DLQs, reports' high and low levels, devices' FIFO queue and its FIFO backstop
+    assert len(retention) == 10
+    assert set(retention.values()) == {MAX_MESSAGE_RETENTION_S}, retention

@@ -11,7 +11,7 @@ import re
 import subprocess
 
 from examples.shop import app as shop
-from sqsjobs.config import MAX_REGISTRY_INTERVAL_S, Settings
+from sqsjobs.config import MAX_MESSAGE_RETENTION_S, MAX_REGISTRY_INTERVAL_S, Settings
 from sqsjobs.deploy.packaging import HANDLER
 from sqsjobs.deploy.provision import redrive_count
 from sqsjobs.deploy.rules import (
@@ -195,6 +195,16 @@ def test_each_queue_has_an_encrypted_tls_only_dlq_with_a_redrive_above_every_max
                 if s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}:
                     tls_only |= {logical_id(r) for r in policy["Properties"]["Queues"]}
         assert tls_only == set(queues)
+
+
+def test_every_queue_and_dlq_keeps_its_messages_14_days(full, local, options):
+    # A message is gone this long after its first send: SQS's default (4 days) would lose the message of
+    # a record that still says its job is on its way (a long retry span, a pause, a backlog).
+    for asm in (full, local, options):
+        queues = asm.resources("AWS::SQS::Queue")
+        assert queues
+        for props in (q["Properties"] for q in queues.values()):
+            assert props.get("MessageRetentionPeriod") == MAX_MESSAGE_RETENTION_S, props["QueueName"]
 
 
 # ── the payload bucket ───────────────────────────────────────────────────────────────────────

@@ -14,6 +14,11 @@ def test_explicit_beats_environment_beats_default():
     assert Settings.from_env("shop", env={}).concurrency == 10
 
 
+def test_queues_keep_messages_14_days_unless_told_otherwise():
+    assert Settings.from_env("shop", env={}).message_retention_s == 1_209_600
+    assert Settings.from_env("shop", env={"SQSJOBS_MESSAGE_RETENTION_S": "3600"}).message_retention_s == 3600
+
+
 def test_names_derive_from_the_app():
     settings = Settings.from_env("shop", env={})
     assert settings.table_name == "shop-jobs"
@@ -37,6 +42,8 @@ def test_endpoint_and_queue_caps_come_from_the_environment():
         ({"SQSJOBS_RECEIVE_WAIT_S": "30"}, "receive_wait_s must be 0..20"),
         ({"SQSJOBS_VISIBILITY_TIMEOUT_S": "50000"}, "visibility_timeout_s must be 1..43200"),
         ({"SQSJOBS_QUEUE_CONCURRENCY": "default"}, "expected queue=N"),
+        ({"SQSJOBS_MESSAGE_RETENTION_S": "1209601"}, "message_retention_s must be 60..1209600"),
+        ({"SQSJOBS_MESSAGE_RETENTION_S": "59"}, "message_retention_s must be 60..1209600"),
     ],
 )
 def test_impossible_settings_are_refused_with_the_reason(env, match):

@@ -39,7 +39,7 @@ WORKER_MODULES = [
     "workflows/batches.py",  # ctx.add_to_batch
     "workflows/completion.py",  # the batch hook's completion check
 ]
-ECS_WORKER_MODULES = [*WORKER_MODULES, "runtime/presence.py"]
+ECS_WORKER_MODULES = [*WORKER_MODULES, "runtime/presence.py", "store/probe.py"]  # the PartiQL probe at start
 SWEEPER_MODULES = [
     "app.py",
     "runtime/sweeper.py",
