@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -49,12 +50,24 @@ def visible(app, url: str) -> int:
 
 
 def redrive(app, url: str, dlq_url: str) -> None:
-    """Receive the queue's message without ever finishing it, until SQS moves it to ``dlq_url``."""
-    for _ in range(10):
-        sqs_call(app, "receive_message", QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)
-        if visible(app, dlq_url):
-            return
-    raise AssertionError("SQS did not redrive the message after 10 receives")
+    """Receive the queue's message without ever finishing it, until SQS moves it to ``dlq_url``.
+
+    Long-polled, with a deadline rather than a number of tries: a worker process killed just before
+    may have left a long poll open on SQS's side, which takes the next message and hides it for a
+    visibility timeout; the loop waits for it to come back instead of racing it.
+    """
+    deadline = time.monotonic() + 30
+    while not visible(app, dlq_url):
+        if time.monotonic() > deadline:
+            raise AssertionError("SQS did not redrive the message within 30 s of receives")
+        sqs_call(
+            app,
+            "receive_message",
+            QueueUrl=url,
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=0,
+            WaitTimeSeconds=1,
+        )
 
 
 def read_all(app, url: str) -> list[dict]:
