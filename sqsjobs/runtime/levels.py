@@ -33,7 +33,6 @@ import contextlib
 from collections import deque
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sqsjobs._aws import Call, one
 from sqsjobs.errors import AwsError
 from sqsjobs.transport import routes, sqs
 
@@ -53,6 +52,12 @@ class Host(Protocol):
     _held: dict[str, Delivery]
     _tasks: set[asyncio.Task[Any]]
     _ops: MessageOps
+
+    async def poll(
+        self, queue: str, url: str, *, max_messages: int, wait_s: int, group_ids: bool = False
+    ) -> list[Delivery]:
+        """One ReceiveMessage a drain lets return (``Worker.poll``)."""
+        ...
 
     async def _reserve(self, queue: str) -> int: ...
     async def _reserve_one(self, queue: str) -> None: ...
@@ -172,15 +177,12 @@ class LevelReceiver:
                 self.wake.set()
 
     async def _receive(self, key: str, n: int, *, wait_s: int) -> list[Delivery]:
-        params = sqs.receive(self.urls[key], max_messages=n, wait_s=wait_s)
-        params["MessageSystemAttributeNames"] = [*params["MessageSystemAttributeNames"], "MessageGroupId"]
-        try:
-            response = await self.w.kernel.arun(one(Call("sqs", "receive_message", params)))
+        try:  # the worker's poll: a drain lets it return and releases what it brings
+            got = await self.w.poll(self.queue, self.urls[key], max_messages=n, wait_s=wait_s, group_ids=True)
         except AwsError as exc:
             self.w.kernel.logger.warning("receive failed", extra={"queue": self.queue, "error": str(exc)})
             await asyncio.sleep(1.0)
             return []
-        got = sqs.deliveries(self.queue, self.urls[key], response)
         for delivery in got:
             self.w._held[delivery.receipt_handle] = delivery
         return got

@@ -57,6 +57,8 @@ CLAIM_HEAD_START_S = 0.001
 #: At shutdown, pending deletes and visibility changes get this long; a hung AWS call (botocore
 #: waits out a 30 s read timeout, then retries) must not hold the exit past the platform's kill.
 ACK_FLUSH_TIMEOUT_S = 5.0
+#: At shutdown, an open long poll gets its wait time plus this long to return (a network margin).
+POLL_RETURN_MARGIN_S = 2.0
 
 
 def make_worker_id() -> str:
@@ -96,6 +98,8 @@ class Worker:
         #: Set when the drain begins: receive loops stop even if their cancellation was swallowed.
         self._stopping = False
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: ReceiveMessage requests in flight: a drain lets them return (``poll``).
+        self._polls: set[asyncio.Future[list[Delivery]]] = set()
         #: Jobs this process has finished handling (any outcome), for tests and the dev runner.
         self.handled = 0
         self.presence = Presence(
@@ -179,8 +183,8 @@ class Worker:
         for r in receivers:
             r.cancel()
         await asyncio.gather(*receivers, return_exceptions=True)
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=self.settings.drain_timeout_s)
+        # Running jobs finish while the open polls return (and release what they bring).
+        await asyncio.gather(self._drain_jobs(), self._close_polls())
         self._host.interrupt_all(InterruptReason.SHUTDOWN)
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=10)
@@ -196,6 +200,15 @@ class Worker:
         self._pool.shutdown(wait=False, cancel_futures=True)
         await self.kernel.aclose()
         self.kernel.logger.info("worker stopped", extra={"worker": self.worker_id, "handled": self.handled})
+
+    async def _drain_jobs(self) -> None:
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=self.settings.drain_timeout_s)
+
+    async def _close_polls(self) -> None:
+        """Wait for the open long polls to return: SQS answers each within its ``receive_wait_s``."""
+        if self._polls:
+            await asyncio.wait(set(self._polls), timeout=self.settings.receive_wait_s + POLL_RETURN_MARGIN_S)
 
     @property
     def abandoned_threads(self) -> bool:
@@ -247,20 +260,45 @@ class Worker:
             self._in_use_by_queue[queue] -= n
             self._slots.notify_all()
 
+    async def poll(
+        self, queue: str, url: str, *, max_messages: int, wait_s: int, group_ids: bool = False
+    ) -> list[Delivery]:
+        """One ReceiveMessage that a drain lets finish instead of abandoning it.
+
+        Cancelling a long poll on this side does not close it on SQS's side: SQS would still hand it
+        the next message, which would then stay invisible for a whole visibility timeout with no
+        process to run it. So the request runs in a task of its own, shielded from the receive
+        loop's cancellation; the drain waits for it (``_shutdown``), and what it brings after the
+        drain began is released at once (visibility 0), never started.
+        """
+        params = sqs.receive(url, max_messages=max_messages, wait_s=wait_s)
+        if group_ids:
+            params["MessageSystemAttributeNames"] = [*params["MessageSystemAttributeNames"], "MessageGroupId"]
+        request = asyncio.ensure_future(self._received(queue, url, params))
+        self._polls.add(request)
+        request.add_done_callback(self._poll_done)
+        return await asyncio.shield(request)
+
+    async def _received(self, queue: str, url: str, params: dict[str, Any]) -> list[Delivery]:
+        response = await self.kernel.arun(one(Call("sqs", "receive_message", params)))
+        got = sqs.deliveries(queue, url, response)
+        if self._stopping:  # received as the drain began: not started, so released at once
+            for delivery in got:
+                self._ops.set_visibility(delivery, 0)
+            return []
+        return got
+
+    def _poll_done(self, request: asyncio.Future[list[Delivery]]) -> None:
+        self._polls.discard(request)
+        if not request.cancelled():
+            request.exception()  # retrieved: a receive loop cancelled by the drain no longer awaits it
+
     async def _receive_loop(self, queue: str, url: str, dlq_url: str) -> None:
         # Shutdown cancels this task; the flag also ends it if a library swallowed that cancellation.
         while not self._stopping:
             n = await self._reserve(queue)
             try:
-                response = await self.kernel.arun(
-                    one(
-                        Call(
-                            "sqs",
-                            "receive_message",
-                            sqs.receive(url, max_messages=n, wait_s=self.settings.receive_wait_s),
-                        )
-                    )
-                )
+                got = await self.poll(queue, url, max_messages=n, wait_s=self.settings.receive_wait_s)
             except asyncio.CancelledError:
                 await asyncio.shield(self._unreserve(queue, n))
                 raise
@@ -269,8 +307,7 @@ class Worker:
                 self.kernel.logger.warning("receive failed", extra={"queue": queue, "error": str(exc)})
                 await asyncio.sleep(RECEIVE_ERROR_BACKOFF_S)
                 continue
-            got = sqs.deliveries(queue, url, response)
-            if self._stopping:  # received as the drain began: not started, so released at once
+            if self._stopping:  # the drain began: nothing received is started, all is released at once
                 for delivery in got:
                     self._ops.set_visibility(delivery, 0)
                 await self._unreserve(queue, n)

@@ -1,0 +1,93 @@
+"""A draining worker hides nothing: the message its abandoned long poll would take is released at once.
+
+On SIGTERM a worker stops receiving. If it cancelled its in-flight ``ReceiveMessage`` on its side,
+SQS would keep that poll open on its own side and hand it the next message, which then stayed
+invisible for a whole visibility timeout with no process to run it. The worker lets its poll return
+and releases what it brings (visibility 0), so the next worker starts the job at once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sqsjobs import JobStatus
+from tests.integration.helpers import kill_group, worker_env
+
+pytestmark = pytest.mark.slow
+
+#: Long against the time a released message takes to start, short against the visibility timeout.
+START_WITHIN_S = 10.0
+VISIBILITY_S = 40
+
+
+def _worker(app, log: Path) -> subprocess.Popen[bytes]:
+    env = worker_env(app, SQSJOBS_RECEIVE_WAIT_S="20", SQSJOBS_LOG_LEVEL="INFO", SQSJOBS_DRAIN_TIMEOUT_S="5")
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "sqsjobs",
+                "worker",
+                "--app",
+                "tests.apps.guarantees:app",
+                "--concurrency",
+                "2",
+            ],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def _wait_for_line(log: Path, text: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while text not in log.read_text(errors="replace"):
+        assert time.monotonic() < deadline, f"{text!r} not logged within {timeout_s} s"
+        time.sleep(0.1)
+
+
+def test_the_job_enqueued_as_a_worker_drains_starts_at_once_on_the_next_worker(
+    ministack_url, make_app, tmp_path
+):
+    # GIVEN one idle worker in its long poll, and a visibility timeout far longer than a start takes
+    app = make_app(ministack_url, visibility_timeout_s=VISIBILITY_S)
+    app.job("count", max_attempts=3, timeout=60)(lambda payload, ctx: None)
+    app.provision()
+    first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
+    first = _worker(app, first_log)
+    second = None
+    try:
+        _wait_for_line(first_log, "worker started", 30)
+        time.sleep(1.0)  # its first long poll is open
+        # WHEN it is told to stop, and a job arrives while its poll is still open
+        first.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        enqueued = time.time()
+        job_id = app.enqueue("count", {"runs_dir": str(tmp_path), "sleep_s": 0})
+        assert first.wait(40) == 0
+        second = _worker(app, second_log)
+        # THEN the next worker starts it at once: nothing hid it for a visibility timeout
+        deadline = time.monotonic() + VISIBILITY_S
+        while app.get(job_id, load_result=False).status is not JobStatus.SUCCEEDED:
+            assert time.monotonic() < deadline, "the job never ran"
+            time.sleep(0.2)
+        job = app.get(job_id, load_result=False)
+        assert job.started_at is not None
+        started_after_s = job.started_at.timestamp() - enqueued
+        assert started_after_s < START_WITHIN_S, (
+            f"started {started_after_s:.1f} s after its enqueue: the drained worker's poll hid it"
+        )
+    finally:
+        kill_group(*(p for p in (first, second) if p is not None))
+        for p in (first, second):
+            if p is not None and p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
