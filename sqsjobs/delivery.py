@@ -46,8 +46,10 @@ class Ack:
 
     #: ``delete``: done with; ``rearm``: hide for ``delay_s`` (a retry or an early hint);
     #: ``dead_letter``: copy to the DLQ with ``attributes``, then delete; ``release``: visible now;
-    #: ``leave``: do nothing (another worker owns the job, or the record could not be written).
-    kind: Literal["delete", "rearm", "dead_letter", "release", "leave"]
+    #: ``leave``: do nothing (another worker owns the job, or the record could not be written);
+    #: ``resend``: replace it with a fresh copy (receive count 1, ``delay_s`` where the queue takes
+    #: one) before SQS's redrive would take it: a job that only waits keeps its witness.
+    kind: Literal["delete", "rearm", "dead_letter", "release", "leave", "resend"]
     delay_s: int = 0
     attributes: dict[str, str] = field(default_factory=dict)
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, one
-from sqsjobs.delivery import DELETE, Ack
+from sqsjobs.delivery import Ack
 from sqsjobs.errors import AwsError, LimitWait, StoreError
 from sqsjobs.job import AttemptOutcome
 from sqsjobs.limits import store as ls
@@ -322,19 +322,13 @@ class Gate:
         )
         settings = self.kernel.settings
         redrive = settings.max_receive_count or self.kernel.registry.max_attempts() + settings.receive_slack
-        if delivery.receive_count < redrive - RESEND_MARGIN or delivery.queue_url.endswith(".fifo"):
-            # A FIFO queue keeps a serialize key's order only while its head stays in place (and takes
-            # no per-message delay): it is re-armed, never re-sent behind the rest of its group.
+        if delivery.receive_count < redrive - RESEND_MARGIN:
+            # A FIFO queue keeps a serialize key's order while its head stays in place: re-armed.
             return Ack("rearm", delay_s=sqs.clamp_visibility(delay))
-        # Close to the redrive limit: a fresh copy (receive count 1) replaces this message.
-        params = sqs.send_one(delivery.queue_url, delivery.body, delay_s=sqs.clamp_delay(delay))
-        if group := delivery.attributes.get("MessageGroupId"):
-            params["MessageGroupId"] = group
-        try:
-            await self.kernel.arun(one(Call("sqs", "send_message", params)))
-        except AwsError:
-            return Ack("rearm", delay_s=sqs.clamp_visibility(delay))
-        return DELETE
+        # Close to the redrive limit: a fresh copy replaces this message, so a job that only waits is
+        # never moved to a DLQ. On a FIFO queue the copy (and the key's members this worker holds,
+        # ``runtime/levels.py``) go to the back of the key's group: its order yields, its job is kept.
+        return Ack("resend", delay_s=delay)
 
     # ── holding ───────────────────────────────────────────────────────────────────────────
     async def give_back(self, job_id: str) -> None:

@@ -31,6 +31,10 @@ class AckTarget(Protocol):
         """Copy the message to the DLQ with ``attributes``, then let it go."""
         ...
 
+    async def resend(self, delivery: Delivery, delay_s: int) -> None:
+        """Send a fresh copy of the message, then let this one go (re-arm it if the send fails)."""
+        ...
+
 
 async def apply(ack: Ack, delivery: Delivery, dlq_url: str, target: AckTarget) -> None:
     """Act on ``delivery`` as ``ack`` says, once its record was written."""
@@ -42,3 +46,5 @@ async def apply(ack: Ack, delivery: Delivery, dlq_url: str, target: AckTarget) -
         target.set_visibility(delivery, 0)
     elif ack.kind == "dead_letter":
         await target.dead_letter(delivery, dlq_url, ack.attributes)
+    elif ack.kind == "resend":
+        await target.resend(delivery, ack.delay_s)

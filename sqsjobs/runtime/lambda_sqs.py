@@ -472,6 +472,21 @@ class _Reply:
             return
         self.result = _Result(ok=True)
 
+    async def resend(self, delivery: Delivery, delay_s: int) -> None:
+        """A fresh copy replaces the message: a success the ESM deletes (a failure, re-armed, if the send fails)."""
+        try:
+            await self._kernel.arun(
+                one(Call("sqs", "send_message", sqs.fresh_copy(delivery, delay_s=delay_s)))
+            )
+        except AwsError as exc:
+            self._kernel.logger.warning(
+                "re-send failed; the message is re-armed instead",
+                extra={"message_id": delivery.message_id, "error": str(exc)},
+            )
+            self.set_visibility(delivery, sqs.clamp_visibility(delay_s))
+            return
+        self.result = _Result(ok=True)
+
 
 class _Budget:
     """The invocation's time: what was left at the start, and what is left now."""

@@ -219,9 +219,16 @@ class LevelReceiver:
                 return
             await self.w._unreserve(self.queue, 1)
             waiting.appendleft(nxt)
+        del self.groups[group]
+        if ack.kind == "resend":
+            # The head was re-sent to the back of its group: its members follow it there, in order,
+            # so the key keeps the order of what this worker holds, and none nears the redrive limit.
+            for member in waiting:
+                if self.w._held.pop(member.receipt_handle, None) is not None:
+                    await self.w._ops.resend(member, 0)
+            return
         # The message stays (or the worker stops): SQS keeps the rest behind it, in order.
         self._release(list(waiting))
-        del self.groups[group]
 
     def _release(self, deliveries: list[Delivery]) -> None:
         for delivery in deliveries:

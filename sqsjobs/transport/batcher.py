@@ -128,6 +128,19 @@ class MessageOps:
             return
         self.delete(delivery)
 
+    async def resend(self, delivery: Delivery, delay_s: int) -> None:
+        """A fresh copy replaces the message (its receive count starts again); re-armed if the send fails."""
+        try:
+            await self._arun(one(Call("sqs", "send_message", sqs.fresh_copy(delivery, delay_s=delay_s))))
+        except AwsError as exc:
+            self._logger.warning(
+                "re-send failed; the message is re-armed instead",
+                extra={"message_id": delivery.message_id, "error": str(exc)},
+            )
+            self.set_visibility(delivery, sqs.clamp_visibility(delay_s))
+            return
+        self.delete(delivery)
+
     async def extend(self, deliveries: list[Delivery], seconds: int) -> set[str]:
         """Heartbeat: extend every held message; returns receipt handles SQS no longer honours."""
         lost: set[str] = set()

@@ -7,6 +7,7 @@ send/delete/visibility changes go in batches of up to ten.
 from __future__ import annotations
 
 import math
+import uuid
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqsjobs.delivery import Delivery
@@ -84,6 +85,30 @@ def send_one(
         params["MessageAttributes"] = {
             k: {"DataType": "String", "StringValue": v[:1024] or "-"} for k, v in attributes.items()
         }
+    return params
+
+
+def fresh_copy(delivery: Delivery, *, delay_s: int = 0) -> dict[str, Any]:
+    """SendMessage of a new copy of ``delivery`` (receive count 1), to replace it before SQS redrives it.
+
+    The copy keeps the body, the string message attributes (trace context) and the message group. A
+    FIFO queue takes no per-message delay and would drop a copy whose deduplication id it saw within
+    five minutes: the copy gets a fresh one and no delay (it goes to the back of its group).
+    """
+    params = send_one(delivery.queue_url, delivery.body)
+    kept = {
+        k: {"DataType": "String", "StringValue": v["StringValue"]}
+        for k, v in delivery.message_attributes.items()
+        if v.get("DataType") == "String" and "StringValue" in v
+    }
+    if kept:
+        params["MessageAttributes"] = kept
+    if group := delivery.attributes.get("MessageGroupId"):
+        params["MessageGroupId"] = group
+    if delivery.queue_url.endswith(".fifo"):
+        params["MessageDeduplicationId"] = uuid.uuid4().hex
+    elif delay_s:
+        params["DelaySeconds"] = clamp_delay(delay_s)
     return params
 
 

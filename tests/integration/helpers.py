@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs import App
@@ -13,6 +14,8 @@ from sqsjobs._aws import Call, one
 from sqsjobs.transport.queues import dlq_key
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sqsjobs.runtime.worker import Worker
 
 
@@ -104,3 +107,12 @@ def receive_dlq(app: App, queue: str = "default", n: int = 10) -> list[dict[str,
 
 def attr(message: dict[str, Any], name: str) -> str:
     return str(message["MessageAttributes"][name]["StringValue"])
+
+
+def wait_until(condition: Callable[[], object], timeout_s: float, what: str) -> float:
+    """Poll ``condition`` until it is true; fail naming ``what`` after ``timeout_s``. Returns the wait."""
+    began = time.monotonic()
+    while not condition():
+        assert time.monotonic() - began < timeout_s, f"{what}: not within {timeout_s} s"
+        time.sleep(0.05)
+    return time.monotonic() - began
