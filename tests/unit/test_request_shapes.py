@@ -17,7 +17,7 @@ import pytest
 from botocore.validate import ParamValidator
 
 from sqsjobs.config import Settings
-from sqsjobs.delivery import failure_record
+from sqsjobs.delivery import Delivery, failure_record
 from sqsjobs.store import bulk, codec, enqueue, expiry, operator, schema, statements, transact, workers
 from sqsjobs.store import requests as rq
 from sqsjobs.transport import objects, sqs
@@ -317,6 +317,23 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
         "sqs",
         "SendMessage",
         lambda: sqs.send_one(URL, "{}", delay_s=5, attributes={"reason": "r"}),
+    ),
+    "fresh_copy": (
+        "sqs",
+        "SendMessage",
+        lambda: sqs.fresh_copy(
+            Delivery(
+                queue="q",
+                queue_url=URL + ".fifo",
+                message_id="m",
+                receipt_handle="r",
+                body="{}",
+                receive_count=4,
+                sent_at=0.0,
+                attributes={"MessageGroupId": "k1"},
+                message_attributes={"traceparent": {"DataType": "String", "StringValue": "00-a-b-01"}},
+            )
+        ),
     ),
     "send_batch": ("sqs", "SendMessageBatch", lambda: sqs.send_batch(URL, [("0", "{}", 0), ("1", "{}", 30)])),
     "receive": ("sqs", "ReceiveMessage", lambda: sqs.receive(URL, max_messages=10, wait_s=20)),
