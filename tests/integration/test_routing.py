@@ -18,6 +18,7 @@ import pytest
 from sqsjobs import JobRequest, JobStatus
 from sqsjobs.errors import RoutingError
 from sqsjobs.ops.worker_views import list_workers_flow
+from sqsjobs.store.requests import CLOCK_SKEW_S
 from sqsjobs.transport import routes
 from tests.apps import routing
 from tests.integration.helpers import sqs_call, worker_env, worker_process
@@ -255,7 +256,9 @@ def test_a_serialized_job_with_a_delay_holds_its_key_until_due(app, start_worker
     # THEN the first runs when due, and the second only after it: the key keeps enqueue order
     first, second = starts(log)
     assert (first["label"], second["label"]) == ("first", "second")
-    assert first["start"] - t0 >= 2.9
+    # A claim may start a job up to the clock-skew allowance before its run_at (a worker that first
+    # polls late takes it at once): that is the bound, not the delay itself.
+    assert first["start"] - t0 >= 3 - CLOCK_SKEW_S - 0.1
 
 
 def test_a_key_keeps_its_order_when_the_worker_running_its_job_is_killed(app, start_workers, tmp_path):

@@ -67,7 +67,9 @@ class Auditor:
         while True:
             page = self.ddb.scan(**kwargs)
             for item in page.get("Items", []):
-                if item["id"]["S"].startswith(WORKER_PREFIX):  # a worker's registry item, not a job
+                if (
+                    item["id"]["S"].startswith(WORKER_PREFIX) or "type" not in item
+                ):  # a registry or probe item
                     continue
                 job = rq.job_from_item(item)
                 out[job.id] = {
