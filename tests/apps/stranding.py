@@ -23,14 +23,47 @@ def _record(payload: dict[str, object], ctx: JobContext) -> None:
         os.close(fd)
 
 
-@app.job("hold", limits=["one"], timeout=120)
+@app.job("hold", limits=["one"], max_attempts=2, timeout=120)
 def hold(payload: dict[str, object], ctx: JobContext) -> None:
     """Holds the limit's only slot for ``sleep_s``."""
     _record(payload, ctx)
     time.sleep(float(payload["sleep_s"]))  # type: ignore[arg-type]
 
 
-@app.job("device.step", queue="device", limits=["one"], timeout=60)
+@app.job("device.step", queue="device", limits=["one"], max_attempts=2, timeout=60)
 def step(payload: dict[str, object], ctx: JobContext) -> None:
     """A serialized job under the same limit."""
     _record(payload, ctx)
+
+
+app.limit("two", concurrency=2)
+
+#: One job type per feature the stranding matrix crosses with each disturbance. Each records its
+#: run; with ``sleep_first_s`` its first attempt sleeps (long enough to be killed mid-job).
+FEATURE_TYPES = {
+    "plain": "default",
+    "work.run": "work",  # a queue with priority levels
+    "device.run": "device",  # a serialized queue
+    "limited.run": "default",
+}
+
+
+def _matrix_run(payload: dict[str, object], ctx: JobContext) -> None:
+    _record(payload, ctx)
+    if ctx.attempt == 1 and payload.get("sleep_first_s"):
+        time.sleep(float(payload["sleep_first_s"]))  # type: ignore[arg-type]
+
+
+for _name, _queue in FEATURE_TYPES.items():
+    app.job(
+        _name,
+        queue=_queue,
+        max_attempts=2,
+        timeout=60,
+        limits=["two"] if _name == "limited.run" else (),
+    )(_matrix_run)
+
+
+@app.job("batch.done", max_attempts=2, timeout=60)
+def batch_done(payload: object, ctx: JobContext) -> None:
+    """A batch's completion callback (the test reads the batch's status)."""

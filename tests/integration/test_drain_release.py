@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 from sqsjobs import JobStatus
+from tests.apps import stranding
 from tests.integration.helpers import kill_group, worker_env
+from tests.integration.test_stranding_matrix import APP, ENV, QUEUES, SETTINGS
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +30,9 @@ VISIBILITY_S = 40
 
 
 def _worker(app, log: Path) -> subprocess.Popen[bytes]:
-    env = worker_env(app, SQSJOBS_RECEIVE_WAIT_S="20", SQSJOBS_LOG_LEVEL="INFO", SQSJOBS_DRAIN_TIMEOUT_S="5")
+    env = worker_env(
+        app, SQSJOBS_RECEIVE_WAIT_S="20", SQSJOBS_LOG_LEVEL="INFO", SQSJOBS_DRAIN_TIMEOUT_S="5", **ENV
+    )
     with log.open("wb") as out:
         return subprocess.Popen(
             [
@@ -37,9 +41,11 @@ def _worker(app, log: Path) -> subprocess.Popen[bytes]:
                 "sqsjobs",
                 "worker",
                 "--app",
-                "tests.apps.guarantees:app",
+                APP,
                 "--concurrency",
-                "2",
+                "4",
+                "--queues",
+                QUEUES,
             ],
             env=env,
             stdout=out,
@@ -55,13 +61,23 @@ def _wait_for_line(log: Path, text: str, timeout_s: float) -> None:
         time.sleep(0.1)
 
 
+#: A plain queue (one long poll), a priority level (a watch per level) and a serialized key (FIFO).
+ROUTES = {
+    "plain": ("plain", {}),
+    "priority level": ("work.run", {"priority": "high"}),
+    "serialized": ("device.run", {"serialize_key": "k1"}),
+}
+
+
+@pytest.mark.parametrize("route", ROUTES)
 def test_the_job_enqueued_as_a_worker_drains_starts_at_once_on_the_next_worker(
-    ministack_url, make_app, tmp_path
+    ministack_url, make_app, tmp_path, route
 ):
-    # GIVEN one idle worker in its long poll, and a visibility timeout far longer than a start takes
-    app = make_app(ministack_url, visibility_timeout_s=VISIBILITY_S)
-    app.job("count", max_attempts=3, timeout=60)(lambda payload, ctx: None)
+    # GIVEN one idle worker in its long polls, and a visibility timeout far longer than a start takes
+    app = make_app(ministack_url, visibility_timeout_s=VISIBILITY_S, **SETTINGS)
+    app.registry.include(stranding.app.registry)
     app.provision()
+    job_type, options = ROUTES[route]
     first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
     first = _worker(app, first_log)
     second = None
@@ -72,16 +88,16 @@ def test_the_job_enqueued_as_a_worker_drains_starts_at_once_on_the_next_worker(
         first.send_signal(signal.SIGTERM)
         time.sleep(0.3)
         enqueued = time.time()
-        job_id = app.enqueue("count", {"runs_dir": str(tmp_path), "sleep_s": 0})
-        assert first.wait(40) == 0
-        second = _worker(app, second_log)
+        job_id = app.enqueue(job_type, {"runs": str(tmp_path / "runs")}, **options)
+        second = _worker(app, second_log)  # while the first one still drains
         # THEN the next worker starts it at once: nothing hid it for a visibility timeout
-        deadline = time.monotonic() + VISIBILITY_S
+        deadline = time.monotonic() + VISIBILITY_S + 10
         while app.get(job_id, load_result=False).status is not JobStatus.SUCCEEDED:
-            assert time.monotonic() < deadline, "the job never ran"
+            assert time.monotonic() < deadline, "the job never ran: " + first_log.read_text()[-3000:]
             time.sleep(0.2)
         job = app.get(job_id, load_result=False)
         assert job.started_at is not None
+        assert first.wait(40) == 0
         started_after_s = job.started_at.timestamp() - enqueued
         assert started_after_s < START_WITHIN_S, (
             f"started {started_after_s:.1f} s after its enqueue: the drained worker's poll hid it"

@@ -1,0 +1,167 @@
+"""The stranding matrix: every feature crossed with a disturbance, through real processes on MiniStack.
+
+Each test builds one job of every feature at once (a plain job, a priority level's, a serialized
+key's, a claim-checked S3 payload, a batch item, a chain step, a job enqueued in a transaction, a
+limited job), applies one disturbance to all of them, and then asks the records: every job ended
+(succeeded, run the expected number of times), none was left unfinished with nothing to bring it
+back. Limits are shortened through settings (redrive after 3 receives, a 1 KiB inline payload, 5 s
+leases) so each cell takes seconds; the cells of one disturbance share one app and one run.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from sqsjobs import JobStatus
+from sqsjobs.transport import routes
+from tests.apps import stranding
+from tests.integration.helpers import kill_group, sqs_call, wait_until, worker_env, worker_process
+
+pytestmark = pytest.mark.slow
+
+APP = "tests.apps.stranding:app"
+SETTINGS = {
+    "priority_queues": {"work"},
+    "serialized_queues": {"device"},
+    "max_receive_count": 3,
+    "inline_payload_bytes": 1024,
+}
+ENV = {
+    "SQSJOBS_PRIORITY_QUEUES": "work",
+    "SQSJOBS_SERIALIZED_QUEUES": "device",
+    "SQSJOBS_MAX_RECEIVE_COUNT": "3",
+    "SQSJOBS_INLINE_PAYLOAD_BYTES": "1024",
+}
+QUEUES = "default,work,device"
+FEATURES = (
+    "plain",
+    "priority",
+    "serialized",
+    "s3 payload",
+    "batch item",
+    "chain step",
+    "transaction",
+    "limited",
+)
+
+
+@pytest.fixture
+def app(ministack_url, make_app):
+    app = make_app(ministack_url, **SETTINGS)
+    app.registry.include(stranding.app.registry)
+    app.provision()
+    return app
+
+
+def runs(path: Path) -> Counter[str]:
+    lines = path.read_text().splitlines() if path.exists() else []
+    return Counter(line.split()[0] for line in lines)
+
+
+def one_of_each(app, log: Path, **extra: object) -> tuple[dict[str, str], str, str]:
+    """One job per feature (its id), the batch's id and the chain's id."""
+    p = {"runs": str(log), **extra}
+    jobs = {
+        "plain": app.enqueue("plain", p),
+        "priority": app.enqueue("work.run", p, priority="high"),
+        "serialized": app.enqueue("device.run", p, serialize_key="k1"),
+        "s3 payload": app.enqueue("plain", {**p, "blob": "x" * 4096}),
+        "limited": app.enqueue("limited.run", p),
+    }
+    batch = app.batch("batch.done")
+    jobs["batch item"] = batch.add("plain", p)
+    batch.seal()
+    chain_id = app.chain([("plain", p), ("plain", {"runs": str(log)})])
+    jobs["chain step"] = app.get_chain(chain_id).steps[0].job_id
+    with app.transaction() as tx:
+        jobs["transaction"] = tx.enqueue("plain", p)
+    assert set(jobs) == set(FEATURES)
+    assert app.get(jobs["s3 payload"], load_result=False).payload_ref is not None  # claim-checked
+    return jobs, batch.id, chain_id
+
+
+def everything_finished(app, jobs: dict[str, str], batch_id: str, chain_id: str) -> bool:
+    return (
+        all(app.get(j, load_result=False).status is JobStatus.SUCCEEDED for j in jobs.values())
+        and app.get_batch(batch_id).status == "complete"
+        and app.get_chain(chain_id).status == "succeeded"
+    )
+
+
+def source_urls(app) -> list[str]:
+    """Every SQS queue a job's message travels in: the plain queue, each priority level, the FIFO queue."""
+    names = [
+        routes.queue_name(app.settings, key)
+        for q in QUEUES.split(",")
+        for key in routes.routes_of(app.settings, q)
+    ]
+    return [sqs_call(app, "get_queue_url", QueueName=n)["QueueUrl"] for n in names]
+
+
+def depth(app, url: str) -> int:
+    attrs = sqs_call(app, "get_queue_attributes", QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+
+
+def sweep_once(app) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "sqsjobs", "sweep", "--once", "--app", APP],
+        env=worker_env(app, **ENV),
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+
+
+def test_every_feature_whose_message_sqs_redrove_is_brought_back_and_runs_once(app, tmp_path):
+    # GIVEN one job of every feature, and no worker at all
+    log = tmp_path / "runs"
+    jobs, batch_id, chain_id = one_of_each(app, log)
+    # WHEN SQS redrives every message (received, never finished, past the redrive limit)
+    urls = source_urls(app)
+    deadline = time.monotonic() + 60
+    while any(depth(app, u) for u in urls):
+        assert time.monotonic() < deadline, "SQS did not redrive every message"
+        for url in urls:
+            sqs_call(app, "receive_message", QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)
+    # THEN the records still say the jobs are on their way, with nothing left in a queue to bring them...
+    assert {f: app.get(j, load_result=False).status for f, j in jobs.items()} == dict.fromkeys(
+        FEATURES, JobStatus.QUEUED
+    )
+    # ...until one sweep reconciles the DLQs, and a worker runs every job once
+    sweep_once(app)
+    worker = worker_process(app, APP, concurrency=8, queues=QUEUES, **ENV)
+    try:
+        wait_until(
+            lambda: everything_finished(app, jobs, batch_id, chain_id), 60, "every feature's job finished"
+        )
+    finally:
+        kill_group(worker)
+    assert {f: runs(log)[j] for f, j in jobs.items()} == dict.fromkeys(FEATURES, 1)
+
+
+def test_every_feature_whose_worker_is_killed_mid_job_runs_again_without_the_sweeper(app, tmp_path):
+    # GIVEN one job of every feature, each running on one worker (its first attempt sleeps)
+    log = tmp_path / "runs"
+    jobs, batch_id, chain_id = one_of_each(app, log, sleep_first_s=30)
+    victim = worker_process(app, APP, concurrency=10, queues=QUEUES, **ENV)
+    rescuer = None
+    try:
+        wait_until(lambda: all(runs(log)[j] == 1 for j in jobs.values()), 60, "every job started")
+        # WHEN that worker is killed (-9) mid-job, and another one runs, with no sweeper
+        kill_group(victim)
+        rescuer = worker_process(app, APP, concurrency=10, queues=QUEUES, **ENV)
+        # THEN every job runs again once its lease expires, and its workflow goes on
+        wait_until(
+            lambda: everything_finished(app, jobs, batch_id, chain_id), 90, "every feature's job finished"
+        )
+    finally:
+        kill_group(*(p for p in (victim, rescuer) if p is not None))
+    assert {f: runs(log)[j] for f, j in jobs.items()} == dict.fromkeys(FEATURES, 2)
+    assert {f: app.get(j, load_result=False).attempt for f, j in jobs.items()} == dict.fromkeys(FEATURES, 2)
