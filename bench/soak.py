@@ -48,12 +48,12 @@ from bench.proxy import AwsProxy, FaultPlan
 from bench.soak_app import build_app, create_ledger
 from sqsjobs import JobRequest
 from sqsjobs.errors import SqsJobsError
-from sqsjobs.store import requests as rq
-from sqsjobs.store.workers import WORKER_PREFIX
+from sqsjobs.store import codec, schema
+from sqsjobs.store.presence_items import WORKER_PREFIX
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
-NON_TERMINAL = ("queued", "retry_scheduled", "running", rq.HELD)
+NON_TERMINAL = ("queued", "retry_scheduled", "running", schema.HELD)
 #: Probability of each kind of job; "delayed" and "dup" run the quick handler.
 DEFAULT_MIX = {
     "quick": 0.38,
@@ -146,7 +146,7 @@ def plan_jobs(config: SoakConfig) -> list[PlannedJob]:
         key = f"soak-{config.seed}-{i}"
         planned.append(
             PlannedJob(
-                id=rq.idempotent_job_id(job_type, key),
+                id=codec.idempotent_job_id(job_type, key),
                 kind=kind,
                 type=job_type,
                 key=key,
@@ -332,7 +332,7 @@ class Auditor:
             for item in page.get("Items", []):
                 if item["id"]["S"].startswith(WORKER_PREFIX):  # a worker's registry item, not a job
                     continue
-                job = rq.job_from_item(item)
+                job = codec.job_from_item(item)
                 out[job.id] = {
                     "status": str(job.status),
                     "attempt": job.attempt,

@@ -15,7 +15,7 @@ from sqsjobs import App
 from sqsjobs._aws import Call, consumed_units, one
 from sqsjobs.job import FailureRecord
 from sqsjobs.producer import JobRequest, build_new_job
-from sqsjobs.store import requests as rq
+from sqsjobs.store import claims, codec, enqueue, requests, schema
 from tests.emulators import MiniStack
 
 OWNER = "ip-10-0-0-1-12345-abcdef"  # a realistic lease owner (host-pid-random)
@@ -49,14 +49,15 @@ def measure(url: str, payload_bytes: int) -> dict[str, tuple[float, float]]:
             app.run(one(Call("dynamodb", operation, {**params, "ReturnConsumedCapacity": "INDEXES"})))
         )
 
-    put = call("put_item", rq.put_job(table, job))
-    claim = rq.claim(table, rq.envelope_of(job), owner=OWNER, token=rq.nonce(), message_id=MESSAGE_ID, now=now + 1, lease_s=60,
+    put = call("put_item", enqueue.put_job(table, job))
+    claim = claims.claim(table, enqueue.envelope_of(job), owner=OWNER, token=codec.nonce(), message_id=MESSAGE_ID, now=now + 1, lease_s=60,
         max_attempts=app.registry.get("noop").max_attempts,
     )  # fmt: skip
     claimed = call("update_item", claim)
-    record = rq.job_from_item(claimed["Attributes"])
+    record = codec.job_from_item(claimed["Attributes"])
     done = call(
-        "update_item", rq.complete(table, record, owner=OWNER, now=now + 2, result=None, retention_s=86_400)
+        "update_item",
+        requests.complete(table, record, owner=OWNER, now=now + 2, result=None, retention_s=86_400),
     )
     return {"enqueue": units(put), "claim": units(claimed), "complete": units(done)}
 
@@ -77,30 +78,30 @@ def measure_off_path(url: str, payload_bytes: int = 1024) -> dict[str, tuple[flo
 
     def claimed(job_request: JobRequest[Any], *, held: bool = False) -> tuple[Any, dict[str, Any]]:
         job = build_new_job(job_request, registry=app.registry, settings=app.settings, now=now)
-        put = call("put_item", rq.put_job(table, job))
-        params = rq.claim(table, rq.envelope_of(job), owner=OWNER, token=rq.nonce(), message_id=MESSAGE_ID,
+        put = call("put_item", enqueue.put_job(table, job))
+        params = claims.claim(table, enqueue.envelope_of(job), owner=OWNER, token=codec.nonce(), message_id=MESSAGE_ID,
                           now=job.run_at + 1, lease_s=60, max_attempts=max_attempts)  # fmt: skip
-        return rq.job_from_item(call("update_item", params)["Attributes"]).evolve(payload=payload), put
+        return codec.job_from_item(call("update_item", params)["Attributes"]).evolve(payload=payload), put
 
     out: dict[str, tuple[float, float]] = {}
     job, _ = claimed(JobRequest("noop", payload))
-    out["schedule_retry (re-arms the message)"] = units(call("update_item", rq.schedule_retry(
+    out["schedule_retry (re-arms the message)"] = units(call("update_item", requests.schedule_retry(
         table, job, owner=OWNER, now=now + 2, run_at=now + 60, error=error, held=False)))  # fmt: skip
     job, _ = claimed(JobRequest("noop", payload))
-    out["fail → dead (payload kept, dead entry)"] = units(call("update_item", rq.fail(
+    out["fail → dead (payload kept, dead entry)"] = units(call("update_item", requests.fail(
         table, job, owner=OWNER, now=now + 2, error=error, reason="permanent error", retention_s=86_400,
         payload=payload)))  # fmt: skip
     job, _ = claimed(JobRequest("noop", payload))
-    out["heartbeat (lease renewal)"] = units(call("update_item", rq.heartbeat(
+    out["heartbeat (lease renewal)"] = units(call("update_item", requests.heartbeat(
         table, job, owner=OWNER, now=now + 30, lease_s=60)))  # fmt: skip
     far = JobRequest("noop", payload, delay=3600.0)
     new = build_new_job(far, registry=app.registry, settings=app.settings, now=now)
-    out["enqueue held (payload, held entry)"] = units(call("put_item", rq.put_job(table, new)))
-    [entry] = rq.due_records(call("query", rq.query_due(table, rq.attention_key(rq.HELD, new.id),
+    out["enqueue held (payload, held entry)"] = units(call("put_item", enqueue.put_job(table, new)))
+    [entry] = schema.due_records(call("query", schema.query_due(table, schema.attention_key(schema.HELD, new.id),
                                                          due_before=now + 7200)))  # fmt: skip
-    out["sweeper: held → pending"] = units(call("update_item", rq.mark_dispatched(
+    out["sweeper: held → pending"] = units(call("update_item", schema.mark_dispatched(
         table, entry, now=now + 3000, recheck_at=now + 3900)))  # fmt: skip
-    params = rq.claim(table, rq.envelope_of(new), owner=OWNER, token=rq.nonce(), message_id=MESSAGE_ID,
+    params = claims.claim(table, enqueue.envelope_of(new), owner=OWNER, token=codec.nonce(), message_id=MESSAGE_ID,
                       now=now + 3601, lease_s=60, max_attempts=max_attempts)  # fmt: skip
     out["claim of a held job (removes its entry)"] = units(call("update_item", params))
     return out

@@ -1,6 +1,6 @@
 """The flow-control items in the jobs table, and one builder per write (sans-I/O).
 
-Like the worker registry (``store/workers.py``) they live in the jobs table under ids with ``#``,
+Like the worker registry (``store/presence_items.py``) they live in the jobs table under ids with ``#``,
 which no job id contains. None carries ``attn``, ``status`` or ``updated_at``: no index entry is
 ever written for them (0 index write units), and job listings and ``stats`` never count them.
 Every item is far under 1 KB, so each write below is one write unit, and each eventually

@@ -180,7 +180,9 @@ def bulk_cancel_flow(
     by = by or actor()
     if resume is None and not spec.dry_run:
         yield Call(
-            "dynamodb", "put_item", bulk.put_op(table, op_id, filters=spec.filters(), by=by, now=clock.now())
+            "dynamodb",
+            "put_item",
+            bulk.put_op(table, op_id, filters=spec.filters(), by=by, now=clock.now()).put_item(),
         )
     if on_start is not None:
         on_start(op_id)
@@ -228,7 +230,7 @@ def bulk_cancel_flow(
                 yield Call("dynamodb", "update_item", bulk.checkpoint(
                     table, op_id, seq=seq, position=position, counts=report.counts(),
                     state="done" if report.done else "running", now=clock.now(),
-                ))  # fmt: skip
+                ).update_item())  # fmt: skip
             except StoreError as exc:
                 if is_conflict(exc):
                     raise RecordChanged(
@@ -247,7 +249,7 @@ def _cancel_one(
     params = bulk.cancel_matching(
         settings.table_name, job_id, job_type=spec.job_type, status=spec.status.value, tenant=spec.tenant,
         op_id=op_id, audit=audit, now=now, retention_s=settings.retention_s,
-    )  # fmt: skip
+    ).update_item()  # fmt: skip
     try:
         yield Call("dynamodb", "update_item", params)
     except StoreError as exc:

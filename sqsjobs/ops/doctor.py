@@ -21,7 +21,7 @@ from sqsjobs.deploy.provision import parse_redrive, redrive_count
 from sqsjobs.deploy.rules import check_lambda_timeout
 from sqsjobs.errors import AwsError, ConfigurationError, ObjectStoreError, StoreError, TransportError
 from sqsjobs.ops._common import app_queues
-from sqsjobs.store import requests as rq
+from sqsjobs.store import schema
 from sqsjobs.transport import objects, routes, sqs
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from sqsjobs.registry import Registry
 
 Level = Literal["ok", "warn", "fail"]
-TTL_ATTRIBUTE = rq.TTL_ATTRIBUTE
+TTL_ATTRIBUTE = schema.TTL_ATTRIBUTE
 #: AWS: a Lambda event source mapping wants the queue's visibility timeout at least 6x the function timeout.
 #: https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html
 LAMBDA_VISIBILITY_FACTOR = 6
@@ -134,10 +134,10 @@ def table_checks_flow(settings: Settings) -> Flow[list[Check]]:
             "" if keyed else "the table must be keyed by `id` (S) alone; recreate it",
         )
     )
-    legacy = sorted(rq.LEGACY_INDEXES & {i["IndexName"] for i in info.get("GlobalSecondaryIndexes", [])})
+    legacy = sorted(schema.LEGACY_INDEXES & {i["IndexName"] for i in info.get("GlobalSecondaryIndexes", [])})
     if legacy:
         checks.append(legacy_check(table, legacy))
-    checks.extend(index_checks(info, rq.table_definition(table), legacy=bool(legacy)))
+    checks.extend(index_checks(info, schema.table_definition(table), legacy=bool(legacy)))
     ttl = yield Call("dynamodb", "describe_time_to_live", {"TableName": table})
     desc = ttl.get("TimeToLiveDescription", {})
     enabled = (

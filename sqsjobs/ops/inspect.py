@@ -63,7 +63,7 @@ from sqsjobs.errors import CursorError as CursorError  # re-exported: its old ho
 from sqsjobs.errors import StoreError
 from sqsjobs.job import JobStatus
 from sqsjobs.ops._common import iso
-from sqsjobs.store import requests as rq
+from sqsjobs.store import operator, schema
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -85,7 +85,7 @@ SCAN_BUDGET_ITEMS = 10_000
 #: Each next Scan request of one call evaluates this many times more items, while matches are sparse.
 SCAN_GROWTH = 4
 #: ``JobPage.index`` of the dead listing (the index's name) and of a Scan listing.
-ATTENTION = rq.ATTENTION_INDEX
+ATTENTION = schema.ATTENTION_INDEX
 SCAN = "scan"
 #: Attempts at the keys a BatchGetItem left unprocessed (throttling) before giving up.
 UNPROCESSED_RETRIES = 5
@@ -188,7 +188,7 @@ def plan(query: ListQuery, now: float) -> _Plan:
     if query.status is JobStatus.DEAD:
         # ``status = dead`` stays a filter: a marker left on a record that moved on is not listed.
         since = now - query.since_s if query.since_s is not None else None
-        return _Plan(ATTENTION, rq.attention_partitions(rq.DEAD), filters, since, f"a{key}")
+        return _Plan(ATTENTION, schema.attention_partitions(schema.DEAD), filters, since, f"a{key}")
     window = query.since_s if query.since_s is not None else DEFAULT_SCAN_WINDOW_S
     return _Plan(SCAN, [], filters, now - window, f"s{key}")
 
@@ -520,7 +520,7 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         ],
         "audit": [
             {**entry, "at": iso(entry["at"]) if isinstance(entry.get("at"), float) else entry.get("at")}
-            for entry in rq.audit_entries(job)
+            for entry in operator.audit_entries(job)
         ],
         "idempotency_key": job.idempotency_key,
         "tenant": job.tenant,

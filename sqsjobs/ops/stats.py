@@ -33,7 +33,7 @@ from sqsjobs.errors import TransportError
 from sqsjobs.job import JobStatus
 from sqsjobs.ops._common import app_queues, iso
 from sqsjobs.ops.workers import count_workers, list_workers_flow
-from sqsjobs.store import requests as rq
+from sqsjobs.store import schema
 from sqsjobs.transport import routes
 
 if TYPE_CHECKING:
@@ -231,7 +231,7 @@ def _count(types: dict[str, TypeStats], item: dict[str, Any], now: float) -> Non
     status = item.get("status", {}).get("S", "?")
     t = types.setdefault(job_type, TypeStats(job_type))
     t.counts[status] = t.counts.get(status, 0) + 1
-    if item.get("attn", {}).get("S", "").startswith(f"{rq.HELD}#"):
+    if item.get("attn", {}).get("S", "").startswith(f"{schema.HELD}#"):
         t.held += 1
     lease = item.get("lease_expires")
     if status == JobStatus.RUNNING.value and lease is not None and float(lease["N"]) < now:

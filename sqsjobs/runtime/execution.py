@@ -15,7 +15,6 @@ returns an ``Ack`` saying what to do with the message, and the caller applies it
 from __future__ import annotations
 
 import asyncio
-import functools
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs import envelope as env
@@ -43,9 +42,8 @@ from sqsjobs.runtime.hooks import Finish, commit_unrun, entries_of, finish_hooks
 from sqsjobs.runtime.transitions import Transitions
 from sqsjobs.runtime.verdict import invoke, judge_failure, timeout_error
 from sqsjobs.schedules.fire import handle_fire
-from sqsjobs.store import expiry, statements
-from sqsjobs.store import requests as rq
-from sqsjobs.store.requests import ClaimRefusal
+from sqsjobs.store import codec, deadlines, job_store, operator, requests
+from sqsjobs.store.job_store import ClaimRefusal, JobStore
 from sqsjobs.transport import sqs
 from sqsjobs.workflows.batches import ItemStream
 from sqsjobs.workflows.chain_hook import before_step
@@ -58,6 +56,7 @@ if TYPE_CHECKING:
     from sqsjobs.job import Job
     from sqsjobs.registry import HandlerSpec
     from sqsjobs.runtime.hooks import FinishHook
+    from sqsjobs.store.write import Write
     from sqsjobs.transport.sqs import Delivery
 
 #: A worker that sees a payload version newer than its handler's parks the message this long.
@@ -95,6 +94,8 @@ class Execution:
         self._default_timeout_s = default_timeout_s
         #: Claims and finishes go through it: what is ready at one instant leaves in one request.
         self.transitions = Transitions(app.arun, batch=app.settings.batch_writes, logger=app.logger)
+        #: The state table's operations, applied through ``transitions``.
+        self.store = JobStore(self.transitions, app.settings.table_name, worker_id)
         #: What else each finish writes (batches, chains, limits: ``runtime/hooks.py``).
         self._hooks = finish_hooks(app) if hooks is None else list(hooks)
         #: Pause, limits and breakers, checked before the claim (``sqsjobs/limits/gate.py``).
@@ -149,8 +150,8 @@ class Execution:
             )
 
         now = self.app.clock.now()
-        bound, deadline = spec.expires_after_s, expiry.message_deadline(envelope, spec.expires_after_s)
-        if deadline is not None and deadline < now:  # expired: no claim (store/expiry.py)
+        bound, deadline = spec.expires_after_s, deadlines.message_deadline(envelope, spec.expires_after_s)
+        if deadline is not None and deadline < now:  # expired: no claim (store/deadlines.py)
             ack = await expire_delivery(self.app, self.transitions, envelope, delivery, now=now,
                                         deadline=deadline, type_bound_s=bound, hooks=self._hooks)  # fmt: skip
             if ack is not None:
@@ -159,43 +160,29 @@ class Execution:
         if isinstance(admitted, Ack):
             return admitted
         now = admitted.at if admitted else self.app.clock.now()  # a rate limit logged this start time
-        token = rq.nonce()
-        params, fresh = statements.claims(
-            self._table, envelope, first_delivery=delivery.receive_count <= 1, clock_skew_s=rq.CLOCK_SKEW_S,
-            owner=self.worker_id, token=token, message_id=delivery.message_id, now=now,
-            lease_s=max(self.app.settings.lease_s, 1.0), max_attempts=spec.max_attempts, expires_after_s=bound,
-        )  # fmt: skip
         try:
-            needs_single = functools.partial(
-                statements.claim_needs_single, token=token, start_by=envelope.start_by
-            )
-            landed = await self.transitions.write(params, batchable=fresh, needs_single=needs_single)
-            if landed.attributes is None and fresh is not None:  # batched: the message has the record
-                job = statements.claimed_job(envelope, fresh)
-            else:
-                job = rq.job_from_item(landed.attributes or {})
-        except StoreError as exc:
-            if not rq.own_claim(params, exc):
-                await self._gate.give_back(envelope.job_id)  # not claimed: free its limit slots now
-            if not rq.is_conflict(exc):
+            job, confirmed = await self.store.claim(
+                envelope, token=codec.nonce(), message_id=delivery.message_id,
+                first_delivery=delivery.receive_count <= 1, now=now, lease_s=max(self.app.settings.lease_s, 1.0),
+                max_attempts=spec.max_attempts, expires_after_s=bound,
+            )  # fmt: skip
+        except StoreError as exc:  # refused, not by its own landed try (JobStore.claim reads that)
+            await self._gate.give_back(envelope.job_id)  # not claimed: free its limit slots now
+            if not codec.is_conflict(exc):
                 self.app.logger.warning(
                     "claim failed, message left for redelivery",
                     extra={"job_id": envelope.job_id, "error": str(exc)},
                 )
                 return LEAVE
-            # botocore retried a claim whose answer was lost, and our own first try refused it:
-            # the job is ours to run, not "held elsewhere" (which would orphan it until the sweeper).
-            claimed = rq.own_claim(params, exc)
-            passed = expiry.refused_as_expired(exc, now, bound) if claimed is None else None
+            passed = job_store.refused_as_expired(exc, now, bound)
             if passed is not None:  # the record's own deadline (or the type's, from created_at) passed
                 ack = await expire_delivery(self.app, self.transitions, envelope, delivery, now=now,
                                             deadline=passed, type_bound_s=bound, hooks=self._hooks)  # fmt: skip
                 return ack or LEAVE
-            if claimed is None:
-                refused = rq.interpret_claim_refusal(exc, now, spec.max_attempts, envelope.payload_hash)
-                return await self._refused(envelope, delivery, refused)
-            self.app.logger.info("claim confirmed after a lost answer", extra={"job_id": claimed.id})
-            job = claimed
+            refused = job_store.interpret_claim_refusal(exc, now, spec.max_attempts, envelope.payload_hash)
+            return await self._refused(envelope, delivery, refused)
+        if confirmed:  # botocore retried a claim whose answer was lost: our own first try took the job
+            self.app.logger.info("claim confirmed after a lost answer", extra={"job_id": job.id})
         if envelope.has_payload:  # the message carries it; the record keeps only its hash
             job = job.evolve(payload=envelope.payload)
         self._log(
@@ -214,7 +201,7 @@ class Execution:
         """Dead without a claim: the record says why, the message goes to the DLQ."""
         error = failure_record(exc)
         now = self.app.clock.now()
-        params = rq.reject(
+        params = requests.reject(
             self._table,
             envelope,
             now=now,
@@ -226,10 +213,10 @@ class Execution:
             dead = unrun(envelope, AttemptOutcome.DEAD, error=error)
             await commit_unrun(self.transitions, self._hooks, params, dead)
         except StoreError as store_exc:
-            if not rq.is_conflict(store_exc):
+            if not codec.is_conflict(store_exc):
                 return LEAVE
             # A reject is refused only by a finished job or a live lease (no attempt bound applies).
-            refused = rq.interpret_claim_refusal(store_exc, now, max_attempts=0)
+            refused = job_store.interpret_claim_refusal(store_exc, now, max_attempts=0)
             if (
                 refused.reason is ClaimRefusal.FINISHED
                 and refused.job
@@ -246,7 +233,9 @@ class Execution:
             reason, job_id=envelope.job_id, job_type=envelope.job_type, error=error, queue=delivery.queue
         )
 
-    async def _refused(self, envelope: env.Envelope, delivery: Delivery, refused: rq.ClaimRefused) -> Ack:
+    async def _refused(
+        self, envelope: env.Envelope, delivery: Delivery, refused: job_store.ClaimRefused
+    ) -> Ack:
         """A claim that did not take the job: the record decides what the message is worth."""
         job = refused.job
         if refused.reason is ClaimRefusal.MISSING:
@@ -299,7 +288,7 @@ class Execution:
 
     async def _keep_payload(self, job: Job, envelope: env.Envelope) -> bool:
         """The message of a job cancelled while it waited is about to go: keep its payload for a retry."""
-        params = rq.keep_payload(
+        params = operator.keep_payload(
             self._table,
             job.id,
             payload=envelope.payload,
@@ -308,7 +297,7 @@ class Execution:
         try:
             await self.transitions.single(params)
         except StoreError as exc:  # refused: kept already, or retried meanwhile; nothing is lost
-            return rq.is_conflict(exc)
+            return codec.is_conflict(exc)
         return True
 
     def _held_elsewhere(self, job: Job, delivery: Delivery) -> Ack:
@@ -329,7 +318,7 @@ class Execution:
     # ── running the handler ───────────────────────────────────────────────────────────────
     async def _run(self, spec: HandlerSpec, job: Job, delivery: Delivery | None) -> Ack:
         if job.payload_version > spec.version:
-            release = rq.release(self._table, job, owner=self.worker_id, now=self.app.clock.now())
+            release = requests.release(self._table, job, owner=self.worker_id, now=self.app.clock.now())
             await self._write(job, release, Finish(job, AttemptOutcome.RELEASED))
             return Ack("rearm", delay_s=NEWER_VERSION_PARK_S)
         queue = delivery.queue if delivery else job.queue
@@ -386,7 +375,7 @@ class Execution:
             run.cancel()  # an async handler stops; a sync one's thread runs on, fenced by the lease
             reason = ctx.interrupt_reason
             if reason is InterruptReason.SHUTDOWN:
-                release = rq.release(self._table, job, owner=self.worker_id, now=self.app.clock.now())
+                release = requests.release(self._table, job, owner=self.worker_id, now=self.app.clock.now())
                 ok = await self._write(job, release, Finish(job, AttemptOutcome.RELEASED))
                 if ok:
                     self._log("job released", job)
@@ -422,22 +411,22 @@ class Execution:
         await self._gate.renew([ctx.job.id for ctx in due], now)
 
     async def _renew(self, ctx: JobContext, now: float) -> None:
-        params = rq.heartbeat(
+        params = requests.heartbeat(
             self._table, ctx.job, owner=self.worker_id, now=now, lease_s=self.app.settings.lease_s
         )
         try:
             attributes = await self.transitions.single(params)
         except StoreError as exc:
-            if rq.moved_on_by_owner(ctx.job, exc):
+            if job_store.moved_on_by_owner(ctx.job, exc):
                 return  # the outcome was recorded while this renewal was in flight
-            if rq.is_conflict(exc):
-                lost = rq.lease_lost(ctx.job, exc)
+            if codec.is_conflict(exc):
+                lost = job_store.lease_lost(ctx.job, exc)
                 self.app.logger.warning(
                     "lease lost at heartbeat", extra={"job_id": ctx.job.id, "error": str(lost)}
                 )
                 ctx.interrupt(InterruptReason.LEASE_LOST)
             return
-        renewed = rq.job_from_item(attributes or {})
+        renewed = codec.job_from_item(attributes or {})
         ctx.job = ctx.job.evolve(
             lease_expires=renewed.lease_expires, cancel_requested=renewed.cancel_requested
         )
@@ -445,7 +434,7 @@ class Execution:
             ctx.interrupt(InterruptReason.CANCEL)
 
     # ── recording the outcome ─────────────────────────────────────────────────────────────
-    async def _write(self, job: Job, params: dict[str, Any], finish: Finish | None = None) -> bool:
+    async def _write(self, job: Job, params: Write, finish: Finish | None = None) -> bool:
         """A fenced write; False (logged) when the lease is gone or DynamoDB would not take it.
 
         With a ``finish``, the hooks' entries commit in one transaction with it (``runtime/hooks.py``),
@@ -458,7 +447,7 @@ class Execution:
             else:
                 await self.transitions.write(params)
         except StoreError as exc:
-            if not rq.already_written(params, exc):
+            if not job_store.already_written(params, exc):
                 self._refused_write(job, exc)
                 return False
             # botocore retried after a lost answer; the first try landed
@@ -467,8 +456,8 @@ class Execution:
         return True
 
     def _refused_write(self, job: Job, exc: StoreError) -> None:
-        if rq.is_conflict(exc):
-            lost = rq.lease_lost(job, exc)
+        if codec.is_conflict(exc):
+            lost = job_store.lease_lost(job, exc)
             self.app.logger.warning("write refused: lease lost", extra={"job_id": job.id, "error": str(lost)})
         else:
             # The message comes back after its visibility timeout and the lease expires: the job reruns.
@@ -476,7 +465,7 @@ class Execution:
 
     async def _succeeded(self, job: Job, result: Any, duration: float) -> Ack:
         stored = await payloads.store_result(self.app.arun, self.app.settings, job, result)
-        params = rq.complete(
+        params = requests.complete(
             self._table, job, owner=self.worker_id, now=self.app.clock.now(), result=stored.value,
             result_ref=stored.ref, retention_s=self.app.settings.retention_s,
         )  # fmt: skip
@@ -500,7 +489,7 @@ class Execution:
             return await self._dead(job, exc, reason=verdict.reason, queue=queue)
         held = verdict.delay_s > sqs.MAX_VISIBILITY_S
         error = failure_record(exc)
-        params = rq.schedule_retry(
+        params = requests.schedule_retry(
             self._table,
             job,
             owner=self.worker_id,
@@ -525,7 +514,7 @@ class Execution:
 
     async def _dead(self, job: Job, exc: BaseException, *, reason: str, queue: str) -> Ack:
         error = failure_record(exc)
-        params = rq.fail(
+        params = requests.fail(
             self._table,
             job,
             owner=self.worker_id,
@@ -547,7 +536,7 @@ class Execution:
         return dead_letter(reason, job_id=job.id, job_type=job.type, error=error, queue=queue)
 
     async def _abort(self, job: Job, reason: str) -> Ack:
-        params = rq.abort(
+        params = requests.abort(
             self._table,
             job,
             owner=self.worker_id,

@@ -37,7 +37,7 @@ from sqsjobs.schedules.declarations import empty_payload
 if TYPE_CHECKING:
     from sqsjobs.app import App
     from sqsjobs.envelope import Foreign
-    from sqsjobs.store.requests import NewJob
+    from sqsjobs.store.enqueue import NewJob
     from sqsjobs.transport.sqs import Delivery
 
 

@@ -6,7 +6,7 @@ leaves them disagreeing. A ``FinishHook`` says, for one finish, which DynamoDB w
 atomically with it (``entries``: the finish then goes as one ``TransactWriteItems``, at twice the
 write units, instead of its single UpdateItem), and what to do once it landed (``landed``: work
 that may follow the finish, such as sending a hint; it must not raise). A finish no hook claims
-pays nothing: it stays the single (or batched) write of the happy path (DESIGN §4).
+pays nothing: it stays the single (or batched) write of the happy path.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sqsjobs.store.codec import WRITE_ID, av_s, job_from_item, nonce
+from sqsjobs.store.codec import job_from_item
 from sqsjobs.store.enqueue import record_of
+from sqsjobs.store.requests import with_write_id
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from sqsjobs.envelope import Envelope
     from sqsjobs.job import AttemptOutcome, FailureRecord, Job
     from sqsjobs.runtime.transitions import Transitions
+    from sqsjobs.store.write import Write
 
 
 @dataclass(frozen=True)
@@ -90,23 +92,15 @@ def unrun(envelope: Envelope, outcome: AttemptOutcome, error: FailureRecord | No
 
 
 async def commit_unrun(
-    transitions: Transitions, hooks: Sequence[FinishHook], params: Mapping[str, Any], finish: Finish | None
+    transitions: Transitions, hooks: Sequence[FinishHook], write: Write, finish: Finish | None
 ) -> None:
-    """Write ``params`` (a transition without a run), with what the hooks add, then tell them it landed.
+    """Apply ``write`` (a transition without a run), with what the hooks add, then tell them it landed.
 
     Raises what the write alone would (``Transitions.transact`` reads its own refusal alike).
     """
     entries = await entries_of(hooks, finish)
     if entries:
-        await transitions.transact(with_write_id(params), entries)
+        await transitions.transact(with_write_id(write), entries)
     else:
-        await transitions.single(params)
+        await transitions.single(write)
     await tell_landed(hooks, finish)
-
-
-def with_write_id(params: Mapping[str, Any]) -> dict[str, Any]:
-    """``params`` that also write a fresh nonce (``wid``): what ``Transitions.transact`` fences a retry on."""
-    out = dict(params)
-    out["UpdateExpression"] = str(params["UpdateExpression"]).replace("SET ", f"SET {WRITE_ID} = :wid, ", 1)
-    out["ExpressionAttributeValues"] = {**params["ExpressionAttributeValues"], ":wid": av_s(nonce())}
-    return out

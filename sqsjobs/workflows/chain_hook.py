@@ -31,8 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqsjobs._aws import Call, one
 from sqsjobs.errors import Cancel
 from sqsjobs.job import AttemptOutcome, JobStatus
-from sqsjobs.store import requests as rq
-from sqsjobs.store import transact
+from sqsjobs.store import codec, enqueue, requests, transact
 from sqsjobs.store.codec import CCF, Item, num_attr, str_attr, to_datetime
 from sqsjobs.transport import objects, sqs
 from sqsjobs.workflows import chain_store as cs
@@ -71,7 +70,7 @@ async def before_step(app: App, job: Job) -> Any:
     if not job.chain_id or not job.chain_step:
         return None
     previous_id = cs.step_job_id(job.chain_id, job.chain_step - 1)
-    read = rq.get(app.settings.table_name, previous_id) | {
+    read = requests.get(app.settings.table_name, previous_id) | {
         "ProjectionExpression": "#r, result_ref, cancel_requested",
         "ExpressionAttributeNames": {"#r": "result"},
     }
@@ -197,12 +196,12 @@ class ChainHook:
 
     async def _send_next(self, following: Item, unblock: Mapping[str, Any]) -> None:
         now = float(unblock["ExpressionAttributeValues"][":now"]["N"])
-        record = rq.job_from_item(following)
+        record = codec.job_from_item(following)
         job = record.evolve(status=JobStatus.QUEUED, run_at=to_datetime(now))
         urls = await self.app.arun(self.app.queue_urls.flow([job.queue]))
-        body = rq.envelope_of(job).to_body()
+        body = enqueue.envelope_of(job).to_body()
         await self.app.arun(one(Call("sqs", "send_message", sqs.send_one(urls[job.queue], body))))
-        clear = transact.clear_sent(self.app.settings.table_name, cs.pending_entry(unblock))
+        clear = transact.clear_sent(self.app.settings.table_name, cs.pending_entry(unblock)).update_item()
         try:
             await self.app.arun(one(Call("dynamodb", "update_item", clear)))
         except Exception as exc:  # refused: the claim removed the entry first; failed: the sweeper resends

@@ -119,7 +119,7 @@ def waiting_put(table: str, job: NewJob, *, token: str) -> dict[str, Any]:
 
     No attention entry: a waiting step needs no sweeper, only its predecessor's success.
     """
-    put = put_job(table, job)
+    put = put_job(table, job).put_item()
     item = put["Item"]
     item["status"] = av_s(JobStatus.WAITING)
     if job.payload_ref is None:

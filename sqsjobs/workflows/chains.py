@@ -156,7 +156,9 @@ def create_flow(
     unsent = yield from send_hints([first], queue_urls=urls, logger=logger)
     if not unsent:
         try:
-            yield Call("dynamodb", "update_item", transact.clear_sent(table, first_put["Put"]["Item"]))
+            yield Call(
+                "dynamodb", "update_item", transact.clear_sent(table, first_put["Put"]["Item"]).update_item()
+            )
         except StoreError as exc:  # refused: the claim took the entry first; failed: the sweeper resends
             if exc.code != CCF and logger is not None:
                 logger.warning("chain: step 0's pending entry not cleared", extra={"chain_id": chain_id})
@@ -268,7 +270,9 @@ def cancel_flow(settings: Settings, chain_id: str, now: float) -> Flow[str]:
         if step.status in (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED):
             outcome = "cancelled"
             updates = [
-                operator.cancel(table, step.job_id, now=now, retention_s=settings.retention_s, chain_step=True),
+                operator.cancel(
+                    table, step.job_id, now=now, retention_s=settings.retention_s, chain_step=True
+                ).transact_item(),
                 end,
                 *(cs.drop(table, s.job_id, now=now, reason=reason, retention_s=settings.retention_s)
                   for s in later),
@@ -276,7 +280,7 @@ def cancel_flow(settings: Settings, chain_id: str, now: float) -> Flow[str]:
         elif step.status is JobStatus.RUNNING:
             outcome = "requested"
             updates = [
-                operator.request_cancel(table, step.job_id, now=now),
+                operator.request_cancel(table, step.job_id, now=now).transact_item(),
                 cs.cancel_requested(table, chain_id, step=step.position, now=now),
             ]
         else:

@@ -259,7 +259,7 @@ def _send_callback(env: BatchEnv, job: NewJob, item: Mapping[str, Any]) -> Flow[
     except AwsError:
         return  # the record's pending entry: the sweeper sends it at its due
     with contextlib.suppress(StoreError):  # refused: a claim took it first; failed: the sweeper resends
-        yield Call("dynamodb", "update_item", transact.clear_sent(env.table, item))
+        yield Call("dynamodb", "update_item", transact.clear_sent(env.table, item).update_item())
 
 
 def item_ids_flow(env: BatchEnv, record: bs.BatchRecord) -> Flow[list[str]]:
@@ -325,7 +325,7 @@ def cancel_item_flow(env: BatchEnv, job: Job, now: float) -> Flow[bool]:
     """
     assert job.batch_key is not None and job.batch_id is not None
     params = cancel(env.table, job.id, now=now, retention_s=env.settings.retention_s, batch_key=job.batch_key)
-    entries = [{"Update": params}, bs.count_entry(env.table, job.batch_key, "failed")]
+    entries = [{"Update": params.transact_item()}, bs.count_entry(env.table, job.batch_key, "failed")]
     refused = yield from transact_flow(entries)
     if refused is not None:
         return False
@@ -346,12 +346,19 @@ def stop_items_flow(env: BatchEnv, record: bs.BatchRecord, now: float) -> Flow[d
                 batch_key=item["batch_key"]["S"],
             )  # fmt: skip
             refused = yield from transact_flow(
-                [{"Update": params}, bs.count_entry(env.table, item["batch_key"]["S"], "failed")]
+                [
+                    {"Update": params.transact_item()},
+                    bs.count_entry(env.table, item["batch_key"]["S"], "failed"),
+                ]
             )
             done["cancelled"] += refused is None
         elif status == JobStatus.RUNNING:
             with contextlib.suppress(StoreError):
-                yield Call("dynamodb", "update_item", request_cancel(env.table, item["id"]["S"], now=now))
+                yield Call(
+                    "dynamodb",
+                    "update_item",
+                    request_cancel(env.table, item["id"]["S"], now=now).update_item(),
+                )
                 done["requested"] += 1
     return done
 

@@ -23,8 +23,8 @@ from sqsjobs.envelope import DLQ_ERROR_CLASS, DLQ_JOB_TYPE, DLQ_REASON
 from sqsjobs.ops.dlq import decode
 from sqsjobs.runtime.execution import Execution
 from sqsjobs.runtime.lambda_sqs import LambdaWorker
+from sqsjobs.store.claims import CLOCK_SKEW_S
 from sqsjobs.store.codec import idempotent_job_id
-from sqsjobs.store.requests import CLOCK_SKEW_S
 from sqsjobs.transport import sqs
 from tests.apps import foreign
 from tests.integration.helpers import attr, depth, queue_url, receive_dlq, sqs_call, worker_env
