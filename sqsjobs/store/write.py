@@ -20,6 +20,7 @@ The PartiQL rendering (for ``BatchExecuteStatement``, ``store/statements.py``) r
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -228,23 +229,13 @@ class Write:
         """
         if self.returns != "NONE":
             raise NotBatchable("a batched statement returns no values")
-        if not self.sets:
-            raise NotBatchable("the update must have a SET clause")
-        if self.adds:
-            raise NotBatchable("ADD is not translated")
         ((key, key_value),) = self.key.items()
-        placeholders: list[str] = []
-        sets = ", ".join(f"{_quoted(p)} = {_partiql_expr(v, placeholders)}" for p, v in self.sets)
-        clauses = f"SET {sets}"
-        if self.removes:
-            clauses += f" REMOVE {', '.join(_quoted(p) for p in self.removes)}"
-        where = [f"{_quoted(key)} = ?"]
-        placeholders.append(_KEY)
-        for fragment in self.guards:
-            where += _partiql_conditions(fragment.condition, placeholders)
+        text, placeholders = _statement_template(
+            self.table, key, self.sets, self.removes, self.adds, tuple(f.condition for f in self.guards)
+        )
         values = self.all_values()
         return {
-            "Statement": f'UPDATE "{self.table}" {clauses} WHERE {" AND ".join(where)}',
+            "Statement": text,
             "Parameters": [key_value if p == _KEY else values[p] for p in placeholders],
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
@@ -446,6 +437,50 @@ def _partiql_conditions(condition: Condition, placeholders: list[str]) -> list[s
     raise NotBatchable(f"condition {condition!r}")
 
 
-def _replace(write: Write, **changes: Any) -> Write:
-    fields = {name: getattr(write, name) for name in Write.__dataclass_fields__}
-    return Write(**(fields | changes))
+@functools.lru_cache(maxsize=256)
+def _statement_template(
+    table: str,
+    key: str,
+    sets: tuple[tuple[str, Expr], ...],
+    removes: tuple[str, ...],
+    adds: tuple[tuple[str, str], ...],
+    conditions: tuple[Condition, ...],
+) -> tuple[str, tuple[str, ...]]:
+    """A statement's text and the placeholders of its parameters, in order, once per shape.
+
+    A worker writes a handful of shapes, each thousands of times: rendering each once keeps the
+    rendering off the per-job CPU (translating every write was about a seventh of it).
+    """
+    if not sets:
+        raise NotBatchable("the update must have a SET clause")
+    if adds:
+        raise NotBatchable("ADD is not translated")
+    placeholders: list[str] = []
+    clauses = "SET " + ", ".join(f"{_quoted(p)} = {_partiql_expr(v, placeholders)}" for p, v in sets)
+    if removes:
+        clauses += f" REMOVE {', '.join(_quoted(p) for p in removes)}"
+    where = [f"{_quoted(key)} = ?"]
+    placeholders.append(_KEY)
+    for condition in conditions:
+        where += _partiql_conditions(condition, placeholders)
+    return f'UPDATE "{table}" {clauses} WHERE {" AND ".join(where)}', tuple(placeholders)
+
+
+def _replace(
+    write: Write,
+    *,
+    sets: tuple[tuple[str, Expr], ...] | None = None,
+    guards: tuple[Fragment, ...] | None = None,
+    values: Mapping[str, AV] | None = None,
+) -> Write:
+    return Write(
+        write.table,
+        write.key,
+        write.sets if sets is None else sets,
+        write.removes,
+        write.adds,
+        write.guards if guards is None else guards,
+        write.values if values is None else values,
+        write.returns,
+        write.old_on_refusal,
+    )
