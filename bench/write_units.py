@@ -16,9 +16,19 @@ from sqsjobs._aws import Call, consumed_units, one
 from sqsjobs.job import FailureRecord
 from sqsjobs.producer import JobRequest, build_new_job
 from sqsjobs.store import claims, codec, enqueue, requests, schema
+from sqsjobs.store.write import Put, Write
 from tests.emulators import MiniStack
 
 OWNER = "ip-10-0-0-1-12345-abcdef"  # a realistic lease owner (host-pid-random)
+
+
+def rendered(params: Any) -> dict[str, Any]:
+    """A typed write as the request it sends alone (UpdateItem or PutItem); a request as it is."""
+    if isinstance(params, Write):
+        return params.update_item()
+    if isinstance(params, Put):
+        return params.put_item()
+    return dict(params)
 
 
 def units(response: dict[str, Any]) -> tuple[float, float]:
@@ -44,9 +54,11 @@ def measure(url: str, payload_bytes: int) -> dict[str, tuple[float, float]]:
         now=now,
     )
 
-    def call(operation: str, params: dict[str, Any]) -> dict[str, Any]:
+    def call(operation: str, params: Any) -> dict[str, Any]:
         return dict(
-            app.run(one(Call("dynamodb", operation, {**params, "ReturnConsumedCapacity": "INDEXES"})))
+            app.run(
+                one(Call("dynamodb", operation, {**rendered(params), "ReturnConsumedCapacity": "INDEXES"}))
+            )
         )
 
     put = call("put_item", enqueue.put_job(table, job))
@@ -71,9 +83,11 @@ def measure_off_path(url: str, payload_bytes: int = 1024) -> dict[str, tuple[flo
     max_attempts = app.registry.get("noop").max_attempts
     error = FailureRecord("ValueError", "boom " * 20, "Traceback (most recent call last):\n" * 10)
 
-    def call(operation: str, params: dict[str, Any]) -> dict[str, Any]:
+    def call(operation: str, params: Any) -> dict[str, Any]:
         return dict(
-            app.run(one(Call("dynamodb", operation, {**params, "ReturnConsumedCapacity": "INDEXES"})))
+            app.run(
+                one(Call("dynamodb", operation, {**rendered(params), "ReturnConsumedCapacity": "INDEXES"}))
+            )
         )
 
     def claimed(job_request: JobRequest[Any], *, held: bool = False) -> tuple[Any, dict[str, Any]]:

@@ -9,7 +9,6 @@ PartiQL conditions, must refuse PartiQL so that the writes fall back to single r
 from __future__ import annotations
 
 import asyncio
-import copy
 import dataclasses
 import time
 import uuid
@@ -26,6 +25,7 @@ from sqsjobs.runtime.acks import failure_record
 from sqsjobs.runtime.transitions import Transitions
 from sqsjobs.store import claims, codec, enqueue, job_store, requests, statements
 from sqsjobs.store.job_store import ClaimRefusal
+from sqsjobs.store.write import Put, Write
 
 NOW = time.time()
 ERROR = failure_record(ValueError("boom"))
@@ -62,6 +62,10 @@ def _new(app: App, payload: Any = None) -> enqueue.NewJob:
 
 
 def _call(app: App, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(params, Write):  # a typed write goes as its UpdateItem, a put as its PutItem
+        params = params.update_item()
+    elif isinstance(params, Put):
+        params = params.put_item()
     return dict(app.run(one(Call("dynamodb", operation, params))))
 
 
@@ -70,7 +74,7 @@ def _item(app: App, job_id: str) -> dict[str, Any]:
 
 
 def _batch(app: App, *params: dict[str, Any]) -> list[StoreError | None]:
-    request = statements.batch([statements.update_statement(p) for p in params])
+    request = statements.batch([p.statement() for p in params])
     return [
         statements.statement_error(a) for a in _call(app, "batch_execute_statement", request)["Responses"]
     ]
@@ -85,10 +89,8 @@ def _claimed(app: App) -> Any:
     return codec.job_from_item(_call(app, "update_item", claim)["Attributes"])
 
 
-def _twin(params: dict[str, Any], job_id: str) -> dict[str, Any]:
-    twin = copy.deepcopy(params)
-    twin["Key"] = {"id": {"S": job_id}}
-    return twin
+def _twin(params: Write, job_id: str) -> Write:
+    return dataclasses.replace(params, key={"id": {"S": job_id}})
 
 
 def _comparable(item: dict[str, Any]) -> dict[str, Any]:
