@@ -155,7 +155,7 @@ def test_a_job_that_starts_between_the_scan_and_its_cancel_is_skipped_as_running
             started = call.params["Key"]["id"]["S"]
             claim = claims.claim(app.settings.table_name, Envelope(started, "reports.free"), owner="w", token="t",
                              message_id="m", now=time.time(), lease_s=60, max_attempts=3)  # fmt: skip
-            app.run(one(Call("dynamodb", "update_item", claim)))
+            app.run(one(Call("dynamodb", "update_item", claim.update_item())))
         try:
             answer = app.run(one(call))
         except StoreError as exc:

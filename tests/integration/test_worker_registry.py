@@ -229,7 +229,11 @@ def test_the_listing_reads_the_registry_items_and_no_job_record(ministack_url, m
         entry = presence_items.WorkerEntry(f"w{k}", "h", k, "v", ("default",), ("noop",), 10, now, 30.0)
         app.run(
             one(
-                Call("dynamodb", "put_item", presence_items.register(app.settings.table_name, entry, now=now))
+                Call(
+                    "dynamodb",
+                    "put_item",
+                    presence_items.register(app.settings.table_name, entry, now=now).put_item(),
+                )
             )
         )
     app.requests.reset()
