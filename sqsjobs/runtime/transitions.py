@@ -27,12 +27,12 @@ from sqsjobs.errors import NotBatchable, StoreError
 from sqsjobs.store import statements, transact
 from sqsjobs.store.codec import CCF, nonce
 from sqsjobs.store.job_store import Landed
+from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from sqsjobs._aws import AsyncRunner
-    from sqsjobs.store.write import Write
 
 #: Batches a worker keeps in flight at once; more writes wait for one of them (and join the next).
 MAX_IN_FLIGHT = 2
@@ -43,7 +43,10 @@ TRANSACTION_CONFLICT_TRIES = 4
 
 @dataclass
 class _Write:
-    single: Write
+    #: Built only when the single write must be sent after all (a claim's is the larger of its two).
+    single: Write | Callable[[], Write]
+    #: The write whose statement goes in the batch (``single`` itself, or its batchable twin).
+    batched: Write
     statement: dict[str, Any]
     #: For a refusal of the statement that only the single write can settle (see ``write``).
     needs_single: Callable[[StoreError], bool] | None
@@ -68,7 +71,7 @@ class Transitions:
 
     async def write(
         self,
-        single: Write,
+        single: Write | Callable[[], Write],
         *,
         batchable: Write | None = None,
         needs_single: Callable[[StoreError], bool] | None = None,
@@ -76,20 +79,22 @@ class Transitions:
         """Apply one transition; raises the ``StoreError`` its single UpdateItem would have raised.
 
         Args:
-            single: the write, sent as its UpdateItem when alone.
+            single: the write, sent as its UpdateItem when alone; or what builds it (then only if
+                it is sent: the batched twin of a claim usually lands alone).
             batchable: the write whose PartiQL statement may go in a batch instead (default
                 ``single``; for a claim, ``claims.fresh_claim``).
             needs_single: when the batched statement is refused and this says so, ``single`` is sent
                 after all (a claim whose record is missing or was claimed before).
         """
         statement = None
-        if self._batch:
+        twin = batchable if batchable is not None else single
+        if self._batch and isinstance(twin, Write):
             with contextlib.suppress(NotBatchable):
-                statement = (single if batchable is None else batchable).statement()
-        if statement is None:
-            return Landed(await self.single(single))
+                statement = twin.statement()
+        if statement is None or not isinstance(twin, Write):
+            return Landed(await self.single(_built(single)))
         future: asyncio.Future[Landed] = asyncio.get_running_loop().create_future()
-        self._waiting.append(_Write(single, statement, needs_single, future))
+        self._waiting.append(_Write(single, twin, statement, needs_single, future))
         self._kick()
         return await future
 
@@ -155,7 +160,7 @@ class Transitions:
             later: list[_Write] = []
             keys: set[str] = set()
             for write in self._waiting:
-                key = _key(write.single)
+                key = _key(write.batched)
                 if len(group) == statements.MAX_STATEMENTS or key in keys:
                     later.append(write)  # one item twice in a batch is refused whole: next group
                 else:
@@ -215,10 +220,14 @@ class Transitions:
 
     async def _settle_single(self, write: _Write) -> None:
         try:
-            write.future.set_result(Landed(await self.single(write.single)))
+            write.future.set_result(Landed(await self.single(_built(write.single))))
         except Exception as exc:  # handed to the writer, who reads it as its single write's error
             write.future.set_exception(exc)
 
 
 def _key(write: Write) -> str:
     return repr(sorted(write.key.items()))
+
+
+def _built(write: Write | Callable[[], Write]) -> Write:
+    return write if isinstance(write, Write) else write()

@@ -21,24 +21,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.store.codec import av_n, av_s
+from sqsjobs.store.conditions import All, IfNotExists, ListAppend, any_of, eq
 from sqsjobs.store.operator import audit_av
 from sqsjobs.store.operator import cancel as cancel_transition
-from sqsjobs.store.write import (
-    All,
-    IfNotExists,
-    ListAppend,
-    Put,
-    Write,
-    any_of,
-    eq,
-    expression_parts,
-    new_id_only,
-)
+from sqsjobs.store.rendering import expression_parts
+from sqsjobs.store.write import Put, Write, new_id_only
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from sqsjobs.store.write import Condition, Expr
+    from sqsjobs.store.conditions import Condition, Expr
 
 OP_PREFIX = "op#"
 #: Attributes a Scan page returns: what deciding about each job needs, nothing more.

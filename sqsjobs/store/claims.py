@@ -32,13 +32,14 @@ from sqsjobs.errors import NotBatchable
 from sqsjobs.job import JobStatus
 from sqsjobs.store import deadlines
 from sqsjobs.store.codec import av_n, av_s, job_from_item
+from sqsjobs.store.conditions import All, AnyOf, Compare, Fragment, IfNotExists, Missing, OneOf, Plus, eq
 from sqsjobs.store.enqueue import creates_from, record_of
-from sqsjobs.store.write import All, AnyOf, Compare, IfNotExists, Missing, OneOf, Plus, Write, eq
+from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
     from sqsjobs.envelope import Envelope
     from sqsjobs.job import Job
-    from sqsjobs.store.write import Expr
+    from sqsjobs.store.conditions import Expr
 
 #: A message may arrive this much before ``run_at`` (clock skew between hosts) and still claim.
 CLOCK_SKEW_S = 1.0
@@ -70,6 +71,9 @@ _CLAIM_SETS: tuple[tuple[str, Expr], ...] = (
     ("max_attempts", ":max"),
 )
 _CLAIM_MSG: tuple[tuple[str, Expr], ...] = (("claim_msg", ":msg"),)
+_CLAIM_SETS_MSG = _CLAIM_SETS + _CLAIM_MSG
+#: A claim takes the job off the attention index (a replayed or swept job).
+_ATTENTION = ("attn", "due")
 #: The record a fresh claim may take: never claimed, waiting, due, and the message's own payload.
 FRESH = All(
     (
@@ -92,6 +96,7 @@ _FRESH_SETS: tuple[tuple[str, str], ...] = (
     ("updated_at", ":now"),
     ("max_attempts", ":max"),
 )
+_FRESH_SETS_MSG: tuple[tuple[str, Expr], ...] = _FRESH_SETS + _CLAIM_MSG
 
 
 def _claim_values(
@@ -132,6 +137,7 @@ def claim(
     now: float,
     lease_s: float,
     max_attempts: int,
+    guards: tuple[Fragment, ...] = (),
 ) -> Write:
     """The single claim: makes ``owner`` the runner of a due runnable job, or of a running one whose lease expired.
 
@@ -147,6 +153,7 @@ def claim(
         lease_s: how long the claim holds without renewal.
         max_attempts: the type's policy, from the worker's handler: the bound is the handler's,
             never the producer's (a producer without the handler code cannot know it).
+        guards: more fragments it must meet (the deadline's: ``claims``).
 
     Attempt and epoch go up by one; ``ALL_NEW`` returns the record, so the worker needs no read.
     The claim removes any attention entry (a replayed or swept job is taken).
@@ -160,15 +167,33 @@ def claim(
         max_attempts=max_attempts,
         clock_skew_s=CLOCK_SKEW_S,
     )
-    sets = _CLAIM_SETS + _CLAIM_MSG if message_id else _CLAIM_SETS
-    write = Write(
-        table, {"id": av_s(envelope.job_id)}, sets, ("attn", "due"), values=values, returns="ALL_NEW"
-    )
+    sets = _CLAIM_SETS_MSG if message_id else _CLAIM_SETS
+    key = {"id": av_s(envelope.job_id)}
     if not envelope.has_payload:
-        return write.guard("runnable", RUNNABLE, values)
-    created, created_values = creates_from(envelope)
-    write = write.also_set(created, created_values)
-    return write.guard("new_or_runnable", NEW_OR_RUNNABLE, values | created_values)
+        condition = Fragment("runnable", RUNNABLE, values)
+    else:
+        created, created_values = creates_from(envelope)
+        sets = _creating(sets, created)
+        values.update(created_values)
+        condition = Fragment("new_or_runnable", NEW_OR_RUNNABLE, values)
+    return Write(table, key, sets, _ATTENTION, guards=(condition, *guards), values=values, returns="ALL_NEW")
+
+
+#: ``sets + created`` by the identity of both (module constants and ``enqueue``'s cached tuples):
+#: one tuple per shape, found without hashing it, so the rendering cache finds it by identity too.
+_CREATING: dict[tuple[int, int], tuple[object, tuple[tuple[str, Expr], ...]]] = {}
+
+
+def _creating(
+    sets: tuple[tuple[str, Expr], ...], created: tuple[tuple[str, Expr], ...]
+) -> tuple[tuple[str, Expr], ...]:
+    key = (id(sets), id(created))
+    found = _CREATING.get(key)
+    if found is None:
+        if len(_CREATING) >= 256:
+            _CREATING.clear()
+        found = _CREATING[key] = ((sets, created), sets + created)  # the parts kept: their ids stay theirs
+    return found[1]
 
 
 def fresh_claim(
@@ -182,6 +207,7 @@ def fresh_claim(
     lease_s: float,
     max_attempts: int,
     clock_skew_s: float,
+    guards: tuple[Fragment, ...] = (),
 ) -> Write:
     """The claim of a job never claimed before, whose PartiQL twin may go in a batch.
 
@@ -201,11 +227,16 @@ def fresh_claim(
         clock_skew_s=clock_skew_s,
     )
     values[":hash"] = av_s(str(envelope.payload_hash))
-    sets: tuple[tuple[str, Expr], ...] = _FRESH_SETS + _CLAIM_MSG if message_id else _FRESH_SETS
-    write = Write(
-        table, {"id": av_s(envelope.job_id)}, sets, ("attn", "due"), values=values, old_on_refusal=False
+    sets = _FRESH_SETS_MSG if message_id else _FRESH_SETS
+    return Write(
+        table,
+        {"id": av_s(envelope.job_id)},
+        sets,
+        _ATTENTION,
+        guards=(Fragment("fresh", FRESH, values), *guards),
+        values=values,
+        old_on_refusal=False,
     )
-    return write.guard("fresh", FRESH, values)
 
 
 def claims(
@@ -225,13 +256,16 @@ def claims(
     job that expired (``store/deadlines.py``; ``expires_after_s`` is the type's bound).
     """
     now = claim_args["now"]
-    single = deadlines.guard_claim(
-        claim(table, envelope, **claim_args), now=now, type_bound_s=expires_after_s
-    )
+    expiry = deadlines.claim_guard(now=now, type_bound_s=expires_after_s)
+    single = claim(table, envelope, guards=(expiry,), **claim_args)
     if not (first_delivery and envelope.has_payload):
         return single, None
-    fresh = fresh_claim(table, envelope, clock_skew_s=clock_skew_s, **claim_args)
-    return single, deadlines.guard_fresh_claim(fresh, envelope, now=now, type_bound_s=expires_after_s)
+    fresh_expiry = deadlines.fresh_claim_guard(
+        envelope, now=now, type_bound_s=expires_after_s, values=expiry.values
+    )
+    return single, fresh_claim(
+        table, envelope, clock_skew_s=clock_skew_s, guards=(fresh_expiry,), **claim_args
+    )
 
 
 def claimed_job(envelope: Envelope, fresh: Write) -> Job:

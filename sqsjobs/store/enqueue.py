@@ -15,15 +15,16 @@ from sqsjobs.envelope import Envelope
 from sqsjobs.errors import IdempotencyConflict
 from sqsjobs.job import Job, JobStatus
 from sqsjobs.store.codec import Item, av_json, av_n, av_s, canonical_json, old_item, payload_hash
+from sqsjobs.store.conditions import IfNotExists
 from sqsjobs.store.schema import HELD, PENDING, attention_key
-from sqsjobs.store.write import IfNotExists, Put, new_id_only
+from sqsjobs.store.write import Put, new_id_only
 from sqsjobs.transport import objects
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from sqsjobs.errors import StoreError
-    from sqsjobs.store.write import Expr
+    from sqsjobs.store.conditions import Expr
 
 
 @dataclass(frozen=True)
@@ -279,11 +280,12 @@ def creates_from(envelope: Envelope) -> tuple[tuple[tuple[str, Expr], ...], dict
     message: the producer may have died between its send and its write, or its write is still in
     flight. On an existing record every assignment is a no-op.
     """
-    sets: list[tuple[str, Expr]] = []
-    values: dict[str, Any] = {}
-    for name, value in record_of(envelope).items():
-        if name in _SET_BY_THE_WRITE:
-            continue
-        values[f":c_{name}"] = value
-        sets.append((name, IfNotExists(name, f":c_{name}")))
-    return tuple(sets), values
+    record = record_of(envelope)
+    names = tuple(name for name in record if name not in _SET_BY_THE_WRITE)
+    return _created_sets(names), {f":c_{name}": record[name] for name in names}
+
+
+@functools.lru_cache(maxsize=64)
+def _created_sets(names: tuple[str, ...]) -> tuple[tuple[str, Expr], ...]:
+    """The ``if_not_exists`` assignments of ``names``: one tuple per set of fields, so a write's shape is reused."""
+    return tuple((name, IfNotExists(name, f":c_{name}")) for name in names)

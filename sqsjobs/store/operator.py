@@ -21,14 +21,15 @@ from sqsjobs.store.codec import (
     old_item,
     payload_hash,
 )
+from sqsjobs.store.conditions import All, Missing, OneOf, eq
 from sqsjobs.store.schema import PENDING, attention_key
-from sqsjobs.store.write import All, Missing, OneOf, Write, eq
+from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from sqsjobs.errors import StoreError
-    from sqsjobs.store.write import Expr
+    from sqsjobs.store.conditions import Expr
 
 #: Operator actions (retry, replay) kept in the record's ``audit`` list; older ones are dropped.
 AUDIT_CAP = 10

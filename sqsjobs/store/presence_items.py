@@ -36,8 +36,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.store.codec import av_n, av_s
+from sqsjobs.store.conditions import Exists
 from sqsjobs.store.schema import ATTENTION_INDEX, TTL_ATTRIBUTE
-from sqsjobs.store.write import Exists, Put, Write
+from sqsjobs.store.write import Put, Write
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

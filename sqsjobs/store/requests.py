@@ -24,13 +24,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from sqsjobs.job import AttemptOutcome, AttemptRecord, FailureRecord, Job, JobStatus
 from sqsjobs.store.codec import WRITE_ID, av_error, av_json, av_n, av_s, nonce
+from sqsjobs.store.conditions import All, AnyOf, Compare, Fragment, IfNotExists, Missing, OneOf, Plus, eq
 from sqsjobs.store.enqueue import creates_from, kept_payload
 from sqsjobs.store.schema import DEAD, HELD, attention_key
-from sqsjobs.store.write import All, AnyOf, Compare, IfNotExists, Missing, OneOf, Plus, Write, eq
+from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
     from sqsjobs.envelope import Envelope
-    from sqsjobs.store.write import Expr
+    from sqsjobs.store.conditions import Expr
 
 #: Attempts kept in the record; older ones are dropped so the item stays small.
 HISTORY_CAP = 10
@@ -40,6 +41,8 @@ HISTORY_CAP = 10
 #: The fence of every write of a run: still running, under this run's claim.
 FENCE = All((eq("status", ":running"), eq("claim_token", ":token")))
 _LEASE = ("lease_owner", "lease_expires")
+_WID: tuple[str, Expr] = (WRITE_ID, ":wid")
+_RUNNING = av_s(JobStatus.RUNNING)
 
 
 def _fenced(
@@ -53,15 +56,11 @@ def _fenced(
 ) -> Write:
     if job.claim_token is None:
         raise ValueError(f"job {job.id} was not claimed by this run: no claim token to fence on")
-    fence = {":running": av_s(JobStatus.RUNNING), ":token": av_s(job.claim_token)}
+    values[":wid"] = av_s(nonce())
+    fence = Fragment("fence", FENCE, {":running": _RUNNING, ":token": av_s(job.claim_token)})
     return Write(
-        table,
-        {"id": av_s(job.id)},
-        (*sets, (WRITE_ID, ":wid")),
-        removes,
-        values={**values, ":wid": av_s(nonce())},
-        returns=returns,
-    ).guard("fence", FENCE, fence)
+        table, {"id": av_s(job.id)}, (*sets, _WID), removes, guards=(fence,), values=values, returns=returns
+    )
 
 
 def _history(

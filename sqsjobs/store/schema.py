@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.store.codec import WRITE_ID, av_n, av_s, nonce, shows_own_write
-from sqsjobs.store.write import All, Write, eq
+from sqsjobs.store.conditions import All, eq
+from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

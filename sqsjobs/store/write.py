@@ -1,153 +1,23 @@
 """One typed DynamoDB write, and its two renderings: an UpdateItem (or PutItem) request and a PartiQL statement.
 
 Every write of the jobs table is built here as data — a key, assignments, removals, and a condition
-made of *named fragments* — and only then rendered. Nothing edits a built request and nothing reads an
-expression back: a guard that must hold too (an expiry deadline, a write id) is one more fragment or
-assignment added to the ``Write`` before it is rendered.
-
-Operands are strings: ``":name"`` is a value placeholder (its AttributeValue sits in the write's
-``values``), anything else an attribute path. The trees are tiny and immutable, so a builder may keep
-the parts that never change as module constants and only the values vary per job.
-
-The PartiQL rendering (for ``BatchExecuteStatement``, ``store/statements.py``) refuses, with
-``NotBatchable``, what one batched statement cannot say or what an emulator gets wrong:
-
-* ``ReturnValues`` (``RETURNING`` is not taken in a batch);
-* an upsert (``if_not_exists``): a PartiQL UPDATE of a missing item fails its condition;
-* ``OR`` and ``NOT``: MiniStack 1.5.33 loses the key equality under an ``OR``, so no batched write uses one;
-* ``ADD``, ``list_append``, an update without ``SET``, and nested paths.
+made of *named fragments* (``store/conditions.py``) — and only then rendered (``store/rendering.py``).
+Nothing edits a built request and nothing reads an expression back: a guard that must hold too (an
+expiry deadline, a write id) is one more fragment or assignment added to the ``Write`` before it is
+rendered.
 """
 
 from __future__ import annotations
 
-import functools
-import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from sqsjobs.errors import NotBatchable
-from sqsjobs.store.reserved import is_reserved
+from sqsjobs.store.conditions import AV, Condition, Expr, Fragment, Missing
+from sqsjobs.store.rendering import finish, guards_expression, statement_template, update_template
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
-
-#: An AttributeValue of the low-level client (``{"S": "x"}``).
-AV = dict[str, Any]
-#: Comparison operators of a condition.
-Comparator = Literal["=", "<>", "<", "<=", ">", ">="]
-
-
-# ── conditions ───────────────────────────────────────────────────────────────────────────────
-@dataclass(frozen=True, slots=True)
-class Compare:
-    """``left op right``; each side is a path or a ``:value``."""
-
-    left: str
-    op: Comparator
-    right: str
-
-
-@dataclass(frozen=True, slots=True)
-class OneOf:
-    """``path IN (:a, :b)``."""
-
-    path: str
-    options: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Exists:
-    """``attribute_exists(path)``."""
-
-    path: str
-
-
-@dataclass(frozen=True, slots=True)
-class Missing:
-    """``attribute_not_exists(path)``."""
-
-    path: str
-
-
-@dataclass(frozen=True, slots=True)
-class All:
-    """Every part holds (AND)."""
-
-    parts: tuple[Condition, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class AnyOf:
-    """At least one part holds (OR)."""
-
-    parts: tuple[Condition, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Not:
-    """The part does not hold."""
-
-    part: Condition
-
-
-Condition = Compare | OneOf | Exists | Missing | All | AnyOf | Not
-
-
-def eq(left: str, right: str) -> Compare:
-    """``left = right``."""
-    return Compare(left, "=", right)
-
-
-def all_of(*parts: Condition) -> All:
-    """AND of ``parts``."""
-    return All(parts)
-
-
-def any_of(*parts: Condition) -> AnyOf:
-    """OR of ``parts``."""
-    return AnyOf(parts)
-
-
-@dataclass(frozen=True, slots=True)
-class Fragment:
-    """A named part of a write's condition, with the values of its placeholders.
-
-    The name says why the part is there (``fence``, ``runnable``, ``not_expired``...): tests and
-    readers of a refusal find a guard by name instead of by its text.
-    """
-
-    name: str
-    condition: Condition
-    values: Mapping[str, AV] = field(default_factory=dict, compare=False)
-
-
-# ── assignment values ────────────────────────────────────────────────────────────────────────
-@dataclass(frozen=True, slots=True)
-class IfNotExists:
-    """``if_not_exists(path, :default)``: the stored value, or the default on an item without one."""
-
-    path: str
-    default: str
-
-
-@dataclass(frozen=True, slots=True)
-class Plus:
-    """``left + right`` or ``left - right`` (``left`` may be an ``IfNotExists``)."""
-
-    left: str | IfNotExists
-    op: Literal["+", "-"]
-    right: str
-
-
-@dataclass(frozen=True, slots=True)
-class ListAppend:
-    """``list_append(left, right)``."""
-
-    left: str | IfNotExists
-    right: str
-
-
-Expr = str | IfNotExists | Plus | ListAppend
+    from collections.abc import Callable, Iterable, Mapping
 
 
 # ── the write ────────────────────────────────────────────────────────────────────────────────
@@ -194,25 +64,39 @@ class Write:
 
     def all_values(self) -> dict[str, AV]:
         """Every placeholder's value; a name given two different values is a builder's bug."""
-        out = dict(self.values)
+        return dict(self._values())
+
+    def _values(self) -> Mapping[str, AV]:
+        """``all_values`` without a copy when the fragments share the write's own values (most do)."""
+        out: Mapping[str, AV] = self.values
+        merged: dict[str, AV] | None = None
         for fragment in self.guards:
-            for name, av in fragment.values.items():
-                if out.setdefault(name, av) != av:
-                    raise ValueError(f"placeholder {name} has two values in one write")
+            theirs = fragment.values
+            if theirs is self.values or not theirs:
+                continue
+            if merged is None:
+                out = merged = dict(self.values)
+            common = merged.keys() & theirs.keys()
+            if any(merged[name] != theirs[name] for name in common):
+                raise ValueError(f"a placeholder has two values in one write: {sorted(common)}")
+            merged.update(theirs)
         return out
 
     def update_item(self) -> dict[str, Any]:
-        """The UpdateItem request."""
-        names: dict[str, str] = {}
-        used: list[str] = []
-        params: dict[str, Any] = {
-            "TableName": self.table,
-            "Key": dict(self.key),
-            "UpdateExpression": _update_expression(self, names, used),
-        }
-        if self.guards:
-            params["ConditionExpression"] = _guards_expression(self.guards, names, used)
-        return _finish(params, names, used, self.all_values(), self.returns, self.old_on_refusal)
+        """The UpdateItem request (its expressions rendered once per shape: ``update_template``)."""
+        update, condition, names, used, pick = _by_shape(_UPDATES, self, update_template)
+        params: dict[str, Any] = {"TableName": self.table, "Key": dict(self.key), "UpdateExpression": update}
+        if condition is not None:
+            params["ConditionExpression"] = condition
+        if names:
+            params["ExpressionAttributeNames"] = dict(names)
+        if used:
+            params["ExpressionAttributeValues"] = dict(zip(used, pick(self._values()), strict=True))
+        if self.returns != "NONE":
+            params["ReturnValues"] = self.returns
+        if self.old_on_refusal:
+            params["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        return params
 
     def transact_item(self) -> dict[str, Any]:
         """The ``Update`` entry of a ``TransactWriteItems`` (no ``ReturnValues``; ALL_OLD on refusal)."""
@@ -229,14 +113,12 @@ class Write:
         """
         if self.returns != "NONE":
             raise NotBatchable("a batched statement returns no values")
-        ((key, key_value),) = self.key.items()
-        text, placeholders = _statement_template(
-            self.table, key, self.sets, self.removes, self.adds, tuple(f.condition for f in self.guards)
-        )
-        values = self.all_values()
+        (key_value,) = self.key.values()
+        text, before_key, after_key = _by_shape(_STATEMENTS, self, statement_template)
+        values = self._values()
         return {
             "Statement": text,
-            "Parameters": [key_value if p == _KEY else values[p] for p in placeholders],
+            "Parameters": [*before_key(values), key_value, *after_key(values)],
             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
 
@@ -256,9 +138,9 @@ class Put:
         names: dict[str, str] = {}
         used: list[str] = []
         if self.guards:
-            params["ConditionExpression"] = _guards_expression(self.guards, names, used)
+            params["ConditionExpression"] = guards_expression(self.guards, names, used)
         values: dict[str, AV] = {k: v for f in self.guards for k, v in f.values.items()}
-        return _finish(params, names, used, values, "NONE", self.old_on_refusal)
+        return finish(params, names, used, values, "NONE", self.old_on_refusal)
 
     def transact_item(self) -> dict[str, Any]:
         """The ``Put`` entry of a ``TransactWriteItems``."""
@@ -284,186 +166,38 @@ def new_id_only(table: str, item: Mapping[str, AV], *, old_on_refusal: bool = Tr
     return Put(table, item, (Fragment("new_id", Missing("id")),), old_on_refusal)
 
 
-# ── rendering: expressions ───────────────────────────────────────────────────────────────────
-def render_condition(condition: Condition, names: dict[str, str], used: list[str]) -> str:
-    """A condition as a DynamoDB expression (also a Query's key condition or a Scan's filter)."""
-    match condition:
-        case Compare(left, op, right):
-            return f"{_operand(left, names, used)} {op} {_operand(right, names, used)}"
-        case OneOf(path, options):
-            opts = ", ".join(_operand(o, names, used) for o in options)
-            return f"{_path(path, names)} IN ({opts})"
-        case Exists(path):
-            return f"attribute_exists({_path(path, names)})"
-        case Missing(path):
-            return f"attribute_not_exists({_path(path, names)})"
-        case All(parts):
-            return " AND ".join(_nested(p, names, used) for p in parts)
-        case AnyOf(parts):
-            return " OR ".join(_nested(p, names, used) for p in parts)
-        case Not(part):
-            return f"NOT ({render_condition(part, names, used)})"
-    raise TypeError(f"not a condition: {condition!r}")
+# ── rendering: once per shape ────────────────────────────────────────────────────────────────
+_T = TypeVar("_T")
+#: Renderings by the identity of a write's parts (table, key name, sets, removes, adds, conditions).
+#: Builders keep those parts as module constants (or cached tuples), so a worker's writes find their
+#: rendering without hashing a tree; each entry keeps its parts alive, so an id is never reused while
+#: it is a key. Bounded: emptied when full (a shape built afresh per write only ever misses here and
+#: is found by value in the ``lru_cache`` below).
+_UPDATES: dict[tuple[int, ...], tuple[tuple[object, ...], Any]] = {}
+_STATEMENTS: dict[tuple[int, ...], tuple[tuple[object, ...], Any]] = {}
+_BY_SHAPE_MAX = 512
 
 
-def expression_parts(
-    condition: Condition, values: Mapping[str, AV]
-) -> tuple[str, dict[str, str], dict[str, AV]]:
-    """A condition's expression, its attribute names and the values it uses (for a read's filter)."""
-    names: dict[str, str] = {}
-    used: list[str] = []
-    text = render_condition(condition, names, used)
-    return text, names, {name: values[name] for name in used}
-
-
-def _nested(condition: Condition, names: dict[str, str], used: list[str]) -> str:
-    text = render_condition(condition, names, used)
-    return f"({text})" if isinstance(condition, All | AnyOf) and len(condition.parts) > 1 else text
-
-
-def _guards_expression(guards: tuple[Fragment, ...], names: dict[str, str], used: list[str]) -> str:
-    if len(guards) == 1:
-        return render_condition(guards[0].condition, names, used)
-    return " AND ".join(_nested(f.condition, names, used) for f in guards)
-
-
-def _update_expression(write: Write, names: dict[str, str], used: list[str]) -> str:
-    clauses = []
-    if write.sets:
-        sets = ", ".join(f"{_path(p, names)} = {_expr(v, names, used)}" for p, v in write.sets)
-        clauses.append(f"SET {sets}")
-    if write.removes:
-        clauses.append(f"REMOVE {', '.join(_path(p, names) for p in write.removes)}")
-    if write.adds:
-        adds = ", ".join(f"{_path(p, names)} {_operand(v, names, used)}" for p, v in write.adds)
-        clauses.append(f"ADD {adds}")
-    return " ".join(clauses)
-
-
-def _expr(value: Expr, names: dict[str, str], used: list[str]) -> str:
-    match value:
-        case str():
-            return _operand(value, names, used)
-        case IfNotExists(path, default):
-            return f"if_not_exists({_path(path, names)}, {_operand(default, names, used)})"
-        case Plus(left, op, right):
-            return f"{_expr(left, names, used)} {op} {_operand(right, names, used)}"
-        case ListAppend(left, right):
-            return f"list_append({_expr(left, names, used)}, {_operand(right, names, used)})"
-    raise TypeError(f"not an assignment value: {value!r}")
-
-
-def _operand(operand: str, names: dict[str, str], used: list[str]) -> str:
-    if operand.startswith(":"):
-        used.append(operand)
-        return operand
-    return _path(operand, names)
-
-
-_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
-
-
-def _path(path: str, names: dict[str, str]) -> str:
-    """A top-level attribute, aliased (``#status``) when it is a reserved word or not a plain name."""
-    if _IDENTIFIER.fullmatch(path) and not is_reserved(path):
-        return path
-    alias = f"#{path}" if _IDENTIFIER.fullmatch(path) else f"#n{len(names)}"
-    for known, name in names.items():
-        if name == path:
-            return known
-    names[alias] = path
-    return alias
-
-
-def _finish(
-    params: dict[str, Any],
-    names: dict[str, str],
-    used: list[str],
-    values: Mapping[str, AV],
-    returns: str,
-    old_on_refusal: bool,
-) -> dict[str, Any]:
-    if names:
-        params["ExpressionAttributeNames"] = names
-    if used:
-        params["ExpressionAttributeValues"] = {name: values[name] for name in used}
-    if returns != "NONE":
-        params["ReturnValues"] = returns
-    if old_on_refusal:
-        params["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
-    return params
-
-
-# ── rendering: PartiQL ───────────────────────────────────────────────────────────────────────
-#: The placeholder of the key's value (expression values are ``:name``, so it cannot clash).
-_KEY = "<key>"
-
-
-def _quoted(path: str) -> str:
-    if not _IDENTIFIER.fullmatch(path):
-        raise NotBatchable(f"path {path!r}: only top-level attributes are translated")
-    return f'"{path}"'
-
-
-def _partiql_operand(operand: str, placeholders: list[str]) -> str:
-    if operand.startswith(":"):
-        placeholders.append(operand)
-        return "?"
-    return _quoted(operand)
-
-
-def _partiql_expr(value: Expr, placeholders: list[str]) -> str:
-    match value:
-        case str():
-            return _partiql_operand(value, placeholders)
-        case Plus(str() as left, op, right):
-            return f"{_partiql_operand(left, placeholders)} {op} {_partiql_operand(right, placeholders)}"
-    raise NotBatchable(f"SET {value!r}")
-
-
-def _partiql_conditions(condition: Condition, placeholders: list[str]) -> list[str]:
-    match condition:
-        case All(parts):
-            return [text for part in parts for text in _partiql_conditions(part, placeholders)]
-        case Compare(left, op, right):
-            return [f"{_partiql_operand(left, placeholders)} {op} {_partiql_operand(right, placeholders)}"]
-        case Missing(path):
-            return [f"{_quoted(path)} IS MISSING"]
-        case Exists(path):
-            return [f"{_quoted(path)} IS NOT MISSING"]
-        case OneOf(path, options):
-            values = ", ".join(_partiql_operand(o, placeholders) for o in options)
-            return [f"{_quoted(path)} IN [{values}]"]
-    raise NotBatchable(f"condition {condition!r}")
-
-
-@functools.lru_cache(maxsize=256)
-def _statement_template(
-    table: str,
-    key: str,
-    sets: tuple[tuple[str, Expr], ...],
-    removes: tuple[str, ...],
-    adds: tuple[tuple[str, str], ...],
-    conditions: tuple[Condition, ...],
-) -> tuple[str, tuple[str, ...]]:
-    """A statement's text and the placeholders of its parameters, in order, once per shape.
-
-    A worker writes a handful of shapes, each thousands of times: rendering each once keeps the
-    rendering off the per-job CPU (translating every write was about a seventh of it).
-    """
-    if not sets:
-        raise NotBatchable("the update must have a SET clause")
-    if adds:
-        raise NotBatchable("ADD is not translated")
-    placeholders: list[str] = []
-    clauses = "SET " + ", ".join(f"{_quoted(p)} = {_partiql_expr(v, placeholders)}" for p, v in sets)
-    if removes:
-        clauses += f" REMOVE {', '.join(_quoted(p) for p in removes)}"
-    where = [f"{_quoted(key)} = ?"]
-    placeholders.append(_KEY)
-    for condition in conditions:
-        where += _partiql_conditions(condition, placeholders)
-    return f'UPDATE "{table}" {clauses} WHERE {" AND ".join(where)}', tuple(placeholders)
+def _by_shape(
+    cache: dict[tuple[int, ...], tuple[tuple[object, ...], Any]], write: Write, render: Callable[..., _T]
+) -> _T:
+    """``render(*parts)`` of ``write``'s shape, computed once per shape (a ``NotBatchable`` too)."""
+    (key,) = write.key
+    parts = (write.table, key, write.sets, write.removes, write.adds, *[f.condition for f in write.guards])
+    ids = tuple(map(id, parts))
+    found = cache.get(ids)
+    if found is None:
+        try:
+            rendered: Any = render(*parts)
+        except NotBatchable as exc:
+            rendered = exc
+        if len(cache) >= _BY_SHAPE_MAX:
+            cache.clear()
+        found = cache[ids] = (parts, rendered)
+    if isinstance(found[1], NotBatchable):
+        raise NotBatchable(str(found[1]))
+    result: _T = found[1]
+    return result
 
 
 def _replace(

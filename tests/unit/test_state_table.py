@@ -16,7 +16,7 @@ from sqsjobs.envelope import Envelope
 from sqsjobs.job import TRANSITIONS, JobStatus
 from sqsjobs.runtime.acks import failure_record
 from sqsjobs.store import claims, codec, deadlines, enqueue, operator, requests
-from sqsjobs.store.write import All, AnyOf, Compare, Not, OneOf
+from sqsjobs.store.conditions import All, AnyOf, Compare, Not, OneOf
 from sqsjobs.workflows import chain_store
 
 NOW = 1_800_000_000.0
