@@ -15,6 +15,7 @@ returns an ``Ack`` saying what to do with the message, and the caller applies it
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs import envelope as env
@@ -42,21 +43,21 @@ from sqsjobs.runtime.hooks import Finish, commit_unrun, entries_of, finish_hooks
 from sqsjobs.runtime.transitions import Transitions
 from sqsjobs.runtime.verdict import invoke, judge_failure, timeout_error
 from sqsjobs.schedules.fire import handle_fire
-from sqsjobs.store import codec, deadlines, job_store, operator, requests
-from sqsjobs.store.job_store import ClaimRefusal, JobStore
+from sqsjobs.store import codec, deadlines
+from sqsjobs.store.job_store import ClaimRefusal, JobStore, Refusal, Refused
 from sqsjobs.transport import sqs
 from sqsjobs.workflows.batches import ItemStream
 from sqsjobs.workflows.chain_hook import before_step
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Awaitable, Callable, Iterable, Sequence
     from concurrent.futures import ThreadPoolExecutor
 
     from sqsjobs.app import App
     from sqsjobs.job import Job
     from sqsjobs.registry import HandlerSpec
     from sqsjobs.runtime.hooks import FinishHook
-    from sqsjobs.store.write import Write
+    from sqsjobs.store.job_store import Landed
     from sqsjobs.transport.sqs import Delivery
 
 #: A worker that sees a payload version newer than its handler's parks the message this long.
@@ -152,7 +153,7 @@ class Execution:
         now = self.app.clock.now()
         bound, deadline = spec.expires_after_s, deadlines.message_deadline(envelope, spec.expires_after_s)
         if deadline is not None and deadline < now:  # expired: no claim (store/deadlines.py)
-            ack = await expire_delivery(self.app, self.transitions, envelope, delivery, now=now,
+            ack = await expire_delivery(self.app, self.store, envelope, delivery, now=now,
                                         deadline=deadline, type_bound_s=bound, hooks=self._hooks)  # fmt: skip
             if ack is not None:
                 return ack
@@ -161,26 +162,28 @@ class Execution:
             return admitted
         now = admitted.at if admitted else self.app.clock.now()  # a rate limit logged this start time
         try:
-            job, confirmed = await self.store.claim(
+            claimed = await self.store.claim(
                 envelope, token=codec.nonce(), message_id=delivery.message_id,
                 first_delivery=delivery.receive_count <= 1, now=now, lease_s=max(self.app.settings.lease_s, 1.0),
                 max_attempts=spec.max_attempts, expires_after_s=bound,
             )  # fmt: skip
-        except StoreError as exc:  # refused, not by its own landed try (JobStore.claim reads that)
+        except StoreError as exc:  # not a refusal: throttled, or DynamoDB did not answer
             await self._gate.give_back(envelope.job_id)  # not claimed: free its limit slots now
-            if not codec.is_conflict(exc):
-                self.app.logger.warning(
-                    "claim failed, message left for redelivery",
-                    extra={"job_id": envelope.job_id, "error": str(exc)},
-                )
-                return LEAVE
-            passed = job_store.refused_as_expired(exc, now, bound)
-            if passed is not None:  # the record's own deadline (or the type's, from created_at) passed
-                ack = await expire_delivery(self.app, self.transitions, envelope, delivery, now=now,
-                                            deadline=passed, type_bound_s=bound, hooks=self._hooks)  # fmt: skip
+            self.app.logger.warning(
+                "claim failed, message left for redelivery",
+                extra={"job_id": envelope.job_id, "error": str(exc)},
+            )
+            return LEAVE
+        if isinstance(claimed, Refused):  # read by JobStore.claim (not by its own landed try)
+            await self._gate.give_back(envelope.job_id)  # not claimed: free its limit slots now
+            if claimed.reason is Refusal.EXPIRED and claimed.deadline is not None:
+                # the record's own deadline (or the type's, from created_at) passed
+                ack = await expire_delivery(self.app, self.store, envelope, delivery, now=now,
+                                            deadline=claimed.deadline, type_bound_s=bound, hooks=self._hooks)  # fmt: skip
                 return ack or LEAVE
-            refused = job_store.interpret_claim_refusal(exc, now, spec.max_attempts, envelope.payload_hash)
-            return await self._refused(envelope, delivery, refused)
+            return await self._refused(envelope, delivery, claimed)
+        job, confirmed = claimed.job, claimed.confirmed
+        assert job is not None
         if confirmed:  # botocore retried a claim whose answer was lost: our own first try took the job
             self.app.logger.info("claim confirmed after a lost answer", extra={"job_id": job.id})
         if envelope.has_payload:  # the message carries it; the record keeps only its hash
@@ -201,29 +204,22 @@ class Execution:
         """Dead without a claim: the record says why, the message goes to the DLQ."""
         error = failure_record(exc)
         now = self.app.clock.now()
-        params = requests.reject(
-            self._table,
-            envelope,
-            now=now,
-            error=error,
-            reason=reason,
-            retention_s=self.app.settings.retention_s,
-        )
         try:  # a batch item's reject counts like its finish, a chain step's stops its chain (runtime/hooks.py)
             dead = unrun(envelope, AttemptOutcome.DEAD, error=error)
-            await commit_unrun(self.transitions, self._hooks, params, dead)
-        except StoreError as store_exc:
-            if not codec.is_conflict(store_exc):
-                return LEAVE
-            # A reject is refused only by a finished job or a live lease (no attempt bound applies).
-            refused = job_store.interpret_claim_refusal(store_exc, now, max_attempts=0)
+            rejected = await commit_unrun(self._hooks, dead, lambda entries: self.store.reject(
+                envelope, now=now, error=error, reason=reason, retention_s=self.app.settings.retention_s,
+                entries=entries,
+            ))  # fmt: skip
+        except StoreError:
+            return LEAVE
+        if isinstance(rejected, Refused):  # read by JobStore.reject
             if (
-                refused.reason is ClaimRefusal.FINISHED
-                and refused.job
-                and refused.job.status is not JobStatus.DEAD
+                rejected.reason is ClaimRefusal.FINISHED
+                and rejected.job
+                and rejected.job.status is not JobStatus.DEAD
             ):
                 return DELETE
-            if refused.reason is ClaimRefusal.HELD_ELSEWHERE:
+            if rejected.reason is ClaimRefusal.HELD_ELSEWHERE:
                 return DELETE
         self.app.logger.warning(
             "job rejected", extra={"job_id": envelope.job_id, "job_type": envelope.job_type, "reason": reason}
@@ -233,9 +229,7 @@ class Execution:
             reason, job_id=envelope.job_id, job_type=envelope.job_type, error=error, queue=delivery.queue
         )
 
-    async def _refused(
-        self, envelope: env.Envelope, delivery: Delivery, refused: job_store.ClaimRefused
-    ) -> Ack:
+    async def _refused(self, envelope: env.Envelope, delivery: Delivery, refused: Refused) -> Ack:
         """A claim that did not take the job: the record decides what the message is worth."""
         job = refused.job
         if refused.reason is ClaimRefusal.MISSING:
@@ -288,16 +282,10 @@ class Execution:
 
     async def _keep_payload(self, job: Job, envelope: env.Envelope) -> bool:
         """The message of a job cancelled while it waited is about to go: keep its payload for a retry."""
-        params = operator.keep_payload(
-            self._table,
-            job.id,
-            payload=envelope.payload,
-            now=self.app.clock.now(),
-        )
-        try:
-            await self.transitions.single(params)
-        except StoreError as exc:  # refused: kept already, or retried meanwhile; nothing is lost
-            return codec.is_conflict(exc)
+        try:  # refused: kept already, or retried meanwhile; nothing is lost
+            await self.store.keep_payload(job.id, payload=envelope.payload, now=self.app.clock.now())
+        except StoreError:
+            return False
         return True
 
     def _held_elsewhere(self, job: Job, delivery: Delivery) -> Ack:
@@ -318,7 +306,7 @@ class Execution:
     # ── running the handler ───────────────────────────────────────────────────────────────
     async def _run(self, spec: HandlerSpec, job: Job, delivery: Delivery | None) -> Ack:
         if job.payload_version > spec.version:
-            release = requests.release(self._table, job, owner=self.worker_id, now=self.app.clock.now())
+            release = functools.partial(self.store.release, job, now=self.app.clock.now())
             await self._write(job, release, Finish(job, AttemptOutcome.RELEASED))
             return Ack("rearm", delay_s=NEWER_VERSION_PARK_S)
         queue = delivery.queue if delivery else job.queue
@@ -375,7 +363,7 @@ class Execution:
             run.cancel()  # an async handler stops; a sync one's thread runs on, fenced by the lease
             reason = ctx.interrupt_reason
             if reason is InterruptReason.SHUTDOWN:
-                release = requests.release(self._table, job, owner=self.worker_id, now=self.app.clock.now())
+                release = functools.partial(self.store.release, job, now=self.app.clock.now())
                 ok = await self._write(job, release, Finish(job, AttemptOutcome.RELEASED))
                 if ok:
                     self._log("job released", job)
@@ -411,22 +399,19 @@ class Execution:
         await self._gate.renew([ctx.job.id for ctx in due], now)
 
     async def _renew(self, ctx: JobContext, now: float) -> None:
-        params = requests.heartbeat(
-            self._table, ctx.job, owner=self.worker_id, now=now, lease_s=self.app.settings.lease_s
-        )
         try:
-            attributes = await self.transitions.single(params)
-        except StoreError as exc:
-            if job_store.moved_on_by_owner(ctx.job, exc):
-                return  # the outcome was recorded while this renewal was in flight
-            if codec.is_conflict(exc):
-                lost = job_store.lease_lost(ctx.job, exc)
+            renewal = await self.store.heartbeat(ctx.job, now=now, lease_s=self.app.settings.lease_s)
+        except StoreError:
+            return
+        if isinstance(renewal, Refused):  # MOVED_ON: the outcome landed while this renewal was in flight
+            if renewal.reason is Refusal.LEASE_LOST:
                 self.app.logger.warning(
-                    "lease lost at heartbeat", extra={"job_id": ctx.job.id, "error": str(lost)}
+                    "lease lost at heartbeat", extra={"job_id": ctx.job.id, "error": renewal.detail}
                 )
                 ctx.interrupt(InterruptReason.LEASE_LOST)
             return
-        renewed = codec.job_from_item(attributes or {})
+        renewed = renewal.job
+        assert renewed is not None
         ctx.job = ctx.job.evolve(
             lease_expires=renewed.lease_expires, cancel_requested=renewed.cancel_requested
         )
@@ -434,39 +419,37 @@ class Execution:
             ctx.interrupt(InterruptReason.CANCEL)
 
     # ── recording the outcome ─────────────────────────────────────────────────────────────
-    async def _write(self, job: Job, params: Write, finish: Finish | None = None) -> bool:
-        """A fenced write; False (logged) when the lease is gone or DynamoDB would not take it.
+    async def _write(
+        self, job: Job, transition: Callable[..., Awaitable[Landed | Refused]], finish: Finish | None = None
+    ) -> bool:
+        """A fenced transition of ``self.store``; False (logged) when the lease is gone or DynamoDB refused.
+
+        ``transition`` has its arguments bound but ``entries``.
 
         With a ``finish``, the hooks' entries commit in one transaction with it (``runtime/hooks.py``),
         and the hooks hear of it once it landed.
         """
         try:
             entries = await entries_of(self._hooks, finish)
-            if entries:
-                await self.transitions.transact(params, entries)
-            else:
-                await self.transitions.write(params)
+            outcome = await transition(entries=entries)
         except StoreError as exc:
-            if not job_store.already_written(params, exc):
-                self._refused_write(job, exc)
-                return False
-            # botocore retried after a lost answer; the first try landed
+            # The message comes back after its visibility timeout and the lease expires: the job reruns.
+            self.app.logger.error("could not record outcome", extra={"job_id": job.id, "error": str(exc)})
+            return False
+        if isinstance(outcome, Refused):  # LEASE_LOST (JobStore reads it)
+            self.app.logger.warning(
+                "write refused: lease lost", extra={"job_id": job.id, "error": outcome.detail}
+            )
+            return False
+        if outcome.confirmed:  # botocore retried after a lost answer; the first try landed
             self.app.logger.info("write confirmed after a lost answer", extra={"job_id": job.id})
         await tell_landed(self._hooks, finish)
         return True
 
-    def _refused_write(self, job: Job, exc: StoreError) -> None:
-        if codec.is_conflict(exc):
-            lost = job_store.lease_lost(job, exc)
-            self.app.logger.warning("write refused: lease lost", extra={"job_id": job.id, "error": str(lost)})
-        else:
-            # The message comes back after its visibility timeout and the lease expires: the job reruns.
-            self.app.logger.error("could not record outcome", extra={"job_id": job.id, "error": str(exc)})
-
     async def _succeeded(self, job: Job, result: Any, duration: float) -> Ack:
         stored = await payloads.store_result(self.app.arun, self.app.settings, job, result)
-        params = requests.complete(
-            self._table, job, owner=self.worker_id, now=self.app.clock.now(), result=stored.value,
+        params = functools.partial(
+            self.store.complete, job, now=self.app.clock.now(), result=stored.value,
             result_ref=stored.ref, retention_s=self.app.settings.retention_s,
         )  # fmt: skip
         finish = Finish(job, AttemptOutcome.SUCCEEDED, result=stored.value, result_ref=stored.ref)
@@ -489,10 +472,9 @@ class Execution:
             return await self._dead(job, exc, reason=verdict.reason, queue=queue)
         held = verdict.delay_s > sqs.MAX_VISIBILITY_S
         error = failure_record(exc)
-        params = requests.schedule_retry(
-            self._table,
+        params = functools.partial(
+            self.store.schedule_retry,
             job,
-            owner=self.worker_id,
             now=now,
             run_at=now + verdict.delay_s,
             error=error,
@@ -514,10 +496,9 @@ class Execution:
 
     async def _dead(self, job: Job, exc: BaseException, *, reason: str, queue: str) -> Ack:
         error = failure_record(exc)
-        params = requests.fail(
-            self._table,
+        params = functools.partial(
+            self.store.fail,
             job,
-            owner=self.worker_id,
             now=self.app.clock.now(),
             error=error,
             reason=reason,
@@ -536,10 +517,9 @@ class Execution:
         return dead_letter(reason, job_id=job.id, job_type=job.type, error=error, queue=queue)
 
     async def _abort(self, job: Job, reason: str) -> Ack:
-        params = requests.abort(
-            self._table,
+        params = functools.partial(
+            self.store.abort,
             job,
-            owner=self.worker_id,
             now=self.app.clock.now(),
             reason=reason,
             retention_s=self.app.settings.retention_s,

@@ -17,7 +17,8 @@ from sqsjobs.job import AttemptOutcome
 from sqsjobs.observability.metrics import EXPIRED
 from sqsjobs.runtime.acks import DELETE, LEAVE, Ack
 from sqsjobs.runtime.hooks import commit_unrun, unrun
-from sqsjobs.store import codec, deadlines, job_store
+from sqsjobs.store import deadlines
+from sqsjobs.store.job_store import Refusal, Refused
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -25,13 +26,13 @@ if TYPE_CHECKING:
     from sqsjobs.app import App
     from sqsjobs.envelope import Envelope
     from sqsjobs.runtime.hooks import FinishHook
-    from sqsjobs.runtime.transitions import Transitions
+    from sqsjobs.store.job_store import JobStore
     from sqsjobs.transport.sqs import Delivery
 
 
 async def expire_delivery(
     app: App,
-    transitions: Transitions,
+    store: JobStore,
     envelope: Envelope,
     delivery: Delivery,
     *,
@@ -46,20 +47,19 @@ async def expire_delivery(
     already, finished): the claim then decides what the message is worth, as for any delivery.
     LEAVE when DynamoDB did not answer: the message comes back and is tried again.
     """
-    params = deadlines.expire(
-        app.settings.table_name, envelope, now=now, reason=deadlines.reason(deadline),
-        retention_s=app.settings.retention_s, type_bound_s=type_bound_s,
-    )  # fmt: skip
     try:  # a batch item's expiry counts on its batch, a chain step's stops its chain (runtime/hooks.py)
-        await commit_unrun(transitions, hooks, params, unrun(envelope, AttemptOutcome.EXPIRED))
+        expired = await commit_unrun(hooks, unrun(envelope, AttemptOutcome.EXPIRED), lambda entries: store.expire(
+            envelope, now=now, reason=deadlines.reason(deadline), retention_s=app.settings.retention_s,
+            type_bound_s=type_bound_s, entries=entries,
+        ))  # fmt: skip
     except StoreError as exc:
-        if not codec.is_conflict(exc):
-            app.logger.warning(
-                "expire failed, message left for redelivery",
-                extra={"job_id": envelope.job_id, "error": str(exc)},
-            )
-            return LEAVE
-        return DELETE if job_store.already_expired(exc) is not None else None
+        app.logger.warning(
+            "expire failed, message left for redelivery",
+            extra={"job_id": envelope.job_id, "error": str(exc)},
+        )
+        return LEAVE
+    if isinstance(expired, Refused):  # read by JobStore.expire
+        return DELETE if expired.reason is Refusal.ALREADY_EXPIRED else None
     app.logger.info(
         "job expired",
         extra={

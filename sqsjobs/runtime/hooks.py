@@ -16,16 +16,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sqsjobs.store.codec import job_from_item
 from sqsjobs.store.enqueue import record_of
-from sqsjobs.store.requests import with_write_id
+from sqsjobs.store.job_store import Landed
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from sqsjobs.app import App
     from sqsjobs.envelope import Envelope
     from sqsjobs.job import AttemptOutcome, FailureRecord, Job
-    from sqsjobs.runtime.transitions import Transitions
-    from sqsjobs.store.write import Write
+    from sqsjobs.store.job_store import Refused
 
 
 @dataclass(frozen=True)
@@ -92,15 +91,16 @@ def unrun(envelope: Envelope, outcome: AttemptOutcome, error: FailureRecord | No
 
 
 async def commit_unrun(
-    transitions: Transitions, hooks: Sequence[FinishHook], write: Write, finish: Finish | None
-) -> None:
-    """Apply ``write`` (a transition without a run), with what the hooks add, then tell them it landed.
+    hooks: Sequence[FinishHook],
+    finish: Finish | None,
+    transition: Callable[[Sequence[Mapping[str, Any]]], Awaitable[Landed | Refused]],
+) -> Landed | Refused:
+    """Apply ``transition`` (one without a run: ``JobStore.reject``, ``expire``) with what the hooks add.
 
-    Raises what the write alone would (``Transitions.transact`` reads its own refusal alike).
+    The hooks hear of it only once it landed; a ``StoreError`` is raised as the transition raised it.
     """
     entries = await entries_of(hooks, finish)
-    if entries:
-        await transitions.transact(with_write_id(write), entries)
-    else:
-        await transitions.single(write)
-    await tell_landed(hooks, finish)
+    outcome = await transition(entries)
+    if isinstance(outcome, Landed):
+        await tell_landed(hooks, finish)
+    return outcome
