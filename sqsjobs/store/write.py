@@ -161,6 +161,30 @@ class Put:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """An item deleted (DeleteItem), optionally conditional."""
+
+    table: str
+    key: Mapping[str, AV]
+    guards: tuple[Fragment, ...] = ()
+    #: ``ALL_OLD``: the deleted item comes back.
+    returns: Literal["NONE", "ALL_OLD"] = "NONE"
+
+    def delete_item(self) -> dict[str, Any]:
+        """The DeleteItem request."""
+        params: dict[str, Any] = {"TableName": self.table, "Key": dict(self.key)}
+        names: dict[str, str] = {}
+        used: list[str] = []
+        if self.guards:
+            params["ConditionExpression"] = guards_expression(self.guards, names, used)
+        values: dict[str, AV] = {k: v for f in self.guards for k, v in f.values.items()}
+        params = finish(params, names, used, values, "NONE", old_on_refusal=False)
+        if self.returns != "NONE":
+            params["ReturnValues"] = self.returns
+        return params
+
+
 def new_id_only(table: str, item: Mapping[str, AV], *, old_on_refusal: bool = True) -> Put:
     """A put that creates the item only if its ``id`` is new."""
     return Put(table, item, (Fragment("new_id", Missing("id")),), old_on_refusal)

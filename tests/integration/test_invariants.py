@@ -16,13 +16,14 @@ from sqsjobs.errors import LeaseLost, StoreError
 from sqsjobs.retry import Backoff
 from sqsjobs.runtime.sweeper import sweep_flow
 from sqsjobs.store import claims, codec, job_store, requests
+from sqsjobs.store.write import Write
 from sqsjobs.testing import all_finished, work_until
 from tests.integration.helpers import attr, depth, receive_dlq, send_raw
 
 NO_WAIT = RetryPolicy(backoff=Backoff.FIXED, base_s=0, jitter=False)
 
 
-def _claim(table: str, job_id: str, *, owner: str, now: float, lease_s: float) -> dict:
+def _claim(table: str, job_id: str, *, owner: str, now: float, lease_s: float) -> Write:
     """A worker's claim, built as the execution builds it (fresh token, the type's bound)."""
     return claims.claim(
         table,
@@ -36,8 +37,8 @@ def _claim(table: str, job_id: str, *, owner: str, now: float, lease_s: float) -
     )
 
 
-def _update(app: App, params: dict) -> dict:
-    return app.run(one(Call("dynamodb", "update_item", params)))
+def _update(app: App, write: Write) -> dict:
+    return app.run(one(Call("dynamodb", "update_item", write.update_item())))
 
 
 # ── §3.8 a message is only a hint ────────────────────────────────────────────────────────────
