@@ -185,6 +185,24 @@ class Delete:
         return params
 
 
+@dataclass(frozen=True, slots=True)
+class Check:
+    """A condition on an item that a transaction needs to hold, writing nothing (``ConditionCheck``)."""
+
+    table: str
+    key: Mapping[str, AV]
+    guards: tuple[Fragment, ...]
+
+    def transact_item(self) -> dict[str, Any]:
+        """The ``ConditionCheck`` entry of a ``TransactWriteItems``."""
+        names: dict[str, str] = {}
+        used: list[str] = []
+        params: dict[str, Any] = {"TableName": self.table, "Key": dict(self.key)}
+        params["ConditionExpression"] = guards_expression(self.guards, names, used)
+        values: dict[str, AV] = {k: v for f in self.guards for k, v in f.values.items()}
+        return finish(params, names, used, values, "NONE", old_on_refusal=False)
+
+
 def new_id_only(table: str, item: Mapping[str, AV], *, old_on_refusal: bool = True) -> Put:
     """A put that creates the item only if its ``id`` is new."""
     return Put(table, item, (Fragment("new_id", Missing("id")),), old_on_refusal)
