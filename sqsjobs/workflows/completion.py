@@ -33,9 +33,11 @@ from sqsjobs.errors import AwsError, BatchNotFound, StoreError
 from sqsjobs.job import JobStatus
 from sqsjobs.store import transact
 from sqsjobs.store.codec import CCF, av_s, idempotent_job_id, nonce
+from sqsjobs.store.conditions import Compare, Fragment
 from sqsjobs.store.enqueue import NewJob, envelope_of
 from sqsjobs.store.operator import cancel, request_cancel
 from sqsjobs.store.schema import BATCH, attention_partitions, due_records, query_due
+from sqsjobs.store.write import Check
 from sqsjobs.transport import objects, sqs
 from sqsjobs.workflows import batch_store as bs
 
@@ -375,14 +377,13 @@ def replay_write_flow(env: BatchEnv, job: Job, params: Mapping[str, Any]) -> Flo
     """
     assert job.batch_key is not None and job.batch_id is not None
     update = {k: v for k, v in params.items() if k != "ReturnValues"}
+    not_complete = Compare("status", "<>", ":complete")
     record_check = {
-        "ConditionCheck": {
-            "TableName": env.table,
-            "Key": {"id": av_s(bs.record_id(job.batch_id))},
-            "ConditionExpression": "#status <> :complete",
-            "ExpressionAttributeNames": {"#status": "status"},
-            "ExpressionAttributeValues": {":complete": av_s(bs.COMPLETE)},
-        }
+        "ConditionCheck": Check(
+            env.table,
+            {"id": av_s(bs.record_id(job.batch_id))},
+            (Fragment("not_complete", not_complete, {":complete": av_s(bs.COMPLETE)}),),
+        ).transact_item()
     }
     entries = [{"Update": update}, bs.count_entry(env.table, job.batch_key, "failed", by=-1), record_check]
     refused = yield from transact_flow(entries)
