@@ -16,7 +16,7 @@ def _register(app, worker_id: str, *, age_s: float, state: str = presence_items.
     params = presence_items.register(
         app.settings.table_name, entry, now=now - age_s, state=state, running=list(running)
     )
-    app.run(one(Call("dynamodb", "put_item", params)))
+    app.run(one(Call("dynamodb", "put_item", params.put_item())))
 
 
 def test_workers_lists_each_status_and_stats_counts_them(ministack_url):
