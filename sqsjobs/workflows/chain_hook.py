@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
     from sqsjobs.app import App
     from sqsjobs.job import FailureRecord, Job
+    from sqsjobs.store.write import Write
 
 #: Finishes whose entries are kept for their ``landed`` at once, at most (a refused finish never lands).
 MAX_PENDING_LANDINGS = 10_000
@@ -91,7 +92,7 @@ class ChainHook:
     def __init__(self, app: App) -> None:
         self.app = app
         #: claim token → the next step's record (read in ``entries``) and its unblock, for ``landed``.
-        self._next: dict[str, tuple[Item, dict[str, Any]]] = {}
+        self._next: dict[str, tuple[Item, Write] | None] = {}
 
     async def entries(self, finish: _Finish) -> Sequence[Mapping[str, Any]]:
         """The chain's writes that commit with this finish (none for retries, releases, other jobs)."""
@@ -142,7 +143,10 @@ class ChainHook:
                 start_by=self._deadline(following, now),
             )  # fmt: skip
             self._remember(job, (following, unblock))
-            return [{"Update": unblock}, {"Update": cs.advance(table, job.chain_id, step=step, now=now)}]
+            return [
+                {"Update": unblock.update_item()},
+                {"Update": cs.advance(table, job.chain_id, step=step, now=now)},
+            ]
         dead = finish.outcome in (AttemptOutcome.DEAD, AttemptOutcome.EXPIRED)
         error = finish.error
         why = f": {error.error_class}: {error.message}" if dead and error else ""
@@ -171,21 +175,22 @@ class ChainHook:
         bound = self.app.registry.get(job_type).expires_after_s
         return None if bound is None else now + bound
 
-    def _remember(self, job: Job, landing: tuple[Item, dict[str, Any]] | None) -> None:
+    def _remember(self, job: Job, landing: tuple[Item, Write] | None) -> None:
         if len(self._next) >= MAX_PENDING_LANDINGS:
             self._next.clear()  # only refused finishes leave theirs behind; a landing lost here is swept
-        self._next[str(job.claim_token)] = landing or ({}, {})
+        self._next[str(job.claim_token)] = landing  # None: the chain stops, its later steps are dropped
 
     async def landed(self, finish: _Finish) -> None:
         """Send the next step's hint, or drop the later steps; logs a failure (the sweeper or nothing repairs it)."""
         job = finish.job
-        landing = self._next.pop(str(job.claim_token), None)
-        if landing is None or job.chain_id is None or job.chain_step is None or job.chain_steps is None:
+        if str(job.claim_token) not in self._next:
+            return
+        landing = self._next.pop(str(job.claim_token))
+        if job.chain_id is None or job.chain_step is None or job.chain_steps is None:
             return
         try:
-            following, unblock = landing
-            if following:
-                await self._send_next(following, unblock)
+            if landing is not None:
+                await self._send_next(*landing)
             else:
                 await self._drop_later(job.chain_id, job.chain_step, job.chain_steps)
         except Exception as exc:
@@ -194,8 +199,8 @@ class ChainHook:
                 extra={"job_id": job.id, "chain_id": job.chain_id, "error": f"{type(exc).__name__}: {exc}"},
             )
 
-    async def _send_next(self, following: Item, unblock: Mapping[str, Any]) -> None:
-        now = float(unblock["ExpressionAttributeValues"][":now"]["N"])
+    async def _send_next(self, following: Item, unblock: Write) -> None:
+        now = float((unblock.value(":now") or {})["N"])
         record = codec.job_from_item(following)
         job = record.evolve(status=JobStatus.QUEUED, run_at=to_datetime(now))
         urls = await self.app.arun(self.app.queue_urls.flow([job.queue]))
@@ -218,7 +223,7 @@ class ChainHook:
                 now=now,
                 reason=reason,
                 retention_s=self.app.settings.retention_s,
-            )
+            ).update_item()
             try:
                 await self.app.arun(one(Call("dynamodb", "update_item", params)))
             except Exception as exc:  # refused: dropped already (a repeated landing), nothing to do

@@ -127,8 +127,8 @@ def waiting_put(table: str, job: NewJob, *, token: str) -> dict[str, Any]:
 # ── a step's finish (entries of chain_hook's transaction) ────────────────────────────────────
 def unblock(
     table: str, job_id: str, *, now: float, recheck_at: float, start_by: float | None = None
-) -> dict[str, Any]:
-    """UpdateItem waiting → queued: the predecessor succeeded (committed with that success).
+) -> Write:
+    """Waiting → queued: the predecessor succeeded (committed with that success).
 
     The record gets a ``pending`` entry due at ``recheck_at``: if the process dies before the hint
     is sent, or the hint is lost, the sweeper sends one then. ``clear_pending`` removes it once sent.
@@ -148,7 +148,7 @@ def unblock(
         values[":start_by"] = av_n(round(start_by, 3))
     return Write(
         table, {"id": av_s(job_id)}, sets, guards=(Fragment("waiting", _WAITING, values),), values=values
-    ).update_item()
+    )
 
 
 _WAITING = eq("status", ":waiting")
@@ -163,14 +163,13 @@ _UNBLOCK_SETS: tuple[tuple[str, Expr], ...] = (
 _UNBLOCK_SETS_BY = (*_UNBLOCK_SETS, ("start_by", ":start_by"))
 
 
-def pending_entry(unblocked: Mapping[str, Any]) -> dict[str, Any]:
+def pending_entry(unblocked: Write) -> dict[str, Any]:
     """The ``attn``/``due`` an ``unblock`` wrote, as ``transact.clear_sent`` takes them."""
-    values = unblocked["ExpressionAttributeValues"]
-    return {"id": unblocked["Key"]["id"], "attn": values[":attn"], "due": values[":due"]}
+    return {"id": unblocked.key["id"], "attn": unblocked.value(":attn"), "due": unblocked.value(":due")}
 
 
-def drop(table: str, job_id: str, *, now: float, reason: str, retention_s: float) -> dict[str, Any]:
-    """UpdateItem waiting → cancelled: the chain stopped or was cancelled before this step's turn."""
+def drop(table: str, job_id: str, *, now: float, reason: str, retention_s: float) -> Write:
+    """Waiting → cancelled: the chain stopped or was cancelled before this step's turn."""
     values = {
         ":waiting": _WAITING_AV,
         ":cancelled": av_s(JobStatus.CANCELLED),
@@ -187,7 +186,7 @@ def drop(table: str, job_id: str, *, now: float, reason: str, retention_s: float
     )
     return Write(
         table, {"id": av_s(job_id)}, sets, guards=(Fragment("waiting", _WAITING, values),), values=values
-    ).update_item()
+    )
 
 
 #: A chain record still running, at the step its writer read.

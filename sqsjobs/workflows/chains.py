@@ -274,7 +274,7 @@ def cancel_flow(settings: Settings, chain_id: str, now: float) -> Flow[str]:
                     table, step.job_id, now=now, retention_s=settings.retention_s, chain_step=True
                 ).transact_item(),
                 end,
-                *(cs.drop(table, s.job_id, now=now, reason=reason, retention_s=settings.retention_s)
+                *(cs.drop(table, s.job_id, now=now, reason=reason, retention_s=settings.retention_s).update_item()
                   for s in later),
             ]  # fmt: skip
         elif step.status is JobStatus.RUNNING:

@@ -17,6 +17,7 @@ from sqsjobs.job import TRANSITIONS, JobStatus
 from sqsjobs.runtime.acks import failure_record
 from sqsjobs.store import claims, codec, deadlines, enqueue, operator, requests
 from sqsjobs.store.conditions import All, AnyOf, Compare, Not, OneOf
+from sqsjobs.store.write import Write
 from sqsjobs.workflows import chain_store
 
 NOW = 1_800_000_000.0
@@ -32,7 +33,7 @@ def _job():
 ERROR = failure_record(ValueError("boom"))
 
 
-def _claim() -> dict:
+def _claim() -> Write:
     return claims.claim(
         "tbl", Envelope("j1", "t"), owner="w", token="t", message_id="m", now=NOW, lease_s=5, max_attempts=3
     )
@@ -75,19 +76,12 @@ def _placeholders(condition) -> list[str]:
 
 
 def statuses_in_condition(write) -> set[JobStatus]:
-    if isinstance(write, dict):  # a feature's write not yet typed (workflows/chain_store.py)
-        values = write["ExpressionAttributeValues"]
-        placeholders = re.findall(r":\w+", write["ConditionExpression"])
-        return {JobStatus(values[p]["S"]) for p in placeholders if values[p].get("S") in set(JobStatus)}
     values = write.all_values()
     placeholders = [p for f in write.guards for p in _placeholders(f.condition)]
     return {JobStatus(values[p]["S"]) for p in placeholders if values[p].get("S") in set(JobStatus)}
 
 
 def target_status(write) -> JobStatus | None:
-    if isinstance(write, dict):
-        match = re.search(r"#status = (:\w+)", write["UpdateExpression"])
-        return JobStatus(write["ExpressionAttributeValues"][match.group(1)]["S"]) if match else None
     value = dict(write.sets).get("status")
     return JobStatus(write.all_values()[value]["S"]) if value is not None else None
 
