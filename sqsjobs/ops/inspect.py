@@ -64,6 +64,8 @@ from sqsjobs.errors import StoreError
 from sqsjobs.job import JobStatus
 from sqsjobs.ops._common import iso
 from sqsjobs.store import operator, schema
+from sqsjobs.store.conditions import All, eq
+from sqsjobs.store.rendering import render_condition
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -194,12 +196,14 @@ def plan(query: ListQuery, now: float) -> _Plan:
 
 
 def _filter(p: _Plan, names: dict[str, str], values: dict[str, Any]) -> str:
-    clauses = []
+    """The listing's equality filters, ANDed ("" without any); their names join ``names``."""
+    if not p.filters:
+        return ""
+    parts = []
     for i, (attr, value) in enumerate(sorted(p.filters.items())):
-        names[f"#f{i}"] = attr
         values[f":f{i}"] = {"S": value}
-        clauses.append(f"#f{i} = :f{i}")
-    return " AND ".join(clauses)
+        parts.append(eq(attr, f":f{i}"))
+    return render_condition(All(tuple(parts)), names, [])
 
 
 def _projection(names: dict[str, str], extra: tuple[str, ...] = ()) -> str:
