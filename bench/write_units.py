@@ -15,10 +15,20 @@ from sqsjobs import App
 from sqsjobs._aws import Call, consumed_units, one
 from sqsjobs.job import FailureRecord
 from sqsjobs.producer import JobRequest, build_new_job
-from sqsjobs.store import requests as rq
+from sqsjobs.store import claims, codec, enqueue, requests, schema
+from sqsjobs.store.write import Put, Write
 from tests.emulators import MiniStack
 
 OWNER = "ip-10-0-0-1-12345-abcdef"  # a realistic lease owner (host-pid-random)
+
+
+def rendered(params: Any) -> dict[str, Any]:
+    """A typed write as the request it sends alone (UpdateItem or PutItem); a request as it is."""
+    if isinstance(params, Write):
+        return params.update_item()
+    if isinstance(params, Put):
+        return params.put_item()
+    return dict(params)
 
 
 def units(response: dict[str, Any]) -> tuple[float, float]:
@@ -44,26 +54,29 @@ def measure(url: str, payload_bytes: int) -> dict[str, tuple[float, float]]:
         now=now,
     )
 
-    def call(operation: str, params: dict[str, Any]) -> dict[str, Any]:
+    def call(operation: str, params: Any) -> dict[str, Any]:
         return dict(
-            app.run(one(Call("dynamodb", operation, {**params, "ReturnConsumedCapacity": "INDEXES"})))
+            app.run(
+                one(Call("dynamodb", operation, {**rendered(params), "ReturnConsumedCapacity": "INDEXES"}))
+            )
         )
 
-    put = call("put_item", rq.put_job(table, job))
-    claim = rq.claim(
+    put = call("put_item", enqueue.put_job(table, job))
+    claim = claims.claim(
         table,
-        rq.envelope_of(job),
+        enqueue.envelope_of(job),
         owner=OWNER,
-        token=rq.nonce(),
+        token=codec.nonce(),
         message_id=MESSAGE_ID,
         now=now + 1,
         lease_s=60,
         max_attempts=app.registry.get("noop").max_attempts,
     )
     claimed = call("update_item", claim)
-    record = rq.job_from_item(claimed["Attributes"])
+    record = codec.job_from_item(claimed["Attributes"])
     done = call(
-        "update_item", rq.complete(table, record, owner=OWNER, now=now + 2, result=None, retention_s=86_400)
+        "update_item",
+        requests.complete(table, record, owner=OWNER, now=now + 2, result=None, retention_s=86_400),
     )
     return {"enqueue": units(put), "claim": units(claimed), "complete": units(done)}
 
@@ -77,39 +90,43 @@ def measure_off_path(url: str, payload_bytes: int = 1024) -> dict[str, tuple[flo
     max_attempts = app.registry.get("noop").max_attempts
     error = FailureRecord("ValueError", "boom " * 20, "Traceback (most recent call last):\n" * 10)
 
-    def call(operation: str, params: dict[str, Any]) -> dict[str, Any]:
+    def call(operation: str, params: Any) -> dict[str, Any]:
         return dict(
-            app.run(one(Call("dynamodb", operation, {**params, "ReturnConsumedCapacity": "INDEXES"})))
+            app.run(
+                one(Call("dynamodb", operation, {**rendered(params), "ReturnConsumedCapacity": "INDEXES"}))
+            )
         )
 
     def claimed(job_request: JobRequest[Any], *, held: bool = False) -> tuple[Any, dict[str, Any]]:
         job = build_new_job(job_request, registry=app.registry, settings=app.settings, now=now)
-        put = call("put_item", rq.put_job(table, job))
-        params = rq.claim(
+        put = call("put_item", enqueue.put_job(table, job))
+        params = claims.claim(
             table,
-            rq.envelope_of(job),
+            enqueue.envelope_of(job),
             owner=OWNER,
-            token=rq.nonce(),
+            token=codec.nonce(),
             message_id=MESSAGE_ID,
             now=job.run_at + 1,
             lease_s=60,
             max_attempts=max_attempts,
         )
-        return rq.job_from_item(call("update_item", params)["Attributes"]).evolve(payload=payload), put
+        return codec.job_from_item(call("update_item", params)["Attributes"]).evolve(payload=payload), put
 
     out: dict[str, tuple[float, float]] = {}
     job, _ = claimed(JobRequest("noop", payload))
     out["schedule_retry (re-arms the message)"] = units(
         call(
             "update_item",
-            rq.schedule_retry(table, job, owner=OWNER, now=now + 2, run_at=now + 60, error=error, held=False),
+            requests.schedule_retry(
+                table, job, owner=OWNER, now=now + 2, run_at=now + 60, error=error, held=False
+            ),
         )
     )
     job, _ = claimed(JobRequest("noop", payload))
     out["fail → dead (payload kept, dead entry)"] = units(
         call(
             "update_item",
-            rq.fail(
+            requests.fail(
                 table,
                 job,
                 owner=OWNER,
@@ -123,22 +140,24 @@ def measure_off_path(url: str, payload_bytes: int = 1024) -> dict[str, tuple[flo
     )
     job, _ = claimed(JobRequest("noop", payload))
     out["heartbeat (lease renewal)"] = units(
-        call("update_item", rq.heartbeat(table, job, owner=OWNER, now=now + 30, lease_s=60))
+        call("update_item", requests.heartbeat(table, job, owner=OWNER, now=now + 30, lease_s=60))
     )
     far = JobRequest("noop", payload, delay=3600.0)
     new = build_new_job(far, registry=app.registry, settings=app.settings, now=now)
-    out["enqueue held (payload, held entry)"] = units(call("put_item", rq.put_job(table, new)))
-    [entry] = rq.due_records(
-        call("query", rq.query_due(table, rq.attention_key(rq.HELD, new.id), due_before=now + 7200))
+    out["enqueue held (payload, held entry)"] = units(call("put_item", enqueue.put_job(table, new)))
+    [entry] = schema.due_records(
+        call(
+            "query", schema.query_due(table, schema.attention_key(schema.HELD, new.id), due_before=now + 7200)
+        )
     )
     out["sweeper: held → pending"] = units(
-        call("update_item", rq.mark_dispatched(table, entry, now=now + 3000, recheck_at=now + 3900))
+        call("update_item", schema.mark_dispatched(table, entry, now=now + 3000, recheck_at=now + 3900))
     )
-    params = rq.claim(
+    params = claims.claim(
         table,
-        rq.envelope_of(new),
+        enqueue.envelope_of(new),
         owner=OWNER,
-        token=rq.nonce(),
+        token=codec.nonce(),
         message_id=MESSAGE_ID,
         now=now + 3601,
         lease_s=60,

@@ -77,7 +77,7 @@ TRANSITIONS: dict[str, tuple[frozenset[JobStatus], JobStatus]] = {
     "request_cancel": (frozenset({JobStatus.RUNNING}), JobStatus.RUNNING),
     "replay": (frozenset({JobStatus.DEAD, JobStatus.CANCELLED}), JobStatus.QUEUED),
     # Never started (``lease_epoch = 0``: a released or retried job started before its deadline)
-    # and past ``start_by`` (or the type's ``expires_after`` from ``created_at``): see store/expiry.py.
+    # and past ``start_by`` (or the type's ``expires_after`` from ``created_at``): see store/deadlines.py.
     "expire": (frozenset({JobStatus.QUEUED}), JobStatus.EXPIRED),
     # Chains (sqsjobs.workflows): the predecessor succeeded, in the same transaction as its complete.
     "unblock": (frozenset({JobStatus.WAITING}), JobStatus.QUEUED),

@@ -22,8 +22,7 @@ from sqsjobs.errors import JobNotFound, PayloadMissing, PayloadTooLarge, StoreEr
 from sqsjobs.job import JobStatus
 from sqsjobs.observability.tracing import current_trace, message_attributes
 from sqsjobs.registry import P
-from sqsjobs.store import expiry, statements
-from sqsjobs.store import requests as rq
+from sqsjobs.store import codec, deadlines, enqueue, operator, requests, statements
 from sqsjobs.transport import objects, routes, sqs
 from sqsjobs.transport.queues import QueueUrls
 from sqsjobs.workflows.completion import BatchEnv, cancel_item_flow
@@ -36,6 +35,7 @@ if TYPE_CHECKING:
     from sqsjobs.job import Job
     from sqsjobs.observability.metrics import JobMetrics
     from sqsjobs.registry import HandlerOf, Registry
+    from sqsjobs.store.write import Put
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class EnqueueOptions(TypedDict, total=False):
 
 def build_new_job(
     request: JobRequest[Any], *, registry: Registry, settings: Settings, now: float, in_record: bool = False
-) -> rq.NewJob:
+) -> enqueue.NewJob:
     """Validate a request against its handler and turn it into the record to write.
 
     ``in_record``: the record keeps the payload until the message is sent (a transactional enqueue),
@@ -94,7 +94,7 @@ def build_new_job(
     else:
         run_at = now + (to_seconds(request.delay) if request.delay is not None else 0.0)
     job_id = (
-        rq.idempotent_job_id(job_type, request.idempotency_key, request.tenant)
+        codec.idempotent_job_id(job_type, request.idempotency_key, request.tenant)
         if request.idempotency_key
         else uuid.uuid4().hex
     )
@@ -102,7 +102,7 @@ def build_new_job(
     priority = routes.check(
         settings, queue, request.priority or (spec.priority if spec else None), request.serialize_key
     )
-    job = rq.NewJob(
+    job = enqueue.NewJob(
         id=job_id,
         type=job_type,
         queue=queue,
@@ -122,7 +122,7 @@ def build_new_job(
         # The record keeps the producer's trace so the run can continue it (sqsjobs.observability.tracing).
         trace=request.trace or current_trace(),
         # A producer without the handler writes only an enqueue's own: the worker applies the type's.
-        start_by=expiry.start_by(
+        start_by=deadlines.start_by(
             job_type=job_type,
             now=now,
             run_at=run_at,
@@ -136,7 +136,7 @@ def build_new_job(
     return _claim_checked(job, settings, in_record=in_record or job.held)
 
 
-def _claim_checked(job: rq.NewJob, settings: Settings, *, in_record: bool) -> rq.NewJob:
+def _claim_checked(job: enqueue.NewJob, settings: Settings, *, in_record: bool) -> enqueue.NewJob:
     """``job``, with its payload moved to S3 when the message or the record would carry too much.
 
     The message carries up to ``inline_payload_bytes``; a record that keeps the payload (a held or a
@@ -164,7 +164,7 @@ def _claim_checked(job: rq.NewJob, settings: Settings, *, in_record: bool) -> rq
 
 
 def enqueue_many_flow(
-    jobs: Sequence[rq.NewJob],
+    jobs: Sequence[enqueue.NewJob],
     *,
     settings: Settings,
     queue_urls: QueueUrls,
@@ -185,7 +185,7 @@ def enqueue_many_flow(
     urls = yield from queue_urls.flow({route_of(j) for j in jobs if not j.held})
     yield from write_objects(jobs)
     unsent = yield from send_hints(jobs, queue_urls=urls, logger=logger, settings=settings)
-    puts = [(job, rq.put_job(settings.table_name, job, unsent=job.id in unsent)) for job in jobs]
+    puts = [(job, enqueue.put_job(settings.table_name, job, unsent=job.id in unsent)) for job in jobs]
     created = yield from _put_all(settings, puts)
     if metrics is not None:
         for job in created:
@@ -193,20 +193,20 @@ def enqueue_many_flow(
     return [j.id for j in jobs]
 
 
-def write_objects(jobs: Sequence[rq.NewJob]) -> Flow[None]:
+def write_objects(jobs: Sequence[enqueue.NewJob]) -> Flow[None]:
     """Write the payloads that go to S3 (``NewJob.payload_ref``): before any message or record names them."""
     for job in jobs:
         if job.payload_ref is not None:
             yield from objects.put_flow(job.payload_ref, job.payload_json.encode())
 
 
-def route_of(job: rq.NewJob | Job) -> str:
+def route_of(job: enqueue.NewJob | Job) -> str:
     """The route (``sqsjobs.transport.routes``) of the SQS queue a job's message goes to."""
     return routes.job_route(job.queue, job.priority, job.serialize_key)
 
 
 def send_hints(
-    jobs: Sequence[rq.NewJob],
+    jobs: Sequence[enqueue.NewJob],
     *,
     queue_urls: dict[str, str],
     settings: Settings | None = None,
@@ -221,10 +221,10 @@ def send_hints(
     (``enqueue_many_flow``; ``sqsjobs.transaction`` after its commit).
     """
     unsent: set[str] = set()
-    by_queue: dict[str, list[tuple[rq.NewJob, str]]] = {}
+    by_queue: dict[str, list[tuple[enqueue.NewJob, str]]] = {}
     for job in jobs:
         if not job.held:
-            by_queue.setdefault(route_of(job), []).append((job, rq.envelope_of(job).to_body()))
+            by_queue.setdefault(route_of(job), []).append((job, enqueue.envelope_of(job).to_body()))
     for queue, queued in by_queue.items():
         fifo = routes.is_fifo(queue)
         fair = settings is None or settings.fair_queues
@@ -260,7 +260,7 @@ def send_hints(
     return unsent
 
 
-def _put_all(settings: Settings, puts: list[tuple[rq.NewJob, dict[str, Any]]]) -> Flow[list[rq.NewJob]]:
+def _put_all(settings: Settings, puts: list[tuple[enqueue.NewJob, Put]]) -> Flow[list[enqueue.NewJob]]:
     """Write the records, 25 to a ``BatchExecuteStatement`` of INSERTs; the jobs that were new.
 
     An INSERT fails on an existing key, which is the idempotency condition of the single put. A job
@@ -268,18 +268,18 @@ def _put_all(settings: Settings, puts: list[tuple[rq.NewJob, dict[str, Any]]]) -
     again with its single conditional put, whose ``ALL_OLD`` answer tells the same job from a
     conflicting one. One job alone is its single put, as ``enqueue`` always is.
     """
-    created: list[rq.NewJob] = []
-    alone: list[tuple[rq.NewJob, dict[str, Any]]] = []
+    created: list[enqueue.NewJob] = []
+    alone: list[tuple[enqueue.NewJob, Put]] = []
     if settings.batch_writes and len(puts) > 1:
         # A batch naming one item twice is refused whole: a repeated id is put alone, after the first.
-        firsts: list[tuple[rq.NewJob, dict[str, Any]]] = []
+        firsts: list[tuple[enqueue.NewJob, Put]] = []
         seen: set[str] = set()
         for job, put in puts:
             (alone if job.id in seen else firsts).append((job, put))
             seen.add(job.id)
         for group in sqs.chunks(firsts, statements.MAX_STATEMENTS):
             try:
-                request = statements.batch([statements.insert_statement(put) for _, put in group])
+                request = statements.batch([put.statement() for _, put in group])
                 answers = (yield Call("dynamodb", "batch_execute_statement", request))["Responses"]
             except StoreError:
                 answers = [{"Error": {"Code": "BatchFailed"}}] * len(group)
@@ -292,9 +292,9 @@ def _put_all(settings: Settings, puts: list[tuple[rq.NewJob, dict[str, Any]]]) -
         alone = puts
     for job, put in alone:
         try:
-            yield Call("dynamodb", "put_item", put)
+            yield Call("dynamodb", "put_item", put.put_item())
         except StoreError as exc:
-            rq.interpret_put_conflict(job, exc)  # raises IdempotencyConflict unless it is the same job
+            enqueue.interpret_put_conflict(job, exc)  # raises IdempotencyConflict unless it is the same job
         else:
             created.append(job)
     return created
@@ -306,11 +306,11 @@ def get_flow(settings: Settings, job_id: str, *, load_result: bool = True) -> Fl
     A result object that expired (``payload_object_days``) leaves ``result`` None; ``result_ref``
     still names it.
     """
-    response = yield Call("dynamodb", "get_item", rq.get(settings.table_name, job_id))
+    response = yield Call("dynamodb", "get_item", requests.get(settings.table_name, job_id))
     item = response.get("Item")
     if not item or "type" not in item:  # no type: not a job (a worker registry item, ``worker#...``)
         raise JobNotFound(f"no job with id {job_id!r} in table {settings.table_name}")
-    job = rq.job_from_item(item)
+    job = codec.job_from_item(item)
     if load_result and job.result_ref is not None:
         with contextlib.suppress(PayloadMissing):
             job = job.evolve(result=json.loads((yield from objects.get_flow(job.result_ref))))
@@ -323,23 +323,29 @@ def cancel_flow(settings: Settings, job_id: str, now: float) -> Flow[str]:
         yield Call(
             "dynamodb",
             "update_item",
-            rq.cancel(settings.table_name, job_id, now=now, retention_s=settings.retention_s),
+            operator.cancel(
+                settings.table_name, job_id, now=now, retention_s=settings.retention_s
+            ).update_item(),
         )
         return "cancelled"
     except StoreError as exc:
-        job = rq.interpret_cancel_refusal(job_id, exc)
+        job = operator.interpret_cancel_refusal(job_id, exc)
     if job.batch_key is not None and job.status in (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED):
         # A batch item: refused above, cancelled here with its count on the batch (one transaction).
         env = BatchEnv(settings, QueueUrls(settings))
         if (yield from cancel_item_flow(env, job, now)):
             return "cancelled"
-        job = rq.job_from_item(
-            (yield Call("dynamodb", "get_item", rq.get(settings.table_name, job_id)))["Item"]
+        job = codec.job_from_item(
+            (yield Call("dynamodb", "get_item", requests.get(settings.table_name, job_id)))["Item"]
         )
     if job.status is not JobStatus.RUNNING:
-        raise rq.not_cancellable(job)
+        raise operator.not_cancellable(job)
     try:
-        yield Call("dynamodb", "update_item", rq.request_cancel(settings.table_name, job_id, now=now))
+        yield Call(
+            "dynamodb",
+            "update_item",
+            operator.request_cancel(settings.table_name, job_id, now=now).update_item(),
+        )
     except StoreError as exc:
-        raise rq.not_cancellable(rq.interpret_cancel_refusal(job_id, exc)) from None
+        raise operator.not_cancellable(operator.interpret_cancel_refusal(job_id, exc)) from None
     return "requested"

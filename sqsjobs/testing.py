@@ -26,7 +26,7 @@ from sqsjobs.runtime.payloads import storable_result
 from sqsjobs.runtime.sweeper import run_sweeper
 from sqsjobs.runtime.verdict import invoke, judge_failure, timeout_error
 from sqsjobs.runtime.worker import Worker
-from sqsjobs.store import requests as rq
+from sqsjobs.store import codec, enqueue
 from sqsjobs.store.codec import to_datetime
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def make_job(
         registry = Registry()  # the type as an older producer registered it
         registry.add(dataclasses.replace(spec, version=payload_version, payload_type=Any, upcasts={}))
     new = build_new_job(request, registry=registry, settings=app.settings, now=now)
-    queued = rq.job_from_item(rq.put_job(app.settings.table_name, new)["Item"])
+    queued = codec.job_from_item(enqueue.put_job(app.settings.table_name, new).item)
     max_attempts = app.registry.get(new.type).max_attempts
     if not 1 <= attempt <= max_attempts:
         raise ValueError(f"attempt must be 1..{max_attempts} (the job type's max_attempts), got {attempt}")
@@ -82,7 +82,7 @@ def make_job(
         attempt=attempt,
         max_attempts=max_attempts,
         lease_owner=TEST_WORKER_ID,
-        claim_token=rq.nonce(),
+        claim_token=codec.nonce(),
         lease_epoch=attempt,
         lease_expires=to_datetime(now + app.settings.lease_s),
         started_at=to_datetime(now),

@@ -252,7 +252,9 @@ class Transaction:
 
     def _clear(self, item: _Item) -> Flow[None]:
         try:
-            yield Call("dynamodb", "update_item", transact.clear_sent(item.table, item.params["Item"]))
+            yield Call(
+                "dynamodb", "update_item", transact.clear_sent(item.table, item.params["Item"]).update_item()
+            )
         except StoreError as exc:
             # Refused: a claim, a sweep or a replay changed the entry first, and owns it now. Failed:
             # the entry stays, and the sweeper sends a second hint if no claim took the job by its due.

@@ -43,7 +43,7 @@ from sqsjobs.deploy.rules import (
     stop_timeout_s,
 )
 from sqsjobs.errors import ConfigurationError
-from sqsjobs.store.requests import TTL_ATTRIBUTE, table_definition
+from sqsjobs.store.schema import TTL_ATTRIBUTE, table_definition
 
 from . import fargate as fg
 from .api import http_api as build_http_api

@@ -15,7 +15,7 @@ import tenacity
 from sqsjobs._aws import Call, Flow, retrying
 from sqsjobs.config import MAX_MESSAGE_RETENTION_S
 from sqsjobs.errors import ConfigurationError, ObjectStoreError, StoreError, TransportError
-from sqsjobs.store import requests as rq
+from sqsjobs.store import schema
 from sqsjobs.transport import objects, routes, sqs
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def provision_flow(
     """Create what is missing; update queue attributes that drifted."""
     report = ProvisionReport(table=settings.table_name, max_receive_count=redrive_count(settings, registry))
     try:
-        yield Call("dynamodb", "create_table", rq.table_definition(settings.table_name))
+        yield Call("dynamodb", "create_table", schema.table_definition(settings.table_name))
         report.created.append(settings.table_name)
     except StoreError as exc:
         if exc.code != "ResourceInUseException":

@@ -1,6 +1,6 @@
 """The flow-control items in the jobs table, and one builder per write (sans-I/O).
 
-Like the worker registry (``store/workers.py``) they live in the jobs table under ids with ``#``,
+Like the worker registry (``store/presence_items.py``) they live in the jobs table under ids with ``#``,
 which no job id contains. None carries ``attn``, ``status`` or ``updated_at``: no index entry is
 ever written for them (0 index write units), and job listings and ``stats`` never count them.
 Every item is far under 1 KB, so each write below is one write unit, and each eventually
@@ -23,12 +23,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.store.codec import av_n, av_s, num_attr, str_attr
+from sqsjobs.store.conditions import AnyOf, Compare, Fragment, IfNotExists, ListAppend, Missing, Plus, eq
 from sqsjobs.store.schema import TTL_ATTRIBUTE
+from sqsjobs.store.write import Delete, Put, Write
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from sqsjobs.store.codec import Item
+    from sqsjobs.store.conditions import Expr
 
 #: A slot item outlives its lease by this much before TTL may delete it (AWS deletes within days).
 SLOT_TTL_S = 3600
@@ -88,7 +91,7 @@ def pause(table: str, job_type: str, *, reason: str | None, now: float) -> dict[
 
 def resume(table: str, job_type: str) -> dict[str, Any]:
     """DeleteItem: the type runs again (a type that was not paused stays so)."""
-    return {"TableName": table, "Key": _key(pause_id(job_type)), "ReturnValues": "ALL_OLD"}
+    return Delete(table, _key(pause_id(job_type)), returns="ALL_OLD").delete_item()
 
 
 # ── concurrency slots ─────────────────────────────────────────────────────────────────────
@@ -102,48 +105,42 @@ def take_slot(
 ) -> dict[str, Any]:
     """PutItem: take a free slot for ``job_id`` until ``now + lease_s``."""
     until = now + lease_s
-    return {
-        "TableName": table,
-        "Item": {
-            "id": av_s(item_id),
-            "holder": av_s(job_id),
-            "token": av_s(token),
-            "taken_at": av_n(now),
-            "lease_until": av_n(until),
-            TTL_ATTRIBUTE: av_n(int(until) + SLOT_TTL_S),
-        },
-        "ConditionExpression": "attribute_not_exists(id) OR lease_until < :now",
-        "ExpressionAttributeValues": {":now": av_n(now)},
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    item = {
+        "id": av_s(item_id),
+        "holder": av_s(job_id),
+        "token": av_s(token),
+        "taken_at": av_n(now),
+        "lease_until": av_n(until),
+        TTL_ATTRIBUTE: av_n(int(until) + SLOT_TTL_S),
     }
+    free = Fragment("free", _FREE, {":now": av_n(now)})
+    return Put(table, item, (free,), old_on_refusal=True).put_item()
+
+
+#: A slot no one holds: no item yet, or its lease ran out.
+_FREE = AnyOf((Missing("id"), Compare("lease_until", "<", ":now")))
+#: Still this holder's slot (or probe).
+_HOLDER = eq("token", ":t")
+_PROBE = eq("probe", ":p")
 
 
 def renew_slot(table: str, item_id: str, *, token: str, now: float, lease_s: float) -> dict[str, Any]:
     """UpdateItem: extend a slot this holder (``token``) still has."""
     until = now + lease_s
-    return {
-        "TableName": table,
-        "Key": _key(item_id),
-        "ConditionExpression": "#t = :t",
-        "UpdateExpression": "SET lease_until = :u, #x = :x",
-        "ExpressionAttributeNames": {"#t": "token", "#x": TTL_ATTRIBUTE},
-        "ExpressionAttributeValues": {
-            ":t": av_s(token),
-            ":u": av_n(until),
-            ":x": av_n(int(until) + SLOT_TTL_S),
-        },
-    }
+    values = {":t": av_s(token), ":u": av_n(until), ":x": av_n(int(until) + SLOT_TTL_S)}
+    return Write(
+        table,
+        _key(item_id),
+        (("lease_until", ":u"), (TTL_ATTRIBUTE, ":x")),
+        guards=(Fragment("holder", _HOLDER, values),),
+        values=values,
+        old_on_refusal=False,
+    ).update_item()
 
 
 def give_back_slot(table: str, item_id: str, *, token: str) -> dict[str, Any]:
     """DeleteItem: free a slot this holder still has (a slot taken over since is left alone)."""
-    return {
-        "TableName": table,
-        "Key": _key(item_id),
-        "ConditionExpression": "#t = :t",
-        "ExpressionAttributeNames": {"#t": "token"},
-        "ExpressionAttributeValues": {":t": av_s(token)},
-    }
+    return Delete(table, _key(item_id), (Fragment("holder", _HOLDER, {":t": av_s(token)}),)).delete_item()
 
 
 # ── rate: a log of the last N start times ─────────────────────────────────────────────────
@@ -176,18 +173,29 @@ def record_start(
 ) -> dict[str, Any]:
     """UpdateItem: append ``now`` to the log read at ``version`` (dropping what it no longer needs)."""
     kept = [*starts, now][-allowed:]
-    condition = "attribute_not_exists(v)" if version == 0 else "v = :v"
-    values = {":s": {"L": [av_n(round(t, 6)) for t in kept]}, ":n": av_n(version + 1), ":w": av_s(wid)}
-    if version:
-        values[":v"] = av_n(version)
-    return {
-        "TableName": table,
-        "Key": _key(item_id),
-        "ConditionExpression": condition,
-        "UpdateExpression": "SET starts = :s, v = :n, wid = :w",
-        "ExpressionAttributeValues": values,
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    values: dict[str, Any] = {
+        ":s": {"L": [av_n(round(t, 6)) for t in kept]},
+        ":n": av_n(version + 1),
+        ":w": av_s(wid),
     }
+    return Write(
+        table,
+        _key(item_id),
+        (("starts", ":s"), ("v", ":n"), ("wid", ":w")),
+        guards=(_at_version(version),),
+        values=values,
+    ).update_item()
+
+
+def _at_version(version: int) -> Fragment:
+    """The item as read at ``version`` (0: not created yet)."""
+    if version == 0:
+        return Fragment("unwritten", _UNWRITTEN)
+    return Fragment("at_version", _AT_VERSION, {":v": av_n(version)})
+
+
+_UNWRITTEN = Missing("v")
+_AT_VERSION = eq("v", ":v")
 
 
 # ── breaker ───────────────────────────────────────────────────────────────────────────────
@@ -197,24 +205,22 @@ def breaker_state(item: Mapping[str, Any] | None) -> str:
 
 
 def _versioned(
-    table: str, item_id: str, version: int, update: str, values: dict[str, Any], names: dict[str, str]
+    table: str,
+    item_id: str,
+    version: int,
+    sets: tuple[tuple[str, Expr], ...],
+    values: dict[str, Any],
+    removes: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """An UpdateItem that lands only on the item as read at ``version`` (0: not created yet)."""
-    condition = "attribute_not_exists(v)" if version == 0 else "v = :v"
-    if version:
-        values = {**values, ":v": av_n(version)}
-    sets, _, removes = update.partition(" REMOVE ")
-    params: dict[str, Any] = {
-        "TableName": table,
-        "Key": _key(item_id),
-        "ConditionExpression": condition,
-        "UpdateExpression": f"{sets}, v = :n" + (f" REMOVE {removes}" if removes else ""),
-        "ExpressionAttributeValues": {**values, ":n": av_n(version + 1)},
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-    }
-    if names:
-        params["ExpressionAttributeNames"] = names
-    return params
+    return Write(
+        table,
+        _key(item_id),
+        (*sets, ("v", ":n")),
+        removes,
+        guards=(_at_version(version),),
+        values={**values, ":n": av_n(version + 1)},
+    ).update_item()
 
 
 def become_probe(
@@ -222,22 +228,27 @@ def become_probe(
 ) -> dict[str, Any]:
     """UpdateItem: the open breaker (read at ``version``, cooldown over) lets this one job try."""
     return _versioned(
-        table, item_id, version, "SET #s = :h, probe = :p, probe_until = :u",
-        {":h": av_s(HALF_OPEN), ":p": av_s(job_id), ":u": av_n(now + lease_s)}, {"#s": "state"},
-    )  # fmt: skip
+        table,
+        item_id,
+        version,
+        (("state", ":h"), ("probe", ":p"), ("probe_until", ":u")),
+        {":h": av_s(HALF_OPEN), ":p": av_s(job_id), ":u": av_n(now + lease_s)},
+    )
 
 
 def record_failure(table: str, item_id: str, *, now: float) -> dict[str, Any]:
     """UpdateItem: append one failure time (unconditional: failures only add); returns the item."""
-    return {
-        "TableName": table,
-        "Key": _key(item_id),
-        "UpdateExpression": "SET failures = list_append(if_not_exists(failures, :e), :f), "
-        "v = if_not_exists(v, :z) + :one",
-        "ExpressionAttributeValues": {":e": {"L": []}, ":f": {"L": [av_n(round(now, 3))]}, ":z": av_n(0)}
-        | {":one": av_n(1)},
-        "ReturnValues": "ALL_NEW",
-    }
+    return Write(
+        table,
+        _key(item_id),
+        (
+            ("failures", ListAppend(IfNotExists("failures", ":e"), ":f")),
+            ("v", Plus(IfNotExists("v", ":z"), "+", ":one")),
+        ),
+        values={":e": {"L": []}, ":f": {"L": [av_n(round(now, 3))]}, ":z": av_n(0), ":one": av_n(1)},
+        returns="ALL_NEW",
+        old_on_refusal=False,
+    ).update_item()
 
 
 def failures_of(item: Mapping[str, Any] | None) -> list[float]:
@@ -250,44 +261,57 @@ def failures_of(item: Mapping[str, Any] | None) -> list[float]:
 def open_breaker(table: str, item_id: str, *, version: int, now: float, cooldown_s: float) -> dict[str, Any]:
     """UpdateItem: open (from closed, or from half-open when its probe failed) until ``now + cooldown_s``."""
     return _versioned(
-        table, item_id, version, "SET #s = :o, #u = :u, failures = :e, opened_at = :now REMOVE probe, probe_until",
+        table,
+        item_id,
+        version,
+        (("state", ":o"), ("until", ":u"), ("failures", ":e"), ("opened_at", ":now")),
         {":o": av_s(OPEN), ":u": av_n(now + cooldown_s), ":e": {"L": []}, ":now": av_n(now)},
-        {"#s": "state", "#u": "until"},
-    )  # fmt: skip
+        _PROBING,
+    )
 
 
 def close_breaker(table: str, item_id: str, *, version: int) -> dict[str, Any]:
     """UpdateItem: the probe succeeded: closed, failures forgotten."""
     return _versioned(
-        table, item_id, version, "SET #s = :c, failures = :e REMOVE probe, probe_until",
-        {":c": av_s(CLOSED), ":e": {"L": []}}, {"#s": "state"},
-    )  # fmt: skip
+        table,
+        item_id,
+        version,
+        (("state", ":c"), ("failures", ":e")),
+        {":c": av_s(CLOSED), ":e": {"L": []}},
+        _PROBING,
+    )
 
 
 def end_probe(table: str, item_id: str, *, job_id: str) -> dict[str, Any]:
     """UpdateItem: the probe ended without a verdict (released, cancelled): the next job may probe."""
-    return {
-        "TableName": table,
-        "Key": _key(item_id),
-        "ConditionExpression": "probe = :p",
-        "UpdateExpression": "SET probe_until = :z",
-        "ExpressionAttributeValues": {":p": av_s(job_id), ":z": av_n(0)},
-    }
+    values = {":p": av_s(job_id), ":z": av_n(0)}
+    return Write(
+        table,
+        _key(item_id),
+        (("probe_until", ":z"),),
+        guards=(Fragment("probe", _PROBE, values),),
+        values=values,
+        old_on_refusal=False,
+    ).update_item()
 
 
 def renew_probe(table: str, item_id: str, *, job_id: str, now: float, lease_s: float) -> dict[str, Any]:
     """UpdateItem: the probe still runs: keep others from probing."""
-    return {
-        "TableName": table,
-        "Key": _key(item_id),
-        "ConditionExpression": "probe = :p",
-        "UpdateExpression": "SET probe_until = :u",
-        "ExpressionAttributeValues": {":p": av_s(job_id), ":u": av_n(now + lease_s)},
-    }
+    values = {":p": av_s(job_id), ":u": av_n(now + lease_s)}
+    return Write(
+        table,
+        _key(item_id),
+        (("probe_until", ":u"),),
+        guards=(Fragment("probe", _PROBE, values),),
+        values=values,
+        old_on_refusal=False,
+    ).update_item()
+
+
+#: What a breaker's verdict removes: the probe it let through.
+_PROBING = ("probe", "probe_until")
 
 
 def trim_failures(table: str, item_id: str, *, version: int, keep: Sequence[float]) -> dict[str, Any]:
     """UpdateItem: drop failure times that left the window (the list stays short)."""
-    return _versioned(
-        table, item_id, version, "SET failures = :f", {":f": {"L": [av_n(t) for t in keep]}}, {}
-    )
+    return _versioned(table, item_id, version, (("failures", ":f"),), {":f": {"L": [av_n(t) for t in keep]}})

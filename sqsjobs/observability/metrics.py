@@ -68,7 +68,7 @@ SUCCEEDED = "JobsSucceeded"
 RETRIED = "JobsRetried"
 DEAD = "JobsDead"
 CANCELLED = "JobsCancelled"
-#: Not started by their deadline (``store/expiry.py``): counted when the expire write lands.
+#: Not started by their deadline (``store/deadlines.py``): counted when the expire write lands.
 EXPIRED = "JobsExpired"
 RUN_TIME = "JobRunTime"
 QUEUE_WAIT = "JobQueueWait"

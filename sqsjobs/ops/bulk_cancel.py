@@ -191,7 +191,9 @@ def bulk_cancel_flow(
     by = by or actor()
     if resume is None and not spec.dry_run:
         yield Call(
-            "dynamodb", "put_item", bulk.put_op(table, op_id, filters=spec.filters(), by=by, now=clock.now())
+            "dynamodb",
+            "put_item",
+            bulk.put_op(table, op_id, filters=spec.filters(), by=by, now=clock.now()).put_item(),
         )
     if on_start is not None:
         on_start(op_id)
@@ -256,7 +258,7 @@ def bulk_cancel_flow(
                         counts=report.counts(),
                         state="done" if report.done else "running",
                         now=clock.now(),
-                    ),
+                    ).update_item(),
                 )
             except StoreError as exc:
                 if is_conflict(exc):
@@ -283,7 +285,7 @@ def _cancel_one(
         audit=audit,
         now=now,
         retention_s=settings.retention_s,
-    )
+    ).update_item()
     try:
         yield Call("dynamodb", "update_item", params)
     except StoreError as exc:

@@ -25,17 +25,15 @@ from sqsjobs.deploy.rules import check_lambda_timeout
 from sqsjobs.errors import AwsError, ConfigurationError, ObjectStoreError, StoreError, TransportError
 from sqsjobs.ops._common import app_queues
 from sqsjobs.ops.checks import Check
-from sqsjobs.ops.checks import Level as Level  # its old home
 from sqsjobs.ops.retention import queue_retention_check, type_retention_checks
-from sqsjobs.store import probe
-from sqsjobs.store import requests as rq
+from sqsjobs.store import probe, schema
 from sqsjobs.transport import objects, routes, sqs
 
 if TYPE_CHECKING:
     from sqsjobs.config import Settings
     from sqsjobs.registry import Registry
 
-TTL_ATTRIBUTE = rq.TTL_ATTRIBUTE
+TTL_ATTRIBUTE = schema.TTL_ATTRIBUTE
 #: AWS: a Lambda event source mapping wants the queue's visibility timeout at least 6x the function timeout.
 #: https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-configure.html
 LAMBDA_VISIBILITY_FACTOR = 6
@@ -125,10 +123,10 @@ def table_checks_flow(settings: Settings) -> Flow[list[Check]]:
             "" if keyed else "the table must be keyed by `id` (S) alone; recreate it",
         )
     )
-    legacy = sorted(rq.LEGACY_INDEXES & {i["IndexName"] for i in info.get("GlobalSecondaryIndexes", [])})
+    legacy = sorted(schema.LEGACY_INDEXES & {i["IndexName"] for i in info.get("GlobalSecondaryIndexes", [])})
     if legacy:
         checks.append(legacy_check(table, legacy))
-    checks.extend(index_checks(info, rq.table_definition(table), legacy=bool(legacy)))
+    checks.extend(index_checks(info, schema.table_definition(table), legacy=bool(legacy)))
     ttl = yield Call("dynamodb", "describe_time_to_live", {"TableName": table})
     desc = ttl.get("TimeToLiveDescription", {})
     enabled = (

@@ -63,7 +63,9 @@ from sqsjobs.errors import CursorError as CursorError  # re-exported: its old ho
 from sqsjobs.errors import StoreError
 from sqsjobs.job import JobStatus
 from sqsjobs.ops._common import iso
-from sqsjobs.store import requests as rq
+from sqsjobs.store import operator, schema
+from sqsjobs.store.conditions import All, eq
+from sqsjobs.store.rendering import render_condition
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -85,7 +87,7 @@ SCAN_BUDGET_ITEMS = 10_000
 #: Each next Scan request of one call evaluates this many times more items, while matches are sparse.
 SCAN_GROWTH = 4
 #: ``JobPage.index`` of the dead listing (the index's name) and of a Scan listing.
-ATTENTION = rq.ATTENTION_INDEX
+ATTENTION = schema.ATTENTION_INDEX
 SCAN = "scan"
 #: Attempts at the keys a BatchGetItem left unprocessed (throttling) before giving up.
 UNPROCESSED_RETRIES = 5
@@ -188,18 +190,20 @@ def plan(query: ListQuery, now: float) -> _Plan:
     if query.status is JobStatus.DEAD:
         # ``status = dead`` stays a filter: a marker left on a record that moved on is not listed.
         since = now - query.since_s if query.since_s is not None else None
-        return _Plan(ATTENTION, rq.attention_partitions(rq.DEAD), filters, since, f"a{key}")
+        return _Plan(ATTENTION, schema.attention_partitions(schema.DEAD), filters, since, f"a{key}")
     window = query.since_s if query.since_s is not None else DEFAULT_SCAN_WINDOW_S
     return _Plan(SCAN, [], filters, now - window, f"s{key}")
 
 
 def _filter(p: _Plan, names: dict[str, str], values: dict[str, Any]) -> str:
-    clauses = []
+    """The listing's equality filters, ANDed ("" without any); their names join ``names``."""
+    if not p.filters:
+        return ""
+    parts = []
     for i, (attr, value) in enumerate(sorted(p.filters.items())):
-        names[f"#f{i}"] = attr
         values[f":f{i}"] = {"S": value}
-        clauses.append(f"#f{i} = :f{i}")
-    return " AND ".join(clauses)
+        parts.append(eq(attr, f":f{i}"))
+    return render_condition(All(tuple(parts)), names, [])
 
 
 def _projection(names: dict[str, str], extra: tuple[str, ...] = ()) -> str:
@@ -520,7 +524,7 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         ],
         "audit": [
             {**entry, "at": iso(entry["at"]) if isinstance(entry.get("at"), float) else entry.get("at")}
-            for entry in rq.audit_entries(job)
+            for entry in operator.audit_entries(job)
         ],
         "idempotency_key": job.idempotency_key,
         "tenant": job.tenant,

@@ -36,7 +36,7 @@ from sqsjobs.errors import (
 from sqsjobs.job import TRANSITIONS
 from sqsjobs.ops._common import actor
 from sqsjobs.producer import route_of
-from sqsjobs.store import requests as rq
+from sqsjobs.store import codec, enqueue, operator, requests
 from sqsjobs.store.codec import canonical_json
 from sqsjobs.store.operator import NewPayload
 from sqsjobs.transport import objects
@@ -165,7 +165,10 @@ def hint_flow(queue_urls: QueueUrls, job: Job) -> Flow[bool]:
     """Send the job's hint now; False (not raised) when SQS refuses, since the sweeper covers it."""
     try:
         yield from queue_urls.send_flow(
-            route_of(job), rq.envelope_of(job).to_body(), tenant=job.tenant, serialize_key=job.serialize_key
+            route_of(job),
+            enqueue.envelope_of(job).to_body(),
+            tenant=job.tenant,
+            serialize_key=job.serialize_key,
         )
     except AwsError:
         return False
@@ -204,11 +207,11 @@ def requeue_flow(
     table = settings.table_name
 
     def attempt() -> Flow[Requeue]:
-        response = yield Call("dynamodb", "get_item", rq.get(table, job_id))
+        response = yield Call("dynamodb", "get_item", requests.get(table, job_id))
         item = response.get("Item")
         if not item:
             return Requeue(job_id, "missing", reason=f"no record for job {job_id}")
-        job = rq.job_from_item(item)
+        job = codec.job_from_item(item)
         if job.status not in REPLAYABLE:
             return Requeue(job_id, "not_replayable", job, reason=f"job is {job.status.value}")
         change = None
@@ -241,30 +244,30 @@ def requeue_flow(
         in_its_message = _in_its_message(job) and change is None
         if change is not None and change.new.ref is not None:  # before the record names it
             yield from objects.put_flow(change.new.ref, canonical_json(change.new.payload).encode())
-        params = rq.replay(
+        params = operator.replay(
             table,
             job,
-            seen_updated=rq.updated_raw(item),
+            seen_updated=operator.updated_raw(item),
             now=now,
             max_attempts=spec.max_attempts,
             audit=audit,
             recheck_at=now + settings.stale_after_s,  # the sweeper re-sends if this hint is lost
             pending=not in_its_message,
             payload=change.new if change else None,
-        )
+        ).update_item()
         try:
             if job.batch_key is None:
                 written = yield Call("dynamodb", "update_item", params)
             else:  # a batch item goes back to pending on its batch (sqsjobs.workflows.completion)
                 written = yield from replay_write_flow(BatchEnv(settings, queue_urls), job, params)
         except StoreError as exc:
-            if not rq.is_conflict(exc):
+            if not codec.is_conflict(exc):
                 raise
-            current = rq.interpret_replay_refusal(job_id, exc)
+            current = operator.interpret_replay_refusal(job_id, exc)
             if current.status in REPLAYABLE:
                 raise RecordChanged from exc  # changed under us (e.g. a concurrent cancel): read again
             return Requeue(job_id, "not_replayable", current, reason=f"job is {current.status.value}")
-        queued = rq.job_from_item(written["Attributes"])
+        queued = codec.job_from_item(written["Attributes"])
         if in_its_message:  # its message is still in the queue and brings it back
             return Requeue(job_id, "requeued", queued, hint_sent=False)
         sent = yield from hint_flow(queue_urls, queued)

@@ -33,7 +33,9 @@ from sqsjobs.errors import TransportError
 from sqsjobs.job import JobStatus
 from sqsjobs.ops._common import app_queues, iso
 from sqsjobs.ops.worker_views import count_workers, list_workers_flow
-from sqsjobs.store import requests as rq
+from sqsjobs.store import schema
+from sqsjobs.store.conditions import AnyOf, Compare, OneOf
+from sqsjobs.store.rendering import render_condition
 from sqsjobs.transport import routes
 
 if TYPE_CHECKING:
@@ -51,14 +53,17 @@ _UNFINISHED = (
     JobStatus.WAITING.value,
 )
 _MISSING = ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
-#: Attribute placeholders of the Scan: what ``_count`` reads, and the window's attribute.
+#: What the scan keeps: records updated within the window, and every unfinished one.
+_RECENT_OR_UNFINISHED = AnyOf(
+    (Compare("updated_at", ">=", ":since"), OneOf("status", tuple(f":u{i}" for i in range(len(_UNFINISHED)))))
+)
+#: Attribute placeholders of the Scan: what ``_count`` reads (the filter reuses ``#s``).
 _NAMES = {
     "#t": "type",
     "#s": "status",
     "#a": "attn",
     "#r": "run_at",
     "#l": "lease_expires",
-    "#u": "updated_at",
 }
 
 
@@ -193,12 +198,13 @@ def stats_flow(
     types: dict[str, TypeStats] = {spec.name: TypeStats(spec.name) for spec in registry}
     values: dict[str, Any] = {":since": {"N": str(round(now - window_s, 3))}}
     values |= {f":u{i}": {"S": st} for i, st in enumerate(_UNFINISHED)}
+    names = dict(_NAMES)  # the filter reuses "#s" (status), a reserved word
     params: dict[str, Any] = {
         "TableName": settings.table_name,
         "ProjectionExpression": "#t, #s, #a, #r, #l",
         # The filter changes what comes back, not what is read: the cost is the same either way.
-        "FilterExpression": f"#u >= :since OR #s IN ({', '.join(f':u{i}' for i in range(len(_UNFINISHED)))})",
-        "ExpressionAttributeNames": _NAMES,
+        "FilterExpression": render_condition(_RECENT_OR_UNFINISHED, names, []),
+        "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
     }
     read = 0
@@ -234,7 +240,7 @@ def _count(types: dict[str, TypeStats], item: dict[str, Any], now: float) -> Non
     status = item.get("status", {}).get("S", "?")
     t = types.setdefault(job_type, TypeStats(job_type))
     t.counts[status] = t.counts.get(status, 0) + 1
-    if item.get("attn", {}).get("S", "").startswith(f"{rq.HELD}#"):
+    if item.get("attn", {}).get("S", "").startswith(f"{schema.HELD}#"):
         t.held += 1
     lease = item.get("lease_expires")
     if status == JobStatus.RUNNING.value and lease is not None and float(lease["N"]) < now:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from sqsjobs._aws import Call, Flow
 from sqsjobs.ops._common import iso
 from sqsjobs.ops.inspect import batch_get_flow
-from sqsjobs.store import workers as ws
+from sqsjobs.store import presence_items
 from sqsjobs.store.codec import num_attr, str_attr
 from sqsjobs.store.schema import TTL_ATTRIBUTE
 
@@ -99,9 +99,9 @@ class WorkerInfo:
 
 def status_of(*, state: str, last_seen: float, interval_s: float, now: float) -> WorkerStatus:
     """Silent after ``SILENT_INTERVALS`` of its interval without a refresh; else what it said."""
-    if now - last_seen > ws.SILENT_INTERVALS * interval_s:
+    if now - last_seen > presence_items.SILENT_INTERVALS * interval_s:
         return WorkerStatus.SILENT
-    return WorkerStatus.DRAINING if state == ws.DRAINING else WorkerStatus.LIVE
+    return WorkerStatus.DRAINING if state == presence_items.DRAINING else WorkerStatus.LIVE
 
 
 def _strings(item: Mapping[str, Any], name: str) -> tuple[str, ...]:
@@ -117,9 +117,9 @@ def worker_from_item(item: Mapping[str, Any], now: float) -> WorkerInfo:
     """Decode a registry item."""
     interval = _n(item, "interval_s", 30.0)
     last_seen = _n(item, "last_seen")
-    state = str_attr(item, "state") or ws.RUNNING
+    state = str_attr(item, "state") or presence_items.RUNNING
     return WorkerInfo(
-        id=item["id"]["S"].removeprefix(ws.WORKER_PREFIX),
+        id=item["id"]["S"].removeprefix(presence_items.WORKER_PREFIX),
         host=str_attr(item, "host") or "?",
         pid=int(_n(item, "pid")),
         version=str_attr(item, "version") or "?",
@@ -143,14 +143,14 @@ def list_workers_flow(settings: Settings, now: float) -> Flow[list[WorkerInfo]]:
     ids: list[str] = []
     start: Any = None
     while True:
-        page = yield Call("dynamodb", "query", ws.query_workers(table, start))
-        ids += ws.worker_ids(page)
+        page = yield Call("dynamodb", "query", presence_items.query_workers(table, start))
+        ids += presence_items.worker_ids(page)
         start = page.get("LastEvaluatedKey")
         if not start:
             break
     if not ids:
         return []
-    items = yield from batch_get_flow(table, ids, ws.WORKER_ATTRIBUTES)
+    items = yield from batch_get_flow(table, ids, presence_items.WORKER_ATTRIBUTES)
     # An item deleted between the Query and the read is simply missing; one past its TTL is gone.
     found = [worker_from_item(item, now) for item in items.values() if _n(item, TTL_ATTRIBUTE, now + 1) > now]
     return sorted(found, key=lambda w: (w.started_at, w.id))

@@ -43,13 +43,12 @@ from sqsjobs.runtime.hooks import commit_unrun, entries_of, tell_landed, unrun
 from sqsjobs.runtime.kernel import kernel_of
 from sqsjobs.runtime.transitions import Transitions
 from sqsjobs.runtime.verdict import invoke, judge_failure, timeout_error
-from sqsjobs.store import expiry, statements
-from sqsjobs.store import requests as rq
-from sqsjobs.store.requests import ClaimRefusal
+from sqsjobs.store import codec, deadlines
+from sqsjobs.store.job_store import ClaimRefusal, JobStore, Refusal, Refused
 from sqsjobs.transport import sqs
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Awaitable, Callable, Iterable, Sequence
     from concurrent.futures import ThreadPoolExecutor
 
     from sqsjobs.delivery import Delivery
@@ -57,6 +56,7 @@ if TYPE_CHECKING:
     from sqsjobs.registry import HandlerSpec
     from sqsjobs.runtime.kernel import Kernel, SupportsKernel
     from sqsjobs.runtime.seams import FinishHook
+    from sqsjobs.store.job_store import Landed
 
 #: A worker that sees a payload version newer than its handler's parks the message this long.
 NEWER_VERSION_PARK_S = 60
@@ -94,6 +94,8 @@ class Execution:
         self._default_timeout_s = default_timeout_s
         #: Claims and finishes go through it: what is ready at one instant leaves in one request.
         self.transitions = Transitions(kernel.arun, batch=kernel.settings.batch_writes, logger=kernel.logger)
+        #: The state table's operations, applied through ``transitions``.
+        self.store = JobStore(self.transitions, kernel.settings.table_name, worker_id)
         #: What else each finish writes (the plug-ins' finish hooks, in order: ``runtime/hooks.py``).
         self._hooks = kernel.finish_hooks if hooks is None else list(hooks)
         #: Checked before the claim, in plug-in order (pause, limits and breakers).
@@ -145,56 +147,64 @@ class Execution:
             )
 
         now = self.app.clock.now()
-        bound, deadline = spec.expires_after_s, expiry.message_deadline(envelope, spec.expires_after_s)
-        if deadline is not None and deadline < now:  # expired: no claim (store/expiry.py)
-            ack = await expire_delivery(self.app, self.transitions, envelope, delivery, now=now,
-                                        deadline=deadline, type_bound_s=bound, hooks=self._hooks)  # fmt: skip
+        bound, deadline = spec.expires_after_s, deadlines.message_deadline(envelope, spec.expires_after_s)
+        if deadline is not None and deadline < now:  # expired: no claim (store/deadlines.py)
+            ack = await expire_delivery(
+                self.app,
+                self.store,
+                envelope,
+                delivery,
+                now=now,
+                deadline=deadline,
+                type_bound_s=bound,
+                hooks=self._hooks,
+            )
             if ack is not None:
                 return ack
         admitted = await self._admit(spec, envelope, delivery)
         if isinstance(admitted, Ack):
             return admitted
-        now = (
-            admitted if admitted is not None else self.app.clock.now()
-        )  # a rate limit logged this start time
-        token = rq.nonce()
-        params, fresh = statements.claims(
-            self._table, envelope, first_delivery=delivery.receive_count <= 1, clock_skew_s=rq.CLOCK_SKEW_S,
-            owner=self.worker_id, token=token, message_id=delivery.message_id, now=now,
-            lease_s=max(self.app.settings.lease_s, 1.0), max_attempts=spec.max_attempts, expires_after_s=bound,
-        )  # fmt: skip
+        now = admitted if admitted is not None else self.app.clock.now()  # a rate limit logged this start
         try:
-            needs_single = functools.partial(
-                statements.claim_needs_single, token=token, start_by=envelope.start_by
+            claimed = await self.store.claim(
+                envelope,
+                token=codec.nonce(),
+                message_id=delivery.message_id,
+                first_delivery=delivery.receive_count <= 1,
+                now=now,
+                lease_s=max(self.app.settings.lease_s, 1.0),
+                max_attempts=spec.max_attempts,
+                expires_after_s=bound,
             )
-            landed = await self.transitions.write(params, batchable=fresh, needs_single=needs_single)
-            if landed.attributes is None and fresh is not None:  # batched: the message has the record
-                job = statements.claimed_job(envelope, fresh)
-            else:
-                job = rq.job_from_item(landed.attributes or {})
-        except StoreError as exc:
-            if not rq.own_claim(params, exc):
-                for guard in self._guards:  # not claimed: free what the admission took (limit slots) now
-                    await guard.give_back(envelope.job_id)
-            if not rq.is_conflict(exc):
-                self.app.logger.warning(
-                    "claim failed, message left for redelivery",
-                    extra={"job_id": envelope.job_id, "error": str(exc)},
+        except StoreError as exc:  # not a refusal: throttled, or DynamoDB did not answer
+            for guard in self._guards:  # not claimed: free what the admission took (limit slots) now
+                await guard.give_back(envelope.job_id)
+            self.app.logger.warning(
+                "claim failed, message left for redelivery",
+                extra={"job_id": envelope.job_id, "error": str(exc)},
+            )
+            return LEAVE
+        if isinstance(claimed, Refused):  # read by JobStore.claim (not by its own landed try)
+            for guard in self._guards:  # not claimed: free what the admission took (limit slots) now
+                await guard.give_back(envelope.job_id)
+            if claimed.reason is Refusal.EXPIRED and claimed.deadline is not None:
+                # the record's own deadline (or the type's, from created_at) passed
+                ack = await expire_delivery(
+                    self.app,
+                    self.store,
+                    envelope,
+                    delivery,
+                    now=now,
+                    deadline=claimed.deadline,
+                    type_bound_s=bound,
+                    hooks=self._hooks,
                 )
-                return LEAVE
-            # botocore retried a claim whose answer was lost, and our own first try refused it:
-            # the job is ours to run, not "held elsewhere" (which would orphan it until the sweeper).
-            claimed = rq.own_claim(params, exc)
-            passed = expiry.refused_as_expired(exc, now, bound) if claimed is None else None
-            if passed is not None:  # the record's own deadline (or the type's, from created_at) passed
-                ack = await expire_delivery(self.app, self.transitions, envelope, delivery, now=now,
-                                            deadline=passed, type_bound_s=bound, hooks=self._hooks)  # fmt: skip
                 return ack or LEAVE
-            if claimed is None:
-                refused = rq.interpret_claim_refusal(exc, now, spec.max_attempts, envelope.payload_hash)
-                return await self._refused(envelope, delivery, refused)
-            self.app.logger.info("claim confirmed after a lost answer", extra={"job_id": claimed.id})
-            job = claimed
+            return await self._refused(envelope, delivery, claimed)
+        job, confirmed = claimed.job, claimed.confirmed
+        assert job is not None
+        if confirmed:  # botocore retried a claim whose answer was lost: our own first try took the job
+            self.app.logger.info("claim confirmed after a lost answer", extra={"job_id": job.id})
         if envelope.has_payload:  # the message carries it; the record keeps only its hash
             job = job.evolve(payload=envelope.payload)
         self._log(
@@ -219,10 +229,7 @@ class Execution:
     async def _admit(
         self, spec: HandlerSpec, envelope: env.Envelope, delivery: Delivery
     ) -> float | Ack | None:
-        """Ask every admission guard in turn; an Ack defers (what earlier guards took is given back).
-
-        Else the instant the last guard admitted the job at, or None when no guard gates its type.
-        """
+        """Every admission guard in turn: an Ack defers (earlier guards give back), else the admitted instant."""
         at: float | None = None
         for n, guard in enumerate(self._guards):
             admitted = await guard.admit(spec, envelope, delivery)
@@ -240,29 +247,30 @@ class Execution:
         """Dead without a claim: the record says why, the message goes to the DLQ."""
         error = failure_record(exc)
         now = self.app.clock.now()
-        params = rq.reject(
-            self._table,
-            envelope,
-            now=now,
-            error=error,
-            reason=reason,
-            retention_s=self.app.settings.retention_s,
-        )
         try:  # a batch item's reject counts like its finish, a chain step's stops its chain (runtime/hooks.py)
             dead = unrun(envelope, AttemptOutcome.DEAD, error=error)
-            await commit_unrun(self.transitions, self._hooks, params, dead)
-        except StoreError as store_exc:
-            if not rq.is_conflict(store_exc):
-                return LEAVE
-            # A reject is refused only by a finished job or a live lease (no attempt bound applies).
-            refused = rq.interpret_claim_refusal(store_exc, now, max_attempts=0)
+            rejected = await commit_unrun(
+                self._hooks,
+                dead,
+                lambda entries: self.store.reject(
+                    envelope,
+                    now=now,
+                    error=error,
+                    reason=reason,
+                    retention_s=self.app.settings.retention_s,
+                    entries=entries,
+                ),
+            )
+        except StoreError:
+            return LEAVE
+        if isinstance(rejected, Refused):  # read by JobStore.reject
             if (
-                refused.reason is ClaimRefusal.FINISHED
-                and refused.job
-                and refused.job.status is not JobStatus.DEAD
+                rejected.reason is ClaimRefusal.FINISHED
+                and rejected.job
+                and rejected.job.status is not JobStatus.DEAD
             ):
                 return DELETE
-            if refused.reason is ClaimRefusal.HELD_ELSEWHERE:
+            if rejected.reason is ClaimRefusal.HELD_ELSEWHERE:
                 return DELETE
         self.app.logger.warning(
             "job rejected", extra={"job_id": envelope.job_id, "job_type": envelope.job_type, "reason": reason}
@@ -272,7 +280,7 @@ class Execution:
             reason, job_id=envelope.job_id, job_type=envelope.job_type, error=error, queue=delivery.queue
         )
 
-    async def _refused(self, envelope: env.Envelope, delivery: Delivery, refused: rq.ClaimRefused) -> Ack:
+    async def _refused(self, envelope: env.Envelope, delivery: Delivery, refused: Refused) -> Ack:
         """A claim that did not take the job: the record decides what the message is worth."""
         job = refused.job
         if refused.reason is ClaimRefusal.MISSING:
@@ -291,9 +299,11 @@ class Execution:
             return DELETE
         if refused.reason is ClaimRefusal.FINISHED:
             cancelled_unkept = (  # a payload in S3 needs no keeping: the record has its reference
-                job.status is JobStatus.CANCELLED and job.payload is None and job.payload_ref is None
+                job.status is JobStatus.CANCELLED
+                and job.payload is None
+                and job.payload_ref is None
                 and envelope.has_payload
-            )  # fmt: skip
+            )
             if cancelled_unkept and not await self._keep_payload(job, envelope):
                 return LEAVE  # not kept (DynamoDB unreachable): the message comes back, try again
             if job.status is JobStatus.DEAD:
@@ -318,23 +328,19 @@ class Execution:
         # the DLQ say why.
         bound = f"{job.attempt}/{job.max_attempts or job.attempt}"
         return await self._reject(
-            envelope, delivery, WorkerLost(f"attempts exhausted ({bound}): no run finished"),
+            envelope,
+            delivery,
+            WorkerLost(f"attempts exhausted ({bound}): no run finished"),
             reason=f"attempts exhausted ({bound}) by runs that never finished "
             "(their worker died or lost its lease mid-run)",
-        )  # fmt: skip
+        )
 
     async def _keep_payload(self, job: Job, envelope: env.Envelope) -> bool:
         """The message of a job cancelled while it waited is about to go: keep its payload for a retry."""
-        params = rq.keep_payload(
-            self._table,
-            job.id,
-            payload=envelope.payload,
-            now=self.app.clock.now(),
-        )
-        try:
-            await self.transitions.single(params)
-        except StoreError as exc:  # refused: kept already, or retried meanwhile; nothing is lost
-            return rq.is_conflict(exc)
+        try:  # refused: kept already, or retried meanwhile; nothing is lost
+            await self.store.keep_payload(job.id, payload=envelope.payload, now=self.app.clock.now())
+        except StoreError:
+            return False
         return True
 
     def _held_elsewhere(self, job: Job, delivery: Delivery) -> Ack:
@@ -355,7 +361,7 @@ class Execution:
     # ── running the handler ───────────────────────────────────────────────────────────────
     async def _run(self, spec: HandlerSpec, job: Job, delivery: Delivery | None) -> Ack:
         if job.payload_version > spec.version:
-            release = rq.release(self._table, job, owner=self.worker_id, now=self.app.clock.now())
+            release = functools.partial(self.store.release, job, now=self.app.clock.now())
             await self._write(job, release, Finish(job, AttemptOutcome.RELEASED))
             return Ack("rearm", delay_s=NEWER_VERSION_PARK_S)
         queue = delivery.queue if delivery else job.queue
@@ -413,7 +419,7 @@ class Execution:
             run.cancel()  # an async handler stops; a sync one's thread runs on, fenced by the lease
             reason = ctx.interrupt_reason
             if reason is InterruptReason.SHUTDOWN:
-                release = rq.release(self._table, job, owner=self.worker_id, now=self.app.clock.now())
+                release = functools.partial(self.store.release, job, now=self.app.clock.now())
                 ok = await self._write(job, release, Finish(job, AttemptOutcome.RELEASED))
                 if ok:
                     self._log("job released", job)
@@ -442,30 +448,28 @@ class Execution:
         now = self.app.clock.now()
         half = self.app.settings.lease_s / 2
         due = [
-            ctx for ctx in running
+            ctx
+            for ctx in running
             if ctx.job.lease_expires is not None and ctx.job.lease_expires.timestamp() - now < half
-        ]  # fmt: skip
+        ]
         await asyncio.gather(*(self._renew(ctx, now) for ctx in due))
         for guard in self._guards:
             await guard.renew([ctx.job.id for ctx in due], now)
 
     async def _renew(self, ctx: JobContext, now: float) -> None:
-        params = rq.heartbeat(
-            self._table, ctx.job, owner=self.worker_id, now=now, lease_s=self.app.settings.lease_s
-        )
         try:
-            attributes = await self.transitions.single(params)
-        except StoreError as exc:
-            if rq.moved_on_by_owner(ctx.job, exc):
-                return  # the outcome was recorded while this renewal was in flight
-            if rq.is_conflict(exc):
-                lost = rq.lease_lost(ctx.job, exc)
+            renewal = await self.store.heartbeat(ctx.job, now=now, lease_s=self.app.settings.lease_s)
+        except StoreError:
+            return
+        if isinstance(renewal, Refused):  # MOVED_ON: the outcome landed while this renewal was in flight
+            if renewal.reason is Refusal.LEASE_LOST:
                 self.app.logger.warning(
-                    "lease lost at heartbeat", extra={"job_id": ctx.job.id, "error": str(lost)}
+                    "lease lost at heartbeat", extra={"job_id": ctx.job.id, "error": renewal.detail}
                 )
                 ctx.interrupt(InterruptReason.LEASE_LOST)
             return
-        renewed = rq.job_from_item(attributes or {})
+        renewed = renewal.job
+        assert renewed is not None
         ctx.job = ctx.job.evolve(
             lease_expires=renewed.lease_expires, cancel_requested=renewed.cancel_requested
         )
@@ -473,41 +477,43 @@ class Execution:
             ctx.interrupt(InterruptReason.CANCEL)
 
     # ── recording the outcome ─────────────────────────────────────────────────────────────
-    async def _write(self, job: Job, params: dict[str, Any], finish: Finish | None = None) -> bool:
-        """A fenced write; False (logged) when the lease is gone or DynamoDB would not take it.
+    async def _write(
+        self, job: Job, transition: Callable[..., Awaitable[Landed | Refused]], finish: Finish | None = None
+    ) -> bool:
+        """A fenced transition of ``self.store``; False (logged) when the lease is gone or DynamoDB refused.
+
+        ``transition`` has its arguments bound but ``entries``.
 
         With a ``finish``, the hooks' entries commit in one transaction with it (``runtime/hooks.py``),
         and the hooks hear of it once it landed.
         """
         try:
             entries = await entries_of(self._hooks, finish)
-            if entries:
-                await self.transitions.transact(params, entries)
-            else:
-                await self.transitions.write(params)
+            outcome = await transition(entries=entries)
         except StoreError as exc:
-            if not rq.already_written(params, exc):
-                self._refused_write(job, exc)
-                return False
-            # botocore retried after a lost answer; the first try landed
+            # The message comes back after its visibility timeout and the lease expires: the job reruns.
+            self.app.logger.error("could not record outcome", extra={"job_id": job.id, "error": str(exc)})
+            return False
+        if isinstance(outcome, Refused):  # LEASE_LOST (JobStore reads it)
+            self.app.logger.warning(
+                "write refused: lease lost", extra={"job_id": job.id, "error": outcome.detail}
+            )
+            return False
+        if outcome.confirmed:  # botocore retried after a lost answer; the first try landed
             self.app.logger.info("write confirmed after a lost answer", extra={"job_id": job.id})
         await tell_landed(self._hooks, finish)
         return True
 
-    def _refused_write(self, job: Job, exc: StoreError) -> None:
-        if rq.is_conflict(exc):
-            lost = rq.lease_lost(job, exc)
-            self.app.logger.warning("write refused: lease lost", extra={"job_id": job.id, "error": str(lost)})
-        else:
-            # The message comes back after its visibility timeout and the lease expires: the job reruns.
-            self.app.logger.error("could not record outcome", extra={"job_id": job.id, "error": str(exc)})
-
     async def _succeeded(self, job: Job, result: Any, duration: float) -> Ack:
         stored = await payloads.store_result(self.app.arun, self.app.settings, job, result)
-        params = rq.complete(
-            self._table, job, owner=self.worker_id, now=self.app.clock.now(), result=stored.value,
-            result_ref=stored.ref, retention_s=self.app.settings.retention_s,
-        )  # fmt: skip
+        params = functools.partial(
+            self.store.complete,
+            job,
+            now=self.app.clock.now(),
+            result=stored.value,
+            result_ref=stored.ref,
+            retention_s=self.app.settings.retention_s,
+        )
         finish = Finish(job, AttemptOutcome.SUCCEEDED, result=stored.value, result_ref=stored.ref)
         if not await self._write(job, params, finish):
             return LEAVE
@@ -528,10 +534,9 @@ class Execution:
             return await self._dead(job, exc, reason=verdict.reason, queue=queue)
         held = verdict.delay_s > sqs.MAX_VISIBILITY_S
         error = failure_record(exc)
-        params = rq.schedule_retry(
-            self._table,
+        params = functools.partial(
+            self.store.schedule_retry,
             job,
-            owner=self.worker_id,
             now=now,
             run_at=now + verdict.delay_s,
             error=error,
@@ -553,10 +558,9 @@ class Execution:
 
     async def _dead(self, job: Job, exc: BaseException, *, reason: str, queue: str) -> Ack:
         error = failure_record(exc)
-        params = rq.fail(
-            self._table,
+        params = functools.partial(
+            self.store.fail,
             job,
-            owner=self.worker_id,
             now=self.app.clock.now(),
             error=error,
             reason=reason,
@@ -575,10 +579,9 @@ class Execution:
         return dead_letter(reason, job_id=job.id, job_type=job.type, error=error, queue=queue)
 
     async def _abort(self, job: Job, reason: str) -> Ack:
-        params = rq.abort(
-            self._table,
+        params = functools.partial(
+            self.store.abort,
             job,
-            owner=self.worker_id,
             now=self.app.clock.now(),
             reason=reason,
             retention_s=self.app.settings.retention_s,

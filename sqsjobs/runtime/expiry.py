@@ -2,7 +2,7 @@
 
 The worker checks the deadline the message shows before it claims (no write for a job it can see
 has expired), and the claim's condition refuses an expired record whatever the message shows
-(``store/expiry.py``), so a copy of the message put back into the queue, a backlog reached late, or
+(``store/deadlines.py``), so a copy of the message put back into the queue, a backlog reached late, or
 a thin producer's job (no deadline in it: the type's bound applies) never runs. The message is
 deleted, not dead-lettered: expiry is an outcome the producer asked for, not an error an operator
 must look at; the record says ``expired`` and why.
@@ -17,8 +17,8 @@ from sqsjobs.errors import StoreError
 from sqsjobs.job import AttemptOutcome
 from sqsjobs.observability.metrics import EXPIRED
 from sqsjobs.runtime.hooks import commit_unrun, unrun
-from sqsjobs.store import expiry
-from sqsjobs.store import requests as rq
+from sqsjobs.store import deadlines
+from sqsjobs.store.job_store import Refusal, Refused
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -27,12 +27,12 @@ if TYPE_CHECKING:
     from sqsjobs.envelope import Envelope
     from sqsjobs.runtime.kernel import Kernel
     from sqsjobs.runtime.seams import FinishHook
-    from sqsjobs.runtime.transitions import Transitions
+    from sqsjobs.store.job_store import JobStore
 
 
 async def expire_delivery(
     app: Kernel,
-    transitions: Transitions,
+    store: JobStore,
     envelope: Envelope,
     delivery: Delivery,
     *,
@@ -47,20 +47,19 @@ async def expire_delivery(
     already, finished): the claim then decides what the message is worth, as for any delivery.
     LEAVE when DynamoDB did not answer: the message comes back and is tried again.
     """
-    params = expiry.expire(
-        app.settings.table_name, envelope, now=now, reason=expiry.reason(deadline),
-        retention_s=app.settings.retention_s, type_bound_s=type_bound_s,
-    )  # fmt: skip
     try:  # a batch item's expiry counts on its batch, a chain step's stops its chain (runtime/hooks.py)
-        await commit_unrun(transitions, hooks, params, unrun(envelope, AttemptOutcome.EXPIRED))
+        expired = await commit_unrun(hooks, unrun(envelope, AttemptOutcome.EXPIRED), lambda entries: store.expire(
+            envelope, now=now, reason=deadlines.reason(deadline), retention_s=app.settings.retention_s,
+            type_bound_s=type_bound_s, entries=entries,
+        ))  # fmt: skip
     except StoreError as exc:
-        if not rq.is_conflict(exc):
-            app.logger.warning(
-                "expire failed, message left for redelivery",
-                extra={"job_id": envelope.job_id, "error": str(exc)},
-            )
-            return LEAVE
-        return DELETE if expiry.already_expired(exc) is not None else None
+        app.logger.warning(
+            "expire failed, message left for redelivery",
+            extra={"job_id": envelope.job_id, "error": str(exc)},
+        )
+        return LEAVE
+    if isinstance(expired, Refused):  # read by JobStore.expire
+        return DELETE if expired.reason is Refusal.ALREADY_EXPIRED else None
     app.logger.info(
         "job expired",
         extra={
@@ -69,7 +68,7 @@ async def expire_delivery(
             "queue": delivery.queue,
             "tenant": envelope.tenant,
             "status": "expired",
-            "reason": params["ExpressionAttributeValues"][":reason"]["S"],
+            "reason": deadlines.reason(deadline),
             "late_s": round(now - deadline, 3),
         },
     )

@@ -15,16 +15,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.delivery import Finish
-from sqsjobs.store.codec import WRITE_ID, av_s, job_from_item, nonce
+from sqsjobs.store.codec import job_from_item
 from sqsjobs.store.enqueue import record_of
+from sqsjobs.store.job_store import Landed
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
 
     from sqsjobs.envelope import Envelope
     from sqsjobs.job import AttemptOutcome, FailureRecord
     from sqsjobs.runtime.seams import FinishHook
-    from sqsjobs.runtime.transitions import Transitions
+    from sqsjobs.store.job_store import Refused
 
 
 async def entries_of(hooks: Sequence[FinishHook], finish: Finish | None) -> list[Mapping[str, Any]]:
@@ -50,23 +51,16 @@ def unrun(envelope: Envelope, outcome: AttemptOutcome, error: FailureRecord | No
 
 
 async def commit_unrun(
-    transitions: Transitions, hooks: Sequence[FinishHook], params: Mapping[str, Any], finish: Finish | None
-) -> None:
-    """Write ``params`` (a transition without a run), with what the hooks add, then tell them it landed.
+    hooks: Sequence[FinishHook],
+    finish: Finish | None,
+    transition: Callable[[Sequence[Mapping[str, Any]]], Awaitable[Landed | Refused]],
+) -> Landed | Refused:
+    """Apply ``transition`` (one without a run: ``JobStore.reject``, ``expire``) with what the hooks add.
 
-    Raises what the write alone would (``Transitions.transact`` reads its own refusal alike).
+    The hooks hear of it only once it landed; a ``StoreError`` is raised as the transition raised it.
     """
     entries = await entries_of(hooks, finish)
-    if entries:
-        await transitions.transact(with_write_id(params), entries)
-    else:
-        await transitions.single(params)
-    await tell_landed(hooks, finish)
-
-
-def with_write_id(params: Mapping[str, Any]) -> dict[str, Any]:
-    """``params`` that also write a fresh nonce (``wid``): what ``Transitions.transact`` fences a retry on."""
-    out = dict(params)
-    out["UpdateExpression"] = str(params["UpdateExpression"]).replace("SET ", f"SET {WRITE_ID} = :wid, ", 1)
-    out["ExpressionAttributeValues"] = {**params["ExpressionAttributeValues"], ":wid": av_s(nonce())}
-    return out
+    outcome = await transition(entries)
+    if isinstance(outcome, Landed):
+        await tell_landed(hooks, finish)
+    return outcome

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from sqsjobs._aws import Call, consumed_units, one
 from sqsjobs.errors import AwsError, StoreError
-from sqsjobs.store import workers as ws
+from sqsjobs.store import presence_items
 from sqsjobs.store.codec import is_conflict
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class Presence:
     ) -> None:
         """``running`` returns the ids of the jobs the worker runs now (read at each write)."""
         self.kernel = kernel
-        self.entry = ws.WorkerEntry(
+        self.entry = presence_items.WorkerEntry(
             worker_id=worker_id,
             host=socket.gethostname(),
             pid=pid,
@@ -69,7 +69,7 @@ class Presence:
             interval_s=kernel.settings.registry_interval_s,
         )
         self._running = running
-        self._state = ws.RUNNING
+        self._state = presence_items.RUNNING
         self._lock = asyncio.Lock()
         self._closed = False
         self._loop: asyncio.Task[None] | None = None
@@ -90,7 +90,7 @@ class Presence:
 
     def draining(self) -> None:
         """SIGTERM: say so in one write, in the background (the drain does not wait for it)."""
-        self._state = ws.DRAINING
+        self._state = presence_items.DRAINING
         self._draining = asyncio.create_task(self._write())
 
     async def close(self) -> None:
@@ -112,7 +112,9 @@ class Presence:
         async with self._lock:  # after any write in flight: nothing re-creates the item once deleted
             self._closed = True
             table = self.kernel.settings.table_name
-            await self._call(Call("dynamodb", "delete_item", ws.deregister(table, self.entry.worker_id)))
+            await self._call(
+                Call("dynamodb", "delete_item", presence_items.deregister(table, self.entry.worker_id))
+            )
 
     async def _write(self, *, register: bool = False) -> None:
         """Register or refresh; an item that is gone (expired during a stall) is registered again."""
@@ -125,15 +127,19 @@ class Presence:
             try:
                 if not register:
                     try:
-                        params = ws.refresh(table, self.entry, now=now, state=self._state, running=running)
-                        await self._call(Call("dynamodb", "update_item", params))
+                        params = presence_items.refresh(
+                            table, self.entry, now=now, state=self._state, running=running
+                        )
+                        await self._call(Call("dynamodb", "update_item", params.update_item()))
                     except StoreError as exc:
                         if not is_conflict(exc):
                             raise
                         register = True
                 if register:
-                    params = ws.register(table, self.entry, now=now, state=self._state, running=running)
-                    await self._call(Call("dynamodb", "put_item", params))
+                    put = presence_items.register(
+                        table, self.entry, now=now, state=self._state, running=running
+                    )
+                    await self._call(Call("dynamodb", "put_item", put.put_item()))
             except AwsError as exc:
                 self.kernel.logger.warning(
                     "worker registry write failed; trying again at the next interval",

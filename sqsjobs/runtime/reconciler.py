@@ -231,11 +231,11 @@ def _requeued_since(job: Job, m: DlqMessage) -> bool:
 
 def _redispatch(run: _Pass, m: DlqMessage, job: Job, item: Item) -> Flow[None]:
     """Count the re-dispatch in the record, send the message's body back to its queue, delete the copy."""
-    params = redrive.count_redispatch(run.settings.table_name, item)
+    write = redrive.count_redispatch(run.settings.table_name, item)
     try:
-        yield Call("dynamodb", "update_item", params)
+        yield Call("dynamodb", "update_item", write.update_item())
     except StoreError as exc:
-        if not redrive.counted(params, exc):
+        if not redrive.counted(write, exc):
             if is_conflict(exc):  # the record moved on since the read: the next pass sees where to
                 run.report.left += 1
                 run.unsettled = True
@@ -255,11 +255,11 @@ def _redispatch(run: _Pass, m: DlqMessage, job: Job, item: Item) -> Flow[None]:
 def _make_dead(run: _Pass, m: DlqMessage, envelope: env.Envelope, redispatched: int) -> Flow[None]:
     """Make the record dead (SQS redrove it past the re-dispatch limit); this copy is then the dead job's."""
     reason = redrive.reason(run.scope.receives, redispatched)
-    params = redrive.redriven(
+    write = redrive.redriven(
         run.settings.table_name, envelope, now=run.now, reason=reason, retention_s=run.settings.retention_s
     )
     try:
-        landed = yield Call("dynamodb", "update_item", params)
+        landed = yield Call("dynamodb", "update_item", write.update_item())
     except StoreError as exc:
         if not is_conflict(exc):
             raise

@@ -11,7 +11,7 @@ rescued when its own message comes back. What is left, each in its 32 shards:
 - ``batch``: a sealed batch not complete by ``due``: its completion check runs again (a crash between
   an item's finish and its check, or a drain and its children's seal), ``sqsjobs.workflows.completion``.
 
-A record whose deadline passed before it started is expired instead of sent (``store/expiry.py``:
+A record whose deadline passed before it started is expired instead of sent (``store/deadlines.py``:
 the same conditional write a worker makes; the type's ``expires_after`` from ``expiry_bounds``).
 
 Before each send the entry becomes ``pending`` with a conditional write, so concurrent sweepers do not
@@ -32,8 +32,7 @@ from sqsjobs.errors import StoreError
 from sqsjobs.producer import route_of
 from sqsjobs.runtime.kernel import kernel_of
 from sqsjobs.runtime.reconciler import DlqScope, ReconcileReport, reconcile_flow
-from sqsjobs.store import expiry, transact
-from sqsjobs.store import requests as rq
+from sqsjobs.store import codec, deadlines, enqueue, requests, schema, transact
 from sqsjobs.transport import sqs
 from sqsjobs.workflows import batch_store as bs
 from sqsjobs.workflows.completion import BatchEnv, after_finish_flow, repair_flow
@@ -82,17 +81,17 @@ def sweep_flow(
     report = SweepReport()
     bounds = expiry_bounds or {}
     passes = [
-        (rq.HELD, now + sqs.MAX_DELAY_S, report.dispatched_held),
-        (rq.PENDING, now, report.redispatched),
+        (schema.HELD, now + sqs.MAX_DELAY_S, report.dispatched_held),
+        (schema.PENDING, now, report.redispatched),
     ]
     for kind, due_before, sent in passes:
-        for partition in rq.attention_partitions(kind):
+        for partition in schema.attention_partitions(kind):
             start_key = None
             while True:
                 page = yield Call(
                     "dynamodb",
                     "query",
-                    rq.query_due(
+                    schema.query_due(
                         settings.table_name,
                         partition,
                         due_before=due_before,
@@ -100,7 +99,7 @@ def sweep_flow(
                         start_key=start_key,
                     ),
                 )
-                for record in rq.due_records(page):
+                for record in schema.due_records(page):
                     outcome = yield from _dispatch(settings, queue_urls, record, now, bounds)
                     if outcome == "sent":
                         sent.append(record.id)
@@ -116,35 +115,39 @@ def sweep_flow(
 
 
 def _dispatch(
-    settings: Settings, queue_urls: QueueUrls, record: rq.DueRecord, now: float, bounds: Mapping[str, float]
+    settings: Settings,
+    queue_urls: QueueUrls,
+    record: schema.DueRecord,
+    now: float,
+    bounds: Mapping[str, float],
 ) -> Flow[str]:
     """Mark the entry pending, then send its hint (``sent``); ``expired`` instead once its deadline passed.
 
     ``""`` when another sweeper or a claim got there first.
     """
     # The index carries no payload: read the record (rare: only records no message carries come here).
-    found = yield Call("dynamodb", "get_item", rq.get(settings.table_name, record.id))
+    found = yield Call("dynamodb", "get_item", requests.get(settings.table_name, record.id))
     if "Item" not in found:
         return ""
-    job = rq.job_from_item(found["Item"])
-    passed = expiry.expired_deadline(found["Item"], now, bounds.get(job.type))
+    job = codec.job_from_item(found["Item"])
+    passed = deadlines.expired_deadline(found["Item"], now, bounds.get(job.type))
     if passed is not None:
         return (yield from _expire(settings, queue_urls, job, now, passed, bounds.get(job.type)))
-    mark = rq.mark_dispatched(
+    mark = schema.mark_dispatched(
         settings.table_name, record, now=now, recheck_at=max(now, record.run_at) + settings.stale_after_s
     )
     try:
-        yield Call("dynamodb", "update_item", mark)
+        yield Call("dynamodb", "update_item", mark.update_item())
     except StoreError as exc:
         # Refused: it changed since the query and someone else acts on it — unless the change is
         # this very write, retried by botocore after its answer was lost.
-        if not rq.dispatch_landed(mark, exc):
-            if rq.is_conflict(exc):
+        if not schema.dispatch_landed(mark, exc):
+            if codec.is_conflict(exc):
                 return ""
             raise
     yield from queue_urls.send_flow(
         route_of(job),
-        rq.envelope_of(job).to_body(),
+        enqueue.envelope_of(job).to_body(),
         delay_s=sqs.clamp_delay(record.run_at - now),
         tenant=job.tenant,
         serialize_key=job.serialize_key,
@@ -160,22 +163,27 @@ def _expire(
     A batch item's expiry counts as failed on its batch in the same transaction, then the batch is
     checked, as a worker's finish would (``workflows/batch_hook.py``).
     """
-    params = expiry.expire(
+    params = deadlines.expire(
         settings.table_name,
-        rq.envelope_of(job),
+        enqueue.envelope_of(job),
         now=now,
-        reason=expiry.reason(deadline),
+        reason=deadlines.reason(deadline),
         retention_s=settings.retention_s,
         type_bound_s=bound,
     )
     try:
         if job.batch_key is None:
-            yield Call("dynamodb", "update_item", params)
+            yield Call("dynamodb", "update_item", params.update_item())
         else:
-            counted = [{"Update": params}, bs.count_entry(settings.table_name, job.batch_key, "failed")]
-            yield Call("dynamodb", "transact_write_items", transact.transact_write(counted, token=rq.nonce()))
+            counted = [
+                {"Update": params.transact_item()},
+                bs.count_entry(settings.table_name, job.batch_key, "failed"),
+            ]
+            yield Call(
+                "dynamodb", "transact_write_items", transact.transact_write(counted, token=codec.nonce())
+            )
     except StoreError as exc:
-        if not (rq.is_conflict(exc) or exc.code == "TransactionCanceledException"):
+        if not (codec.is_conflict(exc) or exc.code == "TransactionCanceledException"):
             raise
         return ""
     if job.batch_key is not None:

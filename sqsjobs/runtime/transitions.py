@@ -7,11 +7,11 @@ While ``max_in_flight`` requests are out, new writes queue and leave together as
 returns: under load batches grow by themselves, when idle a write is one request, as before.
 
 A group of one is sent as its single UpdateItem (with ``ReturnValues`` where it asks); a larger one
-as one ``BatchExecuteStatement`` of the writes' PartiQL twins (``store/statements.py``). A statement
+as one ``BatchExecuteStatement`` of the writes' PartiQL renderings (``store/statements.py``). A statement
 refused by its condition raises exactly what its single write would have raised; a statement
 failed for a passing reason (throttling, a server fault), or a whole batch that failed, is sent
 again as its single write, which botocore retries and whose refusal the same readers recognise as
-one's own after a lost answer (DESIGN §3.2).
+one's own after a lost answer (docs/lifecycle.md).
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from sqsjobs._aws import Call, one
 from sqsjobs.errors import NotBatchable, StoreError
 from sqsjobs.store import statements, transact
 from sqsjobs.store.codec import CCF, nonce
+from sqsjobs.store.job_store import Landed
+from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -39,16 +41,12 @@ MAX_IN_FLIGHT = 2
 TRANSACTION_CONFLICT_TRIES = 4
 
 
-@dataclass(frozen=True)
-class Landed:
-    """A write that took effect; ``attributes`` is what a single write returned (None from a batch)."""
-
-    attributes: Mapping[str, Any] | None = None
-
-
 @dataclass
 class _Write:
-    single: Mapping[str, Any]
+    #: Built only when the single write must be sent after all (a claim's is the larger of its two).
+    single: Write | Callable[[], Write]
+    #: The write whose statement goes in the batch (``single`` itself, or its batchable twin).
+    batched: Write
     statement: dict[str, Any]
     #: For a refusal of the statement that only the single write can settle (see ``write``).
     needs_single: Callable[[StoreError], bool] | None
@@ -73,41 +71,44 @@ class Transitions:
 
     async def write(
         self,
-        single: Mapping[str, Any],
+        single: Write | Callable[[], Write],
         *,
-        batchable: Mapping[str, Any] | None = None,
+        batchable: Write | None = None,
         needs_single: Callable[[StoreError], bool] | None = None,
     ) -> Landed:
         """Apply one transition; raises the ``StoreError`` its single UpdateItem would have raised.
 
         Args:
-            single: the UpdateItem request.
-            batchable: the UpdateItem request whose PartiQL twin may go in a batch instead (default
-                ``single``; for a claim, ``statements.fresh_claim``).
+            single: the write, sent as its UpdateItem when alone; or what builds it (then only if
+                it is sent: the batched twin of a claim usually lands alone).
+            batchable: the write whose PartiQL statement may go in a batch instead (default
+                ``single``; for a claim, ``claims.fresh_claim``).
             needs_single: when the batched statement is refused and this says so, ``single`` is sent
                 after all (a claim whose record is missing or was claimed before).
         """
         statement = None
-        if self._batch:
+        twin = batchable if batchable is not None else single
+        if self._batch and isinstance(twin, Write):
             with contextlib.suppress(NotBatchable):
-                statement = statements.update_statement(single if batchable is None else batchable)
-        if statement is None:
-            return Landed(await self.single(single))
+                statement = twin.statement()
+        if statement is None or not isinstance(twin, Write):
+            return Landed(await self.single(_built(single)))
         future: asyncio.Future[Landed] = asyncio.get_running_loop().create_future()
-        self._waiting.append(_Write(single, statement, needs_single, future))
+        self._waiting.append(_Write(single, twin, statement, needs_single, future))
         self._kick()
         return await future
 
-    async def single(self, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    async def single(self, write: Write) -> Mapping[str, Any] | None:
         """Send one UpdateItem on its own, now, and return its ``Attributes``.
 
         For the writes a batch cannot carry: a heartbeat that needs its answer (``ALL_NEW``), a
         reject that may create the record, and every write a batch sends again alone.
         """
+        params = write.update_item()
         response: Mapping[str, Any] = await self._arun(one(Call("dynamodb", "update_item", params)))
         return response.get("Attributes")
 
-    async def transact(self, single: Mapping[str, Any], entries: Sequence[Mapping[str, Any]]) -> None:
+    async def transact(self, single: Write, entries: Sequence[Mapping[str, Any]]) -> None:
         """Apply the UpdateItem ``single`` and ``entries`` in one ``TransactWriteItems``, all or nothing.
 
         Raises exactly what ``single`` alone would have raised when its own condition refused it (a
@@ -117,10 +118,10 @@ class Transitions:
         write's own nonce (``:wid``): AWS applies a retried request once, and an emulator that
         refuses the retry shows the nonce in the record, which ``already_written`` recognises.
         """
-        update = {k: v for k, v in single.items() if k != "ReturnValues"}
-        update["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
-        token = single["ExpressionAttributeValues"][":wid"]["S"]
-        request = transact.transact_write([{"Update": update}, *entries], token=token)
+        wid = single.value(":wid")
+        if wid is None:
+            raise ValueError("a transacted write must carry its write id (requests.with_write_id)")
+        request = transact.transact_write([{"Update": single.transact_item()}, *entries], token=wid["S"])
         try:
             for tries_left in reversed(range(TRANSACTION_CONFLICT_TRIES)):
                 try:
@@ -159,7 +160,7 @@ class Transitions:
             later: list[_Write] = []
             keys: set[str] = set()
             for write in self._waiting:
-                key = _key(write.single)
+                key = _key(write.batched)
                 if len(group) == statements.MAX_STATEMENTS or key in keys:
                     later.append(write)  # one item twice in a batch is refused whole: next group
                 else:
@@ -219,10 +220,14 @@ class Transitions:
 
     async def _settle_single(self, write: _Write) -> None:
         try:
-            write.future.set_result(Landed(await self.single(write.single)))
+            write.future.set_result(Landed(await self.single(_built(write.single))))
         except Exception as exc:  # handed to the writer, who reads it as its single write's error
             write.future.set_exception(exc)
 
 
-def _key(params: Mapping[str, Any]) -> str:
-    return repr(sorted(params["Key"].items()))
+def _key(write: Write) -> str:
+    return repr(sorted(write.key.items()))
+
+
+def _built(write: Write | Callable[[], Write]) -> Write:
+    return write if isinstance(write, Write) else write()

@@ -1,6 +1,6 @@
 """Sans-I/O requests of a bulk cancel: the Scan that finds the jobs, each job's cancel, and the checkpoint.
 
-There is no status index, on purpose (DESIGN §4, §8: it would cost every job write units on a hot
+There is no status index, on purpose (docs/scale.md: it would cost every job write units on a hot
 partition), so the jobs are found by a Scan with a filter: eventually consistent, read units only,
 billed for every item read whatever the filter (``sqsjobs.ops.bulk_cancel`` has the arithmetic).
 
@@ -21,11 +21,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.store.codec import av_n, av_s
+from sqsjobs.store.conditions import All, IfNotExists, ListAppend, any_of, eq
 from sqsjobs.store.operator import audit_av
 from sqsjobs.store.operator import cancel as cancel_transition
+from sqsjobs.store.rendering import expression_parts
+from sqsjobs.store.write import Put, Write, new_id_only
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    from sqsjobs.store.conditions import Condition, Expr
 
 OP_PREFIX = "op#"
 #: Attributes a Scan page returns: what deciding about each job needs, nothing more.
@@ -48,20 +53,20 @@ def scan_page(
     start: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     """One Scan request: ``limit`` items read from ``start`` on; the matching jobs and this op's own kept."""
-    names = {f"#p{i}": a for i, a in enumerate(SCANNED)} | {"#type": "type", "#status": "status"}
     values: dict[str, Any] = {":type": av_s(job_type), ":status": av_s(status), ":op": av_s(op_id)}
-    condition = "#type = :type AND (#status = :status OR cancel_op = :op)"
+    parts: list[Condition] = [eq("type", ":type"), any_of(eq("status", ":status"), eq("cancel_op", ":op"))]
     if tenant is not None:
-        names["#tenant"] = "tenant"
         values[":tenant"] = av_s(tenant)
-        condition += " AND #tenant = :tenant"
+        parts.append(eq("tenant", ":tenant"))
+    condition, names, used = expression_parts(All(tuple(parts)), values)
+    names |= {f"#p{i}": a for i, a in enumerate(SCANNED)}
     params: dict[str, Any] = {
         "TableName": table,
         "Limit": limit,
         "FilterExpression": condition,
         "ProjectionExpression": ", ".join(f"#p{i}" for i in range(len(SCANNED))),
         "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": values,
+        "ExpressionAttributeValues": used,
         "ConsistentRead": False,  # half the price; the cancel's condition reads the truth
     }
     if start:
@@ -80,52 +85,36 @@ def cancel_matching(
     audit: Mapping[str, Any],
     now: float,
     retention_s: float,
-) -> dict[str, Any]:
+) -> Write:
     """The ``cancel`` transition of one job, only while it still matches, with the operation's audit entry."""
-    params = cancel_transition(table, job_id, now=now, retention_s=retention_s)
-    names = {**params["ExpressionAttributeNames"], "#type": "type"}
-    values = {
-        **params["ExpressionAttributeValues"],
-        ":b_type": av_s(job_type),
-        ":b_status": av_s(status),
+    write = cancel_transition(table, job_id, now=now, retention_s=retention_s)
+    values: dict[str, Any] = {":b_type": av_s(job_type), ":b_status": av_s(status)}
+    parts: list[Condition] = [eq("type", ":b_type"), eq("status", ":b_status")]
+    if tenant is not None:
+        values[":b_tenant"] = av_s(tenant)
+        parts.append(eq("tenant", ":b_tenant"))
+    audit_sets = (("cancel_op", ":b_op"), ("audit", ListAppend(IfNotExists("audit", ":b_none"), ":b_audit")))
+    audit_values: dict[str, Any] = {
         ":b_op": av_s(op_id),
         ":b_audit": {"L": [audit_av(audit)]},
         ":b_none": {"L": []},
     }
-    condition = f"{params['ConditionExpression']} AND #type = :b_type AND #status = :b_status"
-    if tenant is not None:
-        names["#tenant"] = "tenant"
-        values[":b_tenant"] = av_s(tenant)
-        condition += " AND #tenant = :b_tenant"
-    update = (
-        f"{params['UpdateExpression']}, cancel_op = :b_op, "
-        "audit = list_append(if_not_exists(audit, :b_none), :b_audit)"
-    )
-    return {
-        **params,
-        "ConditionExpression": condition,
-        "UpdateExpression": update,
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": values,
-    }
+    return write.guard("still_matches", All(tuple(parts)), values).also_set(audit_sets, audit_values)
 
 
-def put_op(table: str, op_id: str, *, filters: Mapping[str, str], by: str, now: float) -> dict[str, Any]:
+def put_op(table: str, op_id: str, *, filters: Mapping[str, str], by: str, now: float) -> Put:
     """Create the control item of a new operation (refused if the id exists)."""
-    return {
-        "TableName": table,
-        "Item": {
-            **op_key(op_id),
-            "op_kind": av_s("bulk_cancel"),
-            "op_filters": {"M": {k: av_s(v) for k, v in filters.items()}},
-            "op_by": av_s(by),
-            "op_created": av_n(now),
-            "op_state": av_s("running"),
-            "op_seq": av_n(0),
-            "op_counts": {"M": {}},
-        },
-        "ConditionExpression": "attribute_not_exists(id)",
+    item = {
+        **op_key(op_id),
+        "op_kind": av_s("bulk_cancel"),
+        "op_filters": {"M": {k: av_s(v) for k, v in filters.items()}},
+        "op_by": av_s(by),
+        "op_created": av_n(now),
+        "op_state": av_s("running"),
+        "op_seq": av_n(0),
+        "op_counts": {"M": {}},
     }
+    return new_id_only(table, item, old_on_refusal=False)
 
 
 def get_op(table: str, op_id: str) -> dict[str, Any]:
@@ -142,27 +131,26 @@ def checkpoint(
     counts: Mapping[str, int],
     state: str,
     now: float,
-) -> dict[str, Any]:
+) -> Write:
     """Record progress: the position after the last job handled, the counts, the state; ``seq`` + 1.
 
     Conditional on ``seq`` as this run last wrote it: another process running the same operation
     (a second ``--resume``) makes this refuse, and the run stops instead of double counting.
     """
     values: dict[str, Any] = {
-        ":seen": av_n(seq),
         ":next": av_n(seq + 1),
         ":counts": {"M": {k: av_n(v) for k, v in counts.items()}},
         ":state": av_s(state),
         ":now": av_n(now),
     }
-    sets = "op_seq = :next, op_counts = :counts, op_state = :state, op_updated = :now"
+    sets: list[tuple[str, Expr]] = [
+        ("op_seq", ":next"),
+        ("op_counts", ":counts"),
+        ("op_state", ":state"),
+        ("op_updated", ":now"),
+    ]
     if position:
-        sets += ", op_position = :position"
+        sets.append(("op_position", ":position"))
         values[":position"] = {"M": dict(position)}
-    return {
-        "TableName": table,
-        "Key": op_key(op_id),
-        "ConditionExpression": "op_seq = :seen",
-        "UpdateExpression": f"SET {sets}",
-        "ExpressionAttributeValues": values,
-    }
+    write = Write(table, op_key(op_id), tuple(sets), values=values, old_on_refusal=False)
+    return write.guard("this_runs_sequence", eq("op_seq", ":seen"), {":seen": av_n(seq)})

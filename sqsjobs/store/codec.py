@@ -1,6 +1,6 @@
 """The DynamoDB wire format of a job: attribute values, reading an item, and reading a refusal.
 
-Pure helpers shared by ``requests`` (the transitions) and ``schema`` (the table and its indexes).
+Pure helpers shared by every builder of ``store/`` and the readers of its answers.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from sqsjobs.errors import StoreError
+    from sqsjobs.store.write import Write
 
 CCF = "ConditionalCheckFailedException"
 
@@ -90,14 +91,54 @@ def idempotent_job_id(job_type: str, key: str, tenant: str | None = None) -> str
 
 
 # ── reading an item ──────────────────────────────────────────────────────────────────────────
-KNOWN_ATTRIBUTES = {
-    "id", "type", "queue", "status", "st", "due", "payload", "payload_hash", "payload_version", "attempt",
-    "max_attempts", "run_at", "created_at", "updated_at", "started_at", "finished_at", "lease_owner",
-    "lease_epoch", "lease_expires", "result", "error", "history", "idempotency_key", "tenant", "parent_id",
-    "root_id", "trace", "cancel_requested", "reason", "expires_at", "claim_token", "claim_msg", "wid",
-    "payload_size", "attn", "payload_ref", "result_ref", "start_by", "chain_id", "chain_step",
-    "chain_steps", "batch_key", "priority", "serialize_key",
-}  # fmt: skip
+KNOWN_ATTRIBUTES = frozenset(
+    [
+        "id",
+        "type",
+        "queue",
+        "status",
+        "st",
+        "due",
+        "payload",
+        "payload_hash",
+        "payload_version",
+        "attempt",
+        "max_attempts",
+        "run_at",
+        "created_at",
+        "updated_at",
+        "started_at",
+        "finished_at",
+        "lease_owner",
+        "lease_epoch",
+        "lease_expires",
+        "result",
+        "error",
+        "history",
+        "idempotency_key",
+        "tenant",
+        "parent_id",
+        "root_id",
+        "trace",
+        "cancel_requested",
+        "reason",
+        "expires_at",
+        "claim_token",
+        "claim_msg",
+        "wid",
+        "payload_size",
+        "attn",
+        "payload_ref",
+        "result_ref",
+        "start_by",
+        "chain_id",
+        "chain_step",
+        "chain_steps",
+        "batch_key",
+        "priority",
+        "serialize_key",
+    ]
+)
 
 #: Attribute each write that may be retried after a lost answer sets to its own random nonce.
 WRITE_ID = "wid"
@@ -191,18 +232,18 @@ def nonce() -> str:
     return secrets.token_hex(16)
 
 
-def shows_own_write(params: Mapping[str, Any], error: StoreError) -> bool:
-    """True when a refused write's record carries this very request's nonce (``wid``).
+def shows_own_write(write: Write, error: StoreError) -> bool:
+    """True when a refused write's record carries this very write's nonce (``wid``).
 
     botocore retries a write whose answer was lost (connection reset after DynamoDB applied it); the
-    retry's condition then fails against the first try's result. Only this request wrote its
-    nonce, so finding it means the write landed — a timestamp, owner or epoch could be repeated by
-    a second request in the same millisecond, a random nonce cannot (DESIGN §3.2).
+    retry's condition then fails against the first try's result. Only this write wrote its nonce, so
+    finding it means the write landed — a timestamp, owner or epoch could be repeated by a second
+    request in the same millisecond, a random nonce cannot (docs/lifecycle.md).
     """
     if not is_conflict(error):
         return False
     old = old_item(error)
-    sent = params["ExpressionAttributeValues"].get(":wid")
+    sent = write.value(":wid")
     return old is not None and sent is not None and old.get(WRITE_ID) == sent
 
 

@@ -1,9 +1,8 @@
 """Sans-I/O requests that create a job: the producer's record, its message, and a record made from a message.
 
-Split from ``store/requests.py`` (which re-exports everything here): these decide where a job's data
-lives. The message carries the payload; the record keeps its hash and size, and keeps the payload
-itself only when no message will (held, unsent) — so the happy path's record stays under 1 KB, one
-write unit per write (DESIGN §2, §4).
+These decide where a job's data lives. The message carries the payload; the record keeps its hash and
+size, and keeps the payload itself only when no message will (held, unsent) — so the happy path's
+record stays under 1 KB, one write unit per write (docs/scale.md).
 """
 
 from __future__ import annotations
@@ -16,13 +15,16 @@ from sqsjobs.envelope import Envelope
 from sqsjobs.errors import IdempotencyConflict
 from sqsjobs.job import Job, JobStatus
 from sqsjobs.store.codec import Item, av_json, av_n, av_s, canonical_json, old_item, payload_hash
+from sqsjobs.store.conditions import IfNotExists
 from sqsjobs.store.schema import HELD, PENDING, attention_key
+from sqsjobs.store.write import Put, new_id_only
 from sqsjobs.transport import objects
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from sqsjobs.errors import StoreError
+    from sqsjobs.store.conditions import Expr
 
 
 @dataclass(frozen=True)
@@ -79,9 +81,7 @@ class NewJob:
         return objects.payload_ref(self.payload_bucket, self.id, self.payload_hash)
 
 
-def put_job(
-    table: str, job: NewJob, *, unsent: bool = False, pending_until: float | None = None
-) -> dict[str, Any]:
+def put_job(table: str, job: NewJob, *, unsent: bool = False, pending_until: float | None = None) -> Put:
     """PutItem that creates the record only if the id is new (the idempotency check).
 
     The payload stays out of the record when a message carries it (the record is then a few hundred
@@ -119,18 +119,25 @@ def put_job(
         item["max_attempts"] = av_n(job.max_attempts)
     if job.start_by is not None:
         item["start_by"] = av_n(job.start_by)
-    for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace", "batch_key", "priority",
-                 "serialize_key"):  # fmt: skip
+    for name in _OPTIONAL_STRINGS:
         value = getattr(job, name)
         if value is not None:
             item[name] = av_s(value)
     item |= _chain_fields(job)
-    return {
-        "TableName": table,
-        "Item": item,
-        "ConditionExpression": "attribute_not_exists(id)",
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-    }
+    return new_id_only(table, item)
+
+
+#: String fields a record carries only when set.
+_OPTIONAL_STRINGS = (
+    "idempotency_key",
+    "tenant",
+    "parent_id",
+    "root_id",
+    "trace",
+    "batch_key",
+    "priority",
+    "serialize_key",
+)
 
 
 def envelope_of(job: NewJob | Job) -> Envelope:
@@ -138,27 +145,58 @@ def envelope_of(job: NewJob | Job) -> Envelope:
     if isinstance(job, NewJob):
         in_s3 = job.payload_ref is not None
         return Envelope(
-            job.id, job.type, queue=job.queue, payload=None if in_s3 else job.payload, has_payload=True,
-            payload_hash=job.payload_hash, payload_version=job.payload_version, created_at=job.now,
-            run_at=job.run_at, tenant=job.tenant, idempotency_key=job.idempotency_key, trace=job.trace,
-            parent_id=job.parent_id, root_id=job.root_id, max_attempts=job.max_attempts,
-            payload_ref=job.payload_ref, payload_size=len(job.payload_json) if in_s3 else None,
-            start_by=job.start_by, batch_key=job.batch_key, priority=job.priority,
+            job.id,
+            job.type,
+            queue=job.queue,
+            payload=None if in_s3 else job.payload,
+            has_payload=True,
+            payload_hash=job.payload_hash,
+            payload_version=job.payload_version,
+            created_at=job.now,
+            run_at=job.run_at,
+            tenant=job.tenant,
+            idempotency_key=job.idempotency_key,
+            trace=job.trace,
+            parent_id=job.parent_id,
+            root_id=job.root_id,
+            max_attempts=job.max_attempts,
+            payload_ref=job.payload_ref,
+            payload_size=len(job.payload_json) if in_s3 else None,
+            start_by=job.start_by,
+            batch_key=job.batch_key,
+            priority=job.priority,
             serialize_key=job.serialize_key,
-            chain_id=job.chain_id, chain_step=job.chain_step, chain_steps=job.chain_steps,
-        )  # fmt: skip
+            chain_id=job.chain_id,
+            chain_step=job.chain_step,
+            chain_steps=job.chain_steps,
+        )
     if job.payload_hash is None:  # a record of the first layout: the claim reads its payload
         return Envelope(job.id, job.type)
     return Envelope(
-        job.id, job.type, queue=job.queue, payload=None if job.payload_ref else job.payload,
-        has_payload=True, payload_hash=job.payload_hash, payload_version=job.payload_version,
-        created_at=job.created_at.timestamp(), run_at=job.run_at.timestamp(), tenant=job.tenant,
-        idempotency_key=job.idempotency_key, trace=job.trace, parent_id=job.parent_id, root_id=job.root_id,
-        payload_ref=job.payload_ref, payload_size=job.payload_size if job.payload_ref else None,
-        start_by=job.start_by.timestamp() if job.start_by else None, batch_key=job.batch_key,
-        priority=job.priority, serialize_key=job.serialize_key,
-        chain_id=job.chain_id, chain_step=job.chain_step, chain_steps=job.chain_steps,
-    )  # fmt: skip
+        job.id,
+        job.type,
+        queue=job.queue,
+        payload=None if job.payload_ref else job.payload,
+        has_payload=True,
+        payload_hash=job.payload_hash,
+        payload_version=job.payload_version,
+        created_at=job.created_at.timestamp(),
+        run_at=job.run_at.timestamp(),
+        tenant=job.tenant,
+        idempotency_key=job.idempotency_key,
+        trace=job.trace,
+        parent_id=job.parent_id,
+        root_id=job.root_id,
+        payload_ref=job.payload_ref,
+        payload_size=job.payload_size if job.payload_ref else None,
+        start_by=job.start_by.timestamp() if job.start_by else None,
+        batch_key=job.batch_key,
+        priority=job.priority,
+        serialize_key=job.serialize_key,
+        chain_id=job.chain_id,
+        chain_step=job.chain_step,
+        chain_steps=job.chain_steps,
+    )
 
 
 def is_same_job(old: Mapping[str, Any], job: NewJob) -> bool:
@@ -183,27 +221,32 @@ def record_of(envelope: Envelope) -> Item:
     """The record a producer's ``put_job`` makes for the job a version 2 message carries.
 
     What a claim creates when the record is missing (``creates_from``), and what a batched claim
-    knows the record held before it (``statements.claimed_job``).
+    knows the record held before it (``claims.claimed_job``).
     """
     assert envelope.queue is not None and envelope.created_at is not None and envelope.run_at is not None
     item: Item = {
-        "id": av_s(envelope.job_id), "type": av_s(envelope.job_type), "queue": av_s(envelope.queue),
-        "status": av_s(JobStatus.QUEUED), "payload_hash": av_s(str(envelope.payload_hash)),
+        "id": av_s(envelope.job_id),
+        "type": av_s(envelope.job_type),
+        "queue": av_s(envelope.queue),
+        "status": av_s(JobStatus.QUEUED),
+        "payload_hash": av_s(str(envelope.payload_hash)),
         "payload_size": av_n(
             envelope.payload_size
             if envelope.payload_size is not None
             else len(canonical_json(envelope.payload))
         ),
-        "payload_version": av_n(envelope.payload_version), "attempt": av_n(0), "lease_epoch": av_n(0),
-        "run_at": av_n(envelope.run_at), "created_at": av_n(envelope.created_at),
+        "payload_version": av_n(envelope.payload_version),
+        "attempt": av_n(0),
+        "lease_epoch": av_n(0),
+        "run_at": av_n(envelope.run_at),
+        "created_at": av_n(envelope.created_at),
         "updated_at": av_n(envelope.created_at),
-    }  # fmt: skip
+    }
     if envelope.max_attempts is not None:
         item["max_attempts"] = av_n(envelope.max_attempts)
     if envelope.start_by is not None:
         item["start_by"] = av_n(envelope.start_by)
-    for name in ("idempotency_key", "tenant", "parent_id", "root_id", "trace", "payload_ref", "batch_key",
-                 "priority", "serialize_key"):  # fmt: skip
+    for name in (*_OPTIONAL_STRINGS, "payload_ref"):
         value = getattr(envelope, name)
         if value is not None:
             item[name] = av_s(value)
@@ -230,18 +273,19 @@ def kept_payload(job: Job, payload: Any) -> dict[str, Any]:
 _SET_BY_THE_WRITE = frozenset({"id", "status", "attempt", "lease_epoch", "updated_at", "max_attempts"})
 
 
-def creates_from(envelope: Envelope, names: dict[str, str], values: dict[str, Any]) -> list[str]:
-    """SET clauses that give a record the message's fields only where it has none (``if_not_exists``).
+def creates_from(envelope: Envelope) -> tuple[tuple[tuple[str, Expr], ...], dict[str, Any]]:
+    """Assignments that give a record the message's fields only where it has none (``if_not_exists``), and their values.
 
-    A claim (or a reject) of a job whose record is not there yet creates it from the message: the
-    producer may have died between its send and its write, or its write is still in flight. On an
-    existing record every clause is a no-op.
+    A claim (or a reject, an expire) of a job whose record is not there yet creates it from the
+    message: the producer may have died between its send and its write, or its write is still in
+    flight. On an existing record every assignment is a no-op.
     """
-    sets = []
-    for name, value in record_of(envelope).items():
-        if name in _SET_BY_THE_WRITE:
-            continue
-        names[f"#{name}"] = name
-        values[f":c_{name}"] = value
-        sets.append(f"#{name} = if_not_exists(#{name}, :c_{name})")
-    return sets
+    record = record_of(envelope)
+    names = tuple(name for name in record if name not in _SET_BY_THE_WRITE)
+    return _created_sets(names), {f":c_{name}": record[name] for name in names}
+
+
+@functools.lru_cache(maxsize=64)
+def _created_sets(names: tuple[str, ...]) -> tuple[tuple[str, Expr], ...]:
+    """The ``if_not_exists`` assignments of ``names``: one tuple per set of fields, so a write's shape is reused."""
+    return tuple((name, IfNotExists(name, f":c_{name}")) for name in names)

@@ -1,7 +1,7 @@
 """Sans-I/O requests for the operator's transitions: cancel, request_cancel and replay (with its audit entry).
 
-Split from ``store/requests.py`` (which re-exports everything here) because these writes come from
-people, not workers: they carry an audit trail and are conditional on what the operator last saw.
+These writes come from people, not workers: they carry an audit trail and are conditional on what the
+operator last saw.
 """
 
 from __future__ import annotations
@@ -21,12 +21,15 @@ from sqsjobs.store.codec import (
     old_item,
     payload_hash,
 )
+from sqsjobs.store.conditions import All, Missing, OneOf, eq
 from sqsjobs.store.schema import PENDING, attention_key
+from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from sqsjobs.errors import StoreError
+    from sqsjobs.store.conditions import Expr
 
 #: Operator actions (retry, replay) kept in the record's ``audit`` list; older ones are dropped.
 AUDIT_CAP = 10
@@ -53,10 +56,26 @@ class NewPayload:
         return cls(payload, version, payload_hash(job_type, version, payload), len(canonical_json(payload)))
 
 
+#: What an operator may cancel: a waiting job.
+CANCELLABLE = OneOf("status", (":queued", ":retry"))
+_CANCEL_SETS: tuple[tuple[str, Expr], ...] = (
+    ("status", ":cancelled"),
+    ("finished_at", ":now"),
+    ("updated_at", ":now"),
+    ("reason", ":reason"),
+    ("expires_at", ":ttl"),
+)
+
+
 def cancel(
-    table: str, job_id: str, *, now: float, retention_s: float, chain_step: bool = False,
+    table: str,
+    job_id: str,
+    *,
+    now: float,
+    retention_s: float,
+    chain_step: bool = False,
     batch_key: str | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> Write:
     """Queued | retry_scheduled → cancelled.
 
     A chain step is refused unless ``chain_step`` (``cancel_chain``, which ends the chain in the same
@@ -64,67 +83,51 @@ def cancel(
     batch item's cancel must count on its batch in the same transaction (``sqsjobs.workflows``):
     without ``batch_key`` the write is refused for one, and the refusal shows its ``batch_key``.
     """
-    params: dict[str, Any] = {
-        "TableName": table,
-        "Key": {"id": av_s(job_id)},
-        "ConditionExpression": "#status IN (:queued, :retry) AND "
-        + ("batch_key = :bkey" if batch_key else "attribute_not_exists(batch_key)")
-        + ("" if chain_step else " AND attribute_not_exists(chain_id)"),
-        "UpdateExpression": (
-            "SET #status = :cancelled, finished_at = :now, updated_at = :now, reason = :reason, expires_at = :ttl"
-        ),
-        "ExpressionAttributeNames": {"#status": "status"},
-        "ExpressionAttributeValues": {
-            ":queued": av_s(JobStatus.QUEUED),
-            ":retry": av_s(JobStatus.RETRY_SCHEDULED),
-            ":cancelled": av_s(JobStatus.CANCELLED),
-            ":now": av_n(now),
-            ":reason": av_s("cancelled by request"),
-            ":ttl": av_n(int(now + retention_s)),
-        },
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    values: dict[str, Any] = {
+        ":queued": av_s(JobStatus.QUEUED),
+        ":retry": av_s(JobStatus.RETRY_SCHEDULED),
+        ":cancelled": av_s(JobStatus.CANCELLED),
+        ":now": av_n(now),
+        ":reason": av_s("cancelled by request"),
+        ":ttl": av_n(int(now + retention_s)),
     }
+    write = Write(table, {"id": av_s(job_id)}, _CANCEL_SETS, values=values).guard(
+        "cancellable", CANCELLABLE, values
+    )
     if batch_key:
-        params["ExpressionAttributeValues"][":bkey"] = av_s(batch_key)
-    return params
+        write = write.guard("this_batch", eq("batch_key", ":bkey"), {":bkey": av_s(batch_key)})
+    else:
+        write = write.guard("not_a_batch_item", Missing("batch_key"))
+    return write if chain_step else write.guard("not_a_chain_step", Missing("chain_id"))
 
 
-def request_cancel(table: str, job_id: str, *, now: float) -> dict[str, Any]:
+def request_cancel(table: str, job_id: str, *, now: float) -> Write:
     """Flag a running job; its worker sees the flag at the next lease heartbeat."""
-    return {
-        "TableName": table,
-        "Key": {"id": av_s(job_id)},
-        "ConditionExpression": "#status = :running",
-        "UpdateExpression": "SET cancel_requested = :true, updated_at = :now",
-        "ExpressionAttributeNames": {"#status": "status"},
-        "ExpressionAttributeValues": {
-            ":running": av_s(JobStatus.RUNNING),
-            ":true": {"BOOL": True},
-            ":now": av_n(now),
-        },
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-    }
+    values: dict[str, Any] = {":running": av_s(JobStatus.RUNNING), ":true": {"BOOL": True}, ":now": av_n(now)}
+    write = Write(
+        table, {"id": av_s(job_id)}, (("cancel_requested", ":true"), ("updated_at", ":now")), values=values
+    )
+    return write.guard("running", eq("status", ":running"), values)
 
 
-def keep_payload(table: str, job_id: str, *, payload: Any, now: float) -> dict[str, Any]:
+def keep_payload(table: str, job_id: str, *, payload: Any, now: float) -> Write:
     """Copy a cancelled job's payload from its message into the record, so it can be retried later.
 
     A job cancelled while it waited has no payload in its record (its message carried it). The
     worker that meets that message keeps it here before deleting it. Bumping ``updated_at`` makes a
     concurrent replay, which read the record before, re-read it and send a hint with the payload.
     """
-    return {
-        "TableName": table,
-        "Key": {"id": av_s(job_id)},
-        "ConditionExpression": "#status = :cancelled AND attribute_not_exists(payload)",
-        "UpdateExpression": "SET payload = :payload, updated_at = :now",
-        "ExpressionAttributeNames": {"#status": "status"},
-        "ExpressionAttributeValues": {
-            ":cancelled": av_s(JobStatus.CANCELLED),
-            ":payload": av_json(payload),
-            ":now": av_n(now),
-        },
-    }
+    values = {":cancelled": av_s(JobStatus.CANCELLED), ":payload": av_json(payload), ":now": av_n(now)}
+    write = Write(
+        table,
+        {"id": av_s(job_id)},
+        (("payload", ":payload"), ("updated_at", ":now")),
+        values=values,
+        old_on_refusal=False,
+    )
+    return write.guard(
+        "cancelled_without_payload", All((eq("status", ":cancelled"), Missing("payload"))), values
+    )
 
 
 def interpret_cancel_refusal(job_id: str, error: StoreError) -> Job:
@@ -160,7 +163,7 @@ def replay(
     recheck_at: float | None = None,
     pending: bool = True,
     payload: NewPayload | None = None,
-) -> dict[str, Any]:
+) -> Write:
     """Dead | cancelled → queued by an operator (``jobs retry``, ``dlq replay``).
 
     Attempts start again from zero (up to the current handler's ``max_attempts``); the payload,
@@ -190,31 +193,34 @@ def replay(
         ":max": av_n(max_attempts),
         ":audit": {"L": [*previous, audit_av(audit)]},
     }
-    sets = "#status = :queued, run_at = :now, attempt = :zero, max_attempts = :max, updated_at = :now, audit = :audit"
-    removes = "finished_at, expires_at, reason, lease_owner, lease_expires, cancel_requested"
+    sets: list[tuple[str, Expr]] = [
+        ("status", ":queued"),
+        ("run_at", ":now"),
+        ("attempt", ":zero"),
+        ("max_attempts", ":max"),
+        ("updated_at", ":now"),
+        ("audit", ":audit"),
+    ]
+    removes = ["finished_at", "expires_at", "reason", "lease_owner", "lease_expires", "cancel_requested"]
     if pending:
-        sets += ", attn = :attn, due = :recheck"
+        sets += [("attn", ":attn"), ("due", ":recheck")]
         values[":attn"] = av_s(attention_key(PENDING, job.id))
         values[":recheck"] = av_n(now if recheck_at is None else recheck_at)
     else:
-        removes += ", attn, due"
+        removes += ["attn", "due"]
     if payload is not None:
-        sets += ", payload_hash = :hash, payload_size = :size, payload_version = :pv"
+        sets += [("payload_hash", ":hash"), ("payload_size", ":size"), ("payload_version", ":pv")]
         values |= {":hash": av_s(payload.hash), ":size": av_n(payload.size), ":pv": av_n(payload.version)}
         kept, dropped = ("payload_ref", "payload") if payload.ref else ("payload", "payload_ref")
-        sets += f", {kept} = :kept"
+        sets.append((kept, ":kept"))
         values[":kept"] = av_s(payload.ref) if payload.ref else av_json(payload.payload)
-        removes += f", {dropped}"
-    return {
-        "TableName": table,
-        "Key": {"id": av_s(job.id)},
-        "ConditionExpression": "#status IN (:dead, :cancelled) AND updated_at = :seen",
-        "UpdateExpression": f"SET {sets} REMOVE {removes}",
-        "ExpressionAttributeNames": {"#status": "status"},
-        "ExpressionAttributeValues": values,
-        "ReturnValues": "ALL_NEW",
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-    }
+        removes.append(dropped)
+    write = Write(table, {"id": av_s(job.id)}, tuple(sets), tuple(removes), values=values, returns="ALL_NEW")
+    return write.guard("unchanged_and_finished", REPLAYABLE, values)
+
+
+#: What a replay may restart: a dead or cancelled job, unchanged since the operator read it.
+REPLAYABLE = All((OneOf("status", (":dead", ":cancelled")), eq("updated_at", ":seen")))
 
 
 def audit_av(entry: Mapping[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.job import FailureRecord, JobStatus
 from sqsjobs.store.codec import WRITE_ID, av_error, av_json, av_n, av_s, nonce, num_attr, shows_own_write
+from sqsjobs.store.conditions import All, Missing, eq
+from sqsjobs.store.requests import REJECTABLE
 from sqsjobs.store.schema import DEAD, attention_key
+from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -26,6 +29,7 @@ if TYPE_CHECKING:
     from sqsjobs.envelope import Envelope
     from sqsjobs.errors import StoreError
     from sqsjobs.store.codec import Item
+    from sqsjobs.store.conditions import Expr
 
 #: The record's count of re-dispatches after a redrive.
 REDISPATCHES = "dlq_redispatches"
@@ -38,7 +42,7 @@ def redispatches(item: Mapping[str, Any]) -> int:
     return int(num_attr(item, REDISPATCHES) or 0)
 
 
-def count_redispatch(table: str, item: Item) -> dict[str, Any]:
+def count_redispatch(table: str, item: Item) -> Write:
     """Add one to the record's re-dispatch count, conditional on the record as read.
 
     The status, ``updated_at`` and the count must be what the reconciler read: a claim, a finish or
@@ -46,30 +50,24 @@ def count_redispatch(table: str, item: Item) -> dict[str, Any]:
     No status changes and ``updated_at`` stays, so no other writer's condition notices it.
     """
     count = redispatches(item)
-    values: dict[str, Any] = {
-        ":status": item["status"],
-        ":seen": item["updated_at"],
-        ":next": av_n(count + 1),
-        ":wid": av_s(nonce()),
-    }
-    condition = f"#status = :status AND updated_at = :seen AND attribute_not_exists({REDISPATCHES})"
-    if count:
-        condition = f"#status = :status AND updated_at = :seen AND {REDISPATCHES} = :count"
-        values[":count"] = av_n(count)
-    return {
-        "TableName": table,
-        "Key": {"id": item["id"]},
-        "ConditionExpression": condition,
-        "UpdateExpression": f"SET {REDISPATCHES} = :next, {WRITE_ID} = :wid",
-        "ExpressionAttributeNames": {"#status": "status"},
-        "ExpressionAttributeValues": values,
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-    }
+    seen = {":status": item["status"], ":seen": item["updated_at"], ":count": av_n(count)}
+    unchanged = All(
+        (
+            eq("status", ":status"),
+            eq("updated_at", ":seen"),
+            eq(REDISPATCHES, ":count") if count else Missing(REDISPATCHES),
+        )
+    )
+    values = {":next": av_n(count + 1), ":wid": av_s(nonce())}
+    write = Write(table, {"id": item["id"]}, ((REDISPATCHES, ":next"), (WRITE_ID, ":wid")), values=values)
+    return write.guard(
+        "as_read", unchanged, seen if count else {k: v for k, v in seen.items() if k != ":count"}
+    )
 
 
-def counted(params: Mapping[str, Any], error: StoreError) -> bool:
+def counted(write: Write, error: StoreError) -> bool:
     """True when a refused count is this very write, retried by botocore after its answer was lost."""
-    return shows_own_write(params, error)
+    return shows_own_write(write, error)
 
 
 def reason(receives: int | None, redispatched: int) -> str:
@@ -79,9 +77,7 @@ def reason(receives: int | None, redispatched: int) -> str:
     return f"SQS redrove its message to the DLQ {after} without a finish{tried}"
 
 
-def redriven(
-    table: str, envelope: Envelope, *, now: float, reason: str, retention_s: float
-) -> dict[str, Any]:
+def redriven(table: str, envelope: Envelope, *, now: float, reason: str, retention_s: float) -> Write:
     """Queued | retry_scheduled | running with an expired lease → dead, because SQS redrove its message.
 
     The statuses of ``reject`` (a job that must not run, with nothing running it): a running job
@@ -89,7 +85,6 @@ def redriven(
     (replayable once the DLQ copy is gone), a ``dead`` attention entry and the TTL; the re-dispatch
     count goes. Never creates a record: a message with none stays in the DLQ for the operator.
     """
-    names = {"#status": "status", "#error": "error"}
     values: dict[str, Any] = {
         ":queued": av_s(JobStatus.QUEUED),
         ":retry": av_s(JobStatus.RETRY_SCHEDULED),
@@ -101,27 +96,28 @@ def redriven(
         ":ttl": av_n(int(now + retention_s)),
         ":attn": av_s(attention_key(DEAD, envelope.job_id)),
     }
-    sets = [
-        "#status = :dead",
-        "finished_at = :now",
-        "updated_at = :now",
-        "#error = :error",
-        "reason = :reason",
-        "expires_at = :ttl",
-        "attn = :attn",
-        "due = :now",
+    sets: list[tuple[str, Expr]] = [
+        ("status", ":dead"),
+        ("finished_at", ":now"),
+        ("updated_at", ":now"),
+        ("error", ":error"),
+        ("reason", ":reason"),
+        ("expires_at", ":ttl"),
+        ("attn", ":attn"),
+        ("due", ":now"),
     ]
     if envelope.has_payload and envelope.payload_ref is None:
         # The message carried it (the record has only its hash): keep it for a replay.
-        sets.append("payload = :payload")
+        sets.append(("payload", ":payload"))
         values[":payload"] = av_json(envelope.payload)
-    return {
-        "TableName": table,
-        "Key": {"id": av_s(envelope.job_id)},
-        "ConditionExpression": "#status IN (:queued, :retry) OR (#status = :running AND lease_expires < :now)",
-        "UpdateExpression": f"SET {', '.join(sets)} REMOVE lease_owner, lease_expires, {REDISPATCHES}",
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": values,
-        "ReturnValues": "ALL_NEW",
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-    }
+    write = Write(
+        table,
+        {"id": av_s(envelope.job_id)},
+        tuple(sets),
+        ("lease_owner", "lease_expires", REDISPATCHES),
+        values=values,
+        returns="ALL_NEW",
+    )
+    return write.guard(
+        "rejectable", REJECTABLE, {k: values[k] for k in (":queued", ":retry", ":running", ":now")}
+    )

@@ -1,6 +1,6 @@
 """The jobs table, its one sparse index, and the sweeper's reads of it (sans-I/O).
 
-The happy path writes no index (DESIGN §4, §8): a job enqueued, claimed and finished touches only
+The happy path writes no index (docs/scale.md): a job enqueued, claimed and finished touches only
 its own item, keyed by a random or hashed id, so table writes spread over every partition. Only
 records that need attention get the two attributes the ``attention`` index is keyed on::
 
@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.store.codec import WRITE_ID, av_n, av_s, nonce, shows_own_write
+from sqsjobs.store.conditions import All, eq
+from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -54,9 +56,18 @@ BATCH_KEY = "batch_key"
 TTL_ATTRIBUTE = "expires_at"
 #: What the attention index carries besides its keys: the columns of ``sqsjobs jobs list``.
 LISTED = (
-    "type", "queue", "status", "tenant", "attempt", "max_attempts", "created_at", "updated_at",
-    "finished_at", "run_at", "reason",
-)  # fmt: skip
+    "type",
+    "queue",
+    "status",
+    "tenant",
+    "attempt",
+    "max_attempts",
+    "created_at",
+    "updated_at",
+    "finished_at",
+    "run_at",
+    "reason",
+)
 #: Indexes of the first table layout (sqsjobs 0.1): every job wrote them (13 write units per job).
 LEGACY_INDEXES = frozenset({"by_status", "by_type", "by_queue", "by_tenant"})
 
@@ -120,32 +131,38 @@ def due_records(response: Mapping[str, Any]) -> list[DueRecord]:
     ]
 
 
-def mark_dispatched(table: str, record: DueRecord, *, now: float, recheck_at: float) -> dict[str, Any]:
+#: The attention entry is still the one the sweeper read.
+UNCHANGED_ENTRY = All((eq("attn", ":attn"), eq("due", ":due")))
+
+
+def mark_dispatched(table: str, record: DueRecord, *, now: float, recheck_at: float) -> Write:
     """Before the sweeper sends a hint: the entry becomes ``pending`` until ``recheck_at``.
 
     Conditional on the entry being unchanged, so two sweepers never both send; if the hint is lost,
-    the next sweep after ``recheck_at`` sends another, and the claim the hint brings removes it.
+    the next sweep after ``recheck_at`` sends another, and the claim the hint brings removes it. A
+    refusal that shows this write's own ``wid`` is its own earlier try (``dispatch_landed``).
     """
-    return {
-        "TableName": table,
-        "Key": {"id": av_s(record.id)},
-        "ConditionExpression": "attn = :attn AND due = :due",
-        "UpdateExpression": f"SET attn = :pending, due = :next, updated_at = :now, {WRITE_ID} = :wid",
-        "ExpressionAttributeValues": {
-            ":attn": av_s(record.attn),
-            ":due": {"N": record.due_raw},
-            ":pending": av_s(attention_key(PENDING, record.id)),
-            ":next": av_n(recheck_at),
-            ":now": av_n(now),
-            ":wid": av_s(nonce()),
-        },
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    sets: tuple[tuple[str, str], ...] = (
+        ("attn", ":pending"),
+        ("due", ":next"),
+        ("updated_at", ":now"),
+        (WRITE_ID, ":wid"),
+    )
+    values = {
+        ":pending": av_s(attention_key(PENDING, record.id)),
+        ":next": av_n(recheck_at),
+        ":now": av_n(now),
+        ":wid": av_s(nonce()),
     }
+    entry = {":attn": av_s(record.attn), ":due": {"N": record.due_raw}}
+    return Write(table, {"id": av_s(record.id)}, sets, values=values).guard(
+        "unchanged_entry", UNCHANGED_ENTRY, entry
+    )
 
 
-def dispatch_landed(params: Mapping[str, Any], error: StoreError) -> bool:
+def dispatch_landed(write: Write, error: StoreError) -> bool:
     """True when a refused ``mark_dispatched`` met its own earlier try (a retry after a lost answer)."""
-    return shows_own_write(params, error)
+    return shows_own_write(write, error)
 
 
 def table_definition(table: str) -> dict[str, Any]:

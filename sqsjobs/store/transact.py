@@ -17,11 +17,14 @@ one a plain enqueue writes, and the sweeper never sends a second copy of a hint 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.store.codec import WRITE_ID, av_s
 from sqsjobs.store.enqueue import is_same_job, put_job
+from sqsjobs.store.schema import UNCHANGED_ENTRY
+from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -57,25 +60,19 @@ def transact_write(entries: Sequence[Mapping[str, Any]], *, token: str) -> dict[
 def job_entry(table: str, job: NewJob, *, token: str, pending_until: float) -> dict[str, Any]:
     """The ``Put`` of a job record inside the transaction (``put_job``, kept for the sweeper, with ``wid``)."""
     put = put_job(table, job, pending_until=pending_until)
-    put["Item"][WRITE_ID] = av_s(token)
-    return {"Put": put}
+    return {"Put": replace(put, item={**put.item, WRITE_ID: av_s(token)}).put_item()}
 
 
-def clear_sent(table: str, record: Mapping[str, Any]) -> dict[str, Any]:
-    """UpdateItem that turns a transaction's record whose message was sent into a plain enqueue's.
+def clear_sent(table: str, record: Mapping[str, Any]) -> Write:
+    """The write that turns a transaction's record whose message was sent into a plain enqueue's.
 
     It removes the payload (the message carries it; later writes are billed on a smaller item) and
     the attention entry (the sweeper would otherwise send a second hint). Only while the entry is
     the one the transaction wrote: a claim (which removes it), a sweep or a replay (which move
     ``due``) got there first, and the record is theirs.
     """
-    return {
-        "TableName": table,
-        "Key": {"id": record["id"]},
-        "ConditionExpression": "attn = :attn AND due = :due",
-        "UpdateExpression": "REMOVE payload, attn, due",
-        "ExpressionAttributeValues": {":attn": record["attn"], ":due": record["due"]},
-    }
+    write = Write(table, {"id": record["id"]}, removes=("payload", "attn", "due"), old_on_refusal=False)
+    return write.guard("unchanged_entry", UNCHANGED_ENTRY, {":attn": record["attn"], ":due": record["due"]})
 
 
 def landed_before(error: StoreError, job_indexes: Sequence[int], token: str) -> bool:

@@ -23,11 +23,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.store.codec import av_n, av_s, canonical_json, num_attr, str_attr, to_datetime
+from sqsjobs.store.conditions import All, Compare, Exists, Fragment, Missing, eq
 from sqsjobs.store.schema import BATCH, BATCH_ITEMS_INDEX, attention_key
+from sqsjobs.store.write import Check, Write, new_id_only
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from datetime import datetime
+
+    from sqsjobs.store.conditions import Expr
 
 #: Counter shards of a batch unless ``shards=`` says otherwise, and the most it may have: creation
 #: and seal write every shard in one TransactWriteItems (at most 100 items, 3 of them not shards).
@@ -196,34 +200,25 @@ def create_entries(table: str, spec: BatchSpec) -> list[dict[str, Any]]:
         }  # fmt: skip
         entries.append({"Put": _put_new(table, shard)})
     if spec.parent_id is not None:
-        entries.append(
-            {
-                "Update": {
-                    "TableName": table,
-                    "Key": {"id": av_s(record_id(spec.parent_id))},
-                    "ConditionExpression": "attribute_exists(id) AND #status <> :complete "
-                    "AND attribute_not_exists(drained_at)",
-                    "UpdateExpression": "ADD children :one, kids :kid",
-                    "ExpressionAttributeNames": {"#status": "status"},
-                    "ExpressionAttributeValues": {
-                        ":complete": av_s(COMPLETE),
-                        ":one": av_n(1),
-                        ":kid": {"SS": [spec.id]},
-                    },
-                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                }
-            }
+        values: dict[str, Any] = {":complete": av_s(COMPLETE), ":one": av_n(1), ":kid": {"SS": [spec.id]}}
+        adopt = Write(
+            table,
+            {"id": av_s(record_id(spec.parent_id))},
+            adds=(("children", ":one"), ("kids", ":kid")),
+            guards=(Fragment("open_parent", _UNDRAINED, values),),
+            values=values,
         )
+        entries.append({"Update": adopt.update_item()})
     return entries
 
 
 def _put_new(table: str, item: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "TableName": table,
-        "Item": item,
-        "ConditionExpression": "attribute_not_exists(id)",
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-    }
+    return new_id_only(table, item).put_item()
+
+
+#: A batch record not complete yet; ``_UNDRAINED``: nor drained (its children may still be added).
+_NOT_COMPLETE = All((Exists("id"), Compare("status", "<>", ":complete")))
+_UNDRAINED = All((*_NOT_COMPLETE.parts, Missing("drained_at")))
 
 
 def get_record(table: str, batch_id: str) -> dict[str, Any]:
@@ -285,31 +280,32 @@ def get_shards(table: str, batch_id: str, shards: int) -> dict[str, Any]:
 def add_entry(table: str, batch_key: str) -> dict[str, Any]:
     """``ADD added 1`` on the item's shard, while the shard is not sealed (else ``BatchSealed``)."""
     _, shard = shard_of_key(batch_key)
-    return {
-        "Update": {
-            "TableName": table,
-            "Key": {"id": av_s(shard)},
-            "ConditionExpression": "sealed = :false",
-            "UpdateExpression": "ADD added :one",
-            "ExpressionAttributeValues": {":false": {"BOOL": False}, ":one": av_n(1)},
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
-    }
+    values: dict[str, Any] = {":false": {"BOOL": False}, ":one": av_n(1)}
+    write = Write(
+        table,
+        {"id": av_s(shard)},
+        adds=(("added", ":one"),),
+        guards=(Fragment("unsealed", eq("sealed", ":false"), values),),
+        values=values,
+    )
+    return {"Update": write.update_item()}
 
 
 def count_entry(table: str, batch_key: str, field_name: str, by: int = 1) -> dict[str, Any]:
     """``ADD succeeded|failed <by>`` on the item's shard: the entry a terminal write commits with."""
     _, shard = shard_of_key(batch_key)
-    return {
-        "Update": {
-            "TableName": table,
-            "Key": {"id": av_s(shard)},
-            "ConditionExpression": "attribute_exists(id)",
-            "UpdateExpression": "ADD #f :by",
-            "ExpressionAttributeNames": {"#f": field_name},
-            "ExpressionAttributeValues": {":by": av_n(by)},
-        }
-    }
+    write = Write(
+        table,
+        {"id": av_s(shard)},
+        adds=((field_name, ":by"),),
+        guards=(Fragment("shard", _EXISTS),),
+        values={":by": av_n(by)},
+        old_on_refusal=False,
+    )
+    return {"Update": write.update_item()}
+
+
+_EXISTS = Exists("id")
 
 
 def seal_entries(table: str, record: BatchRecord, *, now: float, repair_at: float) -> list[dict[str, Any]]:
@@ -318,50 +314,53 @@ def seal_entries(table: str, record: BatchRecord, *, now: float, repair_at: floa
     The record gets its repair entry (``batch`` attention, due ``repair_at``): until it completes,
     the sweeper re-checks it when due.
     """
-    entries: list[dict[str, Any]] = [
-        {
-            "Update": {
-                "TableName": table,
-                "Key": {"id": av_s(record_id(record.id))},
-                "ConditionExpression": "#status = :open",
-                "UpdateExpression": "SET #status = :sealed, sealed_at = :now, updated_at = :now, "
-                "attn = :attn, due = :due",
-                "ExpressionAttributeNames": {"#status": "status"},
-                "ExpressionAttributeValues": {
-                    ":open": av_s(OPEN),
-                    ":sealed": av_s(SEALED),
-                    ":now": av_n(now),
-                    ":attn": av_s(attention_key(BATCH, record_id(record.id))),
-                    ":due": av_n(repair_at),
-                },
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
-    ]
+    values = {
+        ":open": av_s(OPEN),
+        ":sealed": av_s(SEALED),
+        ":now": av_n(now),
+        ":attn": av_s(attention_key(BATCH, record_id(record.id))),
+        ":due": av_n(repair_at),
+    }
+    sets: tuple[tuple[str, Expr], ...] = (
+        ("status", ":sealed"),
+        ("sealed_at", ":now"),
+        ("updated_at", ":now"),
+        ("attn", ":attn"),
+        ("due", ":due"),
+    )
+    seal = Write(
+        table,
+        {"id": av_s(record_id(record.id))},
+        sets,
+        guards=(Fragment("open", eq("status", ":open"), values),),
+        values=values,
+    )
+    entries: list[dict[str, Any]] = [{"Update": seal.update_item()}]
     entries += [_seal_shard(table, record.id, n) for n in range(record.shards)]
     return entries
 
 
 def _seal_shard(table: str, batch_id: str, n: int) -> dict[str, Any]:
-    return {
-        "Update": {
-            "TableName": table,
-            "Key": {"id": av_s(shard_id(batch_id, n))},
-            "UpdateExpression": "SET sealed = :true",
-            "ExpressionAttributeValues": {":true": {"BOOL": True}},
-        }
-    }
+    write = Write(
+        table,
+        {"id": av_s(shard_id(batch_id, n))},
+        (("sealed", ":true"),),
+        values={":true": {"BOOL": True}},
+        old_on_refusal=False,
+    )
+    return {"Update": write.update_item()}
 
 
 def drain(table: str, batch_id: str, *, now: float) -> dict[str, Any]:
     """Mark the batch drained (its children are sealed next); once, so no child is added after."""
-    return {
-        "TableName": table,
-        "Key": {"id": av_s(record_id(batch_id))},
-        "ConditionExpression": "attribute_not_exists(drained_at)",
-        "UpdateExpression": "SET drained_at = :now, updated_at = :now",
-        "ExpressionAttributeValues": {":now": av_n(now)},
-    }
+    return Write(
+        table,
+        {"id": av_s(record_id(batch_id))},
+        (("drained_at", ":now"), ("updated_at", ":now")),
+        guards=(Fragment("undrained", Missing("drained_at")),),
+        values={":now": av_n(now)},
+        old_on_refusal=False,
+    ).update_item()
 
 
 def complete_entries(
@@ -387,72 +386,68 @@ def complete_entries(
         ":complete": av_s(COMPLETE), ":now": av_n(now), ":failed": {"BOOL": failed},
         ":counts": {"M": {k: av_n(v) for k, v in counts.as_dict().items()}}, ":cb": av_s(callback_id),
     }  # fmt: skip
-    sets = "#status = :complete, completed_at = :now, updated_at = :now, failed = :failed, counts = :counts, "
-    sets += "callback_id = :cb"
+    sets: tuple[tuple[str, Expr], ...] = (
+        ("status", ":complete"),
+        ("completed_at", ":now"),
+        ("updated_at", ":now"),
+        ("failed", ":failed"),
+        ("counts", ":counts"),
+        ("callback_id", ":cb"),
+    )
     if reason:
-        sets += ", reason = :reason"
+        sets += (("reason", ":reason"),)
         values[":reason"] = av_s(reason)
-    entries: list[dict[str, Any]] = [
-        {
-            "Update": {
-                "TableName": table,
-                "Key": {"id": av_s(record_id(record.id))},
-                "ConditionExpression": "attribute_exists(id) AND #status <> :complete",
-                "UpdateExpression": f"SET {sets} REMOVE attn, due",
-                "ExpressionAttributeNames": {"#status": "status"},
-                "ExpressionAttributeValues": values,
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        },
-        {"Put": dict(callback)},
-    ]
+    completion = Write(
+        table,
+        {"id": av_s(record_id(record.id))},
+        sets,
+        ("attn", "due"),
+        guards=(Fragment("not_complete", _NOT_COMPLETE, values),),
+        values=values,
+    )
+    entries: list[dict[str, Any]] = [{"Update": completion.update_item()}, {"Put": dict(callback)}]
     if failed:
         entries += [_seal_shard(table, record.id, n) for n in range(record.shards)]
     else:
         for item in shard_items:
-            entries.append(
-                {
-                    "ConditionCheck": {
-                        "TableName": table,
-                        "Key": {"id": item["id"]},
-                        "ConditionExpression": "sealed = :true AND added = :a AND succeeded = :s AND #f = :f",
-                        "ExpressionAttributeNames": {"#f": "failed"},
-                        "ExpressionAttributeValues": {
-                            ":true": {"BOOL": True},
-                            ":a": item["added"],
-                            ":s": item["succeeded"],
-                            ":f": item["failed"],
-                        },
-                    }
-                }
-            )
-    if record.parent_id is not None:
-        entries.append(
-            {
-                "Update": {
-                    "TableName": table,
-                    "Key": {"id": av_s(record_id(record.parent_id))},
-                    "UpdateExpression": "ADD children_done :one",
-                    "ExpressionAttributeValues": {":one": av_n(1)},
-                }
+            unchanged = {
+                ":true": {"BOOL": True},
+                ":a": item["added"],
+                ":s": item["succeeded"],
+                ":f": item["failed"],
             }
+            check = Check(table, {"id": item["id"]}, (Fragment("unchanged", _SHARD_UNCHANGED, unchanged),))
+            entries.append({"ConditionCheck": check.transact_item()})
+    if record.parent_id is not None:
+        done = Write(
+            table,
+            {"id": av_s(record_id(record.parent_id))},
+            adds=(("children_done", ":one"),),
+            values={":one": av_n(1)},
+            old_on_refusal=False,
         )
+        entries.append({"Update": done.update_item()})
     return entries
+
+
+#: A sealed shard with the counts the completion read.
+_SHARD_UNCHANGED = All((eq("sealed", ":true"), eq("added", ":a"), eq("succeeded", ":s"), eq("failed", ":f")))
 
 
 def push_repair(table: str, record: BatchRecord, *, next_due: float) -> dict[str, Any]:
     """The sweeper checked a batch that is not complete yet: its entry is due again later (unchanged-entry condition)."""
-    return {
-        "TableName": table,
-        "Key": {"id": av_s(record_id(record.id))},
-        "ConditionExpression": "attn = :attn AND due = :due",
-        "UpdateExpression": "SET due = :next",
-        "ExpressionAttributeValues": {
-            ":attn": av_s(record.attn or ""),
-            ":due": {"N": record.due_raw or "0"},
-            ":next": av_n(next_due),
-        },
-    }
+    values = {":attn": av_s(record.attn or ""), ":due": {"N": record.due_raw or "0"}, ":next": av_n(next_due)}
+    return Write(
+        table,
+        {"id": av_s(record_id(record.id))},
+        (("due", ":next"),),
+        guards=(Fragment("same_entry", _SAME_ENTRY, values),),
+        values=values,
+        old_on_refusal=False,
+    ).update_item()
+
+
+_SAME_ENTRY = All((eq("attn", ":attn"), eq("due", ":due")))
 
 
 def query_items(table: str, batch_key: str, start_key: Mapping[str, Any] | None = None) -> dict[str, Any]:

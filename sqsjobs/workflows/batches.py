@@ -228,7 +228,11 @@ def add_flow(
         unsent = yield from send_hints([job], queue_urls=urls, logger=env.logger)
         if not unsent:
             try:
-                yield Call("dynamodb", "update_item", transact.clear_sent(env.table, put["Put"]["Item"]))
+                yield Call(
+                    "dynamodb",
+                    "update_item",
+                    transact.clear_sent(env.table, put["Put"]["Item"]).update_item(),
+                )
             except Exception as exc:  # refused: a claim took it first; failed: the sweeper resends
                 if getattr(exc, "code", CCF) != CCF and env.logger is not None:
                     env.logger.warning("batch item's entry not cleared", extra={"job_id": job.id})

@@ -32,8 +32,7 @@ from sqsjobs._aws import Call, one
 from sqsjobs.errors import Cancel
 from sqsjobs.job import AttemptOutcome, JobStatus
 from sqsjobs.runtime.seams import Plugin
-from sqsjobs.store import requests as rq
-from sqsjobs.store import transact
+from sqsjobs.store import codec, enqueue, requests, transact
 from sqsjobs.store.codec import CCF, Item, num_attr, str_attr, to_datetime
 from sqsjobs.transport import objects, sqs
 from sqsjobs.workflows import chain_store as cs
@@ -46,6 +45,7 @@ if TYPE_CHECKING:
     from sqsjobs.delivery import Finish
     from sqsjobs.job import Job
     from sqsjobs.runtime.kernel import Kernel
+    from sqsjobs.store.write import Write
 
 #: Finishes whose entries are kept for their ``landed`` at once, at most (a refused finish never lands).
 MAX_PENDING_LANDINGS = 10_000
@@ -62,7 +62,7 @@ async def before_step(kernel: Kernel, job: Job) -> Any:
     if not job.chain_id or not job.chain_step:
         return None
     previous_id = cs.step_job_id(job.chain_id, job.chain_step - 1)
-    read = rq.get(kernel.settings.table_name, previous_id) | {
+    read = requests.get(kernel.settings.table_name, previous_id) | {
         "ProjectionExpression": "#r, result_ref, cancel_requested",
         "ExpressionAttributeNames": {"#r": "result"},
     }
@@ -83,7 +83,7 @@ class ChainHook:
     def __init__(self, kernel: Kernel) -> None:
         self.kernel = kernel
         #: claim token → the next step's record (read in ``entries``) and its unblock, for ``landed``.
-        self._next: dict[str, tuple[Item, dict[str, Any]]] = {}
+        self._next: dict[str, tuple[Item, Write] | None] = {}
 
     async def entries(self, finish: Finish) -> Sequence[Mapping[str, Any]]:
         """The chain's writes that commit with this finish (none for retries, releases, other jobs)."""
@@ -137,7 +137,10 @@ class ChainHook:
                 start_by=self._deadline(following, now),
             )
             self._remember(job, (following, unblock))
-            return [{"Update": unblock}, {"Update": cs.advance(table, job.chain_id, step=step, now=now)}]
+            return [
+                {"Update": unblock.update_item()},
+                {"Update": cs.advance(table, job.chain_id, step=step, now=now)},
+            ]
         dead = finish.outcome in (AttemptOutcome.DEAD, AttemptOutcome.EXPIRED)
         error = finish.error
         why = f": {error.error_class}: {error.message}" if dead and error else ""
@@ -166,21 +169,22 @@ class ChainHook:
         bound = self.kernel.registry.get(job_type).expires_after_s
         return None if bound is None else now + bound
 
-    def _remember(self, job: Job, landing: tuple[Item, dict[str, Any]] | None) -> None:
+    def _remember(self, job: Job, landing: tuple[Item, Write] | None) -> None:
         if len(self._next) >= MAX_PENDING_LANDINGS:
             self._next.clear()  # only refused finishes leave theirs behind; a landing lost here is swept
-        self._next[str(job.claim_token)] = landing or ({}, {})
+        self._next[str(job.claim_token)] = landing  # None: the chain stops, its later steps are dropped
 
     async def landed(self, finish: Finish) -> None:
         """Send the next step's hint, or drop the later steps; logs a failure (the sweeper or nothing repairs it)."""
         job = finish.job
-        landing = self._next.pop(str(job.claim_token), None)
-        if landing is None or job.chain_id is None or job.chain_step is None or job.chain_steps is None:
+        if str(job.claim_token) not in self._next:
+            return
+        landing = self._next.pop(str(job.claim_token))
+        if job.chain_id is None or job.chain_step is None or job.chain_steps is None:
             return
         try:
-            following, unblock = landing
-            if following:
-                await self._send_next(following, unblock)
+            if landing is not None:
+                await self._send_next(*landing)
             else:
                 await self._drop_later(job.chain_id, job.chain_step, job.chain_steps)
         except Exception as exc:
@@ -189,14 +193,14 @@ class ChainHook:
                 extra={"job_id": job.id, "chain_id": job.chain_id, "error": f"{type(exc).__name__}: {exc}"},
             )
 
-    async def _send_next(self, following: Item, unblock: Mapping[str, Any]) -> None:
-        now = float(unblock["ExpressionAttributeValues"][":now"]["N"])
-        record = rq.job_from_item(following)
+    async def _send_next(self, following: Item, unblock: Write) -> None:
+        now = float((unblock.value(":now") or {})["N"])
+        record = codec.job_from_item(following)
         job = record.evolve(status=JobStatus.QUEUED, run_at=to_datetime(now))
         urls = await self.kernel.arun(self.kernel.queue_urls.flow([job.queue]))
-        body = rq.envelope_of(job).to_body()
+        body = enqueue.envelope_of(job).to_body()
         await self.kernel.arun(one(Call("sqs", "send_message", sqs.send_one(urls[job.queue], body))))
-        clear = transact.clear_sent(self.kernel.settings.table_name, cs.pending_entry(unblock))
+        clear = transact.clear_sent(self.kernel.settings.table_name, cs.pending_entry(unblock)).update_item()
         try:
             await self.kernel.arun(one(Call("dynamodb", "update_item", clear)))
         except Exception as exc:  # refused: the claim removed the entry first; failed: the sweeper resends
@@ -213,7 +217,7 @@ class ChainHook:
                 now=now,
                 reason=reason,
                 retention_s=self.kernel.settings.retention_s,
-            )
+            ).update_item()
             try:
                 await self.kernel.arun(one(Call("dynamodb", "update_item", params)))
             except Exception as exc:  # refused: dropped already (a repeated landing), nothing to do

@@ -33,12 +33,15 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.job import JobStatus
 from sqsjobs.store.codec import WRITE_ID, Item, av_n, av_s, canonical_json, num_attr, str_attr
+from sqsjobs.store.conditions import All, Fragment, eq
 from sqsjobs.store.enqueue import put_job
 from sqsjobs.store.schema import PENDING, TTL_ATTRIBUTE, attention_key
+from sqsjobs.store.write import Write, new_id_only
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from sqsjobs.store.conditions import Expr
     from sqsjobs.store.enqueue import NewJob
 
 #: Key prefix of chain records.
@@ -104,14 +107,7 @@ def chain_put(
     }
     if dedupe_key is not None:
         item["dedupe_key"] = av_s(dedupe_key)
-    return {
-        "Put": {
-            "TableName": table,
-            "Item": item,
-            "ConditionExpression": "attribute_not_exists(id)",
-            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-        }
-    }
+    return {"Put": new_id_only(table, item).put_item()}
 
 
 def waiting_put(table: str, job: NewJob, *, token: str) -> dict[str, Any]:
@@ -119,7 +115,7 @@ def waiting_put(table: str, job: NewJob, *, token: str) -> dict[str, Any]:
 
     No attention entry: a waiting step needs no sweeper, only its predecessor's success.
     """
-    put = put_job(table, job)
+    put = put_job(table, job).put_item()
     item = put["Item"]
     item["status"] = av_s(JobStatus.WAITING)
     if job.payload_ref is None:
@@ -131,72 +127,84 @@ def waiting_put(table: str, job: NewJob, *, token: str) -> dict[str, Any]:
 # ── a step's finish (entries of chain_hook's transaction) ────────────────────────────────────
 def unblock(
     table: str, job_id: str, *, now: float, recheck_at: float, start_by: float | None = None
-) -> dict[str, Any]:
-    """UpdateItem waiting → queued: the predecessor succeeded (committed with that success).
+) -> Write:
+    """Waiting → queued: the predecessor succeeded (committed with that success).
 
     The record gets a ``pending`` entry due at ``recheck_at``: if the process dies before the hint
     is sent, or the hint is lost, the sweeper sends one then. ``clear_pending`` removes it once sent.
     ``start_by``: the step's expiry deadline, counted from now (a waiting step is not late: its
     ``expires_after`` bounds the wait for a start once it may start, not the chain's run).
     """
-    params: dict[str, Any] = {
-        "TableName": table,
-        "Key": {"id": av_s(job_id)},
-        "ConditionExpression": "#status = :waiting",
-        "UpdateExpression": "SET #status = :queued, run_at = :now, updated_at = :now, attn = :attn, due = :due",
-        "ExpressionAttributeNames": {"#status": "status"},
-        "ExpressionAttributeValues": {
-            ":waiting": av_s(JobStatus.WAITING),
-            ":queued": av_s(JobStatus.QUEUED),
-            ":now": av_n(now),
-            ":attn": av_s(attention_key(PENDING, job_id)),
-            ":due": av_n(recheck_at),
-        },
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    values = {
+        ":waiting": _WAITING_AV,
+        ":queued": av_s(JobStatus.QUEUED),
+        ":now": av_n(now),
+        ":attn": av_s(attention_key(PENDING, job_id)),
+        ":due": av_n(recheck_at),
     }
+    sets = _UNBLOCK_SETS
     if start_by is not None:
-        params["UpdateExpression"] += ", start_by = :start_by"
-        params["ExpressionAttributeValues"][":start_by"] = av_n(round(start_by, 3))
-    return params
+        sets = _UNBLOCK_SETS_BY
+        values[":start_by"] = av_n(round(start_by, 3))
+    return Write(
+        table, {"id": av_s(job_id)}, sets, guards=(Fragment("waiting", _WAITING, values),), values=values
+    )
 
 
-def pending_entry(unblocked: Mapping[str, Any]) -> dict[str, Any]:
+_WAITING = eq("status", ":waiting")
+_WAITING_AV = av_s(JobStatus.WAITING)
+_UNBLOCK_SETS: tuple[tuple[str, Expr], ...] = (
+    ("status", ":queued"),
+    ("run_at", ":now"),
+    ("updated_at", ":now"),
+    ("attn", ":attn"),
+    ("due", ":due"),
+)
+_UNBLOCK_SETS_BY = (*_UNBLOCK_SETS, ("start_by", ":start_by"))
+
+
+def pending_entry(unblocked: Write) -> dict[str, Any]:
     """The ``attn``/``due`` an ``unblock`` wrote, as ``transact.clear_sent`` takes them."""
-    values = unblocked["ExpressionAttributeValues"]
-    return {"id": unblocked["Key"]["id"], "attn": values[":attn"], "due": values[":due"]}
+    return {"id": unblocked.key["id"], "attn": unblocked.value(":attn"), "due": unblocked.value(":due")}
 
 
-def drop(table: str, job_id: str, *, now: float, reason: str, retention_s: float) -> dict[str, Any]:
-    """UpdateItem waiting → cancelled: the chain stopped or was cancelled before this step's turn."""
-    return {
-        "TableName": table,
-        "Key": {"id": av_s(job_id)},
-        "ConditionExpression": "#status = :waiting",
-        "UpdateExpression": (
-            "SET #status = :cancelled, finished_at = :now, updated_at = :now, reason = :reason, "
-            f"{TTL_ATTRIBUTE} = :ttl"
-        ),
-        "ExpressionAttributeNames": {"#status": "status"},
-        "ExpressionAttributeValues": {
-            ":waiting": av_s(JobStatus.WAITING),
-            ":cancelled": av_s(JobStatus.CANCELLED),
-            ":now": av_n(now),
-            ":reason": av_s(reason[:500]),
-            ":ttl": av_n(int(now + retention_s)),
-        },
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+def drop(table: str, job_id: str, *, now: float, reason: str, retention_s: float) -> Write:
+    """Waiting → cancelled: the chain stopped or was cancelled before this step's turn."""
+    values = {
+        ":waiting": _WAITING_AV,
+        ":cancelled": av_s(JobStatus.CANCELLED),
+        ":now": av_n(now),
+        ":reason": av_s(reason[:500]),
+        ":ttl": av_n(int(now + retention_s)),
     }
+    sets: tuple[tuple[str, Expr], ...] = (
+        ("status", ":cancelled"),
+        ("finished_at", ":now"),
+        ("updated_at", ":now"),
+        ("reason", ":reason"),
+        (TTL_ATTRIBUTE, ":ttl"),
+    )
+    return Write(
+        table, {"id": av_s(job_id)}, sets, guards=(Fragment("waiting", _WAITING, values),), values=values
+    )
 
 
-def _at_step(table: str, chain_id: str, step: int, sets: str, values: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "TableName": table,
-        "Key": chain_key(chain_id),
-        "ConditionExpression": "chain_state = :running AND #current = :step",
-        "UpdateExpression": f"SET {sets}",
-        "ExpressionAttributeNames": {"#current": "current"},
-        "ExpressionAttributeValues": {":running": av_s(ChainState.RUNNING), ":step": av_n(step), **values},
-    }
+#: A chain record still running, at the step its writer read.
+_AT_STEP = All((eq("chain_state", ":running"), eq("current", ":step")))
+
+
+def _at_step(
+    table: str, chain_id: str, step: int, sets: tuple[tuple[str, Expr], ...], values: dict[str, Any]
+) -> dict[str, Any]:
+    values = {":running": av_s(ChainState.RUNNING), ":step": av_n(step), **values}
+    return Write(
+        table,
+        chain_key(chain_id),
+        sets,
+        guards=(Fragment("at_step", _AT_STEP, values),),
+        values=values,
+        old_on_refusal=False,
+    ).update_item()
 
 
 def advance(table: str, chain_id: str, *, step: int, now: float) -> dict[str, Any]:
@@ -205,7 +213,7 @@ def advance(table: str, chain_id: str, *, step: int, now: float) -> dict[str, An
         table,
         chain_id,
         step,
-        "#current = :next, chain_updated = :now",
+        (("current", ":next"), ("chain_updated", ":now")),
         {":next": av_n(step + 1), ":now": av_n(now)},
     )
 
@@ -221,10 +229,15 @@ def end(
     reason: str = "",
 ) -> dict[str, Any]:
     """The chain record ends at ``step``: succeeded, stopped or cancelled (TTL set as a job's is)."""
-    sets = f"chain_state = :state, chain_finished = :now, chain_updated = :now, {TTL_ATTRIBUTE} = :ttl"
+    sets: tuple[tuple[str, Expr], ...] = (
+        ("chain_state", ":state"),
+        ("chain_finished", ":now"),
+        ("chain_updated", ":now"),
+        (TTL_ATTRIBUTE, ":ttl"),
+    )
     values: dict[str, Any] = {":state": av_s(state), ":now": av_n(now), ":ttl": av_n(int(now + retention_s))}
     if state is not ChainState.SUCCEEDED:
-        sets += ", stopped_at = :step, stop_reason = :reason"
+        sets += (("stopped_at", ":step"), ("stop_reason", ":reason"))
         values[":reason"] = av_s(reason[:500] or state.value)
     return _at_step(table, chain_id, step, sets, values)
 
@@ -235,7 +248,7 @@ def cancel_requested(table: str, chain_id: str, *, step: int, now: float) -> dic
         table,
         chain_id,
         step,
-        "cancel_requested = :true, chain_updated = :now",
+        (("cancel_requested", ":true"), ("chain_updated", ":now")),
         {":true": {"BOOL": True}, ":now": av_n(now)},
     )
 

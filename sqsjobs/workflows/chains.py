@@ -156,7 +156,9 @@ def create_flow(
     unsent = yield from send_hints([first], queue_urls=urls, logger=logger)
     if not unsent:
         try:
-            yield Call("dynamodb", "update_item", transact.clear_sent(table, first_put["Put"]["Item"]))
+            yield Call(
+                "dynamodb", "update_item", transact.clear_sent(table, first_put["Put"]["Item"]).update_item()
+            )
         except StoreError as exc:  # refused: the claim took the entry first; failed: the sweeper resends
             if exc.code != CCF and logger is not None:
                 logger.warning("chain: step 0's pending entry not cleared", extra={"chain_id": chain_id})
@@ -277,17 +279,19 @@ def cancel_flow(settings: Settings, chain_id: str, now: float) -> Flow[str]:
             updates = [
                 operator.cancel(
                     table, step.job_id, now=now, retention_s=settings.retention_s, chain_step=True
-                ),
+                ).transact_item(),
                 end,
                 *(
-                    cs.drop(table, s.job_id, now=now, reason=reason, retention_s=settings.retention_s)
+                    cs.drop(
+                        table, s.job_id, now=now, reason=reason, retention_s=settings.retention_s
+                    ).update_item()
                     for s in later
                 ),
             ]
         elif step.status is JobStatus.RUNNING:
             outcome = "requested"
             updates = [
-                operator.request_cancel(table, step.job_id, now=now),
+                operator.request_cancel(table, step.job_id, now=now).transact_item(),
                 cs.cancel_requested(table, chain_id, step=step.position, now=now),
             ]
         else:

@@ -33,9 +33,11 @@ from sqsjobs.errors import AwsError, BatchNotFound, StoreError
 from sqsjobs.job import JobStatus
 from sqsjobs.store import transact
 from sqsjobs.store.codec import CCF, av_s, idempotent_job_id, nonce
+from sqsjobs.store.conditions import Compare, Fragment
 from sqsjobs.store.enqueue import NewJob, envelope_of
 from sqsjobs.store.operator import cancel, request_cancel
 from sqsjobs.store.schema import BATCH, attention_partitions, due_records, query_due
+from sqsjobs.store.write import Check
 from sqsjobs.transport import objects, sqs
 from sqsjobs.workflows import batch_store as bs
 
@@ -259,7 +261,7 @@ def _send_callback(env: BatchEnv, job: NewJob, item: Mapping[str, Any]) -> Flow[
     except AwsError:
         return  # the record's pending entry: the sweeper sends it at its due
     with contextlib.suppress(StoreError):  # refused: a claim took it first; failed: the sweeper resends
-        yield Call("dynamodb", "update_item", transact.clear_sent(env.table, item))
+        yield Call("dynamodb", "update_item", transact.clear_sent(env.table, item).update_item())
 
 
 def item_ids_flow(env: BatchEnv, record: bs.BatchRecord) -> Flow[list[str]]:
@@ -325,7 +327,7 @@ def cancel_item_flow(env: BatchEnv, job: Job, now: float) -> Flow[bool]:
     """
     assert job.batch_key is not None and job.batch_id is not None
     params = cancel(env.table, job.id, now=now, retention_s=env.settings.retention_s, batch_key=job.batch_key)
-    entries = [{"Update": params}, bs.count_entry(env.table, job.batch_key, "failed")]
+    entries = [{"Update": params.transact_item()}, bs.count_entry(env.table, job.batch_key, "failed")]
     refused = yield from transact_flow(entries)
     if refused is not None:
         return False
@@ -346,12 +348,19 @@ def stop_items_flow(env: BatchEnv, record: bs.BatchRecord, now: float) -> Flow[d
                 batch_key=item["batch_key"]["S"],
             )  # fmt: skip
             refused = yield from transact_flow(
-                [{"Update": params}, bs.count_entry(env.table, item["batch_key"]["S"], "failed")]
+                [
+                    {"Update": params.transact_item()},
+                    bs.count_entry(env.table, item["batch_key"]["S"], "failed"),
+                ]
             )
             done["cancelled"] += refused is None
         elif status == JobStatus.RUNNING:
             with contextlib.suppress(StoreError):
-                yield Call("dynamodb", "update_item", request_cancel(env.table, item["id"]["S"], now=now))
+                yield Call(
+                    "dynamodb",
+                    "update_item",
+                    request_cancel(env.table, item["id"]["S"], now=now).update_item(),
+                )
                 done["requested"] += 1
     return done
 
@@ -368,14 +377,13 @@ def replay_write_flow(env: BatchEnv, job: Job, params: Mapping[str, Any]) -> Flo
     """
     assert job.batch_key is not None and job.batch_id is not None
     update = {k: v for k, v in params.items() if k != "ReturnValues"}
+    not_complete = Compare("status", "<>", ":complete")
     record_check = {
-        "ConditionCheck": {
-            "TableName": env.table,
-            "Key": {"id": av_s(bs.record_id(job.batch_id))},
-            "ConditionExpression": "#status <> :complete",
-            "ExpressionAttributeNames": {"#status": "status"},
-            "ExpressionAttributeValues": {":complete": av_s(bs.COMPLETE)},
-        }
+        "ConditionCheck": Check(
+            env.table,
+            {"id": av_s(bs.record_id(job.batch_id))},
+            (Fragment("not_complete", not_complete, {":complete": av_s(bs.COMPLETE)}),),
+        ).transact_item()
     }
     entries = [{"Update": update}, bs.count_entry(env.table, job.batch_key, "failed", by=-1), record_check]
     refused = yield from transact_flow(entries)

@@ -18,7 +18,7 @@ from sqsjobs import App, JobStatus
 from sqsjobs._aws import Call, one
 from sqsjobs.cli.main import cli
 from sqsjobs.job import TERMINAL
-from sqsjobs.store import requests as rq
+from sqsjobs.store import schema
 from sqsjobs.testing import all_finished, work_until
 from tests.cli import jobs_app
 from tests.conftest import FAST
@@ -154,7 +154,7 @@ def settle(app: App, job_id: str, status: JobStatus, at: float, **attrs: Any) ->
     if status in TERMINAL:
         values |= {"finished_at": at, "expires_at": int(at + 14 * 86_400)}  # as retention_s: not yet reaped
     if status is JobStatus.DEAD:
-        values |= {"attn": rq.attention_key(rq.DEAD, job_id), "due": at, "payload": "{}"}
+        values |= {"attn": schema.attention_key(schema.DEAD, job_id), "due": at, "payload": "{}"}
     names = {f"#a{i}": k for i, k in enumerate(values)}
     app.run(
         one(

@@ -9,7 +9,7 @@ from sqsjobs.cli.common import EXIT_NOT_FOUND, EXIT_PARTIAL, EXIT_REFUSED
 from sqsjobs.ops.dlq import DlqFilter
 from sqsjobs.ops.replay import replay_flow
 from sqsjobs.ops.requeue import requeue_flow
-from sqsjobs.store import requests as rq
+from sqsjobs.store import operator
 from sqsjobs.testing import all_finished, work_until
 from tests.cli import jobs_app
 from tests.cli.conftest import new_app
@@ -17,7 +17,7 @@ from tests.integration.helpers import depth, queue_url, sqs_call
 
 
 def audit(app, job_id):
-    return rq.audit_entries(app.get(job_id))
+    return operator.audit_entries(app.get(job_id))
 
 
 # ── reading ──────────────────────────────────────────────────────────────────────────────────

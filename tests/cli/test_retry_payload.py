@@ -16,7 +16,7 @@ from sqsjobs import IdempotencyConflict, JobStatus
 from sqsjobs.cli.common import EXIT_PARTIAL, EXIT_REFUSED, EXIT_USAGE
 from sqsjobs.cli.main import cli
 from sqsjobs.ops._common import actor
-from sqsjobs.store import requests as rq
+from sqsjobs.store import operator
 from sqsjobs.store.codec import canonical_json, payload_hash
 from sqsjobs.testing import all_finished, work_until
 from tests.cli import jobs_app
@@ -167,7 +167,7 @@ def test_a_payload_the_handler_refuses_changes_nothing(deploy, tmp_path):
         before.payload,
         before.payload_hash,
     )
-    assert rq.audit_entries(after) == []
+    assert operator.audit_entries(after) == []
 
 
 def test_a_filtered_dlq_replay_gives_every_matched_job_the_payload(deploy, tmp_path):
@@ -206,7 +206,7 @@ def test_a_filtered_dlq_replay_gives_every_matched_job_the_payload(deploy, tmp_p
     assert run.json["counts"]["replayed"] == 1
     job = w.app.get(chosen)
     assert (job.status, job.payload, job.payload_hash) == (JobStatus.QUEUED, FIXED, new_hash)
-    (entry,) = rq.audit_entries(job)
+    (entry,) = operator.audit_entries(job)
     assert (entry["action"], entry["old_payload_hash"], entry["new_payload_hash"]) == (
         "replay",
         hashes[chosen],

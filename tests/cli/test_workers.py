@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from sqsjobs._aws import Call, one
-from sqsjobs.store import workers as ws
+from sqsjobs.store import presence_items
 from tests.cli.conftest import invoke, new_app
 
 
-def _register(app, worker_id: str, *, age_s: float, state: str = ws.RUNNING, running=()) -> None:
+def _register(app, worker_id: str, *, age_s: float, state: str = presence_items.RUNNING, running=()) -> None:
     """A worker item as its worker wrote it ``age_s`` ago (interval 30 s)."""
     now = app.clock.now()
-    entry = ws.WorkerEntry(
+    entry = presence_items.WorkerEntry(
         worker_id, "host-a", 7, "1.2.3", ("default",), ("orders.ok",), 10, now - 3600, 30.0
     )
-    params = ws.register(app.settings.table_name, entry, now=now - age_s, state=state, running=list(running))
-    app.run(one(Call("dynamodb", "put_item", params)))
+    params = presence_items.register(
+        app.settings.table_name, entry, now=now - age_s, state=state, running=list(running)
+    )
+    app.run(one(Call("dynamodb", "put_item", params.put_item())))
 
 
 def test_workers_lists_each_status_and_stats_counts_them(ministack_url):
@@ -22,7 +24,7 @@ def test_workers_lists_each_status_and_stats_counts_them(ministack_url):
     app = new_app(ministack_url)
     app.provision()
     _register(app, "live-1", age_s=5, running=["j-running"])
-    _register(app, "drain-1", age_s=5, state=ws.DRAINING)
+    _register(app, "drain-1", age_s=5, state=presence_items.DRAINING)
     _register(app, "silent-1", age_s=90)  # 3 intervals: silent, TTL (6 intervals) not reached
     _register(app, "gone-1", age_s=400)  # past its TTL: DynamoDB may still return it, we do not
 

@@ -23,7 +23,7 @@ from sqsjobs.delivery import DELETE
 from sqsjobs.runtime.execution import Execution
 from sqsjobs.schedules.fire import idempotency_key
 from sqsjobs.schedules.sync import apply_flow, plan_flow
-from sqsjobs.store.requests import idempotent_job_id
+from sqsjobs.store.codec import idempotent_job_id
 from sqsjobs.testing import work_until
 from sqsjobs.transport import sqs
 from tests.integration.helpers import depth, queue_url, send_raw, sqs_call

@@ -21,7 +21,7 @@ import pytest
 from examples.shop import app as shop
 from sqsjobs import App, JobStatus
 from sqsjobs.deploy.packaging import HANDLER
-from sqsjobs.store.requests import HELD, PENDING
+from sqsjobs.store.schema import HELD, PENDING
 from sqsjobs.transport import objects
 from sqsjobs.transport.sqs import MAX_DELAY_S
 from tests.emulators import MiniStack

@@ -17,7 +17,7 @@ import yaml
 
 from examples.shop import app as shop
 from sqsjobs import App, JobStatus
-from sqsjobs.store.requests import TTL_ATTRIBUTE
+from sqsjobs.store.schema import TTL_ATTRIBUTE
 from sqsjobs.testing import all_finished, work_until
 from tests.conftest import FAST
 from tests.emulators import REPO_ROOT, free_port

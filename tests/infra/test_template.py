@@ -29,7 +29,7 @@ from sqsjobs.envelope import Foreign, parse
 from sqsjobs.observability.metrics import HEARTBEAT, JobMetrics
 from sqsjobs.runtime.lambda_handlers import API_HANDLER, API_MAX_BODY_ENV
 from sqsjobs.runtime.lambda_sqs import DEADLINE_MARGIN_S
-from sqsjobs.store.requests import TTL_ATTRIBUTE, table_definition
+from sqsjobs.store.schema import TTL_ATTRIBUTE, table_definition
 from sqsjobs.transport import objects
 from tests.emulators import REPO_ROOT
 from tests.infra import synth_example

@@ -10,7 +10,7 @@ from collections import Counter
 
 from sqsjobs import JobStatus, PermanentError
 from sqsjobs._aws import Call, one
-from sqsjobs.store import requests as rq
+from sqsjobs.store import schema
 from sqsjobs.testing import all_finished, work_until
 
 OK, DEAD = 60, 160
@@ -19,7 +19,7 @@ OK, DEAD = 60, 160
 def attention_entries(app) -> Counter[str]:
     """Entries per partition key value of the attention index (a Scan of the index)."""
     counts: Counter[str] = Counter()
-    params = {"TableName": app.settings.table_name, "IndexName": rq.ATTENTION_INDEX}
+    params = {"TableName": app.settings.table_name, "IndexName": schema.ATTENTION_INDEX}
     while True:
         page = app.run(one(Call("dynamodb", "scan", params)))
         counts.update(item["attn"]["S"] for item in page.get("Items", []))
@@ -53,8 +53,8 @@ def test_only_dead_jobs_enter_the_index_and_they_spread_over_every_shard(minista
     # THEN the index holds exactly the dead jobs: no succeeded job ever entered it
     counts = attention_entries(app)
     assert sum(counts.values()) == DEAD
-    assert {key.split("#")[0] for key in counts} == {rq.DEAD}
+    assert {key.split("#")[0] for key in counts} == {schema.DEAD}
     # AND they spread over the shards: every shard is used, none holds more than three times its share
     # (5 per shard here; a single low-cardinality key would hold all 160)
-    assert len(counts) == rq.ATTENTION_SHARDS, counts
-    assert max(counts.values()) <= 3 * DEAD / rq.ATTENTION_SHARDS, counts
+    assert len(counts) == schema.ATTENTION_SHARDS, counts
+    assert max(counts.values()) <= 3 * DEAD / schema.ATTENTION_SHARDS, counts

@@ -9,7 +9,6 @@ PartiQL conditions, must refuse PartiQL so that the writes fall back to single r
 from __future__ import annotations
 
 import asyncio
-import copy
 import dataclasses
 import time
 import uuid
@@ -24,27 +23,27 @@ from sqsjobs.envelope import parse
 from sqsjobs.errors import StoreError
 from sqsjobs.producer import JobRequest, build_new_job
 from sqsjobs.runtime.transitions import Transitions
-from sqsjobs.store import requests as rq
-from sqsjobs.store import statements
-from sqsjobs.store.requests import ClaimRefusal
+from sqsjobs.store import claims, codec, enqueue, job_store, requests, statements
+from sqsjobs.store.job_store import ClaimRefusal
+from sqsjobs.store.write import Put, Write
 
 NOW = time.time()
 ERROR = failure_record(ValueError("boom"))
 TOKEN = "claim-token-of-this-test"
 
 FENCED = {
-    "complete": lambda t, j: rq.complete(t, j, owner="w1", now=NOW, result={"ok": 1}, retention_s=60),
-    "retry": lambda t, j: rq.schedule_retry(
+    "complete": lambda t, j: requests.complete(t, j, owner="w1", now=NOW, result={"ok": 1}, retention_s=60),
+    "retry": lambda t, j: requests.schedule_retry(
         t, j, owner="w1", now=NOW, run_at=NOW + 5, error=ERROR, held=False
     ),
-    "retry held": lambda t, j: rq.schedule_retry(
+    "retry held": lambda t, j: requests.schedule_retry(
         t, j, owner="w1", now=NOW, run_at=NOW + 90_000, error=ERROR, held=True, payload={"a": 1}
     ),
-    "fail": lambda t, j: rq.fail(
+    "fail": lambda t, j: requests.fail(
         t, j, owner="w1", now=NOW, error=ERROR, reason="r", retention_s=60, payload=1
     ),
-    "abort": lambda t, j: rq.abort(t, j, owner="w1", now=NOW, reason="r", retention_s=60, payload=1),
-    "release": lambda t, j: rq.release(t, j, owner="w1", now=NOW),
+    "abort": lambda t, j: requests.abort(t, j, owner="w1", now=NOW, reason="r", retention_s=60, payload=1),
+    "release": lambda t, j: requests.release(t, j, owner="w1", now=NOW),
 }
 
 
@@ -56,22 +55,26 @@ def app(ministack_url, make_app) -> App:
     return made
 
 
-def _new(app: App, payload: Any = None) -> rq.NewJob:
+def _new(app: App, payload: Any = None) -> enqueue.NewJob:
     return build_new_job(
         JobRequest("noop", payload or {"n": 1}), registry=app.registry, settings=app.settings, now=NOW
     )
 
 
 def _call(app: App, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(params, Write):  # a typed write goes as its UpdateItem, a put as its PutItem
+        params = params.update_item()
+    elif isinstance(params, Put):
+        params = params.put_item()
     return dict(app.run(one(Call("dynamodb", operation, params))))
 
 
 def _item(app: App, job_id: str) -> dict[str, Any]:
-    return _call(app, "get_item", rq.get(app.settings.table_name, job_id)).get("Item", {})
+    return _call(app, "get_item", requests.get(app.settings.table_name, job_id)).get("Item", {})
 
 
 def _batch(app: App, *params: dict[str, Any]) -> list[StoreError | None]:
-    request = statements.batch([statements.update_statement(p) for p in params])
+    request = statements.batch([p.statement() for p in params])
     return [
         statements.statement_error(a) for a in _call(app, "batch_execute_statement", request)["Responses"]
     ]
@@ -80,10 +83,10 @@ def _batch(app: App, *params: dict[str, Any]) -> list[StoreError | None]:
 def _claimed(app: App) -> Any:
     """A job put by a producer and claimed by a single claim with ``TOKEN``."""
     new = _new(app)
-    _call(app, "put_item", rq.put_job(app.settings.table_name, new))
-    claim = rq.claim(
+    _call(app, "put_item", enqueue.put_job(app.settings.table_name, new))
+    claim = claims.claim(
         app.settings.table_name,
-        rq.envelope_of(new),
+        enqueue.envelope_of(new),
         owner="w1",
         token=TOKEN,
         message_id="m1",
@@ -91,13 +94,11 @@ def _claimed(app: App) -> Any:
         lease_s=60,
         max_attempts=3,
     )
-    return rq.job_from_item(_call(app, "update_item", claim)["Attributes"])
+    return codec.job_from_item(_call(app, "update_item", claim)["Attributes"])
 
 
-def _twin(params: dict[str, Any], job_id: str) -> dict[str, Any]:
-    twin = copy.deepcopy(params)
-    twin["Key"] = {"id": {"S": job_id}}
-    return twin
+def _twin(params: Write, job_id: str) -> Write:
+    return dataclasses.replace(params, key={"id": {"S": job_id}})
 
 
 def _comparable(item: dict[str, Any]) -> dict[str, Any]:
@@ -120,28 +121,28 @@ def test_a_batched_fenced_transition_leaves_the_record_its_update_item_leaves(ap
 def test_a_refused_statement_is_read_exactly_as_the_refused_update_item(app, transition):
     job = _claimed(app)
     table = app.settings.table_name
-    _call(app, "update_item", rq.complete(table, job, owner="w1", now=NOW, result=None, retention_s=60))
+    _call(app, "update_item", requests.complete(table, job, owner="w1", now=NOW, result=None, retention_s=60))
     late = FENCED[transition](table, job)  # the lease is gone: the job succeeded meanwhile
     with pytest.raises(StoreError) as single:
         _call(app, "update_item", late)
     (batched,) = _batch(app, late)
     assert batched is not None
-    assert (batched.code, rq.old_item(batched)) == (single.value.code, rq.old_item(single.value))
-    assert str(rq.lease_lost(job, batched)) == str(rq.lease_lost(job, single.value))
-    assert not rq.already_written(late, batched)
+    assert (batched.code, codec.old_item(batched)) == (single.value.code, codec.old_item(single.value))
+    assert str(job_store.lease_lost(job, batched)) == str(job_store.lease_lost(job, single.value))
+    assert not job_store.already_written(late, batched)
 
 
 def test_a_batched_write_repeated_after_a_lost_answer_is_recognised_as_its_own(app):
     job = _claimed(app)
-    params = rq.complete(app.settings.table_name, job, owner="w1", now=NOW, result=None, retention_s=60)
+    params = requests.complete(app.settings.table_name, job, owner="w1", now=NOW, result=None, retention_s=60)
     assert _batch(app, params) == [None]
     # botocore sends the same request again when the answer was lost
     (again,) = _batch(app, params)
-    assert again is not None and rq.already_written(params, again)
+    assert again is not None and job_store.already_written(params, again)
 
 
 def _fresh(app: App, envelope: Any, token: str = TOKEN) -> dict[str, Any]:
-    return statements.fresh_claim(
+    return claims.fresh_claim(
         app.settings.table_name,
         envelope,
         owner="w1",
@@ -150,40 +151,40 @@ def _fresh(app: App, envelope: Any, token: str = TOKEN) -> dict[str, Any]:
         now=NOW,
         lease_s=60,
         max_attempts=3,
-        clock_skew_s=rq.CLOCK_SKEW_S,
+        clock_skew_s=claims.CLOCK_SKEW_S,
     )
 
 
 def test_a_batched_fresh_claim_makes_the_record_the_worker_rebuilds_from_the_message(app):
     new = _new(app, {"order": 7})
-    _call(app, "put_item", rq.put_job(app.settings.table_name, new))
-    envelope = parse(rq.envelope_of(new).to_body())  # what the worker receives
+    _call(app, "put_item", enqueue.put_job(app.settings.table_name, new))
+    envelope = parse(enqueue.envelope_of(new).to_body())  # what the worker receives
     fresh = _fresh(app, envelope)
     assert _batch(app, fresh) == [None]
     # THEN the job the worker builds without a read is the record DynamoDB holds
-    assert statements.claimed_job(envelope, fresh) == rq.job_from_item(_item(app, new.id))
-    assert rq.job_from_item(_item(app, new.id)).attempt == 1
+    assert claims.claimed_job(envelope, fresh) == codec.job_from_item(_item(app, new.id))
+    assert codec.job_from_item(_item(app, new.id)).attempt == 1
 
 
 def test_a_fresh_claim_the_message_cannot_settle_asks_for_the_single_claim(app):
     table = app.settings.table_name
     # no record yet: the producer's write is still in flight
-    missing = parse(rq.envelope_of(_new(app)).to_body())
+    missing = parse(enqueue.envelope_of(_new(app)).to_body())
     (refused,) = _batch(app, _fresh(app, missing))
-    assert refused is not None and statements.claim_needs_single(refused, TOKEN)
+    assert refused is not None and job_store.claim_needs_single(refused, TOKEN)
     # a job claimed before and released: its attempt and history are the record's, not the message's
     job = _claimed(app)
-    _call(app, "update_item", rq.release(table, job, owner="w1", now=NOW))
-    envelope = parse(rq.envelope_of(job.evolve(payload={"n": 1})).to_body())
+    _call(app, "update_item", requests.release(table, job, owner="w1", now=NOW))
+    envelope = parse(enqueue.envelope_of(job.evolve(payload={"n": 1})).to_body())
     (refused,) = _batch(app, _fresh(app, envelope, token="another"))
-    assert refused is not None and statements.claim_needs_single(refused, "another")
+    assert refused is not None and job_store.claim_needs_single(refused, "another")
     # this very claim, landed on a try whose answer was lost
     new = _new(app)
-    _call(app, "put_item", rq.put_job(table, new))
-    envelope = parse(rq.envelope_of(new).to_body())
+    _call(app, "put_item", enqueue.put_job(table, new))
+    envelope = parse(enqueue.envelope_of(new).to_body())
     assert _batch(app, _fresh(app, envelope)) == [None]
     (again,) = _batch(app, _fresh(app, envelope))
-    assert again is not None and statements.claim_needs_single(again, TOKEN)
+    assert again is not None and job_store.claim_needs_single(again, TOKEN)
 
 
 @pytest.mark.parametrize(
@@ -197,23 +198,29 @@ def test_a_fresh_claim_the_message_cannot_settle_asks_for_the_single_claim(app):
 def test_a_refused_fresh_claim_is_read_as_the_single_claim_would_be(app, situation, reason):
     table = app.settings.table_name
     new = _new(app)
-    _call(app, "put_item", rq.put_job(table, new))
-    envelope = parse(rq.envelope_of(new).to_body())
+    _call(app, "put_item", enqueue.put_job(table, new))
+    envelope = parse(enqueue.envelope_of(new).to_body())
     assert _batch(app, _fresh(app, envelope, token="first")) == [None]
     if situation == "finished":
-        job = rq.job_from_item(_item(app, new.id))
-        _call(app, "update_item", rq.complete(table, job, owner="w1", now=NOW, result=None, retention_s=60))
+        job = codec.job_from_item(_item(app, new.id))
+        _call(
+            app,
+            "update_item",
+            requests.complete(table, job, owner="w1", now=NOW, result=None, retention_s=60),
+        )
     if situation == "conflict":  # a conflicting enqueue with the same idempotency key sent this one
-        envelope = parse(rq.envelope_of(dataclasses.replace(_new(app, {"other": 1}), id=new.id)).to_body())
+        envelope = parse(
+            enqueue.envelope_of(dataclasses.replace(_new(app, {"other": 1}), id=new.id)).to_body()
+        )
     (refused,) = _batch(app, _fresh(app, envelope, token="second"))
-    assert refused is not None and not statements.claim_needs_single(refused, "second")
-    single = rq.claim(
+    assert refused is not None and not job_store.claim_needs_single(refused, "second")
+    single = claims.claim(
         table, envelope, owner="w2", token="second", message_id="m2", now=NOW, lease_s=60, max_attempts=3
     )
     with pytest.raises(StoreError) as by_single:
         _call(app, "update_item", single)
-    read = rq.interpret_claim_refusal(refused, NOW, 3, envelope.payload_hash)
-    assert read == rq.interpret_claim_refusal(by_single.value, NOW, 3, envelope.payload_hash)
+    read = job_store.interpret_claim_refusal(refused, NOW, 3, envelope.payload_hash)
+    assert read == job_store.interpret_claim_refusal(by_single.value, NOW, 3, envelope.payload_hash)
     assert read.reason is reason
 
 
@@ -232,24 +239,26 @@ def test_writes_ready_at_one_instant_leave_in_one_request_and_a_lone_write_alone
     jobs = [_claimed(app) for _ in range(12)]
     table = app.settings.table_name
     app.requests.reset()
-    done = [rq.complete(table, j, owner="w1", now=NOW, result=None, retention_s=60) for j in jobs]
+    done = [requests.complete(table, j, owner="w1", now=NOW, result=None, retention_s=60) for j in jobs]
     landed = _transitions_round(app, done)
     assert all(not isinstance(x, BaseException) for x in landed), landed
     assert dict(app.requests.counts) == {("dynamodb", "BatchExecuteStatement"): 1}
-    assert {rq.job_from_item(_item(app, j.id)).status for j in jobs} == {JobStatus.SUCCEEDED}
+    assert {codec.job_from_item(_item(app, j.id)).status for j in jobs} == {JobStatus.SUCCEEDED}
     # a write alone is its single UpdateItem
     app.requests.reset()
     lone = _claimed(app)
     app.requests.reset()
-    _transitions_round(app, [rq.complete(table, lone, owner="w1", now=NOW, result=None, retention_s=60)])
+    _transitions_round(
+        app, [requests.complete(table, lone, owner="w1", now=NOW, result=None, retention_s=60)]
+    )
     assert dict(app.requests.counts) == {("dynamodb", "UpdateItem"): 1}
 
 
 def test_two_writes_of_one_record_at_one_instant_never_share_a_batch(app):
     job = _claimed(app)
     table = app.settings.table_name
-    first = rq.complete(table, job, owner="w1", now=NOW, result=None, retention_s=60)
-    second = rq.fail(table, job, owner="w1", now=NOW, error=ERROR, reason="r", retention_s=60)
+    first = requests.complete(table, job, owner="w1", now=NOW, result=None, retention_s=60)
+    second = requests.fail(table, job, owner="w1", now=NOW, error=ERROR, reason="r", retention_s=60)
     app.requests.reset()
     landed = _transitions_round(
         app,
@@ -257,15 +266,15 @@ def test_two_writes_of_one_record_at_one_instant_never_share_a_batch(app):
             first,
             second,
             *(
-                rq.complete(table, _claimed(app), owner="w1", now=NOW, result=None, retention_s=60)
+                requests.complete(table, _claimed(app), owner="w1", now=NOW, result=None, retention_s=60)
                 for _ in range(3)
             ),
         ],
     )
     # exactly one of the two writes of the job takes effect; the other is refused as LeaseLost reads it
     outcomes = landed[:2]
-    assert sum(isinstance(x, StoreError) and rq.is_conflict(x) for x in outcomes) == 1, outcomes
-    assert rq.job_from_item(_item(app, job.id)).status in (JobStatus.SUCCEEDED, JobStatus.DEAD)
+    assert sum(isinstance(x, StoreError) and codec.is_conflict(x) for x in outcomes) == 1, outcomes
+    assert codec.job_from_item(_item(app, job.id)).status in (JobStatus.SUCCEEDED, JobStatus.DEAD)
 
 
 def test_the_embedded_moto_refuses_partiql_and_the_writes_fall_back_to_single_requests(moto_url, make_app):
@@ -276,12 +285,12 @@ def test_the_embedded_moto_refuses_partiql_and_the_writes_fall_back_to_single_re
     table = app.settings.table_name
     app.requests.reset()
     landed = _transitions_round(
-        app, [rq.complete(table, j, owner="w1", now=NOW, result=None, retention_s=60) for j in jobs]
+        app, [requests.complete(table, j, owner="w1", now=NOW, result=None, retention_s=60) for j in jobs]
     )
     assert all(not isinstance(x, BaseException) for x in landed), landed
     assert app.requests.counts[("dynamodb", "BatchExecuteStatement")] == 1  # refused: UnknownOperation
     assert app.requests.counts[("dynamodb", "UpdateItem")] == 4
-    assert {rq.job_from_item(_item(app, j.id)).status for j in jobs} == {JobStatus.SUCCEEDED}
+    assert {codec.job_from_item(_item(app, j.id)).status for j in jobs} == {JobStatus.SUCCEEDED}
 
 
 @pytest.mark.parametrize("backend", ["ministack", "moto"])

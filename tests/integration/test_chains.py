@@ -143,9 +143,9 @@ def test_a_step_whose_worker_is_killed_mid_run_is_rescued_and_the_chain_goes_on_
 
 def step_bodies(app, chain_id: str) -> list[str]:
     """The message each step's hint carries, built from its record as the chain hook builds it."""
-    from sqsjobs.store import requests as rq
+    from sqsjobs.store import enqueue
 
-    return [rq.envelope_of(app.get(s.job_id)).to_body() for s in app.get_chain(chain_id).steps]
+    return [enqueue.envelope_of(app.get(s.job_id)).to_body() for s in app.get_chain(chain_id).steps]
 
 
 def send_copies(app, bodies: list[str], copies: int) -> None:

@@ -15,20 +15,21 @@ from sqsjobs.envelope import DLQ_ERROR_CLASS, DLQ_JOB_ID, DLQ_REASON, Envelope
 from sqsjobs.errors import LeaseLost, StoreError
 from sqsjobs.retry import Backoff
 from sqsjobs.runtime.sweeper import sweep_flow
-from sqsjobs.store import requests as rq
+from sqsjobs.store import claims, codec, job_store, requests
+from sqsjobs.store.write import Write
 from sqsjobs.testing import all_finished, work_until
 from tests.integration.helpers import attr, depth, receive_dlq, send_raw
 
 NO_WAIT = RetryPolicy(backoff=Backoff.FIXED, base_s=0, jitter=False)
 
 
-def _claim(table: str, job_id: str, *, owner: str, now: float, lease_s: float) -> dict:
+def _claim(table: str, job_id: str, *, owner: str, now: float, lease_s: float) -> Write:
     """A worker's claim, built as the execution builds it (fresh token, the type's bound)."""
-    return rq.claim(
+    return claims.claim(
         table,
         Envelope(job_id, "count"),  # a hint that names the job: the record exists
         owner=owner,
-        token=rq.nonce(),
+        token=codec.nonce(),
         message_id=None,
         now=now,
         lease_s=lease_s,
@@ -36,8 +37,8 @@ def _claim(table: str, job_id: str, *, owner: str, now: float, lease_s: float) -
     )
 
 
-def _update(app: App, params: dict) -> dict:
-    return app.run(one(Call("dynamodb", "update_item", params)))
+def _update(app: App, write: Write) -> dict:
+    return app.run(one(Call("dynamodb", "update_item", write.update_item())))
 
 
 # ── §3.8 a message is only a hint ────────────────────────────────────────────────────────────
@@ -107,7 +108,7 @@ def test_concurrent_claims_of_one_job_yield_exactly_one_owner(backend_url, make_
                 )
                 winners[job_id].append(name)
             except StoreError as exc:
-                assert rq.is_conflict(exc)
+                assert codec.is_conflict(exc)
 
     threads = [threading.Thread(target=contender, args=(f"w{i}",)) for i in range(8)]
     for t in threads:
@@ -131,26 +132,26 @@ def test_a_worker_that_lost_its_lease_cannot_record_an_outcome(backend_url, make
     app.provision()
     job_id = app.enqueue("count", {})
     now = time.time()
-    first = rq.job_from_item(
+    first = codec.job_from_item(
         _update(app, _claim(table, job_id, owner="first", now=now, lease_s=1.0))["Attributes"]
     )
     # Before expiry nobody else can take it...
     with pytest.raises(StoreError) as refused:
         _update(app, _claim(table, job_id, owner="second", now=now + 0.5, lease_s=1.0))
-    assert rq.interpret_claim_refusal(refused.value, now + 0.5, 3).reason == "held_elsewhere"
+    assert job_store.interpret_claim_refusal(refused.value, now + 0.5, 3).reason == "held_elsewhere"
     # ...after expiry a rescue takes it with a new epoch, and every write of the old owner is refused.
-    rescued = rq.job_from_item(
+    rescued = codec.job_from_item(
         _update(app, _claim(table, job_id, owner="second", now=now + 2, lease_s=60))["Attributes"]
     )
     assert (rescued.lease_owner, rescued.lease_epoch, rescued.attempt) == ("second", 2, 2)
     for stale_write in (
-        rq.complete(table, first, owner="first", now=now + 3, result="late", retention_s=60),
-        rq.heartbeat(table, first, owner="first", now=now + 3, lease_s=60),
-        rq.release(table, first, owner="first", now=now + 3),
+        requests.complete(table, first, owner="first", now=now + 3, result="late", retention_s=60),
+        requests.heartbeat(table, first, owner="first", now=now + 3, lease_s=60),
+        requests.release(table, first, owner="first", now=now + 3),
     ):
         with pytest.raises(StoreError) as exc:
             _update(app, stale_write)
-        assert isinstance(rq.lease_lost(first, exc.value), LeaseLost)
+        assert isinstance(job_store.lease_lost(first, exc.value), LeaseLost)
     job = app.get(job_id)
     assert (job.status, job.lease_owner, job.lease_epoch, job.result) == (
         JobStatus.RUNNING,

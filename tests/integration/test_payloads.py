@@ -21,7 +21,7 @@ from sqsjobs import JobNotFound, JobStatus, PayloadTooLarge
 from sqsjobs._aws import Call, one
 from sqsjobs.envelope import DLQ_REASON
 from sqsjobs.runtime.lambda_sqs import LambdaWorker
-from sqsjobs.store import requests as rq
+from sqsjobs.store import codec, requests
 from sqsjobs.testing import all_finished, awork_until, work_until
 from tests.apps import large
 from tests.integration.helpers import attr, depth, job_write_units, receive_dlq, worker_env
@@ -47,7 +47,7 @@ def s3(app, operation, **params):
 
 def stored_item(app, job_id):
     """The record as DynamoDB holds it (attribute names and sizes), not as sqsjobs decodes it."""
-    return app.run(one(Call("dynamodb", "get_item", rq.get(app.settings.table_name, job_id))))["Item"]
+    return app.run(one(Call("dynamodb", "get_item", requests.get(app.settings.table_name, job_id))))["Item"]
 
 
 def object_keys(app, prefix=""):
@@ -61,7 +61,7 @@ def produce(app, size, *, key, die_before=None):
     if die_before:
         argv += ["--die-before", die_before]
     done = subprocess.run(argv, env=worker_env(app), capture_output=True, timeout=60, check=False)
-    return done.returncode, rq.idempotent_job_id(ECHO, key)
+    return done.returncode, codec.idempotent_job_id(ECHO, key)
 
 
 def run_worker_until(app, done, timeout_s=60.0):

@@ -30,7 +30,7 @@ from sqsjobs.schedules.expressions import iso_utc
 from sqsjobs.schedules.fire import idempotency_key
 from sqsjobs.schedules.local import LocalScheduler
 from sqsjobs.schedules.sync import RETRY_MAX_ATTEMPTS, RETRY_MAX_EVENT_AGE_S, apply_flow, list_flow, plan_flow
-from sqsjobs.store.requests import idempotent_job_id
+from sqsjobs.store.codec import idempotent_job_id
 from sqsjobs.testing import work_until
 from tests.integration.helpers import attr, depth, queue_url, receive_dlq, send_raw, sqs_call
 

@@ -25,7 +25,7 @@ from sqsjobs import JobStatus
 from sqsjobs._aws import Call, one
 from sqsjobs.envelope import DLQ_REASON
 from sqsjobs.ops.worker_views import WorkerStatus, list_workers_flow
-from sqsjobs.store import workers as ws
+from sqsjobs.store import presence_items
 from tests.apps import guarantees
 from tests.integration.helpers import attr, receive_dlq, send_raw, worker_env
 from tests.integration.test_guarantees import kill, wait_until
@@ -129,15 +129,17 @@ def test_a_worker_registers_refreshes_shows_its_job_drains_and_removes_itself(ap
 
     # THEN the stream shows exactly that: registered on start (not after an interval), refreshed
     # once per interval with a running count, one draining write, removed last
-    writes = stream.writes(ws.item_id(worker.id))
+    writes = stream.writes(presence_items.item_id(worker.id))
     events = [event for event, _ in writes]
     assert events[0] == "INSERT" and n(writes[0][1], "refreshes") == 0
     assert events[-1] == "REMOVE" and "MODIFY" not in events[events.index("REMOVE") :]
     images = [image for event, image in writes if event == "MODIFY"]
     assert [n(i, "refreshes") for i in images] == list(range(1, len(images) + 1))
     states = [i["state"]["S"] for i in images]
-    assert ws.DRAINING in states and set(states[states.index(ws.DRAINING) :]) == {ws.DRAINING}
-    running = [i for i in images if i["state"]["S"] == ws.RUNNING]
+    assert presence_items.DRAINING in states and set(states[states.index(presence_items.DRAINING) :]) == {
+        presence_items.DRAINING
+    }
+    running = [i for i in images if i["state"]["S"] == presence_items.RUNNING]
     seen = [n(writes[0][1], "last_seen")] + [n(i, "last_seen") for i in running]
     assert all(b - a >= 0.95 for a, b in itertools.pairwise(seen)), seen  # >= one interval apart
 
@@ -160,7 +162,7 @@ def test_fifty_jobs_add_no_registry_writes(app, tmp_path):
     # scheduled refresh (>= one interval after the previous one), none per job
     first = min(j.started_at.timestamp() for j in jobs)  # type: ignore[union-attr]
     last = max(j.finished_at.timestamp() for j in jobs)  # type: ignore[union-attr]
-    writes = stream.writes(ws.item_id(worker.id))
+    writes = stream.writes(presence_items.item_id(worker.id))
     times = [n(image, "last_seen") for event, image in writes if event != "REMOVE"]
     during = [t for t in times if first <= t <= last]
     assert len(during) <= (last - first) / interval + 1, (during, first, last)
@@ -187,8 +189,8 @@ def test_a_killed_worker_goes_silent_after_two_intervals_and_carries_its_ttl(app
     wait_until(lambda: listed(app)[0].status is WorkerStatus.SILENT, 30, "silent on the real clock")
     # AND its item carries the TTL DynamoDB deletes it by (TTL is on for the table), and a reader
     # treats it as gone once past it, whether or not the emulator has deleted it yet
-    assert entry.expires_at == ws.expires_at(
-        ws.WorkerEntry(worker.id, "", 0, "", (), (), 1, 0.0, interval_s=1.0), last
+    assert entry.expires_at == presence_items.expires_at(
+        presence_items.WorkerEntry(worker.id, "", 0, "", (), (), 1, 0.0, interval_s=1.0), last
     )
     assert listed(app, now=entry.expires_at - 0.5)[0].id == worker.id
     assert listed(app, now=entry.expires_at + 0.5) == []
@@ -201,7 +203,7 @@ def test_a_message_forged_with_a_workers_item_id_goes_to_the_dlq_and_leaves_the_
     try:
         worker = only_worker(app, proc)
         # WHEN a message names the worker's registry item as its job
-        send_raw(app, json.dumps({"v": 1, "id": ws.item_id(worker.id), "type": "count"}))
+        send_raw(app, json.dumps({"v": 1, "id": presence_items.item_id(worker.id), "type": "count"}))
         # THEN the worker dead-letters it with the reason, and the item is still its own
         dead: list[dict] = []
         wait_until(lambda: dead.extend(receive_dlq(app)) or dead, 60, "forged message dead-lettered")
@@ -240,8 +242,16 @@ def test_the_listing_reads_the_registry_items_and_no_job_record(ministack_url, m
         )
     now = app.clock.now()
     for k in range(3):
-        entry = ws.WorkerEntry(f"w{k}", "h", k, "v", ("default",), ("noop",), 10, now, 30.0)
-        app.run(one(Call("dynamodb", "put_item", ws.register(app.settings.table_name, entry, now=now))))
+        entry = presence_items.WorkerEntry(f"w{k}", "h", k, "v", ("default",), ("noop",), 10, now, 30.0)
+        app.run(
+            one(
+                Call(
+                    "dynamodb",
+                    "put_item",
+                    presence_items.register(app.settings.table_name, entry, now=now).put_item(),
+                )
+            )
+        )
     app.requests.reset()
     # WHEN the workers are listed
     found = listed(app, now)

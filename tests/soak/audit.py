@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.config import Config
 
-from sqsjobs.store import requests as rq
-from sqsjobs.store.workers import WORKER_PREFIX
+from sqsjobs.store import codec, schema
+from sqsjobs.store.presence_items import WORKER_PREFIX
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from tests.soak.plan import PlannedJob, SoakConfig
 
-NON_TERMINAL = ("queued", "retry_scheduled", "running", rq.HELD)
+NON_TERMINAL = ("queued", "retry_scheduled", "running", schema.HELD)
 
 
 class Auditor:
@@ -71,7 +71,7 @@ class Auditor:
                     item["id"]["S"].startswith(WORKER_PREFIX) or "type" not in item
                 ):  # a registry or probe item
                     continue
-                job = rq.job_from_item(item)
+                job = codec.job_from_item(item)
                 out[job.id] = {
                     "status": str(job.status),
                     "attempt": job.attempt,

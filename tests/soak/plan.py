@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqsjobs.store import requests as rq
+from sqsjobs.store import codec
 
 #: Probability of each kind of job; "delayed" and "dup" run the quick handler.
 DEFAULT_MIX = {
@@ -100,7 +100,7 @@ def plan_jobs(config: SoakConfig) -> list[PlannedJob]:
         key = f"soak-{config.seed}-{i}"
         planned.append(
             PlannedJob(
-                id=rq.idempotent_job_id(job_type, key),
+                id=codec.idempotent_job_id(job_type, key),
                 kind=kind,
                 type=job_type,
                 key=key,

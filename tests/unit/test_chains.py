@@ -6,8 +6,7 @@ import pytest
 
 from sqsjobs import App, ChainInvalid, EnvelopeError, JobContext, JobRequest
 from sqsjobs.envelope import Envelope
-from sqsjobs.store import requests as rq
-from sqsjobs.store import statements
+from sqsjobs.store import claims, codec, enqueue
 from sqsjobs.testing import run_job
 from sqsjobs.workflows import chain_store
 from sqsjobs.workflows.chains import build_steps
@@ -64,10 +63,10 @@ def test_a_payload_over_the_records_limit_goes_to_s3_for_every_step(app):
 
 def test_the_envelope_carries_the_chain_so_a_batched_claim_rebuilds_the_step(app):
     _, jobs = build(app, [("a.add", {"n": 1}), ("a.add", {"n": 2})])
-    body = rq.envelope_of(jobs[1]).to_body()
+    body = enqueue.envelope_of(jobs[1]).to_body()
     envelope = Envelope.from_body(body)
     assert (envelope.chain_id, envelope.chain_step, envelope.chain_steps) == (jobs[1].chain_id, 1, 2)
-    fresh = statements.fresh_claim(
+    fresh = claims.fresh_claim(
         "t",
         envelope,
         owner="w",
@@ -78,9 +77,9 @@ def test_the_envelope_carries_the_chain_so_a_batched_claim_rebuilds_the_step(app
         max_attempts=3,
         clock_skew_s=1,
     )
-    claimed = statements.claimed_job(envelope, fresh)
+    claimed = claims.claimed_job(envelope, fresh)
     assert (claimed.chain_id, claimed.chain_step, claimed.chain_steps) == (jobs[1].chain_id, 1, 2)
-    assert rq.job_from_item(rq.put_job("t", jobs[1])["Item"]).chain_step == 1
+    assert codec.job_from_item(enqueue.put_job("t", jobs[1]).item).chain_step == 1
 
 
 def test_an_envelope_whose_chain_step_is_not_a_number_is_refused():

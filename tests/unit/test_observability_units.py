@@ -11,7 +11,7 @@ from sqsjobs import App
 from sqsjobs.observability import logs, tracing
 from sqsjobs.observability.metrics import MAX_VALUES_PER_LINE, QUEUE_WAIT, RUN_TIME, JobMetrics
 from sqsjobs.producer import send_hints
-from sqsjobs.store.requests import NewJob
+from sqsjobs.store.enqueue import NewJob
 
 ROOT, PARENT = "1-5759e988-bd862e3fe1be46a994272793", "53995c3f42cd8ad8"
 XRAY = f"Root={ROOT};Parent={PARENT};Sampled=1"

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from sqsjobs.envelope import Envelope
 from sqsjobs.errors import StoreError
 from sqsjobs.job import Job, JobStatus
-from sqsjobs.store import requests as rq
+from sqsjobs.store import claims, codec, job_store, requests
 
 NOW = 1_700_000_000.5
 
@@ -22,7 +22,7 @@ def _refused(item):
 
 
 def _claim(token: str, *, owner: str = "w1", now: float = NOW) -> dict:
-    return rq.claim(
+    return claims.claim(
         "tbl",
         Envelope("j1", "t"),
         owner=owner,
@@ -36,7 +36,7 @@ def _claim(token: str, *, owner: str = "w1", now: float = NOW) -> dict:
 
 def _as_landed(params: dict) -> dict:
     """The item a claim leaves behind, as ALL_OLD hands it to a refused retry."""
-    values = params["ExpressionAttributeValues"]
+    values = params.all_values()
     return {
         "id": {"S": "j1"},
         "type": {"S": "t"},
@@ -57,25 +57,25 @@ def _as_landed(params: dict) -> dict:
 
 def test_a_claim_refused_by_its_own_first_try_is_ours():
     params = _claim("token-a")
-    job = rq.own_claim(params, _refused(_as_landed(params)))
+    job = job_store.own_claim(params, _refused(_as_landed(params)))
     assert job is not None and (job.id, job.lease_owner, job.claim_token) == ("j1", "w1", "token-a")
 
 
 def test_a_second_claim_by_the_same_worker_in_the_same_millisecond_is_not_ours():
     # GIVEN two copies of one message claimed by one worker at the same instant
-    first, second = _claim(rq.nonce()), _claim(rq.nonce())
+    first, second = _claim(codec.nonce()), _claim(codec.nonce())
     # WHEN the first lands and the second is refused by it
     refused = _refused(_as_landed(first))
     # THEN only the first claim owns the job (the second copy must not run the handler)
-    assert rq.own_claim(first, refused) is not None
-    assert rq.own_claim(second, refused) is None
+    assert job_store.own_claim(first, refused) is not None
+    assert job_store.own_claim(second, refused) is None
 
 
 def test_other_refusals_are_not_ours():
     params = _claim("token-a")
-    assert rq.own_claim(params, _refused(_as_landed(_claim("token-b", owner="w2")))) is None
-    assert rq.own_claim(params, StoreError("throttled", code="ThrottlingException")) is None
-    assert rq.own_claim(params, _refused(None)) is None  # no record
+    assert job_store.own_claim(params, _refused(_as_landed(_claim("token-b", owner="w2")))) is None
+    assert job_store.own_claim(params, StoreError("throttled", code="ThrottlingException")) is None
+    assert job_store.own_claim(params, _refused(None)) is None  # no record
 
 
 def _job(token: str = "token-a") -> Job:
@@ -100,7 +100,7 @@ def _job(token: str = "token-a") -> Job:
 
 
 def _after(params: dict, status: str) -> dict:
-    values = params["ExpressionAttributeValues"]
+    values = params.all_values()
     return {
         "id": {"S": "j1"},
         "status": {"S": status},
@@ -110,20 +110,20 @@ def _after(params: dict, status: str) -> dict:
 
 
 def test_a_fenced_write_refused_by_its_own_first_try_was_written():
-    params = rq.complete("tbl", _job(), owner="w1", now=NOW, result=None, retention_s=60)
-    assert rq.already_written(params, _refused(_after(params, "succeeded")))
+    params = requests.complete("tbl", _job(), owner="w1", now=NOW, result=None, retention_s=60)
+    assert job_store.already_written(params, _refused(_after(params, "succeeded")))
 
 
 def test_a_fenced_write_refused_by_anything_else_was_not_written():
     job = _job()
     for params in (
-        rq.complete("tbl", job, owner="w1", now=NOW, result=None, retention_s=60),
-        rq.release("tbl", job, owner="w1", now=NOW),
+        requests.complete("tbl", job, owner="w1", now=NOW, result=None, retention_s=60),
+        requests.release("tbl", job, owner="w1", now=NOW),
     ):
         # the same request built again (same owner, time, epoch) writes another nonce
-        twin = rq.complete("tbl", job, owner="w1", now=NOW, result=None, retention_s=60)
+        twin = requests.complete("tbl", job, owner="w1", now=NOW, result=None, retention_s=60)
         rescued = {"id": {"S": "j1"}, "status": {"S": "running"}, "claim_token": {"S": "token-b"}}
-        assert not rq.already_written(params, _refused(_after(twin, "succeeded")))
-        assert not rq.already_written(params, _refused(rescued))
-        assert not rq.already_written(params, _refused(None))
-        assert not rq.already_written(params, StoreError("throttled", code="ThrottlingException"))
+        assert not job_store.already_written(params, _refused(_after(twin, "succeeded")))
+        assert not job_store.already_written(params, _refused(rescued))
+        assert not job_store.already_written(params, _refused(None))
+        assert not job_store.already_written(params, StoreError("throttled", code="ThrottlingException"))

@@ -6,15 +6,14 @@ import json
 
 from sqsjobs.envelope import Envelope
 from sqsjobs.job import TRANSITIONS, JobStatus
-from sqsjobs.store import redrive
-from sqsjobs.store import requests as rq
+from sqsjobs.store import enqueue, redrive
 from tests.unit.test_state_table import statuses_in_condition, target_status
 
 NOW = 1_800_000_000.0
 
 
 def _item(**extra):
-    new = rq.NewJob(
+    new = enqueue.NewJob(
         id="j1",
         type="t",
         queue="default",
@@ -24,15 +23,16 @@ def _item(**extra):
         run_at=NOW,
         now=NOW,
     )
-    return rq.put_job("tbl", new)["Item"] | extra
+    return dict(enqueue.put_job("tbl", new).item) | extra
 
 
 def test_a_redriven_death_is_the_reject_transition_and_keeps_the_payload():
     envelope = Envelope("j1", "t", payload={"a": 1}, has_payload=True)
-    params = redrive.redriven("tbl", envelope, now=NOW, reason=redrive.reason(13, 3), retention_s=60)
+    write = redrive.redriven("tbl", envelope, now=NOW, reason=redrive.reason(13, 3), retention_s=60)
+    params = write.update_item()
     # THEN it admits exactly reject's statuses (a running job only with an expired lease) and sets dead
-    assert statuses_in_condition(params) == TRANSITIONS["reject"][0]
-    assert target_status(params) is JobStatus.DEAD is TRANSITIONS["reject"][1]
+    assert statuses_in_condition(write) == TRANSITIONS["reject"][0]
+    assert target_status(write) is JobStatus.DEAD is TRANSITIONS["reject"][1]
     assert "lease_expires < :now" in params["ConditionExpression"]
     # AND it never creates a record, keeps the payload for a replay, and forgets the re-dispatch count
     assert "attribute_not_exists(id)" not in params["ConditionExpression"]
@@ -48,17 +48,18 @@ def test_a_redriven_death_is_the_reject_transition_and_keeps_the_payload():
 
 def test_a_payload_in_s3_is_not_copied_into_the_record():
     envelope = Envelope("j1", "t", has_payload=True, payload_ref="s3://b/k")
-    params = redrive.redriven("tbl", envelope, now=NOW, reason="r", retention_s=60)
+    params = redrive.redriven("tbl", envelope, now=NOW, reason="r", retention_s=60).update_item()
     assert ":payload" not in params["ExpressionAttributeValues"]
 
 
 def test_a_redispatch_is_counted_on_the_record_as_read_and_changes_no_status():
-    first = redrive.count_redispatch("tbl", _item())
-    assert target_status(first) is None
+    write = redrive.count_redispatch("tbl", _item())
+    first = write.update_item()
+    assert target_status(write) is None
     assert f"attribute_not_exists({redrive.REDISPATCHES})" in first["ConditionExpression"]
     assert first["ExpressionAttributeValues"][":next"] == {"N": "1"}
     # a later one is conditional on the count read, so two reconcilers cannot both count the same one
-    later = redrive.count_redispatch("tbl", _item(dlq_redispatches={"N": "2"}))
+    later = redrive.count_redispatch("tbl", _item(dlq_redispatches={"N": "2"})).update_item()
     assert later["ExpressionAttributeValues"][":count"] == {"N": "2"}
     assert later["ExpressionAttributeValues"][":next"] == {"N": "3"}
     assert "updated_at = :seen" in later["ConditionExpression"]

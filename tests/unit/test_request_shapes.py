@@ -18,18 +18,43 @@ from botocore.validate import ParamValidator
 
 from sqsjobs.config import Settings
 from sqsjobs.delivery import Delivery, failure_record
-from sqsjobs.store import bulk, codec, enqueue, expiry, operator, schema, statements, transact, workers
-from sqsjobs.store import requests as rq
+from sqsjobs.store import (
+    bulk,
+    claims,
+    codec,
+    deadlines,
+    enqueue,
+    operator,
+    presence_items,
+    requests,
+    schema,
+    statements,
+    transact,
+)
+from sqsjobs.store.write import Put, Write
 from sqsjobs.transport import objects, sqs
 
 NOW = 1_800_000_000.0
 TABLE = "shop-jobs"
 URL = "http://127.0.0.1:4566/000000000000/shop-default"
-BUILDER_MODULES = (rq, enqueue, operator, schema, statements, sqs, objects, transact, workers, expiry, bulk)
+BUILDER_MODULES = (
+    requests,
+    claims,
+    enqueue,
+    operator,
+    schema,
+    statements,
+    sqs,
+    objects,
+    transact,
+    presence_items,
+    deadlines,
+    bulk,
+)
 
 
-def _new_job() -> rq.NewJob:
-    return rq.NewJob(
+def _new_job() -> enqueue.NewJob:
+    return enqueue.NewJob(
         id="j1",
         type="shop.send_receipt",
         queue="default",
@@ -45,17 +70,17 @@ def _new_job() -> rq.NewJob:
 
 
 def _job():
-    item = rq.put_job(TABLE, _new_job())["Item"]
-    return rq.job_from_item(item).evolve(claim_token=rq.nonce())
+    item = enqueue.put_job(TABLE, _new_job()).item
+    return codec.job_from_item(item).evolve(claim_token=codec.nonce())
 
 
 def _due() -> schema.DueRecord:
-    item = rq.put_job(TABLE, _new_job(), unsent=True)["Item"]
+    item = enqueue.put_job(TABLE, _new_job(), unsent=True).item
     return schema.due_records({"Items": [item]})[0]
 
 
 ERROR = failure_record(ValueError("boom"))
-WORKER = workers.WorkerEntry(
+WORKER = presence_items.WorkerEntry(
     worker_id="h-1-abc",
     host="h",
     pid=1,
@@ -67,9 +92,24 @@ WORKER = workers.WorkerEntry(
     interval_s=30.0,
 )
 
+
+def statement_of(write: Write | Put) -> dict[str, typing.Any]:
+    """The PartiQL statement of a write (what a batch carries)."""
+    return write.statement()
+
+
+def _request(built: typing.Any) -> dict[str, typing.Any]:
+    """A builder's request: a typed write rendered as the UpdateItem or PutItem it sends alone."""
+    if isinstance(built, Write):
+        return built.update_item()
+    if isinstance(built, Put):
+        return built.put_item()
+    return built
+
+
 #: builder -> (service, operation, a call of it)
 CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = {
-    "put_job": ("dynamodb", "PutItem", lambda: rq.put_job(TABLE, _new_job())),
+    "put_job": ("dynamodb", "PutItem", lambda: enqueue.put_job(TABLE, _new_job())),
     "scan_page": (
         "dynamodb",
         "Scan",
@@ -114,17 +154,17 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
     "expire": (
         "dynamodb",
         "UpdateItem",
-        lambda: expiry.expire(
-            TABLE, rq.envelope_of(_new_job()), now=NOW, reason="r", retention_s=60, type_bound_s=600
+        lambda: deadlines.expire(
+            TABLE, enqueue.envelope_of(_new_job()), now=NOW, reason="r", retention_s=60, type_bound_s=600
         ),
     ),
     "guard_claim": (
         "dynamodb",
         "UpdateItem",
-        lambda: expiry.guard_claim(
-            rq.claim(
+        lambda: deadlines.guard_claim(
+            claims.claim(
                 TABLE,
-                rq.envelope_of(_new_job()),
+                enqueue.envelope_of(_new_job()),
                 owner="w1",
                 token="t",
                 message_id="m1",
@@ -139,11 +179,11 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
     "guard_fresh_claim": (
         "dynamodb",
         "ExecuteStatement",
-        lambda: statements.update_statement(
-            expiry.guard_fresh_claim(
-                statements.fresh_claim(
+        lambda: statement_of(
+            deadlines.guard_fresh_claim(
+                claims.fresh_claim(
                     TABLE,
-                    rq.envelope_of(_new_job()),
+                    enqueue.envelope_of(_new_job()),
                     owner="w1",
                     token="t",
                     message_id="m1",
@@ -152,7 +192,7 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
                     max_attempts=3,
                     clock_skew_s=1,
                 ),
-                rq.envelope_of(_new_job()),
+                enqueue.envelope_of(_new_job()),
                 now=NOW,
                 type_bound_s=600,
             )
@@ -161,11 +201,11 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
     "claim": (
         "dynamodb",
         "UpdateItem",
-        lambda: rq.claim(
+        lambda: claims.claim(
             TABLE,
-            rq.envelope_of(_new_job()),
+            enqueue.envelope_of(_new_job()),
             owner="w1",
-            token=rq.nonce(),
+            token=codec.nonce(),
             message_id="m1",
             now=NOW,
             lease_s=60,
@@ -175,48 +215,48 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
     "complete": (
         "dynamodb",
         "UpdateItem",
-        lambda: rq.complete(
+        lambda: requests.complete(
             TABLE, _job(), owner="w1", now=NOW, result=None, retention_s=60, result_ref="s3://b/results/j1/t"
         ),
     ),
     "schedule_retry": (
         "dynamodb",
         "UpdateItem",
-        lambda: rq.schedule_retry(
+        lambda: requests.schedule_retry(
             TABLE, _job(), owner="w1", now=NOW, run_at=NOW + 5, error=ERROR, held=False
         ),
     ),
     "fail": (
         "dynamodb",
         "UpdateItem",
-        lambda: rq.fail(TABLE, _job(), owner="w1", now=NOW, error=ERROR, reason="r", retention_s=60),
+        lambda: requests.fail(TABLE, _job(), owner="w1", now=NOW, error=ERROR, reason="r", retention_s=60),
     ),
     "abort": (
         "dynamodb",
         "UpdateItem",
-        lambda: rq.abort(TABLE, _job(), owner="w1", now=NOW, reason="r", retention_s=60),
+        lambda: requests.abort(TABLE, _job(), owner="w1", now=NOW, reason="r", retention_s=60),
     ),
-    "release": ("dynamodb", "UpdateItem", lambda: rq.release(TABLE, _job(), owner="w1", now=NOW)),
+    "release": ("dynamodb", "UpdateItem", lambda: requests.release(TABLE, _job(), owner="w1", now=NOW)),
     "heartbeat": (
         "dynamodb",
         "UpdateItem",
-        lambda: rq.heartbeat(TABLE, _job(), owner="w1", now=NOW, lease_s=60),
+        lambda: requests.heartbeat(TABLE, _job(), owner="w1", now=NOW, lease_s=60),
     ),
     "reject": (
         "dynamodb",
         "UpdateItem",
-        lambda: rq.reject(
-            TABLE, rq.envelope_of(_new_job()), now=NOW, error=ERROR, reason="r", retention_s=60
+        lambda: requests.reject(
+            TABLE, enqueue.envelope_of(_new_job()), now=NOW, error=ERROR, reason="r", retention_s=60
         ),
     ),
     "fresh_claim": (
         "dynamodb",
         "UpdateItem",
-        lambda: statements.fresh_claim(
+        lambda: claims.fresh_claim(
             TABLE,
-            rq.envelope_of(_new_job()),
+            enqueue.envelope_of(_new_job()),
             owner="w1",
-            token=rq.nonce(),
+            token=codec.nonce(),
             message_id="m1",
             now=NOW,
             lease_s=60,
@@ -229,11 +269,11 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
         "BatchExecuteStatement",
         lambda: statements.batch(
             [
-                statements.insert_statement(rq.put_job(TABLE, _new_job())),
-                statements.update_statement(
-                    statements.fresh_claim(
+                statement_of(enqueue.put_job(TABLE, _new_job())),
+                statement_of(
+                    claims.fresh_claim(
                         TABLE,
-                        rq.envelope_of(_new_job()),
+                        enqueue.envelope_of(_new_job()),
                         owner="w1",
                         token="t",
                         message_id="m1",
@@ -243,14 +283,20 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
                         clock_skew_s=1,
                     )
                 ),
-                *(
-                    statements.update_statement(CASES[name][2]())
-                    for name in ("complete", "schedule_retry", "fail", "abort")
-                ),
+                *(statement_of(CASES[name][2]()) for name in ("complete", "schedule_retry", "fail", "abort")),
             ]
         ),
     ),
-    "get": ("dynamodb", "GetItem", lambda: rq.get(TABLE, "j1")),
+    "with_write_id": (
+        "dynamodb",
+        "UpdateItem",
+        lambda: requests.with_write_id(
+            requests.reject(
+                TABLE, enqueue.envelope_of(_new_job()), now=NOW, error=ERROR, reason="r", retention_s=60
+            )
+        ),
+    ),
+    "get": ("dynamodb", "GetItem", lambda: requests.get(TABLE, "j1")),
     "cancel": ("dynamodb", "UpdateItem", lambda: operator.cancel(TABLE, "j1", now=NOW, retention_s=60)),
     "request_cancel": ("dynamodb", "UpdateItem", lambda: operator.request_cancel(TABLE, "j1", now=NOW)),
     "keep_payload": (
@@ -301,9 +347,9 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
                         "ExpressionAttributeValues": {":z": {"N": "0"}},
                     }
                 },
-                transact.job_entry(TABLE, _new_job(), token=rq.nonce(), pending_until=NOW + 300),
+                transact.job_entry(TABLE, _new_job(), token=codec.nonce(), pending_until=NOW + 300),
             ],
-            token=rq.nonce(),
+            token=codec.nonce(),
         ),
     ),
     "clear_sent": (
@@ -344,14 +390,24 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
         lambda: sqs.change_visibility_batch(URL, [("0", "rh", 30)]),
     ),
     "lifecycle": ("s3", "PutBucketLifecycleConfiguration", lambda: objects.lifecycle(Settings("shop"))),
-    "register": ("dynamodb", "PutItem", lambda: workers.register(TABLE, WORKER, now=NOW, running=["j1"])),
+    "register": (
+        "dynamodb",
+        "PutItem",
+        lambda: presence_items.register(TABLE, WORKER, now=NOW, running=["j1"]),
+    ),
     "refresh": (
         "dynamodb",
         "UpdateItem",
-        lambda: workers.refresh(TABLE, WORKER, now=NOW, state=workers.DRAINING, running=["j1", "j2"]),
+        lambda: presence_items.refresh(
+            TABLE, WORKER, now=NOW, state=presence_items.DRAINING, running=["j1", "j2"]
+        ),
     ),
-    "deregister": ("dynamodb", "DeleteItem", lambda: workers.deregister(TABLE, "h-1-abc")),
-    "query_workers": ("dynamodb", "Query", lambda: workers.query_workers(TABLE, {"id": {"S": "worker#x"}})),
+    "deregister": ("dynamodb", "DeleteItem", lambda: presence_items.deregister(TABLE, "h-1-abc")),
+    "query_workers": (
+        "dynamodb",
+        "Query",
+        lambda: presence_items.query_workers(TABLE, {"id": {"S": "worker#x"}}),
+    ),
 }
 
 _SESSION = botocore.session.get_session()
@@ -368,7 +424,8 @@ def _builders() -> set[str]:
         for name, fn in inspect.getmembers(module, inspect.isfunction):
             if name.startswith("_") or fn.__module__ != module.__name__:
                 continue
-            if inspect.signature(fn).return_annotation == "dict[str, Any]" and name not in NOT_REQUESTS:
+            returns = inspect.signature(fn).return_annotation
+            if returns in ("dict[str, Any]", "Write", "Put") and name not in NOT_REQUESTS:
                 found.add(name)
     return found
 
@@ -393,13 +450,13 @@ def test_every_request_builder_is_checked_here():
 @pytest.mark.parametrize("builder", sorted(CASES))
 def test_the_builder_output_is_valid_for_its_operation(builder):
     service, operation, build = CASES[builder]
-    report = ParamValidator().validate(build(), _input_shape(service, operation))
+    report = ParamValidator().validate(_request(build()), _input_shape(service, operation))
     assert not report.has_errors(), report.generate_report()
 
 
 def test_a_misspelt_key_is_caught():
     # GIVEN a request with a typo, as a hand edit could make it
-    params = {**rq.get(TABLE, "j1"), "ConsistantRead": True}
+    params = {**requests.get(TABLE, "j1"), "ConsistantRead": True}
     # THEN the same validation reports it by name
     report = ParamValidator().validate(params, _input_shape("dynamodb", "GetItem"))
     assert "ConsistantRead" in report.generate_report()
@@ -407,6 +464,6 @@ def test_a_misspelt_key_is_caught():
 
 def test_codec_keys_are_attribute_values():
     # The item codec's values are the AttributeValue shapes PutItem takes.
-    item = rq.put_job(TABLE, _new_job())["Item"]
+    item = enqueue.put_job(TABLE, _new_job()).item
     assert all(len(v) == 1 and next(iter(v)) in {"S", "N", "M", "L", "BOOL", "NULL"} for v in item.values())
     assert codec.job_from_item(item).id == "j1"

@@ -6,13 +6,14 @@ import pytest
 
 from sqsjobs import IdempotencyConflict, JobStatus
 from sqsjobs.errors import StoreError
-from sqsjobs.store import requests as rq
+from sqsjobs.job import FailureRecord
+from sqsjobs.store import codec, enqueue, job_store, requests, schema
 from sqsjobs.transport import sqs
 
 NOW = 1_800_000_000.0
 
 
-def new_job(**changes) -> rq.NewJob:
+def new_job(**changes) -> enqueue.NewJob:
     fields = {
         "id": "j1",
         "type": "t",
@@ -23,7 +24,7 @@ def new_job(**changes) -> rq.NewJob:
         "run_at": NOW,
         "now": NOW,
     }
-    return rq.NewJob(**{**fields, **changes})
+    return enqueue.NewJob(**{**fields, **changes})
 
 
 def refusal(item) -> StoreError:
@@ -33,8 +34,8 @@ def refusal(item) -> StoreError:
 
 
 def test_a_put_item_round_trips_through_job_from_item_without_the_payload_its_message_carries():
-    item = rq.put_job("table", new_job(tenant="acme", trace="Root=1-abc"))["Item"]
-    job = rq.job_from_item(item)
+    item = enqueue.put_job("table", new_job(tenant="acme", trace="Root=1-abc")).item
+    job = codec.job_from_item(item)
     assert (job.id, job.status, job.payload, job.attempt, job.max_attempts) == (
         "j1",
         JobStatus.QUEUED,
@@ -46,26 +47,26 @@ def test_a_put_item_round_trips_through_job_from_item_without_the_payload_its_me
     assert (job.payload_hash, job.payload_size) == (new_job().payload_hash, len('{"a":1}'))
     # the happy path's record is not in any index
     assert not {"attn", "due", "payload"} & set(item)
-    envelope = rq.envelope_of(new_job())
+    envelope = enqueue.envelope_of(new_job())
     assert (envelope.payload, envelope.payload_hash) == ({"a": 1}, job.payload_hash)
 
 
 def test_a_record_no_message_carries_keeps_its_payload_in_a_sharded_attention_entry():
-    held = rq.put_job("t", new_job(held=True))["Item"]
-    unsent = rq.put_job("t", new_job(), unsent=True)["Item"]
-    assert held["attn"]["S"] == rq.attention_key(rq.HELD, "j1") and held["due"] == {"N": str(NOW)}
-    assert unsent["attn"]["S"] == rq.attention_key(rq.PENDING, "j1")
-    assert rq.job_from_item(held).payload == rq.job_from_item(unsent).payload == {"a": 1}
+    held = enqueue.put_job("t", new_job(held=True)).item
+    unsent = enqueue.put_job("t", new_job(), unsent=True).item
+    assert held["attn"]["S"] == schema.attention_key(schema.HELD, "j1") and held["due"] == {"N": str(NOW)}
+    assert unsent["attn"]["S"] == schema.attention_key(schema.PENDING, "j1")
+    assert codec.job_from_item(held).payload == codec.job_from_item(unsent).payload == {"a": 1}
 
 
 def test_idempotency_keys_scope_by_type_and_tenant():
-    assert rq.idempotent_job_id("a", "k") == rq.idempotent_job_id("a", "k")
+    assert codec.idempotent_job_id("a", "k") == codec.idempotent_job_id("a", "k")
     assert (
         len(
             {
-                rq.idempotent_job_id("a", "k"),
-                rq.idempotent_job_id("b", "k"),
-                rq.idempotent_job_id("a", "k", "t"),
+                codec.idempotent_job_id("a", "k"),
+                codec.idempotent_job_id("b", "k"),
+                codec.idempotent_job_id("a", "k", "t"),
             }
         )
         == 3
@@ -73,20 +74,20 @@ def test_idempotency_keys_scope_by_type_and_tenant():
 
 
 def test_a_refused_put_with_the_same_payload_is_the_same_job_and_otherwise_a_conflict():
-    existing = rq.put_job("t", new_job(idempotency_key="k"))["Item"]
-    assert rq.interpret_put_conflict(new_job(idempotency_key="k"), refusal(existing)) == "j1"
+    existing = enqueue.put_job("t", new_job(idempotency_key="k")).item
+    assert enqueue.interpret_put_conflict(new_job(idempotency_key="k"), refusal(existing)) == "j1"
     with pytest.raises(IdempotencyConflict):
-        rq.interpret_put_conflict(new_job(idempotency_key="k", payload={"a": 2}), refusal(existing))
+        enqueue.interpret_put_conflict(new_job(idempotency_key="k", payload={"a": 2}), refusal(existing))
 
 
 def test_errors_other_than_a_false_condition_are_not_mistaken_for_conflicts():
     throttled = StoreError("slow down", code="ProvisionedThroughputExceededException")
     with pytest.raises(StoreError, match="slow down"):
-        rq.interpret_claim_refusal(throttled, NOW, 3)
+        job_store.interpret_claim_refusal(throttled, NOW, 3)
 
 
 def _item(status: str, **extra) -> dict:
-    item = rq.put_job("t", new_job())["Item"]
+    item = enqueue.put_job("t", new_job()).item
     item["status"] = {"S": status}
     for key, value in extra.items():
         item[key] = {"N": str(value)} if isinstance(value, int | float) else {"S": value}
@@ -96,29 +97,30 @@ def _item(status: str, **extra) -> dict:
 @pytest.mark.parametrize(
     ("item", "reason"),
     [
-        (None, rq.ClaimRefusal.MISSING),
-        (_item("succeeded"), rq.ClaimRefusal.FINISHED),
-        (_item("queued", run_at=NOW + 60), rq.ClaimRefusal.NOT_DUE),
-        (_item("running", lease_expires=NOW + 30, lease_owner="w"), rq.ClaimRefusal.HELD_ELSEWHERE),
-        (_item("running", lease_expires=NOW - 1, attempt=3), rq.ClaimRefusal.EXHAUSTED),
-        (_item("retry_scheduled", attempt=3), rq.ClaimRefusal.EXHAUSTED),
+        (None, job_store.ClaimRefusal.MISSING),
+        (_item("succeeded"), job_store.ClaimRefusal.FINISHED),
+        (_item("queued", run_at=NOW + 60), job_store.ClaimRefusal.NOT_DUE),
+        (_item("running", lease_expires=NOW + 30, lease_owner="w"), job_store.ClaimRefusal.HELD_ELSEWHERE),
+        (_item("running", lease_expires=NOW - 1, attempt=3), job_store.ClaimRefusal.EXHAUSTED),
+        (_item("retry_scheduled", attempt=3), job_store.ClaimRefusal.EXHAUSTED),
     ],
 )
 def test_a_refused_claim_says_what_the_message_is_worth(item, reason):
-    assert rq.interpret_claim_refusal(refusal(item), NOW, 3).reason is reason
+    assert job_store.interpret_claim_refusal(refusal(item), NOW, 3).reason is reason
 
 
 def test_fenced_writes_are_conditional_on_the_claim_token_and_carry_a_fresh_nonce():
-    job = rq.job_from_item(_item("running", lease_owner="w", lease_epoch=4, claim_token="tok"))
+    job = codec.job_from_item(_item("running", lease_owner="w", lease_epoch=4, claim_token="tok"))
     for params in (
-        rq.complete("t", job, owner="w", now=NOW, result=None, retention_s=1),
-        rq.schedule_retry(
-            "t", job, owner="w", now=NOW, run_at=NOW, error=rq.FailureRecord("E", "m"), held=False
+        requests.complete("t", job, owner="w", now=NOW, result=None, retention_s=1),
+        requests.schedule_retry(
+            "t", job, owner="w", now=NOW, run_at=NOW, error=FailureRecord("E", "m"), held=False
         ),
-        rq.fail("t", job, owner="w", now=NOW, error=rq.FailureRecord("E", "m"), reason="r", retention_s=1),
-        rq.release("t", job, owner="w", now=NOW),
-        rq.heartbeat("t", job, owner="w", now=NOW, lease_s=1),
+        requests.fail("t", job, owner="w", now=NOW, error=FailureRecord("E", "m"), reason="r", retention_s=1),
+        requests.release("t", job, owner="w", now=NOW),
+        requests.heartbeat("t", job, owner="w", now=NOW, lease_s=1),
     ):
+        params = params.update_item()  # the UpdateItem each renders
         assert params["ConditionExpression"] == "#status = :running AND claim_token = :token"
         assert params["ExpressionAttributeValues"][":token"] == {"S": "tok"}
         assert "wid = :wid" in params["UpdateExpression"]
@@ -126,24 +128,24 @@ def test_fenced_writes_are_conditional_on_the_claim_token_and_carry_a_fresh_nonc
 
 
 def test_the_history_is_capped():
-    job = rq.job_from_item(_item("running", lease_owner="w", claim_token="tok"))
+    job = codec.job_from_item(_item("running", lease_owner="w", claim_token="tok"))
     for attempt in range(15):
-        params = rq.schedule_retry(
+        params = requests.schedule_retry(
             "t",
             job.evolve(attempt=attempt + 1),
             owner="w",
             now=NOW,
             run_at=NOW,
-            error=rq.FailureRecord("E", "m"),
+            error=FailureRecord("E", "m"),
             held=False,
-        )
-        job = rq.job_from_item(
+        ).update_item()
+        job = codec.job_from_item(
             {
                 **_item("running", lease_owner="w", claim_token="tok"),
                 "history": params["ExpressionAttributeValues"][":history"],
             }
         )
-    assert len(job.history) == rq.HISTORY_CAP
+    assert len(job.history) == requests.HISTORY_CAP
     assert job.history[-1].attempt == 15
 
 
@@ -156,9 +158,9 @@ def test_sqs_limits_are_applied_where_they_bite():
 
 
 def test_a_heartbeat_refused_by_the_owners_own_outcome_is_not_a_lost_lease():
-    job = rq.job_from_item(_item("running", lease_owner="w", lease_epoch=2, claim_token="ours"))
+    job = codec.job_from_item(_item("running", lease_owner="w", lease_epoch=2, claim_token="ours"))
     finished_by_us = _item("succeeded", lease_epoch=2, claim_token="ours")
     rescued_by_another = _item("running", lease_owner="x", lease_epoch=3, claim_token="theirs")
-    assert rq.moved_on_by_owner(job, refusal(finished_by_us))
-    assert not rq.moved_on_by_owner(job, refusal(rescued_by_another))
-    assert not rq.moved_on_by_owner(job, StoreError("slow down", code="ThrottlingException"))
+    assert job_store.moved_on_by_owner(job, refusal(finished_by_us))
+    assert not job_store.moved_on_by_owner(job, refusal(rescued_by_another))
+    assert not job_store.moved_on_by_owner(job, StoreError("slow down", code="ThrottlingException"))

@@ -21,7 +21,7 @@ from sqsjobs.errors import RecordChanged
 from sqsjobs.ops.inspect import UNPROCESSED_RETRIES, batch_get_flow
 from sqsjobs.ops.requeue import CONFLICT_RETRIES, requeue_flow
 from sqsjobs.registry import Registry
-from sqsjobs.store import requests as rq
+from sqsjobs.store import enqueue
 
 NOW = 1_800_000_000.0
 
@@ -163,7 +163,7 @@ def app() -> App:
 
 
 def dead_item(updated_at: float) -> dict[str, Any]:
-    new = rq.NewJob(
+    new = enqueue.NewJob(
         id="j1",
         type="t",
         queue="default",
@@ -173,7 +173,7 @@ def dead_item(updated_at: float) -> dict[str, Any]:
         run_at=NOW,
         now=NOW,
     )
-    item = rq.put_job("shop-jobs", new)["Item"]
+    item = enqueue.put_job("shop-jobs", new).item
     # a dead record keeps its payload (sqsjobs.store.requests.fail)
     return {
         **item,

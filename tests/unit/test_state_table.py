@@ -15,8 +15,9 @@ import pytest
 from sqsjobs.delivery import failure_record
 from sqsjobs.envelope import Envelope
 from sqsjobs.job import TRANSITIONS, JobStatus
-from sqsjobs.store import expiry, operator, statements
-from sqsjobs.store import requests as rq
+from sqsjobs.store import claims, codec, deadlines, enqueue, operator, requests
+from sqsjobs.store.conditions import All, AnyOf, Compare, Not, OneOf
+from sqsjobs.store.write import Write
 from sqsjobs.workflows import chain_store
 
 NOW = 1_800_000_000.0
@@ -24,17 +25,17 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "lifecycle.md"
 
 
 def _job():
-    new = rq.NewJob(
+    new = enqueue.NewJob(
         id="j1", type="t", queue="default", payload={}, payload_version=1, max_attempts=3, run_at=NOW, now=NOW
     )
-    return rq.job_from_item(rq.put_job("tbl", new)["Item"]).evolve(claim_token=rq.nonce())
+    return codec.job_from_item(enqueue.put_job("tbl", new).item).evolve(claim_token=codec.nonce())
 
 
 ERROR = failure_record(ValueError("boom"))
 
 
-def _claim() -> dict:
-    return rq.claim(
+def _claim() -> Write:
+    return claims.claim(
         "tbl", Envelope("j1", "t"), owner="w", token="t", message_id="m", now=NOW, lease_s=5, max_attempts=3
     )
 
@@ -43,21 +44,23 @@ def _claim() -> dict:
 WRITES = {
     "claim": _claim,
     "rescue": _claim,
-    "heartbeat": lambda: rq.heartbeat("tbl", _job(), owner="w", now=NOW, lease_s=5),
-    "complete": lambda: rq.complete("tbl", _job(), owner="w", now=NOW, result=None, retention_s=1),
-    "schedule_retry": lambda: rq.schedule_retry(
+    "heartbeat": lambda: requests.heartbeat("tbl", _job(), owner="w", now=NOW, lease_s=5),
+    "complete": lambda: requests.complete("tbl", _job(), owner="w", now=NOW, result=None, retention_s=1),
+    "schedule_retry": lambda: requests.schedule_retry(
         "tbl", _job(), owner="w", now=NOW, run_at=NOW, error=ERROR, held=False
     ),
-    "fail": lambda: rq.fail("tbl", _job(), owner="w", now=NOW, error=ERROR, reason="r", retention_s=1),
-    "abort": lambda: rq.abort("tbl", _job(), owner="w", now=NOW, reason="r", retention_s=1),
-    "reject": lambda: rq.reject("tbl", Envelope("j1", "t"), now=NOW, error=ERROR, reason="r", retention_s=1),
-    "release": lambda: rq.release("tbl", _job(), owner="w", now=NOW),
+    "fail": lambda: requests.fail("tbl", _job(), owner="w", now=NOW, error=ERROR, reason="r", retention_s=1),
+    "abort": lambda: requests.abort("tbl", _job(), owner="w", now=NOW, reason="r", retention_s=1),
+    "reject": lambda: requests.reject(
+        "tbl", Envelope("j1", "t"), now=NOW, error=ERROR, reason="r", retention_s=1
+    ),
+    "release": lambda: requests.release("tbl", _job(), owner="w", now=NOW),
     "cancel": lambda: operator.cancel("tbl", "j1", now=NOW, retention_s=1),
     "request_cancel": lambda: operator.request_cancel("tbl", "j1", now=NOW),
     "replay": lambda: operator.replay(
         "tbl", _job(), seen_updated="1", now=NOW, max_attempts=3, audit={"a": 1}
     ),
-    "expire": lambda: expiry.expire(
+    "expire": lambda: deadlines.expire(
         "tbl", Envelope("j1", "t"), now=NOW, reason="r", retention_s=1, type_bound_s=60
     ),
     "unblock": lambda: chain_store.unblock("tbl", "c1-01", now=NOW, recheck_at=NOW + 300),
@@ -67,15 +70,29 @@ WRITES = {
 SHARED = {"claim": ("claim", "rescue"), "rescue": ("claim", "rescue")}
 
 
-def statuses_in_condition(params: dict) -> set[JobStatus]:
-    values = params["ExpressionAttributeValues"]
-    placeholders = re.findall(r":\w+", params["ConditionExpression"])
+def _placeholders(condition) -> list[str]:
+    """Every ``:value`` a typed condition compares with."""
+    match condition:
+        case Compare(left, _, right):
+            return [o for o in (left, right) if o.startswith(":")]
+        case OneOf(_, options):
+            return list(options)
+        case All(parts) | AnyOf(parts):
+            return [p for part in parts for p in _placeholders(part)]
+        case Not(part):
+            return _placeholders(part)
+    return []
+
+
+def statuses_in_condition(write) -> set[JobStatus]:
+    values = write.all_values()
+    placeholders = [p for f in write.guards for p in _placeholders(f.condition)]
     return {JobStatus(values[p]["S"]) for p in placeholders if values[p].get("S") in set(JobStatus)}
 
 
-def target_status(params: dict) -> JobStatus | None:
-    match = re.search(r"#status = (:\w+)", params["UpdateExpression"])
-    return JobStatus(params["ExpressionAttributeValues"][match.group(1)]["S"]) if match else None
+def target_status(write) -> JobStatus | None:
+    value = dict(write.sets).get("status")
+    return JobStatus(write.all_values()[value]["S"]) if value is not None else None
 
 
 def test_every_transition_has_a_write_and_every_write_a_transition():
@@ -125,12 +142,12 @@ def test_docs_lifecycle_lists_every_transition_as_the_table_has_it():
 
 
 def test_the_batched_claim_is_the_claim_of_a_waiting_job_never_claimed_before():
-    new = rq.NewJob(
+    new = enqueue.NewJob(
         id="j1", type="t", queue="default", payload={}, payload_version=1, max_attempts=3, run_at=NOW, now=NOW
     )
-    fresh = statements.fresh_claim(
+    fresh = claims.fresh_claim(
         "tbl",
-        rq.envelope_of(new),
+        enqueue.envelope_of(new),
         owner="w",
         token="t",
         message_id="m",
@@ -141,13 +158,13 @@ def test_the_batched_claim_is_the_claim_of_a_waiting_job_never_claimed_before():
     )
     assert statuses_in_condition(fresh) == TRANSITIONS["claim"][0]
     assert target_status(fresh) is TRANSITIONS["claim"][1]
-    assert "lease_epoch = :zero" in fresh["ConditionExpression"]
+    assert Compare("lease_epoch", "=", ":zero") in fresh.fragment("fresh").parts
 
 
 @pytest.mark.parametrize("operation", ["complete", "schedule_retry", "fail", "abort", "release"])
 def test_a_batched_write_admits_and_sets_the_statuses_its_update_item_does(operation):
     params = WRITES[operation]()
-    statement = statements.update_statement(params)
+    statement = params.statement()
     statuses = {JobStatus(p["S"]) for p in statement["Parameters"] if p.get("S") in set(JobStatus)}
     assert statuses == statuses_in_condition(params) | {target_status(params)}
     assert '"status" = ?' in statement["Statement"].split(" WHERE ")[0]

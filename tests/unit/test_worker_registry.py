@@ -11,11 +11,11 @@ from sqsjobs.envelope import Envelope
 from sqsjobs.errors import EnvelopeError
 from sqsjobs.observability.metrics import HEARTBEAT, JobMetrics
 from sqsjobs.ops.worker_views import WorkerStatus, count_workers, status_of, worker_from_item
-from sqsjobs.store import workers as ws
+from sqsjobs.store import presence_items
 from sqsjobs.store.schema import LISTED
 
 NOW = 1_800_000_000.0
-ENTRY = ws.WorkerEntry(
+ENTRY = presence_items.WorkerEntry(
     worker_id="ip-10-0-12-34.ec2.internal-4242-a1b2c3",
     host="ip-10-0-12-34.ec2.internal",
     pid=4242,
@@ -41,11 +41,11 @@ def _size(av: dict) -> int:
 @pytest.mark.parametrize(
     ("age", "state", "expected"),
     [
-        (0.0, ws.RUNNING, WorkerStatus.LIVE),
-        (60.0, ws.RUNNING, WorkerStatus.LIVE),  # exactly two intervals: not yet silent
-        (60.1, ws.RUNNING, WorkerStatus.SILENT),
-        (10.0, ws.DRAINING, WorkerStatus.DRAINING),
-        (61.0, ws.DRAINING, WorkerStatus.SILENT),  # killed by the platform mid-drain
+        (0.0, presence_items.RUNNING, WorkerStatus.LIVE),
+        (60.0, presence_items.RUNNING, WorkerStatus.LIVE),  # exactly two intervals: not yet silent
+        (60.1, presence_items.RUNNING, WorkerStatus.SILENT),
+        (10.0, presence_items.DRAINING, WorkerStatus.DRAINING),
+        (61.0, presence_items.DRAINING, WorkerStatus.SILENT),  # killed by the platform mid-drain
     ],
 )
 def test_status_is_judged_by_the_workers_own_interval(age, state, expected):
@@ -55,27 +55,27 @@ def test_status_is_judged_by_the_workers_own_interval(age, state, expected):
 def test_a_full_worker_item_stays_under_one_kilobyte_so_each_refresh_is_one_write_unit():
     # GIVEN a worker running as many jobs as its concurrency, ids as the producer makes them
     running = [uuid.uuid4().hex for _ in range(ENTRY.concurrency)]
-    item = ws.register("t", ENTRY, now=NOW, running=running)["Item"]
+    item = presence_items.register("t", ENTRY, now=NOW, running=running).item
     # THEN the item is under 1 KB (an update is billed on the larger of the before and after sizes)
     size = sum(len(name) + _size(av) for name, av in item.items())
     assert size < 1024, size
     # AND more running jobs than that are counted, not listed
-    many = ws.register("t", ENTRY, now=NOW, running=[*running, *running])["Item"]
-    assert len(many["running"]["L"]) == ws.MAX_RUNNING_LISTED
+    many = presence_items.register("t", ENTRY, now=NOW, running=[*running, *running]).item
+    assert len(many["running"]["L"]) == presence_items.MAX_RUNNING_LISTED
     assert many["running_count"] == {"N": str(2 * len(running))}
 
 
 def test_a_refresh_writes_no_index_key_and_no_projected_attribute():
-    params = ws.refresh("t", ENTRY, now=NOW, state=ws.DRAINING, running=["j1"])
-    written = set(params["ExpressionAttributeNames"].values()) | {"refreshes"}
+    params = presence_items.refresh("t", ENTRY, now=NOW, state=presence_items.DRAINING, running=["j1"])
+    written = {path for path, _ in params.sets} | {path for path, _ in params.adds}
     assert written.isdisjoint({"attn", "due", *LISTED}), written
     # AND the item it refreshes carries no job attribute a job listing or stats filters on
-    item = ws.register("t", ENTRY, now=NOW)["Item"]
+    item = presence_items.register("t", ENTRY, now=NOW).item
     assert set(item).isdisjoint({"status", "type", "queue", "updated_at"})
 
 
 def test_an_item_reads_back_as_the_worker_it_registered():
-    item = ws.register("t", ENTRY, now=NOW, running=["j1", "j2"])["Item"]
+    item = presence_items.register("t", ENTRY, now=NOW, running=["j1", "j2"]).item
     info = worker_from_item(item, NOW + 1)
     assert (info.id, info.host, info.pid, info.queues, info.job_types) == (
         ENTRY.worker_id,
@@ -85,7 +85,11 @@ def test_an_item_reads_back_as_the_worker_it_registered():
         ENTRY.job_types,
     )
     assert (info.running, info.running_count, info.status) == (("j1", "j2"), 2, WorkerStatus.LIVE)
-    assert info.expires_at == ws.expires_at(ENTRY, NOW) >= NOW + ws.TTL_INTERVALS * ENTRY.interval_s
+    assert (
+        info.expires_at
+        == presence_items.expires_at(ENTRY, NOW)
+        >= NOW + presence_items.TTL_INTERVALS * ENTRY.interval_s
+    )
     assert count_workers([info]) == {"live": 1, "draining": 0, "silent": 0}
     assert json.loads(json.dumps(info.to_dict()))["status"] == "live"
 

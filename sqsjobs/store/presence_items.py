@@ -1,7 +1,7 @@
 """The worker registry in the jobs table (sans-I/O): one small item per running ECS worker process.
 
 Why in the jobs table: no second table to provision, grant and back up; the one sparse index lists
-the items without reading any job record (DESIGN §8). The item is keyed ``worker#<worker id>``:
+the items without reading any job record (docs/scale.md). The item is keyed ``worker#<worker id>``:
 job ids are hex (uuid4, or ``k`` and a hash of the idempotency key) and never contain ``#``, so the
 two cannot collide. Its ``attn``/``due`` put it in the ``attention`` index under its own partition
 ``workers`` (``due`` = when the worker started); the sweeper and the dead-job listing read only
@@ -10,7 +10,7 @@ worker item never has. The index projects only its keys and the job columns (``L
 which a worker item carries, so a listing Queries the keys and reads the items by BatchGetItem.
 
 What each write costs (item under 1 KB, on demand; the refresh touches no index key or projected
-attribute, so the index is not written, DESIGN §4)::
+attribute, so the index is not written)::
 
     register  PutItem     at start                        1 WU + 1 index WU (the entry is created)
     refresh   UpdateItem  every Settings.registry_interval_s   1 WU
@@ -36,7 +36,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.store.codec import av_n, av_s
+from sqsjobs.store.conditions import Exists
 from sqsjobs.store.schema import ATTENTION_INDEX, TTL_ATTRIBUTE
+from sqsjobs.store.write import Put, Write
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -58,9 +60,10 @@ RUNNING = "running"
 DRAINING = "draining"
 #: The attributes a listing reads.
 WORKER_ATTRIBUTES = (
-    "id", "host", "pid", "version", "queues", "job_types", "concurrency", "started_at", "last_seen",
-    "state", "running", "running_count", "interval_s", "refreshes", TTL_ATTRIBUTE,
-)  # fmt: skip
+    *["id", "host", "pid", "version", "queues", "job_types", "concurrency", "started_at", "last_seen"],
+    *["state", "running", "running_count", "interval_s", "refreshes"],
+    TTL_ATTRIBUTE,
+)
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,7 @@ def _live_values(entry: WorkerEntry, now: float, state: str, running: Sequence[s
 
 def register(
     table: str, entry: WorkerEntry, *, now: float, state: str = RUNNING, running: Sequence[str] = ()
-) -> dict[str, Any]:
+) -> Put:
     """PutItem: the whole entry, in the ``workers`` index partition; also re-creates an expired one."""
     item = {
         "id": av_s(item_id(entry.worker_id)),
@@ -125,32 +128,26 @@ def register(
         "refreshes": av_n(0),
         **_live_values(entry, now, state, running),
     }
-    return {"TableName": table, "Item": item}
+    return Put(table, item)
 
 
-def refresh(
-    table: str, entry: WorkerEntry, *, now: float, state: str, running: Sequence[str]
-) -> dict[str, Any]:
+def refresh(table: str, entry: WorkerEntry, *, now: float, state: str, running: Sequence[str]) -> Write:
     """UpdateItem: last_seen, state, what runs now, the TTL; ``refreshes`` counts these writes.
 
     Touches no index key and no projected attribute: no index write. Conditional on the item
     existing, so an item TTL deleted it during a long stall is registered again whole (``register``)
     instead of re-created with only these fields.
     """
-    values = _live_values(entry, now, state, running)
-    names = {f"#a{i}": name for i, name in enumerate(values)}
-    sets = ", ".join(f"#a{i} = :a{i}" for i in range(len(values)))
-    return {
-        "TableName": table,
-        "Key": {"id": av_s(item_id(entry.worker_id))},
-        "ConditionExpression": "attribute_exists(id)",
-        "UpdateExpression": f"SET {sets} ADD refreshes :one",
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": {
-            **{f":a{i}": v for i, v in enumerate(values.values())},
-            ":one": av_n(1),
-        },
-    }
+    live = _live_values(entry, now, state, running)
+    write = Write(
+        table,
+        {"id": av_s(item_id(entry.worker_id))},
+        tuple((name, f":a{i}") for i, name in enumerate(live)),
+        adds=(("refreshes", ":one"),),
+        values={**{f":a{i}": v for i, v in enumerate(live.values())}, ":one": av_n(1)},
+        old_on_refusal=False,
+    )
+    return write.guard("registered", Exists("id"))
 
 
 def deregister(table: str, worker_id: str) -> dict[str, Any]:

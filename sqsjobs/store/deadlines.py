@@ -1,4 +1,4 @@
-"""Expiry, sans-I/O: a job not started by its deadline ends ``expired`` and never runs.
+"""Deadlines (expiry), sans-I/O: a job not started by its deadline ends ``expired`` and never runs.
 
 Timeline of one job with a deadline (``start_by`` = enqueue time + ``expires_after``)::
 
@@ -18,7 +18,7 @@ done). Expiry bounds the wait for a *first* start, not the job's whole life.
 ``expires_after`` or the type's. A producer without the handler code cannot know the type's, and
 writes none: the worker that has the handler applies it from the record's ``created_at``
 (``created_at < now - expires_after``), in the claim's condition itself, so a thin producer never
-weakens the type's bound (DESIGN §3.5 holds the same for attempts). An enqueue's own
+weakens the type's bound (the same holds for attempts: docs/lifecycle.md). An enqueue's own
 ``expires_after`` wins over the type's, looser or stricter.
 
 Every fragment here is a condition, not a read: guarding a claim costs nothing, and a job without
@@ -32,22 +32,31 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.errors import ExpiryInvalid
-from sqsjobs.job import Job, JobStatus
-from sqsjobs.store.codec import av_n, av_s, is_conflict, job_from_item, num_attr, old_item, str_attr
+from sqsjobs.job import JobStatus
+from sqsjobs.store.codec import av_n, av_s, num_attr, str_attr
+from sqsjobs.store.conditions import All, AnyOf, Compare, Fragment, IfNotExists, Missing, Not, eq
 from sqsjobs.store.enqueue import creates_from
+from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from sqsjobs.envelope import Envelope
-    from sqsjobs.errors import StoreError
+    from sqsjobs.store.conditions import Condition, Expr
 
 #: True of a record whose deadline passed and that never started: what the claim refuses and the
 #: ``expire`` write requires. ``:x_oldest`` is ``now - expires_after`` of the type (a value no
 #: ``created_at`` is below when the type has none).
-EXPIRED = (
-    "lease_epoch = :x_zero AND (start_by < :x_now "
-    "OR (attribute_not_exists(start_by) AND created_at < :x_oldest))"
+EXPIRED = All(
+    (
+        eq("lease_epoch", ":x_zero"),
+        AnyOf(
+            (
+                Compare("start_by", "<", ":x_now"),
+                All((Missing("start_by"), Compare("created_at", "<", ":x_oldest"))),
+            )
+        ),
+    )
 )
 
 
@@ -96,52 +105,75 @@ def _values(now: float, type_bound_s: float | None) -> dict[str, Any]:
     }
 
 
-def guard_claim(params: Mapping[str, Any], *, now: float, type_bound_s: float | None) -> dict[str, Any]:
-    """The single claim ``params``, refused also for a job that expired (never started, deadline passed).
+def claim_guard(*, now: float, type_bound_s: float | None) -> Fragment:
+    """What the single claim must meet too: the job did not expire (never started, deadline passed).
 
     ANDed to the whole condition: on a missing record ``lease_epoch = :x_zero`` is false, so the
     claim still creates it from the message (whose deadline the worker checked first).
     """
-    return {
-        **params,
-        "ConditionExpression": f"({params['ConditionExpression']}) AND NOT ({EXPIRED})",
-        "ExpressionAttributeValues": {**params["ExpressionAttributeValues"], **_values(now, type_bound_s)},
-    }
+    return Fragment("not_expired", _NOT_EXPIRED, _values(now, type_bound_s))
 
 
-def guard_fresh_claim(
-    params: Mapping[str, Any], envelope: Envelope, *, now: float, type_bound_s: float | None
-) -> dict[str, Any]:
-    """The batchable fresh claim, refused unless the record's deadline is the message's and not past.
+def guard_claim(write: Write, *, now: float, type_bound_s: float | None) -> Write:
+    """The single claim ``write``, refused also for a job that expired (``claim_guard``)."""
+    fragment = claim_guard(now=now, type_bound_s=type_bound_s)
+    return write.guard(fragment.name, fragment.condition, fragment.values)
 
-    A batched statement takes no ``OR`` or ``NOT`` (``store/statements.py``), so the guard names the
+
+#: The fresh claim's deadline guards, by what the message shows (see ``fresh_claim_guard``).
+_STARTS_BY = Compare("start_by", ">=", ":x_now")
+_NO_DEADLINE_WITHIN_BOUND = All((Missing("start_by"), Compare("created_at", ">=", ":x_oldest")))
+_NO_DEADLINE = Missing("start_by")
+_NOT_EXPIRED = Not(EXPIRED)
+
+
+def fresh_claim_guard(
+    envelope: Envelope, *, now: float, type_bound_s: float | None, values: Mapping[str, Any] | None = None
+) -> Fragment:
+    """What the batchable fresh claim must meet too: the record's deadline is the message's and not past.
+
+    A batched statement takes no ``OR`` or ``NOT`` (``store/write.py``), so the guard names the
     deadline the message shows: the record's ``start_by`` is at least now, or, when the message
     carries none, the record has none either (and its ``created_at`` is within the type's bound).
     A record whose deadline is not the message's sends the single claim to decide
-    (``statements.claim_needs_single``).
+    (``JobStore.claim``). ``values``: the single claim's guard's, when it has one (the same values).
     """
-    values = {**params["ExpressionAttributeValues"], **_values(now, type_bound_s)}
     if envelope.start_by is not None:
-        clauses = ["start_by >= :x_now"]
+        condition: Condition = _STARTS_BY
+    elif type_bound_s:
+        condition = _NO_DEADLINE_WITHIN_BOUND
     else:
-        clauses = ["attribute_not_exists(start_by)"] + (["created_at >= :x_oldest"] if type_bound_s else [])
-    return {
-        **params,
-        "ConditionExpression": " AND ".join([params["ConditionExpression"], *clauses]),
-        "ExpressionAttributeValues": values,
-    }
+        condition = _NO_DEADLINE
+    return Fragment("the_messages_deadline", condition, values or _values(now, type_bound_s))
+
+
+def guard_fresh_claim(write: Write, envelope: Envelope, *, now: float, type_bound_s: float | None) -> Write:
+    """The batchable fresh claim ``write``, guarded by ``fresh_claim_guard``."""
+    fragment = fresh_claim_guard(envelope, now=now, type_bound_s=type_bound_s)
+    return write.guard(fragment.name, fragment.condition, fragment.values)
+
+
+_EXPIRE_SETS: tuple[tuple[str, Expr], ...] = (
+    ("status", ":expired"),
+    ("finished_at", ":now"),
+    ("updated_at", ":now"),
+    ("reason", ":reason"),
+    ("expires_at", ":ttl"),
+    ("attempt", IfNotExists("attempt", ":x_zero")),
+    ("lease_epoch", IfNotExists("lease_epoch", ":x_zero")),
+)
+_EXPIRABLE = All((eq("status", ":queued"), EXPIRED))
 
 
 def expire(
     table: str, envelope: Envelope, *, now: float, reason: str, retention_s: float, type_bound_s: float | None
-) -> dict[str, Any]:
+) -> Write:
     """Queued (never started, deadline passed) → expired, unclaimed; the attention entry goes.
 
     Like ``reject``, it creates the record from a version 2 message if there is none yet, so a
     producer's write that lands later finds the job expired instead of queuing a job whose message
     is gone. The condition is the claim guard's: exactly the records a claim refuses as expired.
     """
-    names = {"#status": "status"}
     values: dict[str, Any] = {
         ":queued": av_s(JobStatus.QUEUED),
         ":expired": av_s(JobStatus.EXPIRED),
@@ -150,23 +182,13 @@ def expire(
         ":ttl": av_n(int(now + retention_s)),
         **_values(now, type_bound_s),
     }
-    sets = [
-        "#status = :expired", "finished_at = :now", "updated_at = :now", "reason = :reason", "expires_at = :ttl",
-        "attempt = if_not_exists(attempt, :x_zero)", "lease_epoch = if_not_exists(lease_epoch, :x_zero)",
-    ]  # fmt: skip
-    condition = f"#status = :queued AND {EXPIRED}"
-    if envelope.has_payload:
-        sets += creates_from(envelope, names, values)
-        condition = f"attribute_not_exists(id) OR ({condition})"
-    return {
-        "TableName": table,
-        "Key": {"id": av_s(envelope.job_id)},
-        "ConditionExpression": condition,
-        "UpdateExpression": f"SET {', '.join(sets)} REMOVE attn, due",
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": values,
-        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-    }
+    write = Write(table, {"id": av_s(envelope.job_id)}, _EXPIRE_SETS, ("attn", "due"), values=values)
+    if not envelope.has_payload:
+        return write.guard("expirable", _EXPIRABLE, values)
+    created, created_values = creates_from(envelope)
+    return write.also_set(created, created_values).guard(
+        "new_or_expirable", AnyOf((Missing("id"), _EXPIRABLE)), values
+    )
 
 
 def expired_deadline(item: Mapping[str, Any] | None, now: float, type_bound_s: float | None) -> float | None:
@@ -175,19 +197,6 @@ def expired_deadline(item: Mapping[str, Any] | None, now: float, type_bound_s: f
         return None
     due = deadline(num_attr(item, "start_by"), num_attr(item, "created_at"), type_bound_s)
     return due if due is not None and due < now else None
-
-
-def refused_as_expired(error: StoreError, now: float, type_bound_s: float | None) -> float | None:
-    """The passed deadline, when a refused claim was refused because the job expired; None otherwise."""
-    return expired_deadline(old_item(error) if is_conflict(error) else None, now, type_bound_s)
-
-
-def already_expired(error: StoreError) -> Job | None:
-    """The record a refused ``expire`` met, when it is expired already (a copy of the message)."""
-    old = old_item(error) if is_conflict(error) else None
-    if old is None or str_attr(old, "status") != JobStatus.EXPIRED:
-        return None
-    return job_from_item(old)
 
 
 def reason(deadline_s: float) -> str:

@@ -1,0 +1,276 @@
+"""The claim: the write that makes a worker a job's runner, as a single UpdateItem and as its batchable twin.
+
+Lease timeline of one job (``now`` is the caller's clock, ``lease`` is ``Settings.lease_s``)::
+
+    claim (token t, message m) ──────── lease_expires ───────────────────────────▶ time
+      │  the owner may heartbeat,            │ rescue allowed: a new claim takes
+      │  complete, retry, fail or release;   │ a new token; the old owner's writes
+      │  a refused claim from message m      │ fail: LeaseLost
+      │  (the owner's own, back after its    │
+      │  worker died) waits for the lease;   │
+      │  a copy from another message is      │
+      │  dropped: m covers a crash           │
+
+Every write after a claim is conditional on ``claim_token = :token``: a random value per claim — the
+fence (docs/lifecycle.md). Conflicts are read back with ``ReturnValuesOnConditionCheckFailure=ALL_OLD``,
+never with a separate read, so the happy path costs no read units.
+
+Two claims exist because a batched PartiQL statement has neither an upsert nor ``ReturnValues``:
+
+* the **single claim** (``claim``) takes a due runnable job, or a running one whose lease expired, and
+  creates the record from a version 2 message if there is none yet; ``ALL_NEW`` returns the record;
+* the **fresh claim** (``fresh_claim``) only claims a record never claimed before (``lease_epoch = 0``),
+  whose every field the message carries, so ``claimed_job`` rebuilds the record without an answer. A
+  job claimed before (a retry, a released or replayed job) takes the single claim.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sqsjobs.errors import NotBatchable
+from sqsjobs.job import JobStatus
+from sqsjobs.store import deadlines
+from sqsjobs.store.codec import av_n, av_s, job_from_item
+from sqsjobs.store.conditions import All, AnyOf, Compare, Fragment, IfNotExists, Missing, OneOf, Plus, eq
+from sqsjobs.store.enqueue import creates_from, record_of
+from sqsjobs.store.write import Write
+
+if TYPE_CHECKING:
+    from sqsjobs.envelope import Envelope
+    from sqsjobs.job import Job
+    from sqsjobs.store.conditions import Expr
+
+#: A message may arrive this much before ``run_at`` (clock skew between hosts) and still claim.
+CLOCK_SKEW_S = 1.0
+
+_WAITING = OneOf("status", (":queued", ":retry"))
+#: Due and runnable: waiting and due, or running under an expired lease; an attempt left either way.
+RUNNABLE = All(
+    (
+        Compare("attempt", "<", ":max"),
+        AnyOf(
+            (
+                All((_WAITING, Compare("run_at", "<=", ":due_by"))),
+                All((eq("status", ":running"), Compare("lease_expires", "<", ":now"))),
+            )
+        ),
+    )
+)
+#: A missing record (the claim creates it from the message), or the message's own job, runnable.
+NEW_OR_RUNNABLE = AnyOf((Missing("id"), All((eq("payload_hash", ":c_payload_hash"), RUNNABLE))))
+_CLAIM_SETS: tuple[tuple[str, Expr], ...] = (
+    ("status", ":running"),
+    ("attempt", Plus(IfNotExists("attempt", ":zero"), "+", ":one")),
+    ("lease_owner", ":owner"),
+    ("claim_token", ":token"),
+    ("lease_epoch", Plus(IfNotExists("lease_epoch", ":zero"), "+", ":one")),
+    ("lease_expires", ":expires"),
+    ("started_at", ":now"),
+    ("updated_at", ":now"),
+    ("max_attempts", ":max"),
+)
+_CLAIM_MSG: tuple[tuple[str, Expr], ...] = (("claim_msg", ":msg"),)
+_CLAIM_SETS_MSG = _CLAIM_SETS + _CLAIM_MSG
+#: A claim takes the job off the attention index (a replayed or swept job).
+_ATTENTION = ("attn", "due")
+#: The record a fresh claim may take: never claimed, waiting, due, and the message's own payload.
+FRESH = All(
+    (
+        eq("lease_epoch", ":zero"),
+        eq("attempt", ":zero"),
+        _WAITING,
+        Compare("run_at", "<=", ":due_by"),
+        eq("payload_hash", ":hash"),
+    )
+)
+#: What a fresh claim sets (plus ``claim_msg``): one list for the write and for ``claimed_job``.
+_FRESH_SETS: tuple[tuple[str, str], ...] = (
+    ("status", ":running"),
+    ("attempt", ":one"),
+    ("lease_owner", ":owner"),
+    ("claim_token", ":token"),
+    ("lease_epoch", ":one"),
+    ("lease_expires", ":expires"),
+    ("started_at", ":now"),
+    ("updated_at", ":now"),
+    ("max_attempts", ":max"),
+)
+_FRESH_SETS_MSG: tuple[tuple[str, Expr], ...] = _FRESH_SETS + _CLAIM_MSG
+
+
+def _claim_values(
+    *,
+    owner: str,
+    token: str,
+    message_id: str | None,
+    now: float,
+    lease_s: float,
+    max_attempts: int,
+    clock_skew_s: float,
+) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        ":queued": av_s(JobStatus.QUEUED),
+        ":retry": av_s(JobStatus.RETRY_SCHEDULED),
+        ":running": av_s(JobStatus.RUNNING),
+        ":due_by": av_n(now + clock_skew_s),
+        ":now": av_n(now),
+        ":zero": av_n(0),
+        ":one": av_n(1),
+        ":owner": av_s(owner),
+        ":token": av_s(token),
+        ":expires": av_n(now + lease_s),
+        ":max": av_n(max_attempts),
+    }
+    if message_id:
+        values[":msg"] = av_s(message_id)
+    return values
+
+
+def claim(
+    table: str,
+    envelope: Envelope,
+    *,
+    owner: str,
+    token: str,
+    message_id: str | None,
+    now: float,
+    lease_s: float,
+    max_attempts: int,
+    guards: tuple[Fragment, ...] = (),
+) -> Write:
+    """The single claim: makes ``owner`` the runner of a due runnable job, or of a running one whose lease expired.
+
+    Args:
+        table: the job table.
+        envelope: the message: the job id, and (version 2) the fields to create the record from if
+            there is none yet — the producer may have died between its send and its write, or its
+            write may simply not have landed yet. Its payload hash must be the record's.
+        owner: the worker id, for operators (``lease_owner``).
+        token: a fresh ``nonce()``: the fence of every later write of this run.
+        message_id: the SQS message that brought the job (see ``ClaimRefusal.HELD_ELSEWHERE``).
+        now: the worker's clock.
+        lease_s: how long the claim holds without renewal.
+        max_attempts: the type's policy, from the worker's handler: the bound is the handler's,
+            never the producer's (a producer without the handler code cannot know it).
+        guards: more fragments it must meet (the deadline's: ``claims``).
+
+    Attempt and epoch go up by one; ``ALL_NEW`` returns the record, so the worker needs no read.
+    The claim removes any attention entry (a replayed or swept job is taken).
+    """
+    values = _claim_values(
+        owner=owner,
+        token=token,
+        message_id=message_id,
+        now=now,
+        lease_s=lease_s,
+        max_attempts=max_attempts,
+        clock_skew_s=CLOCK_SKEW_S,
+    )
+    sets = _CLAIM_SETS_MSG if message_id else _CLAIM_SETS
+    key = {"id": av_s(envelope.job_id)}
+    if not envelope.has_payload:
+        condition = Fragment("runnable", RUNNABLE, values)
+    else:
+        created, created_values = creates_from(envelope)
+        sets = _creating(sets, created)
+        values.update(created_values)
+        condition = Fragment("new_or_runnable", NEW_OR_RUNNABLE, values)
+    return Write(table, key, sets, _ATTENTION, guards=(condition, *guards), values=values, returns="ALL_NEW")
+
+
+#: ``sets + created`` by the identity of both (module constants and ``enqueue``'s cached tuples):
+#: one tuple per shape, found without hashing it, so the rendering cache finds it by identity too.
+_CREATING: dict[tuple[int, int], tuple[object, tuple[tuple[str, Expr], ...]]] = {}
+
+
+def _creating(
+    sets: tuple[tuple[str, Expr], ...], created: tuple[tuple[str, Expr], ...]
+) -> tuple[tuple[str, Expr], ...]:
+    key = (id(sets), id(created))
+    found = _CREATING.get(key)
+    if found is None:
+        if len(_CREATING) >= 256:
+            _CREATING.clear()
+        found = _CREATING[key] = ((sets, created), sets + created)  # the parts kept: their ids stay theirs
+    return found[1]
+
+
+def fresh_claim(
+    table: str,
+    envelope: Envelope,
+    *,
+    owner: str,
+    token: str,
+    message_id: str | None,
+    now: float,
+    lease_s: float,
+    max_attempts: int,
+    clock_skew_s: float,
+    guards: tuple[Fragment, ...] = (),
+) -> Write:
+    """The claim of a job never claimed before, whose PartiQL twin may go in a batch.
+
+    Same effect as ``claim`` on such a record (attempt and epoch 0 → 1), but every value it writes is
+    known without the answer, so ``claimed_job`` can rebuild the record. It must use the same ``token``
+    as the single claim it may fall back to, so a lost answer is recognised either way.
+    """
+    if not envelope.has_payload:
+        raise NotBatchable("a version 1 message does not carry the record")
+    values = _claim_values(
+        owner=owner,
+        token=token,
+        message_id=message_id,
+        now=now,
+        lease_s=lease_s,
+        max_attempts=max_attempts,
+        clock_skew_s=clock_skew_s,
+    )
+    values[":hash"] = av_s(str(envelope.payload_hash))
+    sets = _FRESH_SETS_MSG if message_id else _FRESH_SETS
+    return Write(
+        table,
+        {"id": av_s(envelope.job_id)},
+        sets,
+        _ATTENTION,
+        guards=(Fragment("fresh", FRESH, values), *guards),
+        values=values,
+        old_on_refusal=False,
+    )
+
+
+def claims(
+    table: str,
+    envelope: Envelope,
+    *,
+    first_delivery: bool,
+    clock_skew_s: float,
+    expires_after_s: float | None = None,
+    **claim_args: Any,
+) -> tuple[Write, Write | None]:
+    """The single claim of a delivery, and the fresh claim that may go in a batch instead (or None).
+
+    Only a first delivery of a version 2 message is worth a fresh claim: a redelivered message is
+    usually a retry, whose attempt and history are the record's (its fresh claim would be refused).
+    Both use the same token, so a lost answer is recognised whichever of them landed. Both refuse a
+    job that expired (``store/deadlines.py``; ``expires_after_s`` is the type's bound).
+    """
+    now = claim_args["now"]
+    expiry = deadlines.claim_guard(now=now, type_bound_s=expires_after_s)
+    single = claim(table, envelope, guards=(expiry,), **claim_args)
+    if not (first_delivery and envelope.has_payload):
+        return single, None
+    fresh_expiry = deadlines.fresh_claim_guard(
+        envelope, now=now, type_bound_s=expires_after_s, values=expiry.values
+    )
+    return single, fresh_claim(
+        table, envelope, clock_skew_s=clock_skew_s, guards=(fresh_expiry,), **claim_args
+    )
+
+
+def claimed_job(envelope: Envelope, fresh: Write) -> Job:
+    """The job a landed ``fresh_claim`` made: the message's record with the claim's values applied."""
+    values = fresh.values
+    assigned = (*_FRESH_SETS, *(_CLAIM_MSG if ":msg" in values else ()))
+    # The message's record has no attention entry (``attn``, ``due``) for the claim to remove.
+    return job_from_item(record_of(envelope) | {name: values[str(value)] for name, value in assigned})

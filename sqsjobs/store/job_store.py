@@ -1,0 +1,539 @@
+"""The state table's operations on one job, and what each refusal means, read once, next to its write.
+
+``JobStore`` applies the writes of ``job.TRANSITIONS`` (claim, complete, schedule_retry, fail, abort,
+release, heartbeat, reject, expire, keep_payload) through an ``Applier`` — the worker's write batcher
+(``runtime/transitions.py``) — and answers ``Landed`` or ``Refused(reason, the record as it was)``.
+A refused write returns the record as it was (``ReturnValuesOnConditionCheckFailure=ALL_OLD``), so
+reading a refusal costs no request. What is not a refusal (throttling, an outage) is raised as the
+``StoreError`` it was: the caller leaves the message for redelivery.
+
+Lost answers: botocore retries a write whose answer was lost with the same parameters. If the first
+try landed, the retry is refused by its own result; the record then shows this write's random claim
+token (a claim) or nonce (``wid``, every other write), which no other request has — not even a second
+claim by the same worker in the same millisecond for a copy of the message (docs/lifecycle.md). Such
+a write answers ``Landed(confirmed=True)``.
+
+The operator's transitions (cancel, request_cancel, replay: ``store/operator.py``) and the sweeper's
+are sent by request flows, not by a worker's applier; their refusals are read next to their builders.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sqsjobs.errors import LeaseLost, StoreError
+from sqsjobs.job import Job, JobStatus
+from sqsjobs.store import claims, deadlines, operator, requests
+from sqsjobs.store.codec import (
+    CCF,
+    av_s,
+    is_conflict,
+    job_from_item,
+    num_attr,
+    old_item,
+    shows_own_write,
+    str_attr,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from sqsjobs.envelope import Envelope
+    from sqsjobs.job import FailureRecord
+    from sqsjobs.store.write import Write
+
+
+@dataclass(frozen=True)
+class Landed:
+    """A write that took effect.
+
+    ``attributes``: what a single write returned (None from a batch); ``job``: the record it made,
+    when the transition knows it (a claim, a heartbeat); ``confirmed``: refused only by its own
+    earlier try, whose answer was lost (see the module docstring).
+    """
+
+    attributes: Mapping[str, Any] | None = None
+    job: Job | None = None
+    confirmed: bool = False
+
+
+class Refusal(enum.StrEnum):
+    """Why a transition other than a claim was refused (a claim's reasons are ``ClaimRefusal``)."""
+
+    #: A fenced write met another run's claim, or no running record (``LeaseLost`` says which).
+    LEASE_LOST = "lease_lost"
+    #: A heartbeat met its owner's own later transition (same claim, no longer running): expected.
+    MOVED_ON = "moved_on"
+    #: A claim met a job that expired (never started, deadline passed): ``Refused.deadline``.
+    EXPIRED = "expired"
+    #: An expire met a record expired already (a copy of the message).
+    ALREADY_EXPIRED = "already_expired"
+    #: An expire met a record that is not expired (another deadline of its own, started, finished).
+    NOT_EXPIRED = "not_expired"
+    #: The record changed since it was read (a payload kept already, a job retried meanwhile).
+    CHANGED = "changed"
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A write whose condition was false, why, and the record as it was (None: no record)."""
+
+    reason: ClaimRefusal | Refusal
+    job: Job | None = None
+    #: The refusal as DynamoDB answered it (for logs).
+    error: StoreError | None = field(default=None, compare=False, repr=False)
+    #: What the refusal means, for a log line (a lost lease's owner and epoch).
+    detail: str = field(default="", compare=False)
+    #: ``EXPIRED``: the deadline that passed.
+    deadline: float | None = None
+
+
+class Applier(Protocol):
+    """Sends writes: alone, batched with others, or in one transaction with other items."""
+
+    async def write(
+        self,
+        single: Write | Callable[[], Write],
+        *,
+        batchable: Write | None = None,
+        needs_single: Callable[[StoreError], bool] | None = None,
+    ) -> Landed:
+        """Apply ``single`` (or its batchable twin); raises what the single write would have raised.
+
+        ``single`` may be what builds it, called only when the single write is sent after all.
+        """
+        ...
+
+    async def single(self, write: Write) -> Mapping[str, Any] | None:
+        """Apply ``write`` alone, now; its ``Attributes``."""
+        ...
+
+    async def transact(self, write: Write, entries: Sequence[Mapping[str, Any]]) -> None:
+        """Apply ``write`` and ``entries`` all or nothing; a refusal of ``write`` reads as its own."""
+        ...
+
+
+# ── claim ────────────────────────────────────────────────────────────────────────────────────
+class ClaimRefusal(enum.StrEnum):
+    """Why a claim did not take the job; the record it found decides what the message is worth."""
+
+    #: No record: the message outlived its job (or was never backed by one).
+    MISSING = "missing"
+    #: The job is succeeded, dead or cancelled.
+    FINISHED = "finished"
+    #: Queued or retry_scheduled, but ``run_at`` is still ahead (beyond the clock-skew allowance).
+    NOT_DUE = "not_due"
+    #: Running under a live lease: another worker (or this one, for a duplicate message) owns it.
+    HELD_ELSEWHERE = "held_elsewhere"
+    #: Every attempt was used by runs that never finished (their workers died).
+    EXHAUSTED = "exhausted"
+    #: The message's payload is not the record's: a conflicting enqueue with the same key sent it
+    #: before its write was refused, or a retry ``--payload`` replaced it since. It names no job to run.
+    CONFLICT = "conflict"
+
+
+def interpret_claim_refusal(
+    error: StoreError, now: float, max_attempts: int, payload_hash: str | None = None
+) -> Refused:
+    """Read the record returned with a refused claim (or reject, whose refusals are a subset).
+
+    Args:
+        error: the refusal.
+        now: the claim's clock.
+        max_attempts: the bound the claim used.
+        payload_hash: the message's payload hash, if it carried one.
+    """
+    if not is_conflict(error):
+        raise error
+    old = old_item(error)
+    if old is None:
+        return Refused(ClaimRefusal.MISSING)
+    job = job_from_item(old)
+    if payload_hash is not None and job.payload_hash not in (None, payload_hash):
+        return Refused(ClaimRefusal.CONFLICT, job)
+    if job.status.terminal:
+        return Refused(ClaimRefusal.FINISHED, job)
+    if job.attempt >= max_attempts:
+        lease_live = job.status is JobStatus.RUNNING and (num_attr(old, "lease_expires") or 0) >= now
+        return Refused(ClaimRefusal.HELD_ELSEWHERE if lease_live else ClaimRefusal.EXHAUSTED, job)
+    if job.status is JobStatus.RUNNING:
+        return Refused(ClaimRefusal.HELD_ELSEWHERE, job)
+    return Refused(ClaimRefusal.NOT_DUE, job)
+
+
+def own_claim(write: Write, error: StoreError) -> Job | None:
+    """The job, when a refused claim was refused only because this very claim already landed.
+
+    ``ALL_OLD`` then shows this claim's token, which no other claim has.
+    """
+    token = write.value(":token")
+    return _own_claim(token["S"], error) if token is not None else None
+
+
+def _own_claim(token: str, error: StoreError) -> Job | None:
+    old = old_item(error) if is_conflict(error) else None
+    if old is None or old.get("claim_token") != av_s(token) or old.get("status") != av_s(JobStatus.RUNNING):
+        return None
+    return job_from_item(old)
+
+
+def claim_needs_single(error: StoreError, token: str, start_by: float | None = None) -> bool:
+    """True when a refused fresh claim says only that the single claim must decide.
+
+    That is: no record yet (the single claim creates it from the message); a waiting record claimed
+    before (a retry, released or replayed job: its attempt is not the message's to know), or whose
+    deadline is not the message's (``start_by``: another enqueue with the same key); or this very
+    claim, landed on a try whose answer was lost (the single claim's refusal shows it as ours).
+    Any other refusal (finished, not due, held by another owner, another payload) is read at once.
+    """
+    old = old_item(error)
+    if old is None:
+        return error.code == CCF
+    status = str_attr(old, "status")
+    if status in (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED):
+        stored = num_attr(old, "start_by")
+        other_deadline = (stored is None) != (start_by is None) or (
+            stored is not None and start_by is not None and round(stored, 3) != round(start_by, 3)
+        )
+        return (num_attr(old, "lease_epoch") or 0) != 0 or other_deadline
+    return status == JobStatus.RUNNING and str_attr(old, "claim_token") == token
+
+
+def refused_as_expired(error: StoreError, now: float, type_bound_s: float | None) -> float | None:
+    """The passed deadline, when a refused claim was refused because the job expired; None otherwise."""
+    return deadlines.expired_deadline(old_item(error) if is_conflict(error) else None, now, type_bound_s)
+
+
+# ── a run's writes ───────────────────────────────────────────────────────────────────────────
+def already_written(write: Write, error: StoreError) -> bool:
+    """True when a fenced write was refused only because an earlier try of the same write landed."""
+    return shows_own_write(write, error)
+
+
+def lease_lost(job: Job, error: StoreError) -> LeaseLost:
+    """The error for a refused fenced write (re-raises anything that is not a condition failure)."""
+    if not is_conflict(error):
+        raise error
+    old = old_item(error)
+    if old is None:
+        return LeaseLost(f"job {job.id} no longer exists")
+    now_owner = str_attr(old, "lease_owner")
+    return LeaseLost(
+        f"job {job.id} epoch {job.lease_epoch} lost its lease: now {old['status']['S']}, "
+        f"owner {now_owner or '-'}, epoch {num_attr(old, 'lease_epoch')}"
+    )
+
+
+def moved_on_by_owner(job: Job, error: StoreError) -> bool:
+    """True when a refused heartbeat met the owner's own later transition (same claim, no longer running).
+
+    The heartbeat loop renews a lease while the execution records the outcome; when the outcome lands
+    first the renewal is refused, which is expected, not a lost lease.
+    """
+    old = old_item(error) if is_conflict(error) else None
+    return (
+        old is not None
+        and job.claim_token is not None
+        and old.get("claim_token") == av_s(job.claim_token)
+        and old.get("status", {}).get("S") != JobStatus.RUNNING
+    )
+
+
+def already_expired(error: StoreError) -> Job | None:
+    """The record a refused ``expire`` met, when it is expired already (a copy of the message)."""
+    old = old_item(error) if is_conflict(error) else None
+    if old is None or str_attr(old, "status") != JobStatus.EXPIRED:
+        return None
+    return job_from_item(old)
+
+
+class JobStore:
+    """One worker's writes of the state table, applied through ``applier`` (see the module docstring).
+
+    Each method raises the ``StoreError`` of what is not a refusal (throttling, an outage).
+    """
+
+    def __init__(self, applier: Applier, table: str, owner: str) -> None:
+        """``owner``: the worker id every claim writes as ``lease_owner``."""
+        self.applier = applier
+        self.table = table
+        self.owner = owner
+
+    # ── claim ─────────────────────────────────────────────────────────────────────────────
+    async def claim(
+        self,
+        envelope: Envelope,
+        *,
+        token: str,
+        message_id: str | None,
+        first_delivery: bool,
+        now: float,
+        lease_s: float,
+        max_attempts: int,
+        expires_after_s: float | None,
+    ) -> Landed | Refused:
+        """Claim the job of ``envelope``, batched as a fresh claim when it can be.
+
+        ``Landed(job=...)``: the job is this run's (``confirmed``: botocore retried a claim whose
+        answer was lost, and the first try took it). ``Refused(Refusal.EXPIRED, deadline=...)``: the
+        job expired before it started. Any other refusal is a ``ClaimRefusal``: the record decides
+        what the message is worth.
+        """
+        args: dict[str, Any] = {
+            "owner": self.owner,
+            "token": token,
+            "message_id": message_id,
+            "now": now,
+            "lease_s": lease_s,
+            "max_attempts": max_attempts,
+        }
+        expiry = deadlines.claim_guard(now=now, type_bound_s=expires_after_s)
+        fresh = None
+        if first_delivery and envelope.has_payload:  # see ``claims.claims``
+            fresh_expiry = deadlines.fresh_claim_guard(
+                envelope, now=now, type_bound_s=expires_after_s, values=expiry.values
+            )
+            fresh = claims.fresh_claim(
+                self.table, envelope, clock_skew_s=claims.CLOCK_SKEW_S, guards=(fresh_expiry,), **args
+            )
+
+        def single() -> Write:  # built only when it is sent: a fresh claim usually lands alone
+            return claims.claim(self.table, envelope, guards=(expiry,), **args)
+
+        def needs_single(error: StoreError) -> bool:
+            return claim_needs_single(error, token=token, start_by=envelope.start_by)
+
+        try:
+            landed = await self.applier.write(
+                single if fresh is not None else single(), batchable=fresh, needs_single=needs_single
+            )
+        except StoreError as exc:
+            claimed = _own_claim(token, exc)
+            if claimed is not None:
+                return Landed(job=claimed, confirmed=True)
+            if not is_conflict(exc):
+                raise
+            passed = refused_as_expired(exc, now, expires_after_s)
+            if passed is not None:
+                old = old_item(exc)
+                return Refused(Refusal.EXPIRED, job_from_item(old) if old else None, exc, deadline=passed)
+            refused = interpret_claim_refusal(exc, now, max_attempts, envelope.payload_hash)
+            return Refused(refused.reason, refused.job, exc)
+        if landed.attributes is None and fresh is not None:  # batched: the message has the record
+            return Landed(job=claims.claimed_job(envelope, fresh))
+        return Landed(landed.attributes, job_from_item(landed.attributes or {}))
+
+    # ── a run's writes, fenced by its claim ────────────────────────────────────────────────
+    async def complete(
+        self,
+        job: Job,
+        *,
+        now: float,
+        result: Any,
+        retention_s: float,
+        result_ref: str | None = None,
+        entries: Sequence[Mapping[str, Any]] = (),
+    ) -> Landed | Refused:
+        """Running → succeeded (``entries``: what commits with it, in one transaction)."""
+        write = requests.complete(
+            self.table,
+            job,
+            owner=self.owner,
+            now=now,
+            result=result,
+            retention_s=retention_s,
+            result_ref=result_ref,
+        )
+        return await self._fenced(job, write, entries)
+
+    async def schedule_retry(
+        self,
+        job: Job,
+        *,
+        now: float,
+        run_at: float,
+        error: FailureRecord,
+        held: bool,
+        payload: Any = None,
+        entries: Sequence[Mapping[str, Any]] = (),
+    ) -> Landed | Refused:
+        """Running → retry_scheduled (``held``: the record keeps the job, see ``requests.schedule_retry``)."""
+        write = requests.schedule_retry(
+            self.table, job, owner=self.owner, now=now, run_at=run_at, error=error, held=held, payload=payload
+        )
+        return await self._fenced(job, write, entries)
+
+    async def fail(
+        self,
+        job: Job,
+        *,
+        now: float,
+        error: FailureRecord,
+        reason: str,
+        retention_s: float,
+        payload: Any = None,
+        entries: Sequence[Mapping[str, Any]] = (),
+    ) -> Landed | Refused:
+        """Running → dead."""
+        write = requests.fail(
+            self.table,
+            job,
+            owner=self.owner,
+            now=now,
+            error=error,
+            reason=reason,
+            retention_s=retention_s,
+            payload=payload,
+        )
+        return await self._fenced(job, write, entries)
+
+    async def abort(
+        self,
+        job: Job,
+        *,
+        now: float,
+        reason: str,
+        retention_s: float,
+        payload: Any = None,
+        entries: Sequence[Mapping[str, Any]] = (),
+    ) -> Landed | Refused:
+        """Running → cancelled (the handler stopped on a cancel request)."""
+        write = requests.abort(
+            self.table,
+            job,
+            owner=self.owner,
+            now=now,
+            reason=reason,
+            retention_s=retention_s,
+            payload=payload,
+        )
+        return await self._fenced(job, write, entries)
+
+    async def release(
+        self, job: Job, *, now: float, entries: Sequence[Mapping[str, Any]] = ()
+    ) -> Landed | Refused:
+        """Running → queued, the attempt given back (shutdown, or a payload newer than the code)."""
+        write = requests.release(self.table, job, owner=self.owner, now=now)
+        return await self._fenced(job, write, entries)
+
+    async def _fenced(self, job: Job, write: Write, entries: Sequence[Mapping[str, Any]]) -> Landed | Refused:
+        """Apply a fenced write; its refusals read alike for every transition of a run.
+
+        Refused only by its own earlier try (the record shows this write's nonce): ``confirmed``.
+        Refused otherwise: ``LEASE_LOST`` (another run owns the job, or it is gone).
+        """
+        try:
+            if entries:
+                await self.applier.transact(write, entries)
+            else:
+                await self.applier.write(write)
+        except StoreError as exc:
+            if already_written(write, exc):
+                return Landed(confirmed=True)
+            if not is_conflict(exc):
+                raise
+            old = old_item(exc)
+            lost = lease_lost(job, exc)
+            return Refused(Refusal.LEASE_LOST, job_from_item(old) if old else None, exc, str(lost))
+        return Landed()
+
+    async def heartbeat(self, job: Job, *, now: float, lease_s: float) -> Landed | Refused:
+        """Renew ``job``'s lease; ``Landed(job=...)`` is the record as it is now (it shows a cancel request).
+
+        ``MOVED_ON``: the owner's own outcome landed while the renewal was in flight (expected);
+        ``LEASE_LOST``: another run owns the job.
+        """
+        write = requests.heartbeat(self.table, job, owner=self.owner, now=now, lease_s=lease_s)
+        try:
+            attributes = await self.applier.single(write)
+        except StoreError as exc:
+            if moved_on_by_owner(job, exc):
+                return Refused(Refusal.MOVED_ON, job_from_item(old_item(exc) or {}), exc)
+            if not is_conflict(exc):
+                raise
+            old = old_item(exc)
+            lost = lease_lost(job, exc)
+            return Refused(Refusal.LEASE_LOST, job_from_item(old) if old else None, exc, str(lost))
+        return Landed(attributes, job_from_item(attributes or {}))
+
+    # ── transitions without a run ──────────────────────────────────────────────────────────
+    async def reject(
+        self,
+        envelope: Envelope,
+        *,
+        now: float,
+        error: FailureRecord,
+        reason: str,
+        retention_s: float,
+        entries: Sequence[Mapping[str, Any]] = (),
+    ) -> Landed | Refused:
+        """A job that must not run → dead, unclaimed (``requests.reject``).
+
+        A reject is refused only by a finished job or a live lease (no attempt bound applies): its
+        refusal reads as a claim's with no attempt left (``FINISHED``, ``HELD_ELSEWHERE``...).
+        """
+        write = requests.reject(
+            self.table, envelope, now=now, error=error, reason=reason, retention_s=retention_s
+        )
+        try:
+            await self._unrun(write, entries)
+        except StoreError as exc:
+            if not is_conflict(exc):
+                raise
+            refused = interpret_claim_refusal(exc, now, max_attempts=0)
+            return Refused(refused.reason, refused.job, exc)
+        return Landed()
+
+    async def expire(
+        self,
+        envelope: Envelope,
+        *,
+        now: float,
+        reason: str,
+        retention_s: float,
+        type_bound_s: float | None,
+        entries: Sequence[Mapping[str, Any]] = (),
+    ) -> Landed | Refused:
+        """Queued (never started, deadline passed) → expired, unclaimed (``deadlines.expire``).
+
+        ``ALREADY_EXPIRED``: a copy of the message met the record expired before; ``NOT_EXPIRED``:
+        the record is not expired (its own deadline, started already, finished): the claim decides.
+        """
+        write = deadlines.expire(
+            self.table, envelope, now=now, reason=reason, retention_s=retention_s, type_bound_s=type_bound_s
+        )
+        try:
+            await self._unrun(write, entries)
+        except StoreError as exc:
+            if not is_conflict(exc):
+                raise
+            expired = already_expired(exc)
+            if expired is not None:
+                return Refused(Refusal.ALREADY_EXPIRED, expired, exc)
+            old = old_item(exc)
+            return Refused(Refusal.NOT_EXPIRED, job_from_item(old) if old else None, exc)
+        return Landed()
+
+    async def _unrun(self, write: Write, entries: Sequence[Mapping[str, Any]]) -> None:
+        """A transition without a run: alone, or with ``entries`` under a write id of its own."""
+        if entries:
+            await self.applier.transact(requests.with_write_id(write), entries)
+        else:
+            await self.applier.single(write)
+
+    async def keep_payload(self, job_id: str, *, payload: Any, now: float) -> Landed | Refused:
+        """Keep the payload of a job cancelled while it waited (its message is about to go).
+
+        ``CHANGED``: kept already, or retried meanwhile; nothing is lost.
+        """
+        write = operator.keep_payload(self.table, job_id, payload=payload, now=now)
+        try:
+            await self.applier.single(write)
+        except StoreError as exc:
+            if not is_conflict(exc):
+                raise
+            old = old_item(exc)
+            return Refused(Refusal.CHANGED, job_from_item(old) if old else None, exc)
+        return Landed()
