@@ -61,6 +61,7 @@ for _name, _queue in FEATURE_TYPES.items():
         max_attempts=2,
         timeout=60,
         limits=["two"] if _name == "limited.run" else (),
+        pausable=True,
     )(_matrix_run)
 
 

@@ -165,3 +165,43 @@ def test_every_feature_whose_worker_is_killed_mid_job_runs_again_without_the_swe
         kill_group(*(p for p in (victim, rescuer) if p is not None))
     assert {f: runs(log)[j] for f, j in jobs.items()} == dict.fromkeys(FEATURES, 2)
     assert {f: app.get(j, load_result=False).attempt for f, j in jobs.items()} == dict.fromkeys(FEATURES, 2)
+
+
+def test_jobs_of_a_type_paused_past_the_redrive_limit_keep_their_messages_and_run_once_resumed(app, tmp_path):
+    # GIVEN a plain queue's, a priority level's and a serialized key's job, their types paused,
+    # and a redrive limit (3 receives) that the pause's deferrals pass several times over
+    log = tmp_path / "runs"
+    for job_type in ("plain", "work.run", "device.run"):
+        app.pause(job_type)
+    p = {"runs": str(log)}
+    jobs = {
+        "plain": app.enqueue("plain", p),
+        "priority": app.enqueue("work.run", p, priority="high"),
+        "serialized": app.enqueue("device.run", p, serialize_key="k1"),
+    }
+    worker = worker_process(app, APP, concurrency=4, queues=QUEUES, **ENV)
+    try:
+        # WHEN the pause lasts long enough for more deferrals than the redrive limit, with no sweeper
+        time.sleep(25)
+        assert runs(log) == Counter()
+        for job_type in ("plain", "work.run", "device.run"):
+            app.resume(job_type)
+        # THEN every job runs once it is resumed: none was moved to a DLQ while it only waited
+        wait_until(
+            lambda: all(app.get(j, load_result=False).status is JobStatus.SUCCEEDED for j in jobs.values()),
+            90,
+            "every paused job ran after the resume",
+        )
+    finally:
+        kill_group(worker)
+    assert {f: runs(log)[j] for f, j in jobs.items()} == dict.fromkeys(jobs, 1)
+    dlqs = [
+        sqs_call(app, "get_queue_url", QueueName=name)["QueueUrl"]
+        for name in (
+            app.settings.dlq_name("default"),
+            app.settings.dlq_name("work"),
+            app.settings.dlq_name("device"),
+            routes.fifo_dlq_name(app.settings, "device"),
+        )
+    ]
+    assert [depth(app, url) for url in dlqs] == [0, 0, 0, 0]
