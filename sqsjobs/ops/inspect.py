@@ -1,8 +1,8 @@
 """Find jobs: one record by id, and listings newest first, one page per call, without a happy-path index.
 
-The table has one sparse index, ``attention``, that only records needing attention write (DESIGN §4,
-§8; ``sqsjobs.store.schema``). So only dead jobs are listed through an index; everything else is a
-Scan, bounded per call::
+The table has one sparse index, ``attention``, that only records needing attention write (the
+happy path writes no index: docs/scale.md; ``sqsjobs.store.schema``). So only dead jobs are listed
+through an index; everything else is a Scan, bounded per call::
 
     --status dead (+ any filter)  Query of the attention index over its 32 ``dead#NN`` shards, merged
                                   newest ``due`` (= finished_at) first with a position per shard;

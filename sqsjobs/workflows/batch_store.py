@@ -6,8 +6,8 @@ A batch lives in the jobs table as items whose ids hold ``#`` (the table's own i
     batch#<id>#<kk>     counter shard kk (00..shards-1): added, succeeded, failed, sealed
 
 An item counts on the shard its id hashes to (``item_shard``), so the writes of a large batch spread
-over ``shards`` partition keys and never funnel through one item (DESIGN §8; the arithmetic is in
-docs/workflows-batches.md). Nothing an item does writes the record: only creation, seal, drain and
+over ``shards`` partition keys and never funnel through one item (no partition over half its
+write rate; the arithmetic is in docs/workflows-batches.md). Nothing an item does writes the record: only creation, seal, drain and
 completion do, once per batch.
 
 Items carry ``batch_key = <id>#<kk>``, the key of the sparse, keys-only ``batch_items`` index
