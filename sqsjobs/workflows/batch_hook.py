@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from sqsjobs.delivery import Finish
-    from sqsjobs.job import Job
     from sqsjobs.runtime.kernel import Kernel
 
 #: The counter each terminal outcome adds to.
@@ -69,17 +68,9 @@ class BatchHook:
             )
 
 
-class Streaming:
-    """The batches feature's ``RunPreparation``: every run's ``ctx.add_to_batch`` goes through one ``ItemStream``."""
-
-    def __init__(self, kernel: Kernel) -> None:
-        self._fields = {"batches": ItemStream(kernel)}
-
-    async def prepare(self, job: Job) -> Mapping[str, Any]:
-        """``batches``: the stream ``ctx.add_to_batch`` adds items through."""
-        return self._fields
-
-
 def batches_plugin(kernel: Kernel) -> Plugin:
     """Batches: items streamed from a handler, an item's end counted with its finish."""
-    return Plugin("batches", finish=BatchHook(kernel), prepare=Streaming(kernel))
+    # ``ctx.batches`` is every run's (any handler may stream items); the counts are a batch item's only.
+    return Plugin(
+        "batches", finish=BatchHook(kernel), fields=("batch_key",), context={"batches": ItemStream(kernel)}
+    )

@@ -179,7 +179,7 @@ NO_FMT_SKIP = [
     *(
         p
         for p in (PACKAGE / "runtime").glob("*.py")
-        if p.name not in {"execution.py", "transitions.py", "expiry.py"}
+        if p.name not in {"transitions.py"}
     ),
     *(PACKAGE / "transport").glob("*.py"),
     *(PACKAGE / "ingress").glob("*.py"),
