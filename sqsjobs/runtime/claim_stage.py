@@ -3,7 +3,9 @@
 Ownership comes only from the conditional claim in DynamoDB. Before it, the features the job
 belongs to have their say (``runtime/seams.py``): a claim guard may expire the job instead
 (expiry: the deadline the message shows passed), admission guards may defer it (pause, limits,
-breakers), and claim guards add named fragments to the claim's condition. A claim that did not
+breakers), and claim guards add named fragments to the claim's condition. Whatever they say, a
+claim never starts a job past the deadline its record holds (``JobStore.claim``): that job is
+expired instead, like one a claim guard refused. A claim that did not
 take the job never runs the handler: the record it found decides the ``Ack`` — delete a copy of a
 finished job, re-arm one not due, wait for a live lease, dead-letter a message without a record,
 reject a job whose every attempt was lost. A failure that is not a refusal (throttling, an outage)
@@ -17,8 +19,9 @@ from typing import TYPE_CHECKING
 from sqsjobs.delivery import DELETE, LEAVE, Ack, dead_letter
 from sqsjobs.errors import StoreError, WorkerLost
 from sqsjobs.job import AttemptOutcome, JobStatus
-from sqsjobs.store import codec
-from sqsjobs.store.job_store import ClaimRefusal, Refused
+from sqsjobs.runtime.seams import ExpireInstead
+from sqsjobs.store import codec, deadlines
+from sqsjobs.store.job_store import ClaimRefusal, Refusal, Refused
 from sqsjobs.transport import sqs
 
 if TYPE_CHECKING:
@@ -60,6 +63,8 @@ class Claimer:
             return at
         now = at if at is not None else kernel.clock.now()  # a rate limit logged this start
         terms = [claim_guard.terms(spec, envelope, now) for claim_guard in claim_guards]
+        single = tuple(f for t in terms for f in t.single) if terms else None
+        fresh = tuple(f for t in terms for f in t.fresh) if terms else None
         try:
             claimed = await self.store.claim(
                 envelope,
@@ -69,8 +74,8 @@ class Claimer:
                 now=now,
                 lease_s=max(kernel.settings.lease_s, 1.0),
                 max_attempts=spec.max_attempts,
-                guards=tuple(f for t in terms for f in t.single),
-                fresh_guards=tuple(f for t in terms for f in t.fresh),
+                guards=single,
+                fresh_guards=fresh,
             )
         except StoreError as exc:  # not a refusal: throttled, or DynamoDB did not answer
             for guard in guards:  # not claimed: free what the admission took (limit slots) now
@@ -88,6 +93,11 @@ class Claimer:
                 instead = claim_guard.refused(spec, old, now)
                 if instead is not None:
                     return await self.recorder.expire(envelope, delivery, now, instead) or LEAVE
+            if (
+                claimed.reason is Refusal.EXPIRED and claimed.deadline is not None
+            ):  # the record's own deadline
+                passed = ExpireInstead(claimed.deadline, deadlines.reason(claimed.deadline))
+                return await self.recorder.expire(envelope, delivery, now, passed) or LEAVE
             return await self._refused(envelope, delivery, claimed)
         job, confirmed = claimed.job, claimed.confirmed
         assert job is not None

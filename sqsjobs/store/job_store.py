@@ -67,6 +67,8 @@ class Refusal(enum.StrEnum):
     LEASE_LOST = "lease_lost"
     #: A heartbeat met its owner's own later transition (same claim, no longer running): expected.
     MOVED_ON = "moved_on"
+    #: A claim met a job that never started and whose own deadline passed: ``Refused.deadline``.
+    EXPIRED = "expired"
     #: An expire met a record expired already (a copy of the message).
     ALREADY_EXPIRED = "already_expired"
     #: An expire met a record that is not expired (another deadline of its own, started, finished).
@@ -85,6 +87,8 @@ class Refused:
     error: StoreError | None = field(default=None, compare=False, repr=False)
     #: What the refusal means, for a log line (a lost lease's owner and epoch).
     detail: str = field(default="", compare=False)
+    #: ``EXPIRED``: the deadline that passed.
+    deadline: float | None = None
 
 
 class Applier(Protocol):
@@ -264,17 +268,20 @@ class JobStore:
         now: float,
         lease_s: float,
         max_attempts: int,
-        guards: tuple[Fragment, ...] = (),
-        fresh_guards: tuple[Fragment, ...] = (),
+        guards: tuple[Fragment, ...] | None = None,
+        fresh_guards: tuple[Fragment, ...] | None = None,
     ) -> Landed | Refused:
         """Claim the job of ``envelope``, batched as a fresh claim when it can be.
 
-        ``guards`` (``fresh_guards``): named fragments the single (fresh) claim's condition must meet
-        too, which features add (expiry: the job did not expire, ``deadlines.claim_guard``).
-        ``Landed(job=...)``: the job is this run's (``confirmed``: botocore retried a claim whose
-        answer was lost, and the first try took it). A refusal is a ``ClaimRefusal``: the record
-        decides what the message is worth, once the features whose fragments may have refused it
-        had their say (``Refused.error`` holds the record as it was).
+        Every claim refuses a job that never started and whose own deadline (the record's
+        ``start_by``) passed, whatever the message shows: ``Refused(Refusal.EXPIRED, deadline=...)``.
+        ``guards`` (``fresh_guards``): the named fragments the single (fresh) claim must meet
+        instead of those, which a feature gives (expiry adds a type's own bound:
+        ``deadlines.claim_guard``); a refusal by them reads as a ``ClaimRefusal`` the feature
+        interprets first (``Refused.error`` holds the record as it was). ``Landed(job=...)``: the
+        job is this run's (``confirmed``: botocore retried a claim whose answer was lost, and the
+        first try took it). Any other refusal is a ``ClaimRefusal``: the record decides what the
+        message is worth.
         """
         args: dict[str, Any] = {
             "owner": self.owner,
@@ -284,10 +291,17 @@ class JobStore:
             "lease_s": lease_s,
             "max_attempts": max_attempts,
         }
+        if guards is None:  # the record's own deadline only
+            own = deadlines.claim_guard(now=now, type_bound_s=None)
+            guards = (own,)
+            if fresh_guards is None:
+                fresh_guards = (
+                    deadlines.fresh_claim_guard(envelope, now=now, type_bound_s=None, values=own.values),
+                )
         fresh = None
         if first_delivery and envelope.has_payload:  # see ``claims.claims``
             fresh = claims.fresh_claim(
-                self.table, envelope, clock_skew_s=claims.CLOCK_SKEW_S, guards=fresh_guards, **args
+                self.table, envelope, clock_skew_s=claims.CLOCK_SKEW_S, guards=fresh_guards or (), **args
             )
 
         def single() -> Write:  # built only when it is sent: a fresh claim usually lands alone
@@ -306,6 +320,10 @@ class JobStore:
                 return Landed(job=claimed, confirmed=True)
             if not is_conflict(exc):
                 raise
+            old = old_item(exc)
+            passed = deadlines.expired_deadline(old, now, None)
+            if passed is not None:
+                return Refused(Refusal.EXPIRED, job_from_item(old) if old else None, exc, deadline=passed)
             refused = interpret_claim_refusal(exc, now, max_attempts, envelope.payload_hash)
             return Refused(refused.reason, refused.job, exc)
         if landed.attributes is None and fresh is not None:  # batched: the message has the record
