@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         MessageKind,
         Plugin,
         RunPreparation,
+        SweepPass,
     )
     from sqsjobs.transport.queues import QueueUrls
 
@@ -78,6 +79,7 @@ class Kernel:
     claim_guards: tuple[tuple[Plugin, ClaimGuard], ...] = field(init=False, repr=False)
     finish_hooks: tuple[tuple[Plugin, FinishHook], ...] = field(init=False, repr=False)
     preparations: tuple[tuple[Plugin, RunPreparation], ...] = field(init=False, repr=False)
+    sweeps: tuple[tuple[Plugin, SweepPass], ...] = field(init=False, repr=False)
     #: Envelope class → the feature that handles such messages.
     kinds: Mapping[type, MessageKind] = field(init=False, repr=False)
     #: ``JobContext`` fields every run gets (the plug-ins' ``context``).
@@ -90,6 +92,7 @@ class Kernel:
             "claim_guards": tuple((p, p.claim) for p in plugins if p.claim is not None),
             "finish_hooks": tuple((p, p.finish) for p in plugins if p.finish is not None),
             "preparations": tuple((p, p.prepare) for p in plugins if p.prepare is not None),
+            "sweeps": tuple((p, p.sweep) for p in plugins if p.sweep is not None),
             "kinds": {cls: kind for p in plugins for cls, kind in p.kinds.items()},
             "context": {k: v for p in plugins for k, v in p.context.items()},
         }

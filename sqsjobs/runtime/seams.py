@@ -14,6 +14,7 @@ that order::
                ──▶ run ──▶ FinishHook.entries + finish write ──▶ FinishHook.landed
     the lease renewal ──▶ AdmissionGuard.renew;  a refused claim ──▶ AdmissionGuard.give_back
     the sweeper's expire ──▶ FinishHook.entries + expire write ──▶ FinishHook.landed
+    each sweep ──▶ SweepPass.sweep   (a feature's own repairs)
 
 A feature that needs none of a seam leaves it None. A feature says, as data, which jobs are its
 own (``Plugin.fields``, ``Plugin.types``): the kernel calls its seams for those jobs only, so a
@@ -118,6 +119,14 @@ class MessageKind(Protocol):
         ...
 
 
+class SweepPass(Protocol):
+    """A feature's own pass in each sweep (the batches' repair of a completion check a crash cut short)."""
+
+    async def sweep(self, now: float) -> list[str]:
+        """Repair what is due at ``now``; the ids of what it completed (the sweep's report lists them)."""
+        ...
+
+
 class RunPreparation(Protocol):
     """Something a run needs before its handler starts (a chain step's previous result, batch streaming)."""
 
@@ -142,6 +151,7 @@ class Plugin:
     claim: ClaimGuard | None = None
     finish: FinishHook | None = None
     prepare: RunPreparation | None = None
+    sweep: SweepPass | None = None
     #: Envelope classes (``sqsjobs.envelope.Fire``...) this feature handles, and how.
     kinds: Mapping[type, MessageKind] = field(default_factory=dict)
     #: The job fields whose value makes a job this feature's (``batch_key``, ``chain_id``...).
