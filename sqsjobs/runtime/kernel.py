@@ -111,11 +111,14 @@ class Kernel:
 
 
 def _concerns(plugin: Plugin, job_type: str, subject: object) -> bool:
-    if not (plugin.fields or plugin.types) or job_type in plugin.types:
+    fields, types = plugin.fields, plugin.types
+    if fields is None and types is None:
         return True
-    return bool(plugin.fields) and (
+    if types is not None and job_type in types:
+        return True
+    return bool(fields) and (
         getattr(subject, "has_payload", True) is False
-        or any(getattr(subject, name, None) is not None for name in plugin.fields)
+        or any(getattr(subject, name, None) is not None for name in fields or ())
     )
 
 

@@ -141,7 +141,7 @@ class Plugin:
 
     ``fields`` and ``types`` are data the kernel reads (``Kernel.concerned``): a job is the feature's
     when its type is in ``types`` or one of its ``fields`` (an attribute of ``Job`` and ``Envelope``)
-    is set. A feature that declares neither is every job's. A message without the job's fields (a
+    is set. A feature that declares neither (both None) is every job's. A message without the job's fields (a
     version 1 hint) cannot say: it is every field-declaring feature's.
     """
 
@@ -155,8 +155,8 @@ class Plugin:
     #: Envelope classes (``sqsjobs.envelope.Fire``...) this feature handles, and how.
     kinds: Mapping[type, MessageKind] = field(default_factory=dict)
     #: The job fields whose value makes a job this feature's (``batch_key``, ``chain_id``...).
-    fields: tuple[str, ...] = ()
-    #: The job types that are this feature's whatever their fields.
-    types: frozenset[str] = frozenset()
+    fields: tuple[str, ...] | None = None
+    #: The job types that are this feature's whatever their fields (empty: none).
+    types: frozenset[str] | None = None
     #: ``JobContext`` fields every run gets, fixed when the kernel is built (``ctx.batches``).
     context: Mapping[str, Any] = field(default_factory=dict)
