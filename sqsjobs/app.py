@@ -20,6 +20,7 @@ from sqsjobs.deploy.provision import ProvisionReport, provision_flow
 from sqsjobs.errors import ConfigurationError
 from sqsjobs.ingress.foreign import foreign_plugin
 from sqsjobs.limits.declarations import Limits
+from sqsjobs.limits.expiry import expiry_plugin
 from sqsjobs.limits.gate import limits_plugin
 from sqsjobs.limits.ops import pause_flow, resume_flow
 from sqsjobs.ops.requeue import KEEP, retry_flow
@@ -116,6 +117,7 @@ class App:
     def _plugins(self, core: Kernel) -> list[Plugin]:
         """The features, one line each, in the order the kernel consults them (finish hooks run in it)."""
         return [
+            expiry_plugin(core),  # a job not started by its deadline: expired instead of claimed
             batches_plugin(core),  # items streamed from a handler; an item's end counted on its batch
             chains_plugin(core),  # a step's previous result; the next step unblocked with a success
             limits_plugin(core, self.limits),  # pause, limits and breakers: admission, slots given back

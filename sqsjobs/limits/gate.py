@@ -497,4 +497,5 @@ def _ids(lim: Limit, key: str | None, shard: int) -> list[str]:
 def limits_plugin(kernel: Kernel, limits: Limits) -> Plugin:
     """Pause, limits and breakers: an admission guard before the claim, and slots given back at the finish."""
     gate = Gate(kernel, limits)
-    return Plugin("limits", guard=gate, finish=gate)
+    gated = frozenset(s.name for s in kernel.registry if s.pausable)  # only these are admitted
+    return Plugin("limits", guard=gate, finish=gate, types=gated)

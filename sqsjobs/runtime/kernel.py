@@ -5,7 +5,8 @@ The App is the root and the façade; below it, the runtime and the features take
 builds it again when ``App.configure`` changes the settings, so a kernel never sees half of a
 change. Its attribute names are the App's (``settings``, ``clock``, ``registry``, ``run``,
 ``arun``, ``logger``, ``metrics``, ``tracer``, ``queue_urls``), so code written against either reads
-the same. ``plugins`` is the App's ordered list of features (``sqsjobs.runtime.seams``).
+the same. ``plugins`` is the App's ordered list of features (``sqsjobs.runtime.seams``); each seam's
+list is made once, when the kernel is built, and ``Kernel.concerned`` filters it per job by data.
 
 The Lambda entry points name the App by dotted path (``SQSJOBS_APP``); ``kernel_from_path`` loads
 that object and takes its kernel without this package importing the App.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from sqsjobs.errors import ConfigurationError
@@ -29,10 +30,19 @@ if TYPE_CHECKING:
     from sqsjobs.observability.metrics import JobMetrics
     from sqsjobs.observability.tracing import JobTracer
     from sqsjobs.registry import Registry
-    from sqsjobs.runtime.seams import AdmissionGuard, FinishHook, MessageKind, Plugin, RunPreparation
+    from sqsjobs.runtime.seams import (
+        AdmissionGuard,
+        ClaimGuard,
+        FinishHook,
+        MessageKind,
+        Plugin,
+        RunPreparation,
+        SweepPass,
+    )
     from sqsjobs.transport.queues import QueueUrls
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 
 class SyncRunner(Protocol):
@@ -64,26 +74,52 @@ class Kernel:
     queue_urls: QueueUrls
     #: The features, in the App's order (``sqsjobs.runtime.seams.Plugin``).
     plugins: tuple[Plugin, ...] = ()
+    #: Each seam's plug-ins, in plug-in order, listed once when the kernel is built.
+    guards: tuple[tuple[Plugin, AdmissionGuard], ...] = field(init=False, repr=False)
+    claim_guards: tuple[tuple[Plugin, ClaimGuard], ...] = field(init=False, repr=False)
+    finish_hooks: tuple[tuple[Plugin, FinishHook], ...] = field(init=False, repr=False)
+    preparations: tuple[tuple[Plugin, RunPreparation], ...] = field(init=False, repr=False)
+    sweeps: tuple[tuple[Plugin, SweepPass], ...] = field(init=False, repr=False)
+    #: Envelope class → the feature that handles such messages.
+    kinds: Mapping[type, MessageKind] = field(init=False, repr=False)
+    #: ``JobContext`` fields every run gets (the plug-ins' ``context``).
+    context: Mapping[str, Any] = field(init=False, repr=False)
 
-    @property
-    def guards(self) -> list[AdmissionGuard]:
-        """The admission guards, in plug-in order."""
-        return [p.guard for p in self.plugins if p.guard is not None]
+    def __post_init__(self) -> None:
+        plugins = self.plugins
+        lists: dict[str, Any] = {
+            "guards": tuple((p, p.guard) for p in plugins if p.guard is not None),
+            "claim_guards": tuple((p, p.claim) for p in plugins if p.claim is not None),
+            "finish_hooks": tuple((p, p.finish) for p in plugins if p.finish is not None),
+            "preparations": tuple((p, p.prepare) for p in plugins if p.prepare is not None),
+            "sweeps": tuple((p, p.sweep) for p in plugins if p.sweep is not None),
+            "kinds": {cls: kind for p in plugins for cls, kind in p.kinds.items()},
+            "context": {k: v for p in plugins for k, v in p.context.items()},
+        }
+        for name, value in lists.items():
+            object.__setattr__(self, name, value)
 
-    @property
-    def finish_hooks(self) -> list[FinishHook]:
-        """The finish hooks, in plug-in order (every finish calls them in this order)."""
-        return [p.finish for p in self.plugins if p.finish is not None]
+    @staticmethod
+    def concerned(seam: tuple[tuple[Plugin, S], ...], job_type: str, subject: object) -> list[S]:
+        """The seam's plug-ins whose jobs include ``subject`` (a ``Job`` or an ``Envelope``) of ``job_type``.
 
-    @property
-    def preparations(self) -> list[RunPreparation]:
-        """The run preparations, in plug-in order."""
-        return [p.prepare for p in self.plugins if p.prepare is not None]
+        Read from the plug-ins' data alone (``Plugin.fields``, ``Plugin.types``): a job no feature
+        declares runs none of their code. A message without the job's fields (a version 1 hint)
+        cannot say which fields it has: every field-declaring feature hears of it.
+        """
+        return [part for plugin, part in seam if _concerns(plugin, job_type, subject)]
 
-    @property
-    def kinds(self) -> Mapping[type, MessageKind]:
-        """Envelope class → the feature that handles such messages."""
-        return {cls: kind for p in self.plugins for cls, kind in p.kinds.items()}
+
+def _concerns(plugin: Plugin, job_type: str, subject: object) -> bool:
+    fields, types = plugin.fields, plugin.types
+    if fields is None and types is None:
+        return True
+    if types is not None and job_type in types:
+        return True
+    return bool(fields) and (
+        getattr(subject, "has_payload", True) is False
+        or any(getattr(subject, name, None) is not None for name in fields or ())
+    )
 
 
 class SupportsKernel(Protocol):

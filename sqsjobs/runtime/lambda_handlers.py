@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.runtime.kernel import Kernel, kernel_from_path
 from sqsjobs.runtime.lambda_sqs import handler_from_env
-from sqsjobs.runtime.reconciler import DlqScope
-from sqsjobs.runtime.sweeper import expiry_bounds, sweep_flow
+from sqsjobs.runtime.sweeper import sweep
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -61,15 +60,7 @@ def sqs_worker(event: Mapping[str, Any], context: LambdaContext) -> BatchRespons
 def sweeper(event: Mapping[str, Any], context: Any) -> dict[str, int]:
     """Sweep once; returns how many hints each case sent."""
     app = _sweeper_kernel()
-    report = app.run(
-        sweep_flow(
-            app.settings,
-            app.queue_urls,
-            app.clock.now(),
-            expiry_bounds=expiry_bounds(app),
-            dlqs=DlqScope.of(app.registry, app.settings),
-        )
-    )
+    report = sweep(app)  # the features' hooks and passes are async: a loop of its own per invocation
     counts = {
         "dispatched_held": len(report.dispatched_held),
         "redispatched": len(report.redispatched),

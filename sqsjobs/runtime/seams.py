@@ -6,13 +6,20 @@ is one line of the ordered list the App owns (``App._plugins``); the kernel cons
 that order::
 
     a delivery ──▶ MessageKind?  (an envelope type a feature owns: the feature handles it whole)
+               ──▶ ClaimGuard.before      (what the message shows: expire instead of claiming)
                ──▶ AdmissionGuard.admit   (before the claim: defer, or admit at an instant)
-               ──▶ claim ──▶ RunPreparation.prepare   (fields of the handler's JobContext)
+               ──▶ claim + ClaimGuard.terms (named fragments the claim's condition must meet too)
+                     refused ──▶ ClaimGuard.refused (refused by its terms: expire instead)
+               ──▶ RunPreparation.prepare   (fields of the handler's JobContext)
                ──▶ run ──▶ FinishHook.entries + finish write ──▶ FinishHook.landed
     the lease renewal ──▶ AdmissionGuard.renew;  a refused claim ──▶ AdmissionGuard.give_back
+    the sweeper's expire ──▶ FinishHook.entries + expire write ──▶ FinishHook.landed
+    each sweep ──▶ SweepPass.sweep   (a feature's own repairs)
 
-A feature that needs none of a seam leaves it None. The chains feature is the model: it touched
-six modules, through ``FinishHook`` alone.
+A feature that needs none of a seam leaves it None. A feature says, as data, which jobs are its
+own (``Plugin.fields``, ``Plugin.types``): the kernel calls its seams for those jobs only, so a
+plain job's path runs no feature's code. The chains feature is the model: it touched six modules,
+through ``FinishHook`` alone.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ if TYPE_CHECKING:
     from sqsjobs.envelope import Envelope
     from sqsjobs.job import Job
     from sqsjobs.registry import HandlerSpec
+    from sqsjobs.store.codec import Item
+    from sqsjobs.store.conditions import Fragment
 
 
 class Admitted(Protocol):
@@ -52,8 +61,46 @@ class AdmissionGuard(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class ClaimTerms:
+    """Named condition fragments a feature adds to one claim (``store/write.py``: ``Write.guard``)."""
+
+    #: Added to the single claim (an UpdateItem that may create the record).
+    single: tuple[Fragment, ...] = ()
+    #: Added to the batchable fresh claim (PartiQL: no ``OR``, no ``NOT``).
+    fresh: tuple[Fragment, ...] = ()
+
+
+@dataclass(frozen=True)
+class ExpireInstead:
+    """A claim guard's answer: the job must not start; record it ``expired`` (no run), then drop the message."""
+
+    #: The deadline that passed (epoch seconds).
+    deadline: float
+    #: The record's ``reason``.
+    reason: str
+    #: The type's own bound (s), which the expire write's condition applies to a record without one.
+    type_bound_s: float | None = None
+
+
+class ClaimGuard(Protocol):
+    """Conditions a feature adds to the claim itself, and the outcome a refusal by them stands for (expiry)."""
+
+    def before(self, spec: HandlerSpec, envelope: Envelope, now: float) -> ExpireInstead | None:
+        """Before any claim, from what the message shows: None, or expire instead (no claim)."""
+        ...
+
+    def terms(self, spec: HandlerSpec, envelope: Envelope, now: float) -> ClaimTerms:
+        """The fragments the claim of ``envelope`` must meet too."""
+        ...
+
+    def refused(self, spec: HandlerSpec, item: Item | None, now: float) -> ExpireInstead | None:
+        """The claim was refused and the record was ``item``: did this guard's terms refuse it?"""
+        ...
+
+
 class FinishHook(Protocol):
-    """Writes that follow a job's finish (see ``sqsjobs.runtime.hooks``)."""
+    """Writes that follow a job's finish, a worker's or the sweeper's (see ``sqsjobs.runtime.record_stage``)."""
 
     async def entries(self, finish: Finish) -> Sequence[Mapping[str, Any]]:
         """``TransactWriteItems`` entries (``{"Update": {...}}``...) to commit with the finish; empty: none."""
@@ -72,6 +119,14 @@ class MessageKind(Protocol):
         ...
 
 
+class SweepPass(Protocol):
+    """A feature's own pass in each sweep (the batches' repair of a completion check a crash cut short)."""
+
+    async def sweep(self, now: float) -> list[str]:
+        """Repair what is due at ``now``; the ids of what it completed (the sweep's report lists them)."""
+        ...
+
+
 class RunPreparation(Protocol):
     """Something a run needs before its handler starts (a chain step's previous result, batch streaming)."""
 
@@ -82,12 +137,26 @@ class RunPreparation(Protocol):
 
 @dataclass(frozen=True)
 class Plugin:
-    """One feature as the kernel sees it: which seams it fills."""
+    """One feature as the kernel sees it: which seams it fills, and which jobs are its own.
+
+    ``fields`` and ``types`` are data the kernel reads (``Kernel.concerned``): a job is the feature's
+    when its type is in ``types`` or one of its ``fields`` (an attribute of ``Job`` and ``Envelope``)
+    is set. A feature that declares neither (both None) is every job's. A message without the job's fields (a
+    version 1 hint) cannot say: it is every field-declaring feature's.
+    """
 
     #: The feature's name, for logs and tests.
     name: str
     guard: AdmissionGuard | None = None
+    claim: ClaimGuard | None = None
     finish: FinishHook | None = None
     prepare: RunPreparation | None = None
+    sweep: SweepPass | None = None
     #: Envelope classes (``sqsjobs.envelope.Fire``...) this feature handles, and how.
     kinds: Mapping[type, MessageKind] = field(default_factory=dict)
+    #: The job fields whose value makes a job this feature's (``batch_key``, ``chain_id``...).
+    fields: tuple[str, ...] | None = None
+    #: The job types that are this feature's whatever their fields (empty: none).
+    types: frozenset[str] | None = None
+    #: ``JobContext`` fields every run gets, fixed when the kernel is built (``ctx.batches``).
+    context: Mapping[str, Any] = field(default_factory=dict)

@@ -9,10 +9,15 @@ rescued when its own message comes back. What is left, each in its 32 shards:
 - ``pending``: a hint was sent (by the sweeper, or by an operator's replay) and no claim took the job
   by ``due`` (``stale_after_s`` later): the hint was lost, send another;
 - ``batch``: a sealed batch not complete by ``due``: its completion check runs again (a crash between
-  an item's finish and its check, or a drain and its children's seal), ``sqsjobs.workflows.completion``.
+  an item's finish and its check, or a drain and its children's seal): the batches feature's own
+  pass (``SweepPass``, ``runtime/seams.py``), as every feature's pass runs in each sweep.
 
 A record whose deadline passed before it started is expired instead of sent (``store/deadlines.py``:
-the same conditional write a worker makes; the type's ``expires_after`` from ``expiry_bounds``).
+the same conditional write a worker makes; the type's ``expires_after`` from ``expiry_bounds``), with
+the same finish hooks as a worker's expire (``runtime/record_stage.py``): a batch item counts as
+failed on its batch, a chain step stops its chain. The hooks are the kernel's (async), so the
+expires run in ``sweep_once`` after the passes (``due_flow``); ``sweep_flow``, the sans-I/O sweep
+without a kernel, only lists them (``SweepReport.expiring``) and runs no feature's pass.
 
 Before each send the entry becomes ``pending`` with a conditional write, so concurrent sweepers do not
 both send, and the claim the hint brings removes it. A duplicate hint is harmless: the claim decides.
@@ -28,14 +33,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sqsjobs._aws import Call, Flow
+from sqsjobs.delivery import Finish
 from sqsjobs.errors import StoreError
+from sqsjobs.job import AttemptOutcome
 from sqsjobs.producer import route_of
 from sqsjobs.runtime.kernel import kernel_of
 from sqsjobs.runtime.reconciler import DlqScope, ReconcileReport, reconcile_flow
-from sqsjobs.store import codec, deadlines, enqueue, requests, schema, transact
+from sqsjobs.runtime.record_stage import commit, finish_hooks
+from sqsjobs.runtime.transitions import Transitions
+from sqsjobs.store import codec, deadlines, enqueue, requests, schema
+from sqsjobs.store.job_store import JobStore, Landed
 from sqsjobs.transport import sqs
-from sqsjobs.workflows import batch_store as bs
-from sqsjobs.workflows.completion import BatchEnv, after_finish_flow, repair_flow
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -54,10 +62,18 @@ class SweepReport:
     redispatched: list[str] = field(default_factory=list)
     #: Held or pending jobs whose deadline passed before they started: expired, not sent.
     expired: list[str] = field(default_factory=list)
-    #: Sealed batches whose repair entry was due and that this sweep completed (``sqsjobs.workflows``).
-    batches_completed: list[str] = field(default_factory=list)
+    #: Such jobs found by ``due_flow`` and their passed deadlines, before ``sweep_once`` expires them.
+    expiring: list[tuple[Job, float]] = field(default_factory=list)
+    #: What each feature's own pass completed, by feature (``batches``: sealed batches whose repair
+    #: entry was due).
+    repaired: dict[str, list[str]] = field(default_factory=dict)
     #: What the DLQ reconciler did (``sqsjobs.runtime.reconciler``).
     dlq: ReconcileReport = field(default_factory=ReconcileReport)
+
+    @property
+    def batches_completed(self) -> list[str]:
+        """Sealed batches whose repair entry was due and that this sweep completed."""
+        return self.repaired.get("batches", [])
 
     @property
     def total(self) -> int:
@@ -65,16 +81,15 @@ class SweepReport:
         return len(self.dispatched_held) + len(self.redispatched)
 
 
-def sweep_flow(
+def due_flow(
     settings: Settings,
     queue_urls: QueueUrls,
     now: float,
     *,
     page_size: int = 100,
     expiry_bounds: Mapping[str, float] | None = None,
-    dlqs: DlqScope | None = None,
 ) -> Flow[SweepReport]:
-    """One pass over the held and pending shards, then over the DLQs of ``dlqs`` when given.
+    """One pass over the held and pending shards: hints sent, and the records to expire listed (``expiring``).
 
     ``expiry_bounds``: each type's ``expires_after`` (s).
     """
@@ -101,14 +116,27 @@ def sweep_flow(
                 )
                 for record in schema.due_records(page):
                     outcome = yield from _dispatch(settings, queue_urls, record, now, bounds)
-                    if outcome == "sent":
+                    if isinstance(outcome, tuple):
+                        report.expiring.append(outcome)
+                    elif outcome == "sent":
                         sent.append(record.id)
-                    elif outcome == "expired":
-                        report.expired.append(record.id)
                 start_key = page.get("LastEvaluatedKey")
                 if not start_key:
                     break
-    report.batches_completed = yield from repair_flow(BatchEnv(settings, queue_urls), now)
+    return report
+
+
+def sweep_flow(
+    settings: Settings,
+    queue_urls: QueueUrls,
+    now: float,
+    *,
+    page_size: int = 100,
+    expiry_bounds: Mapping[str, float] | None = None,
+    dlqs: DlqScope | None = None,
+) -> Flow[SweepReport]:
+    """``due_flow`` then the DLQs of ``dlqs``, without a kernel: no feature's pass, the expiring only listed."""
+    report = yield from due_flow(settings, queue_urls, now, page_size=page_size, expiry_bounds=expiry_bounds)
     if dlqs is not None:
         report.dlq = yield from reconcile_flow(settings, queue_urls, now, dlqs)
     return report
@@ -120,8 +148,8 @@ def _dispatch(
     record: schema.DueRecord,
     now: float,
     bounds: Mapping[str, float],
-) -> Flow[str]:
-    """Mark the entry pending, then send its hint (``sent``); ``expired`` instead once its deadline passed.
+) -> Flow[str | tuple[Job, float]]:
+    """Mark the entry pending, then send its hint (``sent``); the job and its deadline once that passed.
 
     ``""`` when another sweeper or a claim got there first.
     """
@@ -132,7 +160,7 @@ def _dispatch(
     job = codec.job_from_item(found["Item"])
     passed = deadlines.expired_deadline(found["Item"], now, bounds.get(job.type))
     if passed is not None:
-        return (yield from _expire(settings, queue_urls, job, now, passed, bounds.get(job.type)))
+        return job, passed
     mark = schema.mark_dispatched(
         settings.table_name, record, now=now, recheck_at=max(now, record.run_at) + settings.stale_after_s
     )
@@ -155,40 +183,32 @@ def _dispatch(
     return "sent"
 
 
-def _expire(
-    settings: Settings, queue_urls: QueueUrls, job: Job, now: float, deadline: float, bound: float | None
-) -> Flow[str]:
-    """The expire write for a record no message carries; ``""`` when it changed meanwhile (a claim took it).
+async def expire(kernel: Kernel, store: JobStore, job: Job, now: float, deadline: float) -> bool:
+    """The expire write of a record no message carries, with its finish hooks; False when it changed meanwhile.
 
-    A batch item's expiry counts as failed on its batch in the same transaction, then the batch is
-    checked, as a worker's finish would (``workflows/batch_hook.py``).
+    The same write and hooks as a worker's expire (``runtime/record_stage.py``): a batch item's
+    expiry counts as failed on its batch in the same transaction, a chain step's stops its chain.
     """
-    params = deadlines.expire(
-        settings.table_name,
-        enqueue.envelope_of(job),
-        now=now,
-        reason=deadlines.reason(deadline),
-        retention_s=settings.retention_s,
-        type_bound_s=bound,
-    )
+    bound = kernel.registry.get(job.type).expires_after_s if job.type in kernel.registry else None
+    envelope = enqueue.envelope_of(job)
     try:
-        if job.batch_key is None:
-            yield Call("dynamodb", "update_item", params.update_item())
-        else:
-            counted = [
-                {"Update": params.transact_item()},
-                bs.count_entry(settings.table_name, job.batch_key, "failed"),
-            ]
-            yield Call(
-                "dynamodb", "transact_write_items", transact.transact_write(counted, token=codec.nonce())
-            )
-    except StoreError as exc:
+        expired = await commit(
+            finish_hooks(kernel, job),
+            Finish(job, AttemptOutcome.EXPIRED),
+            lambda entries: store.expire(
+                envelope,
+                now=now,
+                reason=deadlines.reason(deadline),
+                retention_s=kernel.settings.retention_s,
+                type_bound_s=bound,
+                entries=entries,
+            ),
+        )
+    except StoreError as exc:  # a hook's entry refused (the chain moved on): nothing landed
         if not (codec.is_conflict(exc) or exc.code == "TransactionCanceledException"):
             raise
-        return ""
-    if job.batch_key is not None:
-        yield from after_finish_flow(BatchEnv(settings, queue_urls), job.batch_key, failed=True, now=now)
-    return "expired"
+        return False
+    return isinstance(expired, Landed)
 
 
 def expiry_bounds(kernel: Kernel) -> dict[str, float]:
@@ -196,17 +216,25 @@ def expiry_bounds(kernel: Kernel) -> dict[str, float]:
     return {s.name: s.expires_after_s for s in kernel.registry if s.expires_after_s is not None}
 
 
-async def sweep_once(app: Kernel | SupportsKernel) -> SweepReport:
-    """One sweep with the async clients; logs what it sent, expired and completed."""
+async def sweep_once(app: Kernel | SupportsKernel, *, now: float | None = None) -> SweepReport:
+    """One sweep with the async clients (at ``now``, default the clock's); logs what it sent, expired and completed."""
     kernel = kernel_of(app)
+    settings, urls = kernel.settings, kernel.queue_urls
+    now = kernel.clock.now() if now is None else now
     report: SweepReport = await kernel.arun(
-        sweep_flow(
-            kernel.settings,
-            kernel.queue_urls,
-            kernel.clock.now(),
-            expiry_bounds=expiry_bounds(kernel),
-            dlqs=DlqScope.of(kernel.registry, kernel.settings),
+        due_flow(settings, urls, now, expiry_bounds=expiry_bounds(kernel))
+    )
+    if report.expiring:
+        store = JobStore(
+            Transitions(kernel.arun, batch=False, logger=kernel.logger), settings.table_name, "sweeper"
         )
+        for job, deadline in report.expiring:
+            if await expire(kernel, store, job, now, deadline):
+                report.expired.append(job.id)
+    for plugin, part in kernel.sweeps:  # the features' own passes (a batch's repair)
+        report.repaired[plugin.name] = await part.sweep(now)
+    report.dlq = await kernel.arun(
+        reconcile_flow(settings, urls, now, DlqScope.of(kernel.registry, settings))
     )
     if report.total or report.expired or report.batches_completed or report.dlq.acted:
         kernel.logger.info(
@@ -223,6 +251,22 @@ async def sweep_once(app: Kernel | SupportsKernel) -> SweepReport:
             },
         )
     return report
+
+
+def sweep(app: Kernel | SupportsKernel, *, now: float | None = None) -> SweepReport:
+    """``sweep_once`` from sync code (the Lambda sweeper, a script, a test): in a loop of its own.
+
+    The async clients are closed after it, as they belong to that loop.
+    """
+    kernel = kernel_of(app)
+
+    async def once() -> SweepReport:
+        try:
+            return await sweep_once(kernel, now=now)
+        finally:
+            await kernel.aclose()
+
+    return asyncio.run(once())
 
 
 async def run_sweeper(app: Kernel | SupportsKernel, stop: asyncio.Event) -> None:

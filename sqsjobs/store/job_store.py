@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
     from sqsjobs.envelope import Envelope
     from sqsjobs.job import FailureRecord
+    from sqsjobs.store.conditions import Fragment
     from sqsjobs.store.write import Write
 
 
@@ -66,7 +67,7 @@ class Refusal(enum.StrEnum):
     LEASE_LOST = "lease_lost"
     #: A heartbeat met its owner's own later transition (same claim, no longer running): expected.
     MOVED_ON = "moved_on"
-    #: A claim met a job that expired (never started, deadline passed): ``Refused.deadline``.
+    #: A claim met a job that never started and whose own deadline passed: ``Refused.deadline``.
     EXPIRED = "expired"
     #: An expire met a record expired already (a copy of the message).
     ALREADY_EXPIRED = "already_expired"
@@ -201,11 +202,6 @@ def claim_needs_single(error: StoreError, token: str, start_by: float | None = N
     return status == JobStatus.RUNNING and str_attr(old, "claim_token") == token
 
 
-def refused_as_expired(error: StoreError, now: float, type_bound_s: float | None) -> float | None:
-    """The passed deadline, when a refused claim was refused because the job expired; None otherwise."""
-    return deadlines.expired_deadline(old_item(error) if is_conflict(error) else None, now, type_bound_s)
-
-
 # ── a run's writes ───────────────────────────────────────────────────────────────────────────
 def already_written(write: Write, error: StoreError) -> bool:
     """True when a fenced write was refused only because an earlier try of the same write landed."""
@@ -272,14 +268,20 @@ class JobStore:
         now: float,
         lease_s: float,
         max_attempts: int,
-        expires_after_s: float | None,
+        guards: tuple[Fragment, ...] | None = None,
+        fresh_guards: tuple[Fragment, ...] | None = None,
     ) -> Landed | Refused:
         """Claim the job of ``envelope``, batched as a fresh claim when it can be.
 
-        ``Landed(job=...)``: the job is this run's (``confirmed``: botocore retried a claim whose
-        answer was lost, and the first try took it). ``Refused(Refusal.EXPIRED, deadline=...)``: the
-        job expired before it started. Any other refusal is a ``ClaimRefusal``: the record decides
-        what the message is worth.
+        Every claim refuses a job that never started and whose own deadline (the record's
+        ``start_by``) passed, whatever the message shows: ``Refused(Refusal.EXPIRED, deadline=...)``.
+        ``guards`` (``fresh_guards``): the named fragments the single (fresh) claim must meet
+        instead of those, which a feature gives (expiry adds a type's own bound:
+        ``deadlines.claim_guard``); a refusal by them reads as a ``ClaimRefusal`` the feature
+        interprets first (``Refused.error`` holds the record as it was). ``Landed(job=...)``: the
+        job is this run's (``confirmed``: botocore retried a claim whose answer was lost, and the
+        first try took it). Any other refusal is a ``ClaimRefusal``: the record decides what the
+        message is worth.
         """
         args: dict[str, Any] = {
             "owner": self.owner,
@@ -289,18 +291,21 @@ class JobStore:
             "lease_s": lease_s,
             "max_attempts": max_attempts,
         }
-        expiry = deadlines.claim_guard(now=now, type_bound_s=expires_after_s)
+        if guards is None:  # the record's own deadline only
+            own = deadlines.claim_guard(now=now, type_bound_s=None)
+            guards = (own,)
+            if fresh_guards is None:
+                fresh_guards = (
+                    deadlines.fresh_claim_guard(envelope, now=now, type_bound_s=None, values=own.values),
+                )
         fresh = None
         if first_delivery and envelope.has_payload:  # see ``claims.claims``
-            fresh_expiry = deadlines.fresh_claim_guard(
-                envelope, now=now, type_bound_s=expires_after_s, values=expiry.values
-            )
             fresh = claims.fresh_claim(
-                self.table, envelope, clock_skew_s=claims.CLOCK_SKEW_S, guards=(fresh_expiry,), **args
+                self.table, envelope, clock_skew_s=claims.CLOCK_SKEW_S, guards=fresh_guards or (), **args
             )
 
         def single() -> Write:  # built only when it is sent: a fresh claim usually lands alone
-            return claims.claim(self.table, envelope, guards=(expiry,), **args)
+            return claims.claim(self.table, envelope, guards=guards, **args)
 
         def needs_single(error: StoreError) -> bool:
             return claim_needs_single(error, token=token, start_by=envelope.start_by)
@@ -315,9 +320,9 @@ class JobStore:
                 return Landed(job=claimed, confirmed=True)
             if not is_conflict(exc):
                 raise
-            passed = refused_as_expired(exc, now, expires_after_s)
+            old = old_item(exc)
+            passed = deadlines.expired_deadline(old, now, None)
             if passed is not None:
-                old = old_item(exc)
                 return Refused(Refusal.EXPIRED, job_from_item(old) if old else None, exc, deadline=passed)
             refused = interpret_claim_refusal(exc, now, max_attempts, envelope.payload_hash)
             return Refused(refused.reason, refused.job, exc)

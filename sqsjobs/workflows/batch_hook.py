@@ -17,13 +17,12 @@ from sqsjobs.job import AttemptOutcome
 from sqsjobs.runtime.seams import Plugin
 from sqsjobs.workflows import batch_store as bs
 from sqsjobs.workflows.batches import ItemStream
-from sqsjobs.workflows.completion import BatchEnv, after_finish_flow
+from sqsjobs.workflows.completion import BatchEnv, after_finish_flow, repair_flow
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from sqsjobs.delivery import Finish
-    from sqsjobs.job import Job
     from sqsjobs.runtime.kernel import Kernel
 
 #: The counter each terminal outcome adds to.
@@ -69,17 +68,28 @@ class BatchHook:
             )
 
 
-class Streaming:
-    """The batches feature's ``RunPreparation``: every run's ``ctx.add_to_batch`` goes through one ``ItemStream``."""
+class Repair:
+    """The batches' ``SweepPass``: each sweep checks again every sealed batch whose repair entry is due."""
 
     def __init__(self, kernel: Kernel) -> None:
-        self._fields = {"batches": ItemStream(kernel)}
+        self._kernel = kernel
 
-    async def prepare(self, job: Job) -> Mapping[str, Any]:
-        """``batches``: the stream ``ctx.add_to_batch`` adds items through."""
-        return self._fields
+    async def sweep(self, now: float) -> list[str]:
+        """The batches this pass completed (a crash between an item's finish and its check, a drain)."""
+        kernel = self._kernel
+        completed: list[str] = await kernel.arun(
+            repair_flow(BatchEnv(kernel.settings, kernel.queue_urls, kernel.logger, kernel.clock.now), now)
+        )
+        return completed
 
 
 def batches_plugin(kernel: Kernel) -> Plugin:
     """Batches: items streamed from a handler, an item's end counted with its finish."""
-    return Plugin("batches", finish=BatchHook(kernel), prepare=Streaming(kernel))
+    # ``ctx.batches`` is every run's (any handler may stream items); the counts are a batch item's only.
+    return Plugin(
+        "batches",
+        finish=BatchHook(kernel),
+        sweep=Repair(kernel),
+        fields=("batch_key",),
+        context={"batches": ItemStream(kernel)},
+    )

@@ -240,4 +240,4 @@ class PreviousResult:
 
 def chains_plugin(kernel: Kernel) -> Plugin:
     """Chains: the previous step's result before a step runs, the next step unblocked with its finish."""
-    return Plugin("chains", finish=ChainHook(kernel), prepare=PreviousResult(kernel))
+    return Plugin("chains", finish=ChainHook(kernel), prepare=PreviousResult(kernel), fields=("chain_id",))

@@ -229,11 +229,13 @@ def get_flow(settings: Settings, chain_id: str) -> Flow[ChainStatus]:
     if (
         chain["state"] is ChainState.RUNNING
         and current
-        and current.status in (JobStatus.DEAD, JobStatus.CANCELLED)
+        and current.status in (JobStatus.DEAD, JobStatus.EXPIRED, JobStatus.CANCELLED)
     ):
-        # The step ended without the finish seam (rejected by a worker without a run, or cancelled
-        # on its own by an operator): the chain is over, and the record has not said so.
-        state = ChainState.STOPPED.value if current.status is JobStatus.DEAD else ChainState.CANCELLED.value
+        # The step ended without the finish seam (rejected or expired by a process without the
+        # chains feature, or cancelled on its own by an operator): the chain is over, and the
+        # record has not said so.
+        stopped = current.status in (JobStatus.DEAD, JobStatus.EXPIRED)
+        state = ChainState.STOPPED.value if stopped else ChainState.CANCELLED.value
         stopped_at, reason = current.position, str_attr(items[current.job_id], "reason")
     return ChainStatus(
         id=chain_id,

@@ -42,6 +42,13 @@ def add(payload: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     return {"total": previous["total"] + int(payload["add"]), "path": [*previous["path"], payload["name"]]}
 
 
+@app.job("chain.quick", queue="later", expires_after=2, timeout=60)
+def quick(payload: dict[str, Any], ctx: JobContext) -> str:
+    """A step that must start within 2 s of when it may, on a queue of its own (a worker may leave it unread)."""
+    record_run(payload, ctx)
+    return "quick"
+
+
 @app.job("chain.boom", max_attempts=1, timeout=60)
 def boom(payload: dict[str, Any], ctx: JobContext) -> None:
     """Dies at once (no retry)."""

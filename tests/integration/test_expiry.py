@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from sqsjobs import ExpiryInvalid, JobStatus
-from sqsjobs.runtime.sweeper import sweep_flow
+from sqsjobs.runtime.sweeper import sweep
 from sqsjobs.testing import all_finished, work_until
 from tests.apps import expiring
 from tests.integration.helpers import depth, queue_url, receive_dlq, send_raw, sqs_call, worker_env
@@ -225,8 +225,8 @@ def test_a_held_job_past_its_deadline_is_expired_by_the_sweeper_not_sent(app, tm
     ).stdout.strip()
     assert app.get(thin).start_by is None and app.get(own).start_by is not None
     # WHEN the sweeper first reaches them after both deadlines (here: its clock is 1,002 s ahead)
-    bounds = {"reports.build": expiring.TYPE_BOUND_S}
-    report = app.run(sweep_flow(app.settings, app.queue_urls, time.time() + 1002, expiry_bounds=bounds))
+    # (the type's bound, expiring.TYPE_BOUND_S, is the registry's)
+    report = sweep(app, now=time.time() + 1002)
     # THEN both are expired instead of sent, their held entries gone, no message on the queue
     assert sorted(report.expired) == sorted([own, thin]) and report.dispatched_held == []
     for job_id in (own, thin):
@@ -235,7 +235,7 @@ def test_a_held_job_past_its_deadline_is_expired_by_the_sweeper_not_sent(app, tm
     assert depth(app) == {"visible": 0, "in_flight": 0, "delayed": 0}
     # AND a sweep before a deadline still sends (the held job of a type without a bound)
     sent = app.enqueue("reports.free", {"runs_dir": str(tmp_path)}, delay=1000)
-    report = app.run(sweep_flow(app.settings, app.queue_urls, time.time() + 1002, expiry_bounds=bounds))
+    report = sweep(app, now=time.time() + 1002)
     assert report.dispatched_held == [sent] and report.expired == []
 
 

@@ -1,4 +1,4 @@
-"""The finish seam (``runtime/hooks.py``): what a hook adds commits with the finish, or neither lands.
+"""The finish seam (``runtime/record_stage.py``): what a hook adds commits with the finish, or neither lands.
 
 Batches count their items and chains enqueue their next step through it, so its promise is the one
 they rest on: the hook's writes and the job's transition are one ``TransactWriteItems`` over HTTP on

@@ -7,13 +7,21 @@ the chain's creation, which would expire a later step of any chain slower than i
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+import sys
 import time
 
 import pytest
 
 from sqsjobs import JobStatus
-from sqsjobs.runtime.sweeper import sweep_flow
+from sqsjobs.runtime.execution import Execution
+from sqsjobs.runtime.sweeper import sweep
 from sqsjobs.testing import work_until
+from sqsjobs.transport import sqs
+from sqsjobs.workflows.chain_hook import ChainHook
+from tests.apps import chains as chain_app
+from tests.integration.helpers import queue_url, sqs_call, worker_env
 
 pytestmark = pytest.mark.slow
 
@@ -109,10 +117,56 @@ def test_a_held_batch_item_the_sweeper_expires_counts_as_failed(app):
     held = batch.add("wf.item", {"n": 1}, delay=1000, expires_after=1001)
     batch.seal()
     # WHEN the sweeper first reaches it after its deadline (its clock 1,002 s ahead)
-    report = app.run(sweep_flow(app.settings, app.queue_urls, time.time() + 1002))
+    report = sweep(app, now=time.time() + 1002)
     # THEN it expired instead of being sent, counted failed with it, and the batch completed
     assert report.expired == [held] and report.dispatched_held == []
     assert app.get(held).status is JobStatus.EXPIRED
     st = app.get_batch(batch.id)
     assert st.counts == {"pending": 0, "succeeded": 0, "failed": 1}
     assert st.status == "complete" and st.callback_id is not None
+
+
+def test_a_chain_step_the_sweeper_expires_stops_its_chain(ministack_url, make_app, tmp_path):
+    # GIVEN a 3-step chain whose step 1 must start within 2 s of when it may
+    app = make_app(ministack_url, lease_s=3.0, visibility_timeout_s=2, stale_after_s=1.0)
+    app.registry.include(chain_app.app.registry)  # the handlers the sweeper process loads
+    app.provision()
+    runs = str(tmp_path)
+    steps = [
+        ("chain.add", {"name": "a", "add": 1, "runs_dir": runs}),
+        ("chain.quick", {"runs_dir": runs}),
+        ("chain.add", {"name": "c", "add": 3, "runs_dir": runs}),
+    ]
+    chain_id = app.chain(steps)
+    first, second, third = (s.job_id for s in app.get_chain(chain_id).steps)
+
+    class LosesTheHint(ChainHook):
+        async def landed(self, finish):  # the worker dies right after step 0's commit: step 1's hint is lost
+            return None
+
+    # AND step 0 run by a worker that dies between its commit and step 1's hint
+    url = queue_url(app)
+    response = sqs_call(app, "receive_message", **sqs.receive(url, max_messages=1, wait_s=20))
+    (delivery,) = sqs.deliveries("default", url, response)
+
+    async def run_once():
+        try:
+            return await Execution(app, "w-lost", hooks=[LosesTheHint(app)]).handle(delivery)
+        finally:
+            await app.aclose()
+
+    assert asyncio.run(run_once()).kind == "delete"
+    sqs_call(app, "delete_message", QueueUrl=url, ReceiptHandle=delivery.receipt_handle)
+    assert app.get(first).status is JobStatus.SUCCEEDED and app.get(second).status is JobStatus.QUEUED
+    wait_past(app.get(second).start_by.timestamp() + 1.0)  # past its deadline and its pending entry's due
+    # WHEN the sweeper runs once
+    sweep = [sys.executable, "-m", "sqsjobs", "sweep", "--once", "--app", "tests.apps.chains:app"]
+    env = worker_env(app, SQSJOBS_STALE_AFTER_S="1")
+    subprocess.run(sweep, env=env, check=True, capture_output=True, timeout=120)
+    # THEN step 1 expired, the chain stopped there, and the step after it will never run
+    assert app.get(second).status is JobStatus.EXPIRED
+    chain = app.get_chain(chain_id)
+    assert chain.status == "stopped" and chain.stopped_at == 1, chain
+    assert "expired" in (chain.reason or "")
+    assert app.get(third).status is JobStatus.CANCELLED
+    assert app.cancel_chain(chain_id) == "stopped"

@@ -160,14 +160,6 @@ LAYERS: list[set[str]] = [
 FEATURES = {"limits", "workflows", "schedules", "ingress"}
 #: Imports that break the order today, each with why; the list only shrinks.
 KNOWN: dict[tuple[str, str], str] = {
-    (
-        "sqsjobs.runtime.sweeper",
-        "sqsjobs.workflows.batch_store",
-    ): "an expired batch item counted (expiry's plug-in)",
-    (
-        "sqsjobs.runtime.sweeper",
-        "sqsjobs.workflows.completion",
-    ): "batch repair in the sweep (expiry's plug-in)",
     ("sqsjobs.producer", "sqsjobs.workflows.completion"): "cancelling a batch item ends its count",
     ("sqsjobs.deploy.packaging", "sqsjobs"): "it reads the package's own directory",
 }
@@ -176,11 +168,7 @@ APP_IMPORTERS = {"sqsjobs", "sqsjobs.app", "sqsjobs.testing", "sqsjobs.__main__"
 APP_IMPORTING_FOLDERS = {"cli", "api", "local"}
 #: The modules kept free of ``# fmt: skip`` now (the whole package is, once every branch landed).
 NO_FMT_SKIP = [
-    *(
-        p
-        for p in (PACKAGE / "runtime").glob("*.py")
-        if p.name not in {"execution.py", "transitions.py", "expiry.py"}
-    ),
+    *(p for p in (PACKAGE / "runtime").glob("*.py") if p.name not in {"transitions.py"}),
     *(PACKAGE / "transport").glob("*.py"),
     *(PACKAGE / "ingress").glob("*.py"),
     *(PACKAGE / "workflows").glob("*_hook.py"),

@@ -1,0 +1,352 @@
+"""The record stage: a job's end written through the ``JobStore``, with what the finish hooks add.
+
+Every end of a job goes through here, run or not: a run's outcome (succeeded, retry, dead,
+cancelled, released), a job rejected without a run, a job expired instead of claimed. Each is one
+fenced transition of the state table; the finish hooks of the features the job belongs to
+(``Kernel.concerned``: a batch item's counter, a chain's next step, a limit's slot) add the entries
+that commit with it in one ``TransactWriteItems`` and hear of it once it landed. A finish no hook
+claims pays nothing: it stays the single (or batched) write of the happy path.
+
+The record is written before the message is touched: each method answers the ``Ack`` the message
+is worth now, and LEAVE when the write could not be made (the message comes back, the lease
+expires, the job reruns). A retry that would outlive its message (SQS drops a message
+``message_retention_s`` after its first send, and a re-arm does not renew it) becomes a held record
+the sweeper sends when due, as a retry past the 12 h visibility cap does.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+from sqsjobs.delivery import DELETE, LEAVE, RELEASE, Ack, Finish, dead_letter, failure_record
+from sqsjobs.errors import StoreError
+from sqsjobs.job import AttemptOutcome, JobStatus
+from sqsjobs.observability.metrics import DEAD, EXPIRED, on_transition
+from sqsjobs.observability.tracing import trace_id
+from sqsjobs.runtime.verdict import judge_failure
+from sqsjobs.store.codec import job_from_item
+from sqsjobs.store.enqueue import record_of
+from sqsjobs.store.job_store import ClaimRefusal, Landed, Refusal, Refused
+from sqsjobs.transport import sqs
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
+
+    from sqsjobs.delivery import Delivery
+    from sqsjobs.envelope import Envelope
+    from sqsjobs.job import FailureRecord, Job
+    from sqsjobs.registry import HandlerSpec
+    from sqsjobs.runtime.kernel import Kernel
+    from sqsjobs.runtime.seams import ExpireInstead, FinishHook
+    from sqsjobs.store.job_store import JobStore
+
+
+def unrun(envelope: Envelope, outcome: AttemptOutcome, error: FailureRecord | None = None) -> Finish | None:
+    """A job ended without a run (rejected: dead; expired), as a finish its batch or chain must hear of.
+
+    None for a message without the job's fields (version 1): it does not describe the job.
+    """
+    if not envelope.has_payload:
+        return None
+    return Finish(job_from_item(record_of(envelope)), outcome, error=error)
+
+
+async def commit(
+    hooks: Sequence[FinishHook],
+    finish: Finish | None,
+    transition: Callable[[Sequence[Mapping[str, Any]]], Awaitable[Landed | Refused]],
+) -> Landed | Refused:
+    """Apply ``transition`` with what ``hooks`` add for ``finish``; they hear of it once it landed.
+
+    A ``StoreError`` is raised as the transition raised it. The sweeper's expire uses this too, so
+    a job that ends without a worker ends its batch item or chain step the same way.
+    """
+    entries = (
+        [e for hook in hooks for e in await hook.entries(finish)] if finish is not None and hooks else []
+    )
+    outcome = await transition(entries)
+    if finish is not None and isinstance(outcome, Landed):
+        for hook in hooks:
+            await hook.landed(finish)
+    return outcome
+
+
+def finish_hooks(kernel: Kernel, job: Job) -> list[FinishHook]:
+    """The finish hooks of the features ``job`` belongs to, in plug-in order."""
+    return kernel.concerned(kernel.finish_hooks, job.type, job)
+
+
+class Recorder:
+    """Writes a job's end for one worker and says what its message is worth (see the module docstring)."""
+
+    def __init__(
+        self, kernel: Kernel, worker_id: str, store: JobStore, hooks: Sequence[FinishHook] | None = None
+    ) -> None:
+        """``hooks``: every finish's hooks instead of the kernel's (a test's own)."""
+        self.kernel = kernel
+        self.worker_id = worker_id
+        self.store = store
+        self._hooks = None if hooks is None else tuple(hooks)
+
+    def hooks(self, job: Job) -> Sequence[FinishHook]:
+        """The finish hooks ``job`` concerns."""
+        return self._hooks if self._hooks is not None else finish_hooks(self.kernel, job)
+
+    def log(self, event: str, job: Job, **fields: Any) -> None:
+        """One JSON line per transition; the same fields feed the metrics and the job's trace span."""
+        kernel = self.kernel
+        if (
+            fields.get("outcome") not in (None, AttemptOutcome.STARTED)
+            and "duration_s" not in fields
+            and job.started_at
+        ):
+            fields["duration_s"] = round(kernel.clock.now() - job.started_at.timestamp(), 4)
+        kernel.logger.info(
+            event,
+            extra={
+                "job_id": job.id,
+                "job_type": job.type,
+                "queue": job.queue,
+                "attempt": job.attempt,
+                "status": str(job.status),
+                "tenant": job.tenant,
+                "trace_id": trace_id(job.trace),
+                "worker": self.worker_id,
+                **fields,
+            },
+        )
+        on_transition(kernel.metrics, job, fields)
+
+    async def write(
+        self, job: Job, transition: Callable[..., Awaitable[Landed | Refused]], finish: Finish | None = None
+    ) -> bool:
+        """A fenced transition; False (logged) when the lease is gone or DynamoDB did not answer.
+
+        With a ``finish``, the hooks' entries commit in one transaction with it, and the hooks hear
+        of it once it landed.
+        """
+        try:
+            outcome = await commit(self.hooks(job) if finish else (), finish, lambda e: transition(entries=e))
+        except StoreError as exc:
+            # The message comes back after its visibility timeout and the lease expires: the job reruns.
+            self.kernel.logger.error("could not record outcome", extra={"job_id": job.id, "error": str(exc)})
+            return False
+        if isinstance(outcome, Refused):  # LEASE_LOST (JobStore reads it)
+            self.kernel.logger.warning(
+                "write refused: lease lost", extra={"job_id": job.id, "error": outcome.detail}
+            )
+            return False
+        if outcome.confirmed:  # botocore retried after a lost answer; the first try landed
+            self.kernel.logger.info("write confirmed after a lost answer", extra={"job_id": job.id})
+        return True
+
+    # ── a run's ends ──────────────────────────────────────────────────────────────────────
+    async def release(self, job: Job) -> bool:
+        """Running → queued, attempt kept (a shutdown, a payload version this worker cannot read)."""
+        release = functools.partial(self.store.release, job, now=self.kernel.clock.now())
+        return await self.write(job, release, Finish(job, AttemptOutcome.RELEASED))
+
+    async def succeeded(self, job: Job, value: Any, ref: str | None, duration: float) -> Ack:
+        """The handler returned: ``value`` (or its S3 object ``ref``) is the job's result."""
+        settings = self.kernel.settings
+        params = functools.partial(
+            self.store.complete,
+            job,
+            now=self.kernel.clock.now(),
+            result=value,
+            result_ref=ref,
+            retention_s=settings.retention_s,
+        )
+        if not await self.write(
+            job, params, Finish(job, AttemptOutcome.SUCCEEDED, result=value, result_ref=ref)
+        ):
+            return LEAVE
+        self.log(
+            "job succeeded",
+            job.evolve(status=JobStatus.SUCCEEDED),
+            duration_s=duration,
+            outcome=AttemptOutcome.SUCCEEDED,
+        )
+        return DELETE
+
+    async def failed(self, spec: HandlerSpec, job: Job, exc: BaseException, delivery: Delivery | None) -> Ack:
+        """The attempt failed: retried, dead or cancelled, as ``judge_failure`` says."""
+        now = self.kernel.clock.now()
+        queue = delivery.queue if delivery else job.queue
+        verdict = judge_failure(spec, job, exc, now=now)
+        if verdict.outcome == "cancelled":
+            return await self.abort(job, verdict.reason)
+        if verdict.outcome == "dead":
+            return await self.dead(job, exc, reason=verdict.reason, queue=queue)
+        held = verdict.delay_s > sqs.MAX_VISIBILITY_S or self.outlives(delivery, now + verdict.delay_s)
+        error = failure_record(exc)
+        params = functools.partial(
+            self.store.schedule_retry,
+            job,
+            now=now,
+            run_at=now + verdict.delay_s,
+            error=error,
+            held=held,
+            payload=job.payload,
+        )
+        if not await self.write(job, params, Finish(job, AttemptOutcome.RETRY, error=error)):
+            return LEAVE
+        self.log(
+            "job retry scheduled",
+            job.evolve(status=JobStatus.RETRY_SCHEDULED),
+            delay_s=round(verdict.delay_s, 3),
+            error=error.error_class,
+            outcome=AttemptOutcome.RETRY,
+        )
+        # Retries re-arm the same message, so its receive count keeps meaning something; beyond the
+        # 12 h cap, or past the message's own expiry, the record holds the job and the sweeper
+        # sends it when due.
+        return DELETE if held else Ack("rearm", delay_s=sqs.clamp_visibility(verdict.delay_s))
+
+    def outlives(self, delivery: Delivery | None, wake_at: float) -> bool:
+        """True when a re-arm of ``delivery`` until ``wake_at`` would pass the message's expiry.
+
+        SQS deletes a message ``message_retention_s`` after its first send, whatever its visibility;
+        a margin of one visibility timeout leaves the woken message time to be claimed.
+        """
+        if delivery is None or not delivery.sent_at:
+            return False
+        settings = self.kernel.settings
+        return wake_at > delivery.sent_at + settings.message_retention_s - settings.visibility_timeout_s
+
+    async def dead(self, job: Job, exc: BaseException, *, reason: str, queue: str) -> Ack:
+        """The job cannot succeed: dead, and its message to the DLQ."""
+        error = failure_record(exc)
+        params = functools.partial(
+            self.store.fail,
+            job,
+            now=self.kernel.clock.now(),
+            error=error,
+            reason=reason,
+            retention_s=self.kernel.settings.retention_s,
+            payload=job.payload,
+        )
+        if not await self.write(job, params, Finish(job, AttemptOutcome.DEAD, error=error)):
+            return LEAVE
+        self.log(
+            "job dead",
+            job.evolve(status=JobStatus.DEAD),
+            reason=reason,
+            error=error.error_class,
+            outcome=AttemptOutcome.DEAD,
+        )
+        return dead_letter(reason, job_id=job.id, job_type=job.type, error=error, queue=queue)
+
+    async def abort(self, job: Job, reason: str) -> Ack:
+        """The job was cancelled (a ``Cancel``, or a cancel request its run heard)."""
+        params = functools.partial(
+            self.store.abort,
+            job,
+            now=self.kernel.clock.now(),
+            reason=reason,
+            retention_s=self.kernel.settings.retention_s,
+            payload=job.payload,
+        )
+        if not await self.write(job, params, Finish(job, AttemptOutcome.CANCELLED)):
+            return LEAVE
+        self.log(
+            "job cancelled",
+            job.evolve(status=JobStatus.CANCELLED),
+            reason=reason,
+            outcome=AttemptOutcome.CANCELLED,
+        )
+        return DELETE
+
+    async def shutdown_release(self, job: Job) -> Ack:
+        """A shutdown interrupted the run: released, the message visible again at once."""
+        if not await self.release(job):
+            return LEAVE
+        self.log("job released", job)
+        return RELEASE
+
+    # ── ends without a run ────────────────────────────────────────────────────────────────
+    async def reject(self, envelope: Envelope, delivery: Delivery, exc: Exception, *, reason: str) -> Ack:
+        """Dead without a claim: the record says why, the message goes to the DLQ."""
+        error = failure_record(exc)
+        now = self.kernel.clock.now()
+        dead = unrun(envelope, AttemptOutcome.DEAD, error=error)
+        try:  # a batch item's reject counts like its finish, a chain step's stops its chain
+            rejected = await commit(
+                self.hooks(dead.job) if dead else (),
+                dead,
+                lambda entries: self.store.reject(
+                    envelope,
+                    now=now,
+                    error=error,
+                    reason=reason,
+                    retention_s=self.kernel.settings.retention_s,
+                    entries=entries,
+                ),
+            )
+        except StoreError:
+            return LEAVE
+        if isinstance(rejected, Refused):  # read by JobStore.reject
+            if (
+                rejected.reason is ClaimRefusal.FINISHED
+                and rejected.job
+                and rejected.job.status is not JobStatus.DEAD
+            ):
+                return DELETE
+            if rejected.reason is ClaimRefusal.HELD_ELSEWHERE:
+                return DELETE
+        self.kernel.logger.warning(
+            "job rejected", extra={"job_id": envelope.job_id, "job_type": envelope.job_type, "reason": reason}
+        )
+        self.kernel.metrics.count(DEAD, envelope.job_type)
+        return dead_letter(
+            reason, job_id=envelope.job_id, job_type=envelope.job_type, error=error, queue=delivery.queue
+        )
+
+    async def expire(
+        self, envelope: Envelope, delivery: Delivery, now: float, instead: ExpireInstead
+    ) -> Ack | None:
+        """Expire the job of ``delivery`` instead of claiming it: DELETE once the record says ``expired``.
+
+        The message is deleted, not dead-lettered: expiry is an outcome the producer asked for, not an
+        error an operator must look at. None when the record refused because it is not expired
+        (another deadline of its own, started already, finished): the claim then decides what the
+        message is worth, as for any delivery. LEAVE when DynamoDB did not answer.
+        """
+        kernel = self.kernel
+        finish = unrun(envelope, AttemptOutcome.EXPIRED)
+        try:  # a batch item's expiry counts on its batch, a chain step's stops its chain
+            expired = await commit(
+                self.hooks(finish.job) if finish else (),
+                finish,
+                lambda entries: self.store.expire(
+                    envelope,
+                    now=now,
+                    reason=instead.reason,
+                    retention_s=kernel.settings.retention_s,
+                    type_bound_s=instead.type_bound_s,
+                    entries=entries,
+                ),
+            )
+        except StoreError as exc:
+            kernel.logger.warning(
+                "expire failed, message left for redelivery",
+                extra={"job_id": envelope.job_id, "error": str(exc)},
+            )
+            return LEAVE
+        if isinstance(expired, Refused):  # read by JobStore.expire
+            return DELETE if expired.reason is Refusal.ALREADY_EXPIRED else None
+        kernel.logger.info(
+            "job expired",
+            extra={
+                "job_id": envelope.job_id,
+                "job_type": envelope.job_type,
+                "queue": delivery.queue,
+                "tenant": envelope.tenant,
+                "status": "expired",
+                "reason": instead.reason,
+                "late_s": round(now - instead.deadline, 3),
+            },
+        )
+        kernel.metrics.count(EXPIRED, envelope.job_type, envelope.tenant)
+        return DELETE

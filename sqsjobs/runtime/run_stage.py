@@ -1,0 +1,191 @@
+"""The run stage: a claimed job's handler, called with its payload, under its timeout, until it ends or is interrupted.
+
+A handler can still run twice for one job when a worker loses its lease mid-run (it crashed,
+stalled past the lease, or its sync thread outlived a timeout); every write of the stale run is
+then refused (``LeaseLost``), and handlers that pass ``ctx.fencing_token`` to their own writes can
+refuse its side effects too. Leases are renewed here (``renew_leases``, on the host's beat): a
+renewal is also how a running job hears of a cancel request or of its lost lease.
+
+What the run ends with goes to the record stage (``runtime/record_stage.py``), which writes it
+and answers the message's ``Ack``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from sqsjobs.context import InterruptReason, JobContext
+from sqsjobs.delivery import LEAVE, Ack
+from sqsjobs.errors import Cancel, ObjectStoreError, PayloadInvalid, PayloadMissing, StoreError
+from sqsjobs.runtime import payloads
+from sqsjobs.runtime.verdict import invoke, timeout_error
+from sqsjobs.store.job_store import Refusal, Refused
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sqsjobs.delivery import Delivery
+    from sqsjobs.job import Job
+    from sqsjobs.registry import HandlerSpec
+    from sqsjobs.runtime.kernel import Kernel
+    from sqsjobs.runtime.record_stage import Recorder
+    from sqsjobs.runtime.seams import AdmissionGuard, RunPreparation
+
+#: A worker that sees a payload version newer than its handler's parks the message this long.
+NEWER_VERSION_PARK_S = 60
+
+
+class Runner:
+    """Runs claimed jobs for one worker (see the module docstring)."""
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        recorder: Recorder,
+        *,
+        pool: ThreadPoolExecutor | None = None,
+        on_run: Callable[[JobContext], None] | None = None,
+        on_done: Callable[[JobContext], None] | None = None,
+        default_timeout_s: Callable[[], float] | None = None,
+    ) -> None:
+        """``default_timeout_s``: the timeout of a run whose type has none of its own, asked as it starts.
+
+        The Lambda adapter answers with the invocation's remaining time (less its margin), so such a
+        job runs there instead of waiting for an invocation as long as ``DEFAULT_TIMEOUT_S`` (the
+        answer when None).
+        """
+        self.kernel = kernel
+        self.recorder = recorder
+        self._pool = pool
+        self._on_run = on_run
+        self._on_done = on_done
+        self._default_timeout_s = default_timeout_s
+
+    async def run(self, spec: HandlerSpec, job: Job, delivery: Delivery | None) -> Ack:
+        """Run the claimed ``job`` and record how it ended; the ``Ack`` its message is worth."""
+        kernel, recorder = self.kernel, self.recorder
+        if job.payload_version > spec.version:
+            await recorder.release(job)
+            return Ack("rearm", delay_s=NEWER_VERSION_PARK_S)
+        try:  # upcast first; S3 is read only for a payload kept there
+            stored = job.payload if job.payload_ref is None else await payloads.load(kernel.arun, job)
+            payload = spec.load(stored, job.payload_version)
+        except (PayloadInvalid, PayloadMissing) as exc:  # which: validation, an upcast step, the S3 object
+            queue = delivery.queue if delivery else job.queue
+            return await recorder.dead(job, exc, reason=payloads.unusable(exc), queue=queue)
+        except ObjectStoreError as exc:  # S3 did not answer: a passing fault, retried by the type's policy
+            return await recorder.failed(spec, job, exc, delivery)
+        fields: dict[str, Any] = dict(kernel.context)
+        preparations: list[RunPreparation] = kernel.concerned(kernel.preparations, job.type, job)
+        try:  # e.g. a chain step reads the step before's result, or stops if its chain was cancelled
+            for preparation in preparations:
+                fields.update(await preparation.prepare(job))
+        except Exception as exc:  # Cancel: cancelled; a failed read: the type's retry policy
+            return await recorder.failed(spec, job, exc, delivery)
+
+        timeout_s = (
+            spec.run_timeout_s(self._default_timeout_s()) if self._default_timeout_s else spec.timeout_s
+        )
+        ctx = JobContext(
+            job=job,
+            worker_id=recorder.worker_id,
+            deadline=kernel.clock.now() + timeout_s,
+            logger=kernel.logger,
+            delivery=delivery,
+            **fields,
+        )
+        if self._on_run:
+            self._on_run(ctx)
+        try:
+            with kernel.tracer.span(job):
+                return await self._outcome(spec, job, payload, ctx, delivery, timeout_s)
+        finally:
+            if self._on_done:
+                self._on_done(ctx)
+
+    async def _outcome(
+        self,
+        spec: HandlerSpec,
+        job: Job,
+        payload: Any,
+        ctx: JobContext,
+        delivery: Delivery | None,
+        timeout_s: float,
+    ) -> Ack:
+        clock, recorder = self.kernel.clock, self.recorder
+        started = clock.now()
+        run = asyncio.ensure_future(invoke(spec, payload, ctx, pool=self._pool))
+        interrupted = asyncio.ensure_future(ctx._interrupt.wait())
+        try:
+            await asyncio.wait({run, interrupted}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            interrupted.cancel()
+        if not run.done():
+            run.cancel()  # an async handler stops; a sync one's thread runs on, fenced by the lease
+            reason = ctx.interrupt_reason
+            if reason is InterruptReason.SHUTDOWN:
+                return await recorder.shutdown_release(job)
+            if reason is InterruptReason.LEASE_LOST:
+                recorder.log("job lost its lease", job)
+                return LEAVE
+            if reason is InterruptReason.CANCEL:
+                return await recorder.abort(job, "cancelled while running")
+            # No reason: nothing interrupted the handler, its timeout ran out.
+            return await recorder.failed(spec, job, timeout_error(spec, timeout_s), delivery)
+        duration = round(clock.now() - started, 4)
+        exc = run.exception()
+        if exc is None:
+            result = run.result()
+            if result is None:  # nothing to keep: no S3 check
+                return await recorder.succeeded(job, None, None, duration)
+            stored = await payloads.store_result(self.kernel.arun, self.kernel.settings, job, result)
+            return await recorder.succeeded(job, stored.value, stored.ref, duration)
+        if not isinstance(exc, Cancel):  # a cancel is an expected outcome, not an error
+            self.kernel.logger.info(
+                "handler raised",
+                extra={"job_id": job.id, "error": f"{type(exc).__name__}: {exc}", "duration_s": duration},
+            )
+        return await recorder.failed(spec, job, exc, delivery)
+
+    # ── leases of long jobs (ECS heartbeat and Lambda alike) ──────────────────────────────────
+    async def renew_leases(self, running: Iterable[JobContext]) -> None:
+        """Renew the lease of every job past half of it; a renewal shows a cancel request or a lost lease."""
+        kernel = self.kernel
+        now = kernel.clock.now()
+        half = kernel.settings.lease_s / 2
+        due = [
+            ctx
+            for ctx in running
+            if ctx.job.lease_expires is not None and ctx.job.lease_expires.timestamp() - now < half
+        ]
+        await asyncio.gather(*(self._renew(ctx, now) for ctx in due))
+        by_guard: dict[int, tuple[AdmissionGuard, list[str]]] = {}
+        for ctx in due:  # each guard renews what its own jobs' admissions hold
+            for guard in kernel.concerned(kernel.guards, ctx.job.type, ctx.job):
+                by_guard.setdefault(id(guard), (guard, []))[1].append(ctx.job.id)
+        for guard, ids in by_guard.values():
+            await guard.renew(ids, now)
+
+    async def _renew(self, ctx: JobContext, now: float) -> None:
+        try:
+            renewal = await self.recorder.store.heartbeat(
+                ctx.job, now=now, lease_s=self.kernel.settings.lease_s
+            )
+        except StoreError:
+            return
+        if isinstance(renewal, Refused):  # MOVED_ON: the outcome landed while this renewal was in flight
+            if renewal.reason is Refusal.LEASE_LOST:
+                self.kernel.logger.warning(
+                    "lease lost at heartbeat", extra={"job_id": ctx.job.id, "error": renewal.detail}
+                )
+                ctx.interrupt(InterruptReason.LEASE_LOST)
+            return
+        renewed = renewal.job
+        assert renewed is not None
+        ctx.job = ctx.job.evolve(
+            lease_expires=renewed.lease_expires, cancel_requested=renewed.cancel_requested
+        )
+        if renewed.cancel_requested:
+            ctx.interrupt(InterruptReason.CANCEL)

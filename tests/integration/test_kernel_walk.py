@@ -1,0 +1,91 @@
+"""How many sqsjobs modules one plain job's path executes (receive → claim → run → finish → ack).
+
+A plain job (async, no-op, no feature's fields) through an in-process Worker on MiniStack; the
+profile runs in the loop's thread once the worker is polling, the enqueue comes from a thread
+started before. No feature's code may run on this path (``Plugin.fields``/``types``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+import time
+from pathlib import Path
+
+import boto3
+import pytest
+
+import sqsjobs
+from sqsjobs.job import JobStatus
+from sqsjobs.runtime.worker import Worker
+
+pytestmark = pytest.mark.slow
+
+PACKAGE = Path(sqsjobs.__file__).resolve().parent
+#: The distinct modules the walk may execute: 27 on a main before the typed write, with limits/ and
+#: workflows/ on the path; none of them now, but the typed write's store modules are. The target is 12.
+MAX_MODULES = 30
+FEATURES = ("sqsjobs.limits", "sqsjobs.workflows", "sqsjobs.schedules", "sqsjobs.ingress")
+
+
+def walked_modules(app, job_type: str) -> set[str]:
+    seen: set[str] = set()
+
+    def profile(frame, event, arg):
+        if event == "call":
+            name = frame.f_code.co_filename
+            if name.startswith(str(PACKAGE)):
+                seen.add(
+                    str(Path(name).resolve().relative_to(PACKAGE.parent).with_suffix("")).replace("/", ".")
+                )
+
+    go, done = threading.Event(), threading.Event()
+    job_ids: list[str] = []
+    sqs = boto3.client("sqs", endpoint_url=app.settings.endpoint_url)
+    url = sqs.get_queue_url(QueueName=app.settings.queue_name(app.registry.get(job_type).queue))["QueueUrl"]
+
+    def producer() -> None:  # its own thread, started before profiling: the enqueue is not on the path
+        go.wait()
+        job_ids.append(app.enqueue(job_type, {"n": 1}))
+        while True:
+            job = app.get(job_ids[0], load_result=False)
+            attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+            idle = (
+                attrs["ApproximateNumberOfMessagesNotVisible"] == attrs["ApproximateNumberOfMessages"] == "0"
+            )
+            if job.status is JobStatus.SUCCEEDED and idle:
+                break
+            time.sleep(0.05)
+        done.set()
+
+    threading.Thread(target=producer, daemon=True).start()
+
+    async def main() -> None:
+        worker = Worker(app, concurrency=1)
+        stop = asyncio.Event()
+        task = asyncio.create_task(worker.run(stop))
+        await asyncio.sleep(2.5)  # started and polling
+        sys.setprofile(profile)
+        go.set()
+        await asyncio.to_thread(done.wait, 30)
+        sys.setprofile(None)
+        stop.set()
+        await task
+
+    asyncio.run(main())
+    return seen
+
+
+def test_a_plain_job_walks_few_modules(ministack_url, make_app):
+    app = make_app(ministack_url)
+
+    @app.job("plain")
+    async def plain(payload, ctx):
+        return None
+
+    app.provision()
+    seen = walked_modules(app, "plain")
+    print(len(seen), sorted(seen))
+    assert not [m for m in seen if m.startswith(FEATURES)], sorted(seen)
+    assert len(seen) <= MAX_MODULES, sorted(seen)
