@@ -362,10 +362,17 @@ class App:
         chain_id, jobs = chains.build_steps(
             steps, registry=self.registry, settings=self.settings, now=now, dedupe_key=dedupe_key
         )
-        return (yield from chains.create_flow(
-            chain_id, jobs, settings=self.settings, queue_urls=self.queue_urls, dedupe_key=dedupe_key,
-            now=now, logger=self.logger,
-        ))  # fmt: skip
+        return (
+            yield from chains.create_flow(
+                chain_id,
+                jobs,
+                settings=self.settings,
+                queue_urls=self.queue_urls,
+                dedupe_key=dedupe_key,
+                now=now,
+                logger=self.logger,
+            )
+        )
 
     def chain(self, steps: Iterable[Step], *, dedupe_key: str | None = None) -> str:
         """Run ``(type, payload)`` steps one after another; returns the chain's id.
@@ -416,9 +423,15 @@ class App:
 
     # ── batches: docs/workflows-batches.md, ``sqsjobs.workflows.batches`` ─────────────────────
     def batch(
-        self, on_complete: str | Handler, *, parent: str | None = None, final_stage: bool = False,
-        dedupe_key: str | None = None, max_item_failures: int | None = None, shards: int | None = None,
-    ) -> batches.Batch:  # fmt: skip
+        self,
+        on_complete: str | Handler,
+        *,
+        parent: str | None = None,
+        final_stage: bool = False,
+        dedupe_key: str | None = None,
+        max_item_failures: int | None = None,
+        shards: int | None = None,
+    ) -> batches.Batch:
         """Create a batch whose ``on_complete`` job runs once when it is sealed and every item is done.
 
         ``parent``: a batch that seals this one once it drains; ``final_stage``: the callback gets
@@ -426,19 +439,35 @@ class App:
         ``max_item_failures``: more failed items complete it at once as failed; ``shards``: counter
         shards (1-64, default 16), the item throughput a batch takes (docs/workflows-batches.md).
         """
-        options = {"parent": parent, "final_stage": final_stage, "dedupe_key": dedupe_key,
-                   "max_item_failures": max_item_failures, **({"shards": shards} if shards else {})}  # fmt: skip
+        options = {
+            "parent": parent,
+            "final_stage": final_stage,
+            "dedupe_key": dedupe_key,
+            "max_item_failures": max_item_failures,
+            **({"shards": shards} if shards else {}),
+        }
         return batches.Batch(
             self._core_kernel(), self.run(batches.new_batch_flow(self._core_kernel(), on_complete, **options))
         )
 
     async def abatch(
-        self, on_complete: str | Handler, *, parent: str | None = None, final_stage: bool = False,
-        dedupe_key: str | None = None, max_item_failures: int | None = None, shards: int | None = None,
-    ) -> batches.Batch:  # fmt: skip
+        self,
+        on_complete: str | Handler,
+        *,
+        parent: str | None = None,
+        final_stage: bool = False,
+        dedupe_key: str | None = None,
+        max_item_failures: int | None = None,
+        shards: int | None = None,
+    ) -> batches.Batch:
         """Async ``batch``."""
-        options = {"parent": parent, "final_stage": final_stage, "dedupe_key": dedupe_key,
-                   "max_item_failures": max_item_failures, **({"shards": shards} if shards else {})}  # fmt: skip
+        options = {
+            "parent": parent,
+            "final_stage": final_stage,
+            "dedupe_key": dedupe_key,
+            "max_item_failures": max_item_failures,
+            **({"shards": shards} if shards else {}),
+        }
         return batches.Batch(
             self._core_kernel(),
             await self.arun(batches.new_batch_flow(self._core_kernel(), on_complete, **options)),

@@ -153,10 +153,13 @@ async def arun_job(
     # raises PayloadInvalid (UpcastError) here.
     value = spec.load(job.payload, job.payload_version)
     ctx = JobContext(
-        job=job, worker_id=TEST_WORKER_ID, deadline=app.clock.now() + spec.timeout_s, logger=app.logger,
+        job=job,
+        worker_id=TEST_WORKER_ID,
+        deadline=app.clock.now() + spec.timeout_s,
+        logger=app.logger,
         # What a chain step's handler reads: as the worker gives it, JSON round-tripped as the record stores it.
         previous_result=json.loads(storable_result(previous_result, app.settings.max_result_bytes)[1]),
-    )  # fmt: skip
+    )
     # A pool of its own: a sync handler past its timeout runs on in its thread (it cannot be
     # killed, as in the worker), and must not hold up the shutdown of the loop's default executor.
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqsjobs-run-job")

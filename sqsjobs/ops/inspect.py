@@ -94,9 +94,19 @@ UNPROCESSED_RETRIES = 5
 _CURSOR_VERSION = 2
 _DONE = "done"
 _ROW_ATTRS = (
-    "id", "type", "queue", "status", "tenant", "attempt", "max_attempts", "created_at", "updated_at",
-    "finished_at", "run_at", "reason",
-)  # fmt: skip
+    "id",
+    "type",
+    "queue",
+    "status",
+    "tenant",
+    "attempt",
+    "max_attempts",
+    "created_at",
+    "updated_at",
+    "finished_at",
+    "run_at",
+    "reason",
+)
 
 
 @dataclass(frozen=True)

@@ -179,13 +179,21 @@ def create_entries(table: str, spec: BatchSpec) -> list[dict[str, Any]]:
     children already and would never seal this one): the refusal raises ``BatchSealed``.
     """
     record: dict[str, Any] = {
-        "id": av_s(record_id(spec.id)), "kind": av_s(KIND), "status": av_s(OPEN),
-        "on_complete": av_s(spec.on_complete), "cb_queue": av_s(spec.callback_queue),
-        "cb_version": av_n(spec.callback_version), "final_stage": {"BOOL": spec.final_stage},
-        "shards": av_n(spec.shards), "root": av_s(spec.root_id), "children": av_n(0),
-        "children_done": av_n(0), "created_at": av_n(spec.now), "updated_at": av_n(spec.now),
+        "id": av_s(record_id(spec.id)),
+        "kind": av_s(KIND),
+        "status": av_s(OPEN),
+        "on_complete": av_s(spec.on_complete),
+        "cb_queue": av_s(spec.callback_queue),
+        "cb_version": av_n(spec.callback_version),
+        "final_stage": {"BOOL": spec.final_stage},
+        "shards": av_n(spec.shards),
+        "root": av_s(spec.root_id),
+        "children": av_n(0),
+        "children_done": av_n(0),
+        "created_at": av_n(spec.now),
+        "updated_at": av_n(spec.now),
         "cfg": av_s(spec.config_hash),
-    }  # fmt: skip
+    }
     if spec.parent_id is not None:
         record["parent"] = av_s(spec.parent_id)
     if spec.max_item_failures is not None:
@@ -195,9 +203,13 @@ def create_entries(table: str, spec: BatchSpec) -> list[dict[str, Any]]:
     entries: list[dict[str, Any]] = [{"Put": _put_new(table, record)}]
     for n in range(spec.shards):
         shard = {
-            "id": av_s(shard_id(spec.id, n)), "kind": av_s("batch_shard"), "added": av_n(0),
-            "succeeded": av_n(0), "failed": av_n(0), "sealed": {"BOOL": False},
-        }  # fmt: skip
+            "id": av_s(shard_id(spec.id, n)),
+            "kind": av_s("batch_shard"),
+            "added": av_n(0),
+            "succeeded": av_n(0),
+            "failed": av_n(0),
+            "sealed": {"BOOL": False},
+        }
         entries.append({"Put": _put_new(table, shard)})
     if spec.parent_id is not None:
         values: dict[str, Any] = {":complete": av_s(COMPLETE), ":one": av_n(1), ":kid": {"SS": [spec.id]}}
@@ -383,9 +395,12 @@ def complete_entries(
     pending in between cancels it); an early one (failed, cancelled) seals every shard instead.
     """
     values: dict[str, Any] = {
-        ":complete": av_s(COMPLETE), ":now": av_n(now), ":failed": {"BOOL": failed},
-        ":counts": {"M": {k: av_n(v) for k, v in counts.as_dict().items()}}, ":cb": av_s(callback_id),
-    }  # fmt: skip
+        ":complete": av_s(COMPLETE),
+        ":now": av_n(now),
+        ":failed": {"BOOL": failed},
+        ":counts": {"M": {k: av_n(v) for k, v in counts.as_dict().items()}},
+        ":cb": av_s(callback_id),
+    }
     sets: tuple[tuple[str, Expr], ...] = (
         ("status", ":complete"),
         ("completed_at", ":now"),

@@ -215,9 +215,14 @@ def _complete(
 ) -> Flow[bool]:
     """The one conditional completion transaction, then the callback's hint; False when another won."""
     payload: dict[str, Any] = {
-        "batch_id": record.id, "status": "failed" if failed else "succeeded", "failed": failed,
-        "reason": reason, "counts": counts.as_dict(), "parent_id": record.parent_id, "root_id": record.root_id,
-    }  # fmt: skip
+        "batch_id": record.id,
+        "status": "failed" if failed else "succeeded",
+        "failed": failed,
+        "reason": reason,
+        "counts": counts.as_dict(),
+        "parent_id": record.parent_id,
+        "root_id": record.root_id,
+    }
     if record.final_stage:
         payload["items"] = yield from succeeded_items_flow(env, record)
     now = max(now, env.clock())
@@ -227,9 +232,16 @@ def _complete(
     token = nonce()
     put = transact.job_entry(env.table, job, token=token, pending_until=now + env.settings.stale_after_s)
     entries = bs.complete_entries(
-        env.table, record, counts, shard_items, callback=put["Put"], callback_id=job.id, now=now,
-        failed=failed, reason=reason,
-    )  # fmt: skip
+        env.table,
+        record,
+        counts,
+        shard_items,
+        callback=put["Put"],
+        callback_id=job.id,
+        now=now,
+        failed=failed,
+        reason=reason,
+    )
     refused = yield from transact_flow(entries)
     if refused is not None and not transact.landed_before(refused, [1], token):
         return False  # completed by another, or an item moved back to pending since the read
@@ -244,10 +256,18 @@ def callback_job(settings: Settings, record: bs.BatchRecord, payload: Any, now: 
     """The completion callback: a job of the batch's ``on_complete`` type, keyed by the batch id."""
     key = f"batch:{record.id}"
     job = NewJob(
-        id=idempotent_job_id(record.on_complete, key), type=record.on_complete, queue=record.callback_queue,
-        payload=payload, payload_version=record.callback_version, max_attempts=None, run_at=now, now=now,
-        idempotency_key=key, parent_id=record.id, root_id=record.root_id,
-    )  # fmt: skip
+        id=idempotent_job_id(record.on_complete, key),
+        type=record.on_complete,
+        queue=record.callback_queue,
+        payload=payload,
+        payload_version=record.callback_version,
+        max_attempts=None,
+        run_at=now,
+        now=now,
+        idempotency_key=key,
+        parent_id=record.id,
+        root_id=record.root_id,
+    )
     if len(job.payload_json) > settings.held_inline_payload_bytes:
         job = replace(job, payload_bucket=settings.payload_bucket)
     return job
@@ -344,9 +364,12 @@ def stop_items_flow(env: BatchEnv, record: bs.BatchRecord, now: float) -> Flow[d
         status = item.get("status", {}).get("S")
         if status in (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED):
             params = cancel(
-                env.table, item["id"]["S"], now=now, retention_s=env.settings.retention_s,
+                env.table,
+                item["id"]["S"],
+                now=now,
+                retention_s=env.settings.retention_s,
                 batch_key=item["batch_key"]["S"],
-            )  # fmt: skip
+            )
             refused = yield from transact_flow(
                 [
                     {"Update": params.transact_item()},
