@@ -15,11 +15,9 @@ class Clock(Protocol):
 
 
 class SystemClock:
-    """The real clock."""
+    """The real clock: ``now`` is ``time.time`` itself, so reading it costs no Python frame per job."""
 
-    def now(self) -> float:
-        """Return ``time.time()``."""
-        return time.time()
+    now = staticmethod(time.time)
 
 
 class FakeClock:

@@ -23,9 +23,10 @@ from sqsjobs.runtime.worker import Worker
 pytestmark = pytest.mark.slow
 
 PACKAGE = Path(sqsjobs.__file__).resolve().parent
-#: The distinct modules the walk may execute: 27 on a main before the typed write, with limits/ and
-#: workflows/ on the path; none of them now, but the typed write's store modules are. The target is 12.
-MAX_MODULES = 30
+#: The distinct modules the walk may execute: 27 before the kernel (limits/ and workflows/ among
+#: them); 29 now, none of them a feature's, but seven of them the typed write's store modules. The
+#: target is 12: the bound only goes down.
+MAX_MODULES = 29
 FEATURES = ("sqsjobs.limits", "sqsjobs.workflows", "sqsjobs.schedules", "sqsjobs.ingress")
 
 
