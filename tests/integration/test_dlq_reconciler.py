@@ -50,14 +50,16 @@ def visible(app, url: str) -> int:
 
 
 def redrive(app, url: str, dlq_url: str) -> None:
-    """Receive the queue's message without ever finishing it, until SQS moves it to ``dlq_url``.
+    """Receive the queue's messages without ever finishing them, until SQS moves them to ``dlq_url``.
 
     Long-polled, with a deadline rather than a number of tries: a worker process killed just before
     may have left a long poll open on SQS's side, which takes the next message and hides it for a
     visibility timeout; the loop waits for it to come back instead of racing it.
     """
     deadline = time.monotonic() + 30
-    while not visible(app, dlq_url):
+    # Until the queue is empty: a worker killed just before may also have left a message it had
+    # finished but not yet deleted (its delete was still lingering in a batch); it goes too.
+    while visible(app, url) or not visible(app, dlq_url):
         if time.monotonic() > deadline:
             raise AssertionError("SQS did not redrive the message within 30 s of receives")
         sqs_call(
@@ -115,11 +117,12 @@ def set_redispatches(app, job_id: str, n: int) -> None:
 def sweep(app) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "sqsjobs", "sweep", "--once", "--app", APP],
-        env=worker_env(app, **SETTINGS),
+        env=worker_env(app, **SETTINGS, SQSJOBS_LOG_LEVEL="INFO"),
         capture_output=True,
         text=True,
         timeout=120,
     )
+    print(done.stdout, done.stderr)  # the pass's log line, shown when a test fails
     assert done.returncode == 0, done.stderr
 
 
