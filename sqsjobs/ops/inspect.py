@@ -59,8 +59,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import tenacity
 
 from sqsjobs._aws import Call, Flow, retrying
-from sqsjobs.errors import CursorError as CursorError  # re-exported: its old home
-from sqsjobs.errors import StoreError
+from sqsjobs.errors import CursorError, StoreError
 from sqsjobs.job import JobStatus
 from sqsjobs.ops._common import iso
 from sqsjobs.store import operator, schema
