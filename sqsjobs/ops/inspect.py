@@ -92,20 +92,8 @@ SCAN = "scan"
 UNPROCESSED_RETRIES = 5
 _CURSOR_VERSION = 2
 _DONE = "done"
-_ROW_ATTRS = (
-    "id",
-    "type",
-    "queue",
-    "status",
-    "tenant",
-    "attempt",
-    "max_attempts",
-    "created_at",
-    "updated_at",
-    "finished_at",
-    "run_at",
-    "reason",
-)
+#: What a listing row reads: the id and the columns the attention index carries.
+_ROW_ATTRS = ("id", *schema.LISTED)
 
 
 @dataclass(frozen=True)
