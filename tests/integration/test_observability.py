@@ -169,6 +169,39 @@ def test_a_failed_run_records_its_outcome_and_error_on_its_process_span(traced_a
     assert [e.attributes["exception.type"] for e in span.events if e.name == "exception"] == ["Retry"]
 
 
+def test_a_retry_starts_a_trace_of_its_own_linked_to_the_producer(traced_app, otel_spans):
+    # GIVEN a job whose first attempt asks for a retry one second later
+    from opentelemetry import trace
+
+    app = traced_app()
+    with trace.get_tracer("test").start_as_current_span("http request") as request:
+        job_id = app.enqueue("flaky", {"delay_s": 1})
+    send = next(s for s in otel_spans.get_finished_spans() if s.attributes.get("sqsjobs.job.id") == job_id)
+
+    # WHEN both attempts run
+    run_lambda(app, 1)
+    run_lambda(app, 1)
+    assert app.get(job_id).status.value == "succeeded"
+
+    # THEN the first attempt is the send span's child, the retry a new trace that links to it
+    first, second = sorted(
+        (
+            s
+            for s in otel_spans.get_finished_spans()
+            if s.kind is trace.SpanKind.CONSUMER and s.attributes.get("sqsjobs.job.id") == job_id
+        ),
+        key=lambda s: s.attributes["sqsjobs.job.attempt"],
+    )
+    assert first.parent.span_id == send.context.span_id
+    assert first.context.trace_id == request.get_span_context().trace_id
+    assert second.parent is None or second.parent.span_id != send.context.span_id
+    assert second.context.trace_id != request.get_span_context().trace_id
+    assert (send.context.trace_id, send.context.span_id) in {
+        (link.context.trace_id, link.context.span_id) for link in second.links
+    }
+    assert second.attributes["sqsjobs.job.outcome"] == "succeeded"
+
+
 def test_the_ecs_worker_flushes_metrics_on_its_interval_and_when_it_stops(traced_app, capfd):
     app = traced_app(metrics_interval_s=0.3)
     first = app.enqueue("ok", {"n": 1})
