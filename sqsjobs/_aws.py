@@ -3,7 +3,9 @@
 Each DynamoDB/SQS operation is written once as a generator that yields ``Call`` objects and
 receives their responses (or has the AWS error thrown into it). ``run_sync`` and ``run_async``
 drive such a flow with boto3 or aioboto3 clients, so the producer API has sync and async twins
-without duplicated logic. botocore errors are wrapped here, at the seam.
+without duplicated logic. botocore errors are wrapped here, at the seam, and, when the App makes
+OpenTelemetry spans, each call becomes a CLIENT span inside the current trace
+(``JobTracer.call_started``).
 """
 
 from __future__ import annotations
@@ -62,6 +64,20 @@ class AsyncRunner(Protocol):
 
     async def __call__(self, flow: Flow[T], /) -> T:
         """Drive ``flow`` to its result."""
+        ...
+
+
+class CallTracer(Protocol):
+    """Makes a driver's calls spans (``sqsjobs.observability.spans.JobTracer``; a Protocol, so this seam imports no tracing)."""
+
+    def call_started(self, call: Call, api_name: str, region: str | None) -> Any:
+        """A handle for ``call`` (None: no span)."""
+        ...
+
+    def call_ended(
+        self, handle: Any, response: Mapping[str, Any] | None, error: BaseException | None
+    ) -> None:
+        """End what ``call_started`` began."""
         ...
 
 
@@ -279,9 +295,13 @@ class SyncClients:
     A session is not thread-safe, so clients are made under the lock; the clients themselves are.
     """
 
-    def __init__(self, settings: Settings, counter: RequestCounter) -> None:
+    def __init__(
+        self, settings: Settings, counter: RequestCounter, *, tracer: CallTracer | None = None
+    ) -> None:
         self._settings = settings
         self.counter = counter
+        #: Makes each call a CLIENT span (None: no SDK, no span, one test per call).
+        self.tracer = tracer
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._session: Any = None
@@ -311,9 +331,13 @@ class SyncClients:
 class AsyncClients:
     """aioboto3 clients bound to the running event loop, opened on first use."""
 
-    def __init__(self, settings: Settings, counter: RequestCounter) -> None:
+    def __init__(
+        self, settings: Settings, counter: RequestCounter, *, tracer: CallTracer | None = None
+    ) -> None:
         self._settings = settings
         self.counter = counter
+        #: Makes each call a CLIENT span (None: no SDK, no span, one test per call).
+        self.tracer = tracer
         self._stack = contextlib.AsyncExitStack()
         self._clients: dict[str, Any] = {}
         self._lock: asyncio.Lock | None = None
@@ -352,6 +376,17 @@ def _api_name(client: Any, method: str) -> str:
     return client.meta.method_to_api_mapping.get(method, method)  # type: ignore[no-any-return]
 
 
+def _botocore_traced() -> bool:
+    """True when OpenTelemetry's botocore instrumentation wraps every boto3 call: it makes the span then.
+
+    Its wrapper (``wrapt``) sets ``__wrapped__`` on ``BaseClient._make_api_call``; aiobotocore's
+    client overrides that method, so the async driver's calls are never wrapped and always get ours.
+    """
+    from botocore.client import BaseClient
+
+    return hasattr(getattr(BaseClient, "_make_api_call", None), "__wrapped__")
+
+
 def run_sync(flow: Flow[T], clients: SyncClients) -> T:
     """Drive ``flow`` with boto3."""
     try:
@@ -361,17 +396,25 @@ def run_sync(flow: Flow[T], clients: SyncClients) -> T:
                 time.sleep(call.params["seconds"])
                 call = flow.send(None)
                 continue
+            span = None
             try:
                 client = clients.get(call.service)
-                clients.counter.add(call.service, _api_name(client, call.operation))
+                api_name = _api_name(client, call.operation)
+                clients.counter.add(call.service, api_name)
+                if clients.tracer is not None and not _botocore_traced():
+                    span = clients.tracer.call_started(call, api_name, client.meta.region_name)
                 response = getattr(client, call.operation)(**call.params)
                 if (
                     call.service == "s3" and "Body" in response
                 ):  # S3's GetObject: the flow gets the bytes, not a stream
                     response["Body"] = response["Body"].read()
             except (ClientError, BotoCoreError) as exc:
+                if span is not None:
+                    clients.tracer.call_ended(span, getattr(exc, "response", None), exc)  # type: ignore[union-attr]
                 call = flow.throw(wrap_error(call.service, exc))
             else:
+                if span is not None:
+                    clients.tracer.call_ended(span, response, None)  # type: ignore[union-attr]
                 call = flow.send(response)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
@@ -386,9 +429,13 @@ async def run_async(flow: Flow[T], clients: AsyncClients) -> T:
                 await asyncio.sleep(call.params["seconds"])
                 call = flow.send(None)
                 continue
+            span = None
             try:
                 client = await clients.get(call.service)
-                clients.counter.add(call.service, _api_name(client, call.operation))
+                api_name = _api_name(client, call.operation)
+                clients.counter.add(call.service, api_name)
+                if clients.tracer is not None:
+                    span = clients.tracer.call_started(call, api_name, client.meta.region_name)
                 response = await getattr(client, call.operation)(**call.params)
                 if (
                     call.service == "s3" and "Body" in response
@@ -396,8 +443,12 @@ async def run_async(flow: Flow[T], clients: AsyncClients) -> T:
                     async with response["Body"] as stream:
                         response["Body"] = await stream.read()
             except (ClientError, BotoCoreError) as exc:
+                if span is not None:
+                    clients.tracer.call_ended(span, getattr(exc, "response", None), exc)  # type: ignore[union-attr]
                 call = flow.throw(wrap_error(call.service, exc))
             else:
+                if span is not None:
+                    clients.tracer.call_ended(span, response, None)  # type: ignore[union-attr]
                 call = flow.send(response)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
     from sqsjobs.job import Job
     from sqsjobs.observability.metrics import JobMetrics
-    from sqsjobs.observability.tracing import JobTracer
+    from sqsjobs.observability.spans import JobTracer
     from sqsjobs.registry import Handler, HandlerOf
     from sqsjobs.runtime.seams import Plugin
     from sqsjobs.store.enqueue import NewJob
@@ -88,6 +88,7 @@ class App:
         self._logger: Any = None
         self._metrics: JobMetrics | None = None
         self._tracer: JobTracer | None = None
+        self._tracer_decided = False
         self._core: Kernel | None = None
         self._kernel: Kernel | None = None
         #: Sync handlers run in threads and may enqueue at once: one set of clients, not one each.
@@ -174,12 +175,23 @@ class App:
         return self._metrics
 
     @property
-    def tracer(self) -> JobTracer:
-        """Continues each job's producer trace while it runs (``sqsjobs.observability.tracing``)."""
-        if self._tracer is None:
-            from sqsjobs.observability.tracing import JobTracer
+    def tracer(self) -> JobTracer | None:
+        """The App's OpenTelemetry spans (``sqsjobs.observability.spans``); None when no SDK is configured.
 
-            self._tracer = JobTracer(self.name)
+        Decided once, on first use (the kernel's build, a first enqueue): configure the SDK before
+        that. Without one, nothing in the worker's pipeline calls into OpenTelemetry.
+        """
+        if not self._tracer_decided:
+            from sqsjobs.observability.spans import sdk_configured
+
+            if sdk_configured():
+                from sqsjobs.observability.spans import JobTracer, LogCorrelation
+
+                self._tracer = JobTracer(self.name)
+                self.metrics.traced = True
+                if not any(isinstance(f, LogCorrelation) for f in self.logger.filters):
+                    self.logger.addFilter(LogCorrelation())
+            self._tracer_decided = True
         return self._tracer
 
     @property
@@ -187,14 +199,14 @@ class App:
         """boto3 clients for the sync API."""
         with self._clients_lock:
             if self._sync is None:
-                self._sync = SyncClients(self.settings, self.requests)
+                self._sync = SyncClients(self.settings, self.requests, tracer=self.tracer)
             return self._sync
 
     @property
     def async_clients(self) -> AsyncClients:
         """aioboto3 clients for the async API and the worker (bound to the running loop)."""
         if self._async is None:
-            self._async = AsyncClients(self.settings, self.requests)
+            self._async = AsyncClients(self.settings, self.requests, tracer=self.tracer)
         return self._async
 
     def run(self, flow: Flow[T]) -> T:
@@ -221,7 +233,12 @@ class App:
     def enqueue_jobs_flow(self, jobs: Sequence[NewJob]) -> Flow[list[str]]:
         """Enqueue jobs already built and validated (``build_new_job``): a schedule fire's, a foreign message's."""
         return enqueue_many_flow(
-            jobs, settings=self.settings, queue_urls=self.queue_urls, logger=self.logger, metrics=self.metrics
+            jobs,
+            settings=self.settings,
+            queue_urls=self.queue_urls,
+            logger=self.logger,
+            metrics=self.metrics,
+            tracer=self.tracer,
         )
 
     # ``job_type`` is the type's name (any payload), or its handler: then mypy checks the payload
@@ -497,14 +514,10 @@ class App:
         return report
 
     def close(self) -> None:
-        """Close the sync clients and the tracer's X-Ray socket (both are made again if used)."""
+        """Close the sync clients (made again if used)."""
         if self._sync is not None:
             self._sync.close()
             self._sync = None
-        if self._tracer is not None:
-            self._tracer.close()
-            self._tracer = None
-            self._core = self._kernel = None  # they hold the tracer: made again with a new one
 
     async def aclose(self) -> None:
         """Close the async clients."""

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from sqsjobs.config import Settings
     from sqsjobs.job import Job
     from sqsjobs.observability.metrics import JobMetrics
+    from sqsjobs.observability.spans import JobTracer, ProducerSpans
     from sqsjobs.registry import HandlerOf, Registry
     from sqsjobs.store.write import Put
 
@@ -170,8 +171,12 @@ def enqueue_many_flow(
     queue_urls: QueueUrls,
     logger: Any = None,
     metrics: JobMetrics | None = None,
+    tracer: JobTracer | None = None,
 ) -> Flow[list[str]]:
     """Send the messages (ten to a request per queue), then write the records.
+
+    With a ``tracer`` (an OpenTelemetry SDK is configured), the enqueue is a ``send`` span, or a
+    ``create`` span per job and one ``send``; each job's message and record carry its own span.
 
     The URLs of the queues the messages go to are resolved first (cached in ``queue_urls``): a held
     job sends nothing now, so its queue is not looked up.
@@ -182,11 +187,23 @@ def enqueue_many_flow(
     attention entry instead, and the sweeper sends it. A repeated idempotency key sends its message
     again (harmless: the claim decides) and finds its record already there.
     """
-    urls = yield from queue_urls.flow({route_of(j) for j in jobs if not j.held})
-    yield from write_objects(jobs)
-    unsent = yield from send_hints(jobs, queue_urls=urls, logger=logger, settings=settings)
-    puts = [(job, enqueue.put_job(settings.table_name, job, unsent=job.id in unsent)) for job in jobs]
-    created = yield from _put_all(settings, puts)
+    spans = tracer.producer(jobs) if tracer is not None and jobs else None
+    if spans is not None:
+        jobs = spans.jobs
+    try:
+        urls = yield from queue_urls.flow({route_of(j) for j in jobs if not j.held})
+        yield from write_objects(jobs)
+        unsent = yield from send_hints(jobs, queue_urls=urls, logger=logger, settings=settings, spans=spans)
+        puts = [(job, enqueue.put_job(settings.table_name, job, unsent=job.id in unsent)) for job in jobs]
+        created = yield from _put_all(settings, puts)
+    except BaseException as exc:
+        if spans is not None:
+            spans.end(exc)
+            spans = None
+        raise
+    finally:
+        if spans is not None:
+            spans.end()
     if metrics is not None:
         for job in created:
             metrics.enqueued(job.type, job.tenant)
@@ -211,8 +228,12 @@ def send_hints(
     queue_urls: dict[str, str],
     settings: Settings | None = None,
     logger: Any = None,
+    spans: ProducerSpans[enqueue.NewJob] | None = None,
 ) -> Flow[set[str]]:
     """Send the messages of the jobs that are not held, ten to a request per queue; the ids SQS refused.
+
+    Each message carries its job's trace (``message_attributes``): with ``spans``, the context the
+    propagator injected for its span, and its message id is set on that span.
 
     ``queue_urls`` is keyed by route (``route_of``). A FIFO queue takes no per-message delay: a
     serialized job due later is sent now, and its claim re-arms it until due (holding its key).
@@ -237,7 +258,7 @@ def send_hints(
             try:
                 params = sqs.send_batch(queue_urls[queue], entries)
                 for entry, j in zip(params["Entries"], batch, strict=True):
-                    entry.update(message_attributes(j.trace))
+                    entry.update(message_attributes(j.trace, spans.carriers.get(j.id) if spans else None))
                     entry.update(
                         routes.message_fields(
                             queue, tenant=j.tenant, serialize_key=j.serialize_key, fair=fair
@@ -245,6 +266,9 @@ def send_hints(
                     )
                 response = yield Call("sqs", "send_message_batch", params)
                 failed = sqs.failed_entries(response)
+                if spans is not None:
+                    for ok in response.get("Successful", []):
+                        spans.sent(batch[int(ok["Id"])].id, ok["MessageId"])
             except TransportError as exc:
                 failed = {e[0]: exc.code for e in entries}
             unsent.update(batch[int(i)].id for i in failed)

@@ -4,5 +4,6 @@ from __future__ import annotations
 
 from .construct import SqsJobs
 from .options import FargateWorker, HttpApi, LambdaWorker, Monitoring, Sweeper
+from .tracing import Tracing
 
-__all__ = ["FargateWorker", "HttpApi", "LambdaWorker", "Monitoring", "SqsJobs", "Sweeper"]
+__all__ = ["FargateWorker", "HttpApi", "LambdaWorker", "Monitoring", "SqsJobs", "Sweeper", "Tracing"]

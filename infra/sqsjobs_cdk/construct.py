@@ -59,6 +59,7 @@ from .queues import job_queues
 from .scheduler import schedule_group, scheduler_role
 from .sources import add_rule_target, rule_input, subscribe, target_queue
 from .table import index_names, jobs_table
+from .tracing import Tracing, trace_deployment
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -94,6 +95,7 @@ class SqsJobs(Construct):
         alarm_topic: sns.ITopic | None = None,
         payload_bucket: s3.IBucket | None = None,
         api: HttpApi | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         """Build the deployment of ``app``.
 
@@ -116,6 +118,8 @@ class SqsJobs(Construct):
                 then yours to set: ``sqsjobs.transport.objects.lifecycle``); a new one when None.
             api: The HTTP API (``sqsjobs.api``) as a function behind an IAM-authorised API Gateway
                 HTTP API, from the ``lambda_worker``'s zip unless it names its own; None for none.
+            tracing: Send the workers' and the API's OpenTelemetry traces to X-Ray (``Tracing``:
+                Lambda active tracing and the ADOT layer, a collector beside the ECS worker); None: no traces.
         """
         super().__init__(scope, construct_id)
         if isinstance(app, str):
@@ -286,6 +290,9 @@ class SqsJobs(Construct):
                 object_arns=bucket_arns,
             )
             CfnOutput(self, "ApiUrl", value=self.http_api.api_endpoint, description="the HTTP API (IAM)")
+
+        if tracing is not None:  # after every function and the worker service exist
+            trace_deployment(self, tracing, service_name=app.name, service=self.service)
 
         # ── schedules ──────────────────────────────────────────────────────────────────────
         self.schedule_group = schedule_group(self, settings.schedule_group)

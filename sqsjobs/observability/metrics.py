@@ -46,7 +46,6 @@ from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
 from sqsjobs.job import AttemptOutcome
-from sqsjobs.observability import tracing
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -105,6 +104,8 @@ class JobMetrics:
         self.service = os.environ.get("POWERTOOLS_SERVICE_NAME") or service
         self.namespace = namespace or os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or DEFAULT_NAMESPACE
         self.flush_interval_s = flush_interval_s
+        #: The App makes OpenTelemetry spans (``App.tracer``): each transition also tells the job's span.
+        self.traced = False
         self._write = write
         self._monotonic = monotonic
         self._lock = threading.Lock()
@@ -236,11 +237,19 @@ def _series(unit: MetricUnit, values: list[float]) -> dict[str, Any]:
 
 
 def on_transition(metrics: JobMetrics, job: Job, fields: Mapping[str, Any]) -> None:
-    """Everything a logged transition feeds besides the log line: metrics and the job's trace span."""
+    """Everything a logged transition feeds besides the log line: metrics and, when traced, the job's span."""
     metrics.transition(job, fields)
+    if not metrics.traced:  # no SDK: nothing here calls into OpenTelemetry
+        return
     outcome = fields.get("outcome")
     if isinstance(outcome, str) and outcome != AttemptOutcome.STARTED:
-        tracing.note(outcome=str(outcome), error=str(fields.get("error") or ""))
+        from sqsjobs.observability.spans import note
+
+        note(
+            outcome=str(outcome),
+            error=str(fields.get("reason") or fields.get("error") or ""),
+            error_type=str(fields.get("error") or ""),
+        )
 
 
 def _stdout(line: str) -> None:

@@ -1,13 +1,14 @@
-"""Trace context: captured at enqueue, carried by the message and the record, continued by the worker.
+"""Trace context formats: what a message and a record carry so that a job's run continues its producer's trace.
 
 A job is usually enqueued inside some request that is already traced, and the run that follows
 belongs to that trace::
 
     producer (trace T, span P)
-      ├── PutItem   record.trace = T/P             ← the worker reads it back with the claim
-      └── SendMessage  AWSTraceHeader = T/P (X-Ray) or message attribute ``traceparent`` (W3C)
-                          │
-    worker  ── claim ─────┴── run: a span/segment in trace T whose parent is P
+      └── send span S (sqsjobs.observability.spans)
+            ├── SendMessage  message attribute ``traceparent`` = T/S (W3C, what OpenTelemetry extracts)
+            │                system attribute ``AWSTraceHeader`` = T/S (X-Ray's own SQS → Lambda link)
+            └── PutItem      record.trace = T/S   ← the sweeper's and a replay's re-sends carry it
+    worker ── process span: parent S (or a link to S when the run starts long after the enqueue)
 
 Two formats exist and both are accepted wherever a trace is read:
 
@@ -16,30 +17,22 @@ Two formats exist and both are accepted wherever a trace is read:
   attribute, which is what links an SQS hop in X-Ray).
 - W3C: ``00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01`` (OpenTelemetry's ``traceparent``).
 
-Everything here is optional, so a missing backend is not an error. OpenTelemetry (``sqsjobs[otel]``
-brings the API; the SDK is the application's choice) is used only when the process already imported
-it (the application set it up); X-Ray segments are sent only when ``aws-xray-sdk`` is installed
-(``sqsjobs[xray]``) and a daemon is there to receive them (inside Lambda, or
-``AWS_XRAY_DAEMON_ADDRESS`` on ECS). Without either, a job span costs a context-variable set and reset.
+An X-Ray trace id is a valid W3C one, so a message carries both forms of one context. This module
+only reads and writes headers; the spans themselves (``spans.py``) exist only when the process has
+an OpenTelemetry SDK, and everything here works without one.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
-import importlib.util
 import os
 import re
 import sys
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
-
-    from sqsjobs.job import Job
+    from collections.abc import Mapping
 
 #: Lambda sets the invocation's X-Ray trace header in this variable.
 XRAY_ENV = "_X_AMZN_TRACE_ID"
@@ -47,10 +40,8 @@ XRAY_ENV = "_X_AMZN_TRACE_ID"
 AWS_TRACE_HEADER = "AWSTraceHeader"
 #: The message attribute (and record format) for W3C trace context (OpenTelemetry).
 TRACEPARENT = "traceparent"
-#: ``POWERTOOLS_TRACE_DISABLED=true`` turns sqsjobs' X-Ray segments off as it turns Powertools' Tracer off.
-TRACE_DISABLED_ENV = "POWERTOOLS_TRACE_DISABLED"
-#: Where the X-Ray daemon listens (set by Lambda; set it on ECS when a daemon sidecar runs).
-XRAY_DAEMON_ENV = "AWS_XRAY_DAEMON_ADDRESS"
+#: The W3C vendor state that travels beside ``traceparent`` when the producer's propagator sets one.
+TRACESTATE = "tracestate"
 
 _XRAY_ROOT = re.compile(r"^1-([0-9a-f]{8})-([0-9a-f]{24})$")
 _HEX16 = re.compile(r"^[0-9a-f]{16}$")
@@ -148,23 +139,32 @@ def current_trace(environ: Mapping[str, str] | None = None) -> str | None:
     return ctx.xray_header() if ctx is not None and ctx.source == "xray" else None
 
 
-def message_attributes(trace: str | None) -> dict[str, Any]:
-    """What to merge into a SendMessage(Batch) entry so the message carries the trace.
+def message_attributes(trace: str | None, carrier: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What to merge into a SendMessage(Batch) entry so the message carries the trace, in both forms.
 
-    X-Ray headers go in the ``AWSTraceHeader`` system attribute (SQS validates that one and X-Ray
-    links through it); W3C context goes in a ``traceparent`` message attribute, as OpenTelemetry's
-    SQS instrumentation does.
+    ``traceparent`` (and whatever else the producer's propagator wrote into ``carrier``:
+    ``tracestate``, ``baggage``) go in message attributes, where OpenTelemetry's propagators and
+    SQS instrumentations look; the same context goes in the ``AWSTraceHeader`` system attribute,
+    which SQS validates and X-Ray uses to link the message to the Lambda invocation it triggers.
     """
     ctx = parse(trace)
     if ctx is None:
         return {}
-    if ctx.source == "xray":
-        return {
-            "MessageSystemAttributes": {
-                AWS_TRACE_HEADER: {"DataType": "String", "StringValue": ctx.xray_header()}
-            }
-        }
-    return {"MessageAttributes": {TRACEPARENT: {"DataType": "String", "StringValue": ctx.traceparent()}}}
+    # An X-Ray header without a parent (``Sampled=?`` from a Lambda that did not sample) has no W3C form.
+    strings = {**({TRACEPARENT: ctx.traceparent()} if ctx.parent_id else {}), **(carrier or {})}
+    attributes = {k: {"DataType": "String", "StringValue": v} for k, v in strings.items() if v}
+    return {
+        **({"MessageAttributes": attributes} if attributes else {}),
+        "MessageSystemAttributes": {
+            AWS_TRACE_HEADER: {"DataType": "String", "StringValue": ctx.xray_header()}
+        },
+    }
+
+
+def delivered_trace(message_attributes: Mapping[str, Any], attributes: Mapping[str, Any]) -> str | None:
+    """The trace a received message carries: its ``traceparent`` attribute, else its ``AWSTraceHeader``."""
+    value = (message_attributes.get(TRACEPARENT) or {}).get("StringValue") or attributes.get(AWS_TRACE_HEADER)
+    return value if isinstance(value, str) else None
 
 
 def _otel_traceparent() -> str | None:
@@ -177,145 +177,3 @@ def _otel_traceparent() -> str | None:
         return None
     # Only the sampled flag is carried (W3C level 1); the worker's span decides the rest itself.
     return f"00-{span_ctx.trace_id:032x}-{span_ctx.span_id:016x}-{int(span_ctx.trace_flags) & 1:02x}"
-
-
-# ── worker side ──────────────────────────────────────────────────────────────────────────────
-@dataclass
-class _Span:
-    """What the running job's span learns before it ends (the execution's outcome)."""
-
-    outcome: str = ""
-    error: str = ""
-    attributes: dict[str, Any] = field(default_factory=dict)
-    otel: Any = None
-
-
-_CURRENT: contextvars.ContextVar[_Span | None] = contextvars.ContextVar("sqsjobs_span", default=None)
-
-
-def note(outcome: str = "", error: str = "", **attributes: Any) -> None:
-    """Tell the current job span how the attempt ended (called with each transition)."""
-    span = _CURRENT.get()
-    if span is None:
-        return
-    if outcome:
-        span.outcome = outcome
-    if error:
-        span.error = error
-    span.attributes.update({k: v for k, v in attributes.items() if v is not None})
-    if span.otel is not None:
-        if outcome:
-            span.otel.set_attribute("sqsjobs.outcome", outcome)
-        if error:
-            from opentelemetry.trace import Status, StatusCode
-
-            span.otel.set_status(Status(StatusCode.ERROR, error))
-
-
-class JobTracer:
-    """Opens one span per job run, in the producer's trace, with whatever tracer the process has."""
-
-    def __init__(self, service: str, environ: Mapping[str, str] | None = None) -> None:
-        """Decide once which backends are live (the environment does not change under a worker)."""
-        env = os.environ if environ is None else environ
-        self.service = service
-        self._xray: Any = None
-        disabled = env.get(TRACE_DISABLED_ENV, "").strip().lower() in ("1", "true", "yes", "on")
-        in_lambda = bool(env.get("LAMBDA_TASK_ROOT")) and not env.get("AWS_SAM_LOCAL")
-        daemon = env.get(XRAY_DAEMON_ENV)
-        if not disabled and (in_lambda or daemon) and importlib.util.find_spec("aws_xray_sdk") is not None:
-            from aws_xray_sdk.core.emitters.udp_emitter import UDPEmitter
-
-            self._xray = UDPEmitter(daemon) if daemon else UDPEmitter()
-
-    @property
-    def xray_enabled(self) -> bool:
-        """True when job runs are sent to X-Ray as segments."""
-        return self._xray is not None
-
-    def close(self) -> None:
-        """Close the X-Ray emitter's UDP socket, which would otherwise live until garbage collection.
-
-        The SDK's emitter has no close(); its socket is the one resource it holds.
-        """
-        sock = getattr(self._xray, "_socket", None)
-        if sock is not None:
-            sock.close()
-        self._xray = None
-
-    @contextlib.contextmanager
-    def span(self, job: Job) -> Iterator[None]:
-        """Trace one attempt of ``job``; the outcome arrives through ``note``."""
-        ctx = parse(job.trace)
-        state = _Span()
-        token = _CURRENT.set(state)
-        started = time.time()
-        try:
-            with self._otel_span(job, ctx) as otel:
-                state.otel = otel
-                yield
-        except BaseException as exc:
-            state.error = state.error or f"{type(exc).__name__}: {exc}"
-            raise
-        finally:
-            _CURRENT.reset(token)
-            if self._xray is not None and ctx is not None and ctx.sampled is not False:
-                self._send_segment(job, ctx, state, started, time.time())
-
-    def _otel_span(self, job: Job, ctx: TraceContext | None) -> contextlib.AbstractContextManager[Any]:
-        if "opentelemetry.trace" not in sys.modules:
-            return contextlib.nullcontext()
-        from opentelemetry import trace
-
-        parent = None
-        if ctx is not None and ctx.parent_id:
-            remote = trace.SpanContext(
-                trace_id=int(ctx.trace_id, 16),
-                span_id=int(ctx.parent_id, 16),
-                is_remote=True,
-                trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED if ctx.sampled else 0),
-            )
-            parent = trace.set_span_in_context(trace.NonRecordingSpan(remote))
-        return trace.get_tracer("sqsjobs").start_as_current_span(
-            f"{job.type} process",
-            context=parent,
-            kind=trace.SpanKind.CONSUMER,
-            attributes={
-                "messaging.system": "aws_sqs",
-                "messaging.operation": "process",
-                "messaging.destination.name": job.queue,
-                "sqsjobs.job.id": job.id,
-                "sqsjobs.job.type": job.type,
-                "sqsjobs.job.attempt": job.attempt,
-                **({"sqsjobs.tenant": job.tenant} if job.tenant else {}),
-            },
-        )
-
-    def _send_segment(self, job: Job, ctx: TraceContext, state: _Span, started: float, ended: float) -> None:
-        """One X-Ray segment in the producer's trace, sent straight to the daemon.
-
-        A free-standing segment rather than a subsegment of the recorder's current one: the
-        worker runs many jobs on one thread, and the X-Ray SDK's default context is per thread,
-        so nesting would attach jobs to each other.
-        """
-        from aws_xray_sdk.core.models.segment import Segment
-
-        segment = Segment(self.service, traceid=ctx.xray_root, parent_id=ctx.parent_id or None, sampled=True)
-        segment.start_time = started
-        segment.origin = "AWS::SQS::Job"
-        for key, value in (
-            ("job_id", job.id),
-            ("job_type", job.type),
-            ("queue", job.queue),
-            ("attempt", job.attempt),
-            ("outcome", state.outcome or "unknown"),
-            ("tenant", job.tenant),
-        ):
-            if value is not None:
-                segment.put_annotation(key, value)
-        if state.error:
-            segment.add_error_flag()
-            segment.put_metadata("error", state.error, "sqsjobs")
-        segment.close(end_time=ended)
-        with contextlib.suppress(Exception):  # tracing must never fail a job
-            self._xray.send_entity(segment)

@@ -169,6 +169,7 @@ def hint_flow(queue_urls: QueueUrls, job: Job) -> Flow[bool]:
             enqueue.envelope_of(job).to_body(),
             tenant=job.tenant,
             serialize_key=job.serialize_key,
+            trace=job.trace,
         )
     except AwsError:
         return False

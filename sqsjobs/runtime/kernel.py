@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from sqsjobs._clock import Clock
     from sqsjobs.config import Settings
     from sqsjobs.observability.metrics import JobMetrics
-    from sqsjobs.observability.tracing import JobTracer
+    from sqsjobs.observability.spans import JobTracer
     from sqsjobs.registry import Registry
     from sqsjobs.runtime.seams import (
         AdmissionGuard,
@@ -70,7 +70,8 @@ class Kernel:
     aclose: Callable[[], Awaitable[None]]
     logger: Any
     metrics: JobMetrics
-    tracer: JobTracer
+    #: sqsjobs' OpenTelemetry spans; None without an SDK (the pipeline then makes no tracing call at all).
+    tracer: JobTracer | None
     queue_urls: QueueUrls
     #: The features, in the App's order (``sqsjobs.runtime.seams.Plugin``).
     plugins: tuple[Plugin, ...] = ()

@@ -203,6 +203,25 @@ class _Result:
     visibility_s: int | None = None
 
 
+def lambda_log_fields(context: Any, *, cold_start: bool) -> dict[str, Any]:
+    """The fields Powertools' ``inject_lambda_context`` adds to each line, read from the invocation's context.
+
+    Not the decorator itself: the adapter is an object called per invocation, and its logger is the
+    App's, shared with the jobs' own lines. Fields the context lacks are left out.
+    """
+    fields: dict[str, Any] = {"cold_start": cold_start}
+    for key, attribute in (
+        ("function_name", "function_name"),
+        ("function_memory_size", "memory_limit_in_mb"),
+        ("function_arn", "invoked_function_arn"),
+        ("function_request_id", "aws_request_id"),
+    ):
+        value = getattr(context, attribute, None)
+        if value is not None:
+            fields[key] = value
+    return fields
+
+
 class LambdaWorker:
     """Runs SQS batches for one App; create it once per container (cold start) and call it per invocation."""
 
@@ -250,11 +269,18 @@ class LambdaWorker:
         """Run one batch and return the records to keep; metrics are flushed before returning."""
         self.invocations += 1
         records = parse_event(event)
-        request_id = getattr(context, "aws_request_id", None)
-        if (
-            request_id
-        ):  # every log line of this invocation names it, as Powertools' inject_lambda_context does
-            self.kernel.logger.append_keys(function_request_id=request_id)
+        if context is not None:  # every log line of this invocation names it
+            self.kernel.logger.append_keys(**lambda_log_fields(context, cold_start=self.invocations == 1))
+        tracer = self.kernel.tracer
+        if tracer is None:
+            return await self._handle(records, context)
+        from sqsjobs.observability.tracing import delivered_trace
+
+        traces = [(r.message_id, delivered_trace(r.message_attributes, r.attributes)) for r in records]
+        with tracer.invocation(context, traces, cold_start=self.invocations == 1):
+            return await self._handle(records, context)
+
+    async def _handle(self, records: list[SqsRecord], context: LambdaContext | None) -> BatchResponse:
         # Jobs that outlive half their lease have it renewed, as the ECS worker's heartbeat does.
         keeper = asyncio.create_task(self._host.keep_leases(max(self.kernel.settings.lease_s / 3.0, 0.2)))
         try:

@@ -247,6 +247,7 @@ def _redispatch(run: _Pass, m: DlqMessage, job: Job, item: Item) -> Flow[None]:
         delay_s=sqs.clamp_delay(job.run_at.timestamp() - run.now),
         tenant=job.tenant,
         serialize_key=job.serialize_key,
+        trace=job.trace,
     )
     yield from dead_letters.delete_flow(m, run.scan)
     run.report.redispatched.append(job.id)

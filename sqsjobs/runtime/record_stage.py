@@ -111,7 +111,7 @@ class Recorder:
                 "attempt": job.attempt,
                 "status": str(job.status),
                 "tenant": job.tenant,
-                "trace_id": trace_id(job.trace),
+                "trace_id": trace_id(job.trace) if job.trace else None,
                 "worker": self.worker_id,
                 **fields,
             },

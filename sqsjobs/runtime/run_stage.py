@@ -13,6 +13,7 @@ and answers the message's ``Ack``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.context import InterruptReason, JobContext
@@ -99,7 +100,8 @@ class Runner:
         if self._on_run:
             self._on_run(ctx)
         try:
-            with kernel.tracer.span(job):
+            tracer = kernel.tracer
+            with tracer.span(job, delivery) if tracer is not None else contextlib.nullcontext():
                 return await self._outcome(spec, job, payload, ctx, delivery, timeout_s)
         finally:
             if self._on_done:

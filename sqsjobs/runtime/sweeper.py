@@ -179,6 +179,7 @@ def _dispatch(
         delay_s=sqs.clamp_delay(record.run_at - now),
         tenant=job.tenant,
         serialize_key=job.serialize_key,
+        trace=job.trace,
     )
     return "sent"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sqsjobs._aws import Call, Flow
+from sqsjobs.observability.tracing import message_attributes
 from sqsjobs.transport import routes, sqs
 
 if TYPE_CHECKING:
@@ -54,13 +55,16 @@ class QueueUrls:
         delay_s: int = 0,
         tenant: str | None = None,
         serialize_key: str | None = None,
+        trace: str | None = None,
     ) -> Flow[None]:
         """Send one message to route ``key`` (the sweeper's and a requeue's hint), with its group fields.
 
         A FIFO queue takes no per-message delay: its job's claim re-arms the message until due.
+        ``trace``: the record's trace context, carried as the first send carried it (both forms).
         """
         urls = yield from self.flow([key])
         params = sqs.send_one(urls[key], body, delay_s=0 if routes.is_fifo(key) else delay_s)
+        params |= message_attributes(trace)
         params |= routes.message_fields(
             key, tenant=tenant, serialize_key=serialize_key, fair=self.settings.fair_queues
         )

@@ -107,6 +107,38 @@ def options(outdir: Path, lambda_zip: str) -> None:
     app.synth()
 
 
+#: The ``traced`` stack's App, and the ADOT layer it names (any ARN of that shape synthesizes).
+TRACED = App("traced")
+ADOT_LAYER = "arn:aws:lambda:us-east-1:901920570463:layer:aws-otel-python-amd64-ver-1-32-0:2"
+
+
+@TRACED.job("traced.check")
+def traced_check(payload: None, ctx: object) -> None: ...
+
+
+def traced(outdir: Path, lambda_zip: str) -> None:
+    """``SqsJobs(tracing=Tracing(...))`` with every traced part: ECS worker, Lambda worker, HTTP API."""
+    import aws_cdk as cdk
+    from aws_cdk import aws_ecs as ecs
+    from cdk_nag import AwsSolutionsChecks
+    from sqsjobs_cdk import FargateWorker, HttpApi, LambdaWorker, SqsJobs, Tracing
+
+    app = cdk.App(outdir=str(outdir))
+    stack = cdk.Stack(app, STACK)
+    SqsJobs(
+        stack,
+        "Traced",
+        app=TRACED,
+        app_path="tests.infra.synth_example:TRACED",
+        fargate=FargateWorker(image=ecs.ContainerImage.from_registry("example/worker:1"), queues=["default"]),
+        lambda_worker=LambdaWorker(code_path=lambda_zip, timeout_s=FUNCTION_TIMEOUT_S),
+        api=HttpApi(),
+        tracing=Tracing(lambda_layer_arn=ADOT_LAYER, ecs_entry_point=("opentelemetry-instrument", "sqsjobs")),
+    )
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    app.synth()
+
+
 def main(outdir: Path, lambda_zip: str) -> None:
     started = time.monotonic()
     spec = importlib.util.spec_from_file_location("sqsjobs_infra_example", REPO / "infra" / "app.py")
@@ -120,11 +152,13 @@ def main(outdir: Path, lambda_zip: str) -> None:
     local = time.monotonic()
     options(outdir / "options", lambda_zip)
     done = time.monotonic()
+    traced(outdir / "traced", lambda_zip)
     timings = {
         "import_s": imported - started,
         "full_s": full - imported,
         "local_s": local - full,
         "options_s": done - local,
+        "traced_s": time.monotonic() - done,
     }
     (outdir / "timings.json").write_text(json.dumps(timings))
 

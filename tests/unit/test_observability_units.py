@@ -53,8 +53,10 @@ def test_the_producer_reads_the_lambda_trace_header_and_normalises_it():
     assert tracing.current_trace({}) is None
 
 
-def test_the_send_batch_entry_carries_the_trace():
-    # Both emulators drop MessageSystemAttributes from SendMessageBatch entries, so the entry itself is checked.
+def test_the_send_batch_entry_carries_the_trace_in_both_forms():
+    # Both emulators drop MessageSystemAttributes from SendMessageBatch entries, so the entry itself is checked:
+    # W3C context where OpenTelemetry extracts it, AWSTraceHeader where X-Ray links SQS to Lambda, from either form.
+    unparented = f"Root={ROOT};Sampled=0"
     jobs = [
         NewJob(
             id=f"j{i}",
@@ -67,13 +69,25 @@ def test_the_send_batch_entry_carries_the_trace():
             now=0.0,
             trace=trace,
         )
-        for i, trace in enumerate([XRAY, W3C, None])
+        for i, trace in enumerate([XRAY, W3C, unparented, None])
     ]
     call = next(send_hints(jobs, queue_urls={"default": "https://q"}))
-    xray, w3c, none = call.params["Entries"]
-    assert xray["MessageSystemAttributes"] == {"AWSTraceHeader": {"DataType": "String", "StringValue": XRAY}}
-    assert w3c["MessageAttributes"] == {"traceparent": {"DataType": "String", "StringValue": W3C}}
+    xray, w3c, bare, none = call.params["Entries"]
+    for entry in (xray, w3c):
+        assert entry["MessageSystemAttributes"] == {
+            "AWSTraceHeader": {"DataType": "String", "StringValue": XRAY}
+        }
+        assert entry["MessageAttributes"] == {"traceparent": {"DataType": "String", "StringValue": W3C}}
+    # An X-Ray header without a parent has no W3C form: the system attribute alone
+    assert bare["MessageSystemAttributes"]["AWSTraceHeader"]["StringValue"] == unparented
+    assert "MessageAttributes" not in bare
     assert "MessageSystemAttributes" not in none and "MessageAttributes" not in none
+
+
+def test_a_received_message_names_its_trace_by_traceparent_else_by_aws_trace_header():
+    assert tracing.delivered_trace({"traceparent": {"StringValue": W3C}}, {"AWSTraceHeader": XRAY}) == W3C
+    assert tracing.delivered_trace({}, {"AWSTraceHeader": XRAY}) == XRAY
+    assert tracing.delivered_trace({}, {}) is None
 
 
 def test_emf_documents_split_long_series_and_sum_counts():
@@ -128,24 +142,6 @@ def test_metrics_flush_by_themselves_once_the_interval_passed_and_can_be_turned_
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     metrics.enqueued("a")
     assert metrics.flush() == 0 and len(lines) == 1
-
-
-def test_closing_the_app_closes_the_x_ray_socket(monkeypatch):
-    # GIVEN an App whose tracer sends to an X-Ray daemon
-    monkeypatch.setenv(tracing.XRAY_DAEMON_ENV, "127.0.0.1:2000")
-    app = App("traced", endpoint_url="http://127.0.0.1:9")
-    tracer = app.tracer
-    assert tracer.xray_enabled
-    sock = tracer._xray._socket
-
-    # WHEN the App is closed
-    app.close()
-
-    # THEN the emitter's UDP socket is closed (not left to the garbage collector), and a later
-    # use of the App gets a new tracer
-    assert sock.fileno() == -1
-    assert app.tracer is not tracer and app.tracer.xray_enabled
-    app.close()
 
 
 @pytest.mark.parametrize(
