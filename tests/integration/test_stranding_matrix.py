@@ -10,6 +10,7 @@ leases) so each cell takes seconds; the cells of one disturbance share one app a
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -19,9 +20,13 @@ from pathlib import Path
 import pytest
 
 from sqsjobs import JobStatus
+from sqsjobs.errors import JobNotFound
+from sqsjobs.ops.stranded import find_stranded
+from sqsjobs.runtime.sweeper import sweep
+from sqsjobs.store.codec import idempotent_job_id
 from sqsjobs.transport import routes
 from tests.apps import stranding
-from tests.integration.helpers import kill_group, sqs_call, wait_until, worker_env, worker_process
+from tests.integration.helpers import kill_group, send_raw, sqs_call, wait_until, worker_env, worker_process
 
 pytestmark = pytest.mark.slow
 
@@ -49,14 +54,38 @@ FEATURES = (
     "transaction",
     "limited",
 )
+#: Every row of the matrix: the features above, and those a flow-control feature gates or that
+#: arrive from outside sqsjobs.
+MATRIX_ROWS = (
+    "plain",
+    "chain step",
+    "batch item",
+    "serialized",
+    "limited",
+    "paused",
+    "breaker-deferred",
+    "priority level",
+    "transaction",
+    "s3 payload",
+    "foreign message",
+)
 
 
 @pytest.fixture
 def app(ministack_url, make_app):
     app = make_app(ministack_url, **SETTINGS)
     app.registry.include(stranding.app.registry)
+    app.limits.include(stranding.app.limits)  # an in-process sweep builds the kernel, which checks them
     app.provision()
     return app
+
+
+def exists(app, job_id: str) -> bool:
+    try:
+        app.get(job_id, load_result=False)
+    except JobNotFound:
+        return False
+    return True
 
 
 def runs(path: Path) -> Counter[str]:
@@ -205,3 +234,64 @@ def test_jobs_of_a_type_paused_past_the_redrive_limit_keep_their_messages_and_ru
         )
     ]
     assert [depth(app, url) for url in dlqs] == [0, 0, 0, 0]
+
+
+def no_record_without_a_witness(app) -> None:
+    """``sqsjobs doctor --stranded``'s audit, with no grace: every record is finished or witnessed."""
+    found = find_stranded(app.run, app.settings, time.time(), segments=2, grace_s=0.0)
+    assert found.stranded == [], [s.to_dict() for s in found.stranded]
+
+
+def test_every_feature_expired_by_the_sweeper_ends_expired_and_its_workflow_hears_of_it(app, tmp_path):
+    # GIVEN one job of every feature, each held (due in 1,000 s) and expiring 1 s after it is due,
+    # a paused type's, and a foreign message that a worker turned into a held job
+    p = {"runs": str(tmp_path / "runs")}
+    later = {"delay": 1000, "expires_after": 1001}
+    app.pause("paused.run")
+    jobs = {
+        "plain": app.enqueue("plain", p, **later),
+        "priority level": app.enqueue("work.run", p, priority="high", **later),
+        "serialized": app.enqueue("device.run", p, serialize_key="k1", **later),
+        "s3 payload": app.enqueue("plain", {**p, "blob": "x" * 4096}, **later),
+        "limited": app.enqueue("limited.run", p, **later),
+        "paused": app.enqueue("paused.run", p, **later),
+        "breaker-deferred": app.enqueue("breaker.run", p, **later),
+    }
+    batch = app.batch("batch.done")
+    jobs["batch item"] = batch.add("plain", p, **later)
+    batch.seal()
+    # a chain step cannot be held, and an unblocked step's witness is its hint (its pending entry is
+    # cleared once the hint is sent): the sweeper never sees it. Its second step, on a queue no
+    # worker serves yet, waits past its deadline; the worker that then receives it expires it.
+    chain_id = app.chain([("plain", p), ("aside.run", p)])
+    jobs["chain step"] = app.get_chain(chain_id).steps[1].job_id
+    with app.transaction() as tx:
+        jobs["transaction"] = tx.enqueue("plain", p, **later)
+    send_raw(
+        app,
+        json.dumps(
+            {"sqsjobs": 1, "type": "brief.run", "payload": p, "idempotency_key": "far", "delay_s": 1000}
+        ),
+    )
+    jobs["foreign message"] = idempotent_job_id("brief.run", "far")
+    worker = worker_process(app, APP, concurrency=2, queues=QUEUES, **ENV)
+    try:
+        wait_until(lambda: exists(app, jobs["foreign message"]), 60, "the foreign message became a job")
+        wait_until(lambda: app.get_chain(chain_id).current == 1, 60, "the chain's first step succeeded")
+        # WHEN the sweeper first reaches them after their deadlines (its clock 1,010 s ahead)
+        report = sweep(app, now=time.time() + 1010)
+        aside = worker_process(app, APP, concurrency=1, queues="aside", **ENV)
+        try:
+            wait_until(lambda: app.get_chain(chain_id).status != "running", 60, "the chain step expired")
+        finally:
+            kill_group(aside)
+    finally:
+        kill_group(worker)
+    # THEN each ended expired, saying why; its batch counts it failed, its chain stopped
+    assert set(report.expired) == {j for f, j in jobs.items() if f != "chain step"}
+    ended = {f: app.get(j, load_result=False) for f, j in jobs.items()}
+    assert {f: j.status for f, j in ended.items()} == dict.fromkeys(MATRIX_ROWS, JobStatus.EXPIRED)
+    assert all("not started by its deadline" in (j.reason or "") for j in ended.values()), {f: j.reason for f, j in ended.items()}
+    assert app.get_batch(batch.id).counts["failed"] == 1
+    assert app.get_chain(chain_id).status == "stopped"
+    no_record_without_a_witness(app)
