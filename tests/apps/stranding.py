@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 
-from sqsjobs import App, Breaker, JobContext
+from sqsjobs import App, Breaker, JobContext, Retry
 
 app = App(os.environ.get("TEST_APP_NAME", "stranding"))
 app.limit("one", concurrency=1)
@@ -39,7 +39,8 @@ def step(payload: dict[str, object], ctx: JobContext) -> None:
 app.limit("two", concurrency=2)
 
 #: One job type per feature the stranding matrix crosses with each disturbance. Each records its
-#: run; with ``sleep_first_s`` its first attempt sleeps (long enough to be killed mid-job).
+#: run; with ``sleep_first_s`` its first attempt sleeps (long enough to be killed mid-job), with
+#: ``retry_first_s`` it asks to run again that much later.
 FEATURE_TYPES = {
     "plain": "default",
     "work.run": "work",  # a queue with priority levels
@@ -52,6 +53,8 @@ def _matrix_run(payload: dict[str, object], ctx: JobContext) -> None:
     _record(payload, ctx)
     if ctx.attempt == 1 and payload.get("sleep_first_s"):
         time.sleep(float(payload["sleep_first_s"]))  # type: ignore[arg-type]
+    if ctx.attempt == 1 and payload.get("retry_first_s"):
+        raise Retry(delay_s=float(payload["retry_first_s"]))  # type: ignore[arg-type]
 
 
 for _name, _queue in FEATURE_TYPES.items():

@@ -46,7 +46,7 @@ ENV = {
 QUEUES = "default,work,device"
 FEATURES = (
     "plain",
-    "priority",
+    "priority level",
     "serialized",
     "s3 payload",
     "batch item",
@@ -98,7 +98,7 @@ def one_of_each(app, log: Path, **extra: object) -> tuple[dict[str, str], str, s
     p = {"runs": str(log), **extra}
     jobs = {
         "plain": app.enqueue("plain", p),
-        "priority": app.enqueue("work.run", p, priority="high"),
+        "priority level": app.enqueue("work.run", p, priority="high"),
         "serialized": app.enqueue("device.run", p, serialize_key="k1"),
         "s3 payload": app.enqueue("plain", {**p, "blob": "x" * 4096}),
         "limited": app.enqueue("limited.run", p),
@@ -205,7 +205,7 @@ def test_jobs_of_a_type_paused_past_the_redrive_limit_keep_their_messages_and_ru
     p = {"runs": str(log)}
     jobs = {
         "plain": app.enqueue("plain", p),
-        "priority": app.enqueue("work.run", p, priority="high"),
+        "priority level": app.enqueue("work.run", p, priority="high"),
         "serialized": app.enqueue("device.run", p, serialize_key="k1"),
     }
     worker = worker_process(app, APP, concurrency=4, queues=QUEUES, **ENV)
@@ -291,7 +291,64 @@ def test_every_feature_expired_by_the_sweeper_ends_expired_and_its_workflow_hear
     assert set(report.expired) == {j for f, j in jobs.items() if f != "chain step"}
     ended = {f: app.get(j, load_result=False) for f, j in jobs.items()}
     assert {f: j.status for f, j in ended.items()} == dict.fromkeys(MATRIX_ROWS, JobStatus.EXPIRED)
-    assert all("not started by its deadline" in (j.reason or "") for j in ended.values()), {f: j.reason for f, j in ended.items()}
+    assert all("not started by its deadline" in (j.reason or "") for j in ended.values()), {
+        f: j.reason for f, j in ended.items()
+    }
     assert app.get_batch(batch.id).counts["failed"] == 1
     assert app.get_chain(chain_id).status == "stopped"
+    no_record_without_a_witness(app)
+
+
+def spawn_sweeper(app, **env: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "sqsjobs", "sweep", "--app", APP],
+        env=worker_env(app, **env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+@pytest.mark.timeout(240)
+def test_every_feature_retried_past_the_message_retention_is_held_and_runs_again(
+    ministack_url, make_app, tmp_path
+):
+    # GIVEN queues that keep a message 60 s (SQS's least), two workers and a sweeper
+    app = make_app(ministack_url, message_retention_s=60, **SETTINGS)
+    app.registry.include(stranding.app.registry)
+    app.limits.include(stranding.app.limits)
+    app.provision()
+    env = {
+        **ENV,
+        "SQSJOBS_MESSAGE_RETENTION_S": "60",
+        "SQSJOBS_SWEEP_INTERVAL_S": "2",
+        "SQSJOBS_STALE_AFTER_S": "5",
+    }
+    log = tmp_path / "runs"
+    workers = [worker_process(app, APP, concurrency=8, queues=QUEUES, **env) for _ in range(2)]
+    sweeper = spawn_sweeper(app, **env)
+    try:
+        # a dependency whose breaker one failed run opened, and a paused type
+        tripped = app.enqueue("breaker.trip", {})
+        wait_until(lambda: app.get(tripped, load_result=False).status is JobStatus.DEAD, 60, "breaker opened")
+        app.pause("paused.run")
+        # WHEN one job of every feature asks, on its first attempt, to run again 60 s later:
+        # later than its message lives
+        p = {"runs": str(log), "retry_first_s": 60}
+        jobs, batch_id, chain_id = one_of_each(app, log, retry_first_s=60)
+        jobs["paused"] = app.enqueue("paused.run", p)
+        jobs["breaker-deferred"] = app.enqueue("breaker.run", p)
+        send_raw(app, json.dumps({"sqsjobs": 1, "type": "plain", "payload": p, "idempotency_key": "late"}))
+        jobs["foreign message"] = idempotent_job_id("plain", "late")
+        assert set(jobs) == set(MATRIX_ROWS)
+        others = [j for f, j in jobs.items() if f != "paused"]
+        wait_until(lambda: all(runs(log)[j] == 1 for j in others), 60, "every other row ran once")
+        app.resume("paused.run")  # it was deferred meanwhile
+        # THEN each is held in its record (no message could wait so long), and the sweeper brings it back
+        wait_until(
+            lambda: everything_finished(app, jobs, batch_id, chain_id), 150, "every feature's job succeeded"
+        )
+    finally:
+        kill_group(*workers, sweeper)
+    assert {f: runs(log)[j] for f, j in jobs.items()} == dict.fromkeys(MATRIX_ROWS, 2)
     no_record_without_a_witness(app)
