@@ -176,24 +176,39 @@ def test_every_feature_whose_message_sqs_redrove_is_brought_back_and_runs_once(a
 
 
 def test_every_feature_whose_worker_is_killed_mid_job_runs_again_without_the_sweeper(app, tmp_path):
-    # GIVEN one job of every feature, each running on one worker (its first attempt sleeps)
+    # GIVEN one job of every feature, each running on one worker (its first attempt sleeps): the
+    # breaker's as the probe admitted after a failed run opened it; a paused type's, deferred
     log = tmp_path / "runs"
-    jobs, batch_id, chain_id = one_of_each(app, log, sleep_first_s=30)
-    victim = worker_process(app, APP, concurrency=10, queues=QUEUES, **ENV)
+    victim = worker_process(app, APP, concurrency=14, queues=QUEUES, **ENV)
     rescuer = None
     try:
-        wait_until(lambda: all(runs(log)[j] == 1 for j in jobs.values()), 60, "every job started")
-        # WHEN that worker is killed (-9) mid-job, and another one runs, with no sweeper
+        tripped = app.enqueue("breaker.trip", {})
+        wait_until(lambda: app.get(tripped, load_result=False).status is JobStatus.DEAD, 60, "breaker opened")
+        app.pause("paused.run")
+        p = {"runs": str(log), "sleep_first_s": 30}
+        jobs, batch_id, chain_id = one_of_each(app, log, sleep_first_s=30)
+        jobs["breaker-deferred"] = app.enqueue("breaker.run", p)
+        jobs["paused"] = app.enqueue("paused.run", p)
+        send_raw(app, json.dumps({"sqsjobs": 1, "type": "plain", "payload": p, "idempotency_key": "kill"}))
+        jobs["foreign message"] = idempotent_job_id("plain", "kill")
+        assert set(jobs) == set(MATRIX_ROWS)
+        running = [j for f, j in jobs.items() if f != "paused"]
+        wait_until(lambda: all(runs(log)[j] == 1 for j in running), 60, "every job started")
+        # WHEN that worker is killed (-9) mid-job, and another one runs, with no sweeper; the pause ends
         kill_group(victim)
-        rescuer = worker_process(app, APP, concurrency=10, queues=QUEUES, **ENV)
-        # THEN every job runs again once its lease expires, and its workflow goes on
+        rescuer = worker_process(app, APP, concurrency=14, queues=QUEUES, **ENV)
+        app.resume("paused.run")
+        # THEN every job runs again once its lease expires (the paused one, deferred by the dead
+        # worker, runs once), and its workflow goes on
         wait_until(
             lambda: everything_finished(app, jobs, batch_id, chain_id), 90, "every feature's job finished"
         )
     finally:
         kill_group(*(p for p in (victim, rescuer) if p is not None))
-    assert {f: runs(log)[j] for f, j in jobs.items()} == dict.fromkeys(FEATURES, 2)
-    assert {f: app.get(j, load_result=False).attempt for f, j in jobs.items()} == dict.fromkeys(FEATURES, 2)
+    expected = {**dict.fromkeys(MATRIX_ROWS, 2), "paused": 1}
+    assert {f: runs(log)[j] for f, j in jobs.items()} == expected
+    assert {f: app.get(j, load_result=False).attempt for f, j in jobs.items()} == expected
+    no_record_without_a_witness(app)
 
 
 def test_jobs_of_a_type_paused_past_the_redrive_limit_keep_their_messages_and_run_once_resumed(app, tmp_path):
