@@ -26,7 +26,15 @@ from sqsjobs.runtime.sweeper import sweep
 from sqsjobs.store.codec import idempotent_job_id
 from sqsjobs.transport import routes
 from tests.apps import stranding
-from tests.integration.helpers import kill_group, send_raw, sqs_call, wait_until, worker_env, worker_process
+from tests.integration.helpers import (
+    kill_group,
+    queue_url,
+    send_raw,
+    sqs_call,
+    wait_until,
+    worker_env,
+    worker_process,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -149,9 +157,15 @@ def sweep_once(app) -> None:
 
 
 def test_every_feature_whose_message_sqs_redrove_is_brought_back_and_runs_once(app, tmp_path):
-    # GIVEN one job of every feature, and no worker at all
+    # GIVEN one job of every feature, a paused type's among them, a foreign message, and no worker
     log = tmp_path / "runs"
     jobs, batch_id, chain_id = one_of_each(app, log)
+    app.pause("paused.run")
+    jobs["paused"] = app.enqueue("paused.run", {"runs": str(log)})
+    foreign = json.dumps(
+        {"sqsjobs": 1, "type": "plain", "payload": {"runs": str(log)}, "idempotency_key": "r"}
+    )
+    send_raw(app, foreign)
     # WHEN SQS redrives every message (received, never finished, past the redrive limit)
     urls = source_urls(app)
     deadline = time.monotonic() + 60
@@ -161,18 +175,25 @@ def test_every_feature_whose_message_sqs_redrove_is_brought_back_and_runs_once(a
             sqs_call(app, "receive_message", QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)
     # THEN the records still say the jobs are on their way, with nothing left in a queue to bring them...
     assert {f: app.get(j, load_result=False).status for f, j in jobs.items()} == dict.fromkeys(
-        FEATURES, JobStatus.QUEUED
+        jobs, JobStatus.QUEUED
     )
-    # ...until one sweep reconciles the DLQs, and a worker runs every job once
+    # ...until one sweep reconciles the DLQs, and a worker runs every job once (the paused one
+    # once resumed). The foreign message never became a job: no record says it is on its way,
+    # and it stays in the DLQ, the one place that shows it (``sqsjobs dlq``).
     sweep_once(app)
     worker = worker_process(app, APP, concurrency=8, queues=QUEUES, **ENV)
     try:
-        wait_until(
-            lambda: everything_finished(app, jobs, batch_id, chain_id), 60, "every feature's job finished"
-        )
+        others = {f: j for f, j in jobs.items() if f != "paused"}
+        wait_until(lambda: everything_finished(app, others, batch_id, chain_id), 60, "every job finished")
+        app.resume("paused.run")
+        wait_until(lambda: everything_finished(app, jobs, batch_id, chain_id), 60, "the paused job finished")
     finally:
         kill_group(worker)
-    assert {f: runs(log)[j] for f, j in jobs.items()} == dict.fromkeys(FEATURES, 1)
+    assert {f: runs(log)[j] for f, j in jobs.items()} == dict.fromkeys(jobs, 1)
+    assert not exists(app, idempotent_job_id("plain", "r"))
+    dlq = sqs_call(app, "receive_message", QueueUrl=queue_url(app, dlq=True), MaxNumberOfMessages=10)
+    assert [m["Body"] for m in dlq.get("Messages", [])] == [foreign]
+    no_record_without_a_witness(app)
 
 
 def test_every_feature_whose_worker_is_killed_mid_job_runs_again_without_the_sweeper(app, tmp_path):
