@@ -10,6 +10,7 @@ leases) so each cell takes seconds; the cells of one disturbance share one app a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -232,34 +233,83 @@ def test_every_feature_whose_worker_is_killed_mid_job_runs_again_without_the_swe
     no_record_without_a_witness(app)
 
 
-def test_jobs_of_a_type_paused_past_the_redrive_limit_keep_their_messages_and_run_once_resumed(app, tmp_path):
-    # GIVEN a plain queue's, a priority level's and a serialized key's job, their types paused,
-    # and a redrive limit (3 receives) that the pause's deferrals pass several times over
-    log = tmp_path / "runs"
-    for job_type in ("plain", "work.run", "device.run"):
-        app.pause(job_type)
-    p = {"runs": str(log)}
-    jobs = {
-        "plain": app.enqueue("plain", p),
-        "priority level": app.enqueue("work.run", p, priority="high"),
-        "serialized": app.enqueue("device.run", p, serialize_key="k1"),
-    }
-    worker = worker_process(app, APP, concurrency=4, queues=QUEUES, **ENV)
-    try:
-        # WHEN the pause lasts long enough for more deferrals than the redrive limit, with no sweeper
-        time.sleep(25)
-        assert runs(log) == Counter()
-        for job_type in ("plain", "work.run", "device.run"):
-            app.resume(job_type)
-        # THEN every job runs once it is resumed: none was moved to a DLQ while it only waited
-        wait_until(
-            lambda: all(app.get(j, load_result=False).status is JobStatus.SUCCEEDED for j in jobs.values()),
-            90,
-            "every paused job ran after the resume",
+def logged_worker(app, log: Path) -> subprocess.Popen[bytes]:
+    """A worker whose JSON log lines go to ``log`` (its deferrals are counted there)."""
+    argv = [
+        sys.executable,
+        "-m",
+        "sqsjobs",
+        "worker",
+        "--app",
+        APP,
+        "--concurrency",
+        "14",
+        "--queues",
+        QUEUES,
+    ]
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            argv,
+            env=worker_env(app, SQSJOBS_LOG_LEVEL="INFO", **ENV),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
+
+
+def deferrals(log: Path) -> Counter[str]:
+    found: Counter[str] = Counter()
+    for line in log.read_text(errors="replace").splitlines():
+        if '"job deferred"' in line:
+            with contextlib.suppress(ValueError):
+                found[json.loads(line).get("job_id", "")] += 1
+    return found
+
+
+def test_every_feature_deferred_past_the_redrive_limit_keeps_its_message_and_runs_once(app, tmp_path):
+    # GIVEN a worker, a limit whose two slots two long jobs hold, and a breaker that a failed run
+    # opened and whose probe runs long; every other row's type paused
+    log, worker_log = tmp_path / "runs", tmp_path / "worker.log"
+    worker = logged_worker(app, worker_log)
+    try:
+        tripped = app.enqueue("breaker.trip", {})
+        wait_until(lambda: app.get(tripped, load_result=False).status is JobStatus.DEAD, 60, "breaker opened")
+        blockers = [app.enqueue("breaker.run", {"runs": str(log), "sleep_first_s": 30})] + [
+            app.enqueue("limited.run", {"runs": str(log), "sleep_first_s": 30}) for _ in range(2)
+        ]
+        wait_until(lambda: all(runs(log)[j] == 1 for j in blockers), 60, "the slots and the probe taken")
+        paused = ("plain", "work.run", "device.run", "paused.run")
+        for job_type in paused:
+            app.pause(job_type)
+        # WHEN one job of every feature waits behind them, with a redrive limit of 3 receives
+        p = {"runs": str(log)}
+        jobs, batch_id, chain_id = one_of_each(app, log)
+        jobs["paused"] = app.enqueue("paused.run", p)
+        jobs["breaker-deferred"] = app.enqueue("breaker.run", p)
+        send_raw(app, json.dumps({"sqsjobs": 1, "type": "plain", "payload": p, "idempotency_key": "wait"}))
+        jobs["foreign message"] = idempotent_job_id("plain", "wait")
+        assert set(jobs) == set(MATRIX_ROWS)
+        # ...until the blockers end (the pause lifts then)
+        wait_until(
+            lambda: all(app.get(j, load_result=False).status is JobStatus.SUCCEEDED for j in blockers),
+            90,
+            "the blockers finished",
+        )
+        for job_type in paused:
+            app.resume(job_type)
+        # THEN every job runs once: none was moved to a DLQ while it only waited
+        wait_until(lambda: everything_finished(app, jobs, batch_id, chain_id), 90, "every job finished")
     finally:
         kill_group(worker)
-    assert {f: runs(log)[j] for f, j in jobs.items()} == dict.fromkeys(jobs, 1)
+    assert {f: runs(log)[j] for f, j in jobs.items()} == dict.fromkeys(MATRIX_ROWS, 1)
+    deferred = deferrals(worker_log)
+    # each was received more often than the redrive limit (3) allows one message
+    assert {f: deferred[j] > 3 for f, j in jobs.items() if f != "chain step"} == dict.fromkeys(
+        [f for f in MATRIX_ROWS if f != "chain step"], True
+    ), {f: deferred[j] for f, j in jobs.items()}
+    # ...and waited without spinning: a FIFO copy re-sent (it takes no delay) is re-armed, not re-sent
+    # again at once (it was received 153 times in one run before the gate re-armed a fresh copy)
+    assert max(deferred[j] for j in jobs.values()) <= 40, {f: deferred[j] for f, j in jobs.items()}
     dlqs = [
         sqs_call(app, "get_queue_url", QueueName=name)["QueueUrl"]
         for name in (
@@ -269,7 +319,8 @@ def test_jobs_of_a_type_paused_past_the_redrive_limit_keep_their_messages_and_ru
             routes.fifo_dlq_name(app.settings, "device"),
         )
     ]
-    assert [depth(app, url) for url in dlqs] == [0, 0, 0, 0]
+    assert [depth(app, url) for url in dlqs] == [1, 0, 0, 0]  # the failed run that opened the breaker
+    no_record_without_a_witness(app)
 
 
 def no_record_without_a_witness(app) -> None:
