@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -438,4 +439,52 @@ def test_every_feature_retried_past_the_message_retention_is_held_and_runs_again
     finally:
         kill_group(*workers, sweeper)
     assert {f: runs(log)[j] for f, j in jobs.items()} == dict.fromkeys(MATRIX_ROWS, 2)
+    no_record_without_a_witness(app)
+
+
+#: Long against the time a released message takes to start, short against this visibility timeout.
+DRAIN_VISIBILITY_S = 40
+
+
+def test_every_feature_enqueued_as_a_worker_drains_is_released_and_runs_on_the_next(
+    ministack_url, make_app, tmp_path
+):
+    # GIVEN one idle worker in its long polls (a breaker it saw fail open, a paused type), and a
+    # visibility timeout far longer than a start takes
+    app = make_app(ministack_url, visibility_timeout_s=DRAIN_VISIBILITY_S, **SETTINGS)
+    app.registry.include(stranding.app.registry)
+    app.limits.include(stranding.app.limits)
+    app.provision()
+    log, first_log = tmp_path / "runs", tmp_path / "first.log"
+    first = logged_worker(app, first_log)
+    second = None
+    try:
+        tripped = app.enqueue("breaker.trip", {})
+        wait_until(lambda: app.get(tripped, load_result=False).status is JobStatus.DEAD, 60, "breaker opened")
+        app.pause("paused.run")
+        time.sleep(1.0)  # its next long polls are open
+        # WHEN it is told to stop, and one job of every feature arrives while its polls are open
+        first.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        enqueued = time.time()
+        p = {"runs": str(log)}
+        jobs, batch_id, chain_id = one_of_each(app, log)
+        jobs["paused"] = app.enqueue("paused.run", p)
+        jobs["breaker-deferred"] = app.enqueue("breaker.run", p)
+        send_raw(app, json.dumps({"sqsjobs": 1, "type": "plain", "payload": p, "idempotency_key": "drain"}))
+        jobs["foreign message"] = idempotent_job_id("plain", "drain")
+        assert set(jobs) == set(MATRIX_ROWS)
+        second = worker_process(app, APP, concurrency=14, queues=QUEUES, **ENV)  # while the first drains
+        # THEN the next worker runs each (the paused one once resumed), nothing hidden by a poll
+        others = {f: j for f, j in jobs.items() if f != "paused"}
+        wait_until(lambda: everything_finished(app, others, batch_id, chain_id), 60, "every job finished")
+        app.resume("paused.run")
+        wait_until(lambda: everything_finished(app, jobs, batch_id, chain_id), 60, "the paused job finished")
+        assert first.wait(40) == 0
+    finally:
+        kill_group(*(p for p in (first, second) if p is not None))
+    assert {f: runs(log)[j] for f, j in jobs.items()} == dict.fromkeys(MATRIX_ROWS, 1)
+    started = {f: app.get(j, load_result=False).started_at for f, j in others.items()}
+    late = {f: round(s.timestamp() - enqueued, 1) for f, s in started.items() if s is not None}
+    assert max(late.values()) < DRAIN_VISIBILITY_S - 10, f"a drained worker's poll hid a job: {late}"
     no_record_without_a_witness(app)
