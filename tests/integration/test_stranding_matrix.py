@@ -1,11 +1,16 @@
-"""The stranding matrix: every feature crossed with a disturbance, through real processes on MiniStack.
+"""The stranding matrix: every feature crossed with every disturbance, through real processes on MiniStack.
 
-Each test builds one job of every feature at once (a plain job, a priority level's, a serialized
-key's, a claim-checked S3 payload, a batch item, a chain step, a job enqueued in a transaction, a
-limited job), applies one disturbance to all of them, and then asks the records: every job ended
-(succeeded, run the expected number of times), none was left unfinished with nothing to bring it
-back. Limits are shortened through settings (redrive after 3 receives, a 1 KiB inline payload, 5 s
-leases) so each cell takes seconds; the cells of one disturbance share one app and one run.
+Rows (``MATRIX_ROWS``): a plain job, a chain step, a batch item, a serialized key's, a limited one, a
+paused type's, one a breaker deferred, a priority level's, one enqueued in a transaction, a
+claim-checked S3 payload, and a foreign message (sent by a producer that is not sqsjobs). Columns,
+one test each, whose cells share one app and one set of worker processes: deferred past the redrive
+limit, retried past the message retention, expired by the sweeper, worker SIGKILLed mid-job,
+redriven by SQS, SIGTERM during a long poll. Each cell ends terminal with a reason that says what
+happened (or runs the expected number of times), and each column ends with the stranded-record
+audit (``sqsjobs doctor --stranded``) finding no record without a witness. A cell left out is a
+skipped param that says why (``test_a_cell_left_out_says_why``). Limits are shortened through
+settings (redrive after 3 receives, a 1 KiB inline payload, 5 s leases, a 60 s retention) so each
+column takes seconds, the retention's about a minute.
 """
 
 from __future__ import annotations
@@ -488,3 +493,22 @@ def test_every_feature_enqueued_as_a_worker_drains_is_released_and_runs_on_the_n
     late = {f: round(s.timestamp() - enqueued, 1) for f, s in started.items() if s is not None}
     assert max(late.values()) < DRAIN_VISIBILITY_S - 10, f"a drained worker's poll hid a job: {late}"
     no_record_without_a_witness(app)
+
+
+@pytest.mark.parametrize(
+    ("column", "row"),
+    [
+        pytest.param(
+            "redriven by SQS",
+            "breaker-deferred",
+            marks=pytest.mark.skip(
+                reason="a breaker opens only on a failed run, so a worker must run before the redrive, and "
+                "its cooldown races the sweep that re-dispatches; the deferral it would make is the gate's "
+                "re-arm that the paused row of this column takes (limits/gate.py, _defer), and a "
+                "breaker's deferral past the redrive limit is the deferral column's breaker row"
+            ),
+        )
+    ],
+)
+def test_a_cell_left_out_says_why(column, row):
+    raise AssertionError(f"{column} x {row} has no test")
