@@ -131,7 +131,10 @@ KEPT_BY: dict[str, frozenset[Witness]] = {
     # The same message re-armed to the backoff (it must outlive it: message_retention_s), or, for a
     # retry beyond what a message can wait, a ``held`` entry with the payload in the record.
     "schedule_retry": frozenset({Witness.MESSAGE, Witness.ATTENTION}),
-    # The message made visible again at once.
+    # The message made visible again at once (or, for a newer payload version, re-armed for a
+    # while). Every re-arm without a write — not due, a lease to wait for, pause, limit, breaker —
+    # keeps the message too: one that would pass its expiry is replaced by a fresh copy
+    # (``sqsjobs.transport.lifespan.keep_witness``).
     "release": frozenset({Witness.MESSAGE}),
     # A new hint, and a ``pending`` entry until a claim takes the job.
     "replay": frozenset({Witness.MESSAGE, Witness.ATTENTION}),

@@ -23,7 +23,7 @@ from sqsjobs.job import JobStatus
 from sqsjobs.observability.tracing import current_trace, message_attributes
 from sqsjobs.registry import P
 from sqsjobs.store import codec, deadlines, enqueue, operator, requests, statements
-from sqsjobs.transport import objects, routes, sqs
+from sqsjobs.transport import lifespan, objects, routes, sqs
 from sqsjobs.transport.queues import QueueUrls
 from sqsjobs.workflows.completion import BatchEnv, cancel_item_flow
 
@@ -115,7 +115,7 @@ def build_new_job(
         max_attempts=spec.max_attempts if spec else None,
         run_at=run_at,
         now=now,
-        held=run_at - now > sqs.MAX_DELAY_S,
+        held=run_at - now > lifespan.delay_cap_s(settings),
         idempotency_key=request.idempotency_key,
         tenant=request.tenant,
         parent_id=request.parent_id,

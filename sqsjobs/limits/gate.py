@@ -322,7 +322,9 @@ class Gate:
         )
         settings = self.kernel.settings
         redrive = settings.max_receive_count or self.kernel.registry.max_attempts() + settings.receive_slack
-        if delivery.receive_count < redrive - RESEND_MARGIN:
+        # A fresh copy (receive count 1) is re-armed at least once: a FIFO copy takes no delay and
+        # comes back at once, so re-sending it again would spin while the job waits.
+        if delivery.receive_count < max(2, redrive - RESEND_MARGIN):
             # A FIFO queue keeps a serialize key's order while its head stays in place: re-armed.
             return Ack("rearm", delay_s=sqs.clamp_visibility(delay))
         # Close to the redrive limit: a fresh copy replaces this message, so a job that only waits is

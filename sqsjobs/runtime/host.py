@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from sqsjobs.delivery import LEAVE
 from sqsjobs.runtime.execution import Execution
+from sqsjobs.transport.lifespan import keep_witness
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -58,9 +59,13 @@ class DeliveryHost:
         self.running.pop(ctx.job.id, None)
 
     async def handle(self, delivery: Delivery) -> Ack:
-        """The delivery's ``Ack``; an unexpected error leaves the message to come back."""
+        """The delivery's ``Ack``; an unexpected error leaves the message to come back.
+
+        Whoever decided a re-arm, it never outlives its message (``transport/lifespan.py``).
+        """
         try:
-            return await self.execution.handle(delivery)
+            ack = await self.execution.handle(delivery)
+            return keep_witness(ack, delivery, self.kernel.clock.now(), self.kernel.settings)
         except Exception:
             self.kernel.logger.exception(
                 f"unexpected error handling a {self._what}; it will be redelivered",

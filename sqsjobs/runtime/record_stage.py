@@ -28,7 +28,7 @@ from sqsjobs.runtime.verdict import judge_failure
 from sqsjobs.store.codec import job_from_item
 from sqsjobs.store.enqueue import record_of
 from sqsjobs.store.job_store import ClaimRefusal, Landed, Refusal, Refused
-from sqsjobs.transport import sqs
+from sqsjobs.transport import lifespan, sqs
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -210,10 +210,7 @@ class Recorder:
         SQS deletes a message ``message_retention_s`` after its first send, whatever its visibility;
         a margin of one visibility timeout leaves the woken message time to be claimed.
         """
-        if delivery is None or not delivery.sent_at:
-            return False
-        settings = self.kernel.settings
-        return wake_at > delivery.sent_at + settings.message_retention_s - settings.visibility_timeout_s
+        return delivery is not None and lifespan.outlives(self.kernel.settings, delivery.sent_at, wake_at)
 
     async def dead(self, job: Job, exc: BaseException, *, reason: str, queue: str) -> Ack:
         """The job cannot succeed: dead, and its message to the DLQ."""

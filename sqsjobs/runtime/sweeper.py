@@ -43,7 +43,7 @@ from sqsjobs.runtime.record_stage import commit, finish_hooks
 from sqsjobs.runtime.transitions import Transitions
 from sqsjobs.store import codec, deadlines, enqueue, requests, schema
 from sqsjobs.store.job_store import JobStore, Landed
-from sqsjobs.transport import sqs
+from sqsjobs.transport import lifespan, sqs
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -96,7 +96,7 @@ def due_flow(
     report = SweepReport()
     bounds = expiry_bounds or {}
     passes = [
-        (schema.HELD, now + sqs.MAX_DELAY_S, report.dispatched_held),
+        (schema.HELD, now + lifespan.delay_cap_s(settings), report.dispatched_held),
         (schema.PENDING, now, report.redispatched),
     ]
     for kind, due_before, sent in passes:

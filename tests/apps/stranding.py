@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 
-from sqsjobs import App, JobContext
+from sqsjobs import App, Breaker, JobContext, Retry
 
 app = App(os.environ.get("TEST_APP_NAME", "stranding"))
 app.limit("one", concurrency=1)
@@ -39,7 +39,8 @@ def step(payload: dict[str, object], ctx: JobContext) -> None:
 app.limit("two", concurrency=2)
 
 #: One job type per feature the stranding matrix crosses with each disturbance. Each records its
-#: run; with ``sleep_first_s`` its first attempt sleeps (long enough to be killed mid-job).
+#: run; with ``sleep_first_s`` its first attempt sleeps (long enough to be killed mid-job), with
+#: ``retry_first_s`` it asks to run again that much later.
 FEATURE_TYPES = {
     "plain": "default",
     "work.run": "work",  # a queue with priority levels
@@ -52,6 +53,8 @@ def _matrix_run(payload: dict[str, object], ctx: JobContext) -> None:
     _record(payload, ctx)
     if ctx.attempt == 1 and payload.get("sleep_first_s"):
         time.sleep(float(payload["sleep_first_s"]))  # type: ignore[arg-type]
+    if ctx.attempt == 1 and payload.get("retry_first_s"):
+        raise Retry(delay_s=float(payload["retry_first_s"]))  # type: ignore[arg-type]
 
 
 for _name, _queue in FEATURE_TYPES.items():
@@ -68,3 +71,20 @@ for _name, _queue in FEATURE_TYPES.items():
 @app.job("batch.done", max_attempts=2, timeout=60)
 def batch_done(payload: object, ctx: JobContext) -> None:
     """A batch's completion callback (the test reads the batch's status)."""
+
+
+#: The matrix's rows that a flow-control feature gates: a pausable type paused by the test, a
+#: dependency whose breaker one failing run opens, and a type that expires 1,001 s after its enqueue
+#: (a foreign message carries no ``expires_after`` of its own: its type's applies).
+app.job("paused.run", max_attempts=2, timeout=60, pausable=True)(_matrix_run)
+app.limit("dep", breaker=Breaker(failures=1, window_s=60, cooldown_s=3))
+app.job("breaker.run", max_attempts=2, timeout=60, limits=["dep"])(_matrix_run)
+app.job("brief.run", max_attempts=2, timeout=60, expires_after=1001)(_matrix_run)
+#: On a queue no matrix worker serves: a chain step of it waits, unclaimed, past its deadline.
+app.job("aside.run", queue="aside", max_attempts=2, timeout=60, expires_after=1)(_matrix_run)
+
+
+@app.job("breaker.trip", max_attempts=1, timeout=60, limits=["dep"])
+def trip(payload: object, ctx: JobContext) -> None:
+    """Fails: one failed run of the dependency opens its breaker for its cooldown."""
+    raise RuntimeError("the dependency is down")
