@@ -32,14 +32,13 @@ from typing import TYPE_CHECKING, Any
 from sqsjobs._aws import Call, one
 from sqsjobs.context import InterruptReason
 from sqsjobs.errors import AwsError, ConfigurationError
-from sqsjobs.runtime.acks import apply
-from sqsjobs.runtime.host import DeliveryHost
+from sqsjobs.runtime.host import DeliveryHost, apply
 from sqsjobs.runtime.kernel import kernel_of
 from sqsjobs.runtime.levels import LevelReceiver
 from sqsjobs.runtime.presence import Presence
 from sqsjobs.transport import routes, sqs
-from sqsjobs.transport.batcher import MessageOps
 from sqsjobs.transport.queues import dlq_key
+from sqsjobs.transport.sqs import MessageOps
 
 if TYPE_CHECKING:
     from sqsjobs.context import JobContext
