@@ -17,14 +17,15 @@ the sweeper sends when due, as a retry past the 12 h visibility cap does.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 from sqsjobs.delivery import DELETE, LEAVE, RELEASE, Ack, Finish, dead_letter, failure_record
-from sqsjobs.errors import StoreError
+from sqsjobs.errors import Cancel, PayloadInvalid, PermanentError, Retry, StoreError
 from sqsjobs.job import AttemptOutcome, JobStatus
 from sqsjobs.observability.metrics import DEAD, EXPIRED, on_transition
 from sqsjobs.observability.tracing import trace_id
-from sqsjobs.runtime.verdict import judge_failure
+from sqsjobs.retry import decide
 from sqsjobs.store.codec import job_from_item
 from sqsjobs.store.enqueue import record_of
 from sqsjobs.store.job_store import ClaimRefusal, Landed, Refusal, Refused
@@ -40,6 +41,46 @@ if TYPE_CHECKING:
     from sqsjobs.runtime.kernel import Kernel
     from sqsjobs.runtime.seams import ExpireInstead, FinishHook
     from sqsjobs.store.job_store import JobStore
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a failed attempt becomes: the transition the worker records for it."""
+
+    #: ``retry``: runs again after ``delay_s``; ``dead``: to the DLQ; ``cancelled``: stopped for good.
+    outcome: Literal["retry", "dead", "cancelled"]
+    #: The record's ``reason`` (dead or cancelled).
+    reason: str = ""
+    delay_s: float = 0.0
+
+
+def judge_failure(spec: HandlerSpec, job: Job, exc: BaseException, *, now: float) -> Verdict:
+    """Map a handler's exception to its job's next state; the one place the worker decides it.
+
+    ``Cancel`` stops the job; ``PermanentError`` and ``PayloadInvalid`` kill it at once; anything
+    else (a timeout, ``Retry`` with its delay) is retried by the job type's policy until the
+    attempts or its max age run out. The bound is the type's (``spec``), never a producer's
+    guess. Pure, so ``sqsjobs.testing.run_job`` reuses it.
+    """
+    if isinstance(exc, Cancel):
+        return Verdict("cancelled", reason=str(exc))
+    if isinstance(exc, PermanentError | PayloadInvalid):
+        return Verdict("dead", reason="permanent error")
+    decision = decide(
+        spec.retry,
+        attempt=job.attempt,
+        max_attempts=spec.max_attempts,
+        created_at=job.created_at.timestamp(),
+        now=now,
+        requested_delay_s=exc.delay_s if isinstance(exc, Retry) else None,
+    )
+    if decision is None:
+        exhausted = job.attempt >= spec.max_attempts
+        reason = (
+            f"attempts exhausted ({job.attempt}/{spec.max_attempts})" if exhausted else "max age exceeded"
+        )
+        return Verdict("dead", reason=reason)
+    return Verdict("retry", delay_s=decision.delay_s)
 
 
 def unrun(envelope: Envelope, outcome: AttemptOutcome, error: FailureRecord | None = None) -> Finish | None:

@@ -13,18 +13,19 @@ and answers the message's ``Ack``.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.context import InterruptReason, JobContext
 from sqsjobs.delivery import LEAVE, Ack
-from sqsjobs.errors import Cancel, ObjectStoreError, PayloadInvalid, PayloadMissing, StoreError
+from sqsjobs.errors import Cancel, JobTimeout, ObjectStoreError, PayloadInvalid, PayloadMissing, StoreError
 from sqsjobs.runtime import payloads
-from sqsjobs.runtime.verdict import invoke, timeout_error
 from sqsjobs.store.job_store import Refusal, Refused
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import Executor, ThreadPoolExecutor
 
     from sqsjobs.delivery import Delivery
     from sqsjobs.job import Job
@@ -35,6 +36,22 @@ if TYPE_CHECKING:
 
 #: A worker that sees a payload version newer than its handler's parks the message this long.
 NEWER_VERSION_PARK_S = 60
+
+
+def timeout_error(spec: HandlerSpec, timeout_s: float | None = None) -> JobTimeout:
+    """The error recorded for a run of ``spec`` that outlived ``timeout_s`` (``spec.timeout_s`` if None)."""
+    return JobTimeout(
+        f"{spec.name} ran past its {spec.timeout_s if timeout_s is None else timeout_s:g} s timeout"
+    )
+
+
+async def invoke(spec: HandlerSpec, payload: Any, ctx: JobContext, *, pool: Executor | None = None) -> Any:
+    """Call the handler: an async one on the loop, a sync one in ``pool`` (the loop's default if None)."""
+    if spec.is_async:
+        return await spec.fn(payload, ctx)
+    loop = asyncio.get_running_loop()
+    call = functools.partial(contextvars.copy_context().run, spec.fn, payload, ctx)
+    return await loop.run_in_executor(pool, call)
 
 
 class Runner:
