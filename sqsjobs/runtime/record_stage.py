@@ -26,8 +26,7 @@ from sqsjobs.job import AttemptOutcome, JobStatus
 from sqsjobs.observability.metrics import DEAD, EXPIRED, on_transition
 from sqsjobs.observability.tracing import trace_id
 from sqsjobs.retry import decide
-from sqsjobs.store.codec import job_from_item
-from sqsjobs.store.enqueue import record_of
+from sqsjobs.store.codec import job_from_item, record_of
 from sqsjobs.store.job_store import ClaimRefusal, Landed, Refusal, Refused
 from sqsjobs.transport import sqs
 

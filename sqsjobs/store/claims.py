@@ -31,9 +31,8 @@ from typing import TYPE_CHECKING, Any
 from sqsjobs.errors import NotBatchable
 from sqsjobs.job import JobStatus
 from sqsjobs.store import deadlines
-from sqsjobs.store.codec import av_n, av_s, job_from_item
+from sqsjobs.store.codec import av_n, av_s, creates_from, job_from_item, record_of
 from sqsjobs.store.conditions import All, AnyOf, Compare, Fragment, IfNotExists, Missing, OneOf, Plus, eq
-from sqsjobs.store.enqueue import creates_from, record_of
 from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:

@@ -33,9 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.errors import ExpiryInvalid
 from sqsjobs.job import JobStatus
-from sqsjobs.store.codec import av_n, av_s, num_attr, str_attr
+from sqsjobs.store.codec import av_n, av_s, creates_from, num_attr, str_attr
 from sqsjobs.store.conditions import All, AnyOf, Compare, Fragment, IfNotExists, Missing, Not, eq
-from sqsjobs.store.enqueue import creates_from
 from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
