@@ -277,7 +277,7 @@ class JobStore:
         ``start_by``) passed, whatever the message shows: ``Refused(Refusal.EXPIRED, deadline=...)``.
         ``guards`` (``fresh_guards``): the named fragments the single (fresh) claim must meet
         instead of those, which a feature gives (expiry adds a type's own bound:
-        ``deadlines.claim_guard``); a refusal by them reads as a ``ClaimRefusal`` the feature
+        ``claims.claim_guard``); a refusal by them reads as a ``ClaimRefusal`` the feature
         interprets first (``Refused.error`` holds the record as it was). ``Landed(job=...)``: the
         job is this run's (``confirmed``: botocore retried a claim whose answer was lost, and the
         first try took it). Any other refusal is a ``ClaimRefusal``: the record decides what the
@@ -292,11 +292,11 @@ class JobStore:
             "max_attempts": max_attempts,
         }
         if guards is None:  # the record's own deadline only
-            own = deadlines.claim_guard(now=now, type_bound_s=None)
+            own = claims.claim_guard(now=now, type_bound_s=None)
             guards = (own,)
             if fresh_guards is None:
                 fresh_guards = (
-                    deadlines.fresh_claim_guard(envelope, now=now, type_bound_s=None, values=own.values),
+                    claims.fresh_claim_guard(envelope, now=now, type_bound_s=None, values=own.values),
                 )
         fresh = None
         if first_delivery and envelope.has_payload:  # see ``claims.claims``
