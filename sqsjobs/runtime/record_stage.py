@@ -133,8 +133,11 @@ class Recorder:
         """The finish hooks ``job`` concerns."""
         return self._hooks if self._hooks is not None else finish_hooks(self.kernel, job)
 
-    def log(self, event: str, job: Job, **fields: Any) -> None:
-        """One JSON line per transition; the same fields feed the metrics and the job's trace span."""
+    def log(self, event: str, job: Job, status: JobStatus | None = None, **fields: Any) -> None:
+        """One JSON line per transition; the same fields feed the metrics and the job's trace span.
+
+        ``status``: the state the transition left the job in, when ``job`` is as it was before it.
+        """
         kernel = self.kernel
         if (
             fields.get("outcome") not in (None, AttemptOutcome.STARTED)
@@ -149,7 +152,7 @@ class Recorder:
                 "job_type": job.type,
                 "queue": job.queue,
                 "attempt": job.attempt,
-                "status": str(job.status),
+                "status": str(status or job.status),
                 "tenant": job.tenant,
                 "trace_id": trace_id(job.trace),
                 "worker": self.worker_id,
@@ -204,7 +207,8 @@ class Recorder:
             return LEAVE
         self.log(
             "job succeeded",
-            job.evolve(status=JobStatus.SUCCEEDED),
+            job,
+            status=JobStatus.SUCCEEDED,
             duration_s=duration,
             outcome=AttemptOutcome.SUCCEEDED,
         )
@@ -234,7 +238,8 @@ class Recorder:
             return LEAVE
         self.log(
             "job retry scheduled",
-            job.evolve(status=JobStatus.RETRY_SCHEDULED),
+            job,
+            status=JobStatus.RETRY_SCHEDULED,
             delay_s=round(verdict.delay_s, 3),
             error=error.error_class,
             outcome=AttemptOutcome.RETRY,
@@ -271,7 +276,8 @@ class Recorder:
             return LEAVE
         self.log(
             "job dead",
-            job.evolve(status=JobStatus.DEAD),
+            job,
+            status=JobStatus.DEAD,
             reason=reason,
             error=error.error_class,
             outcome=AttemptOutcome.DEAD,
@@ -292,7 +298,8 @@ class Recorder:
             return LEAVE
         self.log(
             "job cancelled",
-            job.evolve(status=JobStatus.CANCELLED),
+            job,
+            status=JobStatus.CANCELLED,
             reason=reason,
             outcome=AttemptOutcome.CANCELLED,
         )

@@ -271,7 +271,9 @@ def claimed_job(envelope: Envelope, fresh: Write) -> Job:
     values = fresh.values
     assigned = (*_FRESH_SETS, *(_CLAIM_MSG if ":msg" in values else ()))
     # The message's record has no attention entry (``attn``, ``due``) for the claim to remove.
-    return job_from_item(record_of(envelope) | {name: values[str(value)] for name, value in assigned})
+    return job_from_item(
+        record_of(envelope) | {name: values[str(value)] for name, value in assigned}, envelope
+    )
 
 
 # ── the deadline every claim meets (expiry: ``store/deadlines.py``) ─────────────────────────────

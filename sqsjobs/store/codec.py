@@ -151,8 +151,12 @@ KNOWN_ATTRIBUTES = frozenset(
 WRITE_ID = "wid"
 
 
-def job_from_item(item: Mapping[str, Any]) -> Job:
-    """Decode a DynamoDB item into a Job."""
+def job_from_item(item: Mapping[str, Any], message: Envelope | None = None) -> Job:
+    """Decode a DynamoDB item into a Job; a claim's ``message`` gives the payload it carries.
+
+    A record keeps only its payload's hash while a message carries the payload itself (a claim's
+    condition checked that the two match), so the job a claim took is built with it at once.
+    """
     error = None
     if "error" in item:
         m = item["error"]["M"]
@@ -174,7 +178,13 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         type=item["type"]["S"],
         queue=item["queue"]["S"],
         status=JobStatus(item["status"]["S"]),
-        payload=json.loads(item["payload"]["S"]) if "payload" in item else None,
+        payload=(
+            message.payload
+            if message is not None and message.has_payload
+            else json.loads(item["payload"]["S"])
+            if "payload" in item
+            else None
+        ),
         payload_version=int(num_attr(item, "payload_version") or 1),
         attempt=int(num_attr(item, "attempt") or 0),
         max_attempts=_optional_int(num_attr(item, "max_attempts")),
