@@ -434,7 +434,6 @@ def _builders() -> set[str]:
 NOT_REQUESTS = {
     "audit_av",
     "queue_attributes",
-    "record_of",
     "deadline_values",  # the placeholders of a condition, not a request
     "update_statement",
     "insert_statement",
