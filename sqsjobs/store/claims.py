@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.errors import NotBatchable
 from sqsjobs.job import JobStatus
-from sqsjobs.store.codec import av_n, av_s, creates_from, job_from_item, record_of
+from sqsjobs.store.codec import Item, av_n, av_s, creates_from, job_from_item, record_of
 from sqsjobs.store.conditions import All, AnyOf, Compare, Fragment, IfNotExists, Missing, Not, OneOf, Plus, eq
 from sqsjobs.store.write import Write
 
@@ -266,14 +266,17 @@ def claims(
     )
 
 
-def claimed_job(envelope: Envelope, fresh: Write) -> Job:
-    """The job a landed ``fresh_claim`` made: the message's record with the claim's values applied."""
+def claimed_item(envelope: Envelope, fresh: Write) -> Item:
+    """The record a landed ``fresh_claim`` made: the message's record with the claim's values applied."""
     values = fresh.values
     assigned = (*_FRESH_SETS, *(_CLAIM_MSG if ":msg" in values else ()))
     # The message's record has no attention entry (``attn``, ``due``) for the claim to remove.
-    return job_from_item(
-        record_of(envelope) | {name: values[str(value)] for name, value in assigned}, envelope
-    )
+    return record_of(envelope) | {name: values[str(value)] for name, value in assigned}
+
+
+def claimed_job(envelope: Envelope, fresh: Write) -> Job:
+    """The job a landed ``fresh_claim`` made, as its record holds it (``claimed_item``)."""
+    return job_from_item(claimed_item(envelope, fresh))
 
 
 # ── the deadline every claim meets (expiry: ``store/deadlines.py``) ─────────────────────────────

@@ -327,7 +327,7 @@ class JobStore:
             refused = interpret_claim_refusal(exc, now, max_attempts, envelope.payload_hash)
             return Refused(refused.reason, refused.job, exc)
         if landed.attributes is None and fresh is not None:  # batched: the message has the record
-            return Landed(job=claims.claimed_job(envelope, fresh))
+            return Landed(job=job_from_item(claims.claimed_item(envelope, fresh), envelope))
         return Landed(landed.attributes, job_from_item(landed.attributes or {}, envelope))
 
     # ── a run's writes, fenced by its claim ────────────────────────────────────────────────
