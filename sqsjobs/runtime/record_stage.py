@@ -7,6 +7,9 @@ fenced transition of the state table; the finish hooks of the features the job b
 that commit with it in one ``TransactWriteItems`` and hear of it once it landed. A finish no hook
 claims pays nothing: it stays the single (or batched) write of the happy path.
 
+What a failed attempt becomes (retried, dead or cancelled) is decided once, here
+(``judge_failure``), by the job type's policy; ``sqsjobs.testing.run_job`` applies the same rule.
+
 The record is written before the message is touched: each method answers the ``Ack`` the message
 is worth now, and LEAVE when the write could not be made (the message comes back, the lease
 expires, the job reruns). A retry that would outlive its message (SQS drops a message

@@ -6,6 +6,9 @@ then refused (``LeaseLost``), and handlers that pass ``ctx.fencing_token`` to th
 refuse its side effects too. Leases are renewed here (``renew_leases``, on the host's beat): a
 renewal is also how a running job hears of a cancel request or of its lost lease.
 
+How a handler is called (``invoke``: an async one on the loop, a sync one in the worker's pool)
+and the error a run past its timeout records (``timeout_error``) live here, and
+``sqsjobs.testing.run_job`` calls them too, so a test runs a handler exactly as the worker does.
 What the run ends with goes to the record stage (``runtime/record_stage.py``), which writes it
 and answers the message's ``Ack``.
 """
