@@ -364,9 +364,19 @@ class AsyncClients:
                 self._clients[service] = client
         return self._clients[service]
 
+    async def run(self, flow: Flow[T]) -> T:
+        """Drive ``flow`` with these clients (``run_async``): the kernel's ``arun``."""
+        return await run_async(flow, self)
+
     async def aclose(self) -> None:
-        """Close every client."""
+        """Close every client; the next call opens new ones, on whichever loop is running then.
+
+        The lock and the session go too: both belong to the loop that closed, so the same object
+        serves a later ``asyncio.run`` (the kernel keeps this object, not the App's attribute).
+        """
         self._clients.clear()
+        self._lock = None
+        self._session = None
         await self._stack.aclose()
         self._stack = contextlib.AsyncExitStack()
 

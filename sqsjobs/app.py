@@ -147,7 +147,7 @@ class App:
                 clock=self.clock,
                 registry=self.registry,
                 run=self.run,
-                arun=self.arun,
+                arun=self.async_clients.run,  # the worker's calls go straight to the clients
                 aclose=self.aclose,
                 logger=self.logger,
                 metrics=self.metrics,
@@ -521,9 +521,8 @@ class App:
 
     async def aclose(self) -> None:
         """Close the async clients."""
-        if self._async is not None:
+        if self._async is not None:  # kept: it opens new clients on the next use (the kernel holds it)
             await self._async.aclose()
-            self._async = None
 
     @staticmethod
     def from_path(path: str | None = None) -> App:

@@ -2,7 +2,7 @@
 
 These three sit below both the transport, which receives deliveries and applies acks, and the
 runtime, which decides them: the execution writes the job's record first, then returns an ``Ack``
-saying what the message is now worth, and its host (``sqsjobs.runtime.acks``) applies it. Features
+saying what the message is now worth, and its host (``sqsjobs.runtime.execution.apply``) applies it. Features
 plugged into the runtime (schedule fires, foreign messages, limits, batches, chains) decide acks
 and read finishes through this module too, without importing the runtime.
 """

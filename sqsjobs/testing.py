@@ -23,8 +23,9 @@ from sqsjobs.job import JobStatus
 from sqsjobs.producer import JobRequest, build_new_job
 from sqsjobs.registry import Registry
 from sqsjobs.runtime.payloads import storable_result
+from sqsjobs.runtime.record_stage import judge_failure
+from sqsjobs.runtime.run_stage import invoke, timeout_error
 from sqsjobs.runtime.sweeper import run_sweeper
-from sqsjobs.runtime.verdict import invoke, judge_failure, timeout_error
 from sqsjobs.runtime.worker import Worker
 from sqsjobs.store import codec, enqueue
 from sqsjobs.store.codec import to_datetime

@@ -103,8 +103,6 @@ class Claimer:
         assert job is not None
         if confirmed:  # botocore retried a claim whose answer was lost: our own first try took the job
             kernel.logger.info("claim confirmed after a lost answer", extra={"job_id": job.id})
-        if envelope.has_payload:  # the message carries it; the record keeps only its hash
-            job = job.evolve(payload=envelope.payload)
         self.recorder.log(
             "job claimed",
             job,

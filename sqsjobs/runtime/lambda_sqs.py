@@ -60,8 +60,7 @@ from sqsjobs.errors import (
     InvalidEvent,
 )
 from sqsjobs.registry import DEFAULT_TIMEOUT_S
-from sqsjobs.runtime.acks import apply
-from sqsjobs.runtime.host import DeliveryHost
+from sqsjobs.runtime.execution import DeliveryHost, apply
 from sqsjobs.runtime.kernel import kernel_from_path, kernel_of
 from sqsjobs.runtime.worker import make_worker_id
 from sqsjobs.transport import routes, sqs

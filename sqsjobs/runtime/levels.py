@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from sqsjobs.config import Settings
     from sqsjobs.delivery import Ack, Delivery
     from sqsjobs.runtime.kernel import Kernel
-    from sqsjobs.transport.batcher import MessageOps
+    from sqsjobs.transport.sqs import MessageOps
 
 
 class Host(Protocol):

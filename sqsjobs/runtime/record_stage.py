@@ -7,6 +7,9 @@ fenced transition of the state table; the finish hooks of the features the job b
 that commit with it in one ``TransactWriteItems`` and hear of it once it landed. A finish no hook
 claims pays nothing: it stays the single (or batched) write of the happy path.
 
+What a failed attempt becomes (retried, dead or cancelled) is decided once, here
+(``judge_failure``), by the job type's policy; ``sqsjobs.testing.run_job`` applies the same rule.
+
 The record is written before the message is touched: each method answers the ``Ack`` the message
 is worth now, and LEAVE when the write could not be made (the message comes back, the lease
 expires, the job reruns). A retry that would outlive its message (SQS drops a message
@@ -17,16 +20,16 @@ the sweeper sends when due, as a retry past the 12 h visibility cap does.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 from sqsjobs.delivery import DELETE, LEAVE, RELEASE, Ack, Finish, dead_letter, failure_record
-from sqsjobs.errors import StoreError
+from sqsjobs.errors import Cancel, PayloadInvalid, PermanentError, Retry, StoreError
 from sqsjobs.job import AttemptOutcome, JobStatus
 from sqsjobs.observability.metrics import DEAD, EXPIRED, on_transition
 from sqsjobs.observability.tracing import trace_id
-from sqsjobs.runtime.verdict import judge_failure
-from sqsjobs.store.codec import job_from_item
-from sqsjobs.store.enqueue import record_of
+from sqsjobs.retry import decide
+from sqsjobs.store.codec import job_from_item, record_of
 from sqsjobs.store.job_store import ClaimRefusal, Landed, Refusal, Refused
 from sqsjobs.transport import lifespan, sqs
 
@@ -40,6 +43,46 @@ if TYPE_CHECKING:
     from sqsjobs.runtime.kernel import Kernel
     from sqsjobs.runtime.seams import ExpireInstead, FinishHook
     from sqsjobs.store.job_store import JobStore
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a failed attempt becomes: the transition the worker records for it."""
+
+    #: ``retry``: runs again after ``delay_s``; ``dead``: to the DLQ; ``cancelled``: stopped for good.
+    outcome: Literal["retry", "dead", "cancelled"]
+    #: The record's ``reason`` (dead or cancelled).
+    reason: str = ""
+    delay_s: float = 0.0
+
+
+def judge_failure(spec: HandlerSpec, job: Job, exc: BaseException, *, now: float) -> Verdict:
+    """Map a handler's exception to its job's next state; the one place the worker decides it.
+
+    ``Cancel`` stops the job; ``PermanentError`` and ``PayloadInvalid`` kill it at once; anything
+    else (a timeout, ``Retry`` with its delay) is retried by the job type's policy until the
+    attempts or its max age run out. The bound is the type's (``spec``), never a producer's
+    guess. Pure, so ``sqsjobs.testing.run_job`` reuses it.
+    """
+    if isinstance(exc, Cancel):
+        return Verdict("cancelled", reason=str(exc))
+    if isinstance(exc, PermanentError | PayloadInvalid):
+        return Verdict("dead", reason="permanent error")
+    decision = decide(
+        spec.retry,
+        attempt=job.attempt,
+        max_attempts=spec.max_attempts,
+        created_at=job.created_at.timestamp(),
+        now=now,
+        requested_delay_s=exc.delay_s if isinstance(exc, Retry) else None,
+    )
+    if decision is None:
+        exhausted = job.attempt >= spec.max_attempts
+        reason = (
+            f"attempts exhausted ({job.attempt}/{spec.max_attempts})" if exhausted else "max age exceeded"
+        )
+        return Verdict("dead", reason=reason)
+    return Verdict("retry", delay_s=decision.delay_s)
 
 
 def unrun(envelope: Envelope, outcome: AttemptOutcome, error: FailureRecord | None = None) -> Finish | None:
@@ -93,8 +136,11 @@ class Recorder:
         """The finish hooks ``job`` concerns."""
         return self._hooks if self._hooks is not None else finish_hooks(self.kernel, job)
 
-    def log(self, event: str, job: Job, **fields: Any) -> None:
-        """One JSON line per transition; the same fields feed the metrics and the job's trace span."""
+    def log(self, event: str, job: Job, status: JobStatus | None = None, **fields: Any) -> None:
+        """One JSON line per transition; the same fields feed the metrics and the job's trace span.
+
+        ``status``: the state the transition left the job in, when ``job`` is as it was before it.
+        """
         kernel = self.kernel
         if (
             fields.get("outcome") not in (None, AttemptOutcome.STARTED)
@@ -109,7 +155,7 @@ class Recorder:
                 "job_type": job.type,
                 "queue": job.queue,
                 "attempt": job.attempt,
-                "status": str(job.status),
+                "status": str(status or job.status),
                 "tenant": job.tenant,
                 "trace_id": trace_id(job.trace) if job.trace else None,
                 "worker": self.worker_id,
@@ -164,7 +210,8 @@ class Recorder:
             return LEAVE
         self.log(
             "job succeeded",
-            job.evolve(status=JobStatus.SUCCEEDED),
+            job,
+            status=JobStatus.SUCCEEDED,
             duration_s=duration,
             outcome=AttemptOutcome.SUCCEEDED,
         )
@@ -194,7 +241,8 @@ class Recorder:
             return LEAVE
         self.log(
             "job retry scheduled",
-            job.evolve(status=JobStatus.RETRY_SCHEDULED),
+            job,
+            status=JobStatus.RETRY_SCHEDULED,
             delay_s=round(verdict.delay_s, 3),
             error=error.error_class,
             outcome=AttemptOutcome.RETRY,
@@ -228,7 +276,8 @@ class Recorder:
             return LEAVE
         self.log(
             "job dead",
-            job.evolve(status=JobStatus.DEAD),
+            job,
+            status=JobStatus.DEAD,
             reason=reason,
             error=error.error_class,
             outcome=AttemptOutcome.DEAD,
@@ -249,7 +298,8 @@ class Recorder:
             return LEAVE
         self.log(
             "job cancelled",
-            job.evolve(status=JobStatus.CANCELLED),
+            job,
+            status=JobStatus.CANCELLED,
             reason=reason,
             outcome=AttemptOutcome.CANCELLED,
         )

@@ -6,6 +6,9 @@ then refused (``LeaseLost``), and handlers that pass ``ctx.fencing_token`` to th
 refuse its side effects too. Leases are renewed here (``renew_leases``, on the host's beat): a
 renewal is also how a running job hears of a cancel request or of its lost lease.
 
+How a handler is called (``invoke``: an async one on the loop, a sync one in the worker's pool)
+and the error a run past its timeout records (``timeout_error``) live here, and
+``sqsjobs.testing.run_job`` calls them too, so a test runs a handler exactly as the worker does.
 What the run ends with goes to the record stage (``runtime/record_stage.py``), which writes it
 and answers the message's ``Ack``.
 """
@@ -14,18 +17,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import functools
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.context import InterruptReason, JobContext
 from sqsjobs.delivery import LEAVE, Ack
-from sqsjobs.errors import Cancel, ObjectStoreError, PayloadInvalid, PayloadMissing, StoreError
+from sqsjobs.errors import Cancel, JobTimeout, ObjectStoreError, PayloadInvalid, PayloadMissing, StoreError
 from sqsjobs.runtime import payloads
-from sqsjobs.runtime.verdict import invoke, timeout_error
 from sqsjobs.store.job_store import Refusal, Refused
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import Executor, ThreadPoolExecutor
 
     from sqsjobs.delivery import Delivery
     from sqsjobs.job import Job
@@ -36,6 +40,22 @@ if TYPE_CHECKING:
 
 #: A worker that sees a payload version newer than its handler's parks the message this long.
 NEWER_VERSION_PARK_S = 60
+
+
+def timeout_error(spec: HandlerSpec, timeout_s: float | None = None) -> JobTimeout:
+    """The error recorded for a run of ``spec`` that outlived ``timeout_s`` (``spec.timeout_s`` if None)."""
+    return JobTimeout(
+        f"{spec.name} ran past its {spec.timeout_s if timeout_s is None else timeout_s:g} s timeout"
+    )
+
+
+async def invoke(spec: HandlerSpec, payload: Any, ctx: JobContext, *, pool: Executor | None = None) -> Any:
+    """Call the handler: an async one on the loop, a sync one in ``pool`` (the loop's default if None)."""
+    if spec.is_async:
+        return await spec.fn(payload, ctx)
+    loop = asyncio.get_running_loop()
+    call = functools.partial(contextvars.copy_context().run, spec.fn, payload, ctx)
+    return await loop.run_in_executor(pool, call)
 
 
 class Runner:

@@ -9,7 +9,7 @@ Each worker registers itself in the worker registry (``sqsjobs workers``, ``runt
 one write per ``registry_interval_s``, ``draining`` when the drain starts, deleted at exit.
 
 Tracking the running jobs, renewing their leases and applying each ``Ack`` are the delivery host's
-(``runtime/host.py``), shared with the Lambda adapter.
+(``runtime/execution.py``), shared with the Lambda adapter.
 
 Shutdown (SIGTERM/SIGINT): stop receiving, let running jobs finish until
 ``drain_timeout_s``, then release the rest (record back to ``queued`` without using up the
@@ -32,14 +32,13 @@ from typing import TYPE_CHECKING, Any
 from sqsjobs._aws import Call, one
 from sqsjobs.context import InterruptReason
 from sqsjobs.errors import AwsError, ConfigurationError
-from sqsjobs.runtime.acks import apply
-from sqsjobs.runtime.host import DeliveryHost
+from sqsjobs.runtime.execution import DeliveryHost, apply
 from sqsjobs.runtime.kernel import kernel_of
 from sqsjobs.runtime.levels import LevelReceiver
 from sqsjobs.runtime.presence import Presence
 from sqsjobs.transport import routes, sqs
-from sqsjobs.transport.batcher import MessageOps
 from sqsjobs.transport.queues import dlq_key
+from sqsjobs.transport.sqs import MessageOps
 
 if TYPE_CHECKING:
     from sqsjobs.context import JobContext

@@ -30,16 +30,16 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.errors import NotBatchable
 from sqsjobs.job import JobStatus
-from sqsjobs.store import deadlines
-from sqsjobs.store.codec import av_n, av_s, job_from_item
-from sqsjobs.store.conditions import All, AnyOf, Compare, Fragment, IfNotExists, Missing, OneOf, Plus, eq
-from sqsjobs.store.enqueue import creates_from, record_of
+from sqsjobs.store.codec import Item, av_n, av_s, creates_from, job_from_item, record_of
+from sqsjobs.store.conditions import All, AnyOf, Compare, Fragment, IfNotExists, Missing, Not, OneOf, Plus, eq
 from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from sqsjobs.envelope import Envelope
     from sqsjobs.job import Job
-    from sqsjobs.store.conditions import Expr
+    from sqsjobs.store.conditions import Condition, Expr
 
 #: A message may arrive this much before ``run_at`` (clock skew between hosts) and still claim.
 CLOCK_SKEW_S = 1.0
@@ -253,24 +253,102 @@ def claims(
     Only a first delivery of a version 2 message is worth a fresh claim: a redelivered message is
     usually a retry, whose attempt and history are the record's (its fresh claim would be refused).
     Both use the same token, so a lost answer is recognised whichever of them landed. Both refuse a
-    job that expired (``store/deadlines.py``; ``expires_after_s`` is the type's bound).
+    job that expired (``claim_guard``; ``expires_after_s`` is the type's bound).
     """
     now = claim_args["now"]
-    expiry = deadlines.claim_guard(now=now, type_bound_s=expires_after_s)
+    expiry = claim_guard(now=now, type_bound_s=expires_after_s)
     single = claim(table, envelope, guards=(expiry,), **claim_args)
     if not (first_delivery and envelope.has_payload):
         return single, None
-    fresh_expiry = deadlines.fresh_claim_guard(
-        envelope, now=now, type_bound_s=expires_after_s, values=expiry.values
-    )
+    fresh_expiry = fresh_claim_guard(envelope, now=now, type_bound_s=expires_after_s, values=expiry.values)
     return single, fresh_claim(
         table, envelope, clock_skew_s=clock_skew_s, guards=(fresh_expiry,), **claim_args
     )
 
 
-def claimed_job(envelope: Envelope, fresh: Write) -> Job:
-    """The job a landed ``fresh_claim`` made: the message's record with the claim's values applied."""
+def claimed_item(envelope: Envelope, fresh: Write) -> Item:
+    """The record a landed ``fresh_claim`` made: the message's record with the claim's values applied."""
     values = fresh.values
     assigned = (*_FRESH_SETS, *(_CLAIM_MSG if ":msg" in values else ()))
     # The message's record has no attention entry (``attn``, ``due``) for the claim to remove.
-    return job_from_item(record_of(envelope) | {name: values[str(value)] for name, value in assigned})
+    return record_of(envelope) | {name: values[str(value)] for name, value in assigned}
+
+
+def claimed_job(envelope: Envelope, fresh: Write) -> Job:
+    """The job a landed ``fresh_claim`` made, as its record holds it (``claimed_item``)."""
+    return job_from_item(claimed_item(envelope, fresh))
+
+
+# ── the deadline every claim meets (expiry: ``store/deadlines.py``) ─────────────────────────────
+#: True of a record whose deadline passed and that never started: what the claim refuses and the
+#: ``expire`` write requires. ``:x_oldest`` is ``now - expires_after`` of the type (a value no
+#: ``created_at`` is below when the type has none).
+EXPIRED = All(
+    (
+        eq("lease_epoch", ":x_zero"),
+        AnyOf(
+            (
+                Compare("start_by", "<", ":x_now"),
+                All((Missing("start_by"), Compare("created_at", "<", ":x_oldest"))),
+            )
+        ),
+    )
+)
+
+
+def deadline_values(now: float, type_bound_s: float | None) -> dict[str, Any]:
+    """The values of ``EXPIRED``'s placeholders (the claim guards', and ``deadlines.expire``'s)."""
+    # Without a type bound no created_at is below 0: the clause is false.
+    return {
+        ":x_zero": av_n(0),
+        ":x_now": av_n(now),
+        ":x_oldest": av_n(now - type_bound_s if type_bound_s else 0),
+    }
+
+
+def claim_guard(*, now: float, type_bound_s: float | None) -> Fragment:
+    """What the single claim must meet too: the job did not expire (never started, deadline passed).
+
+    ANDed to the whole condition: on a missing record ``lease_epoch = :x_zero`` is false, so the
+    claim still creates it from the message (whose deadline the worker checked first).
+    """
+    return Fragment("not_expired", _NOT_EXPIRED, deadline_values(now, type_bound_s))
+
+
+def guard_claim(write: Write, *, now: float, type_bound_s: float | None) -> Write:
+    """The single claim ``write``, refused also for a job that expired (``claim_guard``)."""
+    fragment = claim_guard(now=now, type_bound_s=type_bound_s)
+    return write.guard(fragment.name, fragment.condition, fragment.values)
+
+
+#: The fresh claim's deadline guards, by what the message shows (see ``fresh_claim_guard``).
+_STARTS_BY = Compare("start_by", ">=", ":x_now")
+_NO_DEADLINE_WITHIN_BOUND = All((Missing("start_by"), Compare("created_at", ">=", ":x_oldest")))
+_NO_DEADLINE = Missing("start_by")
+_NOT_EXPIRED = Not(EXPIRED)
+
+
+def fresh_claim_guard(
+    envelope: Envelope, *, now: float, type_bound_s: float | None, values: Mapping[str, Any] | None = None
+) -> Fragment:
+    """What the batchable fresh claim must meet too: the record's deadline is the message's and not past.
+
+    A batched statement takes no ``OR`` or ``NOT`` (``store/write.py``), so the guard names the
+    deadline the message shows: the record's ``start_by`` is at least now, or, when the message
+    carries none, the record has none either (and its ``created_at`` is within the type's bound).
+    A record whose deadline is not the message's sends the single claim to decide
+    (``JobStore.claim``). ``values``: the single claim's guard's, when it has one (the same values).
+    """
+    if envelope.start_by is not None:
+        condition: Condition = _STARTS_BY
+    elif type_bound_s:
+        condition = _NO_DEADLINE_WITHIN_BOUND
+    else:
+        condition = _NO_DEADLINE
+    return Fragment("the_messages_deadline", condition, values or deadline_values(now, type_bound_s))
+
+
+def guard_fresh_claim(write: Write, envelope: Envelope, *, now: float, type_bound_s: float | None) -> Write:
+    """The batchable fresh claim ``write``, guarded by ``fresh_claim_guard``."""
+    fragment = fresh_claim_guard(envelope, now=now, type_bound_s=type_bound_s)
+    return write.guard(fragment.name, fragment.condition, fragment.values)

@@ -1,10 +1,14 @@
-"""The DynamoDB wire format of a job: attribute values, reading an item, and reading a refusal.
+"""The DynamoDB wire format of a job: attribute values, reading an item, reading a refusal, and the record a message describes.
 
-Pure helpers shared by every builder of ``store/`` and the readers of its answers.
+Pure helpers shared by every builder of ``store/`` and the readers of its answers. A version 2
+message carries every field of its job's first record (``record_of``), so a claim, a reject or an
+expire can create a record that is not there yet (``creates_from``), and a batched claim knows the
+record it took without an answer.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import secrets
@@ -13,11 +17,14 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.job import AttemptRecord, FailureRecord, Job, JobStatus
+from sqsjobs.store.conditions import IfNotExists
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from sqsjobs.envelope import Envelope
     from sqsjobs.errors import StoreError
+    from sqsjobs.store.conditions import Expr
     from sqsjobs.store.write import Write
 
 CCF = "ConditionalCheckFailedException"
@@ -144,8 +151,12 @@ KNOWN_ATTRIBUTES = frozenset(
 WRITE_ID = "wid"
 
 
-def job_from_item(item: Mapping[str, Any]) -> Job:
-    """Decode a DynamoDB item into a Job."""
+def job_from_item(item: Mapping[str, Any], message: Envelope | None = None) -> Job:
+    """Decode a DynamoDB item into a Job; a claim's ``message`` gives the payload it carries.
+
+    A record keeps only its payload's hash while a message carries the payload itself (a claim's
+    condition checked that the two match), so the job a claim took is built with it at once.
+    """
     error = None
     if "error" in item:
         m = item["error"]["M"]
@@ -167,7 +178,13 @@ def job_from_item(item: Mapping[str, Any]) -> Job:
         type=item["type"]["S"],
         queue=item["queue"]["S"],
         status=JobStatus(item["status"]["S"]),
-        payload=json.loads(item["payload"]["S"]) if "payload" in item else None,
+        payload=(
+            message.payload
+            if message is not None and message.has_payload
+            else json.loads(item["payload"]["S"])
+            if "payload" in item
+            else None
+        ),
         payload_version=int(num_attr(item, "payload_version") or 1),
         attempt=int(num_attr(item, "attempt") or 0),
         max_attempts=_optional_int(num_attr(item, "max_attempts")),
@@ -249,3 +266,82 @@ def shows_own_write(write: Write, error: StoreError) -> bool:
 
 def _optional_int(value: float | None) -> int | None:
     return None if value is None else int(value)
+
+
+# ── the record a message describes ───────────────────────────────────────────────────────────
+#: String fields a record carries only when set.
+OPTIONAL_STRINGS = (
+    "idempotency_key",
+    "tenant",
+    "parent_id",
+    "root_id",
+    "trace",
+    "batch_key",
+    "priority",
+    "serialize_key",
+)
+
+
+def record_of(envelope: Envelope) -> Item:
+    """The record a producer's ``put_job`` makes for the job a version 2 message carries.
+
+    What a claim creates when the record is missing (``creates_from``), and what a batched claim
+    knows the record held before it (``claims.claimed_job``), the same as ``store/enqueue.py``'s ``put_job``).
+    """
+    assert envelope.queue is not None and envelope.created_at is not None and envelope.run_at is not None
+    item: Item = {
+        "id": av_s(envelope.job_id),
+        "type": av_s(envelope.job_type),
+        "queue": av_s(envelope.queue),
+        "status": av_s(JobStatus.QUEUED),
+        "payload_hash": av_s(str(envelope.payload_hash)),
+        "payload_size": av_n(
+            envelope.payload_size
+            if envelope.payload_size is not None
+            else len(canonical_json(envelope.payload))
+        ),
+        "payload_version": av_n(envelope.payload_version),
+        "attempt": av_n(0),
+        "lease_epoch": av_n(0),
+        "run_at": av_n(envelope.run_at),
+        "created_at": av_n(envelope.created_at),
+        "updated_at": av_n(envelope.created_at),
+    }
+    if envelope.max_attempts is not None:
+        item["max_attempts"] = av_n(envelope.max_attempts)
+    if envelope.start_by is not None:
+        item["start_by"] = av_n(envelope.start_by)
+    for name in (*OPTIONAL_STRINGS, "payload_ref"):
+        value = getattr(envelope, name)
+        if value is not None:
+            item[name] = av_s(value)
+    return item | chain_fields(envelope.chain_id, envelope.chain_step, envelope.chain_steps)
+
+
+def chain_fields(chain_id: str | None, chain_step: int | None, chain_steps: int | None) -> Item:
+    """A chain step's ``chain_id``, ``chain_step`` and ``chain_steps`` attributes (none outside a chain)."""
+    if chain_id is None or chain_step is None or chain_steps is None:
+        return {}
+    return {"chain_id": av_s(chain_id), "chain_step": av_n(chain_step), "chain_steps": av_n(chain_steps)}
+
+
+#: What a claim or reject sets itself rather than taking from the message (``creates_from``).
+_SET_BY_THE_WRITE = frozenset({"id", "status", "attempt", "lease_epoch", "updated_at", "max_attempts"})
+
+
+def creates_from(envelope: Envelope) -> tuple[tuple[tuple[str, Expr], ...], dict[str, Any]]:
+    """Assignments that give a record the message's fields only where it has none (``if_not_exists``), and their values.
+
+    A claim (or a reject, an expire) of a job whose record is not there yet creates it from the
+    message: the producer may have died between its send and its write, or its write is still in
+    flight. On an existing record every assignment is a no-op.
+    """
+    record = record_of(envelope)
+    names = tuple(name for name in record if name not in _SET_BY_THE_WRITE)
+    return _created_sets(names), {f":c_{name}": record[name] for name in names}
+
+
+@functools.lru_cache(maxsize=64)
+def _created_sets(names: tuple[str, ...]) -> tuple[tuple[str, Expr], ...]:
+    """The ``if_not_exists`` assignments of ``names``: one tuple per set of fields, so a write's shape is reused."""
+    return tuple((name, IfNotExists(name, f":c_{name}")) for name in names)

@@ -2,8 +2,9 @@
 
 Operands are strings: ``":name"`` is a value placeholder (its AttributeValue sits in the write's or
 the fragment's values), anything else an attribute path. The trees are tiny and immutable, so a
-builder keeps the parts that never change as module constants and only the values vary per job;
-each node computes its hash once, because a rendering is cached per shape (``store/rendering.py``).
+builder keeps the parts that never change as module constants and only the values vary per job:
+``store/write.py`` finds a constant shape's rendering by the identity of its parts, and only a shape
+built afresh is hashed (by the dataclasses' own ``__hash__``) to find it by value.
 """
 
 from __future__ import annotations
@@ -20,15 +21,6 @@ AV = dict[str, Any]
 Comparator = Literal["=", "<>", "<", "<=", ">", ">="]
 
 
-def _node_hash(node: Any) -> int:
-    """A node's hash, computed once: a rendering is cached per shape, and a shape is hashed per write."""
-    cached: int = node._hash
-    if not cached:
-        cached = hash((type(node), *(getattr(node, name) for name in node.__match_args__))) or 1
-        object.__setattr__(node, "_hash", cached)
-    return cached
-
-
 # ── conditions ───────────────────────────────────────────────────────────────────────────────
 @dataclass(frozen=True, slots=True)
 class Compare:
@@ -37,10 +29,6 @@ class Compare:
     left: str
     op: Comparator
     right: str
-    _hash: int = field(default=0, init=False, repr=False, compare=False)
-
-    def __hash__(self) -> int:
-        return _node_hash(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +37,6 @@ class OneOf:
 
     path: str
     options: tuple[str, ...]
-    _hash: int = field(default=0, init=False, repr=False, compare=False)
-
-    def __hash__(self) -> int:
-        return _node_hash(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +44,6 @@ class Exists:
     """``attribute_exists(path)``."""
 
     path: str
-    _hash: int = field(default=0, init=False, repr=False, compare=False)
-
-    def __hash__(self) -> int:
-        return _node_hash(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +51,6 @@ class Missing:
     """``attribute_not_exists(path)``."""
 
     path: str
-    _hash: int = field(default=0, init=False, repr=False, compare=False)
-
-    def __hash__(self) -> int:
-        return _node_hash(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +58,6 @@ class All:
     """Every part holds (AND)."""
 
     parts: tuple[Condition, ...]
-    _hash: int = field(default=0, init=False, repr=False, compare=False)
-
-    def __hash__(self) -> int:
-        return _node_hash(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,10 +65,6 @@ class AnyOf:
     """At least one part holds (OR)."""
 
     parts: tuple[Condition, ...]
-    _hash: int = field(default=0, init=False, repr=False, compare=False)
-
-    def __hash__(self) -> int:
-        return _node_hash(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,10 +72,6 @@ class Not:
     """The part does not hold."""
 
     part: Condition
-    _hash: int = field(default=0, init=False, repr=False, compare=False)
-
-    def __hash__(self) -> int:
-        return _node_hash(self)
 
 
 Condition = Compare | OneOf | Exists | Missing | All | AnyOf | Not
@@ -148,10 +112,6 @@ class IfNotExists:
 
     path: str
     default: str
-    _hash: int = field(default=0, init=False, repr=False, compare=False)
-
-    def __hash__(self) -> int:
-        return _node_hash(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,10 +121,6 @@ class Plus:
     left: str | IfNotExists
     op: Literal["+", "-"]
     right: str
-    _hash: int = field(default=0, init=False, repr=False, compare=False)
-
-    def __hash__(self) -> int:
-        return _node_hash(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,10 +129,6 @@ class ListAppend:
 
     left: str | IfNotExists
     right: str
-    _hash: int = field(default=0, init=False, repr=False, compare=False)
-
-    def __hash__(self) -> int:
-        return _node_hash(self)
 
 
 Expr = str | IfNotExists | Plus | ListAppend

@@ -33,31 +33,16 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.errors import ExpiryInvalid
 from sqsjobs.job import JobStatus
-from sqsjobs.store.codec import av_n, av_s, num_attr, str_attr
-from sqsjobs.store.conditions import All, AnyOf, Compare, Fragment, IfNotExists, Missing, Not, eq
-from sqsjobs.store.enqueue import creates_from
+from sqsjobs.store.claims import EXPIRED, deadline_values
+from sqsjobs.store.codec import av_n, av_s, creates_from, num_attr, str_attr
+from sqsjobs.store.conditions import All, AnyOf, IfNotExists, Missing, eq
 from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from sqsjobs.envelope import Envelope
-    from sqsjobs.store.conditions import Condition, Expr
-
-#: True of a record whose deadline passed and that never started: what the claim refuses and the
-#: ``expire`` write requires. ``:x_oldest`` is ``now - expires_after`` of the type (a value no
-#: ``created_at`` is below when the type has none).
-EXPIRED = All(
-    (
-        eq("lease_epoch", ":x_zero"),
-        AnyOf(
-            (
-                Compare("start_by", "<", ":x_now"),
-                All((Missing("start_by"), Compare("created_at", "<", ":x_oldest"))),
-            )
-        ),
-    )
-)
+    from sqsjobs.store.conditions import Expr
 
 
 def start_by(*, job_type: str, now: float, run_at: float, expires_after_s: float | None) -> float | None:
@@ -96,63 +81,6 @@ def message_deadline(envelope: Envelope, type_bound_s: float | None) -> float | 
     return deadline(envelope.start_by, envelope.created_at, type_bound_s)
 
 
-def _values(now: float, type_bound_s: float | None) -> dict[str, Any]:
-    # Without a type bound no created_at is below 0: the clause is false.
-    return {
-        ":x_zero": av_n(0),
-        ":x_now": av_n(now),
-        ":x_oldest": av_n(now - type_bound_s if type_bound_s else 0),
-    }
-
-
-def claim_guard(*, now: float, type_bound_s: float | None) -> Fragment:
-    """What the single claim must meet too: the job did not expire (never started, deadline passed).
-
-    ANDed to the whole condition: on a missing record ``lease_epoch = :x_zero`` is false, so the
-    claim still creates it from the message (whose deadline the worker checked first).
-    """
-    return Fragment("not_expired", _NOT_EXPIRED, _values(now, type_bound_s))
-
-
-def guard_claim(write: Write, *, now: float, type_bound_s: float | None) -> Write:
-    """The single claim ``write``, refused also for a job that expired (``claim_guard``)."""
-    fragment = claim_guard(now=now, type_bound_s=type_bound_s)
-    return write.guard(fragment.name, fragment.condition, fragment.values)
-
-
-#: The fresh claim's deadline guards, by what the message shows (see ``fresh_claim_guard``).
-_STARTS_BY = Compare("start_by", ">=", ":x_now")
-_NO_DEADLINE_WITHIN_BOUND = All((Missing("start_by"), Compare("created_at", ">=", ":x_oldest")))
-_NO_DEADLINE = Missing("start_by")
-_NOT_EXPIRED = Not(EXPIRED)
-
-
-def fresh_claim_guard(
-    envelope: Envelope, *, now: float, type_bound_s: float | None, values: Mapping[str, Any] | None = None
-) -> Fragment:
-    """What the batchable fresh claim must meet too: the record's deadline is the message's and not past.
-
-    A batched statement takes no ``OR`` or ``NOT`` (``store/write.py``), so the guard names the
-    deadline the message shows: the record's ``start_by`` is at least now, or, when the message
-    carries none, the record has none either (and its ``created_at`` is within the type's bound).
-    A record whose deadline is not the message's sends the single claim to decide
-    (``JobStore.claim``). ``values``: the single claim's guard's, when it has one (the same values).
-    """
-    if envelope.start_by is not None:
-        condition: Condition = _STARTS_BY
-    elif type_bound_s:
-        condition = _NO_DEADLINE_WITHIN_BOUND
-    else:
-        condition = _NO_DEADLINE
-    return Fragment("the_messages_deadline", condition, values or _values(now, type_bound_s))
-
-
-def guard_fresh_claim(write: Write, envelope: Envelope, *, now: float, type_bound_s: float | None) -> Write:
-    """The batchable fresh claim ``write``, guarded by ``fresh_claim_guard``."""
-    fragment = fresh_claim_guard(envelope, now=now, type_bound_s=type_bound_s)
-    return write.guard(fragment.name, fragment.condition, fragment.values)
-
-
 _EXPIRE_SETS: tuple[tuple[str, Expr], ...] = (
     ("status", ":expired"),
     ("finished_at", ":now"),
@@ -180,7 +108,7 @@ def expire(
         ":now": av_n(now),
         ":reason": av_s(reason),
         ":ttl": av_n(int(now + retention_s)),
-        **_values(now, type_bound_s),
+        **deadline_values(now, type_bound_s),
     }
     write = Write(table, {"id": av_s(envelope.job_id)}, _EXPIRE_SETS, ("attn", "due"), values=values)
     if not envelope.has_payload:

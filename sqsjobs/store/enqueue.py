@@ -1,4 +1,4 @@
-"""Sans-I/O requests that create a job: the producer's record, its message, and a record made from a message.
+"""Sans-I/O requests that create a job: the producer's record and its message.
 
 These decide where a job's data lives. The message carries the payload; the record keeps its hash and
 size, and keeps the payload itself only when no message will (held, unsent) — so the happy path's
@@ -14,8 +14,17 @@ from typing import TYPE_CHECKING, Any
 from sqsjobs.envelope import Envelope
 from sqsjobs.errors import IdempotencyConflict
 from sqsjobs.job import Job, JobStatus
-from sqsjobs.store.codec import Item, av_json, av_n, av_s, canonical_json, old_item, payload_hash
-from sqsjobs.store.conditions import IfNotExists
+from sqsjobs.store.codec import (
+    OPTIONAL_STRINGS,
+    Item,
+    av_json,
+    av_n,
+    av_s,
+    canonical_json,
+    chain_fields,
+    old_item,
+    payload_hash,
+)
 from sqsjobs.store.schema import HELD, PENDING, attention_key
 from sqsjobs.store.write import Put, new_id_only
 from sqsjobs.transport import objects
@@ -24,7 +33,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from sqsjobs.errors import StoreError
-    from sqsjobs.store.conditions import Expr
 
 
 @dataclass(frozen=True)
@@ -119,25 +127,12 @@ def put_job(table: str, job: NewJob, *, unsent: bool = False, pending_until: flo
         item["max_attempts"] = av_n(job.max_attempts)
     if job.start_by is not None:
         item["start_by"] = av_n(job.start_by)
-    for name in _OPTIONAL_STRINGS:
+    for name in OPTIONAL_STRINGS:
         value = getattr(job, name)
         if value is not None:
             item[name] = av_s(value)
-    item |= _chain_fields(job)
+    item |= chain_fields(job.chain_id, job.chain_step, job.chain_steps)
     return new_id_only(table, item)
-
-
-#: String fields a record carries only when set.
-_OPTIONAL_STRINGS = (
-    "idempotency_key",
-    "tenant",
-    "parent_id",
-    "root_id",
-    "trace",
-    "batch_key",
-    "priority",
-    "serialize_key",
-)
 
 
 def envelope_of(job: NewJob | Job) -> Envelope:
@@ -217,75 +212,6 @@ def interpret_put_conflict(job: NewJob, error: StoreError) -> str:
     )
 
 
-def record_of(envelope: Envelope) -> Item:
-    """The record a producer's ``put_job`` makes for the job a version 2 message carries.
-
-    What a claim creates when the record is missing (``creates_from``), and what a batched claim
-    knows the record held before it (``claims.claimed_job``).
-    """
-    assert envelope.queue is not None and envelope.created_at is not None and envelope.run_at is not None
-    item: Item = {
-        "id": av_s(envelope.job_id),
-        "type": av_s(envelope.job_type),
-        "queue": av_s(envelope.queue),
-        "status": av_s(JobStatus.QUEUED),
-        "payload_hash": av_s(str(envelope.payload_hash)),
-        "payload_size": av_n(
-            envelope.payload_size
-            if envelope.payload_size is not None
-            else len(canonical_json(envelope.payload))
-        ),
-        "payload_version": av_n(envelope.payload_version),
-        "attempt": av_n(0),
-        "lease_epoch": av_n(0),
-        "run_at": av_n(envelope.run_at),
-        "created_at": av_n(envelope.created_at),
-        "updated_at": av_n(envelope.created_at),
-    }
-    if envelope.max_attempts is not None:
-        item["max_attempts"] = av_n(envelope.max_attempts)
-    if envelope.start_by is not None:
-        item["start_by"] = av_n(envelope.start_by)
-    for name in (*_OPTIONAL_STRINGS, "payload_ref"):
-        value = getattr(envelope, name)
-        if value is not None:
-            item[name] = av_s(value)
-    return item | _chain_fields(envelope)
-
-
-def _chain_fields(job: NewJob | Envelope) -> Item:
-    """A chain step's ``chain_id``, ``chain_step`` and ``chain_steps`` attributes (none outside a chain)."""
-    if job.chain_id is None or job.chain_step is None or job.chain_steps is None:
-        return {}
-    return {
-        "chain_id": av_s(job.chain_id),
-        "chain_step": av_n(job.chain_step),
-        "chain_steps": av_n(job.chain_steps),
-    }
-
-
 def kept_payload(job: Job, payload: Any) -> dict[str, Any]:
     """The payload a finished or held record keeps for a later retry: none when it is an S3 object."""
     return {} if job.payload_ref is not None else {"payload": av_json(payload)}
-
-
-#: What a claim or reject sets itself rather than taking from the message (``creates_from``).
-_SET_BY_THE_WRITE = frozenset({"id", "status", "attempt", "lease_epoch", "updated_at", "max_attempts"})
-
-
-def creates_from(envelope: Envelope) -> tuple[tuple[tuple[str, Expr], ...], dict[str, Any]]:
-    """Assignments that give a record the message's fields only where it has none (``if_not_exists``), and their values.
-
-    A claim (or a reject, an expire) of a job whose record is not there yet creates it from the
-    message: the producer may have died between its send and its write, or its write is still in
-    flight. On an existing record every assignment is a no-op.
-    """
-    record = record_of(envelope)
-    names = tuple(name for name in record if name not in _SET_BY_THE_WRITE)
-    return _created_sets(names), {f":c_{name}": record[name] for name in names}
-
-
-@functools.lru_cache(maxsize=64)
-def _created_sets(names: tuple[str, ...]) -> tuple[tuple[str, Expr], ...]:
-    """The ``if_not_exists`` assignments of ``names``: one tuple per set of fields, so a write's shape is reused."""
-    return tuple((name, IfNotExists(name, f":c_{name}")) for name in names)

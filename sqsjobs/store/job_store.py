@@ -173,11 +173,11 @@ def own_claim(write: Write, error: StoreError) -> Job | None:
     return _own_claim(token["S"], error) if token is not None else None
 
 
-def _own_claim(token: str, error: StoreError) -> Job | None:
+def _own_claim(token: str, error: StoreError, message: Envelope | None = None) -> Job | None:
     old = old_item(error) if is_conflict(error) else None
     if old is None or old.get("claim_token") != av_s(token) or old.get("status") != av_s(JobStatus.RUNNING):
         return None
-    return job_from_item(old)
+    return job_from_item(old, message)
 
 
 def claim_needs_single(error: StoreError, token: str, start_by: float | None = None) -> bool:
@@ -277,9 +277,9 @@ class JobStore:
         ``start_by``) passed, whatever the message shows: ``Refused(Refusal.EXPIRED, deadline=...)``.
         ``guards`` (``fresh_guards``): the named fragments the single (fresh) claim must meet
         instead of those, which a feature gives (expiry adds a type's own bound:
-        ``deadlines.claim_guard``); a refusal by them reads as a ``ClaimRefusal`` the feature
+        ``claims.claim_guard``); a refusal by them reads as a ``ClaimRefusal`` the feature
         interprets first (``Refused.error`` holds the record as it was). ``Landed(job=...)``: the
-        job is this run's (``confirmed``: botocore retried a claim whose answer was lost, and the
+        job is this run's, with the payload the message carries (the record keeps only its hash) (``confirmed``: botocore retried a claim whose answer was lost, and the
         first try took it). Any other refusal is a ``ClaimRefusal``: the record decides what the
         message is worth.
         """
@@ -292,11 +292,11 @@ class JobStore:
             "max_attempts": max_attempts,
         }
         if guards is None:  # the record's own deadline only
-            own = deadlines.claim_guard(now=now, type_bound_s=None)
+            own = claims.claim_guard(now=now, type_bound_s=None)
             guards = (own,)
             if fresh_guards is None:
                 fresh_guards = (
-                    deadlines.fresh_claim_guard(envelope, now=now, type_bound_s=None, values=own.values),
+                    claims.fresh_claim_guard(envelope, now=now, type_bound_s=None, values=own.values),
                 )
         fresh = None
         if first_delivery and envelope.has_payload:  # see ``claims.claims``
@@ -315,7 +315,7 @@ class JobStore:
                 single if fresh is not None else single(), batchable=fresh, needs_single=needs_single
             )
         except StoreError as exc:
-            claimed = _own_claim(token, exc)
+            claimed = _own_claim(token, exc, envelope)
             if claimed is not None:
                 return Landed(job=claimed, confirmed=True)
             if not is_conflict(exc):
@@ -327,8 +327,8 @@ class JobStore:
             refused = interpret_claim_refusal(exc, now, max_attempts, envelope.payload_hash)
             return Refused(refused.reason, refused.job, exc)
         if landed.attributes is None and fresh is not None:  # batched: the message has the record
-            return Landed(job=claims.claimed_job(envelope, fresh))
-        return Landed(landed.attributes, job_from_item(landed.attributes or {}))
+            return Landed(job=job_from_item(claims.claimed_item(envelope, fresh), envelope))
+        return Landed(landed.attributes, job_from_item(landed.attributes or {}, envelope))
 
     # ── a run's writes, fenced by its claim ────────────────────────────────────────────────
     async def complete(

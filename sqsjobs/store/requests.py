@@ -23,9 +23,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from sqsjobs.job import AttemptOutcome, AttemptRecord, FailureRecord, Job, JobStatus
-from sqsjobs.store.codec import WRITE_ID, av_error, av_json, av_n, av_s, nonce
+from sqsjobs.store.codec import WRITE_ID, av_error, av_json, av_n, av_s, creates_from, nonce
 from sqsjobs.store.conditions import All, AnyOf, Compare, Fragment, IfNotExists, Missing, OneOf, Plus, eq
-from sqsjobs.store.enqueue import creates_from, kept_payload
+from sqsjobs.store.enqueue import kept_payload
 from sqsjobs.store.schema import DEAD, HELD, attention_key
 from sqsjobs.store.write import Write
 

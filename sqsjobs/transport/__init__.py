@@ -1,1 +1,1 @@
-"""SQS transport: sans-I/O requests (``sqs``) and the worker's batching message operations (``batcher``)."""
+"""SQS transport: sans-I/O requests and the worker's batched message operations (``sqs``), queue URLs, routes, the DLQs."""

@@ -31,7 +31,6 @@ WORKER_MODULES = [
     "runtime/lambda_sqs.py",
     "runtime/transitions.py",
     "transport/sqs.py",
-    "transport/batcher.py",
     "transport/queues.py",
     "transport/objects.py",
     "workflows/chain_hook.py",  # a chain step's previous result, and its finish's follow-up

@@ -161,7 +161,7 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
     "guard_claim": (
         "dynamodb",
         "UpdateItem",
-        lambda: deadlines.guard_claim(
+        lambda: claims.guard_claim(
             claims.claim(
                 TABLE,
                 enqueue.envelope_of(_new_job()),
@@ -180,7 +180,7 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
         "dynamodb",
         "ExecuteStatement",
         lambda: statement_of(
-            deadlines.guard_fresh_claim(
+            claims.guard_fresh_claim(
                 claims.fresh_claim(
                     TABLE,
                     enqueue.envelope_of(_new_job()),
@@ -434,7 +434,7 @@ def _builders() -> set[str]:
 NOT_REQUESTS = {
     "audit_av",
     "queue_attributes",
-    "record_of",
+    "deadline_values",  # the placeholders of a condition, not a request
     "update_statement",
     "insert_statement",
     "kept_payload",
