@@ -8,7 +8,8 @@ own locally. FastAPI also writes the OpenAPI document and the interactive docs f
 pydantic models that validate requests, which sqsjobs already uses for payloads.
 
 The routes are ``sqsjobs.api.job_routes``, ``queue_routes``, ``dlq_routes``, ``worker_routes``,
-``control_routes`` (pause, resume, limits, breakers) and ``workflow_routes`` (batches, chains), and the dashboard's; errors are problem bodies
+``control_routes`` (pause, resume, limits, breakers), ``dead_routes`` (dead jobs by error signature)
+and ``workflow_routes`` (batches, chains), and the dashboard's; errors are problem bodies
 (``sqsjobs.api.problems``); a body over ``max_body_bytes`` is refused before it is parsed
 (``sqsjobs.api.body``). The OpenAPI document (``/openapi.json``) and the docs (``/docs``,
 ``/redoc``) sit behind the token too: without a token they are open, as everything is.
@@ -24,6 +25,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 
 from sqsjobs.api import (
     control_routes,
+    dead_routes,
     dlq_routes,
     job_routes,
     problems,
@@ -87,6 +89,7 @@ def create_app(
         dlq_routes.router,
         worker_routes.router,
         control_routes.router,
+        dead_routes.router,
         workflow_routes.router,
         *extra_routers,
     ]

@@ -40,6 +40,8 @@ GUARDED = [
     ("POST", "/chains"),
     ("GET", "/chains/x"),
     ("POST", "/chains/x/cancel"),
+    ("GET", "/dead/groups"),
+    ("POST", "/dead/groups/retry"),
     ("GET", "/openapi.json"),
     ("GET", "/docs"),
     ("GET", "/redoc"),
