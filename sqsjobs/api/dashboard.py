@@ -31,8 +31,12 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from sqsjobs.api import dashboard_views as views
+from sqsjobs.api import dead_views
+from sqsjobs.api.audit import audit
+from sqsjobs.api.dead_routes import retry_exact
 from sqsjobs.errors import JobNotFound, JobStateError, PayloadError, SqsJobsError
 from sqsjobs.job import JobStatus
+from sqsjobs.ops import dead_groups
 from sqsjobs.ops import dlq as dlq_ops
 from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops import replay as replay_ops
@@ -217,7 +221,7 @@ class Dashboard:
 def dashboard_router(
     app: App, *, refresh_s: float = DEFAULT_REFRESH_S, max_entries: int = DEFAULT_MAX_ENTRIES
 ) -> APIRouter:
-    """The dashboard's routes for ``app``: ``/``, ``/ui/jobs/{id}``, the retry and replay POSTs, static files.
+    """The dashboard's routes for ``app``: ``/``, ``/ui/jobs/{id}``, ``/ui/dead``, the retry and replay POSTs, static files.
 
     Mount it behind the API's auth dependency (``include_router(..., dependencies=[...])``).
     """
@@ -253,6 +257,37 @@ def dashboard_router(
             return refused
         form = await _form(request)
         return await run_in_threadpool(lambda: dash.replay(form, dry_run=False))
+
+    @router.get("/ui/dead", response_class=HTMLResponse)
+    async def dead_groups_page() -> HTMLResponse:
+        found = await app.arun(dead_groups.groups_flow(app.settings, app.clock.now()))
+        body = dead_views.groups_body(found, app.clock.now())
+        return _html(views.page("dead jobs by error", body, refresh_s=refresh_s))
+
+    @router.post("/ui/dead/dry-run")
+    async def dead_group_dry_run(request: Request) -> Response:
+        if refused := _cross_site(request):
+            return refused
+        sig = _one(await _form(request), "signature")
+        found = await app.arun(dead_groups.groups_flow(app.settings, app.clock.now()))
+        group = found.find(sig)
+        ids = group.job_ids[: dead_groups.RETRY_LIMIT] if group else []
+        return _html(views.page("group retry dry run", dead_views.group_confirm(sig, ids)))
+
+    @router.post("/ui/dead/retry")
+    async def dead_group_retry(request: Request) -> Response:
+        if refused := _cross_site(request):
+            return refused
+        form = await _form(request)
+        ids = form.get("job_id") or []
+        if not ids:
+            return _problem(
+                400, "Nothing to retry", "Run the dry run first: the confirmation retries the jobs it listed."
+            )
+        sig = _one(form, "signature")
+        retried, skipped = await retry_exact(app, sig, ids[: dead_groups.RETRY_LIMIT])
+        audit(app, request, "retry_dead_group", signature=sig, retried=len(retried), skipped=len(skipped))
+        return _html(views.page("group retry", dead_views.group_result(sig, retried, skipped)))
 
     @router.get("/ui/static/{name}")
     def static(name: str) -> Response:

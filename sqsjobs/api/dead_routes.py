@@ -11,7 +11,7 @@ ids is 422: run the dry run first.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
@@ -21,6 +21,9 @@ from sqsjobs.api.deps import AppDep, problems
 from sqsjobs.api.problems import problem
 from sqsjobs.errors import JobNotFound, JobStateError, PayloadError
 from sqsjobs.ops import dead_groups
+
+if TYPE_CHECKING:
+    from sqsjobs.app import App
 
 router = APIRouter(tags=["dead jobs"])
 
@@ -39,6 +42,28 @@ class GroupRetryRequest(BaseModel):
         max_length=dead_groups.RETRY_LIMIT,
         description="The confirmation: exactly the ids the dry run listed",
     )
+
+
+async def retry_exact(app: App, sig: str, job_ids: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Retry each of ``job_ids`` still dead with signature ``sig`` (``App.retry``); the rest with why not.
+
+    The confirmation step of a group retry, here and on the dashboard's ``/ui/dead`` page.
+    """
+    retried: list[str] = []
+    skipped: dict[str, str] = {}
+    for job_id in dict.fromkeys(job_ids):
+        try:
+            why = dead_groups.refusal(await app.aget(job_id, load_result=False), sig)
+            if why is None:
+                await app.aretry(job_id)
+                retried.append(job_id)
+                continue
+        except JobNotFound:
+            why = "no such job"
+        except (JobStateError, PayloadError) as exc:
+            why = str(exc)
+        skipped[job_id] = why
+    return retried, skipped
 
 
 @router.get(
@@ -83,20 +108,7 @@ async def retry_group(body: GroupRetryRequest, app: AppDep, request: Request) ->
             field="job_ids",
             instance=path,
         )
-    retried: list[str] = []
-    skipped: dict[str, str] = {}
-    for job_id in dict.fromkeys(body.job_ids):
-        try:
-            why = dead_groups.refusal(await app.aget(job_id, load_result=False), body.signature)
-            if why is None:
-                await app.aretry(job_id)
-                retried.append(job_id)
-                continue
-        except JobNotFound:
-            why = "no such job"
-        except (JobStateError, PayloadError) as exc:
-            why = str(exc)
-        skipped[job_id] = why
+    retried, skipped = await retry_exact(app, body.signature, body.job_ids)
     audit(
         app, request, "retry_dead_group", signature=body.signature, retried=len(retried), skipped=len(skipped)
     )
