@@ -7,7 +7,7 @@ is tested over real HTTP; Powertools' resolver is Lambda-event first and would n
 own locally. FastAPI also writes the OpenAPI document and the interactive docs from the same
 pydantic models that validate requests, which sqsjobs already uses for payloads.
 
-The routes are ``sqsjobs.api.job_routes``, ``queue_routes``, ``dlq_routes``, ``worker_routes``,
+The routes are ``sqsjobs.api.job_routes`` (and ``bulk_routes``), ``queue_routes``, ``dlq_routes``, ``worker_routes``,
 ``control_routes`` (pause, resume, limits, breakers), ``dead_routes`` (dead jobs by error signature)
 and ``workflow_routes`` (batches, chains), and the dashboard's; errors are problem bodies
 (``sqsjobs.api.problems``); a body over ``max_body_bytes`` is refused before it is parsed
@@ -24,6 +24,7 @@ from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from sqsjobs.api import (
+    bulk_routes,
     control_routes,
     dead_routes,
     dlq_routes,
@@ -85,6 +86,7 @@ def create_app(
     problems.install(api)
     routers = [
         job_routes.router,
+        bulk_routes.router,
         queue_routes.router,
         dlq_routes.router,
         worker_routes.router,

@@ -41,6 +41,7 @@ GUARDED = [
     ("GET", "/chains/x"),
     ("POST", "/chains/x/cancel"),
     ("GET", "/dead/groups"),
+    ("POST", "/jobs/bulk-cancel"),
     ("POST", "/dead/groups/retry"),
     ("GET", "/openapi.json"),
     ("GET", "/docs"),
