@@ -34,6 +34,7 @@ from sqsjobs.api import dashboard_views as views
 from sqsjobs.api import dead_views
 from sqsjobs.api.audit import audit
 from sqsjobs.api.dead_routes import retry_exact
+from sqsjobs.api.workflow_pages import workflow_router
 from sqsjobs.errors import JobNotFound, JobStateError, PayloadError, SqsJobsError
 from sqsjobs.job import JobStatus
 from sqsjobs.ops import dead_groups
@@ -288,6 +289,8 @@ def dashboard_router(
         retried, skipped = await retry_exact(app, sig, ids[: dead_groups.RETRY_LIMIT])
         audit(app, request, "retry_dead_group", signature=sig, retried=len(retried), skipped=len(skipped))
         return _html(views.page("group retry", dead_views.group_result(sig, retried, skipped)))
+
+    router.include_router(workflow_router(app, refresh_s=refresh_s, guard=_cross_site, headers=HEADERS))
 
     @router.get("/ui/static/{name}")
     def static(name: str) -> Response:
