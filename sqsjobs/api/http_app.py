@@ -8,7 +8,8 @@ own locally. FastAPI also writes the OpenAPI document and the interactive docs f
 pydantic models that validate requests, which sqsjobs already uses for payloads.
 
 The routes are ``sqsjobs.api.job_routes`` (and ``bulk_routes``), ``queue_routes``, ``dlq_routes``, ``worker_routes``,
-``control_routes`` (pause, resume, limits, breakers), ``dead_routes`` (dead jobs by error signature)
+``control_routes`` (pause, resume, limits, breakers), ``dead_routes`` (dead jobs by error signature), ``series_routes``
+(the charts' numbers)
 and ``workflow_routes`` (batches, chains), and the dashboard's; errors are problem bodies
 (``sqsjobs.api.problems``); a body over ``max_body_bytes`` is refused before it is parsed
 (``sqsjobs.api.body``). The OpenAPI document (``/openapi.json``) and the docs (``/docs``,
@@ -31,6 +32,7 @@ from sqsjobs.api import (
     job_routes,
     problems,
     queue_routes,
+    series_routes,
     worker_routes,
     workflow_routes,
 )
@@ -92,6 +94,7 @@ def create_app(
         worker_routes.router,
         control_routes.router,
         dead_routes.router,
+        series_routes.router,
         workflow_routes.router,
         *extra_routers,
     ]
