@@ -8,18 +8,14 @@ the same; a type filter narrows it; nothing is left waiting at the end.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from sqsjobs import JobStatus
-from tests.dashboard.conftest import Served, start_worker, stop_worker, wait_until
+from tests.dashboard.conftest import Served, screenshot, start_worker, stop_worker, wait_until
 from tests.dashboard.test_browser import TOKEN, browser, text_of, wait_for  # noqa: F401 (browser: a fixture)
 
 pytestmark = pytest.mark.slow
 
-#: A directory to save a screenshot of the page in (docs/dashboard.md's), read at import (the env is scrubbed per test).
-SCREENSHOTS = os.environ.get("SQSJOBS_DASHBOARD_SCREENSHOTS")
 SUMS = (
     "return Object.fromEntries(['started','succeeded','failed','dead'].map(s => [s,"
     " Array.from(document.querySelectorAll(`#chart-counts .mark[data-series=${s}]`))"
@@ -82,7 +78,6 @@ def test_the_charts_show_the_counts_a_worker_produced(moto_url, dash_app, tmp_pa
         wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#chart-counts svg"), 30, "the day")
         assert browser.execute_script(SUMS) == {"started": 9, "succeeded": 5, "failed": 2, "dead": 2}
         assert len(browser.find_elements(By.CSS_SELECTOR, "#chart-waiting .mark")) == 96
-        if SCREENSHOTS:
-            browser.get(f"{served.url}/ui/charts")
-            wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#chart-counts svg"), 30, "charts")
-            browser.save_screenshot(f"{SCREENSHOTS}/dashboard-charts.png")
+        browser.get(f"{served.url}/ui/charts")
+        wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#chart-counts svg"), 30, "charts")
+        screenshot(browser, "charts")

@@ -14,7 +14,7 @@ from sqsjobs import JobStatus
 from sqsjobs._aws import Call, one
 from sqsjobs.limits import store as ls
 from tests.apps import limited
-from tests.dashboard.conftest import Served
+from tests.dashboard.conftest import Served, screenshot
 from tests.dashboard.test_browser import TOKEN, browser, text_of, wait_for  # noqa: F401 (browser: a fixture)
 from tests.integration.test_limits import Workers, finished, wait_until
 
@@ -93,6 +93,7 @@ def test_pausing_from_the_page_stops_starts_resuming_restarts_them_and_a_breaker
             )
             wait_for(browser, lambda d: d.find_elements(By.ID, "close-crm"), 30, "the open breaker")
             assert "open until" in text_of(browser, "table.limits")
+            screenshot(browser, "controls")
             browser.find_element(By.ID, "close-crm").click()
             wait_for(browser, lambda d: not d.find_elements(By.ID, "close-crm"), 30, "closed")
             assert "closed" in text_of(browser, "table.limits")

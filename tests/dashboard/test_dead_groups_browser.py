@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from sqsjobs import JobStatus
-from tests.dashboard.conftest import XSS, Served, kill_jobs, start_worker, stop_worker, wait_until
+from tests.dashboard.conftest import XSS, Served, kill_jobs, screenshot, start_worker, stop_worker, wait_until
 from tests.dashboard.test_browser import TOKEN, browser, text_of, wait_for  # noqa: F401 (browser: a fixture)
 
 pytestmark = pytest.mark.slow
@@ -50,6 +50,7 @@ def test_an_operator_retries_a_group_of_dead_jobs_by_the_dry_runs_ids(moto_url, 
             assert rows == [[QUOTA, "2"], [f"PermanentError: {XSS}", "1"]]
             assert browser.title == "dead jobs by error · sqsjobs"
             assert not browser.find_elements(By.CSS_SELECTOR, "table.groups img, table.groups script")
+            screenshot(browser, "dead-groups")
             # WHEN the dry run of the quota group is asked for
             browser.execute_script("document.querySelector('table.groups tbody tr button').click()")
             wait_for(browser, lambda d: "would be retried" in text_of(d, "h2"), 30, "the dry run")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from sqsjobs import JobStatus
-from tests.dashboard.conftest import Served, start_worker, stop_worker, wait_until
+from tests.dashboard.conftest import Served, screenshot, start_worker, stop_worker, wait_until
 from tests.dashboard.test_browser import TOKEN, browser, text_of, wait_for  # noqa: F401 (browser: a fixture)
 
 pytestmark = pytest.mark.slow
@@ -49,6 +49,7 @@ def test_a_filtered_search_finds_jobs_by_tenant_status_and_id(moto_url, dash_app
         )
         assert sorted(browser.execute_script(LISTED)) == sorted([*acme, dead])
         assert "a Scan of the table" in text_of(browser, "#jobs")
+        screenshot(browser, "jobs")
         # WHEN narrowed to dead jobs: the dead index serves it
         browser.get(f"{served.url}/ui/jobs?tenant=acme&status=dead")
         wait_for(browser, lambda d: d.execute_script(LISTED) == [dead], 30, "the dead job")

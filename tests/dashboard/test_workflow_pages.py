@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.apps import batches as tb
-from tests.dashboard.conftest import Served
+from tests.dashboard.conftest import Served, screenshot
 from tests.dashboard.test_browser import TOKEN, browser, text_of, wait_for  # noqa: F401 (browser: a fixture)
 from tests.integration.helpers import kill_group, worker_process
 
@@ -82,10 +82,12 @@ def test_batch_tree_and_chain_pages_show_counts_results_and_cancel(
             assert status.callback_id in text_of(browser, f".node[data-batch='{root.id}']")
             assert "children 1/1 complete" in text_of(browser, f".node[data-batch='{root.id}']")
             assert not browser.find_elements(By.ID, "cancel-batch")  # a complete batch has nothing to cancel
+            screenshot(browser, "batch")
             # ... and the chain page shows each step's result, in order
             browser.get(f"{served.url}/ui/chains/{chain}")
             wait_for(browser, lambda d: "succeeded" in text_of(d, "#chain p"), 60, "the chain succeeded")
             assert text_of(browser, "table.steps .result").split() == ["6", "8"]
+            screenshot(browser, "chain")
             # ... and the cancelled chain ran nothing
             runs = {r["job"] for r in tb.read(tmp_path, "runs")}
             assert not runs & {s.job_id for s in app.get_chain(doomed).steps}
