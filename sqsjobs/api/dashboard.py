@@ -32,7 +32,7 @@ from starlette.concurrency import run_in_threadpool
 
 from sqsjobs.api import dashboard_views as views
 from sqsjobs.api import dead_views
-from sqsjobs.api.audit import audit
+from sqsjobs.api.audit import actor_of, audit
 from sqsjobs.api.chart_pages import chart_router
 from sqsjobs.api.control_pages import control_router
 from sqsjobs.api.dead_routes import retry_exact
@@ -46,7 +46,7 @@ from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops import replay as replay_ops
 from sqsjobs.ops import stats as stats_ops
 from sqsjobs.ops._common import app_queues, parse_duration
-from sqsjobs.ops.worker_views import list_workers_flow
+from sqsjobs.ops.worker_views import drain_flow, list_workers_flow
 
 if TYPE_CHECKING:
     from sqsjobs.app import App
@@ -261,6 +261,17 @@ def dashboard_router(
             return refused
         form = await _form(request)
         return await run_in_threadpool(lambda: dash.replay(form, dry_run=False))
+
+    @router.post("/ui/workers/{worker_id}/drain")
+    async def drain_worker(worker_id: str, request: Request) -> Response:
+        if refused := _cross_site(request):
+            return refused
+        outcome = await app.arun(drain_flow(app.settings, worker_id, app.clock.now(), by=actor_of(request)))
+        if outcome != "requested":
+            why = "it is not registered" if outcome == "not_registered" else "it is draining already"
+            return _problem(409, "Drain refused", f"Worker {worker_id!r} cannot be drained: {why}.")
+        audit(app, request, "drain_worker", worker=worker_id)
+        return RedirectResponse("/#workers", status_code=303, headers=HEADERS)
 
     @router.get("/ui/dead", response_class=HTMLResponse)
     async def dead_groups_page() -> HTMLResponse:

@@ -238,9 +238,17 @@ def workers_panel(workers: list[WorkerInfo] | None, now: float, problem: str = "
     for w in workers:
         more = w.running_count - len(w.running)
         running = join([*(job_link(j) for j in w.running), *([Html(f" +{more}")] if more > 0 else [])])
+        drain = (
+            Html(
+                f'<form method="post" action="/ui/workers/{h(quote(w.id, safe=""))}/drain" class="inline">'
+                f'<button type="submit" class="drain" data-worker="{h(w.id)}">drain</button></form>'
+            )
+            if w.status.value == "live"
+            else Html("")
+        )
         rows.append(
             [
-                w.id,
+                Html(f'<span class="worker" data-worker="{h(w.id)}">{h(w.id)}</span> {drain}'),
                 w.host,
                 w.pid,
                 w.version,

@@ -70,6 +70,7 @@ PROBLEMS: dict[str, Kind] = {
         Kind("batch-not-found", 404, "No such batch"),
         Kind("chain-not-found", 404, "No such chain"),
         Kind("limit-not-found", 404, "No such limit"),
+        Kind("worker-not-found", 404, "No such worker"),
         Kind("method-not-allowed", 405, "Method not allowed"),
         Kind("idempotency-conflict", 409, "Idempotency key already used with another payload"),
         Kind("invalid-transition", 409, "The job's state does not allow this"),

@@ -43,6 +43,8 @@ GUARDED = [
     ("GET", "/dead/groups"),
     ("POST", "/jobs/bulk-cancel"),
     ("GET", "/series"),
+    ("POST", "/workers/x/drain"),
+    ("POST", "/ui/workers/x/drain"),
     ("GET", "/ui/charts"),
     ("GET", "/ui/dead"),
     ("GET", "/ui/batches/x"),

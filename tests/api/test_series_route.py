@@ -36,3 +36,14 @@ def test_series_counts_what_the_worker_did(fresh_api):
 )
 def test_malformed_series_queries_are_problems(served, query, status, field):
     assert_problem(served.http.get("/series", params=query), status, field)
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "field"),
+    [("/workers/nope/drain", 404, "worker_id"), ("/workers/" + "w" * 257 + "/drain", 422, "worker_id")],
+)
+def test_draining_a_worker_that_is_not_registered_is_a_problem(served, path, status, field):
+    problem = assert_problem(served.http.post(path), status, field)
+    if status == 404:
+        assert problem["type"].endswith(":worker-not-found")
+    assert served.http.get("/workers").json()["workers"] == []
