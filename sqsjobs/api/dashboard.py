@@ -37,6 +37,7 @@ from sqsjobs.api.chart_pages import chart_router
 from sqsjobs.api.control_pages import control_router
 from sqsjobs.api.dead_routes import retry_exact
 from sqsjobs.api.job_pages import job_search_router
+from sqsjobs.api.job_timeline import timeline_section
 from sqsjobs.api.workflow_pages import workflow_router
 from sqsjobs.errors import JobNotFound, JobStateError, PayloadError, SqsJobsError
 from sqsjobs.job import JobStatus
@@ -160,7 +161,8 @@ class Dashboard:
             return _problem(
                 404, "Job not found", f"No job {job_id!r} in table {self.app.settings.table_name}."
             )
-        body = views.job_page_body(inspect_ops.job_to_dict(job), self.app.clock.now())
+        data = inspect_ops.job_to_dict(job)
+        body = views.Html(views.job_page_body(data, self.app.clock.now()) + timeline_section(data))
         return _html(
             views.page(f"job {job_id}", body, refresh_s=self.refresh_s, flash=_FLASH.get(done or ""))
         )

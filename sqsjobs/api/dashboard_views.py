@@ -413,6 +413,15 @@ def job_page_body(data: Mapping[str, Any], now: float) -> Html:
         parts.append(
             section("Result", Html(f"<pre>{h(json.dumps(data.get('result'), indent=2, default=str))}</pre>"))
         )
-    if not (data.get("parent_id") or data.get("root_id")):
-        parts.append(Html('<p class="muted">Not part of a batch (batch trees are not shown yet).</p>'))
+    if data.get("batch_id"):
+        batch = h(quote(str(data["batch_id"]), safe=""))
+        parts.append(Html(f'<p>Item of batch <a href="/ui/batches/{batch}">{h(data["batch_id"])}</a>.</p>'))
+    if data.get("chain"):
+        chain = data["chain"]
+        parts.append(
+            Html(
+                f"<p>Step {h(chain['step'])} of {h(chain['steps'])} of chain "
+                f'<a href="/ui/chains/{h(quote(str(chain["id"]), safe=""))}">{h(chain["id"])}</a>.</p>'
+            )
+        )
     return join(parts)
