@@ -42,7 +42,7 @@ def test_a_drained_worker_finishes_its_job_shows_draining_then_gone(
     first = worker_process(app, "tests.apps.limited:app", concurrency=2, SQSJOBS_REGISTRY_INTERVAL_S="1")
     other = None
     try:
-        long_job = app.enqueue("plain", {"log": str(log), "sleep_s": 6})
+        long_job = app.enqueue("plain", {"log": str(log), "sleep_s": 15})
         wait_until(lambda: app.get(long_job).status is JobStatus.RUNNING, 30, "the long job running")
         holder = app.get(long_job).lease_owner
         with Served(app, token=TOKEN, refresh_s=1.0) as served:
