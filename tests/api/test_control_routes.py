@@ -8,6 +8,7 @@ closed by hand and a job of its limit then starts at once; every refusal is a pr
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -130,3 +131,26 @@ def test_flow_control_refusals_are_problems_naming_what_to_fix(api):
     assert_problem(http.get("/limits", params={"key": ["k"] * 21}), 422, "key")
     # nothing was paused by any of them
     assert http.get("/limits").json()["paused"] == {}
+
+
+def test_each_change_writes_one_audit_line_naming_who_and_a_refusal_writes_none(
+    ministack_url, make_app, monkeypatch, capfd
+):
+    # GIVEN an App logging at INFO (its JSON logger writes to stderr, captured at the descriptor)
+    monkeypatch.setenv("SQSJOBS_LOG_LEVEL", "INFO")
+    app = make_app(ministack_url)
+    app.registry.include(limited.app.registry)
+    app.limits.include(limited.app.limits)
+    app.provision()
+    with serving(app, token=TOKEN) as url, client(url, TOKEN) as http:
+        capfd.readouterr()
+        # WHEN a type is paused, a non-pausable one refused, and the type resumed
+        assert http.post("/types/report/pause", json={"reason": "maintenance"}).status_code == 200
+        assert http.post("/types/plain/pause").status_code == 422
+        assert http.post("/types/report/resume").json()["was_paused"] is True
+        err = capfd.readouterr().err
+    # THEN two audit lines, in order, each with the action, the target and who asked
+    lines = [json.loads(line) for line in err.splitlines() if '"operator action"' in line]
+    assert [(e["action"], e["job_type"]) for e in lines] == [("pause", "report"), ("resume", "report")]
+    assert all(e["by"] == "api@127.0.0.1" and e["route"].startswith("/types/report/") for e in lines)
+    assert lines[0]["reason"] == "maintenance"
