@@ -18,5 +18,6 @@ test: $(CHROMIUM) $(CHROMEDRIVER)
 
 # docs/dashboard.png: the overview with a dead job, taken by the browser test (not on every run).
 dashboard-screenshot: $(BIN)/sqsjobs $(MS_VENV)/bin/ministack $(CHROMIUM) $(CHROMEDRIVER)
-	SQSJOBS_DASHBOARD_SCREENSHOT=$(CURDIR)/docs/dashboard.png $(BIN)/pytest -q -p no:cacheprovider \
-	  tests/dashboard/test_browser.py
+	SQSJOBS_DASHBOARD_SCREENSHOT=$(CURDIR)/docs/dashboard.png SQSJOBS_DASHBOARD_SCREENSHOTS=$(CURDIR)/docs \
+	  $(BIN)/pytest -q -p no:cacheprovider tests/dashboard/test_browser.py tests/dashboard/test_*_browser.py \
+	  tests/dashboard/test_workflow_pages.py

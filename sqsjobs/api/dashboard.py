@@ -31,14 +31,23 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from sqsjobs.api import dashboard_views as views
+from sqsjobs.api import dead_views
+from sqsjobs.api.audit import actor_of, audit
+from sqsjobs.api.chart_pages import chart_router
+from sqsjobs.api.control_pages import control_router
+from sqsjobs.api.dead_routes import retry_exact
+from sqsjobs.api.job_pages import job_search_router
+from sqsjobs.api.job_timeline import timeline_section
+from sqsjobs.api.workflow_pages import workflow_router
 from sqsjobs.errors import JobNotFound, JobStateError, PayloadError, SqsJobsError
 from sqsjobs.job import JobStatus
+from sqsjobs.ops import dead_groups
 from sqsjobs.ops import dlq as dlq_ops
 from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops import replay as replay_ops
 from sqsjobs.ops import stats as stats_ops
 from sqsjobs.ops._common import app_queues, parse_duration
-from sqsjobs.ops.worker_views import list_workers_flow
+from sqsjobs.ops.worker_views import drain_flow, list_workers_flow
 
 if TYPE_CHECKING:
     from sqsjobs.app import App
@@ -152,7 +161,8 @@ class Dashboard:
             return _problem(
                 404, "Job not found", f"No job {job_id!r} in table {self.app.settings.table_name}."
             )
-        body = views.job_page_body(inspect_ops.job_to_dict(job), self.app.clock.now())
+        data = inspect_ops.job_to_dict(job)
+        body = views.Html(views.job_page_body(data, self.app.clock.now()) + timeline_section(data))
         return _html(
             views.page(f"job {job_id}", body, refresh_s=self.refresh_s, flash=_FLASH.get(done or ""))
         )
@@ -217,7 +227,7 @@ class Dashboard:
 def dashboard_router(
     app: App, *, refresh_s: float = DEFAULT_REFRESH_S, max_entries: int = DEFAULT_MAX_ENTRIES
 ) -> APIRouter:
-    """The dashboard's routes for ``app``: ``/``, ``/ui/jobs/{id}``, the retry and replay POSTs, static files.
+    """The dashboard's routes for ``app``: ``/``, ``/ui/jobs/{id}``, ``/ui/dead``, the retry and replay POSTs, static files.
 
     Mount it behind the API's auth dependency (``include_router(..., dependencies=[...])``).
     """
@@ -253,6 +263,53 @@ def dashboard_router(
             return refused
         form = await _form(request)
         return await run_in_threadpool(lambda: dash.replay(form, dry_run=False))
+
+    @router.post("/ui/workers/{worker_id}/drain")
+    async def drain_worker(worker_id: str, request: Request) -> Response:
+        if refused := _cross_site(request):
+            return refused
+        outcome = await app.arun(drain_flow(app.settings, worker_id, app.clock.now(), by=actor_of(request)))
+        if outcome != "requested":
+            why = "it is not registered" if outcome == "not_registered" else "it is draining already"
+            return _problem(409, "Drain refused", f"Worker {worker_id!r} cannot be drained: {why}.")
+        audit(app, request, "drain_worker", worker=worker_id)
+        return RedirectResponse("/#workers", status_code=303, headers=HEADERS)
+
+    @router.get("/ui/dead", response_class=HTMLResponse)
+    async def dead_groups_page() -> HTMLResponse:
+        found = await app.arun(dead_groups.groups_flow(app.settings, app.clock.now()))
+        body = dead_views.groups_body(found, app.clock.now())
+        return _html(views.page("dead jobs by error", body, refresh_s=refresh_s))
+
+    @router.post("/ui/dead/dry-run")
+    async def dead_group_dry_run(request: Request) -> Response:
+        if refused := _cross_site(request):
+            return refused
+        sig = _one(await _form(request), "signature")
+        found = await app.arun(dead_groups.groups_flow(app.settings, app.clock.now()))
+        group = found.find(sig)
+        ids = group.job_ids[: dead_groups.RETRY_LIMIT] if group else []
+        return _html(views.page("group retry dry run", dead_views.group_confirm(sig, ids)))
+
+    @router.post("/ui/dead/retry")
+    async def dead_group_retry(request: Request) -> Response:
+        if refused := _cross_site(request):
+            return refused
+        form = await _form(request)
+        ids = form.get("job_id") or []
+        if not ids:
+            return _problem(
+                400, "Nothing to retry", "Run the dry run first: the confirmation retries the jobs it listed."
+            )
+        sig = _one(form, "signature")
+        retried, skipped = await retry_exact(app, sig, ids[: dead_groups.RETRY_LIMIT])
+        audit(app, request, "retry_dead_group", signature=sig, retried=len(retried), skipped=len(skipped))
+        return _html(views.page("group retry", dead_views.group_result(sig, retried, skipped)))
+
+    router.include_router(workflow_router(app, refresh_s=refresh_s, guard=_cross_site, headers=HEADERS))
+    router.include_router(job_search_router(app, refresh_s=refresh_s, headers=HEADERS))
+    router.include_router(control_router(app, refresh_s=refresh_s, guard=_cross_site, headers=HEADERS))
+    router.include_router(chart_router(app, refresh_s=refresh_s, max_entries=max_entries, headers=HEADERS))
 
     @router.get("/ui/static/{name}")
     def static(name: str) -> Response:

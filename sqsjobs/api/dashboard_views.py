@@ -102,6 +102,7 @@ def page(title: str, body: Html, *, refresh_s: float | None = None, flash: str |
         '<link rel=stylesheet href="/ui/static/dashboard.css">'
         '<script src="/ui/static/dashboard.js" defer></script></head>'
         f'<body><header><a href="/">sqsjobs</a> <span class="muted">{h(title)}</span>'
+        '<nav><a href="/ui/jobs">jobs</a> <a href="/ui/charts">charts</a> <a href="/ui/dead">dead by error</a> <a href="/ui/controls">controls</a></nav>'
         '<span id="refresh-state" class="muted"></span></header>'
         f'<main id="live"{live}>{note}{body}</main></body></html>'
     )
@@ -237,9 +238,17 @@ def workers_panel(workers: list[WorkerInfo] | None, now: float, problem: str = "
     for w in workers:
         more = w.running_count - len(w.running)
         running = join([*(job_link(j) for j in w.running), *([Html(f" +{more}")] if more > 0 else [])])
+        drain = (
+            Html(
+                f'<form method="post" action="/ui/workers/{h(quote(w.id, safe=""))}/drain" class="inline">'
+                f'<button type="submit" class="drain" data-worker="{h(w.id)}">drain</button></form>'
+            )
+            if w.status.value == "live"
+            else Html("")
+        )
         rows.append(
             [
-                w.id,
+                Html(f'<span class="worker" data-worker="{h(w.id)}">{h(w.id)}</span> {drain}'),
                 w.host,
                 w.pid,
                 w.version,
@@ -404,6 +413,15 @@ def job_page_body(data: Mapping[str, Any], now: float) -> Html:
         parts.append(
             section("Result", Html(f"<pre>{h(json.dumps(data.get('result'), indent=2, default=str))}</pre>"))
         )
-    if not (data.get("parent_id") or data.get("root_id")):
-        parts.append(Html('<p class="muted">Not part of a batch (batch trees are not shown yet).</p>'))
+    if data.get("batch_id"):
+        batch = h(quote(str(data["batch_id"]), safe=""))
+        parts.append(Html(f'<p>Item of batch <a href="/ui/batches/{batch}">{h(data["batch_id"])}</a>.</p>'))
+    if data.get("chain"):
+        chain = data["chain"]
+        parts.append(
+            Html(
+                f"<p>Step {h(chain['step'])} of {h(chain['steps'])} of chain "
+                f'<a href="/ui/chains/{h(quote(str(chain["id"]), safe=""))}">{h(chain["id"])}</a>.</p>'
+            )
+        )
     return join(parts)

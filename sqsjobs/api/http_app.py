@@ -7,7 +7,10 @@ is tested over real HTTP; Powertools' resolver is Lambda-event first and would n
 own locally. FastAPI also writes the OpenAPI document and the interactive docs from the same
 pydantic models that validate requests, which sqsjobs already uses for payloads.
 
-The routes are ``sqsjobs.api.job_routes``, ``queue_routes``, ``dlq_routes`` and ``worker_routes``, and the dashboard's; errors are problem bodies
+The routes are ``sqsjobs.api.job_routes`` (and ``bulk_routes``), ``queue_routes``, ``dlq_routes``, ``worker_routes``,
+``control_routes`` (pause, resume, limits, breakers), ``dead_routes`` (dead jobs by error signature), ``series_routes``
+(the charts' numbers)
+and ``workflow_routes`` (batches, chains), and the dashboard's; errors are problem bodies
 (``sqsjobs.api.problems``); a body over ``max_body_bytes`` is refused before it is parsed
 (``sqsjobs.api.body``). The OpenAPI document (``/openapi.json``) and the docs (``/docs``,
 ``/redoc``) sit behind the token too: without a token they are open, as everything is.
@@ -21,7 +24,18 @@ from fastapi import APIRouter, Depends, FastAPI
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from sqsjobs.api import dlq_routes, job_routes, problems, queue_routes, worker_routes
+from sqsjobs.api import (
+    bulk_routes,
+    control_routes,
+    dead_routes,
+    dlq_routes,
+    job_routes,
+    problems,
+    queue_routes,
+    series_routes,
+    worker_routes,
+    workflow_routes,
+)
 from sqsjobs.api.auth import login_router, require_token
 from sqsjobs.api.body import DEFAULT_MAX_BODY_BYTES, BodyLimit
 from sqsjobs.api.dashboard import dashboard_router
@@ -74,9 +88,14 @@ def create_app(
     problems.install(api)
     routers = [
         job_routes.router,
+        bulk_routes.router,
         queue_routes.router,
         dlq_routes.router,
         worker_routes.router,
+        control_routes.router,
+        dead_routes.router,
+        series_routes.router,
+        workflow_routes.router,
         *extra_routers,
     ]
     if dashboard:

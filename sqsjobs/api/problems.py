@@ -67,14 +67,21 @@ PROBLEMS: dict[str, Kind] = {
         Kind("unauthorized", 401, "Missing or wrong bearer token"),
         Kind("not-found", 404, "Not found"),
         Kind("job-not-found", 404, "No such job"),
+        Kind("batch-not-found", 404, "No such batch"),
+        Kind("chain-not-found", 404, "No such chain"),
+        Kind("limit-not-found", 404, "No such limit"),
+        Kind("worker-not-found", 404, "No such worker"),
         Kind("method-not-allowed", 405, "Method not allowed"),
         Kind("idempotency-conflict", 409, "Idempotency key already used with another payload"),
         Kind("invalid-transition", 409, "The job's state does not allow this"),
         Kind("payload-refused", 409, "The current code refuses the job's payload"),
+        Kind("batch-sealed", 409, "The batch takes no more items"),
+        Kind("invalid-state", 409, "The current state does not allow this"),
         Kind("body-too-large", 413, "Request body too large"),
         Kind("payload-too-large", 413, "Payload too large"),
         Kind("invalid-request", 422, "Invalid request"),
         Kind("unknown-job-type", 422, "Unknown job type"),
+        Kind("not-pausable", 422, "The job type's workers never read a pause"),
         Kind("payload-invalid", 422, "Payload invalid"),
         Kind("invalid-cursor", 422, "Cursor from another listing"),
         Kind("no-such-queue", 422, "No such queue"),
@@ -91,12 +98,19 @@ _BY_ERROR: tuple[tuple[type[errors.SqsJobsError], str, str | None], ...] = (
     (errors.PayloadTooLarge, "payload-too-large", "payload"),
     (errors.PayloadMissing, "payload-refused", "job_id"),
     (errors.IdempotencyConflict, "idempotency-conflict", "idempotency_key"),
+    (errors.BatchNotFound, "batch-not-found", "batch_id"),
+    (errors.ChainNotFound, "chain-not-found", "chain_id"),
+    (errors.BatchSealed, "batch-sealed", "batch_id"),
     (errors.JobNotFound, "job-not-found", "job_id"),
     (errors.JobStateError, "invalid-transition", "job_id"),  # InvalidTransition, RecordChanged
     (errors.CursorError, "invalid-cursor", "cursor"),
     (errors.RoutingError, "invalid-routing", None),
     (errors.AwsError, "aws-unavailable", None),
 )
+
+
+#: Fields of ``_BY_ERROR`` that name a member of the job itself (prefixed by ``from_error``'s ``member``).
+_JOB_MEMBERS = ("type", "payload", "idempotency_key", None)
 
 
 def problem(
@@ -135,16 +149,33 @@ def validation_errors(exc: ValidationError, prefix: str, where: str = "body") ->
     ]
 
 
-def from_error(exc: errors.SqsJobsError, instance: str | None = None) -> JSONResponse:
-    """The problem for a refusal or failure the library raised."""
+def from_error(
+    exc: errors.SqsJobsError,
+    instance: str | None = None,
+    *,
+    member: str | None = None,
+    aliases: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    """The problem for a refusal or failure the library raised.
+
+    ``member``: the request member the failed operation was for (``items.3`` of a list of jobs): it
+    prefixes the detail, and the field when the field is the job's own (``items.3.payload``).
+    ``aliases``: what the request calls a job's field (``{"idempotency_key": "dedupe_key"}``).
+    """
     for cls, slug, field in _BY_ERROR:
         if isinstance(exc, cls):
             found: list[dict[str, Any]] = []
+            where = (aliases or {}).get(field or "", field)
+            if member is not None and field in _JOB_MEMBERS:
+                where = f"{member}.{where}" if where else member
             if isinstance(exc, errors.PayloadInvalid) and isinstance(exc.__cause__, ValidationError):
-                found = validation_errors(exc.__cause__, "payload")
+                found = validation_errors(exc.__cause__, where or "payload")
             if isinstance(exc, errors.AwsError):
                 logger.warning("AWS call failed: %s (%s)", type(exc).__name__, exc.code or "no code")
-            return problem(slug, _one_line(str(exc)), field=field, errors=found, instance=instance)
+            detail = _one_line(str(exc))
+            if member is not None:
+                detail = f"{member}: {detail}"
+            return problem(slug, detail, field=where, errors=found, instance=instance)
     # ConfigurationError and the rest: the deployment's to fix, not the caller's; the message says what.
     logger.error("request failed: %s: %s", type(exc).__name__, exc)
     return problem("internal-error", _one_line(str(exc)), instance=instance)

@@ -1,4 +1,4 @@
-"""``GET /workers``: the worker registry (``sqsjobs.ops.worker_views``), as ``sqsjobs workers --json`` shows it.
+"""``GET /workers`` and ``POST /workers/{id}/drain``: the worker registry (``sqsjobs.ops.worker_views``), as ``sqsjobs workers --json`` shows it.
 
 One Query of the registry's partition of the sparse index and one BatchGetItem per 100 workers: no
 job record is read.
@@ -6,13 +6,15 @@ job record is read.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Path, Request
 
-from sqsjobs.api.deps import AppDep  # noqa: TC001 (FastAPI reads the annotation at runtime)
+from sqsjobs.api.audit import actor_of, audit
+from sqsjobs.api.deps import AppDep, problems
+from sqsjobs.api.problems import problem
 from sqsjobs.ops._common import iso
-from sqsjobs.ops.worker_views import count_workers, list_workers_flow
+from sqsjobs.ops.worker_views import count_workers, drain_flow, list_workers_flow
 
 router = APIRouter(tags=["workers"])
 
@@ -23,3 +25,35 @@ async def workers(app: AppDep) -> Any:
     now = app.clock.now()
     found = await app.arun(list_workers_flow(app.settings, now))
     return {"at": iso(now), "counts": count_workers(found), "workers": [w.to_dict() for w in found]}
+
+
+@router.post(
+    "/workers/{worker_id}/drain",
+    status_code=202,
+    responses=problems(404, 409, 422),
+    summary="Drain one worker: it stops receiving and finishes what it holds",
+    operation_id="drain_worker",
+)
+async def drain(
+    worker_id: Annotated[str, Path(min_length=1, max_length=256, description="As GET /workers lists it")],
+    app: AppDep,
+    request: Request,
+) -> Any:
+    """The worker reads the request at its next registry refresh, then drains as on SIGTERM; ``GET /workers`` shows it draining, then gone."""
+    outcome = await app.arun(drain_flow(app.settings, worker_id, app.clock.now(), by=actor_of(request)))
+    if outcome == "not_registered":
+        return problem(
+            "worker-not-found",
+            f"no live worker {worker_id!r} in the registry",
+            field="worker_id",
+            instance=request.url.path,
+        )
+    if outcome == "draining":
+        return problem(
+            "invalid-state",
+            f"worker {worker_id!r} is draining already",
+            field="worker_id",
+            instance=request.url.path,
+        )
+    audit(app, request, "drain_worker", worker=worker_id)
+    return {"worker": worker_id, "drain": "requested", "within_s": app.settings.registry_interval_s}

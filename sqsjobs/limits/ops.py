@@ -1,6 +1,7 @@
 """Operator flows of flow control (sans-I/O): pause, resume, and the state of every limit.
 
-``pause``/``resume`` write one item each (a PutItem, a DeleteItem: 1 write unit). ``state_flow``
+``pause``/``resume`` write one item each (a PutItem, a DeleteItem: 1 write unit); ``close_breaker_flow``
+reads the breaker item (1 read unit) and closes it with one conditional write. ``state_flow``
 reads what ``sqsjobs limits`` and ``sqsjobs stats`` show: the pause items of the pausable types and,
 per limit, its slots (unpartitioned, or of the key values asked for), its start log and its
 breaker — one BatchGetItem per 100 items, half a read unit each. It never scans the table: the
@@ -13,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, Flow, one
-from sqsjobs.errors import ConfigurationError
+from sqsjobs.errors import ConfigurationError, InvalidTransition, RecordChanged, StoreError
 from sqsjobs.limits import store as ls
-from sqsjobs.store.codec import num_attr, str_attr
+from sqsjobs.store.codec import is_conflict, num_attr, str_attr
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -152,3 +153,32 @@ def count_waiting(state: FlowState, waiting_by_type: dict[str, int]) -> None:
     """Fill each limit's ``waiting`` from per-type counts of queued and retry-scheduled jobs."""
     for lim in state.limits:
         lim.waiting = sum(waiting_by_type.get(t, 0) for t in lim.job_types)
+
+
+def close_breaker_flow(table: str, limits: Limits, name: str) -> Flow[str]:
+    """Close the breaker of limit ``name`` by hand (the dependency is back); returns the state it left.
+
+    The same conditional write a probe that succeeded makes (``limits.store.close_breaker``, at the
+    version read): the failures are forgotten and any probe ends, so the next job starts at once.
+    ``InvalidTransition`` when it is already closed, ``RecordChanged`` when a worker moved it between
+    the read and the write (read again and decide again), ``ConfigurationError`` for a limit that is
+    not declared or has no breaker.
+    """
+    lim = limits.get(name)
+    if lim.breaker is None:
+        raise ConfigurationError(f"limit {name!r} has no breaker (declare it with breaker=Breaker(...))")
+    item_id = ls.breaker_id(name)
+    found = yield Call("dynamodb", "get_item", ls.get(table, item_id) | {"ConsistentRead": True})
+    item = found.get("Item")
+    state = ls.breaker_state(item)
+    if state == ls.CLOSED:
+        raise InvalidTransition(f"the breaker of limit {name!r} is already closed")
+    try:
+        yield Call("dynamodb", "update_item", ls.close_breaker(table, item_id, version=ls.version_of(item)))
+    except StoreError as exc:
+        if is_conflict(exc):
+            raise RecordChanged(
+                f"the breaker of limit {name!r} changed meanwhile; read it and try again"
+            ) from exc
+        raise
+    return state

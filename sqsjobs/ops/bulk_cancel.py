@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 CANCELLABLE = (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED)
 #: Items each Scan request reads (and the most cancels between two checkpoints).
 DEFAULT_PAGE_SIZE = 100
+#: Ids a dry run lists at most (it counts them all).
+LISTED_IDS = 1000
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,8 @@ class BulkCancelReport:
     done: bool = False
     #: Items the Scans of this run read (what DynamoDB billed, 0.5 RRU per 4 KB).
     read: int = 0
+    #: A dry run: the ids it would cancel, the first ``LISTED_IDS`` of them (a confirmation names these).
+    job_ids: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         """The checkpointed counts."""
@@ -108,6 +112,7 @@ class BulkCancelReport:
             "skipped": dict(self.skipped),
             "done": self.done,
             "read": self.read,
+            **({"job_ids": list(self.job_ids)} if self.dry_run else {}),
         }
 
 
@@ -224,6 +229,8 @@ def bulk_cancel_flow(
                 report.matched += 1
                 if spec.dry_run:
                     report.cancelled += 1
+                    if len(report.job_ids) < LISTED_IDS:
+                        report.job_ids.append(item["id"]["S"])
                 else:
                     if spec.rate:
                         now = clock.now()
@@ -298,3 +305,30 @@ def _cancel_one(
             return "cancelled"
         return _skip_reason(old)
     return "cancelled"
+
+
+def cancel_ids_flow(
+    settings: Settings, spec: BulkCancel, job_ids: list[str], clock: Clock, *, by: str | None = None
+) -> Flow[tuple[list[str], dict[str, str]]]:
+    """Cancel exactly ``job_ids`` (what a dry run of ``spec`` listed), each only while it still matches.
+
+    The confirmation of a two-step bulk cancel (``POST /jobs/bulk-cancel``): no Scan, one
+    conditional write per id (``_cancel_one``, the same transition and audit entry as a bulk run,
+    under a new operation id), so a job that started, finished or changed since the dry run is
+    skipped, and a job that began to match after it is not swept in. Returns the ids cancelled and
+    the others with why (``running``, ``finished``, ``changed``, ``gone``).
+    """
+    if spec.status not in CANCELLABLE:
+        raise InvalidTransition(
+            f"status {spec.status.value}: only {' or '.join(s.value for s in CANCELLABLE)} jobs can be cancelled in bulk"
+        )
+    op_id, by = uuid.uuid4().hex[:12], by or actor()
+    cancelled: list[str] = []
+    skipped: dict[str, str] = {}
+    for job_id in dict.fromkeys(job_ids):
+        outcome = yield from _cancel_one(settings, spec, op_id, job_id, by, clock.now())
+        if outcome == "cancelled":
+            cancelled.append(job_id)
+        else:
+            skipped[job_id] = outcome
+    return cancelled, skipped

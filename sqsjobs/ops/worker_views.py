@@ -1,6 +1,7 @@
 """The worker registry read back: which ECS workers run, what each runs now, which went silent.
 
-``list_workers_flow`` is what ``sqsjobs workers``, ``sqsjobs stats``, ``GET /workers`` and the
+``drain_flow`` asks one worker to drain through its registry item (``POST /workers/{id}/drain``,
+the dashboard's *drain* button). ``list_workers_flow`` is what ``sqsjobs workers``, ``sqsjobs stats``, ``GET /workers`` and the
 dashboard call. It reads the registry items only (``sqsjobs.store.workers``): one Query of the
 ``workers`` partition of the attention index for their ids, then BatchGetItem (100 ids a request),
 eventually consistent. No job record is read, however large the table (docs/scale.md).
@@ -27,10 +28,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, Flow
+from sqsjobs.errors import StoreError
 from sqsjobs.ops._common import iso
 from sqsjobs.ops.inspect import batch_get_flow
 from sqsjobs.store import presence_items
-from sqsjobs.store.codec import num_attr, str_attr
+from sqsjobs.store.codec import is_conflict, num_attr, old_item, str_attr
 from sqsjobs.store.schema import TTL_ATTRIBUTE
 
 if TYPE_CHECKING:
@@ -160,3 +162,22 @@ def count_workers(workers: Iterable[WorkerInfo]) -> dict[str, int]:
     """``{"live": n, "draining": n, "silent": n}``."""
     counts = Counter(w.status for w in workers)
     return {s.value: counts.get(s, 0) for s in WorkerStatus}
+
+
+def drain_flow(settings: Settings, worker_id: str, now: float, *, by: str) -> Flow[str]:
+    """Ask one worker to drain: ``requested``, ``not_registered`` or ``draining`` (already).
+
+    One conditional UpdateItem on its registry item (1 write unit). The worker reads the request
+    back from its next refresh, within ``Settings.registry_interval_s``, then stops receiving,
+    finishes what it holds and exits, as on SIGTERM: the listing shows it ``draining``, then gone.
+    A worker the platform restarts (ECS keeps its desired count) comes back as a new worker id.
+    """
+    write = presence_items.request_drain(settings.table_name, worker_id, now=now, by=by)
+    try:
+        yield Call("dynamodb", "update_item", write.update_item())
+    except StoreError as exc:
+        if not is_conflict(exc):
+            raise
+        old = old_item(exc)
+        return "not_registered" if old is None else "draining"
+    return "requested"

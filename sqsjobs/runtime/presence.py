@@ -1,7 +1,8 @@
 """A worker's entry in the worker registry: registered at start, refreshed on an interval, removed at exit.
 
 One write per ``Settings.registry_interval_s`` whatever the worker runs (never per job), one more
-when SIGTERM starts the drain (state ``draining``), a delete when it exits; a worker killed outright
+when SIGTERM starts the drain (state ``draining``), a delete when it exits; an operator's drain
+request written on the item is read back from the next refresh and drains the worker as SIGTERM does; a worker killed outright
 goes silent and its item expires by TTL (``sqsjobs.store.workers`` has the costs and the timeline).
 Each refresh also writes the ``WorkerHeartbeat`` metric the gap alarm watches.
 
@@ -17,7 +18,7 @@ import contextlib
 import socket
 from collections import defaultdict
 from importlib import metadata
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, consumed_units, one
 from sqsjobs.errors import AwsError, StoreError
@@ -74,6 +75,9 @@ class Presence:
         self._closed = False
         self._loop: asyncio.Task[None] | None = None
         self._draining: asyncio.Task[None] | None = None
+        #: Called once when a refresh reads back an operator's drain request (the worker stops as on
+        #: SIGTERM: no more receives, running jobs finish); None ignores requests.
+        self.on_drain: Callable[[], None] | None = None
         #: Write units the registry's writes consumed, by ``table`` / ``index:<name>`` (only with
         #: ``Settings.measure_capacity``).
         self.capacity: defaultdict[str, float] = defaultdict(float)
@@ -130,7 +134,8 @@ class Presence:
                         params = presence_items.refresh(
                             table, self.entry, now=now, state=self._state, running=running
                         )
-                        await self._call(Call("dynamodb", "update_item", params.update_item()))
+                        written = await self._call(Call("dynamodb", "update_item", params.update_item()))
+                        self._drain_if_asked(written.get("Attributes") or {})
                     except StoreError as exc:
                         if not is_conflict(exc):
                             raise
@@ -149,9 +154,19 @@ class Presence:
         # Only a write that landed beats: the metric and the listing agree on who is alive.
         self.kernel.metrics.worker_heartbeat()
 
-    async def _call(self, call: Call) -> None:
-        response = await self.kernel.arun(one(call))
+    def _drain_if_asked(self, item: dict[str, Any]) -> None:
+        """An operator asked this worker to drain (``ops.worker_views.drain_flow``): stop as on SIGTERM."""
+        if "drain_requested" in item and self._state != presence_items.DRAINING and self.on_drain is not None:
+            self.kernel.logger.info(
+                "drain requested by an operator",
+                extra={"worker": self.entry.worker_id, "by": item.get("drain_by", {}).get("S")},
+            )
+            self.on_drain()
+
+    async def _call(self, call: Call) -> dict[str, Any]:
+        response: dict[str, Any] = await self.kernel.arun(one(call))
         # With Settings.measure_capacity DynamoDB reports what each write consumed: kept apart, so a
         # cost test can tell the per-worker registry from the per-job path.
         for part, units in consumed_units(response.get("ConsumedCapacity") or []):
             self.capacity[part] += units
+        return response

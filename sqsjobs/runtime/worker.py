@@ -140,6 +140,8 @@ class Worker:
             "worker started",
             extra={"worker": self.worker_id, "queues": self.queues, "concurrency": self.concurrency},
         )
+        # An operator's drain request, read from the worker registry, stops it as SIGTERM does.
+        self.presence.on_drain = stop.set
         try:
             await self.presence.start()
             await stop.wait()

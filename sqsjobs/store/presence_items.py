@@ -15,6 +15,8 @@ attribute, so the index is not written)::
     register  PutItem     at start                        1 WU + 1 index WU (the entry is created)
     refresh   UpdateItem  every Settings.registry_interval_s   1 WU
     draining  UpdateItem  on SIGTERM (the refresh, state=draining)  1 WU
+    drain     UpdateItem  an operator asks it to drain (``request_drain``); the worker reads the
+                          request back from its next refresh (ALL_NEW) and drains as on SIGTERM  1 WU
     exit      DeleteItem  after the drain                 1 WU + 1 index WU
 
 Index partition ``workers`` is written twice per worker process lifetime (start, exit), never per
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.store.codec import av_n, av_s
-from sqsjobs.store.conditions import Exists
+from sqsjobs.store.conditions import Compare, Exists
 from sqsjobs.store.schema import ATTENTION_INDEX, TTL_ATTRIBUTE
 from sqsjobs.store.write import Put, Write
 
@@ -145,9 +147,28 @@ def refresh(table: str, entry: WorkerEntry, *, now: float, state: str, running: 
         tuple((name, f":a{i}") for i, name in enumerate(live)),
         adds=(("refreshes", ":one"),),
         values={**{f":a{i}": v for i, v in enumerate(live.values())}, ":one": av_n(1)},
+        # The item as written: the worker reads an operator's drain request from it (same write units).
+        returns="ALL_NEW",
         old_on_refusal=False,
     )
     return write.guard("registered", Exists("id"))
+
+
+def request_drain(table: str, worker_id: str, *, now: float, by: str) -> Write:
+    """UpdateItem: ask the worker to drain; it sees ``drain_requested`` at its next refresh.
+
+    Conditional on the item existing (a worker that exited, or never ran, cannot be asked) and not
+    draining already; the refusal returns the item as it was, so the caller can say which.
+    """
+    write = Write(
+        table,
+        {"id": av_s(item_id(worker_id))},
+        (("drain_requested", ":at"), ("drain_by", ":by")),
+        values={":at": av_n(now), ":by": av_s(by[:200])},
+    )
+    return write.guard("registered", Exists("id")).guard(
+        "not_draining", Compare("state", "<>", ":draining"), {":draining": av_s(DRAINING)}
+    )
 
 
 def deregister(table: str, worker_id: str) -> dict[str, Any]:

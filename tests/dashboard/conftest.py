@@ -61,6 +61,22 @@ class Served:
         self._sock.close()
 
 
+#: A directory where the page tests save a screenshot of each page (``make dashboard-screenshot``
+#: writes docs/dashboard-*.png); read at import, as the suite scrubs SQSJOBS_* from each test's env.
+SCREENSHOTS = os.environ.get("SQSJOBS_DASHBOARD_SCREENSHOTS")
+
+
+def screenshot(driver, name: str) -> None:
+    """Save the whole page as ``<SCREENSHOTS>/dashboard-<name>.png`` when SCREENSHOTS is set."""
+    if not SCREENSHOTS:
+        return
+    Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(1400, height + 200)
+    driver.save_screenshot(f"{SCREENSHOTS}/dashboard-{name}.png")
+    driver.set_window_size(1400, 1000)
+
+
 def wait_until(condition: Callable[[], object], timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():

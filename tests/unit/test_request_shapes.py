@@ -402,6 +402,11 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
             TABLE, WORKER, now=NOW, state=presence_items.DRAINING, running=["j1", "j2"]
         ),
     ),
+    "request_drain": (
+        "dynamodb",
+        "UpdateItem",
+        lambda: presence_items.request_drain(TABLE, "h-1-abc", now=NOW, by="api@127.0.0.1").update_item(),
+    ),
     "deregister": ("dynamodb", "DeleteItem", lambda: presence_items.deregister(TABLE, "h-1-abc")),
     "query_workers": (
         "dynamodb",

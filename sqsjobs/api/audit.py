@@ -1,0 +1,32 @@
+"""One audit line per state-changing operator request of the HTTP API.
+
+Why a log line and not only the record: pause, resume, a breaker closed by hand, a batch sealed or a
+chain cancelled change items that keep no audit list of their own (the job records' audit entries are
+for replays and retries, ``ops.requeue``). Each such request therefore writes one JSON line through the
+App's logger (``App.logger``, the same stream as the job transitions): what was done, to what, and by
+whom, ``api@<client address>`` since the bearer token names no person. A request the state refused
+writes nothing: nothing changed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fastapi import Request
+
+    from sqsjobs.app import App
+
+
+def actor_of(request: Request) -> str:
+    """``api@<client address>``: who asked, as far as the API can tell."""
+    host = request.client.host if request.client else "unknown"
+    return f"api@{host}"
+
+
+def audit(app: App, request: Request, action: str, **fields: Any) -> None:
+    """Log that ``action`` was done, with ``fields`` (ids, names, counts) and who asked."""
+    app.logger.info(
+        "operator action",
+        extra={"action": action, "by": actor_of(request), "route": request.url.path, **fields},
+    )
