@@ -91,6 +91,9 @@ class Settings:
     fair_queues: bool = True
     #: On SIGTERM, how long running jobs may finish before they are released (keep under ECS stopTimeout).
     drain_timeout_s: float = 25.0
+    #: On ECS, the task's scale-in protection while it holds jobs lasts this long unless renewed (each
+    #: heartbeat renews it past half): a hung worker is protected at most this long. 0 turns it off.
+    task_protection_minutes: int = 10
     #: A hint the sweeper or a replay sent is sent again if no claim took the job this long after it.
     stale_after_s: float = 300.0
     #: Pause between sweeps of ``sqsjobs sweep`` and ``sqsjobs dev``.

@@ -37,6 +37,7 @@ from sqsjobs.runtime.host import DeliveryHost
 from sqsjobs.runtime.kernel import kernel_of
 from sqsjobs.runtime.levels import LevelReceiver
 from sqsjobs.runtime.presence import Presence
+from sqsjobs.runtime.protection import TaskProtection
 from sqsjobs.transport import routes, sqs
 from sqsjobs.transport.batcher import MessageOps
 from sqsjobs.transport.queues import dlq_key
@@ -110,6 +111,7 @@ class Worker:
             concurrency=self.concurrency,
             running=lambda: list(self._running),
         )
+        self._protection = TaskProtection.for_worker(kernel, busy=lambda: bool(self._held))
 
     @property
     def _running(self) -> dict[str, JobContext]:
@@ -137,6 +139,7 @@ class Worker:
             self._host.keep_leases(self.settings.heartbeat_interval_s, extend=self._extend_held)
         )
         metrics = asyncio.create_task(self._metrics_loop())
+        self._protection.start(self.settings.heartbeat_interval_s)
         self.kernel.logger.info(
             "worker started",
             extra={"worker": self.worker_id, "queues": self.queues, "concurrency": self.concurrency},
@@ -197,6 +200,7 @@ class Worker:
             # deleted (or re-armed) by the claim it fails. Exiting on time matters more.
             self.kernel.logger.warning("acks not flushed before exit; those messages will be redelivered")
         await self.presence.close()
+        await self._protection.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
         await self.kernel.aclose()
         self.kernel.logger.info("worker stopped", extra={"worker": self.worker_id, "handled": self.handled})
@@ -323,6 +327,7 @@ class Worker:
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
             if got:
+                self._protection.notify()
                 # Each new job's start waits for its claim; nothing waits for the next poll.
                 await asyncio.sleep(CLAIM_HEAD_START_S)
 
@@ -338,6 +343,7 @@ class Worker:
     async def _apply(self, delivery: Delivery, ack: Ack, dlq_url: str) -> None:
         """Act on the message after the record was written."""
         self._held.pop(delivery.receipt_handle, None)
+        self._protection.notify()
         await apply(ack, delivery, dlq_url, self._ops)
 
     # ── heartbeat ─────────────────────────────────────────────────────────────────────────
