@@ -33,6 +33,7 @@ from sqsjobs._aws import Call, one
 from sqsjobs.context import InterruptReason
 from sqsjobs.errors import AwsError, ConfigurationError
 from sqsjobs.runtime.acks import apply
+from sqsjobs.runtime.health import HealthProbe
 from sqsjobs.runtime.host import DeliveryHost
 from sqsjobs.runtime.kernel import kernel_of
 from sqsjobs.runtime.levels import LevelReceiver
@@ -112,6 +113,7 @@ class Worker:
             running=lambda: list(self._running),
         )
         self._protection = TaskProtection.for_worker(kernel, busy=lambda: bool(self._held))
+        self._health = HealthProbe.for_worker(kernel, self.worker_id, self.queues[0])
 
     @property
     def _running(self) -> dict[str, JobContext]:
@@ -140,6 +142,7 @@ class Worker:
         )
         metrics = asyncio.create_task(self._metrics_loop())
         self._protection.start(self.settings.heartbeat_interval_s)
+        self._health.start(receivers)
         self.kernel.logger.info(
             "worker started",
             extra={"worker": self.worker_id, "queues": self.queues, "concurrency": self.concurrency},
@@ -182,6 +185,7 @@ class Worker:
             "worker draining", extra={"worker": self.worker_id, "running": len(self._running)}
         )
         self._stopping = True
+        self._health.draining()
         self.presence.draining()
         for r in receivers:
             r.cancel()
@@ -201,6 +205,7 @@ class Worker:
             self.kernel.logger.warning("acks not flushed before exit; those messages will be redelivered")
         await self.presence.close()
         await self._protection.close()
+        await self._health.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
         await self.kernel.aclose()
         self.kernel.logger.info("worker stopped", extra={"worker": self.worker_id, "handled": self.handled})

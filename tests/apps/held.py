@@ -25,3 +25,11 @@ def held(payload: dict[str, str], ctx: JobContext) -> str:
     while not Path(payload["release"]).exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     return "released"
+
+
+@app.job("stall", max_attempts=1, timeout=120)
+async def stall(payload: dict[str, str], ctx: JobContext) -> str:
+    """A broken async handler: it blocks the event loop (time.sleep, not asyncio.sleep) for a while."""
+    Path(payload["started"]).write_text(ctx.worker_id)
+    time.sleep(float(payload["stall_s"]))  # the stall is the point
+    return "stalled"
