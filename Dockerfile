@@ -27,5 +27,9 @@ ENV PATH=/opt/venv/bin:$PATH \
     SQSJOBS_APP=examples.shop:app
 USER 10001
 STOPSIGNAL SIGTERM
+# The worker's /live (docs/deploy.md, "Health probe"), served when SQSJOBS_HEALTH_PORT is set (infra/
+# sets it for the ECS worker, whose task definition has the same check): stdlib Python, no curl in a
+# slim image. Without a port it passes: the sweeper runs from this image too and serves no probe.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 CMD ["python", "-c", "import os, sys, urllib.request; port = os.environ.get('SQSJOBS_HEALTH_PORT'); sys.exit(bool(port) and urllib.request.urlopen(f'http://127.0.0.1:{port}/live', timeout=4).status != 200)"]
 ENTRYPOINT ["sqsjobs"]
 CMD ["worker"]

@@ -20,6 +20,7 @@ from aws_cdk import aws_logs as logs
 
 from sqsjobs.deploy.rules import TASK_PROTECTION_ACTIONS
 from sqsjobs.errors import ConfigurationError
+from sqsjobs.runtime.health import live_check_command
 
 from .nag import acknowledge, wildcard_resource_finding
 
@@ -30,6 +31,10 @@ if TYPE_CHECKING:
     from constructs import Construct
 
     from .options import FargateWorker, Sweeper
+
+#: The worker container's health check on ``/live``: a task is replaced after about 1.5 minutes
+#: of a stalled event loop (3 failed checks 30 s apart, after the start period).
+HEALTH_INTERVAL_S, HEALTH_TIMEOUT_S, HEALTH_RETRIES, HEALTH_START_PERIOD_S = 30, 5, 3, 60
 
 #: Container Insights publishes the running task count the scaling metric divides by.
 #: https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Container-Insights-metrics-ECS.html
@@ -146,6 +151,7 @@ def _container(
     log_group: logs.ILogGroup,
     stream_prefix: str,
     stop_timeout_s: int | None = None,
+    health_port: int | None = None,
 ) -> ecs.ContainerDefinition:
     container = task.add_container(
         stream_prefix,
@@ -155,6 +161,18 @@ def _container(
         logging=ecs.LogDrivers.aws_logs(stream_prefix=stream_prefix, log_group=log_group),
         readonly_root_filesystem=True,
         stop_timeout=Duration.seconds(stop_timeout_s) if stop_timeout_s is not None else None,
+        # The worker's /live (sqsjobs.runtime.health): ECS replaces a task whose event loop stalled.
+        health_check=(
+            ecs.HealthCheck(
+                command=["CMD", *live_check_command(health_port)],
+                interval=Duration.seconds(HEALTH_INTERVAL_S),
+                timeout=Duration.seconds(HEALTH_TIMEOUT_S),
+                retries=HEALTH_RETRIES,
+                start_period=Duration.seconds(HEALTH_START_PERIOD_S),
+            )
+            if health_port is not None
+            else None
+        ),
         # tini as PID 1 forwards SIGTERM to `sqsjobs` and reaps anything a handler spawns.
         linux_parameters=ecs.LinuxParameters(scope, f"{stream_prefix}Linux", init_process_enabled=True),
     )
@@ -191,6 +209,8 @@ def worker_service(
     env = dict(environment)
     if options.concurrency is not None:
         env["SQSJOBS_CONCURRENCY"] = str(options.concurrency)
+    if options.health_port is not None:
+        env["SQSJOBS_HEALTH_PORT"] = str(options.health_port)
     _container(
         scope,
         task,
@@ -200,6 +220,7 @@ def worker_service(
         log_group=log_group,
         stream_prefix="worker",
         stop_timeout_s=stop_timeout_s,
+        health_port=options.health_port,
     )
     service = ecs.FargateService(
         scope,

@@ -42,6 +42,9 @@ class FargateWorker:
     spot: bool = False
     #: With ``spot``: this many tasks stay on regular Fargate (a floor Spot shortages cannot take).
     on_demand_base: int = 0
+    #: The worker's health probe port (``SQSJOBS_HEALTH_PORT``, loopback only); the container's
+    #: health check asks its ``/live``. None: no probe and no health check.
+    health_port: int | None = 8081
 
 
 @dataclass(frozen=True)
