@@ -328,12 +328,14 @@ class AsyncClients:
             self._lock = asyncio.Lock()
         async with self._lock:
             if service not in self._clients:
-                import aioboto3  # deferred: producers that never go async do not pay for aiobotocore
+                # Deferred: producers that never go async do not pay for aiobotocore. Its own session
+                # (what aioboto3 only wrapped): the same credential and region chain as botocore's.
+                from aiobotocore.session import get_session
 
                 if self._session is None:
-                    self._session = aioboto3.Session()
+                    self._session = get_session()
                 client = await self._stack.enter_async_context(
-                    self._session.client(service, **_client_kwargs(self._settings, service))
+                    self._session.create_client(service, **_client_kwargs(self._settings, service))
                 )
                 if self._settings.measure_capacity and service == "dynamodb":
                     self.counter.watch(client)
