@@ -34,6 +34,10 @@ def lambda_zip(
             "--requirement", "-r", help="A requirements file of the app's own dependencies (repeatable)"
         ),
     ] = None,
+    constraint: Annotated[
+        Path | None,
+        typer.Option("--constraint", "-c", help="A pip constraints file pinning the dependencies (a lock)"),
+    ] = None,
     include: Annotated[
         list[Path] | None, typer.Option(help="Extra file or directory to put in the zip (repeatable)")
     ] = None,
@@ -43,6 +47,13 @@ def lambda_zip(
     ] = False,
     deps_only: Annotated[bool, typer.Option(help="Only install the dependencies into the cache")] = False,
     compress_level: Annotated[int, typer.Option(min=0, max=9, help="zlib level (1 fast, 9 small)")] = 6,
+    bytecode: Annotated[
+        bool,
+        typer.Option(
+            "--bytecode/--no-bytecode",
+            help="Bytecode compiled by python<version> beside the sources (faster cold starts)",
+        ),
+    ] = True,
 ) -> None:
     """Build the deployment zip of a Lambda SQS worker (handler sqsjobs.runtime.lambda_handlers.sqs_worker)."""
     if app is None and not deps_only:
@@ -54,11 +65,13 @@ def lambda_zip(
             python_version=python_version,
             arch=arch,
             requirements=tuple(f"-r{r}" for r in requirement or ()),
+            constraints=constraint,
             include=tuple(include or ()),
             project_dir=Path.cwd(),
             cache_dir=cache_dir,
             offline=offline,
             compress_level=compress_level,
+            bytecode=bytecode,
         )
         if deps_only:
             console.print(f"dependencies in {install_deps(build)}")
