@@ -123,7 +123,9 @@ def pool_connections(concurrency: int) -> int:
     return max(MIN_POOL_CONNECTIONS, concurrency + POOL_HEADROOM)
 
 
-def _botocore_config(*, validate: bool = False, pool: int = MIN_POOL_CONNECTIONS) -> Config:
+def _botocore_config(
+    *, validate: bool = False, pool: int = MIN_POOL_CONNECTIONS, retries: bool = True
+) -> Config:
     # Standard retry mode backs off on throttling and 5xx; the flows stay safe under a retried write
     # because every write is conditional.
     # CPU per request (profile in docs/bench.md): botocore rebuilds and sanitises its User-Agent from
@@ -132,7 +134,7 @@ def _botocore_config(*, validate: bool = False, pool: int = MIN_POOL_CONNECTIONS
     # string, plus sqsjobs/<version>); parameters come from the tested sans-I/O builders, and AWS
     # validates every request anyway.
     return Config(
-        retries={"mode": "standard", "max_attempts": 5},
+        retries={"mode": "standard", "max_attempts": 5} if retries else None,  # None: botocore's own
         connect_timeout=5,
         read_timeout=30,
         max_pool_connections=pool,
@@ -258,11 +260,49 @@ class RequestCounter:
             self.capacity.clear()
 
 
+#: The region an emulator endpoint is signed for when none is configured (any one would do).
+EMULATOR_REGION = "us-east-1"
+
+
+def region_of(settings: Settings) -> str | None:
+    """The App's region, else botocore's (environment, then the profile), else ``EMULATOR_REGION`` for an emulator.
+
+    None (no region anywhere, against AWS itself): botocore then refuses to make the client, naming it.
+    """
+    import botocore.session
+
+    configured = settings.region or botocore.session.Session().get_config_variable("region")
+    return configured or (EMULATOR_REGION if settings.endpoint_url else None)
+
+
+def _retries_configured() -> bool:
+    """Whether retries are set the botocore way (``AWS_MAX_ATTEMPTS``/``AWS_RETRY_MODE``, or the profile)."""
+    import os
+
+    import botocore.exceptions
+    import botocore.session
+
+    if os.environ.get("AWS_MAX_ATTEMPTS") or os.environ.get("AWS_RETRY_MODE"):
+        return True
+    try:
+        scoped = botocore.session.Session().get_scoped_config()
+    except botocore.exceptions.ProfileNotFound:
+        return False
+    return "max_attempts" in scoped or "retry_mode" in scoped
+
+
 def _client_kwargs(settings: Settings, service: str) -> dict[str, Any]:
+    # Region and retries are resolved as botocore resolves them unless the App sets them; the
+    # standard mode with 5 attempts is only the default when nothing is configured.
     config = _botocore_config(
-        validate=settings.validate_requests, pool=pool_connections(settings.concurrency)
+        validate=settings.validate_requests,
+        pool=pool_connections(settings.concurrency),
+        retries=not _retries_configured(),
     )
-    kwargs: dict[str, Any] = {"region_name": settings.region, "config": config}
+    kwargs: dict[str, Any] = {"config": config}
+    region = region_of(settings)
+    if region:
+        kwargs["region_name"] = region
     if settings.endpoint_url:
         kwargs["endpoint_url"] = settings.endpoint_url
         if service == "s3":  # an emulator on 127.0.0.1 has no <bucket>.host names: path-style URLs

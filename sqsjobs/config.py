@@ -57,8 +57,9 @@ class Settings:
     #: AWS endpoint (an emulator's URL); None means AWS itself.
     #: ``SQSJOBS_ENDPOINT_URL``/``AWS_ENDPOINT_URL``.
     endpoint_url: str | None = None
-    #: ``SQSJOBS_REGION``/``AWS_REGION``/``AWS_DEFAULT_REGION``.
-    region: str = "us-east-1"
+    #: ``SQSJOBS_REGION``/``AWS_REGION``/``AWS_DEFAULT_REGION``. None: the region botocore resolves
+    #: (the profile's, ``AWS_PROFILE``/``AWS_CONFIG_FILE``); ``us-east-1`` only for an emulator endpoint.
+    region: str | None = None
     #: DynamoDB table; default ``<app_name>-jobs``. ``SQSJOBS_TABLE``.
     table_name: str = ""
     #: Queue name prefix; default ``<app_name>``. ``SQSJOBS_QUEUE_PREFIX``.
