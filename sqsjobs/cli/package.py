@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from sqsjobs.cli.common import EXIT_USAGE, abort, console, guarded
+from sqsjobs.cli.common import EXIT_USAGE, JsonOpt, abort, console, guarded
+from sqsjobs.cli.render import print_json
 from sqsjobs.deploy.packaging import DEFAULT_PYTHON, PLATFORMS, LambdaBuild, build_lambda_zip, install_deps
 
 package_cli = typer.Typer(no_args_is_help=True, help="Build deployment artifacts.")
@@ -54,6 +55,7 @@ def lambda_zip(
             help="Bytecode compiled by python<version> beside the sources (faster cold starts)",
         ),
     ] = True,
+    json_out: JsonOpt = False,
 ) -> None:
     """Build the deployment zip of a Lambda SQS worker (handler sqsjobs.runtime.lambda_handlers.sqs_worker)."""
     if app is None and not deps_only:
@@ -74,9 +76,27 @@ def lambda_zip(
             bytecode=bytecode,
         )
         if deps_only:
-            console.print(f"dependencies in {install_deps(build)}")
+            deps = install_deps(build)
+            if json_out:
+                print_json({"deps_dir": str(deps)})
+            else:
+                console.print(f"dependencies in {deps}")
             return
         report = build_lambda_zip(build)
+    if json_out:
+        print_json(
+            {
+                "path": str(report.path),
+                "size_bytes": report.size_bytes,
+                "unzipped_bytes": report.unzipped_bytes,
+                "files": report.files,
+                "handler": report.handler,
+                "python_version": python_version,
+                "arch": arch,
+                "warnings": list(report.warnings),
+            }
+        )
+        return
     for warning in report.warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}")
     console.print(
