@@ -52,6 +52,7 @@ DEPLOY = textwrap.dedent(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # two wheel builds, ~460 MB of CDK installed, a synth: ~2.5 min here
 def test_the_construct_installs_with_pip_and_synthesizes_an_app_with_no_sys_path_edit(tmp_path):
     # GIVEN the library's wheel and the construct's, built as a release builds them
     dist = tmp_path / "dist"
