@@ -25,7 +25,9 @@ import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# `python infra/app.py` from anywhere: the construct package and the example App must import.
+# `python infra/app.py` from a checkout, from anywhere: the example App (examples/) and this tree's
+# construct must import. A CDK app of your own installs the construct instead (`pip install
+# sqsjobs-cdk`, or `pip install ./infra`) and needs no such lines.
 for path in (str(REPO_ROOT / "infra"), str(REPO_ROOT)):
     if path not in sys.path:
         sys.path.insert(0, path)
@@ -87,6 +89,9 @@ def build(
             ),
             # With a Lambda worker too, both consume every queue: the claim decides who runs a job.
             queues=queues_of(jobs.registry) if lambda_zip else None,
+            # One task on regular Fargate, the rest on Spot: a reclaim's two minutes fit the drain.
+            spot=True,
+            on_demand_base=1,
         )
     SqsJobs(
         stack,

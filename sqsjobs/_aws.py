@@ -1,8 +1,8 @@
-"""The thin I/O layer: boto3 and aioboto3 executors of sans-I/O ``Call`` flows.
+"""The thin I/O layer: boto3 and aiobotocore executors of sans-I/O ``Call`` flows.
 
 Each DynamoDB/SQS operation is written once as a generator that yields ``Call`` objects and
 receives their responses (or has the AWS error thrown into it). ``run_sync`` and ``run_async``
-drive such a flow with boto3 or aioboto3 clients, so the producer API has sync and async twins
+drive such a flow with boto3 or aiobotocore clients, so the producer API has sync and async twins
 without duplicated logic. botocore errors are wrapped here, at the seam, and, when the App makes
 OpenTelemetry spans, each call becomes a CLIENT span inside the current trace
 (``JobTracer.call_started``).
@@ -60,7 +60,7 @@ Flow = Generator[Call, Any, T]
 
 
 class AsyncRunner(Protocol):
-    """Runs a flow with aioboto3 (``App.arun``): what a component needs instead of the whole App."""
+    """Runs a flow with aiobotocore (``App.arun``): what a component needs instead of the whole App."""
 
     async def __call__(self, flow: Flow[T], /) -> T:
         """Drive ``flow`` to its result."""
@@ -139,7 +139,9 @@ def pool_connections(concurrency: int) -> int:
     return max(MIN_POOL_CONNECTIONS, concurrency + POOL_HEADROOM)
 
 
-def _botocore_config(*, validate: bool = False, pool: int = MIN_POOL_CONNECTIONS) -> Config:
+def _botocore_config(
+    *, validate: bool = False, pool: int = MIN_POOL_CONNECTIONS, retries: bool = True
+) -> Config:
     # Standard retry mode backs off on throttling and 5xx; the flows stay safe under a retried write
     # because every write is conditional.
     # CPU per request (profile in docs/bench.md): botocore rebuilds and sanitises its User-Agent from
@@ -148,7 +150,7 @@ def _botocore_config(*, validate: bool = False, pool: int = MIN_POOL_CONNECTIONS
     # string, plus sqsjobs/<version>); parameters come from the tested sans-I/O builders, and AWS
     # validates every request anyway.
     return Config(
-        retries={"mode": "standard", "max_attempts": 5},
+        retries={"mode": "standard", "max_attempts": 5} if retries else None,  # None: botocore's own
         connect_timeout=5,
         read_timeout=30,
         max_pool_connections=pool,
@@ -274,11 +276,49 @@ class RequestCounter:
             self.capacity.clear()
 
 
+#: The region an emulator endpoint is signed for when none is configured (any one would do).
+EMULATOR_REGION = "us-east-1"
+
+
+def region_of(settings: Settings) -> str | None:
+    """The App's region, else botocore's (environment, then the profile), else ``EMULATOR_REGION`` for an emulator.
+
+    None (no region anywhere, against AWS itself): botocore then refuses to make the client, naming it.
+    """
+    import botocore.session
+
+    configured = settings.region or botocore.session.Session().get_config_variable("region")
+    return configured or (EMULATOR_REGION if settings.endpoint_url else None)
+
+
+def _retries_configured() -> bool:
+    """Whether retries are set the botocore way (``AWS_MAX_ATTEMPTS``/``AWS_RETRY_MODE``, or the profile)."""
+    import os
+
+    import botocore.exceptions
+    import botocore.session
+
+    if os.environ.get("AWS_MAX_ATTEMPTS") or os.environ.get("AWS_RETRY_MODE"):
+        return True
+    try:
+        scoped = botocore.session.Session().get_scoped_config()
+    except botocore.exceptions.ProfileNotFound:
+        return False
+    return "max_attempts" in scoped or "retry_mode" in scoped
+
+
 def _client_kwargs(settings: Settings, service: str) -> dict[str, Any]:
+    # Region and retries are resolved as botocore resolves them unless the App sets them; the
+    # standard mode with 5 attempts is only the default when nothing is configured.
     config = _botocore_config(
-        validate=settings.validate_requests, pool=pool_connections(settings.concurrency)
+        validate=settings.validate_requests,
+        pool=pool_connections(settings.concurrency),
+        retries=not _retries_configured(),
     )
-    kwargs: dict[str, Any] = {"region_name": settings.region, "config": config}
+    kwargs: dict[str, Any] = {"config": config}
+    region = region_of(settings)
+    if region:
+        kwargs["region_name"] = region
     if settings.endpoint_url:
         kwargs["endpoint_url"] = settings.endpoint_url
         if service == "s3":  # an emulator on 127.0.0.1 has no <bucket>.host names: path-style URLs
@@ -329,7 +369,7 @@ class SyncClients:
 
 
 class AsyncClients:
-    """aioboto3 clients bound to the running event loop, opened on first use."""
+    """aiobotocore clients bound to the running event loop, opened on first use."""
 
     def __init__(
         self, settings: Settings, counter: RequestCounter, *, tracer: CallTracer | None = None
@@ -352,12 +392,14 @@ class AsyncClients:
             self._lock = asyncio.Lock()
         async with self._lock:
             if service not in self._clients:
-                import aioboto3  # deferred: producers that never go async do not pay for aiobotocore
+                # Deferred: producers that never go async do not pay for aiobotocore. Its own session
+                # (what aioboto3 only wrapped): the same credential and region chain as botocore's.
+                from aiobotocore.session import get_session
 
                 if self._session is None:
-                    self._session = aioboto3.Session()
+                    self._session = get_session()
                 client = await self._stack.enter_async_context(
-                    self._session.client(service, **_client_kwargs(self._settings, service))
+                    self._session.create_client(service, **_client_kwargs(self._settings, service))
                 )
                 if self._settings.measure_capacity and service == "dynamodb":
                     self.counter.watch(client)
@@ -431,7 +473,7 @@ def run_sync(flow: Flow[T], clients: SyncClients) -> T:
 
 
 async def run_async(flow: Flow[T], clients: AsyncClients) -> T:
-    """Drive ``flow`` with aioboto3."""
+    """Drive ``flow`` with aiobotocore."""
     try:
         call = next(flow)
         while True:

@@ -204,7 +204,7 @@ class App:
 
     @property
     def async_clients(self) -> AsyncClients:
-        """aioboto3 clients for the async API and the worker (bound to the running loop)."""
+        """aiobotocore clients for the async API and the worker (bound to the running loop)."""
         if self._async is None:
             self._async = AsyncClients(self.settings, self.requests, tracer=self.tracer)
         return self._async
@@ -214,7 +214,7 @@ class App:
         return run_sync(flow, self.sync_clients)
 
     async def arun(self, flow: Flow[T]) -> T:
-        """Run a sans-I/O flow with aioboto3."""
+        """Run a sans-I/O flow with aiobotocore."""
         return await run_async(flow, self.async_clients)
 
     @property

@@ -57,8 +57,9 @@ class Settings:
     #: AWS endpoint (an emulator's URL); None means AWS itself.
     #: ``SQSJOBS_ENDPOINT_URL``/``AWS_ENDPOINT_URL``.
     endpoint_url: str | None = None
-    #: ``SQSJOBS_REGION``/``AWS_REGION``/``AWS_DEFAULT_REGION``.
-    region: str = "us-east-1"
+    #: ``SQSJOBS_REGION``/``AWS_REGION``/``AWS_DEFAULT_REGION``. None: the region botocore resolves
+    #: (the profile's, ``AWS_PROFILE``/``AWS_CONFIG_FILE``); ``us-east-1`` only for an emulator endpoint.
+    region: str | None = None
     #: DynamoDB table; default ``<app_name>-jobs``. ``SQSJOBS_TABLE``.
     table_name: str = ""
     #: Queue name prefix; default ``<app_name>``. ``SQSJOBS_QUEUE_PREFIX``.
@@ -91,6 +92,15 @@ class Settings:
     fair_queues: bool = True
     #: On SIGTERM, how long running jobs may finish before they are released (keep under ECS stopTimeout).
     drain_timeout_s: float = 25.0
+    #: On ECS, the task's scale-in protection while it holds jobs lasts this long unless renewed (each
+    #: heartbeat renews it past half): a hung worker is protected at most this long. 0 turns it off.
+    task_protection_minutes: int = 10
+    #: The worker's health probe (``runtime/health.py``): HTTP on 127.0.0.1 at this port, serving
+    #: ``/live`` and ``/ready``. None: no probe. ``SQSJOBS_HEALTH_PORT``.
+    health_port: int | None = None
+    #: The probe fails ``/live`` once the event loop has not run for this long, and ``/ready`` once
+    #: DynamoDB or SQS has not answered the probe's own calls (one each, every third of it) for this long.
+    health_stall_s: float = 30.0
     #: A hint the sweeper or a replay sent is sent again if no claim took the job this long after it.
     stale_after_s: float = 300.0
     #: Pause between sweeps of ``sqsjobs sweep`` and ``sqsjobs dev``.

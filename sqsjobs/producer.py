@@ -1,4 +1,4 @@
-"""Producer operations, each one sans-I/O flow that the App runs with boto3 or aioboto3.
+"""Producer operations, each one sans-I/O flow that the App runs with boto3 or aiobotocore.
 
 Enqueue sends the message first (it carries the job, payload included), then writes the record
 with one conditional PutItem. A crash between the two loses nothing: the claim creates the record

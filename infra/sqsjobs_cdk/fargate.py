@@ -15,20 +15,26 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 
+from sqsjobs.deploy.rules import TASK_PROTECTION_ACTIONS
 from sqsjobs.errors import ConfigurationError
+from sqsjobs.runtime.health import live_check_command
 
-from .nag import acknowledge
+from .nag import acknowledge, wildcard_resource_finding
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from aws_cdk import aws_iam as iam
     from aws_cdk import aws_sqs as sqs
     from constructs import Construct
 
     from .options import FargateWorker, Sweeper
+
+#: The worker container's health check on ``/live``: a task is replaced after about 1.5 minutes
+#: of a stalled event loop (3 failed checks 30 s apart, after the start period).
+HEALTH_INTERVAL_S, HEALTH_TIMEOUT_S, HEALTH_RETRIES, HEALTH_START_PERIOD_S = 30, 5, 3, 60
 
 #: Container Insights publishes the running task count the scaling metric divides by.
 #: https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Container-Insights-metrics-ECS.html
@@ -66,8 +72,33 @@ def network(scope: Construct, log_retention: logs.RetentionDays) -> ec2.Vpc:
 
 
 def cluster(scope: Construct, vpc: ec2.IVpc) -> ecs.Cluster:
-    """A Fargate cluster with Container Insights (the scaling policy reads its task count)."""
-    return ecs.Cluster(scope, "Cluster", vpc=vpc, container_insights_v2=ecs.ContainerInsights.ENABLED)
+    """A Fargate cluster with Container Insights (the scaling policy reads its task count).
+
+    Both Fargate capacity providers are enabled, so a ``FargateWorker(spot=True)`` can use Spot.
+    """
+    return ecs.Cluster(
+        scope,
+        "Cluster",
+        vpc=vpc,
+        container_insights_v2=ecs.ContainerInsights.ENABLED,
+        enable_fargate_capacity_providers=True,
+    )
+
+
+def _capacity(options: FargateWorker) -> list[ecs.CapacityProviderStrategy] | None:
+    """Spot for every task above ``on_demand_base``; None: the service's launch type, regular Fargate."""
+    if not options.spot:
+        if options.on_demand_base:
+            raise ConfigurationError("on_demand_base applies only with spot=True")
+        return None
+    if options.on_demand_base < 0:
+        raise ConfigurationError(f"on_demand_base must be >= 0, got {options.on_demand_base}")
+    strategies = [ecs.CapacityProviderStrategy(capacity_provider="FARGATE_SPOT", weight=1)]
+    if options.on_demand_base:
+        strategies.append(
+            ecs.CapacityProviderStrategy(capacity_provider="FARGATE", base=options.on_demand_base, weight=0)
+        )
+    return strategies
 
 
 def _task_definition(
@@ -120,6 +151,7 @@ def _container(
     log_group: logs.ILogGroup,
     stream_prefix: str,
     stop_timeout_s: int | None = None,
+    health_port: int | None = None,
 ) -> ecs.ContainerDefinition:
     container = task.add_container(
         stream_prefix,
@@ -129,6 +161,18 @@ def _container(
         logging=ecs.LogDrivers.aws_logs(stream_prefix=stream_prefix, log_group=log_group),
         readonly_root_filesystem=True,
         stop_timeout=Duration.seconds(stop_timeout_s) if stop_timeout_s is not None else None,
+        # The worker's /live (sqsjobs.runtime.health): ECS replaces a task whose event loop stalled.
+        health_check=(
+            ecs.HealthCheck(
+                command=["CMD", *live_check_command(health_port)],
+                interval=Duration.seconds(HEALTH_INTERVAL_S),
+                timeout=Duration.seconds(HEALTH_TIMEOUT_S),
+                retries=HEALTH_RETRIES,
+                start_period=Duration.seconds(HEALTH_START_PERIOD_S),
+            )
+            if health_port is not None
+            else None
+        ),
         # tini as PID 1 forwards SIGTERM to `sqsjobs` and reaps anything a handler spawns.
         linux_parameters=ecs.LinuxParameters(scope, f"{stream_prefix}Linux", init_process_enabled=True),
     )
@@ -165,6 +209,8 @@ def worker_service(
     env = dict(environment)
     if options.concurrency is not None:
         env["SQSJOBS_CONCURRENCY"] = str(options.concurrency)
+    if options.health_port is not None:
+        env["SQSJOBS_HEALTH_PORT"] = str(options.health_port)
     _container(
         scope,
         task,
@@ -174,6 +220,7 @@ def worker_service(
         log_group=log_group,
         stream_prefix="worker",
         stop_timeout_s=stop_timeout_s,
+        health_port=options.health_port,
     )
     service = ecs.FargateService(
         scope,
@@ -184,12 +231,34 @@ def worker_service(
         min_healthy_percent=100,
         max_healthy_percent=200,
         circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True),
+        capacity_provider_strategies=_capacity(options),
         vpc_subnets=_PRIVATE,
         security_groups=[security_group],
         assign_public_ip=False,
     )
     _backlog_scaling(scope, service, cluster, queues, options)
+    _task_protection(task, cluster, task_role)
     return service
+
+
+def _task_protection(task: ecs.FargateTaskDefinition, cluster: ecs.Cluster, task_role: iam.IRole) -> None:
+    """Let the worker protect its own task from scale-in while it holds jobs (``runtime/protection.py``).
+
+    The worker calls the ECS agent's endpoint; the agent calls ``UpdateTaskProtection`` with the task
+    role's credentials, on the task's ARN, which exists only at run time: the cluster's task prefix.
+    """
+    task_arns = Stack.of(task).format_arn(
+        service="ecs", resource="task", resource_name=f"{cluster.cluster_name}/*"
+    )
+    task_role.add_to_principal_policy(
+        iam.PolicyStatement(actions=list(TASK_PROTECTION_ACTIONS), resources=[task_arns])
+    )
+    acknowledge(
+        task_role,
+        wildcard_resource_finding(task_role, task_arns),
+        "A worker protects its own task from scale-in while it holds jobs; task ARNs exist only at "
+        "run time, so the statement names the cluster's task ARN prefix.",
+    )
 
 
 def _backlog_scaling(

@@ -120,16 +120,49 @@ def lambda_worker(
         log_group=log_group,
         description="sqsjobs worker (SQS event source mapping)",
     )
+    pollers = _pollers(options)
     for level, queue in queues:
+        fifo = level == "fifo"
+        window = options.max_batching_window_s
         function.add_event_source(
             sources.SqsEventSource(
                 queue,
-                batch_size=min(options.batch_size, 10) if level == "fifo" else options.batch_size,
+                batch_size=min(options.batch_size, 10) if fifo else options.batch_size,
                 report_batch_item_failures=True,
-                max_concurrency=level_concurrency(options.max_concurrency, level),
+                # Provisioned mode bounds the invocations by its pollers instead (one or the other).
+                max_concurrency=None if pollers else level_concurrency(options.max_concurrency, level),
+                max_batching_window=Duration.seconds(window) if window is not None and not fifo else None,
+                provisioned_poller_config=pollers,
+                metrics_config=(
+                    lambda_.MetricsConfig(metrics=[lambda_.MetricType.EVENT_COUNT])
+                    if options.mapping_metrics
+                    else None
+                ),
             )
         )
     return function
+
+
+#: ``MaximumBatchingWindowInSeconds``'s range.
+MAX_BATCHING_WINDOW_S = 300
+#: Provisioned mode's bounds for an SQS mapping: minimum pollers 2..200, maximum 2..2000.
+MIN_POLLERS, MAX_MIN_POLLERS, MAX_POLLERS = 2, 200, 2000
+
+
+def _pollers(options: LambdaWorker) -> lambda_.ProvisionedPollerConfig | None:
+    """The mapping's provisioned mode, checked at synth rather than refused by the deploy."""
+    window = options.max_batching_window_s
+    if window is not None and not 0 <= window <= MAX_BATCHING_WINDOW_S:
+        raise ConfigurationError(f"max_batching_window_s must be 0..{MAX_BATCHING_WINDOW_S}, got {window}")
+    if options.provisioned_pollers is None:
+        return None
+    low, high = options.provisioned_pollers
+    if not (MIN_POLLERS <= low <= MAX_MIN_POLLERS and low <= high <= MAX_POLLERS):
+        raise ConfigurationError(
+            f"provisioned_pollers must be (minimum, maximum) with {MIN_POLLERS} <= minimum <= "
+            f"{MAX_MIN_POLLERS} and minimum <= maximum <= {MAX_POLLERS}, got {options.provisioned_pollers}"
+        )
+    return lambda_.ProvisionedPollerConfig(minimum_pollers=low, maximum_pollers=high)
 
 
 def level_concurrency(max_concurrency: int | None, level: str) -> int | None:

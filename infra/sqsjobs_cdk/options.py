@@ -37,6 +37,14 @@ class FargateWorker:
     backlog_per_task: int = 100
     #: ``SQSJOBS_CONCURRENCY`` for each task; None keeps the App's setting.
     concurrency: int | None = None
+    #: Run tasks on Fargate Spot (about 70 % cheaper). A Spot reclaim sends SIGTERM two minutes before
+    #: the stop, which the drain fits: ``stopTimeout`` (the drain deadline + 10 s) is at most 120 s.
+    spot: bool = False
+    #: With ``spot``: this many tasks stay on regular Fargate (a floor Spot shortages cannot take).
+    on_demand_base: int = 0
+    #: The worker's health probe port (``SQSJOBS_HEALTH_PORT``, loopback only); the container's
+    #: health check asks its ``/live``. None: no probe and no health check.
+    health_port: int | None = 8081
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,16 @@ class LambdaWorker:
     batch_size: int = 10
     #: ``ScalingConfig.MaximumConcurrency``: concurrent invocations per queue (2..1000).
     max_concurrency: int = 5
+    #: ``MaximumBatchingWindowInSeconds`` (0..300): wait this long to fill a batch (standard queues
+    #: only; FIFO mappings take none). None: Lambda's default, which is 0 up to 10 messages a batch.
+    max_batching_window_s: int | None = None
+    #: Provisioned mode: ``(minimum, maximum)`` event pollers kept for each mapping, for bursts
+    #: that must not wait for the pollers to scale up; the maximum then bounds the invocations in
+    #: place of ``max_concurrency``, which is not sent (the two are exclusive). None: on-demand polling.
+    provisioned_pollers: tuple[int, int] | None = None
+    #: The mapping's own CloudWatch metrics (``MetricsConfig``: ``EventCount``: polled, filtered,
+    #: invoked, failed and dropped events per mapping); they are billed as custom metrics.
+    mapping_metrics: bool = False
 
 
 @dataclass(frozen=True)

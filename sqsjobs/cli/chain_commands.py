@@ -55,9 +55,13 @@ def chains_cancel(
     chain_id: Annotated[str, typer.Argument(help="Chain id")],
     app: AppOpt,
     endpoint_url: EndpointOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Cancel the chain: its waiting steps at once; a running step at its next heartbeat."""
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
         outcome = loaded.cancel_chain(chain_id)
+    if json_out:
+        print_json({"id": chain_id, "result": outcome})
+        return
     stdout_console().print(f"chain {escape(chain_id)}: {escape(outcome)}")

@@ -15,7 +15,7 @@ code  meaning
 3     not found: no such job, chain or DLQ message
 4     refused: the job's state does not allow it (cancelling a finished job, retrying a queued one, an idempotency conflict), or the current code refuses its payload
 5     partial: a replay left messages in the DLQ (skipped, with the reason)
-130   interrupted (Ctrl-C) before the command could finish cleanly
+130   interrupted (Ctrl-C) before the command could finish cleanly, or a confirmation declined
 ====  ============================================================================================
 """
 
@@ -104,7 +104,7 @@ EXIT_CODES: dict[int, str] = {
         "an idempotency conflict), or the current code refuses its payload"
     ),
     EXIT_PARTIAL: "partial: a replay left messages in the DLQ (skipped, with the reason)",
-    EXIT_INTERRUPTED: "interrupted (Ctrl-C) before the command could finish cleanly",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C) before the command could finish cleanly, or a confirmation declined",
 }
 
 #: ``sqsjobs --help`` ends with the table.

@@ -33,6 +33,7 @@ from sqsjobs.cli.common import (
     load_app,
     payload_file,
 )
+from sqsjobs.cli.confirm import YesOpt, confirm_or_exit
 from sqsjobs.cli.render import (
     print_json,
     render_job,
@@ -200,6 +201,7 @@ def dlq_replay(
     rate: Annotated[float | None, typer.Option(help="Requeue at most this many jobs per second")] = None,
     payload: PayloadFileOpt = None,
     json_out: JsonOpt = False,
+    yes: YesOpt = False,
 ) -> None:
     """Requeue dead jobs from the DLQs: re-validated, same id and key, attempts reset, audited.
 
@@ -233,6 +235,11 @@ def dlq_replay(
         with guarded(loaded):
             depths = loaded.run(dead_letters.depth_flow(loaded.queue_urls, queues))
             total = sum(d.visible for d in depths)
+            if total and not dry_run:
+                confirm_or_exit(
+                    f"Replay up to {total} message(s) from the DLQs of {', '.join(queues)} (filters apply)?",
+                    yes=yes,
+                )
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
             with Progress(

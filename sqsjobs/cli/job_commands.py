@@ -27,6 +27,7 @@ from sqsjobs.cli.common import (
     load_app,
     payload_file,
 )
+from sqsjobs.cli.confirm import YesOpt, confirm_or_exit
 from sqsjobs.cli.render import print_json, render_job, status_markup, stdout_console, when
 from sqsjobs.errors import PayloadError
 from sqsjobs.job import JobStatus
@@ -180,6 +181,7 @@ def jobs_cancel(
         int, typer.Option(help="Bulk: items each Scan request reads (a checkpoint after each)")
     ] = bulk_ops.DEFAULT_PAGE_SIZE,
     json_out: JsonOpt = False,
+    yes: YesOpt = False,
 ) -> None:
     """Cancel a waiting job, or ask a running one to stop at its next heartbeat; or, with --type, every waiting job of a type.
 
@@ -193,6 +195,9 @@ def jobs_cancel(
     if (job_id is None) == (not bulk) or (job_id is not None and bulk):
         raise abort("give a job id, or --type (or --resume) for a bulk cancel, not both", EXIT_USAGE)
     if bulk:
+        if not dry_run and resume is None:
+            whose = f" of tenant {tenant}" if tenant else ""
+            confirm_or_exit(f"Cancel every {status.value} job of type {job_type}{whose}?", yes=yes)
         _bulk_cancel(
             loaded,
             bulk_ops.BulkCancel(job_type or "", status, tenant, dry_run, limit, rate, page_size),

@@ -25,19 +25,28 @@ def pause(
     app: AppOpt,
     endpoint_url: EndpointOpt = None,
     reason: Annotated[str | None, typer.Option(help="Why (shown by stats and limits)")] = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Stop starting jobs of a type, fleet-wide, within seconds; they wait (attempts untouched)."""
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
         loaded.pause(job_type, reason=reason)
+    if json_out:
+        print_json({"type": job_type, "paused": True, "reason": reason})
+        return
     out.print(f"paused {escape(job_type)}" + (f" ({escape(reason)})" if reason else ""))
 
 
-def resume(job_type: TypeArg, app: AppOpt, endpoint_url: EndpointOpt = None) -> None:
+def resume(
+    job_type: TypeArg, app: AppOpt, endpoint_url: EndpointOpt = None, json_out: JsonOpt = False
+) -> None:
     """Start jobs of a paused type again (waiting jobs start as their messages come back)."""
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
         was = loaded.resume(job_type)
+    if json_out:
+        print_json({"type": job_type, "resumed": was})
+        return
     out.print(f"resumed {escape(job_type)}" if was else f"{escape(job_type)} was not paused")
 
 

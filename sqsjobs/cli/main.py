@@ -26,6 +26,7 @@ from sqsjobs.cli.common import (
     EXIT_USAGE,
     AppOpt,
     EndpointOpt,
+    JsonOpt,
     abort,
     console,
     guarded,
@@ -37,6 +38,7 @@ from sqsjobs.cli.health import doctor, stats
 from sqsjobs.cli.job_commands import jobs_cli
 from sqsjobs.cli.limits import limits, pause, resume
 from sqsjobs.cli.package import package_cli
+from sqsjobs.cli.render import print_json
 from sqsjobs.cli.schedules import schedules_cli
 from sqsjobs.cli.worker_commands import workers
 from sqsjobs.errors import ConfigurationError
@@ -70,11 +72,25 @@ cli.command()(limits)
 
 
 @cli.command()
-def provision(app: AppOpt, endpoint_url: EndpointOpt = None) -> None:
+def provision(app: AppOpt, endpoint_url: EndpointOpt = None, json_out: JsonOpt = False) -> None:
     """Create the table, queues and DLQs the app needs (safe to repeat)."""
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
         report = loaded.provision()
+    if json_out:
+        queues = {q: {"url": url, "dlq_url": report.dlq_urls[q]} for q, url in report.queue_urls.items()}
+        routes = {key.replace("\0", ":"): url for key, url in report.route_urls.items()}
+        print_json(
+            {
+                "table": report.table,
+                "queues": queues,
+                "routes": routes,
+                "max_receive_count": report.max_receive_count,
+                "bucket": report.bucket,
+                "created": report.created,
+            }
+        )
+        return
     out.print(f"table [bold]{report.table}[/bold] (indexes, TTL on expires_at)")
     for queue, url in report.queue_urls.items():
         out.print(
@@ -126,14 +142,29 @@ def sweep(
     app: AppOpt,
     endpoint_url: EndpointOpt = None,
     once: Annotated[bool, typer.Option(help="One pass, then exit")] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="With --once: the pass's report on stdout")
+    ] = False,
 ) -> None:
     """Dispatch records no message will bring to a worker (lost sends, far-future jobs, dead workers)."""
     from sqsjobs.runtime.sweeper import run_sweeper, sweep_once
 
+    if json_out and not once:
+        raise abort("--json needs --once (a running sweeper prints no result)", EXIT_USAGE)
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
         if once:
             report = asyncio.run(sweep_once(loaded))
+            if json_out:
+                print_json(
+                    {
+                        "dispatched_held": report.dispatched_held,
+                        "redispatched": report.redispatched,
+                        "expired": report.expired,
+                        "repaired": report.repaired,
+                    }
+                )
+                return
             out.print(
                 f"dispatched {len(report.dispatched_held)} held, re-dispatched {len(report.redispatched)} pending, "
                 f"expired {len(report.expired)}"

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from sqsjobs.cli.common import EXIT_USAGE, abort, console, guarded
+from sqsjobs.cli.common import EXIT_USAGE, JsonOpt, abort, console, guarded
+from sqsjobs.cli.render import print_json
 from sqsjobs.deploy.packaging import DEFAULT_PYTHON, PLATFORMS, LambdaBuild, build_lambda_zip, install_deps
 
 package_cli = typer.Typer(no_args_is_help=True, help="Build deployment artifacts.")
@@ -34,6 +35,10 @@ def lambda_zip(
             "--requirement", "-r", help="A requirements file of the app's own dependencies (repeatable)"
         ),
     ] = None,
+    constraint: Annotated[
+        Path | None,
+        typer.Option("--constraint", "-c", help="A pip constraints file pinning the dependencies (a lock)"),
+    ] = None,
     include: Annotated[
         list[Path] | None, typer.Option(help="Extra file or directory to put in the zip (repeatable)")
     ] = None,
@@ -43,6 +48,14 @@ def lambda_zip(
     ] = False,
     deps_only: Annotated[bool, typer.Option(help="Only install the dependencies into the cache")] = False,
     compress_level: Annotated[int, typer.Option(min=0, max=9, help="zlib level (1 fast, 9 small)")] = 6,
+    bytecode: Annotated[
+        bool,
+        typer.Option(
+            "--bytecode/--no-bytecode",
+            help="Bytecode compiled by python<version> beside the sources (faster cold starts)",
+        ),
+    ] = True,
+    json_out: JsonOpt = False,
 ) -> None:
     """Build the deployment zip of a Lambda SQS worker (handler sqsjobs.runtime.lambda_handlers.sqs_worker)."""
     if app is None and not deps_only:
@@ -54,16 +67,36 @@ def lambda_zip(
             python_version=python_version,
             arch=arch,
             requirements=tuple(f"-r{r}" for r in requirement or ()),
+            constraints=constraint,
             include=tuple(include or ()),
             project_dir=Path.cwd(),
             cache_dir=cache_dir,
             offline=offline,
             compress_level=compress_level,
+            bytecode=bytecode,
         )
         if deps_only:
-            console.print(f"dependencies in {install_deps(build)}")
+            deps = install_deps(build)
+            if json_out:
+                print_json({"deps_dir": str(deps)})
+            else:
+                console.print(f"dependencies in {deps}")
             return
         report = build_lambda_zip(build)
+    if json_out:
+        print_json(
+            {
+                "path": str(report.path),
+                "size_bytes": report.size_bytes,
+                "unzipped_bytes": report.unzipped_bytes,
+                "files": report.files,
+                "handler": report.handler,
+                "python_version": python_version,
+                "arch": arch,
+                "warnings": list(report.warnings),
+            }
+        )
+        return
     for warning in report.warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}")
     console.print(

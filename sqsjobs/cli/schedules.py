@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from sqsjobs.cli.common import AppOpt, EndpointOpt, guarded, load_app
+from sqsjobs.cli.common import AppOpt, EndpointOpt, JsonOpt, guarded, load_app
 from sqsjobs.cli.common import out as console
 from sqsjobs.schedules import expressions as sx
 from sqsjobs.schedules.sync import apply_flow, list_flow, plan_flow
@@ -69,26 +69,50 @@ def print_plan(plan: Plan) -> None:
 
 
 @schedules_cli.command()
-def plan(app: AppOpt, endpoint_url: EndpointOpt = None) -> None:
+def plan(app: AppOpt, endpoint_url: EndpointOpt = None, json_out: JsonOpt = False) -> None:
     """Show what apply would create, update and delete in the app's schedule group."""
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
         result: Plan = loaded.run(plan_flow(loaded, now=loaded.clock.now()))
+    if json_out:
+        typer.echo(json.dumps(_plan_json(result), default=str))
+        return
     print_plan(result)
 
 
+def _plan_json(plan: Plan) -> dict[str, Any]:
+    """The plan as data: each change with its fields' old and new values (not the full request)."""
+    changes = [
+        {
+            "action": c.action,
+            "name": c.name,
+            "fields": [{"path": f.path, "old": f.old, "new": f.new} for f in c.fields],
+        }
+        for c in plan.changes
+    ]
+    return {
+        "group": plan.group,
+        "group_exists": plan.group_exists,
+        "changes": changes,
+        "unchanged": plan.unchanged,
+        "skipped": plan.skipped,
+    }
+
+
 @schedules_cli.command()
-def apply(app: AppOpt, endpoint_url: EndpointOpt = None) -> None:
+def apply(app: AppOpt, endpoint_url: EndpointOpt = None, json_out: JsonOpt = False) -> None:
     """Make the app's schedule group match the declarations (deletes undeclared schedules in it)."""
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
         result: Plan = loaded.run(plan_flow(loaded, now=loaded.clock.now()))
-        print_plan(result)
-        if result.empty:
-            console.print("nothing to apply")
-            return
-        loaded.run(apply_flow(loaded, result))
-    console.print("[green]applied[/green]")
+        if not json_out:
+            print_plan(result)
+        if not result.empty:
+            loaded.run(apply_flow(loaded, result))
+    if json_out:
+        typer.echo(json.dumps(_plan_json(result) | {"applied": not result.empty}, default=str))
+    else:
+        console.print("nothing to apply" if result.empty else "[green]applied[/green]")
 
 
 def _when(instant: float, timezone: str) -> str:

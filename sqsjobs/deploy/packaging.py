@@ -6,7 +6,8 @@ Layout of the zip (everything at the root, which Lambda puts first on ``sys.path
                                 (the HTTP API's: sqsjobs.api.lambda_handler.handler)
     <app package>/              the top-level package (or module) named by --app
     lambda_handlers/            the project's own entry points, if it has that folder
-    boto3/ botocore/ aioboto3/ aiobotocore/ pydantic/ ...   sqsjobs' runtime requirements
+    boto3/ botocore/ aiobotocore/ pydantic/ ...   sqsjobs' runtime requirements
+    **/__pycache__/*.cpython-3XX.pyc                 bytecode for the function's Python (deploy/bytecode.py)
     fastapi/ starlette/ mangum/ ...                          the api extra's, less the local server
 
 Dependencies are installed with ``pip install --target`` for the Lambda runtime's Python and
@@ -33,10 +34,12 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sqsjobs.deploy import bytecode
 from sqsjobs.errors import ConfigurationError
 from sqsjobs.runtime.lambda_handlers import SQS_WORKER_HANDLER
 
@@ -75,6 +78,9 @@ class LambdaBuild:
     arch: str = "x86_64"
     #: Extra requirement specifiers or ``-r file`` arguments for the app's own dependencies.
     requirements: tuple[str, ...] = ()
+    #: A pip constraints file (relative to ``project_dir``) pinning what the requirements resolve to:
+    #: the lock the zip builds from (this repository's is ``constraints.txt``). None: newest in range.
+    constraints: Path | None = None
     #: Extra files or directories, relative to ``project_dir``, put in the zip under the same path.
     include: tuple[Path, ...] = ()
     project_dir: Path = field(default_factory=Path.cwd)
@@ -83,6 +89,9 @@ class LambdaBuild:
     offline: bool = False
     #: zlib level; 1 builds fast, 9 uploads smallest.
     compress_level: int = 6
+    #: Put bytecode compiled for ``python_version`` beside the sources (``deploy/bytecode.py``): a
+    #: cold start then imports instead of compiling. False: sources only.
+    bytecode: bool = True
 
 
 @dataclass(frozen=True)
@@ -128,6 +137,11 @@ def deps_dir_for(build: LambdaBuild) -> Path:
     key = {
         "requirements": runtime_requirements() + sorted(build.requirements),
         "files": {r: _digest_file(build.project_dir, r) for r in build.requirements},
+        **(
+            {"constraints": _digest_file(build.project_dir, f"-r{build.constraints}")}
+            if build.constraints
+            else {}
+        ),
         "python": build.python_version,
         "platform": PLATFORMS[build.arch],
     }
@@ -156,7 +170,7 @@ def install_deps(build: LambdaBuild) -> Path:
         )
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    extra: list[str] = []
+    extra: list[str] = ["-c", str(build.project_dir / build.constraints)] if build.constraints else []
     for r in build.requirements:
         extra += ["-r", str(build.project_dir / r[2:].strip())] if r.startswith("-r") else [r]
     command = [
@@ -257,6 +271,34 @@ def build_lambda_zip(build: LambdaBuild) -> BuildReport:
         else:
             raise ConfigurationError(f"--include {extra} does not exist in {build.project_dir}")
 
+    warnings = []
+    with tempfile.TemporaryDirectory(prefix="sqsjobs-pyc-") as scratch:
+        if build.bytecode:
+            warnings += _add_bytecode(build, deps, entries, Path(scratch))
+        report = _write_zip(build, entries, deps, warnings)
+    return report
+
+
+def _add_bytecode(build: LambdaBuild, deps: Path, entries: dict[str, Path | str], scratch: Path) -> list[str]:
+    """Add each source's ``.pyc`` for the target Python to ``entries``; a warning when none can be made."""
+    python = bytecode.interpreter(build.python_version)
+    if python is None:
+        return [
+            f"no python{build.python_version} here to compile bytecode with: the zip carries sources "
+            "only, and each cold start compiles what it imports"
+        ]
+    tag = bytecode.cache_tag(build.python_version)
+    files = {n: p for n, p in entries.items() if isinstance(p, Path)}
+    from_deps = {n: p for n, p in files.items() if p.is_relative_to(deps)}
+    entries.update(bytecode.compiled_deps(deps, from_deps, python, tag))
+    own = {n: p for n, p in files.items() if n not in from_deps}
+    entries.update(bytecode.compile_sources(own, python, tag, scratch))
+    return []
+
+
+def _write_zip(
+    build: LambdaBuild, entries: dict[str, Path | str], deps: Path, warnings: list[str]
+) -> BuildReport:
     build.output.parent.mkdir(parents=True, exist_ok=True)
     partial = build.output.with_name(build.output.name + ".partial")
     unzipped = 0
@@ -277,7 +319,6 @@ def build_lambda_zip(build: LambdaBuild) -> BuildReport:
         raise ConfigurationError(
             f"{build.output} unzips to {unzipped} bytes, over Lambda's {MAX_UNZIPPED_BYTES}-byte limit"
         )
-    warnings = []
     if size > MAX_DIRECT_UPLOAD_BYTES:
         warnings.append(
             f"the zip is {size} bytes, over the {MAX_DIRECT_UPLOAD_BYTES}-byte direct upload limit: "

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import tenacity
 
-from sqsjobs._aws import Call, Flow, retrying
+from sqsjobs._aws import Call, Flow, region_of, retrying
 from sqsjobs.config import MAX_MESSAGE_RETENTION_S
 from sqsjobs.errors import ConfigurationError, ObjectStoreError, StoreError, TransportError
 from sqsjobs.store import schema
@@ -157,8 +157,9 @@ def _ensure_bucket(settings: Settings, report: ProvisionReport) -> Flow[None]:
     """The claim-check bucket: private, encrypted at rest, its objects expiring (``objects.lifecycle``)."""
     bucket = settings.payload_bucket
     create: dict[str, object] = {"Bucket": bucket}
-    if settings.region != "us-east-1":  # us-east-1 refuses a location constraint naming itself
-        create["CreateBucketConfiguration"] = {"LocationConstraint": settings.region}
+    region = region_of(settings)
+    if region and region != "us-east-1":  # us-east-1 refuses a location constraint naming itself
+        create["CreateBucketConfiguration"] = {"LocationConstraint": region}
     try:
         yield Call("s3", "create_bucket", create)
         report.created.append(bucket)

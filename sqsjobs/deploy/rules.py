@@ -80,6 +80,9 @@ ECS_WORKER_ACTIONS: Mapping[str, tuple[str, ...]] = {
     **WORKER_ACTIONS,
     "dynamodb": (*WORKER_ACTIONS["dynamodb"], "dynamodb:DeleteItem"),
 }
+#: The ECS worker's task scale-in protection (``runtime/protection.py``): the worker asks the ECS
+#: agent, which calls this action with the task role, on the task's own ARN.
+TASK_PROTECTION_ACTIONS: tuple[str, ...] = ("ecs:UpdateTaskProtection",)
 SWEEPER_ACTIONS: Mapping[str, tuple[str, ...]] = {
     "dynamodb": (
         "dynamodb:Query",

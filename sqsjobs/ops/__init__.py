@@ -1,7 +1,7 @@
 """Operator operations behind ``sqsjobs jobs|dlq|stats|doctor``, usable from Python too.
 
 Each operation is a sans-I/O flow (see ``sqsjobs._aws``) that ``App.run`` drives with boto3 or
-``App.arun`` with aioboto3, returning plain dataclasses the CLI renders as tables or JSON:
+``App.arun`` with aiobotocore, returning plain dataclasses the CLI renders as tables or JSON:
 
 - ``inspect``: one job's record, and listings: dead jobs from the ``attention`` index, the rest by a
   bounded Scan.

@@ -64,7 +64,7 @@ class Kernel:
     registry: Registry
     #: Run a sans-I/O flow with boto3 (sync callers: a handler's thread, the Lambda sweeper).
     run: SyncRunner
-    #: Run a sans-I/O flow with aioboto3 (the worker's loop).
+    #: Run a sans-I/O flow with aiobotocore (the worker's loop).
     arun: AsyncRunner
     #: Close the async clients (a worker's exit).
     aclose: Callable[[], Awaitable[None]]

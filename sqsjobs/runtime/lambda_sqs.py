@@ -251,7 +251,7 @@ class LambdaWorker:
         """The Lambda handler: sync, as the Python runtime calls it."""
         # Lambda calls a sync function and the execution core is async, so this owns an
         # event loop. One loop for the container's life rather than asyncio.run per invocation: the
-        # aioboto3 clients belong to the loop that opened them, and keeping it keeps their
+        # aiobotocore clients belong to the loop that opened them, and keeping it keeps their
         # connections warm across invocations (asyncio.run would close it under the cached clients).
         if self._loop is None or self._loop.is_closed():
             self._loop = asyncio.new_event_loop()

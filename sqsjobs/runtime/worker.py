@@ -33,9 +33,11 @@ from sqsjobs._aws import Call, one
 from sqsjobs.context import InterruptReason
 from sqsjobs.errors import AwsError, ConfigurationError
 from sqsjobs.runtime.execution import DeliveryHost, apply
+from sqsjobs.runtime.health import HealthProbe
 from sqsjobs.runtime.kernel import kernel_of
 from sqsjobs.runtime.levels import LevelReceiver
 from sqsjobs.runtime.presence import Presence
+from sqsjobs.runtime.protection import TaskProtection
 from sqsjobs.transport import routes, sqs
 from sqsjobs.transport.queues import dlq_key
 from sqsjobs.transport.sqs import MessageOps
@@ -109,6 +111,8 @@ class Worker:
             concurrency=self.concurrency,
             running=lambda: list(self._running),
         )
+        self._protection = TaskProtection.for_worker(kernel, busy=lambda: bool(self._held))
+        self._health = HealthProbe.for_worker(kernel, self.worker_id, self.queues[0])
 
     @property
     def _running(self) -> dict[str, JobContext]:
@@ -136,6 +140,8 @@ class Worker:
             self._host.keep_leases(self.settings.heartbeat_interval_s, extend=self._extend_held)
         )
         metrics = asyncio.create_task(self._metrics_loop())
+        self._protection.start(self.settings.heartbeat_interval_s)
+        self._health.start(receivers)
         self.kernel.logger.info(
             "worker started",
             extra={"worker": self.worker_id, "queues": self.queues, "concurrency": self.concurrency},
@@ -180,6 +186,7 @@ class Worker:
             "worker draining", extra={"worker": self.worker_id, "running": len(self._running)}
         )
         self._stopping = True
+        self._health.draining()
         self.presence.draining()
         for r in receivers:
             r.cancel()
@@ -198,6 +205,8 @@ class Worker:
             # deleted (or re-armed) by the claim it fails. Exiting on time matters more.
             self.kernel.logger.warning("acks not flushed before exit; those messages will be redelivered")
         await self.presence.close()
+        await self._protection.close()
+        await self._health.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
         await self.kernel.aclose()
         self.kernel.logger.info("worker stopped", extra={"worker": self.worker_id, "handled": self.handled})
@@ -324,6 +333,7 @@ class Worker:
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
             if got:
+                self._protection.notify()
                 # Each new job's start waits for its claim; nothing waits for the next poll.
                 await asyncio.sleep(CLAIM_HEAD_START_S)
 
@@ -339,6 +349,7 @@ class Worker:
     async def _apply(self, delivery: Delivery, ack: Ack, dlq_url: str) -> None:
         """Act on the message after the record was written."""
         self._held.pop(delivery.receipt_handle, None)
+        self._protection.notify()
         await apply(ack, delivery, dlq_url, self._ops)
 
     # ── heartbeat ─────────────────────────────────────────────────────────────────────────

@@ -31,6 +31,9 @@ EVENT_DETAIL_TYPE = "OrderPlaced"
 RULE_DELAY_S = 30
 #: Both run on a 5 s Lambda function: the queues' default 30 s visibility is 6 x that.
 FUNCTION_TIMEOUT_S = 5
+#: ``IMPORTED``'s mapping: a batching window and provisioned pollers (minimum, maximum).
+BATCHING_WINDOW_S = 5
+POLLERS = (2, 20)
 
 
 @NAMED.job("named.check")
@@ -70,7 +73,14 @@ def options(outdir: Path, lambda_zip: str) -> None:
         "Imported",
         app=IMPORTED,
         app_path=f"{module}:IMPORTED",
-        lambda_worker=worker,
+        # The event source mapping's optional modes (test_capacity_options.py).
+        lambda_worker=LambdaWorker(
+            code_path=lambda_zip,
+            timeout_s=FUNCTION_TIMEOUT_S,
+            max_batching_window_s=BATCHING_WINDOW_S,
+            provisioned_pollers=POLLERS,
+            mapping_metrics=True,
+        ),
         payload_bucket=s3.Bucket.from_bucket_name(stack, "ExistingBucket", EXISTING_BUCKET),
     )
     # Jobs from AWS services (docs/enqueue-from-aws.md): a rule made from a pattern, and a topic.

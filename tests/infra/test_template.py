@@ -22,6 +22,7 @@ from sqsjobs.deploy.rules import (
     PRODUCER_ACTIONS,
     SCHEDULER_ACTIONS,
     SWEEPER_ACTIONS,
+    TASK_PROTECTION_ACTIONS,
     WORKER_ACTIONS,
     queues_of,
 )
@@ -45,7 +46,8 @@ ACKNOWLEDGED = {
     "AwsSolutions-SNS2",
 }
 ACKNOWLEDGED_PATTERNS = [
-    r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:\*:task/<\w+>/\*\]",
+    # the cluster's tasks: the sweeper's (EventBridge tags them), the worker's (its scale-in protection)
+    r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:ecs:<AWS::Region>:(\*|<AWS::AccountId>):task/<\w+>/\*\]",
     # grant_invoke_api: any method and path of the one stage of the one API
     r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:<\w+>/\*/\*/\*\]",
     # the key prefixes of the payload bucket (ours, or one passed as payload_bucket=)
@@ -616,7 +618,9 @@ def test_each_principal_gets_exactly_its_action_list(full):
     def listed(spec):
         return {a for names in spec.values() for a in names}
 
-    assert actions(statements(full, role_of_task(full, "worker"))) == listed(ECS_WORKER_ACTIONS)
+    # ... and the task scale-in protection the ECS agent sets for it (test_capacity_options.py)
+    worker = listed(ECS_WORKER_ACTIONS) | set(TASK_PROTECTION_ACTIONS)
+    assert actions(statements(full, role_of_task(full, "worker"))) == worker
     assert listed(ECS_WORKER_ACTIONS) - listed(WORKER_ACTIONS) == {"dynamodb:DeleteItem"}  # its registry item
     assert actions(statements(full, role_of_task(full, "sweeper"))) == listed(SWEEPER_ACTIONS)
     lambda_actions = actions(statements(full, logical_id(function(full, HANDLER)["Role"])))

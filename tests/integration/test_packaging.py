@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import zipfile
 
 from typer.testing import CliRunner
@@ -46,15 +49,26 @@ def test_the_zip_holds_the_entry_point_sqsjobs_the_app_and_the_runtime_dependenc
     assert {
         "boto3/__init__.py",
         "botocore/__init__.py",
-        "aioboto3/__init__.py",
+        "aiobotocore/__init__.py",
         "pydantic/__init__.py",
     } <= names
+    # the async clients come from aiobotocore's own session: no aioboto3
+    assert not any(n.startswith("aioboto3") for n in names)
     # ... the HTTP API's function runs from the same zip: its handler, FastAPI and Mangum, not uvicorn
     assert {"sqsjobs/api/lambda_handler.py", "fastapi/__init__.py", "mangum/__init__.py"} <= names
     assert not any(
         n.startswith(("typer/", "rich/", "bin/", "moto/", "uvicorn/")) for n in names
     )  # CLI-only, scripts, dev, the local server
-    assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
+    # bytecode for the function's Python beside every source it could compile, nothing for another one
+    tag = f"cpython-{ministack_python().replace('.', '')}"
+    pycs = {n for n in names if n.endswith(".pyc")}
+    assert {
+        f"sqsjobs/runtime/__pycache__/lambda_handlers.{tag}.pyc",
+        f"tests/apps/__pycache__/lambda_app.{tag}.pyc",
+        f"botocore/__pycache__/session.{tag}.pyc",
+    } <= pycs
+    assert all(n.endswith(f".{tag}.pyc") and "/__pycache__/" in f"/{n}" for n in pycs)
+    assert len(pycs) > 0.9 * sum(n.endswith(".py") for n in names)
     # fixed timestamps: the same inputs give the same bytes (and the same CodeSha256)
     assert {i.date_time for i in infos} == {(1980, 1, 1, 0, 0, 0)}
 
@@ -67,3 +81,67 @@ def test_packaging_explains_what_is_missing():
         cli, ["package", "lambda", "--app", "tests.apps.lambda_app:app", "--arch", "sparc", "--offline"]
     )
     assert result.exit_code == 1 and "--arch must be one of" in result.output
+
+
+def _build(tmp_path, name: str, *options: str):
+    output = tmp_path / f"{name}.zip"
+    args = ["package", "lambda", "--app", "tests.apps.lambda_app:app", "--output", str(output)]
+    args += [
+        "--python-version",
+        ministack_python(),
+        "--arch",
+        host_arch(),
+        "--offline",
+        "--compress-level",
+        "1",
+    ]
+    result = CliRunner().invoke(cli, [*args, *options])
+    assert result.exit_code == 0, result.output
+    root = tmp_path / name
+    with zipfile.ZipFile(output) as archive:
+        archive.extractall(root)
+    return root
+
+
+def _imports(root) -> str:
+    """What a fresh interpreter that sees only the unpacked zip reads to import the worker's entry.
+
+    ``-B``: it writes no bytecode (Lambda's /var/task is read-only), so sources compile every time.
+    """
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            "-B",
+            "-v",
+            "-c",
+            f"import sys; sys.path.insert(0, {str(root)!r}); "
+            "import sqsjobs.runtime.lambda_handlers, botocore.session",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": os.environ.get("PATH", "")},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stderr
+
+
+def test_the_unpacked_zip_imports_the_entry_from_its_bytecode_and_compiles_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO_ROOT)
+    root = _build(tmp_path, "with")
+    verbose = _imports(root)
+    loaded = [ln for ln in verbose.splitlines() if ln.startswith("# code object from") and str(root) in ln]
+    assert any("sqsjobs/runtime/__pycache__/lambda_handlers." in ln for ln in loaded), verbose[-2000:]
+    assert any("botocore/__pycache__/session." in ln for ln in loaded)
+    # nothing of the zip was compiled from source (-v names each source it compiles: "code object from '...py'")
+    compiled = [ln for ln in loaded if ln.rstrip("'").endswith(".py")]
+    assert compiled == []
+    # AND --no-bytecode builds the sources-only zip, which compiles them
+    bare = _build(tmp_path, "without", "--no-bytecode")
+    assert not list(bare.rglob("*.pyc"))
+    assert any(
+        ln.startswith("# code object from") and ln.rstrip("'").endswith("lambda_handlers.py")
+        for ln in _imports(bare).splitlines()
+    )
