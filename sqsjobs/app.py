@@ -36,6 +36,7 @@ from sqsjobs.registry import P, Registry
 from sqsjobs.runtime.kernel import Kernel, locate
 from sqsjobs.schedules.fire import fires_plugin
 from sqsjobs.schedules.specs import Schedules
+from sqsjobs.store import dedupe
 from sqsjobs.transaction import Transaction
 from sqsjobs.transport.queues import QueueUrls
 from sqsjobs.workflows import batches, chains
@@ -228,7 +229,14 @@ class App:
     def _enqueue_flow(self, requests: list[JobRequest[Any]]) -> Flow[list[str]]:
         now = self.clock.now()
         jobs = [build_new_job(r, registry=self.registry, settings=self.settings, now=now) for r in requests]
-        return (yield from self.enqueue_jobs_flow(jobs))
+        if not any(j.dedupe == "while_active" for j in jobs):
+            return (yield from self.enqueue_jobs_flow(jobs))
+        retention_s = self.settings.retention_days * 86_400.0
+        return (
+            yield from dedupe.enqueue_flow(
+                jobs, self.enqueue_jobs_flow, table=self.settings.table_name, retention_s=retention_s
+            )
+        )
 
     def enqueue_jobs_flow(self, jobs: Sequence[NewJob]) -> Flow[list[str]]:
         """Enqueue jobs already built and validated (``build_new_job``): a schedule fire's, a foreign message's."""
@@ -263,6 +271,13 @@ class App:
             trace: the producer's trace header; default: the current trace, if any.
             expires_after: not started this long after now, the job ends ``expired`` and never
                 runs (wins over the type's ``@job(expires_after=)``; docs/flow-control-expiry.md).
+            unique: ``"while_active"``: the key names the live job only; once it has finished, the
+                next enqueue makes a new job (docs/dedupe.md). The id returned is then an
+                ``EnqueuedId`` saying ``deduplicated`` and ``replaced`` (the finished job).
+            dedupe_for: the key names one job within this window (aligned; another payload in it
+                raises ``IdempotencyConflict``).
+            throttle: the first enqueue of the key in this window (aligned) wins; later ones, any
+                payload, return its id.
         """
         return self.run(self._enqueue_flow([JobRequest(job_type, payload, **options)]))[0]
 
