@@ -229,17 +229,21 @@ class App:
     def _enqueue_flow(self, requests: list[JobRequest[Any]]) -> Flow[list[str]]:
         now = self.clock.now()
         jobs = [build_new_job(r, registry=self.registry, settings=self.settings, now=now) for r in requests]
-        if not any(j.dedupe == "while_active" for j in jobs):
-            return (yield from self.enqueue_jobs_flow(jobs))
-        retention_s = self.settings.retention_days * 86_400.0
-        return (
-            yield from dedupe.enqueue_flow(
-                jobs, self.enqueue_jobs_flow, table=self.settings.table_name, retention_s=retention_s
-            )
-        )
+        return (yield from self.enqueue_jobs_flow(jobs))
 
     def enqueue_jobs_flow(self, jobs: Sequence[NewJob]) -> Flow[list[str]]:
-        """Enqueue jobs already built and validated (``build_new_job``): a schedule fire's, a foreign message's."""
+        """Enqueue jobs already built and validated (``build_new_job``): a schedule fire's, a foreign message's.
+
+        A ``unique="while_active"`` job first takes its key (``sqsjobs.store.dedupe``).
+        """
+        if not any(j.dedupe == "while_active" for j in jobs):
+            return self._send_and_write(jobs)
+        retention_s = self.settings.retention_days * 86_400.0
+        return dedupe.enqueue_flow(
+            jobs, self._send_and_write, table=self.settings.table_name, retention_s=retention_s
+        )
+
+    def _send_and_write(self, jobs: Sequence[NewJob]) -> Flow[list[str]]:
         return enqueue_many_flow(
             jobs,
             settings=self.settings,
