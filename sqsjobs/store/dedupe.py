@@ -211,6 +211,19 @@ def enqueue_flow(
     return [r for r in results if r is not None]
 
 
+def outside_producer(job: NewJob, where: str) -> NewJob:
+    """``job``, unless it is ``while_active`` (``ValueError``): not in a transaction, batch or chain.
+
+    Its key item must land before its record, which those write together with others.
+    """
+    if job.dedupe == "while_active":
+        raise ValueError(
+            f"{job.type!r}: unique='while_active' is not supported in {where} (its key item is written "
+            "before the job); enqueue it with app.enqueue"
+        )
+    return job
+
+
 def with_mode(job: NewJob, dedupe: Dedupe | None) -> NewJob:
     """``job`` marked with its mode (the conflict check and the enqueue read it)."""
     return job if dedupe is None else replace(job, dedupe=dedupe.mode)
