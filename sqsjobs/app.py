@@ -31,12 +31,13 @@ from sqsjobs.producer import (
     cancel_flow,
     enqueue_many_flow,
     get_flow,
+    route_of,
 )
 from sqsjobs.registry import P, Registry
 from sqsjobs.runtime.kernel import Kernel, locate
 from sqsjobs.schedules.fire import fires_plugin
 from sqsjobs.schedules.specs import Schedules
-from sqsjobs.store import dedupe
+from sqsjobs.store import debounce, dedupe
 from sqsjobs.transaction import Transaction
 from sqsjobs.transport.queues import QueueUrls
 from sqsjobs.workflows import batches, chains
@@ -236,12 +237,30 @@ class App:
 
         A ``unique="while_active"`` job first takes its key (``sqsjobs.store.dedupe``).
         """
-        if not any(j.dedupe == "while_active" for j in jobs):
+        if not any(j.dedupe in dedupe.KEYED for j in jobs):
             return self._send_and_write(jobs)
         retention_s = self.settings.retention_days * 86_400.0
+        table = self.settings.table_name
+
+        def debounced(job: NewJob) -> Flow[dedupe.EnqueuedId]:
+            assert job.debounce is not None
+            quiet_s, max_wait_s = job.debounce
+            return debounce.enqueue_flow(
+                table,
+                job,
+                quiet_s=quiet_s,
+                max_wait_s=max_wait_s,
+                retention_s=retention_s,
+                queue_url=self._url_of,
+            )
+
         return dedupe.enqueue_flow(
-            jobs, self._send_and_write, table=self.settings.table_name, retention_s=retention_s
+            jobs, self._send_and_write, table=table, retention_s=retention_s, debounced=debounced
         )
+
+    def _url_of(self, job: NewJob) -> Flow[str]:
+        route = route_of(job)
+        return (yield from self.queue_urls.flow([route]))[route]
 
     def _send_and_write(self, jobs: Sequence[NewJob]) -> Flow[list[str]]:
         return enqueue_many_flow(

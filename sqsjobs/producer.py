@@ -66,6 +66,10 @@ class JobRequest(Generic[P]):
     unique: str | None = None
     dedupe_for: timedelta | float | None = None
     throttle: timedelta | float | None = None
+    #: The last payload of a quiet period this long wins, started at the latest ``debounce_max``
+    #: (default: ten quiet periods) after the key's first enqueue.
+    debounce: timedelta | float | None = None
+    debounce_max: timedelta | float | None = None
 
 
 class EnqueueOptions(TypedDict, total=False):
@@ -84,6 +88,8 @@ class EnqueueOptions(TypedDict, total=False):
     unique: str | None
     dedupe_for: timedelta | float | None
     throttle: timedelta | float | None
+    debounce: timedelta | float | None
+    debounce_max: timedelta | float | None
 
 
 def build_new_job(
@@ -155,6 +161,8 @@ def _dedupe_of(request: JobRequest[Any], spec: HandlerSpec | None) -> dedupe.Ded
         to_seconds(request.dedupe_for) if request.dedupe_for is not None else None,
         to_seconds(request.throttle) if request.throttle is not None else None,
         default,
+        debounce_s=to_seconds(request.debounce) if request.debounce is not None else None,
+        debounce_max_s=to_seconds(request.debounce_max) if request.debounce_max is not None else None,
     )
 
 

@@ -35,7 +35,9 @@ if TYPE_CHECKING:
     from sqsjobs.store.enqueue import NewJob
 
 #: The modes a job type or an enqueue may name (``NewJob.dedupe``).
-Mode = Literal["window", "throttle", "while_active"]
+Mode = Literal["window", "throttle", "while_active", "debounce"]
+#: The modes whose job takes a key item before anything else is written.
+KEYED = frozenset({"while_active", "debounce"})
 #: The prefix of a ``while_active`` key item's id (a job id is hex, so the two never meet).
 KEY_PREFIX = "unique#"
 #: A key item whose job has no record this long after the item was written is stranded (its
@@ -72,25 +74,46 @@ class Dedupe:
 
     mode: Mode
     window_s: float | None = None
+    #: ``debounce``: the longest a key's first enqueue waits for a quiet period.
+    max_wait_s: float | None = None
+
+
+#: A debounce without ``debounce_max`` runs at the latest this many quiet periods after its first enqueue.
+DEFAULT_MAX_QUIETS = 10
 
 
 def of_options(
-    unique: str | None, dedupe_for_s: float | None, throttle_s: float | None, default: Dedupe | None = None
+    unique: str | None,
+    dedupe_for_s: float | None,
+    throttle_s: float | None,
+    default: Dedupe | None = None,
+    *,
+    debounce_s: float | None = None,
+    debounce_max_s: float | None = None,
 ) -> Dedupe | None:
     """The one mode the options name (``default``, the type's, when they name none)."""
+    debounce = None
+    if debounce_s is not None:
+        max_wait = debounce_max_s if debounce_max_s is not None else debounce_s * DEFAULT_MAX_QUIETS
+        if max_wait < debounce_s:
+            raise ValueError(f"debounce_max ({max_wait}s) must be at least the quiet period ({debounce_s}s)")
+        debounce = Dedupe("debounce", debounce_s, max_wait)
+    elif debounce_max_s is not None:
+        raise ValueError("debounce_max needs debounce (the quiet period)")
     named = [
         d
         for d in (
             Dedupe("while_active") if unique is not None else None,
             Dedupe("window", dedupe_for_s) if dedupe_for_s is not None else None,
             Dedupe("throttle", throttle_s) if throttle_s is not None else None,
+            debounce,
         )
         if d is not None
     ]
     if unique is not None and unique != "while_active":
         raise ValueError(f"unique={unique!r}: the one unique mode is 'while_active'")
     if len(named) > 1:
-        raise ValueError("give one of unique, dedupe_for and throttle")
+        raise ValueError("give one of unique, dedupe_for, throttle and debounce")
     for d in named:
         if d.window_s is not None and d.window_s <= 0:
             raise ValueError(f"a {d.mode} window must be positive, not {d.window_s}s")
@@ -104,7 +127,7 @@ def job_id(job_type: str, key: str, tenant: str | None, dedupe: Dedupe | None, n
     """
     if dedupe is None:
         return idempotent_job_id(job_type, key, tenant)
-    if dedupe.mode == "while_active":
+    if dedupe.mode in KEYED:
         return uuid.uuid4().hex
     assert dedupe.window_s is not None
     window_ms = round(dedupe.window_s * 1000)
@@ -190,11 +213,20 @@ def enqueue_flow(
     *,
     table: str,
     retention_s: float,
+    debounced: Callable[[NewJob], Flow[EnqueuedId]] | None = None,
 ) -> Flow[list[str]]:
-    """``enqueue(jobs)``, with each ``while_active`` job first taking its key (or giving the holder's id)."""
+    """``enqueue(jobs)``, with each ``while_active`` job first taking its key (or giving the holder's id).
+
+    A ``debounce`` job is ``debounced``'s whole (``sqsjobs.store.debounce``: it writes and sends itself).
+    """
     results: list[str | None] = [None] * len(jobs)
     todo: list[tuple[int, NewJob]] = []
     for i, job in enumerate(jobs):
+        if job.dedupe == "debounce":
+            if debounced is None:
+                raise ValueError(f"{job.type!r}: debounce is not supported here; enqueue it with app.enqueue")
+            results[i] = yield from debounced(job)
+            continue
         if job.dedupe != "while_active":
             todo.append((i, job))
             continue
@@ -216,9 +248,9 @@ def outside_producer(job: NewJob, where: str) -> NewJob:
 
     Its key item must land before its record, which those write together with others.
     """
-    if job.dedupe == "while_active":
+    if job.dedupe in KEYED:
         raise ValueError(
-            f"{job.type!r}: unique='while_active' is not supported in {where} (its key item is written "
+            f"{job.type!r}: {job.dedupe} is not supported in {where} (its key item is written "
             "before the job); enqueue it with app.enqueue"
         )
     return job
@@ -226,4 +258,8 @@ def outside_producer(job: NewJob, where: str) -> NewJob:
 
 def with_mode(job: NewJob, dedupe: Dedupe | None) -> NewJob:
     """``job`` marked with its mode (the conflict check and the enqueue read it)."""
-    return job if dedupe is None else replace(job, dedupe=dedupe.mode)
+    if dedupe is None:
+        return job
+    if dedupe.mode == "debounce":
+        return replace(job, dedupe=dedupe.mode, debounce=(dedupe.window_s or 0.0, dedupe.max_wait_s or 0.0))
+    return replace(job, dedupe=dedupe.mode)

@@ -72,6 +72,8 @@ class NewJob:
     #: The key's dedup mode (``sqsjobs.store.dedupe``): ``throttle`` answers another payload with the
     #: job the key's window already has, instead of ``IdempotencyConflict``. Not stored in the record.
     dedupe: str | None = None
+    #: ``debounce``: (quiet period, maximum wait) in seconds (``sqsjobs.store.debounce``).
+    debounce: tuple[float, float] | None = None
 
     # Cached: the record, the message and a conflict check all need them, once per job.
     @functools.cached_property

@@ -34,6 +34,7 @@ def main() -> None:
     parser.add_argument("--unique", action="store_true")
     parser.add_argument("--dedupe-for", type=float)
     parser.add_argument("--throttle", type=float)
+    parser.add_argument("--debounce", type=float)
     args = parser.parse_args()
     app.settings  # noqa: B018  (resolve the settings and the clients before the start line)
     app.sync_clients.get("dynamodb")
@@ -50,6 +51,8 @@ def main() -> None:
             unique="while_active" if args.unique else None,
             dedupe_for=args.dedupe_for,
             throttle=args.throttle,
+            debounce=args.debounce,
+            debounce_max=60.0 if args.debounce else None,
         )
     except IdempotencyConflict:
         print(json.dumps({"conflict": True}), flush=True)

@@ -155,3 +155,51 @@ def test_dedupe_for_is_one_job_per_window_and_another_payload_in_it_still_confli
     assert c != a
     run_until_finished(app, runs, {a, c, job})
     assert {k: len(v) for k, v in ran(runs).items()} == {a: 1, c: 1, job: 1}
+
+
+def test_debounce_runs_the_last_payload_of_a_burst_once_and_a_steady_stream_within_its_maximum_wait(
+    app, runs
+):
+    worker = worker_process(app, "tests.apps.deduped:app", concurrency=2, DEDUPE_DIR=str(runs))
+    try:
+        # WHEN nineteen processes enqueue one key at once with a 5 s quiet period, then one more follows
+        burst = race(app, runs, "doc-9", [f"r{i}" for i in range(19)], "--debounce", "5")
+        last = app.enqueue(TYPE, {"tag": "last"}, queue="default", idempotency_key="doc-9", debounce=5)
+        # THEN one job gathered them all, and it ran once, with the last payload
+        (job,) = {a["id"] for a in burst}
+        assert sorted(a["deduplicated"] for a in burst) == [False] + [True] * 18
+        assert last == job and last.deduplicated
+        deadline = time.monotonic() + 120
+        while not app.get(job, load_result=False).status.terminal:
+            assert time.monotonic() < deadline and worker.poll() is None
+            time.sleep(0.2)
+        assert app.get(job).status is JobStatus.SUCCEEDED
+        assert ran(runs) == {job: [{"tag": "last"}]}
+
+        # WHEN a steady stream (an enqueue every 0.5 s, quiet period 2 s, maximum wait 4 s) never goes quiet
+        first_at = time.time()
+        stream = app.enqueue(
+            TYPE, {"tag": "s0"}, queue="default", idempotency_key="feed", debounce=2, debounce_max=4
+        )
+        successors = []
+        n = 1
+        while not successors:  # until an enqueue finds the stream's job started
+            assert time.monotonic() < deadline, "the stream's job never started"
+            time.sleep(0.5)
+            got = app.enqueue(
+                TYPE, {"tag": f"s{n}"}, queue="default", idempotency_key="feed", debounce=2, debounce_max=4
+            )
+            if got != stream:
+                successors.append(got)
+            n += 1
+        # THEN its job was due by the maximum wait, it ran once, and that enqueue made a new job in its place
+        assert app.get(stream).run_at.timestamp() <= first_at + 4 + 0.01
+        assert successors[0].replaced == stream and not successors[0].deduplicated
+        run_until_finished(app, runs, {stream, successors[0]})
+        done = ran(runs)
+        assert len(done[stream]) == len(done[successors[0]]) == 1
+        assert done[successors[0]] == [{"tag": f"s{n - 1}"}]
+    finally:
+        worker.terminate()
+        worker.wait(30)
+        kill_group(worker)
