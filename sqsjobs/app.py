@@ -301,6 +301,8 @@ class App:
                 raises ``IdempotencyConflict``).
             throttle: the first enqueue of the key in this window (aligned) wins; later ones, any
                 payload, return its id.
+            debounce: the last payload of a quiet period this long wins; ``debounce_max`` (default
+                ten quiet periods) bounds the wait from the key's first enqueue.
         """
         return self.run(self._enqueue_flow([JobRequest(job_type, payload, **options)]))[0]
 

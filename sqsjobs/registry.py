@@ -80,6 +80,8 @@ class HandlerSpec:
     unique: str | None = None
     dedupe_for_s: float | None = None
     throttle_s: float | None = None
+    debounce_s: float | None = None
+    debounce_max_s: float | None = None
 
     @property
     def timeout_s(self) -> float:
@@ -236,6 +238,8 @@ class Registry:
         unique: str | None = None,
         dedupe_for: timedelta | float | None = None,
         throttle: timedelta | float | None = None,
+        debounce: timedelta | float | None = None,
+        debounce_max: timedelta | float | None = None,
     ) -> Callable[[H], H]:
         """Register a handler ``fn(payload, ctx)``; the function itself is returned unchanged.
 
@@ -253,13 +257,13 @@ class Registry:
         ``ConfigurationError`` when a worker starts); ``pausable`` lets ``app.pause`` stop a type
         that is under no limit (docs/flow-control-limits.md).
 
-        ``unique="while_active"``, ``dedupe_for`` or ``throttle`` is the type's default dedup mode
-        for an enqueue with an idempotency key (docs/dedupe.md).
+        ``unique="while_active"``, ``dedupe_for``, ``throttle`` or ``debounce`` (with ``debounce_max``)
+        is the type's default dedup mode for an enqueue with an idempotency key (docs/dedupe.md).
         """
         if unique not in (None, "while_active"):
             raise ValueError(f"unique must be 'while_active', got {unique!r}")
-        if sum(x is not None for x in (unique, dedupe_for, throttle)) > 1:
-            raise ValueError("give one of unique, dedupe_for and throttle")
+        if sum(x is not None for x in (unique, dedupe_for, throttle, debounce)) > 1:
+            raise ValueError("give one of unique, dedupe_for, throttle and debounce")
         expires_after_s = None if expires_after is None else to_seconds(expires_after)
         if expires_after_s is not None and not expires_after_s > 0:
             raise ConfigurationError(f"job {name!r}: expires_after must be positive, got {expires_after!r}")
@@ -296,6 +300,8 @@ class Registry:
                 unique=unique,
                 dedupe_for_s=None if dedupe_for is None else to_seconds(dedupe_for),
                 throttle_s=None if throttle is None else to_seconds(throttle),
+                debounce_s=None if debounce is None else to_seconds(debounce),
+                debounce_max_s=None if debounce_max is None else to_seconds(debounce_max),
             )
             self.add(spec)
             return fn

@@ -78,6 +78,8 @@ async def enqueue(body: EnqueueRequest, app: AppDep, response: Response) -> Any:
             unique=body.unique,
             dedupe_for=body.dedupe_for,
             throttle=body.throttle,
+            debounce=body.debounce,
+            debounce_max=body.debounce_max,
         )
     except TransportError as exc:
         if body.queue is None or exc.code not in MISSING_QUEUE:

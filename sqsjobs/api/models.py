@@ -102,6 +102,18 @@ class EnqueueRequest(BaseModel):
     throttle: float | None = Field(
         None, gt=0, allow_inf_nan=False, description="Seconds: the first job of the key's aligned window wins"
     )
+    debounce: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Seconds: the last payload of a quiet period this long wins",
+    )
+    debounce_max: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Seconds: a debounced key's job starts at the latest this long after its first enqueue",
+    )
 
     @field_validator("payload")
     @classmethod
@@ -110,9 +122,11 @@ class EnqueueRequest(BaseModel):
 
     @model_validator(mode="after")
     def _one_mode(self) -> EnqueueRequest:
-        modes = [self.unique, self.dedupe_for, self.throttle]
+        modes = [self.unique, self.dedupe_for, self.throttle, self.debounce]
         if sum(m is not None for m in modes) > 1:
-            raise ValueError("give one of unique, dedupe_for and throttle")
+            raise ValueError("give one of unique, dedupe_for, throttle and debounce")
+        if self.debounce_max is not None and self.debounce is None:
+            raise ValueError("debounce_max needs debounce")
         if any(m is not None for m in modes) and self.idempotency_key is None:
             raise ValueError("a dedup mode needs an idempotency_key")
         return self

@@ -102,6 +102,13 @@ def test_dedup_modes_over_http_say_what_they_did(served):
         "/jobs", json={**job, "idempotency_key": "h-t", "throttle": 86400, "payload": {"order_id": "x"}}
     )
     assert t1.status_code == t2.status_code == 202 and t1.json()["id"] == t2.json()["id"]
+    # debounce: the later payload joins the waiting job
+    d1 = served.http.post("/jobs", json={**job, "idempotency_key": "h-d", "debounce": 600})
+    d2 = served.http.post(
+        "/jobs", json={**job, "idempotency_key": "h-d", "debounce": 600, "payload": {"order_id": "y"}}
+    )
+    assert d1.status_code == d2.status_code == 202, d2.text
+    assert d2.json()["id"] == d1.json()["id"] and d2.json()["deduplicated"] is True
     # a mode needs a key, and one mode at most
     assert_problem(
         served.http.post("/jobs", json={"type": "orders.ok", "payload": {"order_id": "k"}, "throttle": 5}),

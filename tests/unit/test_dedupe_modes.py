@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sqsjobs.store import dedupe
+from sqsjobs.store import debounce, dedupe
 from sqsjobs.store.codec import av_n, av_s, idempotent_job_id
+from sqsjobs.store.enqueue import NewJob
 
 NOW = 1_800_000_000.0
 
@@ -56,3 +57,34 @@ def test_a_holder_lets_go_when_its_job_finished_or_its_record_never_came():
         assert dedupe.is_free({"status": av_s(status)}, key_item, NOW + 1)
     assert not dedupe.is_free(None, key_item, NOW + 60)
     assert dedupe.is_free(None, key_item, NOW + dedupe.STRANDED_AFTER_S + 1)
+
+
+def test_debounce_is_due_a_quiet_period_after_each_enqueue_never_past_the_maximum_wait():
+    assert debounce.due(NOW, 5.0, NOW + 60) == NOW + 5
+    assert debounce.due(NOW + 58, 5.0, NOW + 60) == NOW + 60
+    mode = dedupe.of_options(None, None, None, debounce_s=5.0)
+    assert mode == dedupe.Dedupe("debounce", 5.0, 5.0 * dedupe.DEFAULT_MAX_QUIETS)
+    with pytest.raises(ValueError, match="at least the quiet period"):
+        dedupe.of_options(None, None, None, debounce_s=5.0, debounce_max_s=1.0)
+    with pytest.raises(ValueError, match="needs debounce"):
+        dedupe.of_options(None, None, None, debounce_max_s=1.0)
+
+
+def test_a_later_enqueue_rewrites_only_a_job_never_claimed_and_not_rewritten_by_a_later_one():
+    job = NewJob(
+        id="new",
+        type="t",
+        queue="default",
+        payload={"v": 2},
+        payload_version=1,
+        max_attempts=3,
+        run_at=NOW,
+        now=NOW,
+    )
+    update = debounce.gather("tbl", "held", job, at=NOW + 5).update_item()
+    assert update["Key"] == {"id": {"S": "held"}}
+    condition = update["ConditionExpression"]
+    values = update["ExpressionAttributeValues"]
+    assert {"S": "queued"} in values.values() and {"N": "0"} in values.values()
+    assert "attribute_not_exists" in condition and "<" in condition
+    assert values[":payload"] == {"S": '{"v":2}'} and values[":due"] == {"N": str(NOW + 5)}
