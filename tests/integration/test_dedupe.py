@@ -160,11 +160,13 @@ def test_dedupe_for_is_one_job_per_window_and_another_payload_in_it_still_confli
 def test_debounce_runs_the_last_payload_of_a_burst_once_and_a_steady_stream_within_its_maximum_wait(
     app, runs
 ):
+    # WHEN nineteen processes enqueue one key at once with a 5 s quiet period, then one more follows
+    # (no worker yet: on a loaded machine the burst may outlast the quiet period, and a job that
+    # started would rightly make the next enqueue a new job)
+    burst = race(app, runs, "doc-9", [f"r{i}" for i in range(19)], "--debounce", "5")
+    last = app.enqueue(TYPE, {"tag": "last"}, queue="default", idempotency_key="doc-9", debounce=5)
     worker = worker_process(app, "tests.apps.deduped:app", concurrency=2, DEDUPE_DIR=str(runs))
     try:
-        # WHEN nineteen processes enqueue one key at once with a 5 s quiet period, then one more follows
-        burst = race(app, runs, "doc-9", [f"r{i}" for i in range(19)], "--debounce", "5")
-        last = app.enqueue(TYPE, {"tag": "last"}, queue="default", idempotency_key="doc-9", debounce=5)
         # THEN one job gathered them all, and it ran once, with the last payload
         (job,) = {a["id"] for a in burst}
         assert sorted(a["deduplicated"] for a in burst) == [False] + [True] * 18
