@@ -31,11 +31,13 @@ from sqsjobs.producer import (
     cancel_flow,
     enqueue_many_flow,
     get_flow,
+    route_of,
 )
 from sqsjobs.registry import P, Registry
 from sqsjobs.runtime.kernel import Kernel, locate
 from sqsjobs.schedules.fire import fires_plugin
 from sqsjobs.schedules.specs import Schedules
+from sqsjobs.store import debounce, dedupe
 from sqsjobs.transaction import Transaction
 from sqsjobs.transport.queues import QueueUrls
 from sqsjobs.workflows import batches, chains
@@ -231,7 +233,36 @@ class App:
         return (yield from self.enqueue_jobs_flow(jobs))
 
     def enqueue_jobs_flow(self, jobs: Sequence[NewJob]) -> Flow[list[str]]:
-        """Enqueue jobs already built and validated (``build_new_job``): a schedule fire's, a foreign message's."""
+        """Enqueue jobs already built and validated (``build_new_job``): a schedule fire's, a foreign message's.
+
+        A ``unique="while_active"`` job first takes its key (``sqsjobs.store.dedupe``).
+        """
+        if not any(j.dedupe in dedupe.KEYED for j in jobs):
+            return self._send_and_write(jobs)
+        retention_s = self.settings.retention_days * 86_400.0
+        table = self.settings.table_name
+
+        def debounced(job: NewJob) -> Flow[dedupe.EnqueuedId]:
+            assert job.debounce is not None
+            quiet_s, max_wait_s = job.debounce
+            return debounce.enqueue_flow(
+                table,
+                job,
+                quiet_s=quiet_s,
+                max_wait_s=max_wait_s,
+                retention_s=retention_s,
+                queue_url=self._url_of,
+            )
+
+        return dedupe.enqueue_flow(
+            jobs, self._send_and_write, table=table, retention_s=retention_s, debounced=debounced
+        )
+
+    def _url_of(self, job: NewJob) -> Flow[str]:
+        route = route_of(job)
+        return (yield from self.queue_urls.flow([route]))[route]
+
+    def _send_and_write(self, jobs: Sequence[NewJob]) -> Flow[list[str]]:
         return enqueue_many_flow(
             jobs,
             settings=self.settings,
@@ -263,6 +294,15 @@ class App:
             trace: the producer's trace header; default: the current trace, if any.
             expires_after: not started this long after now, the job ends ``expired`` and never
                 runs (wins over the type's ``@job(expires_after=)``; docs/flow-control-expiry.md).
+            unique: ``"while_active"``: the key names the live job only; once it has finished, the
+                next enqueue makes a new job (docs/dedupe.md). The id returned is then an
+                ``EnqueuedId`` saying ``deduplicated`` and ``replaced`` (the finished job).
+            dedupe_for: the key names one job within this window (aligned; another payload in it
+                raises ``IdempotencyConflict``).
+            throttle: the first enqueue of the key in this window (aligned) wins; later ones, any
+                payload, return its id.
+            debounce: the last payload of a quiet period this long wins; ``debounce_max`` (default
+                ten quiet periods) bounds the wait from the key's first enqueue.
         """
         return self.run(self._enqueue_flow([JobRequest(job_type, payload, **options)]))[0]
 

@@ -22,7 +22,7 @@ from sqsjobs.errors import JobNotFound, PayloadMissing, PayloadTooLarge, StoreEr
 from sqsjobs.job import JobStatus
 from sqsjobs.observability.tracing import current_trace, message_attributes
 from sqsjobs.registry import P
-from sqsjobs.store import codec, deadlines, enqueue, operator, requests, statements
+from sqsjobs.store import codec, deadlines, dedupe, enqueue, operator, requests, statements
 from sqsjobs.transport import lifespan, objects, routes, sqs
 from sqsjobs.transport.queues import QueueUrls
 from sqsjobs.workflows.completion import BatchEnv, cancel_item_flow
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from sqsjobs.job import Job
     from sqsjobs.observability.metrics import JobMetrics
     from sqsjobs.observability.spans import JobTracer, ProducerSpans
-    from sqsjobs.registry import HandlerOf, Registry
+    from sqsjobs.registry import HandlerOf, HandlerSpec, Registry
     from sqsjobs.store.write import Put
 
 
@@ -62,6 +62,14 @@ class JobRequest(Generic[P]):
     priority: str | None = None
     #: Jobs with one key run one at a time, in enqueue order (``serialized_queues``).
     serialize_key: str | None = None
+    #: Dedup modes of ``idempotency_key`` (one at most; default: the type's). See docs/dedupe.md.
+    unique: str | None = None
+    dedupe_for: timedelta | float | None = None
+    throttle: timedelta | float | None = None
+    #: The last payload of a quiet period this long wins, started at the latest ``debounce_max``
+    #: (default: ten quiet periods) after the key's first enqueue.
+    debounce: timedelta | float | None = None
+    debounce_max: timedelta | float | None = None
 
 
 class EnqueueOptions(TypedDict, total=False):
@@ -77,6 +85,11 @@ class EnqueueOptions(TypedDict, total=False):
     expires_after: timedelta | float | None
     priority: str | None
     serialize_key: str | None
+    unique: str | None
+    dedupe_for: timedelta | float | None
+    throttle: timedelta | float | None
+    debounce: timedelta | float | None
+    debounce_max: timedelta | float | None
 
 
 def build_new_job(
@@ -94,8 +107,11 @@ def build_new_job(
         run_at = request.run_at.timestamp()
     else:
         run_at = now + (to_seconds(request.delay) if request.delay is not None else 0.0)
+    mode = _dedupe_of(request, spec)
+    if mode is not None and not request.idempotency_key:
+        raise ValueError(f"{job_type!r}: a dedup mode ({mode.mode}) needs an idempotency_key")
     job_id = (
-        codec.idempotent_job_id(job_type, request.idempotency_key, request.tenant)
+        dedupe.job_id(job_type, request.idempotency_key, request.tenant, mode, now)
         if request.idempotency_key
         else uuid.uuid4().hex
     )
@@ -134,7 +150,20 @@ def build_new_job(
             else None,
         ),
     )
-    return _claim_checked(job, settings, in_record=in_record or job.held)
+    return _claim_checked(dedupe.with_mode(job, mode), settings, in_record=in_record or job.held)
+
+
+def _dedupe_of(request: JobRequest[Any], spec: HandlerSpec | None) -> dedupe.Dedupe | None:
+    """The request's dedup mode, else its type's (``@app.job(unique=|dedupe_for=|throttle=)``)."""
+    default = dedupe.of_options(spec.unique, spec.dedupe_for_s, spec.throttle_s) if spec is not None else None
+    return dedupe.of_options(
+        request.unique,
+        to_seconds(request.dedupe_for) if request.dedupe_for is not None else None,
+        to_seconds(request.throttle) if request.throttle is not None else None,
+        default,
+        debounce_s=to_seconds(request.debounce) if request.debounce is not None else None,
+        debounce_max_s=to_seconds(request.debounce_max) if request.debounce_max is not None else None,
+    )
 
 
 def _claim_checked(job: enqueue.NewJob, settings: Settings, *, in_record: bool) -> enqueue.NewJob:

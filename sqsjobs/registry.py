@@ -75,6 +75,13 @@ class HandlerSpec:
     #: ``app.pause`` can stop it (always true under a limit): its worker reads a pause item through
     #: a short cache, a read the types that are neither limited nor pausable never pay.
     pausable: bool = False
+    #: The type's default dedup mode for an enqueue with an idempotency key (an enqueue's own wins):
+    #: ``unique="while_active"``, or a window in seconds (``dedupe_for_s``, ``throttle_s``); see docs/dedupe.md.
+    unique: str | None = None
+    dedupe_for_s: float | None = None
+    throttle_s: float | None = None
+    debounce_s: float | None = None
+    debounce_max_s: float | None = None
 
     @property
     def timeout_s(self) -> float:
@@ -228,6 +235,11 @@ class Registry:
         limits: Sequence[str] = (),
         pausable: bool = False,
         priority: str | None = None,
+        unique: str | None = None,
+        dedupe_for: timedelta | float | None = None,
+        throttle: timedelta | float | None = None,
+        debounce: timedelta | float | None = None,
+        debounce_max: timedelta | float | None = None,
     ) -> Callable[[H], H]:
         """Register a handler ``fn(payload, ctx)``; the function itself is returned unchanged.
 
@@ -244,7 +256,14 @@ class Registry:
         ``limits`` names ``app.limit`` declarations its jobs start under (an unknown name is a
         ``ConfigurationError`` when a worker starts); ``pausable`` lets ``app.pause`` stop a type
         that is under no limit (docs/flow-control-limits.md).
+
+        ``unique="while_active"``, ``dedupe_for``, ``throttle`` or ``debounce`` (with ``debounce_max``)
+        is the type's default dedup mode for an enqueue with an idempotency key (docs/dedupe.md).
         """
+        if unique not in (None, "while_active"):
+            raise ValueError(f"unique must be 'while_active', got {unique!r}")
+        if sum(x is not None for x in (unique, dedupe_for, throttle, debounce)) > 1:
+            raise ValueError("give one of unique, dedupe_for, throttle and debounce")
         expires_after_s = None if expires_after is None else to_seconds(expires_after)
         if expires_after_s is not None and not expires_after_s > 0:
             raise ConfigurationError(f"job {name!r}: expires_after must be positive, got {expires_after!r}")
@@ -278,6 +297,11 @@ class Registry:
                 limits=tuple(limits),
                 pausable=pausable or bool(limits),
                 priority=priority,
+                unique=unique,
+                dedupe_for_s=None if dedupe_for is None else to_seconds(dedupe_for),
+                throttle_s=None if throttle is None else to_seconds(throttle),
+                debounce_s=None if debounce is None else to_seconds(debounce),
+                debounce_max_s=None if debounce_max is None else to_seconds(debounce_max),
             )
             self.add(spec)
             return fn

@@ -46,7 +46,7 @@ from sqsjobs.errors import (
     TransactionInvalid,
 )
 from sqsjobs.producer import EnqueueOptions, JobRequest, build_new_job, route_of, send_hints, write_objects
-from sqsjobs.store import transact
+from sqsjobs.store import dedupe, transact
 from sqsjobs.store.codec import CCF, av_s, nonce
 
 if TYPE_CHECKING:
@@ -167,6 +167,7 @@ class Transaction:
             now=self._now(),
             in_record=True,
         )
+        dedupe.outside_producer(job, "a transaction")
         for item in self._items:
             if item.job is not None and item.job.id == job.id:
                 if item.job.payload_hash == job.payload_hash and item.job.type == job.type:

@@ -75,6 +75,11 @@ async def enqueue(body: EnqueueRequest, app: AppDep, response: Response) -> Any:
             tenant=body.tenant,
             priority=body.priority,
             serialize_key=body.serialize_key,
+            unique=body.unique,
+            dedupe_for=body.dedupe_for,
+            throttle=body.throttle,
+            debounce=body.debounce,
+            debounce_max=body.debounce_max,
         )
     except TransportError as exc:
         if body.queue is None or exc.code not in MISSING_QUEUE:
@@ -104,6 +109,8 @@ async def enqueue(body: EnqueueRequest, app: AppDep, response: Response) -> Any:
         run_at=job.run_at,
         estimated_start=estimated,
         queue_depth=depth,
+        deduplicated=getattr(job_id, "deduplicated", False),
+        replaced=getattr(job_id, "replaced", None),
     )
 
 

@@ -20,6 +20,7 @@ from pydantic import (
     StrictBool,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from sqsjobs.ops._common import parse_duration
@@ -91,11 +92,44 @@ class EnqueueRequest(BaseModel):
         max_length=128,
         description="Jobs with one key run one at a time, in enqueue order",
     )
+    unique: Literal["while_active"] | None = Field(
+        None,
+        description="The key names the live job only: once it finished, a new job (needs idempotency_key)",
+    )
+    dedupe_for: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="Seconds: the key names one job per aligned window"
+    )
+    throttle: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="Seconds: the first job of the key's aligned window wins"
+    )
+    debounce: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Seconds: the last payload of a quiet period this long wins",
+    )
+    debounce_max: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Seconds: a debounced key's job starts at the latest this long after its first enqueue",
+    )
 
     @field_validator("payload")
     @classmethod
     def _finite(cls, value: Any) -> Any:
         return check_json(value)
+
+    @model_validator(mode="after")
+    def _one_mode(self) -> EnqueueRequest:
+        modes = [self.unique, self.dedupe_for, self.throttle, self.debounce]
+        if sum(m is not None for m in modes) > 1:
+            raise ValueError("give one of unique, dedupe_for, throttle and debounce")
+        if self.debounce_max is not None and self.debounce is None:
+            raise ValueError("debounce_max needs debounce")
+        if any(m is not None for m in modes) and self.idempotency_key is None:
+            raise ValueError("a dedup mode needs an idempotency_key")
+        return self
 
     @field_validator("run_at")
     @classmethod
@@ -118,6 +152,12 @@ class EnqueueResponse(BaseModel):
         description="run_at for a job not yet due; the enqueue time when nothing else waited in its "
         "queue; null when other messages waited (the API does not know how fast workers drain them) "
         "or the job is no longer waiting"
+    )
+    deduplicated: bool = Field(
+        False, description="unique=while_active: the key named a live job, this one (no new job)"
+    )
+    replaced: str | None = Field(
+        None, description="unique=while_active: the finished job the key named before this new one"
     )
     queue_depth: int | None = Field(
         description="Messages visible in the job's queue right after the enqueue (approximate, may "

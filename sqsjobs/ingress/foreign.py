@@ -38,8 +38,12 @@ from sqsjobs.observability.tracing import parse as parse_trace
 from sqsjobs.producer import JobRequest, build_new_job, enqueue_many_flow
 from sqsjobs.runtime.seams import Plugin
 from sqsjobs.schedules.specs import empty_payload
+from sqsjobs.store import dedupe
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from sqsjobs._aws import Flow
     from sqsjobs.delivery import Delivery
     from sqsjobs.runtime.kernel import Kernel
     from sqsjobs.store.enqueue import NewJob
@@ -106,14 +110,21 @@ async def handle_foreign(kernel: Kernel, message: Foreign, delivery: Delivery) -
     except RoutingError as exc:
         return _refuse(kernel, f"invalid routing: {exc}", exc, message, delivery)
     try:
-        await kernel.arun(
-            enqueue_many_flow(
-                [job],
-                settings=kernel.settings,
+        settings = kernel.settings
+
+        def enqueue(jobs: Sequence[NewJob]) -> Flow[list[str]]:
+            return enqueue_many_flow(
+                jobs,
+                settings=settings,
                 queue_urls=kernel.queue_urls,
                 logger=kernel.logger,
                 metrics=kernel.metrics,
             )
+
+        # The type's dedup mode applies as to any enqueue (``unique="while_active"`` takes its key item).
+        retention_s = settings.retention_days * 86_400.0
+        await kernel.arun(
+            dedupe.enqueue_flow([job], enqueue, table=settings.table_name, retention_s=retention_s)
         )
     except IdempotencyConflict as exc:
         # The key already names a job with another payload: the sender reused it. Not this job's to run.

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator, Mapping
 
     from sqsjobs.registry import Registry
 
@@ -85,16 +85,32 @@ class Limit:
     name: str
     concurrency: int | None = None
     rate: Rate | None = None
-    #: None: one limit for all its jobs; ``tenant`` or ``payload.<field>``: one per value.
-    key: str | None = None
+    #: None: one limit for all its jobs; ``tenant``, ``payload.<field>`` or a function of the
+    #: payload: one concurrency and one rate per value (each value's items are its own partitions).
+    key: str | Callable[[Any], object] | None = None
     breaker: Breaker | None = None
+    #: Concurrency weight of a key value: its jobs get ``concurrency * weight`` slots (default 1).
+    weights: Mapping[str, int] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def key_name(self) -> str | None:
+        """The key as the CLI shows it: its text, or ``fn:<name>`` for a function."""
+        if self.key is None or isinstance(self.key, str):
+            return self.key
+        return f"fn:{getattr(self.key, '__name__', 'key')}"
+
+    def slots(self, key: str | None) -> int:
+        """The concurrency slots of ``key``'s partition (its weight times ``concurrency``)."""
+        return (self.concurrency or 0) * (self.weights.get(key, 1) if key is not None else 1)
 
     def key_of(self, tenant: str | None, payload: Any) -> str | None:
         """The partition a job falls in (None for an unpartitioned limit); ``NO_KEY`` when it has no value."""
         if self.key is None:
             return None
-        if self.key == TENANT_KEY:
-            value: Any = tenant
+        if callable(self.key):
+            value: Any = self.key(payload)
+        elif self.key == TENANT_KEY:
+            value = tenant
         else:
             field = self.key[len(PAYLOAD_KEY_PREFIX) :]
             value = payload.get(field) if isinstance(payload, dict) else None
@@ -113,8 +129,9 @@ class Limits:
         *,
         concurrency: int | None = None,
         rate: str | None = None,
-        key: str | None = None,
+        key: str | Callable[[Any], object] | None = None,
         breaker: Breaker | None = None,
+        weights: Mapping[str, int] | None = None,
     ) -> Limit:
         """Declare a fleet-wide limit that ``@app.job(..., limits=[name])`` puts job types under.
 
@@ -122,10 +139,14 @@ class Limits:
             name: how job types name it (``@app.job(..., limits=[name])``) and the CLI shows it.
             concurrency: at most this many of its jobs run at once, fleet-wide (per key value).
             rate: at most this many starts per second or minute (``"20/s"``, ``"600/min"``).
-            key: ``"tenant"`` (the job's tenant) or ``"payload.<field>"`` (a top-level field of its
-                payload, which must then travel inline, not in S3): the concurrency is then per value
-                of the key. Jobs without a value share one partition.
+            key: ``"tenant"`` (the job's tenant), ``"payload.<field>"`` (a top-level field of its
+                payload, which must then travel inline, not in S3) or a function of the payload:
+                the concurrency and the rate are then per value of the key, each value in items of
+                its own (a hot key is its own partition, not everyone's). Jobs without a value share
+                one partition.
             breaker: open after repeated failures of its jobs (``Breaker``).
+            weights: ``{key value: n}``: that value's jobs get ``n * concurrency`` slots (a premium
+                tenant); the other values get ``concurrency``.
         """
         if not _NAME.match(name):
             raise ConfigurationError(
@@ -139,15 +160,24 @@ class Limits:
             raise ConfigurationError(f"limit {name!r} limits nothing: give concurrency=, rate= or breaker=")
         if (
             key is not None
+            and not callable(key)
             and key != TENANT_KEY
             and not (key.startswith(PAYLOAD_KEY_PREFIX) and len(key) > len(PAYLOAD_KEY_PREFIX))
         ):
             raise ConfigurationError(
                 f"limit {name!r}: key must be 'tenant' or 'payload.<field>', got {key!r}"
             )
-        if key is not None and concurrency is None:
-            raise ConfigurationError(f"limit {name!r}: key= partitions the concurrency; give concurrency=")
-        limit = Limit(name, concurrency, parse_rate(rate) if rate else None, key, breaker)
+        if key is not None and concurrency is None and rate is None:
+            raise ConfigurationError(
+                f"limit {name!r}: key= partitions the concurrency and the rate; give concurrency= or rate="
+            )
+        if weights and (key is None or concurrency is None or min(weights.values()) < 1):
+            raise ConfigurationError(
+                f"limit {name!r}: weights= multiply a key's concurrency: give key=, concurrency= and weights >= 1"
+            )
+        limit = Limit(
+            name, concurrency, parse_rate(rate) if rate else None, key, breaker, dict(weights or {})
+        )
         self._limits[name] = limit
         return limit
 

@@ -97,7 +97,7 @@ class Gate:
         #: Admitted jobs, by id, until their finish lands or their claim is refused.
         self.held: dict[str, Held] = {}
         #: Rate limits: how far ahead this worker has already sent waiting jobs (spreads them out).
-        self._booked: dict[str, float] = {}
+        self._booked: dict[tuple[str, str | None], float] = {}
         #: Deferrals by (reason, limit or type), and refused writes by limit: for metrics and tests.
         self.deferred: Counter[tuple[str, str]] = Counter()
         self.refused_writes: Counter[str] = Counter()
@@ -158,7 +158,8 @@ class Gate:
             if lim.concurrency and not self._free_slots(lim, keys[lim.name], items, now):
                 raise LimitWait("concurrency", lim.name, random.uniform(*SLOT_WAIT_S))
             if lim.rate:
-                self._rate_wait(lim, items[ls.rate_id(lim.name, shards[lim.name])], now, shards[lim.name])
+                rid = ls.rate_id(lim.name, shards[lim.name], keys[lim.name])
+                self._rate_wait(lim, items[rid], now, shards[lim.name], keys[lim.name])
         for lim in limits:
             if lim.concurrency:
                 await self._take_slot(held, lim, keys[lim.name], items)
@@ -170,7 +171,7 @@ class Gate:
         held.at = self.kernel.clock.now()
         for lim in limits:
             if lim.rate:
-                await self._log_start(held, lim, shards[lim.name])
+                await self._log_start(held, lim, shards[lim.name], keys[lim.name])
 
     async def _key_source(self, lim: Limit, envelope: Envelope) -> tuple[str | None, Any]:
         """(tenant, payload) for the limit's key: the message's, or the record's for a bare hint."""
@@ -197,17 +198,18 @@ class Gate:
         self, lim: Limit, key: str | None, items: Mapping[str, Item | None], now: float
     ) -> list[str]:
         assert lim.concurrency is not None
-        slots = [ls.slot_id(lim.name, n, key) for n in range(lim.concurrency)]
+        slots = [ls.slot_id(lim.name, n, key) for n in range(lim.slots(key))]
         return [s for s in slots if ls.slot_is_free(items.get(s), now)]
 
-    def _rate_wait(self, lim: Limit, item: Item | None, now: float, shard: int) -> None:
+    def _rate_wait(self, lim: Limit, item: Item | None, now: float, shard: int, key: str | None) -> None:
         assert lim.rate is not None
         allowed = lim.rate.shard_starts(shard)
         opens = ls.next_start(ls.starts_of(item), allowed=allowed, window_s=lim.rate.window_s)
         if opens > now:
             # Send waiting jobs back one start interval apart, so they do not all return at once.
-            booked = max(self._booked.get(lim.name, 0.0), opens)
-            self._booked[lim.name] = booked + lim.rate.window_s / lim.rate.starts
+            # Booked per key: one key's waiting jobs never push another key's back.
+            booked = max(self._booked.get((lim.name, key), 0.0), opens)
+            self._booked[(lim.name, key)] = booked + lim.rate.window_s / lim.rate.starts
             raise LimitWait("rate", lim.name, booked - now + random.uniform(0.0, 0.5))
 
     async def _take_slot(
@@ -246,9 +248,9 @@ class Gate:
         self._cache.pop(bid, None)
         self.kernel.logger.info("breaker probe admitted", extra={"limit": lim.name, "job_id": held.job_id})
 
-    async def _log_start(self, held: Held, lim: Limit, shard: int) -> None:
+    async def _log_start(self, held: Held, lim: Limit, shard: int, key: str | None) -> None:
         assert lim.rate is not None
-        rid = ls.rate_id(lim.name, shard)
+        rid = ls.rate_id(lim.name, shard, key)
         allowed = lim.rate.shard_starts(shard)
         items = {rid: self._cache.get(rid, (0.0, None))[1]}
         for _ in range(MAX_TRIES):
@@ -256,7 +258,7 @@ class Gate:
             starts = ls.starts_of(item)
             now = held.at
             if ls.next_start(starts, allowed=allowed, window_s=lim.rate.window_s) > now:
-                self._rate_wait(lim, item, now, shard)
+                self._rate_wait(lim, item, now, shard, key)
             wid = nonce()
             params = ls.record_start(
                 self._table,
@@ -488,11 +490,11 @@ class Gate:
 
 def _ids(lim: Limit, key: str | None, shard: int) -> list[str]:
     """Every item an admission under ``lim`` may need, read in one batch."""
-    ids = [ls.slot_id(lim.name, n, key) for n in range(lim.concurrency or 0)]
+    ids = [ls.slot_id(lim.name, n, key) for n in range(lim.slots(key))]
     if lim.breaker:
         ids.append(ls.breaker_id(lim.name))
     if lim.rate:
-        ids.append(ls.rate_id(lim.name, shard))
+        ids.append(ls.rate_id(lim.name, shard, key))
     return ids
 
 

@@ -93,9 +93,10 @@ def _ids(lim: Limit, keys: Sequence[str]) -> list[str]:
     ids: list[str] = []
     if lim.concurrency:
         for key in [None] if lim.key is None else list(keys):
-            ids += [ls.slot_id(lim.name, n, key) for n in range(lim.concurrency)]
+            ids += [ls.slot_id(lim.name, n, key) for n in range(lim.slots(key))]
     if lim.rate:
-        ids += [ls.rate_id(lim.name, s) for s in range(lim.rate.shards)]
+        for key in [None] if lim.key is None else list(keys):
+            ids += [ls.rate_id(lim.name, s, key) for s in range(lim.rate.shards)]
     if lim.breaker:
         ids.append(ls.breaker_id(lim.name))
     return ids
@@ -121,13 +122,13 @@ def state_flow(
     states = []
     for lim in limits:
         users = [s.name for s in registry if lim.name in s.limits]
-        state = LimitState(lim.name, users, lim.concurrency, lim.key, running=None)
+        state = LimitState(lim.name, users, lim.concurrency, lim.key_name, running=None)
         if lim.concurrency:
 
             def held(key: str | None, lim: Limit = lim) -> int:
                 return sum(
                     not ls.slot_is_free(items.get(ls.slot_id(lim.name, n, key)), now)
-                    for n in range(lim.concurrency or 0)
+                    for n in range(lim.slots(key))
                 )
 
             if lim.key is None:
@@ -137,7 +138,10 @@ def state_flow(
         if lim.rate:
             state.rate = str(lim.rate)
             starts = [
-                t for s in range(lim.rate.shards) for t in ls.starts_of(items.get(ls.rate_id(lim.name, s)))
+                t
+                for key in ([None] if lim.key is None else keys)
+                for s in range(lim.rate.shards)
+                for t in ls.starts_of(items.get(ls.rate_id(lim.name, s, key)))
             ]
             state.recent_starts = sum(t > now - lim.rate.window_s for t in starts)
         if lim.breaker:

@@ -51,9 +51,9 @@ def slot_id(limit: str, slot: int, key: str | None) -> str:
     return f"limit#{limit}#{slot}" if key is None else f"limit#{limit}#{slot}#{key}"
 
 
-def rate_id(limit: str, shard: int) -> str:
-    """Start log shard ``shard`` of ``limit``."""
-    return f"rate#{limit}#{shard}"
+def rate_id(limit: str, shard: int, key: str | None = None) -> str:
+    """Start log shard ``shard`` of ``limit`` (of the partition of ``key``, if partitioned: its own item)."""
+    return f"rate#{limit}#{shard}" if key is None else f"rate#{limit}#{shard}#{key}"
 
 
 def breaker_id(limit: str) -> str:

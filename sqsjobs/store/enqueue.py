@@ -69,6 +69,11 @@ class NewJob:
     payload_bucket: str | None = None
     #: The deadline (epoch seconds, to the millisecond): not started by then, the job expires.
     start_by: float | None = None
+    #: The key's dedup mode (``sqsjobs.store.dedupe``): ``throttle`` answers another payload with the
+    #: job the key's window already has, instead of ``IdempotencyConflict``. Not stored in the record.
+    dedupe: str | None = None
+    #: ``debounce``: (quiet period, maximum wait) in seconds (``sqsjobs.store.debounce``).
+    debounce: tuple[float, float] | None = None
 
     # Cached: the record, the message and a conflict check all need them, once per job.
     @functools.cached_property
@@ -200,11 +205,14 @@ def is_same_job(old: Mapping[str, Any], job: NewJob) -> bool:
 
 
 def interpret_put_conflict(job: NewJob, error: StoreError) -> str:
-    """A put refused by the id condition: the same payload is the same job; anything else conflicts."""
+    """A put refused by the id condition: the same payload is the same job; anything else conflicts.
+
+    Under ``throttle`` the first job of the key's window wins whatever the payload: its id is the answer.
+    """
     old = old_item(error)
     if old is None:
         raise error
-    if is_same_job(old, job):
+    if is_same_job(old, job) or (job.dedupe == "throttle" and old.get("type") == av_s(job.type)):
         return str(old["id"]["S"])
     raise IdempotencyConflict(
         f"idempotency key {job.idempotency_key!r} already names job {old['id']['S']} of type "

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from sqsjobs._aws import Call, Flow
 from sqsjobs.errors import BatchNotFound, BatchSealed, ConfigurationError, IdempotencyConflict
 from sqsjobs.producer import JobRequest, build_new_job, send_hints, write_objects
-from sqsjobs.store import transact
+from sqsjobs.store import dedupe, transact
 from sqsjobs.store.codec import CCF, av_s, idempotent_job_id, nonce
 from sqsjobs.workflows import batch_store as bs
 from sqsjobs.workflows.completion import (
@@ -195,6 +195,7 @@ def add_flow(
 ) -> Flow[str]:
     """Add one item (see the module docstring); its id. The same dedupe key again is the same item."""
     job = build_new_job(request, registry=registry, settings=env.settings, now=now, in_record=True)
+    dedupe.outside_producer(job, "a batch")
     if dedupe_key is not None:
         item_id = idempotent_job_id(job.type, f"{batch.id}\0{dedupe_key}", job.tenant)
         job = dataclasses.replace(job, id=item_id, idempotency_key=dedupe_key)

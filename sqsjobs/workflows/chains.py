@@ -26,7 +26,7 @@ from sqsjobs._aws import Call, Flow
 from sqsjobs.errors import ChainInvalid, ChainNotFound, IdempotencyConflict, StoreError, TransactionInvalid
 from sqsjobs.job import JobStatus
 from sqsjobs.producer import JobRequest, build_new_job, send_hints, write_objects
-from sqsjobs.store import operator, transact
+from sqsjobs.store import dedupe, operator, transact
 from sqsjobs.store.codec import CCF, nonce, str_attr, to_datetime
 from sqsjobs.workflows import chain_store as cs
 from sqsjobs.workflows.chain_store import ChainState
@@ -95,7 +95,9 @@ def build_steps(
     chain_id = cs.new_chain_id(dedupe_key)
     jobs = []
     for index, request in enumerate(requests):
-        job = build_new_job(request, registry=registry, settings=settings, now=now, in_record=True)
+        job = dedupe.outside_producer(
+            build_new_job(request, registry=registry, settings=settings, now=now, in_record=True), "a chain"
+        )
         jobs.append(
             dataclasses.replace(
                 job,

@@ -82,6 +82,43 @@ def test_an_idempotency_key_returns_the_same_job_and_refuses_another_payload(ser
     assert problem["type"].endswith("idempotency-conflict")
 
 
+def test_dedup_modes_over_http_say_what_they_did(served):
+    job = {"type": "orders.ok", "payload": {"order_id": "h-u"}, "idempotency_key": "h-u", "delay": 600}
+    # while_active: the live job again, told so; once it finished (cancelled here), a new one saying whose place
+    first = served.http.post("/jobs", json={**job, "unique": "while_active"})
+    again = served.http.post(
+        "/jobs", json={**job, "payload": {"order_id": "other"}, "unique": "while_active"}
+    )
+    assert first.status_code == again.status_code == 202, again.text
+    assert (first.json()["deduplicated"], first.json()["replaced"]) == (False, None)
+    assert again.json()["id"] == first.json()["id"] and again.json()["deduplicated"] is True
+    assert served.http.delete(f"/jobs/{first.json()['id']}").status_code == 200
+    after = served.http.post("/jobs", json={**job, "unique": "while_active"})
+    assert after.json()["id"] != first.json()["id"]
+    assert (after.json()["deduplicated"], after.json()["replaced"]) == (False, first.json()["id"])
+    # throttle: another payload in the window gets the first job, no 409
+    t1 = served.http.post("/jobs", json={**job, "idempotency_key": "h-t", "throttle": 86400})
+    t2 = served.http.post(
+        "/jobs", json={**job, "idempotency_key": "h-t", "throttle": 86400, "payload": {"order_id": "x"}}
+    )
+    assert t1.status_code == t2.status_code == 202 and t1.json()["id"] == t2.json()["id"]
+    # debounce: the later payload joins the waiting job
+    d1 = served.http.post("/jobs", json={**job, "idempotency_key": "h-d", "debounce": 600})
+    d2 = served.http.post(
+        "/jobs", json={**job, "idempotency_key": "h-d", "debounce": 600, "payload": {"order_id": "y"}}
+    )
+    assert d1.status_code == d2.status_code == 202, d2.text
+    assert d2.json()["id"] == d1.json()["id"] and d2.json()["deduplicated"] is True
+    # a mode needs a key, and one mode at most
+    assert_problem(
+        served.http.post("/jobs", json={"type": "orders.ok", "payload": {"order_id": "k"}, "throttle": 5}),
+        422,
+        "body",
+    )
+    two = {**job, "dedupe_for": 5, "throttle": 5}
+    assert_problem(served.http.post("/jobs", json=two), 422, "body")
+
+
 def test_a_queue_override_is_used_and_one_that_does_not_exist_is_422(served):
     r = served.http.post("/jobs", json={"type": "orders.ok", "payload": {"order_id": "h-5"}, "queue": "mail"})
     assert r.status_code == 202 and r.json()["queue"] == "mail", r.text

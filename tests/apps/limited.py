@@ -17,6 +17,7 @@ app = App(os.environ.get("TEST_APP_NAME", "limited"))
 app.limit("pair", concurrency=2)
 app.limit("per-tenant", concurrency=2, key="tenant")
 app.limit("five", rate="5/s")
+app.limit("per-shop", rate="5/s", key="tenant")
 app.limit("crm", breaker=Breaker(failures=3, window_s=30, cooldown_s=4))
 
 
@@ -47,6 +48,12 @@ def tenanted(payload: dict[str, object], ctx: JobContext) -> None:
 @app.job("rated", limits=["five"], timeout=60)
 def rated(payload: dict[str, object], ctx: JobContext) -> None:
     """Five starts per second, fleet-wide."""
+    _run(payload, ctx)
+
+
+@app.job("shop.call", limits=["per-shop"], timeout=60)
+def shop_call(payload: dict[str, object], ctx: JobContext) -> None:
+    """Five starts per second per tenant (a shop's API quota)."""
     _run(payload, ctx)
 
 

@@ -237,6 +237,42 @@ def test_a_rate_limit_spreads_starts_fleet_wide_without_busy_polling(app, worker
     assert deferred / len(ids) <= 6, deferred
 
 
+def test_a_per_key_rate_holds_per_tenant_in_every_second_and_the_tenants_do_not_slow_each_other(
+    app, workers, tmp_path
+):
+    # GIVEN rate="5/s" per tenant: 20 jobs for each of three hot shops, then 3 for a small one
+    log = tmp_path / "runs.log"
+    hot = ["shop-a", "shop-b", "shop-c"]
+    requests = [
+        {"type": "shop.call", "payload": {"log": str(log)}, "tenant": t} for _ in range(20) for t in hot
+    ]
+    ids = app.enqueue_many(requests)
+    ids += app.enqueue_many([{"type": "shop.call", "payload": {"log": str(log)}, "tenant": "small"}] * 3)
+    workers.start(2, concurrency=8)
+    wait_until(lambda: finished(app, ids), 180, "63 jobs of four shops")
+    rows = run_log(log)
+    assert len(rows) == 63
+    starts = defaultdict(list)
+    for row in rows:  # the record's started_at: the instant the gate admitted the job
+        starts[row["tenant"]].append(row["started_at"])
+    # THEN no shop ever had more than 5 starts in a 1 s window, and each hot shop reached its rate
+    assert {t: max_in_window(s) <= 5 for t, s in starts.items()} == dict.fromkeys([*hot, "small"], True), (
+        starts
+    )
+    assert all(max_in_window(starts[t]) >= 4 for t in hot), {t: max_in_window(starts[t]) for t in hot}
+    # AND the shops ran side by side: more than one shop's quota in some second (one shared 5/s
+    # could not), and the small shop's 3 jobs never waited behind the hot shops' 60
+    every = [t for s in starts.values() for t in s]
+    deferred = len(workers.events("job deferred"))
+    print(
+        f"\n63 jobs at 5/s per shop over 2 workers: per-shop max starts in 1 s "
+        f"{ {t: max_in_window(s) for t, s in sorted(starts.items())} }, all shops {max_in_window(every)}, "
+        f"span {max(every) - min(every):.1f} s, {deferred} deferrals"
+    )
+    assert max_in_window(every) > 5, sorted(every)
+    assert max(starts["small"]) < min(max(starts[t]) for t in hot), starts
+
+
 def test_a_breaker_opens_defers_without_using_attempts_then_one_probe_decides(app, workers, tmp_path):
     log, mode = tmp_path / "runs.log", tmp_path / "mode"
     mode.write_text("fail")

@@ -7,7 +7,7 @@ import pytest
 from sqsjobs import App, Breaker, ConfigurationError
 from sqsjobs.limits.declarations import NO_KEY, Rate, parse_rate
 from sqsjobs.limits.gate import Gate
-from sqsjobs.limits.store import next_start
+from sqsjobs.limits.store import next_start, rate_id
 
 
 def test_an_unknown_limit_name_fails_the_worker_start_naming_the_declared_ones():
@@ -25,12 +25,24 @@ def test_an_unknown_limit_name_fails_the_worker_start_naming_the_declared_ones()
         ({"concurrency": 0}, "at least 1"),
         ({"rate": "fast"}, "not a rate"),
         ({"concurrency": 2, "key": "customer"}, "'tenant' or 'payload.<field>'"),
-        ({"rate": "5/s", "key": "tenant"}, "give concurrency="),
+        ({"breaker": Breaker(), "key": "tenant"}, "give concurrency= or rate="),
+        ({"rate": "5/s", "key": "tenant", "weights": {"vip": 2}}, "weights= multiply"),
+        ({"concurrency": 2, "key": "tenant", "weights": {"vip": 0}}, "weights >= 1"),
     ],
 )
 def test_a_limit_that_cannot_work_is_refused_when_declared(kwargs, message):
     with pytest.raises(ConfigurationError, match=message):
         App("decl").limit("x", **kwargs)
+
+
+def test_a_key_partitions_the_rate_and_a_weight_multiplies_its_slots():
+    lim = App("decl").limit(
+        "shop", concurrency=2, rate="5/s", key=lambda p: p.get("shop"), weights={"vip": 3}
+    )
+    assert lim.key_of(None, {"shop": "vip"}) == "vip"
+    assert lim.key_of(None, {}) == NO_KEY
+    assert (lim.slots("vip"), lim.slots("other")) == (6, 2)
+    assert rate_id("shop", 0, "vip") != rate_id("shop", 0, "other") != rate_id("shop", 0)
 
 
 def test_names_that_would_break_item_ids_are_refused():

@@ -1,0 +1,159 @@
+"""``debounce``: the last payload of a quiet period wins, with a maximum wait (docs/dedupe.md).
+
+The job's record keeps the payload until the job starts, and its message is a bare hint (the id
+and type, no payload): the claim of a bare hint runs the record's payload, and re-arms the hint
+while the record's ``run_at`` is ahead. So a later enqueue only has to rewrite the record — one
+conditional update: the payload, and ``run_at`` pushed to ``now + quiet`` (never past the first
+enqueue's ``+ max wait``) — while the job has never been claimed. The key item
+(``sqsjobs.store.dedupe``) names the job gathering the key's enqueues; once that job was claimed,
+the next enqueue takes the key over for a new job.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from sqsjobs._aws import Call, Flow
+from sqsjobs.envelope import Envelope
+from sqsjobs.errors import StoreError
+from sqsjobs.job import JobStatus
+from sqsjobs.store.codec import av_n, av_s, old_item
+from sqsjobs.store.conditions import All, AnyOf, Compare, Fragment, Missing, eq
+from sqsjobs.store.dedupe import EnqueuedId, key_id
+from sqsjobs.store.enqueue import put_job
+from sqsjobs.store.schema import TTL_ATTRIBUTE
+from sqsjobs.store.write import Put, Write, new_id_only
+from sqsjobs.transport import sqs
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from sqsjobs.store.codec import Item
+    from sqsjobs.store.enqueue import NewJob
+
+#: A record still gathering enqueues: waiting, never claimed, and not rewritten by a later enqueue.
+GATHERING = All(
+    (
+        eq("status", ":queued"),
+        eq("attempt", ":zero"),
+        AnyOf((Missing("debounced_at"), Compare("debounced_at", "<", ":now"))),
+    )
+)
+_SETS = (
+    ("payload", ":payload"),
+    ("payload_hash", ":hash"),
+    ("payload_size", ":size"),
+    ("run_at", ":due"),
+    ("debounced_at", ":now"),
+    ("updated_at", ":now"),
+)
+#: The attention entry's margin past the maximum wait: a hint that was never sent is sent by the
+#: sweeper then (a claim removes the entry, so a job that started costs nothing).
+SAFETY_S = 60.0
+_ROUNDS = 3
+
+
+def due(now: float, quiet_s: float, until: float) -> float:
+    """When the job may start: a quiet period after this enqueue, never past the maximum wait."""
+    return min(now + quiet_s, until)
+
+
+def gather(table: str, job_id: str, job: NewJob, *, at: float) -> Write:
+    """The update that makes ``job``'s payload the gathering job's, due at ``at``."""
+    values = {
+        ":payload": av_s(job.payload_json),
+        ":hash": av_s(job.payload_hash),
+        ":size": av_n(len(job.payload_json)),
+        ":due": av_n(at),
+        ":now": av_n(job.now),
+        ":queued": av_s(JobStatus.QUEUED),
+        ":zero": av_n(0),
+    }
+    return Write(
+        table, {"id": av_s(job_id)}, _SETS, guards=(Fragment("gathering", GATHERING, values),), values=values
+    )
+
+
+def take_key(table: str, job: NewJob, *, until: float, retention_s: float, holder: str | None) -> Put:
+    """The key item naming ``job`` as the one gathering, with the key's maximum wait ``until``."""
+    item: Item = {
+        "id": av_s(key_id(job)),
+        "job_id": av_s(job.id),
+        "created_at": av_n(job.now),
+        "until": av_n(until),
+        TTL_ATTRIBUTE: av_n(int(until + retention_s)),
+    }
+    if holder is None:
+        return new_id_only(table, item)
+    return Put(
+        table, item, (Fragment("same_holder", eq("job_id", ":holder"), {":holder": av_s(holder)}),), True
+    )
+
+
+def enqueue_flow(
+    table: str,
+    job: NewJob,
+    *,
+    quiet_s: float,
+    max_wait_s: float,
+    retention_s: float,
+    queue_url: Callable[[NewJob], Flow[str]],
+) -> Flow[EnqueuedId]:
+    """Gather ``job`` into the key's job, or start a new one: the id to return."""
+    if job.payload_ref is not None:
+        raise ValueError(
+            f"{job.type!r}: a debounced payload stays in the record; keep it under the inline limit"
+        )
+    holder: str | None = None
+    replaced: str | None = None
+    for _ in range(_ROUNDS):
+        until = job.now + max_wait_s
+        try:
+            put = take_key(table, job, until=until, retention_s=retention_s, holder=holder)
+            yield Call("dynamodb", "put_item", put.put_item())
+        except StoreError as exc:
+            key_item = old_item(exc)
+            if key_item is None:
+                raise
+            holder = str(key_item["job_id"]["S"])
+            at = due(job.now, quiet_s, float(key_item["until"]["N"]))
+            try:
+                yield Call("dynamodb", "update_item", gather(table, holder, job, at=at).update_item())
+            except StoreError as refused:
+                record = old_item(refused)
+                if record is None and refused.code != "ConditionalCheckFailedException":
+                    raise
+                if record is not None and _still_gathering(record):
+                    return EnqueuedId.of(holder, deduplicated=True)  # a later enqueue's payload won
+                if record is None and job.now - float(key_item["created_at"]["N"]) < 16 * 60:
+                    return EnqueuedId.of(holder, deduplicated=True)  # its record is on its way
+                replaced = holder  # the job started (or never came): a new one takes the key
+                continue
+            return EnqueuedId.of(holder, deduplicated=True)
+        else:
+            yield from _start(table, job, at=due(job.now, quiet_s, until), until=until, queue_url=queue_url)
+            return EnqueuedId.of(job.id, replaced=replaced)
+    assert holder is not None
+    return EnqueuedId.of(holder, deduplicated=True)
+
+
+def _still_gathering(record: Item) -> bool:
+    return record.get("status") == av_s(JobStatus.QUEUED) and record.get("attempt") == av_n(0)
+
+
+def _start(
+    table: str, job: NewJob, *, at: float, until: float, queue_url: Callable[[NewJob], Flow[str]]
+) -> Flow[None]:
+    """Write the gathering record (the payload in it), then send its bare hint, due at ``at``."""
+    job = dataclasses.replace(job, run_at=at)
+    put = put_job(table, job, pending_until=until + SAFETY_S)
+    item = {**put.item, "debounced_at": av_n(job.now)}
+    yield Call("dynamodb", "put_item", dataclasses.replace(put, item=item).put_item())
+    url = yield from queue_url(job)
+    body = Envelope(job.id, job.type).to_body()
+    yield Call(
+        "sqs",
+        "send_message",
+        {"QueueUrl": url, "MessageBody": body, "DelaySeconds": sqs.clamp_delay(at - job.now)},
+    )

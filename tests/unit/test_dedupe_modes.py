@@ -1,0 +1,90 @@
+"""Dedup modes as data: which id a key gets in each mode, and when a ``while_active`` holder lets go."""
+
+from __future__ import annotations
+
+import pytest
+
+from sqsjobs.store import debounce, dedupe
+from sqsjobs.store.codec import av_n, av_s, idempotent_job_id
+from sqsjobs.store.enqueue import NewJob
+
+NOW = 1_800_000_000.0
+
+
+def test_a_window_mode_keeps_one_id_within_an_aligned_window_and_a_new_one_after():
+    mode = dedupe.Dedupe("window", 60.0)
+    start = (NOW // 60) * 60
+    ids = {dedupe.job_id("t", "k", None, mode, start + s) for s in (0.0, 30.0, 59.999)}
+    assert len(ids) == 1
+    assert dedupe.job_id("t", "k", None, mode, start + 60.0) not in ids
+    # ... scoped like the key itself (type and tenant), and never the default key's id
+    assert dedupe.job_id("t", "k", "acme", mode, start) not in ids
+    assert idempotent_job_id("t", "k") not in ids
+    # ... and a throttle window of the same length is another key space
+    assert dedupe.job_id("t", "k", None, dedupe.Dedupe("throttle", 60.0), start) not in ids
+
+
+def test_while_active_makes_a_new_id_each_time_and_the_default_keeps_the_keys():
+    live = dedupe.Dedupe("while_active")
+    assert dedupe.job_id("t", "k", None, live, NOW) != dedupe.job_id("t", "k", None, live, NOW)
+    assert dedupe.job_id("t", "k", None, None, NOW) == idempotent_job_id("t", "k")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("once", None, None), "while_active"),
+        (("while_active", 5.0, None), "one of"),
+        ((None, 0.0, None), "positive"),
+    ],
+)
+def test_a_mode_that_cannot_work_is_refused(args, message):
+    with pytest.raises(ValueError, match=message):
+        dedupe.of_options(*args)
+
+
+def test_an_enqueues_mode_wins_over_the_types_default():
+    default = dedupe.Dedupe("while_active")
+    assert dedupe.of_options(None, None, None, default) is default
+    assert dedupe.of_options(None, None, 9.0, default) == dedupe.Dedupe("throttle", 9.0)
+
+
+def test_a_holder_lets_go_when_its_job_finished_or_its_record_never_came():
+    key_item = {"id": av_s("unique#x"), "job_id": av_s("j"), "created_at": av_n(NOW)}
+    for status, free in (("queued", False), ("running", False), ("retry_scheduled", False)):
+        assert dedupe.is_free({"status": av_s(status)}, key_item, NOW + 1) is free
+    for status in ("succeeded", "dead", "cancelled", "expired"):
+        assert dedupe.is_free({"status": av_s(status)}, key_item, NOW + 1)
+    assert not dedupe.is_free(None, key_item, NOW + 60)
+    assert dedupe.is_free(None, key_item, NOW + dedupe.STRANDED_AFTER_S + 1)
+
+
+def test_debounce_is_due_a_quiet_period_after_each_enqueue_never_past_the_maximum_wait():
+    assert debounce.due(NOW, 5.0, NOW + 60) == NOW + 5
+    assert debounce.due(NOW + 58, 5.0, NOW + 60) == NOW + 60
+    mode = dedupe.of_options(None, None, None, debounce_s=5.0)
+    assert mode == dedupe.Dedupe("debounce", 5.0, 5.0 * dedupe.DEFAULT_MAX_QUIETS)
+    with pytest.raises(ValueError, match="at least the quiet period"):
+        dedupe.of_options(None, None, None, debounce_s=5.0, debounce_max_s=1.0)
+    with pytest.raises(ValueError, match="needs debounce"):
+        dedupe.of_options(None, None, None, debounce_max_s=1.0)
+
+
+def test_a_later_enqueue_rewrites_only_a_job_never_claimed_and_not_rewritten_by_a_later_one():
+    job = NewJob(
+        id="new",
+        type="t",
+        queue="default",
+        payload={"v": 2},
+        payload_version=1,
+        max_attempts=3,
+        run_at=NOW,
+        now=NOW,
+    )
+    update = debounce.gather("tbl", "held", job, at=NOW + 5).update_item()
+    assert update["Key"] == {"id": {"S": "held"}}
+    condition = update["ConditionExpression"]
+    values = update["ExpressionAttributeValues"]
+    assert {"S": "queued"} in values.values() and {"N": "0"} in values.values()
+    assert "attribute_not_exists" in condition and "<" in condition
+    assert values[":payload"] == {"S": '{"v":2}'} and values[":due"] == {"N": str(NOW + 5)}
