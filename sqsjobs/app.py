@@ -206,7 +206,7 @@ class App:
 
     @property
     def async_clients(self) -> AsyncClients:
-        """aiobotocore clients for the async API and the worker (bound to the running loop)."""
+        """The async API's and the worker's aiobotocore clients (bound to the running loop)."""
         if self._async is None:
             self._async = AsyncClients(self.settings, self.requests, tracer=self.tracer)
         return self._async
