@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
 
@@ -35,8 +37,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 SERVICES = ("dynamodb", "sqs", "scheduler", "s3")
-#: Where a Call goes: an AWS service, or ``clock`` for a pause the driver sleeps through.
-Service = Literal["dynamodb", "sqs", "scheduler", "s3", "clock"]
+#: Where a Call goes: an AWS service, ``clock`` for a pause the driver sleeps through, or ``flows``
+#: for flows the driver runs at once (``together``).
+Service = Literal["dynamodb", "sqs", "scheduler", "s3", "clock", "flows"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,32 @@ def sleep_call(seconds: float) -> Call:
 
 #: A sans-I/O operation: yields Calls, receives responses, returns a result.
 Flow = Generator[Call, Any, T]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one of ``together``'s flows came to: its result, or the exception it raised."""
+
+    value: Any = None
+    error: Exception | None = None
+
+    def get(self) -> Any:
+        """The result, or the exception raised again."""
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+def together(*flows: Flow[Any]) -> Flow[list[Outcome]]:
+    """Run ``flows`` at once and wait for all of them: one round trip of latency for independent calls.
+
+    The sync driver runs the first flow in the caller's thread and the others in the clients' small
+    thread pool; the async driver gathers them on the loop. Each flow's exception is its
+    ``Outcome``'s, so the caller decides what one failure means for the others (the enqueue: a
+    refused send after a landed put).
+    """
+    outcomes: list[Outcome] = yield Call("flows", "together", {"flows": flows})
+    return outcomes
 
 
 class AsyncRunner(Protocol):
@@ -305,6 +334,23 @@ class SyncClients:
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._session: Any = None
+        self._pool: ThreadPoolExecutor | None = None
+
+    def pool(self) -> ThreadPoolExecutor:
+        """The threads ``together`` runs its other flows in, made on first use and reused.
+
+        As large as a client's connection pool: a web server's threads that enqueue at once each
+        hand it one flow, and a flow waiting for a thread would cost the round trip it should save.
+        Threads start only as needed.
+        """
+        if self._pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(
+                        max_workers=pool_connections(self._settings.concurrency),
+                        thread_name_prefix="sqsjobs-together",
+                    )
+        return self._pool
 
     def get(self, service: str) -> Any:
         """The client for ``service``."""
@@ -322,10 +368,13 @@ class SyncClients:
         return client
 
     def close(self) -> None:
-        """Close every client's connection pool."""
+        """Close every client's connection pool, and the threads of ``together``."""
         for client in self._clients.values():
             client.close()
         self._clients.clear()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
 
 
 class AsyncClients:
@@ -406,6 +455,9 @@ def run_sync(flow: Flow[T], clients: SyncClients) -> T:
                 time.sleep(call.params["seconds"])
                 call = flow.send(None)
                 continue
+            if call.service == "flows":
+                call = flow.send(_together_sync(call.params["flows"], clients))
+                continue
             span = None
             try:
                 client = clients.get(call.service)
@@ -439,6 +491,9 @@ async def run_async(flow: Flow[T], clients: AsyncClients) -> T:
                 await asyncio.sleep(call.params["seconds"])
                 call = flow.send(None)
                 continue
+            if call.service == "flows":
+                call = flow.send(await _together_async(call.params["flows"], clients))
+                continue
             span = None
             try:
                 client = await clients.get(call.service)
@@ -462,6 +517,53 @@ async def run_async(flow: Flow[T], clients: AsyncClients) -> T:
                 call = flow.send(response)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
+
+
+#: Set in a thread of the pool while it runs a flow: a ``together`` inside runs its flows in turn
+#: there, so nested flows can never wait for threads held by the flows that wait for them.
+_in_pool = threading.local()
+
+
+def _outcome_sync(flow: Flow[Any], clients: SyncClients) -> Outcome:
+    try:
+        return Outcome(value=run_sync(flow, clients))
+    except Exception as exc:
+        return Outcome(error=exc)
+
+
+def _pooled(flow: Flow[Any], clients: SyncClients) -> Outcome:
+    _in_pool.active = True
+    try:
+        return _outcome_sync(flow, clients)
+    finally:
+        _in_pool.active = False
+
+
+def _together_sync(flows: Sequence[Flow[Any]], clients: SyncClients) -> list[Outcome]:
+    """Run ``flows`` at once: the first here, the others in the clients' pool.
+
+    Each pooled flow runs in a copy of this thread's context, so the caller's trace and span carry over.
+    """
+    if len(flows) < 2 or getattr(_in_pool, "active", False):
+        return [_outcome_sync(f, clients) for f in flows]
+    pool = clients.pool()
+    futures = [pool.submit(contextvars.copy_context().run, _pooled, f, clients) for f in flows[1:]]
+    first = _outcome_sync(flows[0], clients)
+    return [first, *(future.result() for future in futures)]
+
+
+async def _together_async(flows: Sequence[Flow[Any]], clients: AsyncClients) -> list[Outcome]:
+    """Run ``flows`` at once on the loop."""
+    results = await asyncio.gather(*(run_async(f, clients) for f in flows), return_exceptions=True)
+    outcomes: list[Outcome] = []
+    for result in results:
+        if isinstance(result, Exception):
+            outcomes.append(Outcome(error=result))
+        elif isinstance(result, BaseException):  # a cancellation: the caller's, not a flow's
+            raise result
+        else:
+            outcomes.append(Outcome(value=result))
+    return outcomes
 
 
 def one(call: Call) -> Flow[Any]:
