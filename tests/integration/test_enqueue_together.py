@@ -35,32 +35,33 @@ ALONE_S = 5.0
 
 
 class Meeting(AwsProxy):
-    """Forwards a PutItem or SendMessageBatch only once the other is in flight too (or ``ALONE_S`` passed).
+    """Forwards a request of ``actions`` only once all of them are in flight (or ``ALONE_S`` passed).
 
-    ``most`` is the largest number of them in flight at once: 2 only if the second left before the
-    first was answered.
+    ``most`` is the largest number of them in flight at once: ``len(actions)`` only if the last left
+    before the first was answered.
     """
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, actions: frozenset[str] = ENQUEUE_CALLS) -> None:
         super().__init__(upstream)
+        self.actions = actions
         self.in_flight = 0
         self.most = 0
         self._met: asyncio.Event | None = None
 
     async def _before_forward(self, pending: Pending, writer: asyncio.StreamWriter) -> Step:
-        if pending.action in ENQUEUE_CALLS:
+        if pending.action in self.actions:
             self.in_flight += 1
             self.most = max(self.most, self.in_flight)
             if self._met is None:
                 self._met = asyncio.Event()
-            if self.in_flight >= 2:
+            if self.in_flight >= len(self.actions):
                 self._met.set()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._met.wait(), ALONE_S)
         return "forward"
 
     async def _before_answer(self, pending: Pending, writer: asyncio.StreamWriter) -> Step:
-        if pending.action in ENQUEUE_CALLS:
+        if pending.action in self.actions:
             self.in_flight -= 1
             if self.in_flight == 0:
                 self._met = None
