@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import os
 import threading
 import time
 from collections import Counter, defaultdict
@@ -335,6 +336,7 @@ class SyncClients:
         self._lock = threading.Lock()
         self._session: Any = None
         self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = 0
 
     def pool(self) -> ThreadPoolExecutor:
         """The threads ``together`` runs its other flows in, made on first use and reused.
@@ -343,9 +345,11 @@ class SyncClients:
         hand it one flow, and a flow waiting for a thread would cost the round trip it should save.
         Threads start only as needed.
         """
-        if self._pool is None:
+        if self._pool is None or self._pool_pid != os.getpid():
             with self._lock:
-                if self._pool is None:
+                # A forked child (a pre-forking web server) inherits the pool but not its threads.
+                if self._pool is None or self._pool_pid != os.getpid():
+                    self._pool_pid = os.getpid()
                     self._pool = ThreadPoolExecutor(
                         max_workers=pool_connections(self._settings.concurrency),
                         thread_name_prefix="sqsjobs-together",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -256,3 +257,27 @@ def test_a_producer_killed_after_its_message_before_its_record_gets_its_job_run(
     work_until(app, recorded_and_finished, timeout_s=60)
     job = app.get(job_id)
     assert (job.status, job.result["blob_bytes"]) == (JobStatus.SUCCEEDED, 100)
+
+
+def test_a_forked_producer_enqueues_with_threads_of_its_own(ministack_url, make_app):
+    # GIVEN a producer that enqueued (its pool has a thread), then forked (a pre-forking web server)
+    app = make_app(ministack_url)
+    app.provision()
+    app.enqueue("notes.any", {"n": 0}, queue="default")
+    pid = os.fork()
+    if pid == 0:  # the child: its enqueue must not wait for a thread that only the parent has
+        try:
+            app.enqueue("notes.any", {"n": 1}, queue="default", idempotency_key="from-the-child")
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    # THEN the child's enqueue returns, and its job is recorded
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0:
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked producer's enqueue never returned")
+        time.sleep(0.1)
+    assert os.waitstatus_to_exitcode(done[1]) == 0
+    assert app.get(codec.idempotent_job_id("notes.any", "from-the-child")).status is JobStatus.QUEUED
