@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
+import os
 import threading
 import time
-from collections import Counter, defaultdict
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
 
@@ -35,8 +37,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 SERVICES = ("dynamodb", "sqs", "scheduler", "s3")
-#: Where a Call goes: an AWS service, or ``clock`` for a pause the driver sleeps through.
-Service = Literal["dynamodb", "sqs", "scheduler", "s3", "clock"]
+#: Where a Call goes: an AWS service, ``clock`` for a pause the driver sleeps through, or ``flows``
+#: for flows the driver runs at once (``together``).
+Service = Literal["dynamodb", "sqs", "scheduler", "s3", "clock", "flows"]
 
 
 @dataclass(frozen=True)
@@ -59,12 +62,48 @@ def sleep_call(seconds: float) -> Call:
 Flow = Generator[Call, Any, T]
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What one of ``together``'s flows came to: its result, or the exception it raised."""
+
+    value: Any = None
+    error: Exception | None = None
+
+    def get(self) -> Any:
+        """The result, or the exception raised again."""
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+def together(*flows: Flow[Any]) -> Flow[list[Outcome]]:
+    """Run ``flows`` at once and wait for all of them: one round trip of latency for independent calls.
+
+    The sync driver runs the first flow in the caller's thread and the others in the clients' small
+    thread pool; the async driver gathers them on the loop. Each flow's exception is its
+    ``Outcome``'s, so the caller decides what one failure means for the others (the enqueue: a
+    refused send after a landed put).
+    """
+    outcomes: list[Outcome] = yield Call("flows", "together", {"flows": flows})
+    return outcomes
+
+
 class AsyncRunner(Protocol):
     """Runs a flow with aiobotocore (``App.arun``): what a component needs instead of the whole App."""
 
     async def __call__(self, flow: Flow[T], /) -> T:
         """Drive ``flow`` to its result."""
         ...
+
+
+class CallMeter(Protocol):
+    """What the drivers count calls with (``sqsjobs.observability.meter.RequestCounter``)."""
+
+    def add(self, service: str, operation: str) -> None:
+        """One call of ``operation`` on ``service``."""
+
+    def watch(self, client: Any) -> None:
+        """Meter a new DynamoDB client's consumed capacity."""
 
 
 class CallTracer(Protocol):
@@ -172,110 +211,6 @@ def _user_agent() -> str | None:
         return None
 
 
-#: DynamoDB operations that report consumed capacity, and which of them read.
-#: https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_ConsumedCapacity.html
-CAPACITY_OPERATIONS = frozenset(
-    {
-        "PutItem",
-        "UpdateItem",
-        "DeleteItem",
-        "GetItem",
-        "Query",
-        "Scan",
-        "BatchGetItem",
-        "BatchWriteItem",
-        "TransactWriteItems",
-        "TransactGetItems",
-        "ExecuteStatement",
-        "BatchExecuteStatement",
-    }
-)
-READ_OPERATIONS = frozenset({"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"})
-
-
-def consumed_units(consumed: Any) -> list[tuple[str, float]]:
-    """``("table", units)`` and ``("index:<name>", units)`` of a ``ConsumedCapacity`` answer (a list for batch calls).
-
-    ``INDEXES`` asks for the table's share apart; an answer with the total only (MiniStack's
-    ``BatchExecuteStatement``) is the table's, less any index it names.
-    """
-    parts: list[tuple[str, float]] = []
-    for entry in consumed if isinstance(consumed, list) else [consumed]:
-        indexes = [
-            (f"index:{name}", float(used.get("CapacityUnits", 0)))
-            for group in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes")
-            for name, used in entry.get(group, {}).items()
-        ]
-        table = entry.get("Table", {}).get("CapacityUnits")
-        total = float(entry.get("CapacityUnits", 0))
-        parts += [
-            ("table", float(table) if table is not None else total - sum(u for _, u in indexes)),
-            *indexes,
-        ]
-    return parts
-
-
-class RequestCounter:
-    """Counts API calls by (service, operation), as the drivers hand them to the SDK.
-
-    ``run_sync``/``run_async`` count each call they make (``add``), not a botocore event hook: a
-    handler on ``before-call.*.*`` ran inside every request, on top of the SDK's own dozen, for
-    what the driver knows anyway. The count is the same: one per API call, whatever botocore
-    retries inside it.
-
-    With ``Settings.measure_capacity`` it also adds up the capacity DynamoDB says each call consumed:
-    ``capacity[("write", "table")]``, ``capacity[("write", "index:attention")]``, ``("read", ...)``.
-    """
-
-    def __init__(self) -> None:
-        self.counts: Counter[tuple[str, str]] = Counter()
-        self.capacity: dict[tuple[str, str], float] = defaultdict(float)
-        self._lock = threading.Lock()
-
-    def add(self, service: str, operation: str) -> None:
-        """Record one call of ``operation`` (its API name, e.g. ``UpdateItem``) on ``service``."""
-        with self._lock:
-            self.counts[(service, operation)] += 1
-
-    def ask_capacity(self, params: dict[str, Any], model: Any, **kwargs: Any) -> None:
-        """``before-parameter-build.dynamodb``: request ``ReturnConsumedCapacity=INDEXES``."""
-        if model.name in CAPACITY_OPERATIONS:
-            params.setdefault("ReturnConsumedCapacity", "INDEXES")
-
-    def add_capacity(self, parsed: Mapping[str, Any], model: Any, **kwargs: Any) -> None:
-        """``after-call.dynamodb``: add what the answer says it consumed (a list for batch calls)."""
-        consumed = parsed.get("ConsumedCapacity")
-        if not consumed:
-            return
-        kind = "read" if model.name in READ_OPERATIONS else "write"
-        with self._lock:
-            for part, units in consumed_units(consumed):
-                self.capacity[(kind, part)] += units
-
-    def units(self, kind: str = "write", part: str | None = None) -> float:
-        """Capacity units consumed of ``kind`` (``write``/``read``) by ``part`` (``table``, ``index:<name>``, None: all)."""
-        return sum(v for (k, p), v in self.capacity.items() if k == kind and (part is None or p == part))
-
-    def watch(self, client: Any) -> None:
-        """Hook the capacity meter into a DynamoDB client's events (``Settings.measure_capacity``)."""
-        client.meta.events.register("before-parameter-build.dynamodb.*", self.ask_capacity)
-        client.meta.events.register("after-call.dynamodb.*", self.add_capacity)
-
-    def total(self, service: str | None = None) -> int:
-        """Calls made, optionally for one service."""
-        return sum(n for (s, _), n in self.counts.items() if service is None or s == service)
-
-    def snapshot(self) -> dict[str, int]:
-        """``{"dynamodb.UpdateItem": n, ...}``."""
-        return {f"{s}.{o}": n for (s, o), n in sorted(self.counts.items())}
-
-    def reset(self) -> None:
-        """Forget all counts."""
-        with self._lock:
-            self.counts.clear()
-            self.capacity.clear()
-
-
 #: The region an emulator endpoint is signed for when none is configured (any one would do).
 EMULATOR_REGION = "us-east-1"
 
@@ -335,9 +270,7 @@ class SyncClients:
     A session is not thread-safe, so clients are made under the lock; the clients themselves are.
     """
 
-    def __init__(
-        self, settings: Settings, counter: RequestCounter, *, tracer: CallTracer | None = None
-    ) -> None:
+    def __init__(self, settings: Settings, counter: CallMeter, *, tracer: CallTracer | None = None) -> None:
         self._settings = settings
         self.counter = counter
         #: Makes each call a CLIENT span (None: no SDK, no span, one test per call).
@@ -345,6 +278,26 @@ class SyncClients:
         self._clients: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._session: Any = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = 0
+
+    def pool(self) -> ThreadPoolExecutor:
+        """The threads ``together`` runs its other flows in, made on first use and reused.
+
+        As large as a client's connection pool: a web server's threads that enqueue at once each
+        hand it one flow, and a flow waiting for a thread would cost the round trip it should save.
+        Threads start only as needed.
+        """
+        if self._pool is None or self._pool_pid != os.getpid():
+            with self._lock:
+                # A forked child (a pre-forking web server) inherits the pool but not its threads.
+                if self._pool is None or self._pool_pid != os.getpid():
+                    self._pool_pid = os.getpid()
+                    self._pool = ThreadPoolExecutor(
+                        max_workers=pool_connections(self._settings.concurrency),
+                        thread_name_prefix="sqsjobs-together",
+                    )
+        return self._pool
 
     def get(self, service: str) -> Any:
         """The client for ``service``."""
@@ -362,18 +315,19 @@ class SyncClients:
         return client
 
     def close(self) -> None:
-        """Close every client's connection pool."""
+        """Close every client's connection pool, and the threads of ``together``."""
         for client in self._clients.values():
             client.close()
         self._clients.clear()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
 
 
 class AsyncClients:
     """aiobotocore clients bound to the running event loop, opened on first use."""
 
-    def __init__(
-        self, settings: Settings, counter: RequestCounter, *, tracer: CallTracer | None = None
-    ) -> None:
+    def __init__(self, settings: Settings, counter: CallMeter, *, tracer: CallTracer | None = None) -> None:
         self._settings = settings
         self.counter = counter
         #: Makes each call a CLIENT span (None: no SDK, no span, one test per call).
@@ -448,6 +402,9 @@ def run_sync(flow: Flow[T], clients: SyncClients) -> T:
                 time.sleep(call.params["seconds"])
                 call = flow.send(None)
                 continue
+            if call.service == "flows":
+                call = flow.send(_together_sync(call.params["flows"], clients))
+                continue
             span = None
             try:
                 client = clients.get(call.service)
@@ -481,6 +438,9 @@ async def run_async(flow: Flow[T], clients: AsyncClients) -> T:
                 await asyncio.sleep(call.params["seconds"])
                 call = flow.send(None)
                 continue
+            if call.service == "flows":
+                call = flow.send(await _together_async(call.params["flows"], clients))
+                continue
             span = None
             try:
                 client = await clients.get(call.service)
@@ -504,6 +464,53 @@ async def run_async(flow: Flow[T], clients: AsyncClients) -> T:
                 call = flow.send(response)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
+
+
+#: Set in a thread of the pool while it runs a flow: a ``together`` inside runs its flows in turn
+#: there, so nested flows can never wait for threads held by the flows that wait for them.
+_in_pool = threading.local()
+
+
+def _outcome_sync(flow: Flow[Any], clients: SyncClients) -> Outcome:
+    try:
+        return Outcome(value=run_sync(flow, clients))
+    except Exception as exc:
+        return Outcome(error=exc)
+
+
+def _pooled(flow: Flow[Any], clients: SyncClients) -> Outcome:
+    _in_pool.active = True
+    try:
+        return _outcome_sync(flow, clients)
+    finally:
+        _in_pool.active = False
+
+
+def _together_sync(flows: Sequence[Flow[Any]], clients: SyncClients) -> list[Outcome]:
+    """Run ``flows`` at once: the first here, the others in the clients' pool.
+
+    Each pooled flow runs in a copy of this thread's context, so the caller's trace and span carry over.
+    """
+    if len(flows) < 2 or getattr(_in_pool, "active", False):
+        return [_outcome_sync(f, clients) for f in flows]
+    pool = clients.pool()
+    futures = [pool.submit(contextvars.copy_context().run, _pooled, f, clients) for f in flows[1:]]
+    first = _outcome_sync(flows[0], clients)
+    return [first, *(future.result() for future in futures)]
+
+
+async def _together_async(flows: Sequence[Flow[Any]], clients: AsyncClients) -> list[Outcome]:
+    """Run ``flows`` at once on the loop."""
+    results = await asyncio.gather(*(run_async(f, clients) for f in flows), return_exceptions=True)
+    outcomes: list[Outcome] = []
+    for result in results:
+        if isinstance(result, Exception):
+            outcomes.append(Outcome(error=result))
+        elif isinstance(result, BaseException):  # a cancellation: the caller's, not a flow's
+            raise result
+        else:
+            outcomes.append(Outcome(value=result))
+    return outcomes
 
 
 def one(call: Call) -> Flow[Any]:

@@ -13,7 +13,7 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
-from sqsjobs._aws import AsyncClients, Flow, RequestCounter, SyncClients, run_async, run_sync
+from sqsjobs._aws import AsyncClients, Flow, SyncClients, run_async, run_sync
 from sqsjobs._clock import Clock, SystemClock
 from sqsjobs.config import Settings
 from sqsjobs.deploy.provision import ProvisionReport, provision_flow
@@ -23,6 +23,7 @@ from sqsjobs.limits.declarations import Limits
 from sqsjobs.limits.expiry import expiry_plugin
 from sqsjobs.limits.gate import limits_plugin
 from sqsjobs.limits.ops import pause_flow, resume_flow
+from sqsjobs.observability.meter import RequestCounter
 from sqsjobs.ops.requeue import KEEP, retry_flow
 from sqsjobs.producer import (
     EnqueueOptions,

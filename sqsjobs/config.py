@@ -174,6 +174,14 @@ class Settings:
     #: endpoint at start (``sqsjobs.store.probe``) and turns it off, with one log line, when a
     #: statement whose condition is false is not refused (moto's own server); ``sqsjobs doctor`` says so.
     batch_writes: bool = True
+    #: Send a job's message and put its record at the same time: one round trip of latency per
+    #: ``enqueue`` instead of two. Off by default because it opens one window the default order
+    #: (message first, then record) does not have: a producer killed after its put landed and before
+    #: SQS took the message leaves a ``queued`` record nothing brings back (its enqueue never
+    #: returned; a retry with the same idempotency key runs it, ``sqsjobs doctor --stranded`` finds
+    #: it). Turn it on where enqueue latency matters and every enqueue carries an idempotency key
+    #: its caller retries (docs/lifecycle.md, "Enqueue in one round trip").
+    enqueue_together: bool = False
 
     def __post_init__(self) -> None:
         if not self.table_name:

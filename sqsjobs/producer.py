@@ -2,9 +2,11 @@
 
 Enqueue sends the message first (it carries the job, payload included), then writes the record
 with one conditional PutItem. A crash between the two loses nothing: the claim creates the record
-from the message. A message SQS refused is kept in the record for the sweeper instead. Repeating
-the enqueue with the same idempotency key sends the message again (the claim decides) and finds
-the record already there.
+from the message. With ``Settings.enqueue_together`` the two leave at once (one round trip of
+latency), at the price of one window: a producer killed after its put landed and before SQS took
+the message leaves a record no message brings. A message SQS refused is kept in the record for the
+sweeper. Repeating the enqueue with the same idempotency key sends the message again (the claim
+decides) and finds the record already there.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypedDict
 
-from sqsjobs._aws import Call, Flow
+from sqsjobs._aws import Call, Flow, together
 from sqsjobs.config import to_seconds
 from sqsjobs.errors import JobNotFound, PayloadMissing, PayloadTooLarge, StoreError, TransportError
 from sqsjobs.job import JobStatus
@@ -202,7 +204,7 @@ def enqueue_many_flow(
     metrics: JobMetrics | None = None,
     tracer: JobTracer | None = None,
 ) -> Flow[list[str]]:
-    """Send the messages (ten to a request per queue), then write the records.
+    """Send the messages (ten to a request per queue), then write the records (or both at once).
 
     With a ``tracer`` (an OpenTelemetry SDK is configured), the enqueue is a ``send`` span, or a
     ``create`` span per job and one ``send``; each job's message and record carry its own span.
@@ -211,10 +213,14 @@ def enqueue_many_flow(
     job sends nothing now, so its queue is not looked up.
 
     The message goes first because it carries the job (payload included): if this process dies
-    between the two, the job still runs — the claim creates the record from the message. A message
+    between the two, the job still runs: the claim creates the record from the message. A message
     SQS refused is not retried here: its record is written with the payload as a ``pending``
     attention entry instead, and the sweeper sends it. A repeated idempotency key sends its message
     again (harmless: the claim decides) and finds its record already there.
+
+    ``settings.enqueue_together`` sends and puts at once (``together``): a refused message then
+    takes a second write (``enqueue.mark_unsent``), and a producer killed after its put landed and
+    before SQS took the message leaves a record no message brings (docs/lifecycle.md).
     """
     spans = tracer.producer(jobs) if tracer is not None and jobs else None
     if spans is not None:
@@ -222,9 +228,27 @@ def enqueue_many_flow(
     try:
         urls = yield from queue_urls.flow({route_of(j) for j in jobs if not j.held})
         yield from write_objects(jobs)
-        unsent = yield from send_hints(jobs, queue_urls=urls, logger=logger, settings=settings, spans=spans)
-        puts = [(job, enqueue.put_job(settings.table_name, job, unsent=job.id in unsent)) for job in jobs]
-        created = yield from _put_all(settings, puts)
+        if not settings.enqueue_together:  # message first: a crash before the put loses nothing
+            unsent = yield from send_hints(
+                jobs, queue_urls=urls, logger=logger, settings=settings, spans=spans
+            )
+            puts = [(job, enqueue.put_job(settings.table_name, job, unsent=job.id in unsent)) for job in jobs]
+            created = yield from _put_all(settings, puts)
+        elif all(j.held for j in jobs):  # nothing to send: the record (with its payload) is the job
+            created = yield from _put_all(
+                settings, [(j, enqueue.put_job(settings.table_name, j)) for j in jobs]
+            )
+        else:
+            puts = [(job, enqueue.put_job(settings.table_name, job)) for job in jobs]
+            sent, written = yield from together(
+                send_hints(jobs, queue_urls=urls, logger=logger, settings=settings, spans=spans),
+                _put_all(settings, puts),
+            )
+            refused: set[str] = sent.get()
+            created = written.get()
+            for job in jobs:
+                if job.id in refused:
+                    yield from _keep_unsent(settings, job)
     except BaseException as exc:
         if spans is not None:
             spans.end(exc)
@@ -237,6 +261,18 @@ def enqueue_many_flow(
         for job in created:
             metrics.enqueued(job.type, job.tenant)
     return [j.id for j in jobs]
+
+
+def _keep_unsent(settings: Settings, job: enqueue.NewJob) -> Flow[None]:
+    """SQS refused ``job``'s message after its put landed: the record takes the payload for the sweeper.
+
+    Refused when the record has a witness already (a repeated key's earlier message claimed it).
+    """
+    try:
+        yield Call("dynamodb", "update_item", enqueue.mark_unsent(settings.table_name, job).update_item())
+    except StoreError as exc:
+        if exc.code != codec.CCF:
+            raise
 
 
 def write_objects(jobs: Sequence[enqueue.NewJob]) -> Flow[None]:

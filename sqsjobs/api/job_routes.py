@@ -3,10 +3,11 @@
 The same flows as ``sqsjobs enqueue`` and ``sqsjobs jobs get|list|cancel|retry``; each JSON answer
 is the CLI's ``--json`` document, so the two agree on every field.
 
-``POST /jobs`` reads the record back after the enqueue (one strongly consistent GetItem): its status
-is then the record's, which for a repeated idempotency key is where that job already is. A job due
-now also costs one GetQueueAttributes, for ``queue_depth`` and ``estimated_start`` (see
-``EnqueueResponse``).
+``POST /jobs`` answers in the enqueue's round trip: a job due now also costs one
+GetQueueAttributes, for ``queue_depth`` and ``estimated_start`` (see ``EnqueueResponse``), made
+while the message and the record are on their way. A job without an idempotency key is new, so its
+answer needs no read; with a key, the record is read back after the enqueue (one strongly
+consistent GetItem), since a repeat answers with where that job already is.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path, Query, Response
 
-from sqsjobs._aws import Call, Flow
+from sqsjobs._aws import Call, Flow, together
 from sqsjobs.api.deps import AppDep, problems
 from sqsjobs.api.models import (
     CancelResponse,
@@ -32,6 +33,7 @@ from sqsjobs.job import JobStatus
 from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops._common import iso
 from sqsjobs.ops.requeue import KEEP
+from sqsjobs.producer import JobRequest, build_new_job
 
 router = APIRouter(tags=["jobs"])
 
@@ -64,23 +66,30 @@ async def enqueue(body: EnqueueRequest, app: AppDep, response: Response) -> Any:
     same job (same payload) or 409 (another payload).
     """
     app.registry.get(body.type)  # HandlerNotFound (422) before anything is sent
+    request = JobRequest(
+        body.type,
+        body.payload,
+        idempotency_key=body.idempotency_key,
+        delay=body.delay,
+        run_at=body.run_at,
+        queue=body.queue,
+        tenant=body.tenant,
+        priority=body.priority,
+        serialize_key=body.serialize_key,
+        unique=body.unique,
+        dedupe_for=body.dedupe_for,
+        throttle=body.throttle,
+        debounce=body.debounce,
+        debounce_max=body.debounce_max,
+    )
+    job = build_new_job(request, registry=app.registry, settings=app.settings, now=app.clock.now())
+    due_now = not job.held and job.run_at <= job.now
+    flows: list[Flow[Any]] = [app.enqueue_jobs_flow([job])]
+    if due_now:  # the queue's depth is read while the job is enqueued: no round trip of its own
+        flows.append(depth_flow(app.queue_urls, job.queue))
+    outcomes = await app.arun(together(*flows))
     try:
-        job_id = await app.aenqueue(
-            body.type,
-            body.payload,
-            idempotency_key=body.idempotency_key,
-            delay=body.delay,
-            run_at=body.run_at,
-            queue=body.queue,
-            tenant=body.tenant,
-            priority=body.priority,
-            serialize_key=body.serialize_key,
-            unique=body.unique,
-            dedupe_for=body.dedupe_for,
-            throttle=body.throttle,
-            debounce=body.debounce,
-            debounce_max=body.debounce_max,
-        )
+        job_id = outcomes[0].get()[0]  # a dedup mode may name another (live, first) job
     except TransportError as exc:
         if body.queue is None or exc.code not in MISSING_QUEUE:
             raise
@@ -90,23 +99,28 @@ async def enqueue(body: EnqueueRequest, app: AppDep, response: Response) -> Any:
             field="queue",
             instance="/jobs",
         )
-    job = await app.aget(job_id, load_result=False)
-    now = datetime.now(UTC)
+    status, run_at, later = JobStatus.QUEUED, datetime.fromtimestamp(job.run_at, UTC), not due_now
+    keyed = body.idempotency_key is not None or job.dedupe is not None or job.debounce is not None
+    if keyed or job_id != job.id:  # a repeat or a dedup mode: the job is where its record says
+        recorded = await app.aget(job_id, load_result=False)
+        status, run_at = recorded.status, recorded.run_at
+        later = run_at.timestamp() > job.now
     estimated: datetime | None = None
     depth: int | None = None
-    if job.status in (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED):
-        if job.run_at > now:
-            estimated = job.run_at
-        elif job.status is JobStatus.QUEUED:
-            depth = await app.arun(depth_flow(app.queue_urls, job.queue))
-            estimated = now if depth <= 1 else None
-    response.headers["Location"] = f"/jobs/{job.id}"
+    if status in (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED):
+        if later:
+            estimated = run_at
+        elif status is JobStatus.QUEUED and due_now and outcomes[1].error is None:
+            # An estimate: a depth SQS could not give leaves it unknown, not the enqueue failed.
+            depth = int(outcomes[1].value)
+            estimated = datetime.fromtimestamp(job.now, UTC) if depth <= 1 else None
+    response.headers["Location"] = f"/jobs/{job_id}"
     return EnqueueResponse(
-        id=job.id,
+        id=job_id,
         type=job.type,
         queue=job.queue,
-        status=job.status.value,
-        run_at=job.run_at,
+        status=status.value,
+        run_at=run_at,
         estimated_start=estimated,
         queue_depth=depth,
         deduplicated=getattr(job_id, "deduplicated", False),

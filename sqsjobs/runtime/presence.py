@@ -20,8 +20,9 @@ from collections import defaultdict
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs._aws import Call, consumed_units, one
+from sqsjobs._aws import Call, one
 from sqsjobs.errors import AwsError, StoreError
+from sqsjobs.observability.meter import consumed_units
 from sqsjobs.store import presence_items
 from sqsjobs.store.codec import is_conflict
 

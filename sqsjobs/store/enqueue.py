@@ -25,8 +25,9 @@ from sqsjobs.store.codec import (
     old_item,
     payload_hash,
 )
+from sqsjobs.store.conditions import All, Missing, eq
 from sqsjobs.store.schema import HELD, PENDING, attention_key
-from sqsjobs.store.write import Put, new_id_only
+from sqsjobs.store.write import Put, Write, new_id_only
 from sqsjobs.transport import objects
 
 if TYPE_CHECKING:
@@ -223,3 +224,42 @@ def interpret_put_conflict(job: NewJob, error: StoreError) -> str:
 def kept_payload(job: Job, payload: Any) -> dict[str, Any]:
     """The payload a finished or held record keeps for a later retry: none when it is an S3 object."""
     return {} if job.payload_ref is not None else {"payload": av_json(payload)}
+
+
+#: The record an enqueue's put made, never claimed and with no attention entry: nothing but its
+#: message would bring it back.
+UNWITNESSED = All(
+    (
+        eq("status", ":queued"),
+        eq("attempt", ":zero"),
+        eq("lease_epoch", ":zero"),
+        eq("payload_hash", ":hash"),
+        Missing("attn"),
+    )
+)
+
+
+def mark_unsent(table: str, job: NewJob) -> Write:
+    """After SQS refused the message of a job whose record the put (sent at once) created without it.
+
+    The record takes the payload (unless S3 has it) and a ``pending`` entry due now: the sweeper
+    sends the message, as it does for a record ``put_job(unsent=True)`` wrote. A refusal means the
+    record already has a witness (another enqueue's message claimed it, or it has an entry): nothing
+    to do. This is the only second write an enqueue makes, and only when a send failed.
+    """
+    sets: list[tuple[str, str]] = [("attn", ":attn"), ("due", ":now")]
+    values: dict[str, Any] = {
+        ":attn": av_s(attention_key(PENDING, job.id)),
+        ":now": av_n(job.now),
+    }
+    if job.payload_ref is None:
+        sets.append(("payload", ":payload"))
+        values[":payload"] = av_s(job.payload_json)
+    guard = {
+        ":queued": av_s(JobStatus.QUEUED),
+        ":zero": av_n(0),
+        ":hash": av_s(job.payload_hash),
+    }
+    return Write(table, {"id": av_s(job.id)}, tuple(sets), values=values, old_on_refusal=False).guard(
+        "unwitnessed", UNWITNESSED, guard
+    )

@@ -55,11 +55,12 @@ def object_keys(app, prefix=""):
     return [o["Key"] for o in listed.get("Contents", [])]
 
 
-def produce(app, size, *, key, die_before=None):
+def produce(app, size, *, key, die_before=None, die_after=None, hold=None):
     """Enqueue from a thin producer process; returns its exit code and the job id its key names."""
     argv = [sys.executable, "-m", "tests.apps.producer_script", str(size), "--key", key]
-    if die_before:
-        argv += ["--die-before", die_before]
+    for flag, call in (("--die-before", die_before), ("--die-after", die_after), ("--hold", hold)):
+        if call:
+            argv += [flag, call]
     done = subprocess.run(argv, env=worker_env(app), capture_output=True, timeout=60, check=False)
     return done.returncode, codec.idempotent_job_id(ECHO, key)
 
@@ -173,7 +174,7 @@ def test_a_producer_killed_between_its_s3_write_and_its_message_leaves_only_an_o
 ):
     app = large_app
     # WHEN a thin producer dies after writing the payload object, before its message or record
-    code, job_id = produce(app, 400_000, key="orphan", die_before="SendMessageBatch")
+    code, job_id = produce(app, 400_000, key="orphan", die_before="SendMessageBatch", hold="PutItem")
     assert code == -9
     # THEN the object is there, orphaned: no record, no message, nothing runs
     assert object_keys(app, f"payloads/{job_id}/")
@@ -191,8 +192,9 @@ def test_a_producer_killed_between_its_s3_write_and_its_message_leaves_only_an_o
 
 def test_a_producer_killed_after_its_message_before_its_record_still_gets_its_job_run(large_app):
     app = large_app
-    # WHEN a thin producer dies after sending the message that names the object, before the record
-    code, job_id = produce(app, 400_000, key="no-record", die_before="PutItem")
+    # WHEN a thin producer dies once SQS took the message that names the object, its record's put
+    # not sent yet (held back too, so the crash falls between them with ``enqueue_together`` on)
+    code, job_id = produce(app, 400_000, key="no-record", die_after="SendMessageBatch", hold="PutItem")
     assert code == -9
     with pytest.raises(JobNotFound):
         app.get(job_id)

@@ -135,7 +135,18 @@ def test_the_model_does_not_depend_on_the_machinery():
 #: other. The kernel (``runtime``) sits below the features that plug into it, which sit below the
 #: operator flows, the App, and the façades that load the App (HTTP API, CLI, ``sqsjobs dev``, tests).
 LAYERS: list[set[str]] = [
-    {"errors", "retry", "config", "envelope", "job", "_clock", "_aws", "context", "delivery", "registry"},
+    {
+        "errors",
+        "retry",
+        "config",
+        "envelope",
+        "job",
+        "_clock",
+        "_aws",
+        "context",
+        "delivery",
+        "registry",
+    },
     {"observability"},
     {"transport"},
     {"store"},

@@ -110,6 +110,7 @@ def _request(built: typing.Any) -> dict[str, typing.Any]:
 #: builder -> (service, operation, a call of it)
 CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = {
     "put_job": ("dynamodb", "PutItem", lambda: enqueue.put_job(TABLE, _new_job())),
+    "mark_unsent": ("dynamodb", "UpdateItem", lambda: enqueue.mark_unsent(TABLE, _new_job())),
     "scan_page": (
         "dynamodb",
         "Scan",
