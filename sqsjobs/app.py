@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
 from sqsjobs._aws import AsyncClients, Flow, RequestCounter, SyncClients, run_async, run_sync
 from sqsjobs._clock import Clock, SystemClock
-from sqsjobs.config import Settings
+from sqsjobs.config import Settings, to_seconds
 from sqsjobs.deploy.provision import ProvisionReport, provision_flow
 from sqsjobs.errors import ConfigurationError
 from sqsjobs.ingress.foreign import foreign_plugin
@@ -23,6 +23,7 @@ from sqsjobs.limits.declarations import Limits
 from sqsjobs.limits.expiry import expiry_plugin
 from sqsjobs.limits.gate import limits_plugin
 from sqsjobs.limits.ops import pause_flow, resume_flow
+from sqsjobs.ops import waiting
 from sqsjobs.ops.requeue import KEEP, retry_flow
 from sqsjobs.producer import (
     EnqueueOptions,
@@ -44,6 +45,7 @@ from sqsjobs.workflows.chain_hook import chains_plugin
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+    from datetime import timedelta
 
     from sqsjobs.job import Job
     from sqsjobs.observability.metrics import JobMetrics
@@ -326,6 +328,19 @@ class App:
         job: Job = await self.arun(get_flow(self.settings, job_id, load_result=load_result))
         return job
 
+    def wait(self, job_id: str, *, timeout: float | timedelta = 60.0) -> Job:
+        """The job's record once it ended (succeeded, dead, cancelled or expired), its result read.
+
+        ``WaitTimeout`` (its ``last``: the record as last read) when it has not ended within
+        ``timeout``. A waiter reads the record with a growing pause, about 13 reads per 20 s
+        (``sqsjobs.ops.waiting``; docs/results.md says what that costs).
+        """
+        return self.run(waiting.job_flow(self.settings, job_id, to_seconds(timeout)))
+
+    async def await_result(self, job_id: str, *, timeout: float | timedelta = 60.0) -> Job:
+        """Async ``wait``."""
+        return await self.arun(waiting.job_flow(self.settings, job_id, to_seconds(timeout)))
+
     def cancel(self, job_id: str) -> str:
         """Cancel a waiting job (``"cancelled"``) or ask a running one to stop (``"requested"``)."""
         return str(self.run(cancel_flow(self.settings, job_id, self.clock.now())))
@@ -394,6 +409,14 @@ class App:
     async def aget_chain(self, chain_id: str) -> ChainStatus:
         """Async ``get_chain``."""
         return await self.arun(chains.get_flow(self.settings, chain_id))
+
+    def wait_chain(self, chain_id: str, *, timeout: float | timedelta = 60.0) -> ChainStatus:
+        """The chain once it succeeded, stopped or was cancelled; ``WaitTimeout`` past ``timeout``."""
+        return self.run(waiting.chain_flow(self.settings, chain_id, to_seconds(timeout)))
+
+    async def await_chain(self, chain_id: str, *, timeout: float | timedelta = 60.0) -> ChainStatus:
+        """Async ``wait_chain``."""
+        return await self.arun(waiting.chain_flow(self.settings, chain_id, to_seconds(timeout)))
 
     def cancel_chain(self, chain_id: str) -> str:
         """Cancel the chain: ``"cancelled"``, ``"requested"`` (its step is running) or its end state."""
@@ -480,6 +503,17 @@ class App:
     async def aget_batch(self, batch_id: str) -> batches.BatchStatus:
         """Async ``get_batch``."""
         return await self.arun(batches.status_flow(batches.env_of(self._core_kernel()), batch_id))
+
+    def wait_batch(self, batch_id: str, *, timeout: float | timedelta = 60.0) -> batches.BatchStatus:
+        """The batch once complete; ``WaitTimeout`` past ``timeout``."""
+        return self.run(
+            waiting.batch_flow(batches.env_of(self._core_kernel()), batch_id, to_seconds(timeout))
+        )
+
+    async def await_batch(self, batch_id: str, *, timeout: float | timedelta = 60.0) -> batches.BatchStatus:
+        """Async ``wait_batch``."""
+        env = batches.env_of(self._core_kernel())
+        return await self.arun(waiting.batch_flow(env, batch_id, to_seconds(timeout)))
 
     def cancel_batch(self, batch_id: str) -> batches.BatchStatus:
         """Complete the batch at once as failed, cancel its waiting items (running ones are asked to stop) and its sub-tree."""

@@ -34,6 +34,7 @@
     │   ├── TransportError          ...on SQS
     │   └── SchedulerError          ...on EventBridge Scheduler
     ├── JobTimeout                  a handler ran past its timeout (recorded as the attempt's error)
+    ├── WaitTimeout                 a wait for a job, batch or chain ended before it did (also a TimeoutError)
     ├── WorkerLost                  runs that never recorded an outcome used up the attempts (recorded)
     └── JobControl                  raised by handlers to steer their own job
         ├── PermanentError          dead at once, no retry
@@ -275,6 +276,24 @@ class ObjectStoreError(AwsError):
 
 class JobTimeout(SqsJobsError):
     """The handler ran past its timeout."""
+
+
+class WaitTimeout(SqsJobsError, TimeoutError):
+    """The job (or batch, or chain) had not ended when the wait for it ran out.
+
+    Attributes:
+        last: what the last read saw (a ``Job``, ``BatchStatus`` or ``ChainStatus``): where it is now.
+        waited_s: how long the wait lasted.
+        reads: how many reads it made.
+    """
+
+    def __init__(
+        self, message: str | None = None, *, last: Any = None, waited_s: float = 0.0, reads: int = 0
+    ) -> None:
+        super().__init__(message)
+        self.last = last
+        self.waited_s = waited_s
+        self.reads = reads
 
 
 class WorkerLost(SqsJobsError):

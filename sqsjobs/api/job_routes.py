@@ -27,9 +27,10 @@ from sqsjobs.api.models import (
     since_seconds,
 )
 from sqsjobs.api.problems import MISSING_QUEUE, problem
-from sqsjobs.errors import PayloadError, TransportError
+from sqsjobs.errors import PayloadError, TransportError, WaitTimeout
 from sqsjobs.job import JobStatus
 from sqsjobs.ops import inspect as inspect_ops
+from sqsjobs.ops import waiting
 from sqsjobs.ops._common import iso
 from sqsjobs.ops.requeue import KEEP
 
@@ -108,9 +109,32 @@ async def enqueue(body: EnqueueRequest, app: AppDep, response: Response) -> Any:
 
 
 @router.get("/jobs/{job_id}", responses=problems(404, 422), summary="One job's record")
-async def get_job(job_id: JobId, app: AppDep) -> dict[str, Any]:
-    """The job's record, as ``sqsjobs jobs get --json``: status, attempts, times, result, error, history, audit."""
-    return inspect_ops.job_to_dict(await app.aget(job_id))
+async def get_job(
+    job_id: JobId,
+    app: AppDep,
+    wait: Annotated[
+        float,
+        Query(
+            ge=0,
+            le=waiting.MAX_HTTP_WAIT_S,
+            description="Seconds to wait for the job to end (long poll): the answer comes as soon as it "
+            "is terminal, or after this long with the record as it is then",
+        ),
+    ] = 0,
+) -> dict[str, Any]:
+    """The job's record, as ``sqsjobs jobs get --json``: status, attempts, times, result, error, history, audit.
+
+    With ``wait`` the request is held until the job ends (``App.await_result``'s reads, see
+    docs/results.md) or ``wait`` seconds passed; a job still running then is answered as it is
+    (200, a status that is not terminal), so a client simply asks again.
+    """
+    if wait <= 0:
+        return inspect_ops.job_to_dict(await app.aget(job_id))
+    try:
+        job = await app.await_result(job_id, timeout=wait)
+    except WaitTimeout as exc:
+        job = exc.last
+    return inspect_ops.job_to_dict(job)
 
 
 @router.delete(
