@@ -27,3 +27,8 @@ def nap(payload: dict[str, float], ctx: JobContext) -> str:
     """Ends after ``sleep_s``: a wait must still be held when it ends."""
     time.sleep(payload["sleep_s"])
     return "rested"
+
+
+@app.job("done", max_attempts=2, timeout=30)
+def done(payload: dict[str, object], ctx: JobContext) -> None:
+    """A batch's completion callback."""

@@ -124,3 +124,28 @@ def test_a_thousand_concurrent_waiters_read_within_their_bound_and_cost_less_tha
     assert units == pytest.approx(1000 * 1.0 + (reads - 1000) * 0.5)
     # a read unit costs a fifth of a write unit: the waits cost less than the jobs' own 3 writes each
     assert units / 5 < 3 * 1000
+
+
+def test_a_batch_and_a_chain_are_waited_for_until_they_complete(app):
+    # GIVEN a sealed batch of three items and a chain of two steps, waited for before any worker runs
+    batch = app.batch("done")
+    for n in range(3):
+        batch.add("add", {"a": n, "b": 1})
+    batch.seal()
+    chain_id = app.chain([("add", {"a": 1, "b": 1}), ("nap", {"sleep_s": 0.2})])
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        batch_wait = pool.submit(app.wait_batch, batch.id, timeout=60)
+        chain_wait = pool.submit(app.wait_chain, chain_id, timeout=60)
+        with pytest.raises(WaitTimeout):
+            app.wait_chain(chain_id, timeout=0.5)  # nothing runs them yet
+        assert not batch_wait.done() and not chain_wait.done()
+        # WHEN a worker process runs them
+        worker = worker_process(app, APP, concurrency=2)
+        try:
+            finished_batch, finished_chain = batch_wait.result(60), chain_wait.result(60)
+        finally:
+            kill_group(worker)
+    # THEN the batch is complete with its counts, and the chain succeeded
+    assert finished_batch.status == "complete"
+    assert finished_batch.counts["succeeded"] == 3
+    assert finished_chain.status == "succeeded"
