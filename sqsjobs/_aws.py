@@ -23,7 +23,7 @@ import tenacity
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sqsjobs.errors import AwsError, ObjectStoreError, SchedulerError, StoreError, TransportError
+from sqsjobs.errors import AwsError, EventsError, ObjectStoreError, SchedulerError, StoreError, TransportError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -32,9 +32,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-SERVICES = ("dynamodb", "sqs", "scheduler", "s3")
+SERVICES = ("dynamodb", "sqs", "scheduler", "s3", "events", "dynamodbstreams")
 #: Where a Call goes: an AWS service, or ``clock`` for a pause the driver sleeps through.
-Service = Literal["dynamodb", "sqs", "scheduler", "s3", "clock"]
+Service = Literal["dynamodb", "sqs", "scheduler", "s3", "events", "dynamodbstreams", "clock"]
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,8 @@ def wrap_error(service: str, exc: Exception) -> AwsError:
         "dynamodb": StoreError,
         "scheduler": SchedulerError,
         "s3": ObjectStoreError,
+        "events": EventsError,
+        "dynamodbstreams": EventsError,
     }
     kind = kinds.get(service, TransportError)
     if isinstance(exc, ClientError):

@@ -32,7 +32,8 @@
     ├── AwsError                    an AWS call failed (wraps botocore; callers never see ClientError)
     │   ├── StoreError              ...on the DynamoDB job table
     │   ├── TransportError          ...on SQS
-    │   └── SchedulerError          ...on EventBridge Scheduler
+    │   ├── SchedulerError          ...on EventBridge Scheduler
+    │   └── EventsError             ...on the EventBridge bus or the table's change stream (job events)
     ├── JobTimeout                  a handler ran past its timeout (recorded as the attempt's error)
     ├── WaitTimeout                 a wait for a job, batch or chain ended before it did (also a TimeoutError)
     ├── WorkerLost                  runs that never recorded an outcome used up the attempts (recorded)
@@ -268,6 +269,10 @@ class TransportError(AwsError):
 
 class SchedulerError(AwsError):
     """A call to EventBridge Scheduler failed."""
+
+
+class EventsError(AwsError):
+    """A call to the EventBridge bus or the job table's change stream failed (job events)."""
 
 
 class ObjectStoreError(AwsError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import inspect
 import typing
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar
 
@@ -75,6 +75,9 @@ class HandlerSpec:
     #: ``app.pause`` can stop it (always true under a limit): its worker reads a pause item through
     #: a short cache, a read the types that are neither limited nor pausable never pay.
     pausable: bool = False
+    #: ``@job(events=...)``: the events its jobs publish when they end (``JOB_EVENTS`` names); None:
+    #: the App's ``events`` setting decides (docs/events.md).
+    events: frozenset[str] | None = None
 
     @property
     def timeout_s(self) -> float:
@@ -228,6 +231,7 @@ class Registry:
         limits: Sequence[str] = (),
         pausable: bool = False,
         priority: str | None = None,
+        events: bool | Iterable[str] | None = None,
     ) -> Callable[[H], H]:
         """Register a handler ``fn(payload, ctx)``; the function itself is returned unchanged.
 
@@ -244,7 +248,12 @@ class Registry:
         ``limits`` names ``app.limit`` declarations its jobs start under (an unknown name is a
         ``ConfigurationError`` when a worker starts); ``pausable`` lets ``app.pause`` stop a type
         that is under no limit (docs/flow-control-limits.md).
+
+        ``events``: the events its jobs publish on the App's ``event_bus`` when they end: True (all of
+        ``JOB_EVENTS``), False (none), or names from it; None leaves it to the App's ``events``
+        setting (docs/events.md).
         """
+        chosen = _checked_events(name, events)
         expires_after_s = None if expires_after is None else to_seconds(expires_after)
         if expires_after_s is not None and not expires_after_s > 0:
             raise ConfigurationError(f"job {name!r}: expires_after must be positive, got {expires_after!r}")
@@ -278,6 +287,7 @@ class Registry:
                 limits=tuple(limits),
                 pausable=pausable or bool(limits),
                 priority=priority,
+                events=chosen,
             )
             self.add(spec)
             return fn
@@ -340,3 +350,27 @@ class Registry:
     def max_attempts(self) -> int:
         """The largest ``max_attempts`` of any handler (for the redrive backstop)."""
         return max((s.max_attempts for s in self._specs.values()), default=DEFAULT_MAX_ATTEMPTS)
+
+
+#: The events a job's end publishes, by the status it ended in (docs/events.md).
+JOB_EVENTS = {
+    "succeeded": "JobSucceeded",
+    "dead": "JobDead",
+    "expired": "JobExpired",
+    "cancelled": "JobCancelled",
+}
+
+
+def _checked_events(name: str, events: bool | Iterable[str] | None) -> frozenset[str] | None:
+    """``@job(events=...)`` as names; an unknown name is a ``ConfigurationError`` at import."""
+    if events is None:
+        return None
+    if isinstance(events, bool):
+        return frozenset(JOB_EVENTS.values()) if events else frozenset()
+    chosen = frozenset([events] if isinstance(events, str) else events)
+    unknown = chosen - set(JOB_EVENTS.values())
+    if unknown:
+        raise ConfigurationError(
+            f"job {name!r}: unknown events {sorted(unknown)}; choose from {sorted(JOB_EVENTS.values())}"
+        )
+    return chosen
