@@ -49,8 +49,9 @@ def stream_arn_flow(table: str) -> Flow[str | None]:
 class StreamRelay:
     """Reads the change stream from where it last published, and publishes what it finds (a ``SweepPass``)."""
 
-    def __init__(self, settings: Settings, choice: Choice, arun: AsyncRunner) -> None:
+    def __init__(self, settings: Settings, choice: Choice, arun: AsyncRunner, logger: Any = None) -> None:
         self._settings = settings
+        self._logger = logger
         self._choice = choice
         self._arun = arun
         #: Shard id → the sequence number of the last record whose events were published.
@@ -61,6 +62,12 @@ class StreamRelay:
         """Relay what the stream holds now; the ids of the events published."""
         async with self._lock:  # one pass at a time: two would publish the same records twice
             published: list[Event] = await self._arun(self.pump_flow())
+        if self._logger is not None:  # ``sqsjobs dev`` shows each event it published
+            for event in published:
+                self._logger.info(
+                    "event published",
+                    extra={"event": event.name, "event_id": event.event_id, "bus": self._settings.event_bus},
+                )
         return [e.event_id for e in published]
 
     def pump_flow(self) -> Flow[list[Event]]:
@@ -145,6 +152,6 @@ def events_plugin(kernel: Kernel) -> Plugin:
     if settings.event_bus and settings.event_relay:
         choice = choice_of(settings, kernel.registry)
         if choice.anything:
-            relay = StreamRelay(settings, choice, kernel.arun)
+            relay = StreamRelay(settings, choice, kernel.arun, kernel.logger)
     # ``fields=()``/``types=frozenset()``: no job is this feature's, so the kernel never calls it for one.
     return Plugin("events", sweep=relay, fields=(), types=frozenset())
