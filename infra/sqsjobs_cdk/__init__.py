@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .construct import SqsJobs
+from .job_events import JobEvents
 from .options import FargateWorker, HttpApi, LambdaWorker, Monitoring, Sweeper
 
-__all__ = ["FargateWorker", "HttpApi", "LambdaWorker", "Monitoring", "SqsJobs", "Sweeper"]
+__all__ = ["FargateWorker", "HttpApi", "JobEvents", "LambdaWorker", "Monitoring", "SqsJobs", "Sweeper"]

@@ -50,6 +50,7 @@ from .api import http_api as build_http_api
 from .bucket import object_arns, payload_arns
 from .bucket import payload_bucket as build_payload_bucket
 from .iam import allow
+from .job_events import JobEvents, JobEventsRelay
 from .lambda_worker import lambda_sweeper as build_lambda_sweeper
 from .lambda_worker import lambda_worker as build_lambda_worker
 from .monitoring import alarms_and_dashboard
@@ -94,6 +95,7 @@ class SqsJobs(Construct):
         alarm_topic: sns.ITopic | None = None,
         payload_bucket: s3.IBucket | None = None,
         api: HttpApi | None = None,
+        job_events: JobEvents | None = None,
     ) -> None:
         """Build the deployment of ``app``.
 
@@ -116,6 +118,8 @@ class SqsJobs(Construct):
                 then yours to set: ``sqsjobs.transport.objects.lifecycle``); a new one when None.
             api: The HTTP API (``sqsjobs.api``) as a function behind an IAM-authorised API Gateway
                 HTTP API, from the ``lambda_worker``'s zip unless it names its own; None for none.
+            job_events: Publish job events on a bus from the table's change stream, with a
+                function from the ``lambda_worker``'s zip (``job_events.py``); None for none.
         """
         super().__init__(scope, construct_id)
         if isinstance(app, str):
@@ -313,6 +317,30 @@ class SqsJobs(Construct):
             service=self.service,
             function=self.function,
         )
+
+        # ── job events (docs/events.md) ────────────────────────────────────────────────────
+        self.job_events: JobEventsRelay | None = None
+        if job_events is not None:
+            if lambda_worker is None:
+                raise ConfigurationError(
+                    "job_events=JobEvents(...) runs from the lambda_worker's zip: give one"
+                )
+            self.job_events = JobEventsRelay(
+                self,
+                "JobEvents",
+                app_name=app.name,
+                options=job_events,
+                table=self.table,
+                code=lambda_worker,
+                environment=environment,
+                log_group=logs.LogGroup(self, "JobEventsLogs", retention=retention),
+            )
+            CfnOutput(
+                self,
+                "EventBusName",
+                value=self.job_events.bus.event_bus_name,
+                description="SQSJOBS_EVENT_BUS",
+            )
 
         # ── outputs: what the CLI and the scheduler helper read ────────────────────────────
         CfnOutput(self, "TableName", value=self.table.table_name, description="SQSJOBS_TABLE")

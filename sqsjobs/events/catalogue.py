@@ -74,6 +74,10 @@ class Choice:
         return bool(self.app) or any(self.types.values())
 
 
+#: Every event, for every type (the infra filter's test, ``SQSJOBS_EVENTS=all``).
+EVERY_EVENT_CHOICE = Choice(ALL_EVENTS, {})
+
+
 def choice_of(settings: Settings, registry: Registry) -> Choice:
     """The choice an App's settings and registry make; an unknown name is a ``ValueError``."""
     raw = {n.strip() for n in settings.events.split(",") if n.strip()}
