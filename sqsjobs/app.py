@@ -19,6 +19,7 @@ from sqsjobs.config import Settings, to_seconds
 from sqsjobs.deploy.provision import ProvisionReport, provision_flow
 from sqsjobs.errors import ConfigurationError
 from sqsjobs.events.relay import events_plugin
+from sqsjobs.hooks.transition_hooks import hooks_plugin
 from sqsjobs.ingress.foreign import foreign_plugin
 from sqsjobs.limits.declarations import Limits
 from sqsjobs.limits.expiry import expiry_plugin
@@ -126,6 +127,7 @@ class App:
             limits_plugin(core, self.limits),  # pause, limits and breakers: admission, slots given back
             fires_plugin(core, self.schedules),  # schedule fires become their occurrence's job
             foreign_plugin(core),  # messages sent from outside sqsjobs become jobs
+            hooks_plugin(core),  # on_dead/on_succeeded: a hook job written with the finish
             events_plugin(core),  # job events: the change stream relayed to the bus by the sweeper (local)
         ]
 

@@ -78,6 +78,10 @@ class HandlerSpec:
     #: ``@job(events=...)``: the events its jobs publish when they end (``JOB_EVENTS`` names); None:
     #: the App's ``events`` setting decides (docs/events.md).
     events: frozenset[str] | None = None
+    #: ``@job(on_dead=..., on_succeeded=...)``: a job type enqueued with the finish, in its
+    #: transaction, when a job of this type dies or succeeds (``sqsjobs.hooks``; docs/events.md).
+    on_dead: str | None = None
+    on_succeeded: str | None = None
 
     @property
     def timeout_s(self) -> float:
@@ -232,6 +236,8 @@ class Registry:
         pausable: bool = False,
         priority: str | None = None,
         events: bool | Iterable[str] | None = None,
+        on_dead: str | None = None,
+        on_succeeded: str | None = None,
     ) -> Callable[[H], H]:
         """Register a handler ``fn(payload, ctx)``; the function itself is returned unchanged.
 
@@ -251,7 +257,9 @@ class Registry:
 
         ``events``: the events its jobs publish on the App's ``event_bus`` when they end: True (all of
         ``JOB_EVENTS``), False (none), or names from it; None leaves it to the App's ``events``
-        setting (docs/events.md).
+        setting (docs/events.md). ``on_dead``/``on_succeeded`` name a job type that runs once per
+        such end with the job's summary, enqueued in the finish's own transaction (``sqsjobs.hooks``);
+        an unregistered name is a ``ConfigurationError`` when a worker starts.
         """
         chosen = _checked_events(name, events)
         expires_after_s = None if expires_after is None else to_seconds(expires_after)
@@ -288,6 +296,8 @@ class Registry:
                 pausable=pausable or bool(limits),
                 priority=priority,
                 events=chosen,
+                on_dead=on_dead,
+                on_succeeded=on_succeeded,
             )
             self.add(spec)
             return fn
