@@ -50,6 +50,7 @@ from .api import http_api as build_http_api
 from .bucket import object_arns, payload_arns
 from .bucket import payload_bucket as build_payload_bucket
 from .iam import allow
+from .job_alarms import job_alarms_and_widgets
 from .job_events import JobEvents, JobEventsRelay
 from .lambda_worker import lambda_sweeper as build_lambda_sweeper
 from .lambda_worker import lambda_worker as build_lambda_worker
@@ -316,6 +317,16 @@ class SqsJobs(Construct):
             worker_logs=worker_logs,
             service=self.service,
             function=self.function,
+        )
+
+        self.alarms += job_alarms_and_widgets(
+            self,
+            app_name=app.name,
+            registry=app.registry,
+            options=monitoring,
+            topic=alarm_topic,
+            worker_logs=worker_logs,
+            dashboard=self.dashboard,
         )
 
         # ── job events (docs/events.md) ────────────────────────────────────────────────────

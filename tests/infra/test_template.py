@@ -758,7 +758,11 @@ def test_alarms_cover_message_age_dlq_depth_and_worker_errors_and_notify(full):
         )
     assert by_metric["WorkerErrors"] and by_metric["Errors"]  # log ERROR lines; Lambda invocation errors
     # ... counted on every log group a worker or sweeper writes (all but the VPC flow logs)
-    filters = full.resources("AWS::Logs::MetricFilter")
+    filters = {  # the per-type alarms' filters (poison jobs, breakers) are test_job_alarms.py's
+        k: f
+        for k, f in full.resources("AWS::Logs::MetricFilter").items()
+        if f["Properties"]["MetricTransformations"][0]["MetricName"] == "WorkerErrors"
+    }
     assert all('$.level = "ERROR"' in f["Properties"]["FilterPattern"] for f in filters.values())
     flow_logs = {
         logical_id(f["Properties"]["LogGroupName"]) for f in full.resources("AWS::EC2::FlowLog").values()
