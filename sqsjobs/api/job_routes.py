@@ -5,23 +5,26 @@ is the CLI's ``--json`` document, so the two agree on every field.
 
 ``POST /jobs`` reads the record back after the enqueue (one strongly consistent GetItem): its status
 is then the record's, which for a repeated idempotency key is where that job already is. A job due
-now also costs one GetQueueAttributes, for ``queue_depth`` and ``estimated_start`` (see
-``EnqueueResponse``).
+now also costs one GetQueueAttributes, for ``queue_depth`` and ``estimated_start``: the depth over
+the drain rate this process measured from those reads (``sqsjobs.api.drain``; see ``EnqueueResponse``).
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import weakref
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path, Query, Response
 
 from sqsjobs._aws import Call, Flow
 from sqsjobs.api.deps import AppDep, problems
+from sqsjobs.api.drain import DrainMeter
 from sqsjobs.api.models import (
     CancelResponse,
     EnqueueRequest,
     EnqueueResponse,
+    EstimateBasis,
     RetryRequest,
     RetryResponse,
     since_seconds,
@@ -40,15 +43,34 @@ router = APIRouter(tags=["jobs"])
 JobId = Annotated[str, Path(min_length=1, max_length=256, description="The job's id")]
 
 
-def depth_flow(app_urls: Any, queue: str) -> Flow[int]:
-    """Messages visible in ``queue`` now (SQS's approximate count)."""
+def depth_flow(app_urls: Any, queue: str) -> Flow[tuple[int, int]]:
+    """Messages in ``queue`` now, visible and in flight (SQS's approximate counts)."""
     urls = yield from app_urls.flow([queue])
     answer = yield Call(
         "sqs",
         "get_queue_attributes",
-        {"QueueUrl": urls[queue], "AttributeNames": ["ApproximateNumberOfMessages"]},
+        {
+            "QueueUrl": urls[queue],
+            "AttributeNames": ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        },
     )
-    return int(answer.get("Attributes", {}).get("ApproximateNumberOfMessages", 0))
+    attributes = answer.get("Attributes", {})
+    return (
+        int(attributes.get("ApproximateNumberOfMessages", 0)),
+        int(attributes.get("ApproximateNumberOfMessagesNotVisible", 0)),
+    )
+
+
+#: One drain meter per App this process serves.
+_METERS: weakref.WeakKeyDictionary[Any, DrainMeter] = weakref.WeakKeyDictionary()
+
+
+def meter_of(app: Any) -> DrainMeter:
+    """The drain meter of the API of ``app`` in this process."""
+    meter = _METERS.get(app)
+    if meter is None:
+        meter = _METERS[app] = DrainMeter()
+    return meter
 
 
 @router.post(
@@ -90,12 +112,28 @@ async def enqueue(body: EnqueueRequest, app: AppDep, response: Response) -> Any:
     now = datetime.now(UTC)
     estimated: datetime | None = None
     depth: int | None = None
+    basis: EstimateBasis | None = None
     if job.status in (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED):
         if job.run_at > now:
-            estimated = job.run_at
+            estimated, basis = job.run_at, EstimateBasis(method="run_at")
         elif job.status is JobStatus.QUEUED:
-            depth = await app.arun(depth_flow(app.queue_urls, job.queue))
-            estimated = now if depth <= 1 else None
+            meter = meter_of(app)
+            meter.sent(job.queue)
+            visible, in_flight = await app.arun(depth_flow(app.queue_urls, job.queue))
+            depth = visible
+            drain = meter.observe(job.queue, visible + in_flight)
+            ahead = max(visible - 1, 0)  # the job's own message is at the back
+            if ahead == 0:
+                estimated, basis = now, EstimateBasis(method="nothing_ahead", ahead=0)
+            elif drain is not None:
+                estimated = now + timedelta(seconds=ahead / drain.per_s)
+                basis = EstimateBasis(
+                    method="depth_over_drain_rate",
+                    ahead=ahead,
+                    drain_per_s=round(drain.per_s, 3),
+                    observed_s=round(drain.span_s, 1),
+                    samples=drain.samples,
+                )
     response.headers["Location"] = f"/jobs/{job.id}"
     return EnqueueResponse(
         id=job.id,
@@ -105,6 +143,7 @@ async def enqueue(body: EnqueueRequest, app: AppDep, response: Response) -> Any:
         run_at=job.run_at,
         estimated_start=estimated,
         queue_depth=depth,
+        estimate=basis,
     )
 
 
