@@ -35,6 +35,8 @@ from constructs import Construct
 from sqsjobs.events.catalogue import ALL_EVENTS, SOURCE
 from sqsjobs.events.setup import STREAM_VIEW
 from sqsjobs.job import TERMINAL
+from sqsjobs.ops.digest import DIGEST_ACTIONS, DIGEST_EVENT, DIGEST_HANDLER
+from sqsjobs.store.schema import ATTENTION_INDEX
 
 from .lambda_worker import _function
 from .nag import acknowledge
@@ -65,6 +67,9 @@ class JobEvents:
     webhook_url: str | None = None
     #: Records per invocation of the relay function.
     batch_size: int = 100
+    #: When the dead-job digest is published (``sqsjobs digest --publish`` as a function, a
+    #: ``DeadJobsDigest`` event on the bus); None: no schedule.
+    digest_schedule: str | None = "cron(0 7 * * ? *)"
 
 
 class JobEventsRelay(Construct):
@@ -84,7 +89,7 @@ class JobEventsRelay(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self._app_name = app_name
-        unknown = {n for n in options.notify if n not in ALL_EVENTS}
+        unknown = {n for n in options.notify if n not in ALL_EVENTS | {DIGEST_EVENT}}
         if unknown:
             raise ValueError(f"JobEvents.notify names unknown events {sorted(unknown)}")
         cfn_table = table.node.default_child
@@ -137,6 +142,47 @@ class JobEventsRelay(Construct):
         self.topic: sns.Topic | None = None
         if options.notify:
             self._rules(options)
+        self.digest: lambda_.Function | None = None
+        if options.digest_schedule is not None:
+            self._digest(options.digest_schedule, table, code, environment, log_group)
+
+    def _digest(
+        self,
+        schedule: str,
+        table: dynamodb.Table,
+        code: LambdaWorker,
+        environment: Mapping[str, str],
+        log_group: logs.ILogGroup,
+    ) -> None:
+        """``sqsjobs.ops.digest.handler`` on ``schedule``: reads the dead jobs, publishes one event."""
+        self.digest = _function(
+            self,
+            "Digest",
+            options=code,
+            handler=DIGEST_HANDLER,
+            timeout_s=300,
+            memory_mib=256,
+            environment={**environment, "SQSJOBS_EVENT_BUS": self.bus.event_bus_name},
+            log_group=log_group,
+            description="sqsjobs dead-job digest (scheduled)",
+        )
+        role = self.digest.role
+        assert role is not None
+        reads = {
+            "dynamodb:Query": [f"{table.table_arn}/index/{ATTENTION_INDEX}"],
+            "dynamodb:BatchGetItem": [table.table_arn],
+            "events:PutEvents": [self.bus.event_bus_arn],
+        }
+        assert set(reads) == set(DIGEST_ACTIONS)
+        for action, resources in reads.items():
+            role.add_to_principal_policy(iam.PolicyStatement(actions=[action], resources=resources))
+        events.Rule(
+            self,
+            "DigestSchedule",
+            description="sqsjobs dead-job digest",
+            schedule=events.Schedule.expression(schedule),
+            targets=[targets.LambdaFunction(self.digest, retry_attempts=2)],
+        )
 
     def _rules(self, options: JobEvents) -> None:
         pattern = events.EventPattern(source=[SOURCE], detail_type=list(options.notify))

@@ -14,6 +14,7 @@ the App's bus (docs/events.md), where a rule can forward it to SNS or a webhook.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from sqsjobs.events.publish import publish_flow
 from sqsjobs.job import JobStatus
 from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops._common import iso
+from sqsjobs.runtime.kernel import locate
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -31,6 +33,10 @@ if TYPE_CHECKING:
     from sqsjobs._aws import Flow
     from sqsjobs.config import Settings
 
+#: What the scheduled digest function calls (infra/ grants these, the reads on the attention index).
+DIGEST_ACTIONS = ("dynamodb:Query", "dynamodb:BatchGetItem", "events:PutEvents")
+#: The scheduled digest's Lambda entry point (``handler``).
+DIGEST_HANDLER = f"{__name__}.handler"
 #: The digest's window by default: a day.
 DAY_S = 86_400.0
 #: The event name of a published digest.
@@ -166,3 +172,11 @@ def publish_digest_flow(settings: Settings, digest: Digest) -> Flow[int]:
     if len(json.dumps(detail)) > 200_000:  # PutEvents takes 256 KB an entry: the largest groups only
         detail["groups"] = detail["groups"][:100]
     return (yield from publish_flow(settings.event_bus, [Event(DIGEST_EVENT, event_id, detail)]))
+
+
+def handler(event: Any, context: Any = None) -> dict[str, int]:
+    """The scheduled digest (infra/: a daily EventBridge schedule): the last day's, published on the bus."""
+    app = locate(os.environ.get("SQSJOBS_APP"))
+    found: Digest = app.run(digest_flow(app.settings, app.clock.now()))
+    app.run(publish_digest_flow(app.settings, found))
+    return {"dead": found.total, "groups": len(found.groups)}

@@ -8,6 +8,7 @@ import pytest
 
 from sqsjobs import JobContext, PermanentError
 from sqsjobs._aws import Call, one
+from sqsjobs.ops import digest as digest_ops
 from sqsjobs.testing import all_finished, work_until
 from tests.cli import jobs_app
 from tests.cli.conftest import fake_aws_env, invoke
@@ -90,7 +91,7 @@ def test_dlq_list_grouped_by_error_shows_the_same_three_lines(dead_world):
     assert invoke(app, endpoint, "dlq", "list", "--group-by", "type").code == 2
 
 
-def test_a_digest_is_published_as_one_event_on_the_apps_bus(dead_world):
+def test_a_digest_is_published_as_one_event_on_the_apps_bus(dead_world, monkeypatch):
     app, endpoint, _ = dead_world
     bus = f"{app.name}-bus"
     app.configure(event_bus=bus)
@@ -113,5 +114,10 @@ def test_a_digest_is_published_as_one_event_on_the_apps_bus(dead_world):
         assert (
             detail["total"] == 50 and len(detail["groups"]) == 3 and detail["event_id"].startswith("digest:")
         )
+        # the scheduled function (infra/'s daily rule) does the same
+        monkeypatch.setenv("SQSJOBS_APP", "tests.cli.jobs_app:current")
+        assert digest_ops.handler({}) == {"dead": 50, "groups": 3}
+        got = app.run(one(Call("sqs", "receive_message", {"QueueUrl": url, "WaitTimeSeconds": 2})))
+        assert json.loads(got["Messages"][0]["Body"])["detail-type"] == "DeadJobsDigest"
     finally:
         app.configure(event_bus="")

@@ -30,7 +30,7 @@ EVENT_SOURCE = "shop.orders"
 EVENT_DETAIL_TYPE = "OrderPlaced"
 RULE_DELAY_S = 30
 #: ``NAMED``'s job events: those a topic and a webhook get, and the webhook.
-NOTIFIED = ("JobDead", "BatchCompleted")
+NOTIFIED = ("JobDead", "BatchCompleted", "DeadJobsDigest")
 WEBHOOK_URL = "https://hooks.example.com/sqsjobs"
 #: Both run on a 5 s Lambda function: the queues' default 30 s visibility is 6 x that.
 FUNCTION_TIMEOUT_S = 5

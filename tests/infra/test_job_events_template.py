@@ -11,6 +11,8 @@ import pytest
 
 from sqsjobs.events.catalogue import ALL_EVENTS, EVERY_EVENT_CHOICE, SOURCE, events_of
 from sqsjobs.events.setup import STREAM_VIEW
+from sqsjobs.ops.digest import DIGEST_ACTIONS, DIGEST_EVENT, DIGEST_HANDLER
+from sqsjobs.store.schema import ATTENTION_INDEX
 from tests.infra import synth_example
 from tests.infra.test_template import actions, function, logical_id, statements
 from tests.unit.test_event_catalogue import change, job_item
@@ -92,7 +94,7 @@ def test_the_mapping_filter_passes_every_record_the_catalogue_makes_an_event_of(
 
 
 def test_rules_send_the_chosen_events_to_an_encrypted_topic_and_a_keyed_webhook_each_with_a_dlq(options):
-    rules = resources(options, "AWS::Events::Rule")
+    rules = {k: r for k, r in resources(options, "AWS::Events::Rule").items() if "EventPattern" in r}
     assert len(rules) == 2
     for rule in rules.values():
         assert rule["EventPattern"] == {"source": [SOURCE], "detail-type": list(synth_example.NOTIFIED)}
@@ -106,4 +108,21 @@ def test_rules_send_the_chosen_events_to_an_encrypted_topic_and_a_keyed_webhook_
     assert connection["AuthorizationType"] == "API_KEY"
     assert connection["AuthParameters"]["ApiKeyAuthParameters"]["ApiKeyName"] == "x-sqsjobs-signature"
     assert "resolve:secretsmanager" in json.dumps(connection["AuthParameters"])
-    assert set(synth_example.NOTIFIED) <= ALL_EVENTS
+    assert set(synth_example.NOTIFIED) <= ALL_EVENTS | {DIGEST_EVENT}
+
+
+def test_the_digest_runs_daily_reads_only_the_dead_jobs_index_and_the_table_and_publishes_on_the_bus(options):
+    digest = function(options, DIGEST_HANDLER)
+    [schedule] = [r for r in resources(options, "AWS::Events::Rule").values() if "ScheduleExpression" in r]
+    assert schedule["ScheduleExpression"] == "cron(0 7 * * ? *)"
+    [digest_id] = [
+        k
+        for k, v in options.resources("AWS::Lambda::Function").items()
+        if v["Properties"]["Handler"] == DIGEST_HANDLER
+    ]
+    assert logical_id(schedule["Targets"][0]["Arn"]) == digest_id
+    granted = statements(options, logical_id(digest["Role"]))
+    assert actions(granted) == set(DIGEST_ACTIONS) | {"logs:CreateLogStream", "logs:PutLogEvents"}
+    where = {s["Action"]: json.dumps(s["Resource"]) for s in granted if isinstance(s["Action"], str)}
+    assert f"/index/{ATTENTION_INDEX}" in where["dynamodb:Query"]
+    assert "index" not in where["dynamodb:BatchGetItem"] and "Bus" in where["events:PutEvents"]
