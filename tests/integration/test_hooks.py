@@ -2,18 +2,21 @@
 
 Hooks (``on_succeeded``/``on_dead``) are jobs written in the finish's own transaction. Real worker
 processes run the jobs; every message is copied twice; the first worker is SIGKILLed the moment the
-first finish lands. Each hook run appends a line to a file named after the job that ended.
+first finish lands (sometimes between its finish and its hook's message: the sweeper's pass then
+sends that message). Each hook run appends a line to a file named after the job that ended.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 
-from sqsjobs import ConfigurationError, JobStatus
+from sqsjobs import ConfigurationError, JobStatus, sweep_once
 from tests.integration.helpers import depth, kill_group, wait_until, worker_process
 from tests.integration.test_events import copy_every_message
+from tests.integration.test_waiting import closing
 
 pytestmark = pytest.mark.slow
 
@@ -51,6 +54,10 @@ def test_each_end_runs_its_hook_once_across_sigkill_and_copied_messages(app, tmp
         kill_group(first)
         second = worker_process(app, APP, concurrency=4, **env)
         finals = {j: app.wait(j, timeout=90) for j in ok + dead}
+        # The sweeper's later pass: a hook whose message the killed worker never sent is sent now
+        # (its record's pending entry is due ``stale_after_s`` after the finish).
+        later = app.clock.now() + app.settings.stale_after_s + 1
+        asyncio.run(closing(app, sweep_once(app, now=later)))
         wait_until(lambda: len(runs(tmp_path)) == len(finals), 90, "a hook run for every ended job")
         wait_until(lambda: sum(depth(app).values()) == 0, 90, "the queue drained (copies and hook jobs)")
     finally:
