@@ -32,7 +32,7 @@ from sqsjobs.cli.common import (
     load_app,
     out,
 )
-from sqsjobs.cli.digest import digest
+from sqsjobs.cli.digest_command import digest
 from sqsjobs.cli.dlq_commands import dlq_cli
 from sqsjobs.cli.health import doctor, stats
 from sqsjobs.cli.job_commands import jobs_cli
