@@ -48,6 +48,7 @@ from sqsjobs.errors import (
     TransportError,
     UnknownEnvelopeVersion,
     UpcastError,
+    WaitTimeout,
 )
 from sqsjobs.job import RENAMED as _RENAMED
 from sqsjobs.job import FailureRecord, Job, JobStatus
@@ -121,6 +122,7 @@ __all__ = [
     "TransportError",
     "UnknownEnvelopeVersion",
     "UpcastError",
+    "WaitTimeout",
     "Worker",
     "sweep_once",
 ]

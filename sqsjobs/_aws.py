@@ -27,7 +27,7 @@ import tenacity
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sqsjobs.errors import AwsError, ObjectStoreError, SchedulerError, StoreError, TransportError
+from sqsjobs.errors import AwsError, EventsError, ObjectStoreError, SchedulerError, StoreError, TransportError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -36,10 +36,10 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-SERVICES = ("dynamodb", "sqs", "scheduler", "s3")
+SERVICES = ("dynamodb", "sqs", "scheduler", "s3", "events", "dynamodbstreams")
 #: Where a Call goes: an AWS service, ``clock`` for a pause the driver sleeps through, or ``flows``
 #: for flows the driver runs at once (``together``).
-Service = Literal["dynamodb", "sqs", "scheduler", "s3", "clock", "flows"]
+Service = Literal["dynamodb", "sqs", "scheduler", "s3", "events", "dynamodbstreams", "clock", "flows"]
 
 
 @dataclass(frozen=True)
@@ -154,6 +154,8 @@ def wrap_error(service: str, exc: Exception) -> AwsError:
         "dynamodb": StoreError,
         "scheduler": SchedulerError,
         "s3": ObjectStoreError,
+        "events": EventsError,
+        "dynamodbstreams": EventsError,
     }
     kind = kinds.get(service, TransportError)
     if isinstance(exc, ClientError):

@@ -15,30 +15,31 @@ from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
 from sqsjobs._aws import AsyncClients, Flow, SyncClients, run_async, run_sync
 from sqsjobs._clock import Clock, SystemClock
-from sqsjobs.config import Settings
+from sqsjobs.config import Settings, to_seconds
 from sqsjobs.deploy.provision import ProvisionReport, provision_flow
 from sqsjobs.errors import ConfigurationError
+from sqsjobs.events.relay import events_plugin
+from sqsjobs.hooks.transition_hooks import hooks_plugin
 from sqsjobs.ingress.foreign import foreign_plugin
 from sqsjobs.limits.declarations import Limits
 from sqsjobs.limits.expiry import expiry_plugin
 from sqsjobs.limits.gate import limits_plugin
 from sqsjobs.limits.ops import pause_flow, resume_flow
 from sqsjobs.observability.meter import RequestCounter
+from sqsjobs.ops import waiting
 from sqsjobs.ops.requeue import KEEP, retry_flow
 from sqsjobs.producer import (
     EnqueueOptions,
     JobRequest,
     build_new_job,
     cancel_flow,
-    enqueue_many_flow,
+    enqueue_jobs_flow,
     get_flow,
-    route_of,
 )
 from sqsjobs.registry import P, Registry
 from sqsjobs.runtime.kernel import Kernel, locate
 from sqsjobs.schedules.fire import fires_plugin
 from sqsjobs.schedules.specs import Schedules
-from sqsjobs.store import debounce, dedupe
 from sqsjobs.transaction import Transaction
 from sqsjobs.transport.queues import QueueUrls
 from sqsjobs.workflows import batches, chains
@@ -47,6 +48,7 @@ from sqsjobs.workflows.chain_hook import chains_plugin
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+    from datetime import timedelta
 
     from sqsjobs.job import Job
     from sqsjobs.observability.metrics import JobMetrics
@@ -127,6 +129,8 @@ class App:
             limits_plugin(core, self.limits),  # pause, limits and breakers: admission, slots given back
             fires_plugin(core, self.schedules),  # schedule fires become their occurrence's job
             foreign_plugin(core),  # messages sent from outside sqsjobs become jobs
+            hooks_plugin(core),  # on_dead/on_succeeded: a hook job written with the finish
+            events_plugin(core),  # job events: the change stream relayed to the bus by the sweeper (local)
         ]
 
     @property
@@ -234,37 +238,8 @@ class App:
         return (yield from self.enqueue_jobs_flow(jobs))
 
     def enqueue_jobs_flow(self, jobs: Sequence[NewJob]) -> Flow[list[str]]:
-        """Enqueue jobs already built and validated (``build_new_job``): a schedule fire's, a foreign message's.
-
-        A ``unique="while_active"`` job first takes its key (``sqsjobs.store.dedupe``).
-        """
-        if not any(j.dedupe in dedupe.KEYED for j in jobs):
-            return self._send_and_write(jobs)
-        retention_s = self.settings.retention_days * 86_400.0
-        table = self.settings.table_name
-
-        def debounced(job: NewJob) -> Flow[dedupe.EnqueuedId]:
-            assert job.debounce is not None
-            quiet_s, max_wait_s = job.debounce
-            return debounce.enqueue_flow(
-                table,
-                job,
-                quiet_s=quiet_s,
-                max_wait_s=max_wait_s,
-                retention_s=retention_s,
-                queue_url=self._url_of,
-            )
-
-        return dedupe.enqueue_flow(
-            jobs, self._send_and_write, table=table, retention_s=retention_s, debounced=debounced
-        )
-
-    def _url_of(self, job: NewJob) -> Flow[str]:
-        route = route_of(job)
-        return (yield from self.queue_urls.flow([route]))[route]
-
-    def _send_and_write(self, jobs: Sequence[NewJob]) -> Flow[list[str]]:
-        return enqueue_many_flow(
+        """Enqueue jobs already built and validated (``build_new_job``): a schedule fire's, a foreign message's."""
+        return enqueue_jobs_flow(
             jobs,
             settings=self.settings,
             queue_urls=self.queue_urls,
@@ -384,6 +359,19 @@ class App:
         job: Job = await self.arun(get_flow(self.settings, job_id, load_result=load_result))
         return job
 
+    def wait(self, job_id: str, *, timeout: float | timedelta = 60.0) -> Job:
+        """The job's record once it ended (succeeded, dead, cancelled or expired), its result read.
+
+        ``WaitTimeout`` (its ``last``: the record as last read) when it has not ended within
+        ``timeout``. A waiter reads the record with a growing pause, about 13 reads per 20 s
+        (``sqsjobs.ops.waiting``; docs/results.md says what that costs).
+        """
+        return self.run(waiting.job_flow(self.settings, job_id, to_seconds(timeout)))
+
+    async def await_result(self, job_id: str, *, timeout: float | timedelta = 60.0) -> Job:
+        """Async ``wait``."""
+        return await self.arun(waiting.job_flow(self.settings, job_id, to_seconds(timeout)))
+
     def cancel(self, job_id: str) -> str:
         """Cancel a waiting job (``"cancelled"``) or ask a running one to stop (``"requested"``)."""
         return str(self.run(cancel_flow(self.settings, job_id, self.clock.now())))
@@ -452,6 +440,14 @@ class App:
     async def aget_chain(self, chain_id: str) -> ChainStatus:
         """Async ``get_chain``."""
         return await self.arun(chains.get_flow(self.settings, chain_id))
+
+    def wait_chain(self, chain_id: str, *, timeout: float | timedelta = 60.0) -> ChainStatus:
+        """The chain once it succeeded, stopped or was cancelled; ``WaitTimeout`` past ``timeout``."""
+        return self.run(waiting.chain_flow(self.settings, chain_id, to_seconds(timeout)))
+
+    async def await_chain(self, chain_id: str, *, timeout: float | timedelta = 60.0) -> ChainStatus:
+        """Async ``wait_chain``."""
+        return await self.arun(waiting.chain_flow(self.settings, chain_id, to_seconds(timeout)))
 
     def cancel_chain(self, chain_id: str) -> str:
         """Cancel the chain: ``"cancelled"``, ``"requested"`` (its step is running) or its end state."""
@@ -538,6 +534,17 @@ class App:
     async def aget_batch(self, batch_id: str) -> batches.BatchStatus:
         """Async ``get_batch``."""
         return await self.arun(batches.status_flow(batches.env_of(self._core_kernel()), batch_id))
+
+    def wait_batch(self, batch_id: str, *, timeout: float | timedelta = 60.0) -> batches.BatchStatus:
+        """The batch once complete; ``WaitTimeout`` past ``timeout``."""
+        return self.run(
+            waiting.batch_flow(batches.env_of(self._core_kernel()), batch_id, to_seconds(timeout))
+        )
+
+    async def await_batch(self, batch_id: str, *, timeout: float | timedelta = 60.0) -> batches.BatchStatus:
+        """Async ``wait_batch``."""
+        env = batches.env_of(self._core_kernel())
+        return await self.arun(waiting.batch_flow(env, batch_id, to_seconds(timeout)))
 
     def cancel_batch(self, batch_id: str) -> batches.BatchStatus:
         """Complete the batch at once as failed, cancel its waiting items (running ones are asked to stop) and its sub-tree."""

@@ -69,6 +69,15 @@ class Settings:
     schedule_group: str = ""
     #: IAM role Scheduler assumes to send fires to SQS (infra creates it). ``SQSJOBS_SCHEDULER_ROLE_ARN``.
     scheduler_role_arn: str | None = None
+    #: EventBridge bus that hears when jobs end (name or ARN; docs/events.md); empty: no events.
+    #: ``SQSJOBS_EVENT_BUS``.
+    event_bus: str = ""
+    #: The events every job type publishes: comma-separated names (``JobDead,BatchCompleted``) or
+    #: ``all``; a type's ``@job(events=...)`` wins for its own jobs. ``SQSJOBS_EVENTS``.
+    events: str = ""
+    #: The sweeper relays the table's change stream to the bus itself (``sqsjobs dev``, tests); in
+    #: AWS a Lambda on the stream does (infra/). ``SQSJOBS_EVENT_RELAY``.
+    event_relay: bool = False
     #: Queue visibility timeout; the heartbeat re-extends held messages to this every third of it.
     visibility_timeout_s: int = 30
     #: Long-poll wait of each receive.

@@ -32,8 +32,10 @@
     ├── AwsError                    an AWS call failed (wraps botocore; callers never see ClientError)
     │   ├── StoreError              ...on the DynamoDB job table
     │   ├── TransportError          ...on SQS
-    │   └── SchedulerError          ...on EventBridge Scheduler
+    │   ├── SchedulerError          ...on EventBridge Scheduler
+    │   └── EventsError             ...on the EventBridge bus or the table's change stream (job events)
     ├── JobTimeout                  a handler ran past its timeout (recorded as the attempt's error)
+    ├── WaitTimeout                 a wait for a job, batch or chain ended before it did (also a TimeoutError)
     ├── WorkerLost                  runs that never recorded an outcome used up the attempts (recorded)
     └── JobControl                  raised by handlers to steer their own job
         ├── PermanentError          dead at once, no retry
@@ -269,12 +271,34 @@ class SchedulerError(AwsError):
     """A call to EventBridge Scheduler failed."""
 
 
+class EventsError(AwsError):
+    """A call to the EventBridge bus or the job table's change stream failed (job events)."""
+
+
 class ObjectStoreError(AwsError):
     """A call to the S3 bucket of large payloads and results failed."""
 
 
 class JobTimeout(SqsJobsError):
     """The handler ran past its timeout."""
+
+
+class WaitTimeout(SqsJobsError, TimeoutError):
+    """The job (or batch, or chain) had not ended when the wait for it ran out.
+
+    Attributes:
+        last: what the last read saw (a ``Job``, ``BatchStatus`` or ``ChainStatus``): where it is now.
+        waited_s: how long the wait lasted.
+        reads: how many reads it made.
+    """
+
+    def __init__(
+        self, message: str | None = None, *, last: Any = None, waited_s: float = 0.0, reads: int = 0
+    ) -> None:
+        super().__init__(message)
+        self.last = last
+        self.waited_s = waited_s
+        self.reads = reads
 
 
 class WorkerLost(SqsJobsError):

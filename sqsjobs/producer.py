@@ -24,7 +24,7 @@ from sqsjobs.errors import JobNotFound, PayloadMissing, PayloadTooLarge, StoreEr
 from sqsjobs.job import JobStatus
 from sqsjobs.observability.tracing import current_trace, message_attributes
 from sqsjobs.registry import P
-from sqsjobs.store import codec, deadlines, dedupe, enqueue, operator, requests, statements
+from sqsjobs.store import codec, deadlines, debounce, dedupe, enqueue, operator, requests, statements
 from sqsjobs.transport import lifespan, objects, routes, sqs
 from sqsjobs.transport.queues import QueueUrls
 from sqsjobs.workflows.completion import BatchEnv, cancel_item_flow
@@ -193,6 +193,51 @@ def _claim_checked(job: enqueue.NewJob, settings: Settings, *, in_record: bool) 
             f"{settings.payload_object_days - settings.retention_days} days, not at {job.run_at:.0f}"
         )
     return dataclasses.replace(job, payload_bucket=settings.payload_bucket)
+
+
+def enqueue_jobs_flow(
+    jobs: Sequence[enqueue.NewJob],
+    *,
+    settings: Settings,
+    queue_urls: QueueUrls,
+    logger: Any,
+    metrics: JobMetrics | None = None,
+    tracer: JobTracer | None = None,
+) -> Flow[list[str]]:
+    """Enqueue built jobs (``build_new_job``), each by its dedup mode (``sqsjobs.store.dedupe``).
+
+    Jobs without a keyed mode go straight to ``enqueue_many_flow``; a ``unique="while_active"`` job
+    first takes its key, a debounced one rewrites its waiting record (``sqsjobs.store.debounce``).
+    """
+
+    def send_and_write(some: Sequence[enqueue.NewJob]) -> Flow[list[str]]:
+        return enqueue_many_flow(
+            some, settings=settings, queue_urls=queue_urls, logger=logger, metrics=metrics, tracer=tracer
+        )
+
+    if not any(j.dedupe in dedupe.KEYED for j in jobs):
+        return send_and_write(jobs)
+    retention_s = settings.retention_days * 86_400.0
+
+    def url_of(job: enqueue.NewJob) -> Flow[str]:
+        route = route_of(job)
+        return (yield from queue_urls.flow([route]))[route]
+
+    def debounced(job: enqueue.NewJob) -> Flow[dedupe.EnqueuedId]:
+        assert job.debounce is not None
+        quiet_s, max_wait_s = job.debounce
+        return debounce.enqueue_flow(
+            settings.table_name,
+            job,
+            quiet_s=quiet_s,
+            max_wait_s=max_wait_s,
+            retention_s=retention_s,
+            queue_url=url_of,
+        )
+
+    return dedupe.enqueue_flow(
+        jobs, send_and_write, table=settings.table_name, retention_s=retention_s, debounced=debounced
+    )
 
 
 def enqueue_many_flow(

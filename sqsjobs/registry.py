@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import inspect
 import typing
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar
 
@@ -82,6 +82,13 @@ class HandlerSpec:
     throttle_s: float | None = None
     debounce_s: float | None = None
     debounce_max_s: float | None = None
+    #: ``@job(events=...)``: the events its jobs publish when they end (``JOB_EVENTS`` names); None:
+    #: the App's ``events`` setting decides (docs/events.md).
+    events: frozenset[str] | None = None
+    #: ``@job(on_dead=..., on_succeeded=...)``: a job type enqueued with the finish, in its
+    #: transaction, when a job of this type dies or succeeds (``sqsjobs.hooks``; docs/events.md).
+    on_dead: str | None = None
+    on_succeeded: str | None = None
 
     @property
     def timeout_s(self) -> float:
@@ -240,6 +247,9 @@ class Registry:
         throttle: timedelta | float | None = None,
         debounce: timedelta | float | None = None,
         debounce_max: timedelta | float | None = None,
+        events: bool | Iterable[str] | None = None,
+        on_dead: str | None = None,
+        on_succeeded: str | None = None,
     ) -> Callable[[H], H]:
         """Register a handler ``fn(payload, ctx)``; the function itself is returned unchanged.
 
@@ -259,11 +269,17 @@ class Registry:
 
         ``unique="while_active"``, ``dedupe_for``, ``throttle`` or ``debounce`` (with ``debounce_max``)
         is the type's default dedup mode for an enqueue with an idempotency key (docs/dedupe.md).
+        ``events``: the events its jobs publish on the App's ``event_bus`` when they end: True (all of
+        ``JOB_EVENTS``), False (none), or names from it; None leaves it to the App's ``events``
+        setting (docs/events.md). ``on_dead``/``on_succeeded`` name a job type that runs once per
+        such end with the job's summary, enqueued in the finish's own transaction (``sqsjobs.hooks``);
+        an unregistered name is a ``ConfigurationError`` when a worker starts.
         """
         if unique not in (None, "while_active"):
             raise ValueError(f"unique must be 'while_active', got {unique!r}")
         if sum(x is not None for x in (unique, dedupe_for, throttle, debounce)) > 1:
             raise ValueError("give one of unique, dedupe_for, throttle and debounce")
+        chosen = _checked_events(name, events)
         expires_after_s = None if expires_after is None else to_seconds(expires_after)
         if expires_after_s is not None and not expires_after_s > 0:
             raise ConfigurationError(f"job {name!r}: expires_after must be positive, got {expires_after!r}")
@@ -302,6 +318,9 @@ class Registry:
                 throttle_s=None if throttle is None else to_seconds(throttle),
                 debounce_s=None if debounce is None else to_seconds(debounce),
                 debounce_max_s=None if debounce_max is None else to_seconds(debounce_max),
+                events=chosen,
+                on_dead=on_dead,
+                on_succeeded=on_succeeded,
             )
             self.add(spec)
             return fn
@@ -364,3 +383,27 @@ class Registry:
     def max_attempts(self) -> int:
         """The largest ``max_attempts`` of any handler (for the redrive backstop)."""
         return max((s.max_attempts for s in self._specs.values()), default=DEFAULT_MAX_ATTEMPTS)
+
+
+#: The events a job's end publishes, by the status it ended in (docs/events.md).
+JOB_EVENTS = {
+    "succeeded": "JobSucceeded",
+    "dead": "JobDead",
+    "expired": "JobExpired",
+    "cancelled": "JobCancelled",
+}
+
+
+def _checked_events(name: str, events: bool | Iterable[str] | None) -> frozenset[str] | None:
+    """``@job(events=...)`` as names; an unknown name is a ``ConfigurationError`` at import."""
+    if events is None:
+        return None
+    if isinstance(events, bool):
+        return frozenset(JOB_EVENTS.values()) if events else frozenset()
+    chosen = frozenset([events] if isinstance(events, str) else events)
+    unknown = chosen - set(JOB_EVENTS.values())
+    if unknown:
+        raise ConfigurationError(
+            f"job {name!r}: unknown events {sorted(unknown)}; choose from {sorted(JOB_EVENTS.values())}"
+        )
+    return chosen

@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from .construct import SqsJobs
+from .job_events import JobEvents
 from .options import FargateWorker, HttpApi, LambdaWorker, Monitoring, Sweeper
 from .tracing import Tracing
 
-__all__ = ["FargateWorker", "HttpApi", "LambdaWorker", "Monitoring", "SqsJobs", "Sweeper", "Tracing"]
+__all__ = [
+    "FargateWorker",
+    "HttpApi",
+    "JobEvents",
+    "LambdaWorker",
+    "Monitoring",
+    "SqsJobs",
+    "Sweeper",
+    "Tracing",
+]

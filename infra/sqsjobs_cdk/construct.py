@@ -50,6 +50,8 @@ from .api import http_api as build_http_api
 from .bucket import object_arns, payload_arns
 from .bucket import payload_bucket as build_payload_bucket
 from .iam import allow
+from .job_alarms import job_alarms_and_widgets
+from .job_events import JobEvents, JobEventsRelay
 from .lambda_worker import lambda_sweeper as build_lambda_sweeper
 from .lambda_worker import lambda_worker as build_lambda_worker
 from .monitoring import alarms_and_dashboard
@@ -96,6 +98,7 @@ class SqsJobs(Construct):
         payload_bucket: s3.IBucket | None = None,
         api: HttpApi | None = None,
         tracing: Tracing | None = None,
+        job_events: JobEvents | None = None,
     ) -> None:
         """Build the deployment of ``app``.
 
@@ -120,6 +123,8 @@ class SqsJobs(Construct):
                 HTTP API, from the ``lambda_worker``'s zip unless it names its own; None for none.
             tracing: Send the workers' and the API's OpenTelemetry traces to X-Ray (``Tracing``:
                 Lambda active tracing and the ADOT layer, a collector beside the ECS worker); None: no traces.
+            job_events: Publish job events on a bus from the table's change stream, with a
+                function from the ``lambda_worker``'s zip (``job_events.py``); None for none.
         """
         super().__init__(scope, construct_id)
         if isinstance(app, str):
@@ -320,6 +325,40 @@ class SqsJobs(Construct):
             service=self.service,
             function=self.function,
         )
+
+        self.alarms += job_alarms_and_widgets(
+            self,
+            app_name=app.name,
+            registry=app.registry,
+            options=monitoring,
+            topic=alarm_topic,
+            worker_logs=worker_logs,
+            dashboard=self.dashboard,
+        )
+
+        # ── job events (docs/events.md) ────────────────────────────────────────────────────
+        self.job_events: JobEventsRelay | None = None
+        if job_events is not None:
+            if lambda_worker is None:
+                raise ConfigurationError(
+                    "job_events=JobEvents(...) runs from the lambda_worker's zip: give one"
+                )
+            self.job_events = JobEventsRelay(
+                self,
+                "JobEvents",
+                app_name=app.name,
+                options=job_events,
+                table=self.table,
+                code=lambda_worker,
+                environment=environment,
+                log_group=logs.LogGroup(self, "JobEventsLogs", retention=retention),
+            )
+            CfnOutput(
+                self,
+                "EventBusName",
+                value=self.job_events.bus.event_bus_name,
+                description="SQSJOBS_EVENT_BUS",
+            )
 
         # ── outputs: what the CLI and the scheduler helper read ────────────────────────────
         CfnOutput(self, "TableName", value=self.table.table_name, description="SQSJOBS_TABLE")

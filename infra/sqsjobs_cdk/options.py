@@ -126,3 +126,7 @@ class Monitoring:
     error_threshold: int = 1
     #: Log retention of the worker, sweeper and function log groups.
     log_retention_days: int = 30
+    #: Alarm on this many new dead jobs of one type within five minutes (``job_alarms.py``).
+    dead_jobs_threshold: int = 1
+    #: Alarm on this many deferrals of one type (a limit, pause or breaker) within five minutes.
+    deferrals_threshold: int = 100

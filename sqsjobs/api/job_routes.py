@@ -4,33 +4,38 @@ The same flows as ``sqsjobs enqueue`` and ``sqsjobs jobs get|list|cancel|retry``
 is the CLI's ``--json`` document, so the two agree on every field.
 
 ``POST /jobs`` answers in the enqueue's round trip: a job due now also costs one
-GetQueueAttributes, for ``queue_depth`` and ``estimated_start`` (see ``EnqueueResponse``), made
-while the message and the record are on their way. A job without an idempotency key is new, so its
-answer needs no read; with a key, the record is read back after the enqueue (one strongly
+GetQueueAttributes, for ``queue_depth`` and ``estimated_start`` (the depth over the drain rate this
+process measured from those reads: ``sqsjobs.api.drain``; see ``EnqueueResponse``), made while the
+message and the record are on their way. A job without an idempotency key or dedup mode is new, so
+its answer needs no read; with one, the record is read back after the enqueue (one strongly
 consistent GetItem), since a repeat answers with where that job already is.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import weakref
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path, Query, Response
 
 from sqsjobs._aws import Call, Flow, together
 from sqsjobs.api.deps import AppDep, problems
+from sqsjobs.api.drain import DrainMeter
 from sqsjobs.api.models import (
     CancelResponse,
     EnqueueRequest,
     EnqueueResponse,
+    EstimateBasis,
     RetryRequest,
     RetryResponse,
     since_seconds,
 )
 from sqsjobs.api.problems import MISSING_QUEUE, problem
-from sqsjobs.errors import PayloadError, TransportError
+from sqsjobs.errors import PayloadError, TransportError, WaitTimeout
 from sqsjobs.job import JobStatus
 from sqsjobs.ops import inspect as inspect_ops
+from sqsjobs.ops import waiting
 from sqsjobs.ops._common import iso
 from sqsjobs.ops.requeue import KEEP
 from sqsjobs.producer import JobRequest, build_new_job
@@ -41,15 +46,34 @@ router = APIRouter(tags=["jobs"])
 JobId = Annotated[str, Path(min_length=1, max_length=256, description="The job's id")]
 
 
-def depth_flow(app_urls: Any, queue: str) -> Flow[int]:
-    """Messages visible in ``queue`` now (SQS's approximate count)."""
+def depth_flow(app_urls: Any, queue: str) -> Flow[tuple[int, int]]:
+    """Messages in ``queue`` now, visible and in flight (SQS's approximate counts)."""
     urls = yield from app_urls.flow([queue])
     answer = yield Call(
         "sqs",
         "get_queue_attributes",
-        {"QueueUrl": urls[queue], "AttributeNames": ["ApproximateNumberOfMessages"]},
+        {
+            "QueueUrl": urls[queue],
+            "AttributeNames": ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        },
     )
-    return int(answer.get("Attributes", {}).get("ApproximateNumberOfMessages", 0))
+    attributes = answer.get("Attributes", {})
+    return (
+        int(attributes.get("ApproximateNumberOfMessages", 0)),
+        int(attributes.get("ApproximateNumberOfMessagesNotVisible", 0)),
+    )
+
+
+#: One drain meter per App this process serves.
+_METERS: weakref.WeakKeyDictionary[Any, DrainMeter] = weakref.WeakKeyDictionary()
+
+
+def meter_of(app: Any) -> DrainMeter:
+    """The drain meter of the API of ``app`` in this process."""
+    meter = _METERS.get(app)
+    if meter is None:
+        meter = _METERS[app] = DrainMeter()
+    return meter
 
 
 @router.post(
@@ -107,13 +131,31 @@ async def enqueue(body: EnqueueRequest, app: AppDep, response: Response) -> Any:
         later = run_at.timestamp() > job.now
     estimated: datetime | None = None
     depth: int | None = None
+    now = datetime.now(UTC)
+    basis: EstimateBasis | None = None
     if status in (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED):
         if later:
-            estimated = run_at
+            estimated, basis = run_at, EstimateBasis(method="run_at")
         elif status is JobStatus.QUEUED and due_now and outcomes[1].error is None:
             # An estimate: a depth SQS could not give leaves it unknown, not the enqueue failed.
-            depth = int(outcomes[1].value)
-            estimated = datetime.fromtimestamp(job.now, UTC) if depth <= 1 else None
+            visible, in_flight = outcomes[1].value
+            depth = visible
+            meter = meter_of(app)
+            meter.sent(job.queue)
+            drain = meter.observe(job.queue, visible + in_flight)
+            # the job's own message is at the back (read while it was on its way: one fewer at most)
+            ahead = max(visible - 1, 0)
+            if ahead == 0:
+                estimated, basis = now, EstimateBasis(method="nothing_ahead", ahead=0)
+            elif drain is not None:
+                estimated = now + timedelta(seconds=ahead / drain.per_s)
+                basis = EstimateBasis(
+                    method="depth_over_drain_rate",
+                    ahead=ahead,
+                    drain_per_s=round(drain.per_s, 3),
+                    observed_s=round(drain.span_s, 1),
+                    samples=drain.samples,
+                )
     response.headers["Location"] = f"/jobs/{job_id}"
     return EnqueueResponse(
         id=job_id,
@@ -125,13 +167,37 @@ async def enqueue(body: EnqueueRequest, app: AppDep, response: Response) -> Any:
         queue_depth=depth,
         deduplicated=getattr(job_id, "deduplicated", False),
         replaced=getattr(job_id, "replaced", None),
+        estimate=basis,
     )
 
 
 @router.get("/jobs/{job_id}", responses=problems(404, 422), summary="One job's record")
-async def get_job(job_id: JobId, app: AppDep) -> dict[str, Any]:
-    """The job's record, as ``sqsjobs jobs get --json``: status, attempts, times, result, error, history, audit."""
-    return inspect_ops.job_to_dict(await app.aget(job_id))
+async def get_job(
+    job_id: JobId,
+    app: AppDep,
+    wait: Annotated[
+        float,
+        Query(
+            ge=0,
+            le=waiting.MAX_HTTP_WAIT_S,
+            description="Seconds to wait for the job to end (long poll): the answer comes as soon as it "
+            "is terminal, or after this long with the record as it is then",
+        ),
+    ] = 0,
+) -> dict[str, Any]:
+    """The job's record, as ``sqsjobs jobs get --json``: status, attempts, times, result, error, history, audit.
+
+    With ``wait`` the request is held until the job ends (``App.await_result``'s reads, see
+    docs/results.md) or ``wait`` seconds passed; a job still running then is answered as it is
+    (200, a status that is not terminal), so a client simply asks again.
+    """
+    if wait <= 0:
+        return inspect_ops.job_to_dict(await app.aget(job_id))
+    try:
+        job = await app.await_result(job_id, timeout=wait)
+    except WaitTimeout as exc:
+        job = exc.last
+    return inspect_ops.job_to_dict(job)
 
 
 @router.delete(

@@ -150,8 +150,9 @@ class EnqueueResponse(BaseModel):
     run_at: datetime = Field(description="The earliest the job may start")
     estimated_start: datetime | None = Field(
         description="run_at for a job not yet due; the enqueue time when nothing else waited in its "
-        "queue; null when other messages waited (the API does not know how fast workers drain them) "
-        "or the job is no longer waiting"
+        "queue; now + the messages ahead over the drain rate the API measured (see estimate); null "
+        "when there is no rate yet (a first sample, or nothing drained lately) or the job is no "
+        "longer waiting"
     )
     deduplicated: bool = Field(
         False, description="unique=while_active: the key named a live job, this one (no new job)"
@@ -163,6 +164,22 @@ class EnqueueResponse(BaseModel):
         description="Messages visible in the job's queue right after the enqueue (approximate, may "
         "count this one); null when the job is not due yet or no longer waiting"
     )
+    estimate: EstimateBasis | None = Field(
+        default=None, description="How estimated_start was computed; null when there is none"
+    )
+
+
+class EstimateBasis(BaseModel):
+    """How ``estimated_start`` was computed (``sqsjobs.api.drain``)."""
+
+    #: ``run_at`` (not due yet), ``nothing_ahead``, or ``depth_over_drain_rate``.
+    method: Literal["run_at", "nothing_ahead", "depth_over_drain_rate"]
+    #: Visible messages ahead of the job when it was enqueued.
+    ahead: int | None = None
+    #: Messages per second the queue drained, over ``observed_s`` seconds and ``samples`` depth reads.
+    drain_per_s: float | None = None
+    observed_s: float | None = None
+    samples: int | None = None
 
 
 class CancelResponse(BaseModel):

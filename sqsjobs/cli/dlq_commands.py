@@ -43,6 +43,7 @@ from sqsjobs.cli.render import (
     when,
 )
 from sqsjobs.errors import JobNotFound
+from sqsjobs.ops import digest as digest_ops
 from sqsjobs.ops import dlq as dlq_ops
 from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops import replay as replay_ops
@@ -97,16 +98,25 @@ def dlq_list(
     since: SinceOpt = None,
     queue: QueueOpt = None,
     limit: Annotated[int, typer.Option(help="Show at most this many")] = 100,
+    group_by: Annotated[
+        str | None,
+        typer.Option("--group-by", help="error: one line per job type and error signature (the digest's)"),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """What is in the DLQs and why; the record's current status says whether it is still dead."""
     loaded = load_app(app, endpoint_url)
+    if group_by not in (None, "error"):
+        raise abort(f"--group-by takes 'error', got {group_by!r}", EXIT_USAGE)
     flt = _filter(loaded, job_type, error_class, since)
     with guarded(loaded):
         messages = loaded.run(
             dlq_ops.browse_flow(loaded.queue_urls, app_queues(loaded.registry, queue), flt, limit=limit)
         )
-        statuses = _record_statuses(loaded, messages)
+        statuses = _record_statuses(loaded, messages) if group_by is None else {}
+    if group_by is not None:
+        _grouped(messages, json_out)
+        return
     if json_out:
         print_json(
             {"messages": [m.to_dict() | {"record_status": statuses.get(m.job_id or "")} for m in messages]}
@@ -131,6 +141,31 @@ def dlq_list(
     console = stdout_console()
     console.print(table)
     console.print(f"{len(messages)} message(s)", style="dim")
+
+
+def _grouped(messages: list[DlqMessage], json_out: bool) -> None:
+    """``--group-by error``: the messages as digest groups (type + error signature), the largest first."""
+    groups = digest_ops.group(
+        (
+            m.job_type or "-",
+            m.error_class or m.malformed or m.reason,
+            m.error_message,
+            m.job_id or m.message_id,
+            m.sent_at,
+        )
+        for m in messages
+    )
+    if json_out:
+        print_json({"groups": [g.to_dict() for g in groups]})
+        return
+    table = Table(show_edge=False)
+    for column in ("count", "type", "signature", "e.g."):
+        table.add_column(column, overflow="fold")
+    for g in groups:
+        table.add_row(str(g.count), escape(g.job_type), escape(g.signature), escape(g.samples[0]))
+    console = stdout_console()
+    console.print(table)
+    console.print(f"{len(messages)} message(s) in {len(groups)} group(s)", style="dim")
 
 
 @dlq_cli.command("show")

@@ -33,6 +33,7 @@ from sqsjobs.cli.common import (
     load_app,
     out,
 )
+from sqsjobs.cli.digest_command import digest
 from sqsjobs.cli.dlq_commands import dlq_cli
 from sqsjobs.cli.health import doctor, stats
 from sqsjobs.cli.job_commands import jobs_cli
@@ -64,6 +65,7 @@ cli.add_typer(chains_cli, name="chains")
 cli.add_typer(batches_cli, name="batches")
 cli.command()(stats)
 cli.command()(doctor)
+cli.command()(digest)
 cli.command()(workers)
 cli.command("api")(api_command)
 cli.command()(pause)

@@ -15,6 +15,7 @@ import tenacity
 from sqsjobs._aws import Call, Flow, region_of, retrying
 from sqsjobs.config import MAX_MESSAGE_RETENTION_S
 from sqsjobs.errors import ConfigurationError, ObjectStoreError, StoreError, TransportError
+from sqsjobs.events import setup as events_setup
 from sqsjobs.store import schema
 from sqsjobs.transport import objects, routes, sqs
 
@@ -105,6 +106,7 @@ def provision_flow(
     except StoreError as exc:
         if "already enabled" not in str(exc) and exc.code != "ValidationException":
             raise
+    report.created += yield from events_setup.ensure_flow(settings)  # the stream and bus of job events
     for queue in sorted(set(queues or []) | set(registry.queues()) or {"default"}):
         dlq = yield from _ensure_queue(settings.dlq_name(queue), _DLQ_RETENTION, report)
         attrs = yield Call("sqs", "get_queue_attributes", {"QueueUrl": dlq, "AttributeNames": ["QueueArn"]})

@@ -47,7 +47,8 @@ class DevStack:
             os.environ.setdefault(key, value)
         url = self._server.start()
         # moto ignores PartiQL conditions, so the embedded emulator refuses PartiQL: single writes.
-        self.app.configure(endpoint_url=url, **{"batch_writes": False, **self._settings})
+        # The sweeper relays the change stream to the event bus (an App without ``event_bus`` has none).
+        self.app.configure(endpoint_url=url, **{"batch_writes": False, "event_relay": True, **self._settings})
         self.report = self.app.provision()
         return self
 

@@ -29,6 +29,9 @@ EXISTING_BUCKET = "existing-payloads-example"
 EVENT_SOURCE = "shop.orders"
 EVENT_DETAIL_TYPE = "OrderPlaced"
 RULE_DELAY_S = 30
+#: ``NAMED``'s job events: those a topic and a webhook get, and the webhook.
+NOTIFIED = ("JobDead", "BatchCompleted", "DeadJobsDigest")
+WEBHOOK_URL = "https://hooks.example.com/sqsjobs"
 #: Both run on a 5 s Lambda function: the queues' default 30 s visibility is 6 x that.
 FUNCTION_TIMEOUT_S = 5
 #: ``IMPORTED``'s mapping: a batching window and provisioned pollers (minimum, maximum).
@@ -53,7 +56,7 @@ def options(outdir: Path, lambda_zip: str) -> None:
     from aws_cdk import aws_s3 as s3
     from aws_cdk import aws_sns as sns
     from cdk_nag import AwsSolutionsChecks
-    from sqsjobs_cdk import HttpApi, LambdaWorker, SqsJobs
+    from sqsjobs_cdk import HttpApi, JobEvents, LambdaWorker, SqsJobs
     from sqsjobs_cdk.nag import acknowledge
 
     app = cdk.App(outdir=str(outdir))
@@ -67,6 +70,7 @@ def options(outdir: Path, lambda_zip: str) -> None:
         app_path=f"{module}:NAMED",
         lambda_worker=worker,
         api=HttpApi(max_body_bytes=65_536),
+        job_events=JobEvents(notify=NOTIFIED, webhook_url=WEBHOOK_URL),
     )
     imported = SqsJobs(
         stack,

@@ -25,6 +25,8 @@ ROLES = {
     "workflows",
     "limits",
     "ingress",
+    "events",
+    "hooks",
 }
 MAX_TOP_LEVEL_MODULES = 16
 MAX_MODULE_LINES = 600
@@ -153,8 +155,9 @@ LAYERS: list[set[str]] = [
     {"producer"},
     {"transaction"},
     {"runtime"},
-    {"limits", "workflows", "schedules"},  # the features: none imports another
+    {"limits", "workflows", "schedules", "hooks"},  # the features: none imports another
     {"ingress"},  # foreign messages (they reuse a schedule's empty payload)
+    {"events"},  # job events: they read batch and chain records from the change stream
     {"deploy"},
     {"ops"},
     {"app"},
@@ -166,7 +169,7 @@ LAYERS: list[set[str]] = [
     {"__main__"},
 ]
 #: The feature folders: they plug into the kernel's seams (``runtime/seams.py``); the kernel imports none.
-FEATURES = {"limits", "workflows", "schedules", "ingress"}
+FEATURES = {"limits", "workflows", "schedules", "ingress", "events", "hooks"}
 #: Imports that break the order today, each with why; the list only shrinks.
 KNOWN: dict[tuple[str, str], str] = {
     ("sqsjobs.producer", "sqsjobs.workflows.completion"): "cancelling a batch item ends its count",

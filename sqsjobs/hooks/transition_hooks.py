@@ -1,0 +1,150 @@
+"""``@app.job(..., on_dead="alerts.page", on_succeeded="billing.record")``: Python that runs once per end.
+
+For teams that want a handler rather than an EventBridge rule. When a job of a hooked type ends
+``dead`` (or ``succeeded``), the hook job — a job of the named type whose payload is the ended
+job's summary (``summary``) — is written in the same ``TransactWriteItems`` as the finish, as a
+batch's completion callback is: the finish and its hook land together or not at all, so a worker
+killed right after its finish cannot lose the hook, and a refused finish (a duplicated message, a
+lost lease) cannot make one. The hook job's id is derived from the ended job and its claim token:
+one hook per transition, also when the transaction is retried after a lost answer.
+
+Once the transaction landed, the hook job's message is sent and its record's pending entry cleared;
+a crash before that leaves the entry, and the sweeper sends the message at its due
+(``stale_after_s``). The hook job is then an ordinary job of its type: its own retries, its own
+dead end. The summary never carries the payload or the result (``result_ref`` names a result kept
+in S3; read the record for the rest).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from sqsjobs._aws import Call
+from sqsjobs.errors import AwsError, ConfigurationError, StoreError
+from sqsjobs.job import AttemptOutcome
+from sqsjobs.runtime.seams import Plugin
+from sqsjobs.store import transact
+from sqsjobs.store.codec import idempotent_job_id, nonce
+from sqsjobs.store.enqueue import NewJob, envelope_of
+from sqsjobs.transport import sqs
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from sqsjobs._aws import Flow
+    from sqsjobs.delivery import Finish
+    from sqsjobs.registry import HandlerSpec
+    from sqsjobs.runtime.kernel import Kernel
+
+#: The outcome each hook follows, and the ``HandlerSpec`` field naming it.
+HOOKS = {AttemptOutcome.DEAD: "on_dead", AttemptOutcome.SUCCEEDED: "on_succeeded"}
+#: Hook jobs written and not yet sent, at most: a finish refused after its entries were made never
+#: reaches ``landed``, and its entry would otherwise stay.
+MAX_PENDING = 10_000
+
+
+def summary(finish: Finish) -> dict[str, Any]:
+    """The hook job's payload: what ended, how, and why; never the payload or the result."""
+    job = finish.job
+    return {
+        "job_id": job.id,
+        "type": job.type,
+        "status": str(finish.outcome),
+        "attempt": job.attempt,
+        "tenant": job.tenant,
+        "queue": job.queue,
+        "error_class": finish.error.error_class if finish.error else None,
+        "error": finish.error.message if finish.error else None,
+        "result_ref": finish.result_ref,
+        "batch_id": job.batch_id,
+        "chain_id": job.chain_id,
+    }
+
+
+class TransitionHooks:
+    """The ``FinishHook``: the hook job's record with the finish, then its message (see the module docstring)."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self._kernel = kernel
+        self._pending: dict[str, tuple[NewJob, Mapping[str, Any]]] = {}
+
+    def _hook_of(self, finish: Finish) -> HandlerSpec | None:
+        field = HOOKS.get(finish.outcome)
+        registry = self._kernel.registry
+        if field is None or finish.job.type not in registry:
+            return None
+        name = getattr(registry.get(finish.job.type), field)
+        return None if name is None else registry.get(name)
+
+    async def entries(self, finish: Finish) -> Sequence[Mapping[str, Any]]:
+        """The hook job's ``Put`` (kept pending for the sweeper until its message is sent)."""
+        hook = self._hook_of(finish)
+        if hook is None:
+            return []
+        settings, now = self._kernel.settings, self._kernel.clock.now()
+        key = f"{HOOKS[finish.outcome]}:{finish.job.id}:{finish.job.claim_token or finish.job.attempt}"
+        job = NewJob(
+            id=idempotent_job_id(hook.name, key),
+            type=hook.name,
+            queue=hook.queue,
+            payload=summary(finish),
+            payload_version=hook.version,
+            max_attempts=hook.max_attempts,
+            run_at=now,
+            now=now,
+            idempotency_key=key,
+            tenant=finish.job.tenant,
+            parent_id=finish.job.id,
+            root_id=finish.job.root_id or finish.job.id,
+        )
+        put = transact.job_entry(
+            settings.table_name, job, token=nonce(), pending_until=now + settings.stale_after_s
+        )
+        if len(self._pending) >= MAX_PENDING:
+            self._pending.clear()  # the sweeper sends what was written and not sent
+        self._pending[finish.job.id] = (job, put["Put"]["Item"])
+        return [put]
+
+    async def landed(self, finish: Finish) -> None:
+        """Send the hook job's message and clear its pending entry; never raises (the sweeper resends)."""
+        pending = self._pending.pop(finish.job.id, None)
+        if pending is None:
+            return
+        job, item = pending
+        try:
+            await self._kernel.arun(_send_flow(self._kernel, job, item))
+        except Exception as exc:
+            self._kernel.logger.warning(
+                "hook job not sent; the sweeper sends it",
+                extra={"job_id": finish.job.id, "hook_id": job.id, "error": repr(exc)},
+            )
+
+
+def _send_flow(kernel: Kernel, job: NewJob, item: Mapping[str, Any]) -> Flow[None]:
+    try:
+        urls = yield from kernel.queue_urls.flow([job.queue])
+        yield Call("sqs", "send_message", sqs.send_one(urls[job.queue], envelope_of(job).to_body()))
+    except AwsError:
+        return  # the record's pending entry: the sweeper sends it at its due
+    with contextlib.suppress(StoreError):  # refused: a claim took it first; failed: the sweeper resends
+        yield Call(
+            "dynamodb", "update_item", transact.clear_sent(kernel.settings.table_name, item).update_item()
+        )
+
+
+def hooks_plugin(kernel: Kernel) -> Plugin:
+    """Hooks: the types that name ``on_dead``/``on_succeeded`` are this feature's; their targets must exist."""
+    hooked: set[str] = set()
+    for spec in kernel.registry:
+        for target in (spec.on_dead, spec.on_succeeded):
+            if target is None:
+                continue
+            if target not in kernel.registry:
+                raise ConfigurationError(
+                    f"job {spec.name!r} names hook {target!r}, which is not a registered job type"
+                )
+            hooked.add(spec.name)
+    return Plugin(
+        "hooks", finish=TransitionHooks(kernel) if hooked else None, fields=(), types=frozenset(hooked)
+    )
