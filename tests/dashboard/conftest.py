@@ -122,3 +122,15 @@ def kill_jobs(app: App, marker: Path, n: int) -> list[str]:
     ids = [app.enqueue("fragile", {"marker": str(marker)}) for _ in range(n)]
     wait_until(lambda: all(app.get(i).status is JobStatus.DEAD for i in ids), 60, "jobs dead")
     return ids
+
+
+def click(driver, element_id: str) -> bool:
+    """Click the element with ``element_id``: False while the page has none (or replaced it meanwhile)."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    try:
+        driver.find_element(By.ID, element_id).click()
+    except (NoSuchElementException, StaleElementReferenceException):
+        return False
+    return True

@@ -14,7 +14,7 @@ from sqsjobs import JobStatus
 from sqsjobs._aws import Call, one
 from sqsjobs.limits import store as ls
 from tests.apps import limited
-from tests.dashboard.conftest import Served, screenshot
+from tests.dashboard.conftest import Served, click, screenshot
 from tests.dashboard.test_browser import TOKEN, browser, text_of, wait_for  # noqa: F401 (browser: a fixture)
 from tests.integration.test_limits import Workers, finished, wait_until
 
@@ -71,7 +71,8 @@ def test_pausing_from_the_page_stops_starts_resuming_restarts_them_and_a_breaker
             assert all(app.get(i).status is JobStatus.QUEUED and app.get(i).attempt == 0 for i in ids)
             assert not log.exists()
             # WHEN resumed from the page: every one runs, once
-            browser.find_element(By.ID, "resume-report").click()
+            # (the page refreshes itself each second: a button found before a refresh is gone after it)
+            wait_for(browser, lambda d: click(d, "resume-report"), 30, "the resume button")
             wait_for(browser, lambda d: "running" in row(d, "report"), 30, "resumed on the page")
             wait_until(lambda: finished(app, ids), 60, "the reports after resume")
             assert len(log.read_text().splitlines()) == 3
@@ -94,7 +95,7 @@ def test_pausing_from_the_page_stops_starts_resuming_restarts_them_and_a_breaker
             wait_for(browser, lambda d: d.find_elements(By.ID, "close-crm"), 30, "the open breaker")
             assert "open until" in text_of(browser, "table.limits")
             screenshot(browser, "controls")
-            browser.find_element(By.ID, "close-crm").click()
+            wait_for(browser, lambda d: click(d, "close-crm"), 30, "the close button")
             wait_for(browser, lambda d: not d.find_elements(By.ID, "close-crm"), 30, "closed")
             assert "closed" in text_of(browser, "table.limits")
     finally:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.apps import batches as tb
-from tests.dashboard.conftest import Served, screenshot
+from tests.dashboard.conftest import Served, click, screenshot
 from tests.dashboard.test_browser import TOKEN, browser, text_of, wait_for  # noqa: F401 (browser: a fixture)
 from tests.integration.helpers import kill_group, worker_process
 
@@ -61,8 +61,8 @@ def test_batch_tree_and_chain_pages_show_counts_results_and_cancel(
         wait_for(browser, lambda d: "/ui/login" not in d.current_url, 30, "signed in")
         # WHEN a chain is cancelled from its page before any worker runs
         browser.get(f"{served.url}/ui/chains/{doomed}")
-        wait_for(browser, lambda d: d.find_elements(By.ID, "cancel-chain"), 30, "the chain page")
-        browser.find_element(By.ID, "cancel-chain").click()
+        # (the page refreshes itself each second: a button found before a refresh is gone after it)
+        wait_for(browser, lambda d: click(d, "cancel-chain"), 30, "the chain page's cancel button")
         wait_for(browser, lambda d: "cancelled" in text_of(d, "#chain p"), 30, "cancelled")
         # ... and the batch page is opened while nothing has run
         browser.get(f"{served.url}/ui/batches/{root.id}")

@@ -62,8 +62,9 @@ def test_jobs_that_wait_past_the_message_retention_keep_a_witness_and_run(minist
     )
     workers = [worker_process(app, APP, concurrency=4, **ENV) for _ in range(2)]
     try:
-        # a limit's only slot taken for 75 s by a long job
-        holder = app.enqueue("hold", {**p, "sleep_s": 75})
+        # a limit's only slot taken for 90 s by a long job: past the check below (at 75 s from when
+        # the test saw it start) by a margin, or the limited job may start as the check reads
+        holder = app.enqueue("hold", {**p, "sleep_s": 90})
         wait_until(lambda: runs(log)[holder] == 1, 60, "the limit's holder started")
         started = time.monotonic()
         # WHEN a job is enqueued due 90 s later, one of a paused type, and one behind the held limit
