@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import parse_qs, urlsplit
 
-from sqsjobs.observability.meter import consumed_units
+from sqsjobs.observability.metrics import consumed_units
 
 __all__ = ["AwsProxy", "Exchange", "Message", "Pending", "Step"]
 

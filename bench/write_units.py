@@ -14,7 +14,7 @@ from typing import Any
 from sqsjobs import App
 from sqsjobs._aws import Call, one
 from sqsjobs.job import FailureRecord
-from sqsjobs.observability.meter import consumed_units
+from sqsjobs.observability.metrics import consumed_units
 from sqsjobs.producer import JobRequest, build_new_job
 from sqsjobs.store import claims, codec, enqueue, requests, schema
 from sqsjobs.store.write import Put, Write

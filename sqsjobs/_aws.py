@@ -97,7 +97,7 @@ class AsyncRunner(Protocol):
 
 
 class CallMeter(Protocol):
-    """What the drivers count calls with (``sqsjobs.observability.meter.RequestCounter``)."""
+    """What the drivers count calls with (``sqsjobs.observability.metrics.RequestCounter``)."""
 
     def add(self, service: str, operation: str) -> None:
         """One call of ``operation`` on ``service``."""

@@ -25,7 +25,7 @@ from sqsjobs.limits.declarations import Limits
 from sqsjobs.limits.expiry import expiry_plugin
 from sqsjobs.limits.gate import limits_plugin
 from sqsjobs.limits.ops import pause_flow, resume_flow
-from sqsjobs.observability.meter import RequestCounter
+from sqsjobs.observability.metrics import RequestCounter
 from sqsjobs.ops import waiting
 from sqsjobs.ops.requeue import KEEP, retry_flow
 from sqsjobs.producer import (

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, one
 from sqsjobs.errors import AwsError, StoreError
-from sqsjobs.observability.meter import consumed_units
+from sqsjobs.observability.metrics import consumed_units
 from sqsjobs.store import presence_items
 from sqsjobs.store.codec import is_conflict
 

@@ -112,6 +112,8 @@ class Worker:
             running=lambda: list(self._running),
         )
         self._protection = TaskProtection.for_worker(kernel, busy=lambda: bool(self._held))
+        #: Outside an ECS task there is no agent, so nothing to tell it: the job path skips the calls.
+        self._protecting = self._protection.url is not None
         self._health = HealthProbe.for_worker(kernel, self.worker_id, self.queues[0])
 
     @property
@@ -332,8 +334,9 @@ class Worker:
                 task = asyncio.create_task(self._process(delivery, dlq_url))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
-            if got:
+            if got and self._protecting:
                 self._protection.notify()
+            if got:
                 # Each new job's start waits for its claim; nothing waits for the next poll.
                 await asyncio.sleep(CLAIM_HEAD_START_S)
 
@@ -349,7 +352,8 @@ class Worker:
     async def _apply(self, delivery: Delivery, ack: Ack, dlq_url: str) -> None:
         """Act on the message after the record was written."""
         self._held.pop(delivery.receipt_handle, None)
-        self._protection.notify()
+        if self._protecting:
+            self._protection.notify()
         await apply(ack, delivery, dlq_url, self._ops)
 
     # ── heartbeat ─────────────────────────────────────────────────────────────────────────

@@ -88,6 +88,7 @@ def test_the_construct_installs_with_pip_and_synthesizes_an_app_with_no_sys_path
             "pip",
             "install",
             "--disable-pip-version-check",
+            "--no-compile",  # bytecode for ~460 MB nobody imports: CPU the suite does not need to spend
             "-q",
             "-c",
             REPO_ROOT / "infra" / "requirements.txt",

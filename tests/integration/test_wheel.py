@@ -72,7 +72,16 @@ def test_the_wheel_holds_only_sqsjobs_and_works_in_a_fresh_virtualenv(tmp_path):
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", venv], cwd=tmp_path)
     run(
-        [venv / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check", "-q", wheel],
+        [
+            venv / "bin" / "python",
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--no-compile",
+            "-q",
+            wheel,
+        ],
         cwd=tmp_path,
     )
 
