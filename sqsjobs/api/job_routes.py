@@ -131,7 +131,7 @@ async def enqueue(body: EnqueueRequest, app: AppDep, response: Response) -> Any:
         later = run_at.timestamp() > job.now
     estimated: datetime | None = None
     depth: int | None = None
-    now = datetime.now(UTC)
+    now = datetime.fromtimestamp(job.now, UTC)  # the estimate counts from the enqueue, as run_at does
     basis: EstimateBasis | None = None
     if status in (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED):
         if later:

@@ -82,24 +82,28 @@ def drain(app, url: str) -> list[dict]:
 
 
 def copy_every_message(app) -> int:
-    """Each job message twice more in the queue (the originals made visible again): duplicated hints."""
-    url, copies = queue_url(app), 0
-    while True:
-        got = sqs_call(app, "receive_message", QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=30)
-        messages = got.get("Messages", [])
-        if not messages:
-            return copies
-        for m in messages:
-            for _ in range(2):
-                sqs_call(app, "send_message", QueueUrl=url, MessageBody=m["Body"], DelaySeconds=1)
-                copies += 1
-            sqs_call(
-                app,
-                "change_message_visibility",
-                QueueUrl=url,
-                ReceiptHandle=m["ReceiptHandle"],
-                VisibilityTimeout=1,
-            )
+    """Each job message twice more in the queue (the originals made visible again): duplicated hints.
+
+    Every original is taken first (hidden 60 s), then copied, then let go: copying while receiving
+    let a slow pass (over a second, under load) receive its own copies and copy them again, forever.
+    """
+    url, originals = queue_url(app), []
+    while messages := sqs_call(
+        app, "receive_message", QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=60
+    ).get("Messages", []):
+        originals += messages
+    for m in originals:
+        for _ in range(2):
+            sqs_call(app, "send_message", QueueUrl=url, MessageBody=m["Body"], DelaySeconds=1)
+    for m in originals:
+        sqs_call(
+            app,
+            "change_message_visibility",
+            QueueUrl=url,
+            ReceiptHandle=m["ReceiptHandle"],
+            VisibilityTimeout=1,
+        )
+    return 2 * len(originals)
 
 
 def test_each_terminal_transition_is_one_event_id_across_sigkill_and_copied_messages(app):
