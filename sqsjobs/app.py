@@ -27,12 +27,12 @@ from sqsjobs.limits.gate import limits_plugin
 from sqsjobs.limits.ops import pause_flow, resume_flow
 from sqsjobs.observability.metrics import RequestCounter
 from sqsjobs.ops import waiting
+from sqsjobs.ops.cancel_job import cancel_flow
 from sqsjobs.ops.requeue import KEEP, retry_flow
 from sqsjobs.producer import (
     EnqueueOptions,
     JobRequest,
     build_new_job,
-    cancel_flow,
     enqueue_jobs_flow,
     get_flow,
 )

@@ -21,16 +21,22 @@ from typing import TYPE_CHECKING, Any, Generic, TypedDict
 from sqsjobs._aws import Call, Flow, together
 from sqsjobs.config import to_seconds
 from sqsjobs.errors import JobNotFound, PayloadMissing, PayloadTooLarge, StoreError, TransportError
-from sqsjobs.job import JobStatus
 from sqsjobs.observability.tracing import current_trace, message_attributes
 from sqsjobs.registry import P
-from sqsjobs.store import codec, deadlines, debounce, dedupe, enqueue, operator, requests, statements
+from sqsjobs.store import (
+    codec,
+    deadlines,
+    debounce,
+    dedupe,
+    enqueue,
+    requests,
+    statements,
+    transact,
+)
 from sqsjobs.transport import lifespan, objects, routes, sqs
-from sqsjobs.transport.queues import QueueUrls
-from sqsjobs.workflows.completion import BatchEnv, cancel_item_flow
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
     from datetime import datetime, timedelta
 
     from sqsjobs.config import Settings
@@ -39,6 +45,7 @@ if TYPE_CHECKING:
     from sqsjobs.observability.spans import JobTracer, ProducerSpans
     from sqsjobs.registry import HandlerOf, HandlerSpec, Registry
     from sqsjobs.store.write import Put
+    from sqsjobs.transport.queues import QueueUrls
 
 
 @dataclass(frozen=True)
@@ -394,6 +401,45 @@ def send_hints(
     return unsent
 
 
+def hint_written(
+    written: Sequence[tuple[enqueue.NewJob, Mapping[str, Any]]],
+    *,
+    table: str,
+    queue_urls: QueueUrls,
+    settings: Settings | None = None,
+    logger: Any = None,
+) -> Flow[set[str]]:
+    """Send the messages of jobs another transaction wrote, then clear each record's pending entry.
+
+    A batch item, a chain's first step, a batch's callback, a finish hook's job and a transaction's
+    jobs are all written with a pending entry (payload and due) inside someone else's transaction,
+    and their message may leave only once it landed. Until it is cleared the entry is the job's
+    witness: a crash, a refused send or a failed clear leaves it, and the sweeper sends the message at
+    its due. A refused clear means a claim, a sweep or a replay took the entry first and owns it.
+    Returns the ids whose message did not leave.
+    """
+    jobs = [job for job, _ in written if not job.held]
+    if not jobs:
+        return set()
+    try:
+        urls = yield from queue_urls.flow({route_of(job) for job in jobs})
+    except TransportError:
+        return {job.id for job in jobs}
+    unsent = yield from send_hints(jobs, queue_urls=urls, settings=settings, logger=logger)
+    for job, item in written:
+        if job.held or job.id in unsent:
+            continue
+        try:
+            yield Call("dynamodb", "update_item", transact.clear_sent(table, item).update_item())
+        except StoreError as exc:
+            if exc.code != codec.CCF and logger is not None:
+                logger.warning(
+                    "the sent job's pending entry was not cleared; the sweeper may send it again",
+                    extra={"job_id": job.id, "code": exc.code},
+                )
+    return unsent
+
+
 def _put_all(settings: Settings, puts: list[tuple[enqueue.NewJob, Put]]) -> Flow[list[enqueue.NewJob]]:
     """Write the records, 25 to a ``BatchExecuteStatement`` of INSERTs; the jobs that were new.
 
@@ -449,37 +495,3 @@ def get_flow(settings: Settings, job_id: str, *, load_result: bool = True) -> Fl
         with contextlib.suppress(PayloadMissing):
             job = job.evolve(result=json.loads((yield from objects.get_flow(job.result_ref))))
     return job
-
-
-def cancel_flow(settings: Settings, job_id: str, now: float) -> Flow[str]:
-    """Cancel a waiting job (``cancelled``), or ask a running one to stop (``requested``)."""
-    try:
-        yield Call(
-            "dynamodb",
-            "update_item",
-            operator.cancel(
-                settings.table_name, job_id, now=now, retention_s=settings.retention_s
-            ).update_item(),
-        )
-        return "cancelled"
-    except StoreError as exc:
-        job = operator.interpret_cancel_refusal(job_id, exc)
-    if job.batch_key is not None and job.status in (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED):
-        # A batch item: refused above, cancelled here with its count on the batch (one transaction).
-        env = BatchEnv(settings, QueueUrls(settings))
-        if (yield from cancel_item_flow(env, job, now)):
-            return "cancelled"
-        job = codec.job_from_item(
-            (yield Call("dynamodb", "get_item", requests.get(settings.table_name, job_id)))["Item"]
-        )
-    if job.status is not JobStatus.RUNNING:
-        raise operator.not_cancellable(job)
-    try:
-        yield Call(
-            "dynamodb",
-            "update_item",
-            operator.request_cancel(settings.table_name, job_id, now=now).update_item(),
-        )
-    except StoreError as exc:
-        raise operator.not_cancellable(operator.interpret_cancel_refusal(job_id, exc)) from None
-    return "requested"

@@ -45,9 +45,9 @@ from sqsjobs.errors import (
     TransactionCancelled,
     TransactionInvalid,
 )
-from sqsjobs.producer import EnqueueOptions, JobRequest, build_new_job, route_of, send_hints, write_objects
+from sqsjobs.producer import EnqueueOptions, JobRequest, build_new_job, hint_written, route_of, write_objects
 from sqsjobs.store import dedupe, transact
-from sqsjobs.store.codec import CCF, av_s, nonce
+from sqsjobs.store.codec import av_s, nonce
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -230,7 +230,7 @@ class Transaction:
             return []
         jobs = [i.job for i in self._items if i.job is not None]
         # Before anything is written: a queue that does not resolve fails the transaction, not its send.
-        urls = yield from self._queue_urls.flow({route_of(j) for j in jobs if not j.held})
+        yield from self._queue_urls.flow({route_of(j) for j in jobs if not j.held})
         yield from write_objects(jobs)  # payloads over the record's limit, before the record names them
         request = transact.transact_write(
             [{item.operation: item.params} for item in self._items], token=self.token
@@ -245,25 +245,15 @@ class Transaction:
         if self._metrics is not None:
             for job in jobs:
                 self._metrics.enqueued(job.type, job.tenant)
-        unsent = yield from send_hints(jobs, queue_urls=urls, settings=self._settings, logger=self._logger)
-        for item in self._items:
-            if item.job is not None and not item.job.held and item.job.id not in unsent:
-                yield from self._clear(item)
+        written = [(item.job, item.params["Item"]) for item in self._items if item.job is not None]
+        yield from hint_written(
+            written,
+            table=self._settings.table_name,
+            queue_urls=self._queue_urls,
+            settings=self._settings,
+            logger=self._logger,
+        )
         return [j.id for j in jobs]
-
-    def _clear(self, item: _Item) -> Flow[None]:
-        try:
-            yield Call(
-                "dynamodb", "update_item", transact.clear_sent(item.table, item.params["Item"]).update_item()
-            )
-        except StoreError as exc:
-            # Refused: a claim, a sweep or a replay changed the entry first, and owns it now. Failed:
-            # the entry stays, and the sweeper sends a second hint if no claim took the job by its due.
-            if exc.code != CCF and self._logger is not None:
-                self._logger.warning(
-                    "transaction: the sent job's attention entry was not cleared; the sweeper may resend it",
-                    extra={"job_id": item.job.id if item.job else None, "code": exc.code},
-                )
 
     def _raise_refusal(self, exc: StoreError) -> NoReturn:
         """Raise what the caller can act on for a refused transaction, chained to DynamoDB's answer."""

@@ -17,22 +17,19 @@ in S3; read the record for the rest).
 
 from __future__ import annotations
 
-import contextlib
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs._aws import Call
-from sqsjobs.errors import AwsError, ConfigurationError, StoreError
+from sqsjobs.errors import ConfigurationError
 from sqsjobs.job import AttemptOutcome
+from sqsjobs.producer import hint_written
 from sqsjobs.runtime.seams import Plugin
 from sqsjobs.store import transact
 from sqsjobs.store.codec import idempotent_job_id, nonce
-from sqsjobs.store.enqueue import NewJob, envelope_of
-from sqsjobs.transport import sqs
+from sqsjobs.store.enqueue import NewJob
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from sqsjobs._aws import Flow
     from sqsjobs.delivery import Finish
     from sqsjobs.registry import HandlerSpec
     from sqsjobs.runtime.kernel import Kernel
@@ -112,25 +109,22 @@ class TransitionHooks:
         if pending is None:
             return
         job, item = pending
+        kernel = self._kernel
         try:
-            await self._kernel.arun(_send_flow(self._kernel, job, item))
+            await kernel.arun(
+                hint_written(
+                    [(job, item)],
+                    table=kernel.settings.table_name,
+                    queue_urls=kernel.queue_urls,
+                    settings=kernel.settings,
+                    logger=kernel.logger,
+                )
+            )
         except Exception as exc:
-            self._kernel.logger.warning(
+            kernel.logger.warning(
                 "hook job not sent; the sweeper sends it",
                 extra={"job_id": finish.job.id, "hook_id": job.id, "error": repr(exc)},
             )
-
-
-def _send_flow(kernel: Kernel, job: NewJob, item: Mapping[str, Any]) -> Flow[None]:
-    try:
-        urls = yield from kernel.queue_urls.flow([job.queue])
-        yield Call("sqs", "send_message", sqs.send_one(urls[job.queue], envelope_of(job).to_body()))
-    except AwsError:
-        return  # the record's pending entry: the sweeper sends it at its due
-    with contextlib.suppress(StoreError):  # refused: a claim took it first; failed: the sweeper resends
-        yield Call(
-            "dynamodb", "update_item", transact.clear_sent(kernel.settings.table_name, item).update_item()
-        )
 
 
 def hooks_plugin(kernel: Kernel) -> Plugin:

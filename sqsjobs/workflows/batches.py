@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, Flow
 from sqsjobs.errors import BatchNotFound, BatchSealed, ConfigurationError, IdempotencyConflict
-from sqsjobs.producer import JobRequest, build_new_job, send_hints, write_objects
+from sqsjobs.producer import JobRequest, build_new_job, hint_written, route_of, write_objects
 from sqsjobs.store import dedupe, transact
-from sqsjobs.store.codec import CCF, av_s, idempotent_job_id, nonce
+from sqsjobs.store.codec import av_s, idempotent_job_id, nonce
 from sqsjobs.workflows import batch_store as bs
 from sqsjobs.workflows.completion import (
     BatchEnv,
@@ -203,7 +203,7 @@ def add_flow(
         job, root_id=batch.root_id, batch_key=bs.item_key(batch.id, job.id, batch.shards)
     )
     assert job.batch_key is not None
-    urls = yield from env.queue_urls.flow([] if job.held else [job.queue])
+    yield from env.queue_urls.flow([] if job.held else [route_of(job)])  # fails the add, not its send
     yield from write_objects([job])
     token = nonce()
     put = transact.job_entry(
@@ -225,18 +225,13 @@ def add_flow(
                 raise BatchNotFound(f"batch {batch.id} has no counter shard for this item: it does not exist")
             raise BatchSealed(f"batch {batch.id} is sealed: it takes no more items")
         raise refused
-    if not job.held:
-        unsent = yield from send_hints([job], queue_urls=urls, logger=env.logger)
-        if not unsent:
-            try:
-                yield Call(
-                    "dynamodb",
-                    "update_item",
-                    transact.clear_sent(env.table, put["Put"]["Item"]).update_item(),
-                )
-            except Exception as exc:  # refused: a claim took it first; failed: the sweeper resends
-                if getattr(exc, "code", CCF) != CCF and env.logger is not None:
-                    env.logger.warning("batch item's entry not cleared", extra={"job_id": job.id})
+    yield from hint_written(
+        [(job, put["Put"]["Item"])],
+        table=env.table,
+        queue_urls=env.queue_urls,
+        settings=env.settings,
+        logger=env.logger,
+    )
     return job.id
 
 

@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from sqsjobs._aws import Call, Flow
 from sqsjobs.errors import ChainInvalid, ChainNotFound, IdempotencyConflict, StoreError, TransactionInvalid
 from sqsjobs.job import JobStatus
-from sqsjobs.producer import JobRequest, build_new_job, send_hints, write_objects
+from sqsjobs.producer import JobRequest, build_new_job, hint_written, route_of, write_objects
 from sqsjobs.store import dedupe, operator, transact
-from sqsjobs.store.codec import CCF, nonce, str_attr, to_datetime
+from sqsjobs.store.codec import nonce, str_attr, to_datetime
 from sqsjobs.workflows import chain_store as cs
 from sqsjobs.workflows.chain_store import ChainState
 
@@ -140,7 +140,7 @@ def create_flow(
     steps returns the existing chain's id; with other steps, ``IdempotencyConflict``.
     """
     table, token, first = settings.table_name, nonce(), jobs[0]
-    urls = yield from queue_urls.flow([first.queue])
+    yield from queue_urls.flow([route_of(first)])  # fails the create, not its send
     yield from write_objects(jobs)  # payloads over the record's limit, before a record names them
     first_put = transact.job_entry(
         table, first, token=token, pending_until=first.run_at + settings.stale_after_s
@@ -155,15 +155,13 @@ def create_flow(
     except StoreError as exc:
         if not transact.landed_before(exc, range(len(entries)), token):
             return _refused(exc, chain_id, jobs, dedupe_key)
-    unsent = yield from send_hints([first], queue_urls=urls, logger=logger)
-    if not unsent:
-        try:
-            yield Call(
-                "dynamodb", "update_item", transact.clear_sent(table, first_put["Put"]["Item"]).update_item()
-            )
-        except StoreError as exc:  # refused: the claim took the entry first; failed: the sweeper resends
-            if exc.code != CCF and logger is not None:
-                logger.warning("chain: step 0's pending entry not cleared", extra={"chain_id": chain_id})
+    yield from hint_written(
+        [(first, first_put["Put"]["Item"])],
+        table=table,
+        queue_urls=queue_urls,
+        settings=settings,
+        logger=logger,
+    )
     return chain_id
 
 

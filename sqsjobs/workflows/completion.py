@@ -29,16 +29,17 @@ from typing import TYPE_CHECKING, Any
 import tenacity
 
 from sqsjobs._aws import Call, Flow, retrying
-from sqsjobs.errors import AwsError, BatchNotFound, StoreError
+from sqsjobs.errors import BatchNotFound, StoreError
 from sqsjobs.job import JobStatus
+from sqsjobs.producer import hint_written
 from sqsjobs.store import transact
 from sqsjobs.store.codec import CCF, av_s, idempotent_job_id, nonce
 from sqsjobs.store.conditions import Compare, Fragment
-from sqsjobs.store.enqueue import NewJob, envelope_of
+from sqsjobs.store.enqueue import NewJob
 from sqsjobs.store.operator import cancel, request_cancel
 from sqsjobs.store.schema import BATCH, attention_partitions, due_records, query_due
 from sqsjobs.store.write import Check
-from sqsjobs.transport import objects, sqs
+from sqsjobs.transport import objects
 from sqsjobs.workflows import batch_store as bs
 
 if TYPE_CHECKING:
@@ -246,7 +247,13 @@ def _complete(
     if refused is not None and not transact.landed_before(refused, [1], token):
         return False  # completed by another, or an item moved back to pending since the read
     env.log("batch complete", batch_id=record.id, failed=failed, counts=counts.as_dict(), callback=job.id)
-    yield from _send_callback(env, job, put["Put"]["Item"])
+    yield from hint_written(
+        [(job, put["Put"]["Item"])],
+        table=env.table,
+        queue_urls=env.queue_urls,
+        settings=env.settings,
+        logger=env.logger,
+    )
     if record.parent_id is not None:
         yield from check_flow(env, record.parent_id, now, seal_children=False)
     return True
@@ -271,17 +278,6 @@ def callback_job(settings: Settings, record: bs.BatchRecord, payload: Any, now: 
     if len(job.payload_json) > settings.held_inline_payload_bytes:
         job = replace(job, payload_bucket=settings.payload_bucket)
     return job
-
-
-def _send_callback(env: BatchEnv, job: NewJob, item: Mapping[str, Any]) -> Flow[None]:
-    """Send the callback's hint and clear its record's entry; a crash before leaves it to the sweeper."""
-    try:
-        urls = yield from env.queue_urls.flow([job.queue])
-        yield Call("sqs", "send_message", sqs.send_one(urls[job.queue], envelope_of(job).to_body()))
-    except AwsError:
-        return  # the record's pending entry: the sweeper sends it at its due
-    with contextlib.suppress(StoreError):  # refused: a claim took it first; failed: the sweeper resends
-        yield Call("dynamodb", "update_item", transact.clear_sent(env.table, item).update_item())
 
 
 def item_ids_flow(env: BatchEnv, record: bs.BatchRecord) -> Flow[list[str]]:

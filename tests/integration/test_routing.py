@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from sqsjobs import JobRequest, JobStatus
+from sqsjobs._aws import Call, one
 from sqsjobs.errors import RoutingError
 from sqsjobs.ops.worker_views import list_workers_flow
 from sqsjobs.store.claims import CLOCK_SKEW_S
@@ -216,6 +217,41 @@ def test_priority_and_key_pick_the_queue_and_the_record_keeps_them(app):
     # a normal job's record gets no routing attribute at all
     normal = app.enqueue("work.run", {"label": "n"}, priority="normal")
     assert app.get(normal).priority is None
+
+
+def test_jobs_written_inside_another_transaction_go_to_their_level_or_key_queue(app):
+    # GIVEN jobs whose records another write carries (a batch item, a transaction's jobs),
+    # each with a priority level or a serialize key
+    batch = app.batch("work.run")
+    item_high = batch.add("work.run", {"label": "item"}, priority="high")
+    item_keyed = batch.add("device.command", {"label": "item-k"}, serialize_key="dev-7")
+    with app.transaction() as tx:
+        tx_low = tx.enqueue("work.run", {"label": "tx"}, priority="low")
+        tx_keyed = tx.enqueue("device.command", {"label": "tx-k"}, serialize_key="dev-8")
+    # THEN each message went to its route's queue at once (not left to the sweeper) ...
+    assert {json.loads(m["Body"])["id"] for m in raw_receive(app, routes.route("work", "high"))} == {
+        item_high
+    }
+    assert {json.loads(m["Body"])["id"] for m in raw_receive(app, routes.route("work", "low"))} == {tx_low}
+    fifo = raw_receive(app, routes.route("device", "fifo"))
+    assert {(json.loads(m["Body"])["id"], m["Attributes"]["MessageGroupId"]) for m in fifo} == {
+        (item_keyed, "dev-7"),
+        (tx_keyed, "dev-8"),
+    }
+    # ... and each record's pending entry was cleared once its message left
+    for job_id in (item_high, item_keyed, tx_low, tx_keyed):
+        assert app.get(job_id).status is JobStatus.QUEUED
+        item = raw_record(app, job_id)
+        assert "attn" not in item and "payload" not in item, (job_id, sorted(item))
+
+
+def raw_record(app, job_id: str) -> dict:
+    """The raw record: the pending entry (``attn``) and the kept payload are gone once the message left."""
+    return app.run(
+        one(
+            Call("dynamodb", "get_item", {"TableName": app.settings.table_name, "Key": {"id": {"S": job_id}}})
+        )
+    )["Item"]
 
 
 def test_routing_options_a_queue_cannot_take_are_refused_before_anything_is_sent(app):

@@ -172,7 +172,6 @@ LAYERS: list[set[str]] = [
 FEATURES = {"limits", "workflows", "schedules", "ingress", "events", "hooks"}
 #: Imports that break the order today, each with why; the list only shrinks.
 KNOWN: dict[tuple[str, str], str] = {
-    ("sqsjobs.producer", "sqsjobs.workflows.completion"): "cancelling a batch item ends its count",
     ("sqsjobs.deploy.packaging", "sqsjobs"): "it reads the package's own directory",
 }
 #: Where the App may be imported: itself, the package's names, and the façades above it.
