@@ -91,3 +91,15 @@ def make_app() -> Iterator[Callable[..., App]]:
     yield make
     for app in made:
         app.close()
+
+
+@pytest.fixture
+def results_app(ministack_url: str, make_app: Callable[..., App]) -> App:
+    """A provisioned app with ``tests/apps/results``' job types: a worker process of that module runs its jobs,
+    and enqueue validates payloads against the same handlers."""
+    from tests.apps import results
+
+    app = make_app(ministack_url)
+    app.registry = results.app.registry
+    app.provision()
+    return app

@@ -20,13 +20,8 @@ TOKEN = "estimate-token-9e8f"
 
 
 @pytest.fixture
-def app(ministack_url, make_app):
-    from tests.apps import results
-
-    made = make_app(ministack_url)
-    made.registry = results.app.registry
-    made.provision()
-    return made
+def app(results_app):
+    return results_app
 
 
 def post(http, sleep_s: float = 0.2) -> dict:

@@ -16,13 +16,8 @@ TOKEN = "wait-token-1c2d"
 
 
 @pytest.fixture
-def app(ministack_url, make_app):
-    from tests.apps import results
-
-    made = make_app(ministack_url)
-    made.registry = results.app.registry
-    made.provision()
-    return made
+def app(results_app):
+    return results_app
 
 
 def test_a_wait_is_answered_when_the_job_ends_and_a_job_still_waiting_is_answered_as_it_is(app):

@@ -21,6 +21,7 @@ from sqsjobs.workflows import batch_store as bs
 from sqsjobs.workflows import completion
 from sqsjobs.workflows.batches import env_of
 from tests.apps import batches as tb
+from tests.integration import helpers
 from tests.integration.helpers import depth, kill_group, queue_url, sqs_call, worker_env, worker_process
 
 pytestmark = pytest.mark.slow
@@ -51,11 +52,9 @@ def start_worker(app, runs, *, concurrency: int = 4, **env: str) -> subprocess.P
 stop = kill_group
 
 
-def wait_until(condition, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"
-        time.sleep(0.2)
+def wait_until(condition, timeout_s: float, what: str) -> float:
+    """The shared poll, less often: these conditions read many records."""
+    return helpers.wait_until(condition, timeout_s, what, every_s=0.2)
 
 
 def callbacks(runs, batch_id: str | None = None) -> list[dict]:

@@ -24,7 +24,7 @@ from sqsjobs.ops.bulk_cancel import BulkCancel, bulk_cancel_flow
 from sqsjobs.store import claims
 from sqsjobs.store.operator import audit_entries
 from tests.apps import expiring
-from tests.integration.helpers import worker_env
+from tests.integration.helpers import wait_until, worker_env
 
 pytestmark = pytest.mark.slow
 
@@ -65,13 +65,6 @@ def population(app, tmp_path):
     yield {"matching": matching, "others": others, "running": running, "done": done}
     worker.kill()
     worker.wait(10)
-
-
-def wait_until(condition, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"
-        time.sleep(0.1)
 
 
 def cli(app, *args: str, **popen) -> subprocess.Popen:

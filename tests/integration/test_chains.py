@@ -18,7 +18,7 @@ import pytest
 from sqsjobs import ChainInvalid, IdempotencyConflict, JobStatus
 from tests.apps import chains as chain_app
 from tests.integration.helpers import kill_group as kill
-from tests.integration.helpers import queue_url, sqs_call, worker_process
+from tests.integration.helpers import queue_url, sqs_call, wait_until, worker_process
 
 pytestmark = pytest.mark.slow
 
@@ -39,13 +39,6 @@ def all_runs(runs_dir: Path) -> list[dict]:
         (r | {"job": p.name} for p in runs_dir.iterdir() for r in runs(runs_dir, p.name)),
         key=lambda r: r["at"],
     )
-
-
-def wait_until(condition, timeout_s: float, what: str) -> None:
-    start = time.monotonic()
-    while not condition():
-        assert time.monotonic() - start < timeout_s, f"{what}: not within {timeout_s} s"
-        time.sleep(0.1)
 
 
 @pytest.fixture

@@ -21,7 +21,15 @@ from sqsjobs import ExpiryInvalid, JobStatus
 from sqsjobs.runtime.sweeper import sweep
 from sqsjobs.testing import all_finished, work_until
 from tests.apps import expiring
-from tests.integration.helpers import depth, queue_url, receive_dlq, send_raw, sqs_call, worker_env
+from tests.integration.helpers import (
+    depth,
+    queue_url,
+    receive_dlq,
+    send_raw,
+    sqs_call,
+    wait_until,
+    worker_env,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -62,13 +70,6 @@ def start_worker(app):
 def runs(runs_dir: Path, job_id: str) -> list[dict]:
     path = runs_dir / job_id
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def wait_until(condition, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"
-        time.sleep(0.1)
 
 
 def status(app, job_id: str) -> JobStatus | None:

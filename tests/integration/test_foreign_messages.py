@@ -27,7 +27,7 @@ from sqsjobs.store.codec import idempotent_job_id
 from sqsjobs.transport import sqs
 from sqsjobs.transport.dead_letters import decode
 from tests.apps import foreign
-from tests.integration.helpers import attr, depth, queue_url, receive_dlq, sqs_call, worker_env
+from tests.integration.helpers import attr, depth, queue_url, receive_dlq, sqs_call, wait_until, worker_env
 from tests.integration.lambda_events import FakeContext, event_from, failed_ids, receive
 
 pytestmark = pytest.mark.slow
@@ -70,13 +70,6 @@ def send(app, body: str, **params) -> str:
 def runs(runs_dir: Path, job_id: str) -> list[dict]:
     path = runs_dir / job_id
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def wait_until(condition, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"
-        time.sleep(0.1)
 
 
 def succeeded(app, job_id: str) -> bool:

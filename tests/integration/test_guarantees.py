@@ -21,7 +21,7 @@ import pytest
 from sqsjobs import JobStatus
 from tests.apps import guarantees
 from tests.integration.helpers import kill_group as kill
-from tests.integration.helpers import queue_url, sqs_call, worker_env, worker_process
+from tests.integration.helpers import queue_url, sqs_call, wait_until, worker_env, worker_process
 
 pytestmark = pytest.mark.slow
 
@@ -35,15 +35,6 @@ def start_worker(app, *, concurrency: int = 4, **env: str) -> subprocess.Popen[b
 def runs(runs_dir: Path, job_id: str) -> list[list[str]]:
     path = runs_dir / job_id
     return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def wait_until(condition, timeout_s: float, what: str) -> float:
-    """Poll ``condition``; return the seconds it took, fail after ``timeout_s``."""
-    start = time.monotonic()
-    while not condition():
-        assert time.monotonic() - start < timeout_s, f"{what}: not within {timeout_s} s"
-        time.sleep(0.1)
-    return time.monotonic() - start
 
 
 def _guarantees_app(make_app, url):

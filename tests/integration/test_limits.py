@@ -22,6 +22,7 @@ import pytest
 
 from sqsjobs import JobStatus
 from tests.apps import limited
+from tests.integration import helpers
 from tests.integration.helpers import worker_env
 
 pytestmark = pytest.mark.slow
@@ -125,11 +126,8 @@ def max_in_window(times: list[float], window_s: float = 1.0) -> int:
 
 
 def wait_until(condition, timeout_s: float, what: str) -> float:
-    start = time.monotonic()
-    while not condition():
-        assert time.monotonic() - start < timeout_s, f"{what}: not within {timeout_s} s"
-        time.sleep(0.2)
-    return time.monotonic() - start
+    """The shared poll, less often: these conditions read many records."""
+    return helpers.wait_until(condition, timeout_s, what, every_s=0.2)
 
 
 def finished(app, ids) -> bool:

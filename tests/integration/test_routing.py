@@ -22,7 +22,7 @@ from sqsjobs.ops.worker_views import list_workers_flow
 from sqsjobs.store.claims import CLOCK_SKEW_S
 from sqsjobs.transport import routes
 from tests.apps import routing
-from tests.integration.helpers import sqs_call, worker_env, worker_process
+from tests.integration.helpers import sqs_call, wait_until, worker_env, worker_process
 
 pytestmark = pytest.mark.slow
 
@@ -58,13 +58,6 @@ def start_workers(app):
 
 def read_log(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def wait_until(condition, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"
-        time.sleep(0.05)
 
 
 def starts(path: Path) -> list[dict]:

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -24,7 +23,7 @@ from sqsjobs.runtime.lambda_sqs import LambdaWorker
 from sqsjobs.store.codec import payload_hash
 from sqsjobs.testing import all_finished, work_until
 from tests.apps import upcasting
-from tests.integration.helpers import attr, receive_dlq
+from tests.integration.helpers import attr, receive_dlq, wait_until
 from tests.integration.lambda_events import FakeContext, event_from, failed_ids, receive
 
 V1 = {"name": "Ada Lovelace", "email": "ada@example.com"}
@@ -68,13 +67,6 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
-
-
-def wait_until(condition, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"
-        time.sleep(0.1)
 
 
 # ── the worker ───────────────────────────────────────────────────────────────────────────────

@@ -22,13 +22,8 @@ APP = "tests.apps.results:app"
 
 
 @pytest.fixture
-def app(ministack_url, make_app):
-    from tests.apps import results
-
-    made = make_app(ministack_url)
-    made.registry = results.app.registry  # the worker's job types, so enqueue validates the payloads
-    made.provision()
-    return made
+def app(results_app):
+    return results_app
 
 
 async def closing(app, awaitable):
