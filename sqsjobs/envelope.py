@@ -223,6 +223,9 @@ class Fire:
 #: The field that marks a message from outside sqsjobs, and its version (docs/enqueue-from-aws.md).
 FOREIGN_MARKER = "sqsjobs"
 FOREIGN_VERSION = 1
+#: A foreign message's dedup mode (as ``POST /jobs`` takes it): ``unique`` is ``"while_active"``, the
+#: others are seconds (docs/dedupe.md). Each needs the sender's ``idempotency_key``.
+DEDUP_FIELDS = ("unique", "dedupe_for", "throttle", "debounce", "debounce_max")
 _FOREIGN_FIELDS = (
     FOREIGN_MARKER,
     "type",
@@ -232,6 +235,7 @@ _FOREIGN_FIELDS = (
     "delay_s",
     "priority",
     "serialize_key",
+    *DEDUP_FIELDS,
 )
 #: The longest idempotency key or tenant a foreign message may give: both live in the job's record,
 #: which stays under 1 KB on the happy path (docs/lifecycle.md).
@@ -260,6 +264,12 @@ class Foreign:
     #: The ``MessageId`` of the SNS notification that wrapped it (non-raw delivery): the same for
     #: every delivery SNS makes of one publish, so it keys a job that has no key of its own.
     sns_message_id: str | None = None
+    #: The dedup mode the sender asks for (``DEDUP_FIELDS``); else the type's default applies.
+    unique: str | None = None
+    dedupe_for: float | None = None
+    throttle: float | None = None
+    debounce: float | None = None
+    debounce_max: float | None = None
     version: int = FOREIGN_VERSION
 
     def to_body(self) -> str:
@@ -273,7 +283,7 @@ class Foreign:
             data["tenant"] = self.tenant
         if self.delay_s:
             data["delay_s"] = self.delay_s
-        for name in ("priority", "serialize_key"):
+        for name in ("priority", "serialize_key", *DEDUP_FIELDS):
             if getattr(self, name) is not None:
                 data[name] = getattr(self, name)
         return json.dumps(data, separators=(",", ":"))
@@ -315,6 +325,7 @@ class Foreign:
                 f'sqsjobs message: "delay_s" must be a number of seconds from 0 to {MAX_FOREIGN_DELAY_S}, '
                 f"not {delay!r:.80}"
             )
+        dedup = _foreign_dedup(data, body)
         return cls(
             job_type=job_type,
             payload=data.get("payload"),
@@ -325,7 +336,33 @@ class Foreign:
             priority=data.get("priority"),
             serialize_key=data.get("serialize_key"),
             version=version,
+            **dedup,
         )
+
+
+def _foreign_dedup(data: dict[str, Any], body: str) -> dict[str, Any]:
+    """The dedup fields of a foreign message, checked for type and range (their combination is the producer's)."""
+    found: dict[str, Any] = {}
+    unique = data.get("unique")
+    if unique is not None:
+        if unique != "while_active":
+            raise EnvelopeError(f'sqsjobs message: "unique" must be "while_active", not {unique!r:.80}')
+        found["unique"] = unique
+    for name in DEDUP_FIELDS[1:]:
+        value = data.get(name)
+        if value is None:
+            continue
+        if not _number(value) or not math.isfinite(value) or not 0 < value <= MAX_FOREIGN_DELAY_S:
+            raise EnvelopeError(
+                f'sqsjobs message: "{name}" must be a positive number of seconds up to '
+                f"{MAX_FOREIGN_DELAY_S}, not {value!r:.80}"
+            )
+        found[name] = float(value)
+    if found and data.get("idempotency_key") is None:
+        raise EnvelopeError(
+            f'sqsjobs message: a dedup mode ({", ".join(found)}) needs an "idempotency_key": {body[:80]!r}'
+        )
+    return found
 
 
 def _sns_notification(data: dict[str, Any], body: str) -> Foreign:

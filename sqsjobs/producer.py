@@ -102,12 +102,20 @@ class EnqueueOptions(TypedDict, total=False):
 
 
 def build_new_job(
-    request: JobRequest[Any], *, registry: Registry, settings: Settings, now: float, in_record: bool = False
+    request: JobRequest[Any],
+    *,
+    registry: Registry,
+    settings: Settings,
+    now: float,
+    in_record: bool = False,
+    window_at: float | None = None,
 ) -> enqueue.NewJob:
     """Validate a request against its handler and turn it into the record to write.
 
     ``in_record``: the record keeps the payload until the message is sent (a transactional enqueue),
     so the record's limit for a payload applies (``held_inline_payload_bytes``) rather than the message's.
+    ``window_at``: the instant a window mode (``dedupe_for``, ``throttle``) slots the job by, when it
+    is not ``now`` — a foreign message's send time, so every delivery of it lands in one window.
     """
     job_type = registry.name_of(request.type)
     spec = registry.get(job_type) if request.queue is None or job_type in registry else None
@@ -120,7 +128,9 @@ def build_new_job(
     if mode is not None and not request.idempotency_key:
         raise ValueError(f"{job_type!r}: a dedup mode ({mode.mode}) needs an idempotency_key")
     job_id = (
-        dedupe.job_id(job_type, request.idempotency_key, request.tenant, mode, now)
+        dedupe.job_id(
+            job_type, request.idempotency_key, request.tenant, mode, now if window_at is None else window_at
+        )
         if request.idempotency_key
         else uuid.uuid4().hex
     )

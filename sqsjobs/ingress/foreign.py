@@ -35,15 +35,11 @@ from sqsjobs.envelope import Foreign
 from sqsjobs.errors import AwsError, HandlerNotFound, IdempotencyConflict, PayloadError, RoutingError
 from sqsjobs.observability.tracing import AWS_TRACE_HEADER, TRACEPARENT
 from sqsjobs.observability.tracing import parse as parse_trace
-from sqsjobs.producer import JobRequest, build_new_job, enqueue_many_flow
+from sqsjobs.producer import JobRequest, build_new_job, enqueue_jobs_flow
 from sqsjobs.runtime.seams import Plugin
 from sqsjobs.schedules.specs import empty_payload
-from sqsjobs.store import dedupe
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from sqsjobs._aws import Flow
     from sqsjobs.delivery import Delivery
     from sqsjobs.runtime.kernel import Kernel
     from sqsjobs.store.enqueue import NewJob
@@ -94,8 +90,19 @@ def job_of(kernel: Kernel, message: Foreign, delivery: Delivery) -> NewJob:
         serialize_key=message.serialize_key,
         run_at=datetime.fromtimestamp(delivery.sent_at + message.delay_s, UTC),
         trace=sender_trace(delivery),  # None: the worker's own (current_trace), as for any enqueue
+        unique=message.unique,
+        dedupe_for=message.dedupe_for,
+        throttle=message.throttle,
+        debounce=message.debounce,
+        debounce_max=message.debounce_max,
     )
-    return build_new_job(request, registry=kernel.registry, settings=kernel.settings, now=kernel.clock.now())
+    return build_new_job(
+        request,
+        registry=kernel.registry,
+        settings=kernel.settings,
+        now=kernel.clock.now(),
+        window_at=delivery.sent_at,  # a redelivery after a window's end is still the same job
+    )
 
 
 async def handle_foreign(kernel: Kernel, message: Foreign, delivery: Delivery) -> Ack:
@@ -109,22 +116,18 @@ async def handle_foreign(kernel: Kernel, message: Foreign, delivery: Delivery) -
         return _refuse(kernel, f"invalid payload: {exc}", exc, message, delivery)
     except RoutingError as exc:
         return _refuse(kernel, f"invalid routing: {exc}", exc, message, delivery)
+    except ValueError as exc:  # a dedup mode the producer refuses (two modes, debounce_max alone...)
+        return _refuse(kernel, f"invalid dedup mode: {exc}", exc, message, delivery)
     try:
-        settings = kernel.settings
-
-        def enqueue(jobs: Sequence[NewJob]) -> Flow[list[str]]:
-            return enqueue_many_flow(
-                jobs,
-                settings=settings,
+        # The message's dedup mode, else the type's, applies as to any enqueue (docs/dedupe.md).
+        await kernel.arun(
+            enqueue_jobs_flow(
+                [job],
+                settings=kernel.settings,
                 queue_urls=kernel.queue_urls,
                 logger=kernel.logger,
                 metrics=kernel.metrics,
             )
-
-        # The type's dedup mode applies as to any enqueue (``unique="while_active"`` takes its key item).
-        retention_s = settings.retention_days * 86_400.0
-        await kernel.arun(
-            dedupe.enqueue_flow([job], enqueue, table=settings.table_name, retention_s=retention_s)
         )
     except IdempotencyConflict as exc:
         # The key already names a job with another payload: the sender reused it. Not this job's to run.

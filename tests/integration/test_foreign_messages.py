@@ -500,3 +500,110 @@ def test_eventbridge_and_sns_on_the_emulator_deliver_messages_the_worker_runs_on
     for order, job_id in jobs.items():
         assert [r["payload"]["order_id"] for r in runs(tmp_path, job_id)] == [order]
     assert receive_dlq(app) == []
+
+
+# ── dedup modes in the message ─────────────────────────────────────────────────────────────
+def ran_jobs(runs_dir: Path) -> dict[str, list[dict]]:
+    """Every job that ran, by id, with its runs (one file per job: tests/apps/foreign.py)."""
+    return {p.name: runs(runs_dir, p.name) for p in runs_dir.iterdir()} if runs_dir.exists() else {}
+
+
+def nothing_visible_or_in_flight(app) -> bool:
+    """Every message sent so far was handled (a delayed one may still wait for its time)."""
+    now = depth(app)
+    return now["visible"] == now["in_flight"] == 0
+
+
+def order(runs_dir: Path, n: int, **fields) -> str:
+    return json.dumps(
+        {"sqsjobs": 1, "type": TYPE, "payload": {"order_id": n, "runs_dir": str(runs_dir)}, **fields}
+    )
+
+
+def test_a_senders_dedup_mode_holds_like_an_enqueues(app, worker, tmp_path):
+    throttled, windowed, unique, debounced = (tmp_path / name for name in ("t", "w", "u", "d"))
+    for folder in (throttled, windowed, unique, debounced):
+        folder.mkdir()
+    # GIVEN three senders throttling one key, and two sending one payload under a one-hour window
+    for n in (1, 2, 3):
+        send(app, order(throttled, n, idempotency_key="t1", throttle=3600))
+    for _ in range(2):
+        send(app, order(windowed, 7, idempotency_key="w1", dedupe_for=3600))
+    # ... a burst under a debounce, each message handled before the next is sent (a sender's order;
+    # the job's own message waits, delayed, for the quiet period)
+    for n in (1, 2, 3):
+        send(app, order(debounced, n, idempotency_key="d1", debounce=5, debounce_max=60))
+        wait_until(lambda: nothing_visible_or_in_flight(app), 30, "the debounced message handled")
+    # ... and a key held while its job is live
+    send(app, order(unique, 1, idempotency_key="u1", unique="while_active"))
+
+    # WHEN the worker has run what they asked for
+    wait_until(lambda: len(ran_jobs(throttled)) and len(ran_jobs(windowed)), 60, "the windowed jobs ran")
+    wait_until(
+        lambda: len(ran_jobs(debounced)) == 1 and len(ran_jobs(unique)) == 1, 60, "debounce and unique"
+    )
+    # ... and the unique key is enqueued again once its job has finished
+    (first_unique,) = ran_jobs(unique)
+    wait_until(lambda: succeeded(app, first_unique), 30, "the unique key's first job finished")
+    send(app, order(unique, 2, idempotency_key="u1", unique="while_active"))
+    wait_until(lambda: len(ran_jobs(unique)) == 2, 60, "a new job for the freed key")
+    wait_until(lambda: drained(app), 30, "queue drained")
+
+    # THEN throttle: one job, run once; dedupe_for: one job for the same payload, run once
+    assert [len(r) for r in ran_jobs(throttled).values()] == [1]
+    assert [len(r) for r in ran_jobs(windowed).values()] == [1]
+    # ... debounce: one job, run once, with the last payload of the burst
+    [[debounced_run]] = ran_jobs(debounced).values()
+    assert debounced_run["payload"]["order_id"] == 3
+    # ... while_active: a second job once the first finished, each run once
+    assert sorted(r[0]["payload"]["order_id"] for r in ran_jobs(unique).values()) == [1, 2]
+    assert receive_dlq(app) == []
+
+
+def test_a_window_counts_from_when_the_sender_sent_not_from_when_the_worker_read(app, tmp_path):
+    # GIVEN a two-second throttle window, and a message sent well inside one window
+    window_s = 2.0
+    while (time.time() % window_s) > 0.8:  # at least 1.2 s before the window ends
+        time.sleep(0.05)
+    sent_slot = int(time.time() * 1000) // int(window_s * 1000)
+    send(app, order(tmp_path, 1, idempotency_key="late", throttle=window_s))
+    # WHEN no worker reads it until that window has passed
+    time.sleep(window_s + 0.5)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sqsjobs", "worker", "--app", APP, "--concurrency", "2"],
+        env=worker_env(app),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_until(lambda: len(ran_jobs(tmp_path)) == 1, 60, "the throttled job ran")
+    finally:
+        proc.kill()
+        proc.wait(10)
+    # THEN its job is the one of the window it was sent in (a redelivery later is the same job)
+    expected = idempotent_job_id(TYPE, f"late\0throttle/{int(window_s * 1000)}ms@{sent_slot}")
+    assert list(ran_jobs(tmp_path)) == [expected]
+
+
+def test_a_malformed_or_contradictory_dedup_mode_goes_to_the_dlq_with_its_reason(app, worker, tmp_path):
+    bodies = {
+        "unknown unique": order(tmp_path, 1, idempotency_key="m1", unique="forever"),
+        "no key": order(tmp_path, 2, dedupe_for=60),
+        "negative window": order(tmp_path, 3, idempotency_key="m3", throttle=-5),
+        "two modes": order(tmp_path, 4, idempotency_key="m4", throttle=60, dedupe_for=60),
+        "max without debounce": order(tmp_path, 5, idempotency_key="m5", debounce_max=60),
+    }
+    for body in bodies.values():
+        send(app, body)
+    send(app, order(tmp_path, 9, idempotency_key="fine", throttle=60))
+    wait_until(lambda: len(ran_jobs(tmp_path)) == 1, 60, "the good message ran")
+    wait_until(lambda: drained(app), 30, "queue drained")
+    dead = dlq_by_body(app, len(bodies))
+    reasons = {name: attr(dead[body], DLQ_REASON) for name, body in bodies.items()}
+    assert '"unique" must be "while_active"' in reasons["unknown unique"]
+    assert 'needs an "idempotency_key"' in reasons["no key"]
+    assert '"throttle" must be a positive number' in reasons["negative window"]
+    assert reasons["two modes"].startswith("invalid dedup mode: give one of")
+    assert reasons["max without debounce"].startswith("invalid dedup mode: debounce_max needs debounce")
+    assert worker.poll() is None
