@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, Flow
 from sqsjobs.errors import BatchNotFound, BatchSealed, ConfigurationError, IdempotencyConflict
-from sqsjobs.producer import JobRequest, build_new_job, hint_written, route_of, write_objects
+from sqsjobs.producer import JobRequest, build_new_job, route_of, write_objects
 from sqsjobs.store import dedupe, transact
 from sqsjobs.store.codec import av_s, idempotent_job_id, nonce
 from sqsjobs.workflows import batch_store as bs
@@ -225,13 +225,7 @@ def add_flow(
                 raise BatchNotFound(f"batch {batch.id} has no counter shard for this item: it does not exist")
             raise BatchSealed(f"batch {batch.id} is sealed: it takes no more items")
         raise refused
-    yield from hint_written(
-        [(job, put["Put"]["Item"])],
-        table=env.table,
-        queue_urls=env.queue_urls,
-        settings=env.settings,
-        logger=env.logger,
-    )
+    yield from env.hint(job, put)
     return job.id
 
 

@@ -84,6 +84,16 @@ class BatchEnv:
         """The jobs table, where batches live too."""
         return self.settings.table_name
 
+    def hint(self, job: NewJob, put: Mapping[str, Any]) -> Flow[set[str]]:
+        """Send the message of a job a batch's transaction wrote (``put``), then clear its entry."""
+        return hint_written(
+            [(job, put["Put"]["Item"])],
+            table=self.table,
+            queue_urls=self.queue_urls,
+            settings=self.settings,
+            logger=self.logger,
+        )
+
     def log(self, event: str, **fields: Any) -> None:
         """One JSON line per batch transition."""
         if self.logger is not None:
@@ -247,13 +257,7 @@ def _complete(
     if refused is not None and not transact.landed_before(refused, [1], token):
         return False  # completed by another, or an item moved back to pending since the read
     env.log("batch complete", batch_id=record.id, failed=failed, counts=counts.as_dict(), callback=job.id)
-    yield from hint_written(
-        [(job, put["Put"]["Item"])],
-        table=env.table,
-        queue_urls=env.queue_urls,
-        settings=env.settings,
-        logger=env.logger,
-    )
+    yield from env.hint(job, put)
     if record.parent_id is not None:
         yield from check_flow(env, record.parent_id, now, seal_children=False)
     return True

@@ -44,16 +44,20 @@ def app(ministack_url, make_app):
     return app
 
 
-@pytest.fixture
-def worker(app):
-    """A real worker process on the app's queues, killed afterwards; the test may check it still runs."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sqsjobs", "worker", "--app", APP, "--concurrency", "4"],
+def start_worker(app, concurrency: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "sqsjobs", "worker", "--app", APP, "--concurrency", str(concurrency)],
         env=worker_env(app),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+
+
+@pytest.fixture
+def worker(app):
+    """A real worker process on the app's queues, killed afterwards; the test may check it still runs."""
+    proc = start_worker(app, concurrency=4)
     yield proc
     if proc.poll() is None:
         proc.kill()
@@ -569,13 +573,7 @@ def test_a_window_counts_from_when_the_sender_sent_not_from_when_the_worker_read
     send(app, order(tmp_path, 1, idempotency_key="late", throttle=window_s))
     # WHEN no worker reads it until that window has passed
     time.sleep(window_s + 0.5)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sqsjobs", "worker", "--app", APP, "--concurrency", "2"],
-        env=worker_env(app),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    proc = start_worker(app, concurrency=2)
     try:
         wait_until(lambda: len(ran_jobs(tmp_path)) == 1, 60, "the throttled job ran")
     finally:
