@@ -27,6 +27,7 @@ ROLES = {
     "ingress",
     "events",
     "hooks",
+    "outbox",
 }
 MAX_TOP_LEVEL_MODULES = 16
 MAX_MODULE_LINES = 600
@@ -160,6 +161,7 @@ LAYERS: list[set[str]] = [
     {"events"},  # job events: they read batch and chain records from the change stream
     {"deploy"},
     {"ops"},
+    {"outbox"},  # jobs written in a Postgres transaction: rows the relay enqueues through the producer
     {"app"},
     {"api"},
     {"local"},
