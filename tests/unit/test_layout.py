@@ -28,6 +28,7 @@ ROLES = {
     "events",
     "hooks",
     "outbox",
+    "django",
 }
 MAX_TOP_LEVEL_MODULES = 16
 MAX_MODULE_LINES = 600
@@ -164,6 +165,7 @@ LAYERS: list[set[str]] = [
     {"outbox"},  # jobs written in a Postgres transaction: rows the relay enqueues through the producer
     {"app"},
     {"api"},
+    {"django"},  # the django.tasks backend: it loads the App named in Django's settings, like a façade
     {"local"},
     {"testing"},
     {"sqsjobs"},  # the package's public names
@@ -178,7 +180,7 @@ KNOWN: dict[tuple[str, str], str] = {
 }
 #: Where the App may be imported: itself, the package's names, and the façades above it.
 APP_IMPORTERS = {"sqsjobs", "sqsjobs.app", "sqsjobs.testing", "sqsjobs.__main__"}
-APP_IMPORTING_FOLDERS = {"cli", "api", "local"}
+APP_IMPORTING_FOLDERS = {"cli", "api", "local", "django"}
 #: The modules kept free of ``# fmt: skip`` now (the whole package is, once every branch landed).
 
 
