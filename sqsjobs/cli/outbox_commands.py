@@ -12,10 +12,11 @@ from typing import Annotated
 
 import typer
 
-from sqsjobs.cli.common import AppOpt, EndpointOpt, guarded, load_app, out
+from sqsjobs.cli.common import EXIT_USAGE, AppOpt, EndpointOpt, JsonOpt, abort, guarded, load_app, out
+from sqsjobs.cli.render import print_json
 from sqsjobs.outbox import OutboxRelay, migrate
 from sqsjobs.outbox.metrics import LagMetrics
-from sqsjobs.outbox.schema import count
+from sqsjobs.outbox.schema import CHANNEL, TABLE, count
 
 outbox_cli = typer.Typer(
     no_args_is_help=True,
@@ -23,37 +24,38 @@ outbox_cli = typer.Typer(
     help="Jobs written in a Postgres transaction: create the outbox table, run its relay.",
 )
 
-DsnOpt = Annotated[
-    str,
-    typer.Option(
-        "--dsn",
-        envvar="SQSJOBS_OUTBOX_DSN",
-        help="libpq connection string of the application's database [env: SQSJOBS_OUTBOX_DSN]",
-    ),
-]
+DSN_HELP = "libpq connection string of the application's database [env: SQSJOBS_OUTBOX_DSN]"
+DsnOpt = Annotated[str, typer.Option("--dsn", envvar="SQSJOBS_OUTBOX_DSN", help=DSN_HELP)]
 
 
 @outbox_cli.command("migrate")
-def migrate_command(dsn: DsnOpt) -> None:
+def migrate_command(dsn: DsnOpt, as_json: JsonOpt = False) -> None:
     """Create the outbox table, its index and its NOTIFY trigger (idempotent: safe at every deploy)."""
     with guarded():
         migrate(dsn)
-        out.print("outbox table ready")
+    if as_json:
+        print_json({"table": TABLE, "channel": CHANNEL})
+    else:
+        out.print(f"outbox table {TABLE} ready (NOTIFY channel {CHANNEL})")
 
 
 @outbox_cli.command("count")
-def count_command(dsn: DsnOpt) -> None:
+def count_command(dsn: DsnOpt, as_json: JsonOpt = False) -> None:
     """Print how many rows wait in the outbox (committed, not yet moved by a relay)."""
     import psycopg
 
     with guarded(), psycopg.connect(dsn) as conn:
-        out.print(count(conn))
+        waiting = count(conn)
+    if as_json:
+        print_json({"rows": waiting})
+    else:
+        out.print(waiting)
 
 
 @outbox_cli.command("relay")
 def relay_command(
-    dsn: DsnOpt,
     app: AppOpt,
+    dsn: Annotated[str | None, typer.Option("--dsn", envvar="SQSJOBS_OUTBOX_DSN", help=DSN_HELP)] = None,
     endpoint_url: EndpointOpt = None,
     batch_size: Annotated[
         int,
@@ -71,7 +73,11 @@ def relay_command(
     ] = 5.0,
 ) -> None:
     """Move committed outbox rows to SQS and the job records until SIGTERM/Ctrl-C."""
-    loaded = load_app(app, endpoint_url)
+    loaded = load_app(app, endpoint_url)  # first: a bad --app is reported as every command reports it
+    if not dsn:
+        raise abort(
+            "outbox relay needs --dsn (or SQSJOBS_OUTBOX_DSN): the database the outbox is in", EXIT_USAGE
+        )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
