@@ -29,8 +29,8 @@ from sqsjobs.observability.metrics import RequestCounter
 from sqsjobs.ops import waiting
 from sqsjobs.ops.cancel_job import cancel_flow
 from sqsjobs.ops.requeue import KEEP, retry_flow
+from sqsjobs.outbox import OutboxOptions, awrite_in, enqueue_options, write_in
 from sqsjobs.producer import (
-    EnqueueOptions,
     JobRequest,
     build_new_job,
     enqueue_jobs_flow,
@@ -251,10 +251,10 @@ class App:
     # ``job_type`` is the type's name (any payload), or its handler: then mypy checks the payload
     # against the handler's annotation, as dramatiq's ``Actor.send`` checks its arguments.
     @overload
-    def enqueue(self, job_type: str, payload: Any = None, **options: Unpack[EnqueueOptions]) -> str: ...
+    def enqueue(self, job_type: str, payload: Any = None, **options: Unpack[OutboxOptions]) -> str: ...
     @overload
-    def enqueue(self, job_type: HandlerOf[P], payload: P, **options: Unpack[EnqueueOptions]) -> str: ...
-    def enqueue(self, job_type: str | Handler, payload: Any = None, **options: Unpack[EnqueueOptions]) -> str:
+    def enqueue(self, job_type: HandlerOf[P], payload: P, **options: Unpack[OutboxOptions]) -> str: ...
+    def enqueue(self, job_type: str | Handler, payload: Any = None, **options: Unpack[OutboxOptions]) -> str:
         """Enqueue one job and return its id (the same id again for a repeated idempotency key).
 
         Args:
@@ -279,22 +279,30 @@ class App:
                 payload, return its id.
             debounce: the last payload of a quiet period this long wins; ``debounce_max`` (default
                 ten quiet periods) bounds the wait from the key's first enqueue.
+            connection: a psycopg 3 connection or SQLAlchemy 2 session: the job goes into the outbox
+                table in its open transaction; the relay enqueues it once committed (docs/outbox.md).
         """
-        return self.run(self._enqueue_flow([JobRequest(job_type, payload, **options)]))[0]
+        if (
+            written := write_in(options, self.registry, self.settings, job_type, payload, self.clock.now())
+        ) is not None:
+            return written
+        return self.run(self._enqueue_flow([JobRequest(job_type, payload, **enqueue_options(options))]))[0]
 
     @overload
-    async def aenqueue(
-        self, job_type: str, payload: Any = None, **options: Unpack[EnqueueOptions]
-    ) -> str: ...
+    async def aenqueue(self, job_type: str, payload: Any = None, **options: Unpack[OutboxOptions]) -> str: ...
     @overload
+    async def aenqueue(self, job_type: HandlerOf[P], payload: P, **options: Unpack[OutboxOptions]) -> str: ...
     async def aenqueue(
-        self, job_type: HandlerOf[P], payload: P, **options: Unpack[EnqueueOptions]
-    ) -> str: ...
-    async def aenqueue(
-        self, job_type: str | Handler, payload: Any = None, **options: Unpack[EnqueueOptions]
+        self, job_type: str | Handler, payload: Any = None, **options: Unpack[OutboxOptions]
     ) -> str:
-        """Async ``enqueue``."""
-        return (await self.arun(self._enqueue_flow([JobRequest(job_type, payload, **options)])))[0]
+        """Async ``enqueue`` (``connection``: an async psycopg connection or SQLAlchemy session)."""
+        if (
+            written := awrite_in(options, self.registry, self.settings, job_type, payload, self.clock.now())
+        ) is not None:
+            return await written
+        return (
+            await self.arun(self._enqueue_flow([JobRequest(job_type, payload, **enqueue_options(options))]))
+        )[0]
 
     def enqueue_many(self, requests: Iterable[JobRequest[Any] | Mapping[str, Any]]) -> list[str]:
         """Enqueue many jobs; hints go to SQS in batches of ten. Returns ids in order.

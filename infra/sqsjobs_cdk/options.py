@@ -130,3 +130,6 @@ class Monitoring:
     dead_jobs_threshold: int = 1
     #: Alarm on this many deferrals of one type (a limit, pause or breaker) within five minutes.
     deferrals_threshold: int = 100
+    #: Alarm when the Postgres outbox relay's lag (docs/outbox.md) stays at or over this for five
+    #: minutes, or when no relay reports; None: no outbox, no alarm (``outbox_alarm.py``).
+    outbox_max_lag_s: float | None = None

@@ -38,6 +38,7 @@ from sqsjobs.cli.dlq_commands import dlq_cli
 from sqsjobs.cli.health import doctor, stats
 from sqsjobs.cli.job_commands import jobs_cli
 from sqsjobs.cli.limits import limits, pause, resume
+from sqsjobs.cli.outbox_commands import outbox_cli
 from sqsjobs.cli.package import package_cli
 from sqsjobs.cli.render import print_json
 from sqsjobs.cli.schedules import schedules_cli
@@ -63,6 +64,7 @@ cli.add_typer(jobs_cli, name="jobs")
 cli.add_typer(dlq_cli, name="dlq")
 cli.add_typer(chains_cli, name="chains")
 cli.add_typer(batches_cli, name="batches")
+cli.add_typer(outbox_cli, name="outbox")
 cli.command()(stats)
 cli.command()(doctor)
 cli.command()(digest)

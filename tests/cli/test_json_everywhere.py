@@ -18,7 +18,7 @@ from tests.emulators import ministack_python
 from tests.integration.lambda_events import host_arch
 
 #: Servers: they run until stopped and print no result to render.
-SERVERS = {"worker", "api", "dev"}
+SERVERS = {"worker", "api", "dev", "outbox relay"}
 
 
 def commands(command, path=()):

@@ -27,6 +27,8 @@ ROLES = {
     "ingress",
     "events",
     "hooks",
+    "outbox",
+    "django",
 }
 MAX_TOP_LEVEL_MODULES = 16
 MAX_MODULE_LINES = 600
@@ -160,8 +162,10 @@ LAYERS: list[set[str]] = [
     {"events"},  # job events: they read batch and chain records from the change stream
     {"deploy"},
     {"ops"},
+    {"outbox"},  # jobs written in a Postgres transaction: rows the relay enqueues through the producer
     {"app"},
     {"api"},
+    {"django"},  # the django.tasks backend: it loads the App named in Django's settings, like a façade
     {"local"},
     {"testing"},
     {"sqsjobs"},  # the package's public names
@@ -176,7 +180,7 @@ KNOWN: dict[tuple[str, str], str] = {
 }
 #: Where the App may be imported: itself, the package's names, and the façades above it.
 APP_IMPORTERS = {"sqsjobs", "sqsjobs.app", "sqsjobs.testing", "sqsjobs.__main__"}
-APP_IMPORTING_FOLDERS = {"cli", "api", "local"}
+APP_IMPORTING_FOLDERS = {"cli", "api", "local", "django"}
 #: The modules kept free of ``# fmt: skip`` now (the whole package is, once every branch landed).
 
 

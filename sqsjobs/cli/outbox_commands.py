@@ -1,0 +1,87 @@
+"""``sqsjobs outbox migrate|relay|count``: the Postgres outbox's table and its relay (docs/outbox.md).
+
+``relay`` runs until SIGTERM or Ctrl-C: it moves committed outbox rows to SQS and DynamoDB with the
+App's ``enqueue_many``, wakes on the table's NOTIFY and polls every ``--poll`` seconds besides.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Annotated
+
+import typer
+
+from sqsjobs.cli.common import EXIT_USAGE, AppOpt, EndpointOpt, JsonOpt, abort, guarded, load_app, out
+from sqsjobs.cli.render import print_json
+from sqsjobs.outbox import OutboxRelay, migrate
+from sqsjobs.outbox.metrics import LagMetrics
+from sqsjobs.outbox.schema import CHANNEL, TABLE, count
+
+outbox_cli = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="Jobs written in a Postgres transaction: create the outbox table, run its relay.",
+)
+
+DSN_HELP = "libpq connection string of the application's database [env: SQSJOBS_OUTBOX_DSN]"
+DsnOpt = Annotated[str, typer.Option("--dsn", envvar="SQSJOBS_OUTBOX_DSN", help=DSN_HELP)]
+
+
+@outbox_cli.command("migrate")
+def migrate_command(dsn: DsnOpt, as_json: JsonOpt = False) -> None:
+    """Create the outbox table, its index and its NOTIFY trigger (idempotent: safe at every deploy)."""
+    with guarded():
+        migrate(dsn)
+    if as_json:
+        print_json({"table": TABLE, "channel": CHANNEL})
+    else:
+        out.print(f"outbox table {TABLE} ready (NOTIFY channel {CHANNEL})")
+
+
+@outbox_cli.command("count")
+def count_command(dsn: DsnOpt, as_json: JsonOpt = False) -> None:
+    """Print how many rows wait in the outbox (committed, not yet moved by a relay)."""
+    import psycopg
+
+    with guarded(), psycopg.connect(dsn) as conn:
+        waiting = count(conn)
+    if as_json:
+        print_json({"rows": waiting})
+    else:
+        out.print(waiting)
+
+
+@outbox_cli.command("relay")
+def relay_command(
+    app: AppOpt,
+    dsn: Annotated[str | None, typer.Option("--dsn", envvar="SQSJOBS_OUTBOX_DSN", help=DSN_HELP)] = None,
+    endpoint_url: EndpointOpt = None,
+    batch_size: Annotated[
+        int,
+        typer.Option(
+            "--batch-size", envvar="SQSJOBS_OUTBOX_BATCH", help="Rows per pass [env: SQSJOBS_OUTBOX_BATCH]"
+        ),
+    ] = 100,
+    poll_s: Annotated[
+        float,
+        typer.Option(
+            "--poll",
+            envvar="SQSJOBS_OUTBOX_POLL_S",
+            help="Seconds between passes without a NOTIFY [env: SQSJOBS_OUTBOX_POLL_S]",
+        ),
+    ] = 5.0,
+) -> None:
+    """Move committed outbox rows to SQS and the job records until SIGTERM/Ctrl-C."""
+    loaded = load_app(app, endpoint_url)  # first: a bad --app is reported as every command reports it
+    if not dsn:
+        raise abort(
+            "outbox relay needs --dsn (or SQSJOBS_OUTBOX_DSN): the database the outbox is in", EXIT_USAGE
+        )
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    metrics = LagMetrics(loaded.name, interval_s=loaded.settings.metrics_interval_s)
+    relay = OutboxRelay(dsn, loaded.enqueue_many, batch_size=batch_size, poll_s=poll_s, metrics=metrics)
+    with guarded(loaded):
+        relay.run(stop)

@@ -1,0 +1,44 @@
+"""Django tasks run by sqsjobs: the App the worker and the relay load, and the tasks it registers.
+
+A worker process configures a minimal Django itself (its tasks touch no database); the test
+process configures Django first, with its Postgres database, before it imports this module.
+"""
+
+from __future__ import annotations
+
+import os
+
+import django
+from django.conf import settings
+
+if not settings.configured:
+    settings.configure(
+        USE_TZ=True,
+        TASKS={
+            "default": {
+                "BACKEND": "sqsjobs.django.SqsJobsBackend",
+                "OPTIONS": {"APP": "tests.apps.django_tasks:app"},
+            }
+        },
+    )
+    django.setup()
+
+from django_tasks import task
+
+from sqsjobs import App
+from sqsjobs.django import register
+
+app = App(os.environ.get("TEST_APP_NAME", "djangotasks"))
+
+
+@task()
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@task()
+def explode(message: str) -> None:
+    raise ValueError(message)
+
+
+register(app, add, explode)

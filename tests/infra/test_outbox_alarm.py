@@ -1,0 +1,51 @@
+"""The outbox relay's lag alarm watches exactly the EMF metric the relay writes (docs/outbox.md).
+
+The expected namespace, name and dimensions come from ``sqsjobs.outbox.metrics.LagMetrics`` itself;
+the template from the CDK virtualenv (``tests/infra/outbox_synth.py``), with ``Monitoring(outbox_max_lag_s=120)``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from sqsjobs.outbox.metrics import LAG, LagMetrics
+from tests.emulators import REPO_ROOT
+from tests.infra.conftest import SYNTH_TIMEOUT_S, cdk_python, synth_env
+
+
+def relay_metric(service: str) -> tuple[str, list[dict[str, str]]]:
+    lines: list[str] = []
+    metrics = LagMetrics(service, write=lines.append)
+    metrics.lag(3.0)
+    metrics.flush()
+    doc = json.loads(lines[0])
+    [directive] = doc["_aws"]["CloudWatchMetrics"]
+    [dims] = directive["Dimensions"]
+    assert LAG in {m["Name"] for m in directive["Metrics"]}
+    return directive["Namespace"], [{"Name": d, "Value": doc[d]} for d in dims]
+
+
+def test_the_lag_alarm_watches_the_relays_own_metric_and_treats_silence_as_a_stopped_relay(tmp_path):
+    done = subprocess.run(
+        [str(cdk_python()), str(Path(__file__).with_name("outbox_synth.py")), str(tmp_path)],
+        cwd=REPO_ROOT,
+        env=synth_env(),
+        capture_output=True,
+        text=True,
+        timeout=SYNTH_TIMEOUT_S,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    template = json.loads(done.stdout.strip().splitlines()[-1])
+    alarms = [
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::CloudWatch::Alarm" and r["Properties"].get("MetricName") == LAG
+    ]
+    [alarm] = alarms
+    namespace, dimensions = relay_metric("outboxed")
+    assert (alarm["Namespace"], alarm["Dimensions"]) == (namespace, dimensions)
+    assert (alarm["Statistic"], alarm["Period"], alarm["EvaluationPeriods"]) == ("Maximum", 60, 5)
+    assert alarm["Threshold"] == 120 * 1000  # the metric is in milliseconds
+    assert alarm["TreatMissingData"] == "breaching" and alarm["AlarmActions"]
