@@ -10,8 +10,8 @@ BIN := $(VENV)/bin
 
 $(BIN)/sqsjobs: pyproject.toml
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q --upgrade 'pip>=25.1'  # 25.1: --group (PEP 735 dependency groups)
+	$(BIN)/pip install -q -e '.[api,postgres,django]' --group dev
 	touch $@
 
 # MiniStack pins botocore exactly, so it lives in its own virtualenv (see tests/emulators.py).

@@ -22,15 +22,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
 
-import boto3
 import tenacity
-from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
 
 from sqsjobs.errors import AwsError, EventsError, ObjectStoreError, SchedulerError, StoreError, TransportError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from botocore.config import Config
 
     from sqsjobs.config import Settings
 
@@ -148,8 +147,23 @@ def retrying(attempt: Callable[[], Flow[T]], policy: tenacity.Retrying) -> Flow[
             return cast("T", do)
 
 
+def sdk_errors() -> tuple[type[Exception], ...]:
+    """The botocore exceptions the drivers turn into sqsjobs errors (``wrap_error``).
+
+    Imported here, not at the top: ``import sqsjobs`` (a web app that only defines jobs, the CLI's
+    ``--help``) must not pay for botocore, about a third of the import, until a client is made.
+    ``except sdk_errors()`` evaluates only when an exception reaches it, by which time a client,
+    and with it botocore, exists.
+    """
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    return (ClientError, BotoCoreError)
+
+
 def wrap_error(service: str, exc: Exception) -> AwsError:
     """Turn a botocore exception into the sqsjobs error for ``service``."""
+    from botocore.exceptions import ClientError
+
     kinds: dict[str, type[AwsError]] = {
         "dynamodb": StoreError,
         "scheduler": SchedulerError,
@@ -183,6 +197,8 @@ def pool_connections(concurrency: int) -> int:
 def _botocore_config(
     *, validate: bool = False, pool: int = MIN_POOL_CONNECTIONS, retries: bool = True
 ) -> Config:
+    from botocore.config import Config
+
     # Standard retry mode backs off on throttling and 5xx; the flows stay safe under a retried write
     # because every write is conditional.
     # CPU per request (profile in docs/bench.md): botocore rebuilds and sanitises its User-Agent from
@@ -259,6 +275,8 @@ def _client_kwargs(settings: Settings, service: str) -> dict[str, Any]:
     if settings.endpoint_url:
         kwargs["endpoint_url"] = settings.endpoint_url
         if service == "s3":  # an emulator on 127.0.0.1 has no <bucket>.host names: path-style URLs
+            from botocore.config import Config
+
             kwargs["config"] = config.merge(Config(s3={"addressing_style": "path"}))
     return kwargs
 
@@ -309,6 +327,9 @@ class SyncClients:
                 client = self._clients.get(service)
                 if client is None:
                     if self._session is None:
+                        # Deferred, as botocore is (``sdk_errors``): only a client pays for boto3.
+                        import boto3.session
+
                         self._session = boto3.session.Session()
                     client = self._session.client(service, **_client_kwargs(self._settings, service))
                     if self._settings.measure_capacity and service == "dynamodb":
@@ -419,7 +440,7 @@ def run_sync(flow: Flow[T], clients: SyncClients) -> T:
                     call.service == "s3" and "Body" in response
                 ):  # S3's GetObject: the flow gets the bytes, not a stream
                     response["Body"] = response["Body"].read()
-            except (ClientError, BotoCoreError) as exc:
+            except sdk_errors() as exc:
                 if span is not None:
                     clients.tracer.call_ended(span, getattr(exc, "response", None), exc)  # type: ignore[union-attr]
                 call = flow.throw(wrap_error(call.service, exc))
@@ -456,7 +477,7 @@ async def run_async(flow: Flow[T], clients: AsyncClients) -> T:
                 ):  # S3's GetObject: the flow gets the bytes, not a stream
                     async with response["Body"] as stream:
                         response["Body"] = await stream.read()
-            except (ClientError, BotoCoreError) as exc:
+            except sdk_errors() as exc:
                 if span is not None:
                     clients.tracer.call_ended(span, getattr(exc, "response", None), exc)  # type: ignore[union-attr]
                 call = flow.throw(wrap_error(call.service, exc))

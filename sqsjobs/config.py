@@ -23,12 +23,14 @@ if TYPE_CHECKING:
 #: SQS long polls wait at most 20 s.
 #: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-short-and-long-polling.html
 MAX_WAIT_TIME_S = 20
-#: A queue's default (and every emulator's) largest message, body and attributes together; AWS lets a
-#: queue raise it to 1 MiB (``MaximumMessageSize``).
-#: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html
-MAX_MESSAGE_BYTES = 256 * 1024
+#: The largest SQS message, body and attributes together: 1 MiB since 2025 (it was 256 KiB), and
+#: what ``provision`` and infra/ set every queue's ``MaximumMessageSize`` to, so a queue made before
+#: the change is raised too. A queue still at 256 KiB needs ``inline_payload_bytes`` lowered to match.
+#: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SetQueueAttributes.html
+MAX_MESSAGE_BYTES = 1024 * 1024
 #: The largest payload a message carries by default: the message's limit less room for the envelope's
-#: other fields and the trace attribute (under 2 KiB together).
+#: other fields and the trace attribute (under 2 KiB together). A payload up to this size costs no S3
+#: PUT at enqueue and no GET at the claim.
 MAX_INLINE_PAYLOAD_BYTES = MAX_MESSAGE_BYTES - 8 * 1024
 #: The longest an SQS queue keeps a message (``MessageRetentionPeriod``), and the shortest: 14 days
 #: and one minute. SQS deletes a message this long after it was first sent, however often it was
@@ -201,9 +203,9 @@ class Settings:
             object.__setattr__(self, "schedule_group", f"{self.app_name}-schedules")
         if not self.payload_bucket:
             object.__setattr__(self, "payload_bucket", f"{self.app_name}-payloads")
-        if not 0 < self.inline_payload_bytes <= MAX_MESSAGE_BYTES * 4 - 8 * 1024:
+        if not 0 < self.inline_payload_bytes <= MAX_INLINE_PAYLOAD_BYTES:
             raise ConfigurationError(
-                f"inline_payload_bytes must be 1..{MAX_MESSAGE_BYTES * 4 - 8 * 1024} (a 1 MiB message "
+                f"inline_payload_bytes must be 1..{MAX_INLINE_PAYLOAD_BYTES} (a 1 MiB message "
                 f"less its envelope), got {self.inline_payload_bytes}"
             )
         if self.payload_object_days < self.retention_days + 1:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .bundling import LocalBundle
 from .construct import SqsJobs
 from .job_events import JobEvents
 from .options import FargateWorker, HttpApi, LambdaWorker, Monitoring, Sweeper
@@ -12,6 +13,7 @@ __all__ = [
     "HttpApi",
     "JobEvents",
     "LambdaWorker",
+    "LocalBundle",
     "Monitoring",
     "SqsJobs",
     "Sweeper",

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from aws_cdk import aws_logs as logs
     from constructs import Construct
 
+    from .bundling import LocalBundle
     from .options import HttpApi
 
 #: API Gateway ends an HTTP API's integration after 30 s; the function stops before it.
@@ -53,7 +54,7 @@ def http_api(
     scope: Construct,
     *,
     options: HttpApi,
-    code_path: str,
+    code_path: str | LocalBundle,
     environment: Mapping[str, str],
     log_group: logs.ILogGroup,
     access_log_group: logs.ILogGroup,

@@ -10,7 +10,6 @@ without an ECS cluster to run ``sqsjobs sweep --once`` on.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aws_cdk import Duration
@@ -24,6 +23,7 @@ from sqsjobs.deploy.rules import check_esm
 from sqsjobs.errors import ConfigurationError
 from sqsjobs.runtime.lambda_handlers import SWEEPER_HANDLER
 
+from .bundling import lambda_code
 from .nag import acknowledge
 
 if TYPE_CHECKING:
@@ -50,9 +50,6 @@ def _function(
     log_group: logs.ILogGroup,
     description: str,
 ) -> lambda_.Function:
-    code = Path(options.code_path)
-    if not code.exists():
-        raise ConfigurationError(f"Lambda code {code} does not exist; build the deployment package first")
     try:
         architecture = getattr(lambda_.Architecture, options.architecture)
     except AttributeError:
@@ -75,7 +72,7 @@ def _function(
         runtime=lambda_.Runtime(options.runtime, lambda_.RuntimeFamily.PYTHON),
         architecture=architecture,
         handler=handler,
-        code=lambda_.Code.from_asset(str(code)),
+        code=lambda_code(options.code_path, runtime=options.runtime, architecture=options.architecture),
         timeout=Duration.seconds(timeout_s),
         memory_size=memory_mib,
         role=role,

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
     from aws_cdk import aws_ecs as ecs
 
+    from .bundling import LocalBundle
+
 
 @dataclass(frozen=True)
 class FargateWorker:
@@ -51,8 +53,9 @@ class FargateWorker:
 class LambdaWorker:
     """A Lambda function fed by an SQS event source mapping (the Lambda issue's deployment package)."""
 
-    #: A deployment zip, or a directory to zip; built by the Lambda packaging step.
-    code_path: str
+    #: A deployment zip, or a directory to zip, built by ``sqsjobs package lambda``; or a ``LocalBundle``,
+    #: which builds it while synthesizing, with this machine's Python and no Docker (``bundling.py``).
+    code_path: str | LocalBundle
     #: The entry point ``sqsjobs package lambda`` puts in the zip.
     handler: str = HANDLER
     #: Logical queues it consumes; None means all of the App's queues.
@@ -87,8 +90,8 @@ class HttpApi:
     Callers sign their requests (SigV4) with a principal given ``SqsJobs.grant_invoke_api``.
     """
 
-    #: The deployment zip; None means the ``LambdaWorker``'s (the same zip runs both).
-    code_path: str | None = None
+    #: The deployment zip (or a ``LocalBundle``); None means the ``LambdaWorker``'s (the same zip runs both).
+    code_path: str | LocalBundle | None = None
     #: At most 29: API Gateway ends an HTTP API integration after 30 s.
     timeout_s: int = 29
     memory_mib: int = 512

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from aws_cdk import Duration
 from aws_cdk import aws_sqs as sqs
 
+from sqsjobs.config import MAX_MESSAGE_BYTES
 from sqsjobs.deploy.rules import DLQ_RETENTION_S
 from sqsjobs.transport import routes
 
@@ -57,6 +58,9 @@ def job_queues(
 ) -> dict[str, JobQueue]:
     """SSE-SQS encrypted, TLS-only queues with the redrive backstop (``provision.redrive_count``).
 
+    Every queue and DLQ takes 1 MiB messages (``MAX_MESSAGE_BYTES``), the size the inline payload
+    limit and the send batches are cut to.
+
     SQS-managed keys rather than KMS: Scheduler and the Lambda event source mapping can use them
     without key grants, and nothing else reads the messages.
     """
@@ -69,6 +73,7 @@ def job_queues(
             retention_period=Duration.seconds(DLQ_RETENTION_S),
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
+            max_message_size_bytes=MAX_MESSAGE_BYTES,
         )
         queue = sqs.Queue(
             scope,
@@ -79,6 +84,7 @@ def job_queues(
             dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=max_receive_count, queue=dlq),
             encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True,
+            max_message_size_bytes=MAX_MESSAGE_BYTES,
         )
         levels: dict[str, sqs.Queue] = {}
         fifo_dlq = None
@@ -96,6 +102,7 @@ def job_queues(
                     retention_period=Duration.seconds(DLQ_RETENTION_S),
                     encryption=sqs.QueueEncryption.SQS_MANAGED,
                     enforce_ssl=True,
+                    max_message_size_bytes=MAX_MESSAGE_BYTES,
                 )
             levels[level] = sqs.Queue(
                 scope,
@@ -107,6 +114,7 @@ def job_queues(
                 dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=max_receive_count, queue=target),
                 encryption=sqs.QueueEncryption.SQS_MANAGED,
                 enforce_ssl=True,
+                max_message_size_bytes=MAX_MESSAGE_BYTES,
             )
         out[name] = JobQueue(name, queue, dlq, levels, fifo_dlq)
     return out

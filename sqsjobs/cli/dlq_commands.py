@@ -34,6 +34,7 @@ from sqsjobs.cli.common import (
     payload_file,
 )
 from sqsjobs.cli.confirm import YesOpt, confirm_or_exit
+from sqsjobs.cli.progress import progress_bar
 from sqsjobs.cli.render import (
     print_json,
     render_job,
@@ -275,17 +276,7 @@ def dlq_replay(
                     f"Replay up to {total} message(s) from the DLQs of {', '.join(queues)} (filters apply)?",
                     yes=yes,
                 )
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-            with Progress(
-                TextColumn("replay"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.description}"),
-                console=stderr_console(),
-                transient=True,
-                disable=json_out,
-            ) as progress:
+            with progress_bar("replay", json_out=json_out) as progress:
                 task = progress.add_task("", total=total or None)
 
                 def on_item(item: replay_ops.ReplayItem) -> None:

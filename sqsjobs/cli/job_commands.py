@@ -28,6 +28,7 @@ from sqsjobs.cli.common import (
     payload_file,
 )
 from sqsjobs.cli.confirm import YesOpt, confirm_or_exit
+from sqsjobs.cli.progress import progress_bar
 from sqsjobs.cli.render import print_json, render_job, status_markup, stdout_console, when
 from sqsjobs.errors import PayloadError
 from sqsjobs.job import JobStatus
@@ -221,9 +222,21 @@ def _bulk_cancel(loaded: App, spec: bulk_ops.BulkCancel, resume: str | None, jso
         if not json_out:  # first, so that a run cut short can be resumed
             typer.echo(f"operation {op_id}" + (" (dry run: nothing is written)" if spec.dry_run else ""))
 
-    with guarded(loaded):
+    # The Scan's length is unknown until it ends (no status index, on purpose): the bar pulses and
+    # counts what it has read, matched and cancelled, page by page.
+    with guarded(loaded), progress_bar("cancel", json_out=json_out, counted=False) as progress:
+        task = progress.add_task("", total=None)
+
+        def on_page(so_far: bulk_ops.BulkCancelReport) -> None:
+            verb = "would cancel" if so_far.dry_run else "cancelled"
+            progress.update(
+                task, description=f"{so_far.read} read, {so_far.matched} matched, {so_far.cancelled} {verb}"
+            )
+
         report: bulk_ops.BulkCancelReport = loaded.run(
-            bulk_ops.bulk_cancel_flow(loaded.settings, spec, loaded.clock, resume=resume, on_start=started)
+            bulk_ops.bulk_cancel_flow(
+                loaded.settings, spec, loaded.clock, resume=resume, on_start=started, on_page=on_page
+            )
         )
     if json_out:
         print_json(report.to_dict())

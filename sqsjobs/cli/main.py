@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 cli = typer.Typer(
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     help="Durable background jobs on DynamoDB + SQS.",
     epilog=EXIT_CODES_HELP,
 )
@@ -279,7 +279,7 @@ def enqueue(
 
 def main() -> None:
     """Console-script entry point."""
-    cli()
+    cli(prog_name="sqsjobs")
 
 
 if __name__ == "__main__":

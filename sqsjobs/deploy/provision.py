@@ -35,7 +35,8 @@ _UNTIL_ACTIVE = tenacity.Retrying(
 
 #: Every DLQ keeps its messages as long as SQS allows, so an operator has time to look (and a
 #: standard DLQ counts a message's age from its first send to the source queue).
-_DLQ_RETENTION = {"MessageRetentionPeriod": str(MAX_MESSAGE_RETENTION_S)}
+#: A DLQ keeps what its queue held as long as SQS allows, and takes messages as large.
+_DLQ_RETENTION = {"MessageRetentionPeriod": str(MAX_MESSAGE_RETENTION_S)} | sqs.MESSAGE_SIZE
 
 
 def _retention(settings: Settings) -> dict[str, str]:

@@ -46,13 +46,12 @@ import time
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
-from aws_lambda_powertools.metrics.functions import is_metrics_disabled
-
 from sqsjobs.job import AttemptOutcome
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+
+    from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
     from sqsjobs.job import Job
 
@@ -160,6 +159,9 @@ class JobMetrics:
         Written at once rather than buffered: a buffered count would reach CloudWatch only at the
         next flush, and a gap alarm must see the beat in the minute it happened.
         """
+        from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
+        from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
         if is_metrics_disabled():
             return
         metrics = EphemeralMetrics(namespace=self.namespace, service=self.service)
@@ -178,6 +180,10 @@ class JobMetrics:
 
     def lines(self) -> list[dict[str, Any]]:
         """Take everything buffered and return it as EMF documents (one or more per dimension set)."""
+        # Powertools is imported on the first flush, not with sqsjobs: its package imports botocore,
+        # which ``import sqsjobs`` leaves out until a client is made (docs/deploy.md, cold starts).
+        from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
+
         with self._lock:
             counts, self._counts = self._counts, {}
             timings, self._timings = self._timings, {}
@@ -209,6 +215,8 @@ class JobMetrics:
 
     def flush(self) -> int:
         """Write every buffered metric as EMF; returns the number of lines written."""
+        from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
         documents = self.lines()
         if not documents or is_metrics_disabled():
             return 0
@@ -220,6 +228,8 @@ class JobMetrics:
     def _blob(self, key: _Key) -> EphemeralMetrics:
         # EphemeralMetrics keeps its own metric set (Metrics shares one per process), so each
         # (job type, tenant) gets its own EMF line with its own dimensions.
+        from aws_lambda_powertools.metrics import EphemeralMetrics
+
         job_type, tenant = key
         metrics = EphemeralMetrics(namespace=self.namespace, service=self.service)
         metrics.add_dimension(name="service", value=self.service)

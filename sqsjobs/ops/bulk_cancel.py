@@ -39,7 +39,7 @@ from sqsjobs.store import bulk
 from sqsjobs.store.codec import is_conflict, old_item, str_attr
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from sqsjobs._clock import Clock
     from sqsjobs.config import Settings
@@ -144,6 +144,7 @@ def bulk_cancel_flow(
     resume: str | None = None,
     by: str | None = None,
     on_start: Any = None,
+    on_page: Callable[[BulkCancelReport], None] | None = None,
 ) -> Flow[BulkCancelReport]:
     """Run (or resume) one bulk cancel; see the module docstring.
 
@@ -156,6 +157,7 @@ def bulk_cancel_flow(
         by: who runs it, for the audit entries (default ``user@host``).
         on_start: called with the operation id before anything is cancelled (the CLI prints it,
             so a run cut short can be resumed).
+        on_page: called with the report so far after each page of the Scan (the CLI's progress bar).
     """
     table = settings.table_name
     pace = spec or BulkCancel("")
@@ -274,6 +276,8 @@ def bulk_cancel_flow(
                     ) from exc
                 raise
             seq += 1
+        if on_page is not None:
+            on_page(report)
     return report
 
 

@@ -20,6 +20,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqsjobs._aws import Call, one
+from sqsjobs.config import MAX_MESSAGE_BYTES
 from sqsjobs.delivery import Delivery
 from sqsjobs.errors import AwsError
 
@@ -32,12 +33,18 @@ T = TypeVar("T")
 
 #: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html
 MAX_BATCH = 10
-#: A send batch's bodies together, at most (the default message size; headroom for attributes).
-MAX_BATCH_BYTES = 256 * 1024 - 8 * 1024
+#: A send batch's bodies together, at most: SendMessageBatch takes 1 MiB of messages in all (as one
+#: message may hold), less headroom for the attributes.
+#: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessageBatch.html
+MAX_BATCH_BYTES = MAX_MESSAGE_BYTES - 8 * 1024
 #: Per-message DelaySeconds cap.
 MAX_DELAY_S = 900
 #: Visibility timeout cap (12 h), counted from the receive.
 MAX_VISIBILITY_S = 43_200
+
+#: Every queue sqsjobs makes takes SQS's largest message: set, not left to the default, because a queue
+#: made before 2025 kept 256 KiB and ``SetQueueAttributes`` (provision's update) raises it.
+MESSAGE_SIZE = {"MaximumMessageSize": str(MAX_MESSAGE_BYTES)}
 
 INVALID_RECEIPT = ("ReceiptHandleIsInvalid", "InvalidParameterValue", "MessageNotInflight")
 
@@ -180,10 +187,10 @@ def failed_entries(response: Mapping[str, Any]) -> dict[str, str]:
 def queue_attributes(
     *, visibility_timeout_s: int, dlq_arn: str | None, max_receive_count: int
 ) -> dict[str, str]:
-    """CreateQueue attributes: the visibility timeout and the redrive backstop to the DLQ."""
+    """CreateQueue attributes: the visibility timeout, 1 MiB messages and the redrive backstop to the DLQ."""
     import json
 
-    attrs = {"VisibilityTimeout": str(visibility_timeout_s)}
+    attrs = {"VisibilityTimeout": str(visibility_timeout_s)} | MESSAGE_SIZE
     if dlq_arn:
         attrs["RedrivePolicy"] = json.dumps(
             {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(max_receive_count)}

@@ -23,6 +23,12 @@ APP = "tests.apps.held:app"
 
 def on_terminal(app, args: list[str], answer: str | None) -> tuple[int, str]:
     """Run ``sqsjobs ARGS`` with stdin and stderr on a pty; type ``answer`` when it asks. (code, what it wrote)."""
+    code, terminal, out = on_terminal_apart(app, args, answer)
+    return code, terminal + out
+
+
+def on_terminal_apart(app, args: list[str], answer: str | None) -> tuple[int, str, str]:
+    """``on_terminal``, keeping apart what went to the terminal (stderr) and to stdout."""
     primary, secondary = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "sqsjobs", *args, "--app", APP],
@@ -54,7 +60,7 @@ def on_terminal(app, args: list[str], answer: str | None) -> tuple[int, str]:
     assert proc.stdout is not None
     with proc.stdout:
         out = proc.stdout.read().decode()
-    return proc.returncode, seen.decode(errors="replace") + out
+    return proc.returncode, seen.decode(errors="replace"), out
 
 
 def _statuses(app, ids):
