@@ -17,9 +17,6 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
-from aws_lambda_powertools.metrics.functions import is_metrics_disabled
-
 from sqsjobs.observability.metrics import DEFAULT_NAMESPACE, MAX_VALUES_PER_LINE
 
 if TYPE_CHECKING:
@@ -68,6 +65,10 @@ class LagMetrics:
 
     def flush(self) -> int:
         """Write what is buffered (a line per 99 lag values); returns the number of lines."""
+        # Imported at the first flush: ``import sqsjobs`` (and a TAB press) must not pay for Powertools.
+        from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
+        from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
         with self._lock:
             lags, moved, self._lags, self._moved = self._lags, self._moved, [], 0
             self._last = time.monotonic()
