@@ -240,19 +240,26 @@ def _series(unit: MetricUnit, values: list[float]) -> dict[str, Any]:
     return {"Unit": unit.value, "StorageResolution": 60, "Value": values}
 
 
-def on_transition(metrics: JobMetrics, job: Job, fields: Mapping[str, Any]) -> None:
-    """Everything a logged transition feeds besides the log line: metrics and, when traced, the job's span."""
+def on_transition(
+    metrics: JobMetrics, job: Job, fields: Mapping[str, Any], exception: BaseException | None = None
+) -> None:
+    """Everything a logged transition feeds besides the log line: metrics and, when traced, the job's span.
+
+    ``exception``: what ended a failed attempt, recorded on the span (never logged: the line has its class).
+    """
     metrics.transition(job, fields)
     if not metrics.traced:  # no SDK: nothing here calls into OpenTelemetry
         return
     outcome = fields.get("outcome")
-    if isinstance(outcome, str) and outcome != AttemptOutcome.STARTED:
+    if isinstance(outcome, str):
         from sqsjobs.observability.spans import note
 
         note(
             outcome=str(outcome),
             error=str(fields.get("reason") or fields.get("error") or ""),
             error_type=str(fields.get("error") or ""),
+            job=job,
+            exception=exception,
         )
 
 

@@ -166,7 +166,11 @@ def test_a_failed_run_records_its_outcome_and_error_on_its_process_span(traced_a
     assert span.attributes["sqsjobs.job.id"] == job_id
     assert span.attributes["sqsjobs.job.outcome"] == "retry"
     assert span.status.status_code is trace.StatusCode.ERROR
-    assert [e.attributes["exception.type"] for e in span.events if e.name == "exception"] == ["Retry"]
+    [event] = [e for e in span.events if e.name == "exception"]
+    assert event.attributes["exception.type"] == "sqsjobs.errors.Retry"  # the fully qualified class
+    assert event.attributes["exception.message"] == "the first attempt always fails"
+    assert "Retry: the first attempt always fails" in event.attributes["exception.stacktrace"]
+    assert span.status.description == "Retry: the first attempt always fails"
 
 
 def test_a_retry_starts_a_trace_of_its_own_linked_to_the_producer(traced_app, otel_spans):
