@@ -20,10 +20,13 @@ throughput (started per minute) steady and no failures; a **dependency outage** 
 jobs, deferrals and a breaker up; a **capacity shortage** is depth and queue wait up with the
 workers saturated (CPU, or the Lambda worker's concurrency) and no failures.
 
-Oldest waiting job per type: no metric says it (a message's age is per queue); the ``Longest queue
-wait`` widget shows the Maximum of ``JobQueueWait`` per type, the longest wait among the jobs that
-started, which lags a type whose jobs do not start at all (the queue's oldest-message alarm covers
-that).
+- **oldest waiting job per type**: ``OldestJobWait`` (the longest a job of the type had waited
+  since due when a worker met it: claimed, or sent back by a limit or a pause), Maximum over five
+  minutes, at least ``Monitoring.max_message_age_s``. It is the per-type figure beside the queue's
+  ``ApproximateAgeOfOldestMessage``, and it sees a paused or limited type whose jobs never start.
+  Cost: no request (the worker already meets each message), one more custom metric and one alarm
+  per type. A job no worker receives at all (the workers are down or saturated) shows in the
+  queue's oldest-message alarm instead.
 """
 
 from __future__ import annotations
@@ -36,7 +39,14 @@ from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_logs as logs
 
 from sqsjobs.limits.gate import DEFERRED
-from sqsjobs.observability.metrics import DEAD, DEFAULT_NAMESPACE, QUEUE_WAIT, STARTED, SUCCEEDED
+from sqsjobs.observability.metrics import (
+    DEAD,
+    DEFAULT_NAMESPACE,
+    OLDEST_WAIT,
+    QUEUE_WAIT,
+    STARTED,
+    SUCCEEDED,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -113,6 +123,12 @@ def job_alarms_and_widgets(
             threshold=options.max_message_age_s * 1000,
             what=f"Type {job_type}: p95 wait from due to start over {options.max_message_age_s} s",
         )
+        alarm(
+            f"oldest-wait-{job_type}",
+            per_type(OLDEST_WAIT, job_type, "Maximum"),
+            threshold=options.max_message_age_s,
+            what=f"Type {job_type}: a job has waited {options.max_message_age_s} s+ since due (held or not started)",
+        )
     for job_type in deferrable:
         alarm(
             f"deferrals-{job_type}",
@@ -169,8 +185,8 @@ def job_alarms_and_widgets(
         ),
         graph("Queue wait p95 (ms)", [per_type(QUEUE_WAIT, t, "p95", label=t) for t in types]),
         graph(
-            "Longest queue wait of started jobs (ms)",
-            [per_type(QUEUE_WAIT, t, "Maximum", label=t) for t in types],
+            "Oldest waiting job per type (s)",
+            [per_type(OLDEST_WAIT, t, "Maximum", _MINUTE, t) for t in types],
         ),
     )
     row: list[cw.IWidget] = [graph("Poison jobs and breakers opened", [poison, breakers])]
