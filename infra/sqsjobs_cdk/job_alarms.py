@@ -12,6 +12,9 @@ What the queue-level alarms (``monitoring.py``) cannot tell apart, these can:
   dependency is failing, counted the same way;
 - **queue wait p95 per type**: ``JobQueueWait`` (due → claimed) p95 over five minutes above
   ``Monitoring.max_message_age_s``: a type's jobs wait too long, even when its queue is shared;
+- **refused claims per type**: ``ClaimsRefused`` over five minutes at least
+  ``Monitoring.claim_refusals_threshold``: a few come from SQS's duplicate deliveries, many mean
+  workers fighting over jobs or copies piling up;
 - **deferrals per type** (types under a limit or pausable): ``JobsDeferred`` over five minutes at
   least ``Monitoring.deferrals_threshold``: jobs sent back to wait by a limit, a pause or a breaker.
 
@@ -40,6 +43,7 @@ from aws_cdk import aws_logs as logs
 
 from sqsjobs.limits.gate import DEFERRED
 from sqsjobs.observability.metrics import (
+    CLAIMS_REFUSED,
     DEAD,
     DEFAULT_NAMESPACE,
     OLDEST_WAIT,
@@ -124,6 +128,12 @@ def job_alarms_and_widgets(
             what=f"Type {job_type}: p95 wait from due to start over {options.max_message_age_s} s",
         )
         alarm(
+            f"claim-refusals-{job_type}",
+            per_type(CLAIMS_REFUSED, job_type, "Sum"),
+            threshold=options.claim_refusals_threshold,
+            what=f"Type {job_type}: {options.claim_refusals_threshold}+ refused claims in 5 min (workers fighting, copies piling up)",
+        )
+        alarm(
             f"oldest-wait-{job_type}",
             per_type(OLDEST_WAIT, job_type, "Maximum"),
             threshold=options.max_message_age_s,
@@ -189,7 +199,10 @@ def job_alarms_and_widgets(
             [per_type(OLDEST_WAIT, t, "Maximum", _MINUTE, t) for t in types],
         ),
     )
-    row: list[cw.IWidget] = [graph("Poison jobs and breakers opened", [poison, breakers])]
+    row: list[cw.IWidget] = [
+        graph("Poison jobs and breakers opened", [poison, breakers]),
+        graph("Claims refused per 5 min", [per_type(CLAIMS_REFUSED, t, "Sum", label=t) for t in types]),
+    ]
     if deferrable:  # only types under a limit or pausable are ever deferred
         row.append(graph("Deferrals per 5 min", [per_type(DEFERRED, t, "Sum", label=t) for t in deferrable]))
     row.append(cw.AlarmStatusWidget(title="Job type alarms", alarms=list(alarms), width=12, height=6))

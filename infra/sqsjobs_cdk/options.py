@@ -130,3 +130,6 @@ class Monitoring:
     dead_jobs_threshold: int = 1
     #: Alarm on this many deferrals of one type (a limit, pause or breaker) within five minutes.
     deferrals_threshold: int = 100
+    #: Alarm on this many refused claims of one type within five minutes (SQS's duplicate deliveries
+    #: make a few: this is for workers fighting over jobs, or copies piling up).
+    claim_refusals_threshold: int = 100

@@ -5,6 +5,8 @@ Per job type (and per tenant, as a second dimension set, when the job has one)::
     JobsEnqueued   JobsStarted   JobsSucceeded   JobsRetried   JobsDead   JobsCancelled   (Count)
     JobRunTime     claim → outcome recorded                                        (Milliseconds)
     JobQueueWait   due (run_at) → claimed                                          (Milliseconds)
+    ClaimsRefused  claims the record refused (a copy of a finished job, a job not due,   (Count)
+                   one another worker holds, one whose attempts runs used up)
     OldestJobWait  the longest a job of the type had waited since due when a worker  (Seconds)
                    met it: claimed (its JobQueueWait) or sent back by a limit or a pause;
                    one value per type per flush, the maximum (per-type figure beside the
@@ -80,6 +82,7 @@ EXPIRED = "JobsExpired"
 RUN_TIME = "JobRunTime"
 QUEUE_WAIT = "JobQueueWait"
 OLDEST_WAIT = "OldestJobWait"
+CLAIMS_REFUSED = "ClaimsRefused"
 HEARTBEAT = "WorkerHeartbeat"
 
 #: The ``outcome`` field of a transition's log line → the count it adds to.

@@ -10,7 +10,7 @@ import json
 
 from examples.shop import app as shop
 from sqsjobs.limits.gate import DEFERRED
-from sqsjobs.observability.metrics import DEAD, OLDEST_WAIT, QUEUE_WAIT, JobMetrics
+from sqsjobs.observability.metrics import CLAIMS_REFUSED, DEAD, OLDEST_WAIT, QUEUE_WAIT, JobMetrics
 from tests.infra.test_template import logical_id
 
 
@@ -75,6 +75,19 @@ def test_the_oldest_waiting_job_alarms_per_type_on_the_metric_the_workers_write(
     assert "Oldest waiting job per type (s)" in body and OLDEST_WAIT in body
 
 
+def test_refused_claims_alarm_per_type_on_the_count_the_claim_stage_writes(full):
+    refused = by_metric(full, CLAIMS_REFUSED)
+    assert set(refused) == {spec.name for spec in shop.registry}
+    for job_type, alarm in refused.items():
+        namespace, dimensions = emf_dimensions(CLAIMS_REFUSED, job_type)
+        assert (alarm["Namespace"], sorted(alarm["Dimensions"], key=str)) == (
+            namespace,
+            sorted(dimensions, key=str),
+        )
+        assert (alarm["Statistic"], alarm["Period"], alarm["Threshold"]) == ("Sum", 300, 100)
+    assert "Claims refused per 5 min" in json.dumps(full.one("AWS::CloudWatch::Dashboard")["DashboardBody"])
+
+
 def test_deferrals_alarm_only_for_types_a_limit_or_pause_can_defer(full):
     deferrable = {spec.name for spec in shop.registry if spec.pausable}
     assert set(by_metric(full, DEFERRED)) == deferrable
@@ -118,3 +131,14 @@ def test_the_dashboard_has_the_diagnosis_row(full):
         "Capacity shortage",
     ):
         assert title in body, title
+
+
+def test_every_dashboard_widget_fits_the_24_column_grid(full):
+    body = full.one("AWS::CloudWatch::Dashboard")["DashboardBody"]
+    text = "".join(part if isinstance(part, str) else "token" for part in body["Fn::Join"][1])
+    widgets = json.loads(text)["widgets"]
+    assert widgets and all(w["x"] + w["width"] <= 24 for w in widgets), [
+        (w.get("properties", {}).get("title"), w["x"], w["width"])
+        for w in widgets
+        if w["x"] + w["width"] > 24
+    ]
