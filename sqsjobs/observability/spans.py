@@ -420,6 +420,10 @@ class JobTracer:
             token = _CURRENT.set(state)
             try:
                 yield state
+            except BaseException:  # the host logs it and leaves the message; the span records it as it ends
+                if not state.outcome:
+                    span.set_attribute("sqsjobs.job.outcome", "error")
+                raise
             finally:
                 _CURRENT.reset(token)
 
