@@ -12,6 +12,9 @@ What the queue-level alarms (``monitoring.py``) cannot tell apart, these can:
   dependency is failing, counted the same way;
 - **queue wait p95 per type**: ``JobQueueWait`` (due → claimed) p95 over five minutes above
   ``Monitoring.max_message_age_s``: a type's jobs wait too long, even when its queue is shared;
+- **refused claims per type**: ``ClaimsRefused`` over five minutes at least
+  ``Monitoring.claim_refusals_threshold``: a few come from SQS's duplicate deliveries, many mean
+  workers fighting over jobs or copies piling up;
 - **deferrals per type** (types under a limit or pausable): ``JobsDeferred`` over five minutes at
   least ``Monitoring.deferrals_threshold``: jobs sent back to wait by a limit, a pause or a breaker.
 
@@ -20,10 +23,13 @@ throughput (started per minute) steady and no failures; a **dependency outage** 
 jobs, deferrals and a breaker up; a **capacity shortage** is depth and queue wait up with the
 workers saturated (CPU, or the Lambda worker's concurrency) and no failures.
 
-Oldest waiting job per type: no metric says it (a message's age is per queue); the ``Longest queue
-wait`` widget shows the Maximum of ``JobQueueWait`` per type, the longest wait among the jobs that
-started, which lags a type whose jobs do not start at all (the queue's oldest-message alarm covers
-that).
+- **oldest waiting job per type**: ``OldestJobWait`` (the longest a job of the type had waited
+  since due when a worker met it: claimed, or sent back by a limit or a pause), Maximum over five
+  minutes, at least ``Monitoring.max_message_age_s``. It is the per-type figure beside the queue's
+  ``ApproximateAgeOfOldestMessage``, and it sees a paused or limited type whose jobs never start.
+  Cost: no request (the worker already meets each message), one more custom metric and one alarm
+  per type. A job no worker receives at all (the workers are down or saturated) shows in the
+  queue's oldest-message alarm instead.
 """
 
 from __future__ import annotations
@@ -36,7 +42,15 @@ from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_logs as logs
 
 from sqsjobs.limits.gate import DEFERRED
-from sqsjobs.observability.metrics import DEAD, DEFAULT_NAMESPACE, QUEUE_WAIT, STARTED, SUCCEEDED
+from sqsjobs.observability.metrics import (
+    CLAIMS_REFUSED,
+    DEAD,
+    DEFAULT_NAMESPACE,
+    OLDEST_WAIT,
+    QUEUE_WAIT,
+    STARTED,
+    SUCCEEDED,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -113,6 +127,18 @@ def job_alarms_and_widgets(
             threshold=options.max_message_age_s * 1000,
             what=f"Type {job_type}: p95 wait from due to start over {options.max_message_age_s} s",
         )
+        alarm(
+            f"claim-refusals-{job_type}",
+            per_type(CLAIMS_REFUSED, job_type, "Sum"),
+            threshold=options.claim_refusals_threshold,
+            what=f"Type {job_type}: {options.claim_refusals_threshold}+ refused claims in 5 min (workers fighting, copies piling up)",
+        )
+        alarm(
+            f"oldest-wait-{job_type}",
+            per_type(OLDEST_WAIT, job_type, "Maximum"),
+            threshold=options.max_message_age_s,
+            what=f"Type {job_type}: a job has waited {options.max_message_age_s} s+ since due (held or not started)",
+        )
     for job_type in deferrable:
         alarm(
             f"deferrals-{job_type}",
@@ -169,11 +195,14 @@ def job_alarms_and_widgets(
         ),
         graph("Queue wait p95 (ms)", [per_type(QUEUE_WAIT, t, "p95", label=t) for t in types]),
         graph(
-            "Longest queue wait of started jobs (ms)",
-            [per_type(QUEUE_WAIT, t, "Maximum", label=t) for t in types],
+            "Oldest waiting job per type (s)",
+            [per_type(OLDEST_WAIT, t, "Maximum", _MINUTE, t) for t in types],
         ),
     )
-    row: list[cw.IWidget] = [graph("Poison jobs and breakers opened", [poison, breakers])]
+    row: list[cw.IWidget] = [
+        graph("Poison jobs and breakers opened", [poison, breakers]),
+        graph("Claims refused per 5 min", [per_type(CLAIMS_REFUSED, t, "Sum", label=t) for t in types]),
+    ]
     if deferrable:  # only types under a limit or pausable are ever deferred
         row.append(graph("Deferrals per 5 min", [per_type(DEFERRED, t, "Sum", label=t) for t in deferrable]))
     row.append(cw.AlarmStatusWidget(title="Job type alarms", alarms=list(alarms), width=12, height=6))

@@ -39,7 +39,7 @@ from sqsjobs.ops.digest import DIGEST_ACTIONS, DIGEST_EVENT, DIGEST_HANDLER
 from sqsjobs.store.schema import ATTENTION_INDEX
 
 from .lambda_worker import _function
-from .nag import acknowledge
+from .nag import acknowledge, wildcard_resource_finding
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -117,14 +117,26 @@ class JobEventsRelay(Construct):
         role = self.function.role
         assert role is not None
         self.bus.grant_put_events_to(role)
+        # What a Lambda function reading a DynamoDB stream needs, as the DynamoDB developer guide lists it
+        # ("IAM policy to allow an AWS Lambda function to access DynamoDB stream records"): GetRecords,
+        # GetShardIterator, DescribeStream and ListStreams, on the table's streams. The three that
+        # read take this stream's own ARN; ListStreams, as the guide shows it, the table's ``stream/*``.
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"],
                 resources=[stream_arn],
             )
         )
-        # No dynamodb:ListStreams (it takes no resource, so "*"): the mapping names the stream's ARN,
-        # and reading one named stream takes only the three actions above.
+        streams = f"{table.table_arn}/stream/*"
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["dynamodb:ListStreams"], resources=[streams])
+        )
+        acknowledge(
+            role,
+            wildcard_resource_finding(self, streams),
+            "dynamodb:ListStreams on this table's streams only (stream/* is how the DynamoDB developer "
+            "guide grants it to a stream-reading function); no other table's stream is listed.",
+        )
         self.failed = _dlq(self, "RelayDlq", f"{app_name}-events-relay-dlq")
         self.mapping = lambda_.EventSourceMapping(
             self,

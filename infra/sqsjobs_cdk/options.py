@@ -136,3 +136,6 @@ class Monitoring:
     #: Alarm when the Postgres outbox relay's lag (docs/outbox.md) stays at or over this for five
     #: minutes, or when no relay reports; None: no outbox, no alarm (``outbox_alarm.py``).
     outbox_max_lag_s: float | None = None
+    #: Alarm on this many refused claims of one type within five minutes (SQS's duplicate deliveries
+    #: make a few: this is for workers fighting over jobs, or copies piling up).
+    claim_refusals_threshold: int = 100

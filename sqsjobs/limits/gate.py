@@ -311,6 +311,8 @@ class Gate:
         self.deferred[(wait.reason, wait.limit)] += 1
         self._unreported[(wait.reason, wait.limit)] += 1
         self.kernel.metrics.count(DEFERRED, spec.name, envelope.tenant)
+        if envelope.run_at is not None:  # a due job held back: its wait counts in its type's oldest
+            self.kernel.metrics.waiting(spec.name, self.kernel.clock.now() - envelope.run_at)
         self.kernel.logger.info(
             "job deferred",
             extra={

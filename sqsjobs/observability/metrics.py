@@ -5,6 +5,12 @@ Per job type (and per tenant, as a second dimension set, when the job has one)::
     JobsEnqueued   JobsStarted   JobsSucceeded   JobsRetried   JobsDead   JobsCancelled   (Count)
     JobRunTime     claim → outcome recorded                                        (Milliseconds)
     JobQueueWait   due (run_at) → claimed                                          (Milliseconds)
+    ClaimsRefused  claims the record refused (a copy of a finished job, a job not due,   (Count)
+                   one another worker holds, one whose attempts runs used up)
+    OldestJobWait  the longest a job of the type had waited since due when a worker  (Seconds)
+                   met it: claimed (its JobQueueWait) or sent back by a limit or a pause;
+                   one value per type per flush, the maximum (per-type figure beside the
+                   queue's ApproximateAgeOfOldestMessage)
 
 Per service (the App's name), from each ECS worker once per ``Settings.registry_interval_s``::
 
@@ -74,6 +80,8 @@ CANCELLED = "JobsCancelled"
 EXPIRED = "JobsExpired"
 RUN_TIME = "JobRunTime"
 QUEUE_WAIT = "JobQueueWait"
+OLDEST_WAIT = "OldestJobWait"
+CLAIMS_REFUSED = "ClaimsRefused"
 HEARTBEAT = "WorkerHeartbeat"
 
 #: The ``outcome`` field of a transition's log line → the count it adds to.
@@ -114,6 +122,8 @@ class JobMetrics:
         self._lock = threading.Lock()
         self._counts: dict[_Key, Counter[str]] = {}
         self._timings: dict[_Key, dict[str, list[float]]] = {}
+        #: Per job type, the longest wait since due seen since the last flush (``OldestJobWait``).
+        self._oldest: dict[str, float] = {}
         self._last_flush = monotonic()
         #: Called at each flush for lines of other dimensions (``sqsjobs.limits``: per limit).
         self._sources: list[Callable[[], list[tuple[dict[str, str], dict[str, float]]]]] = []
@@ -137,6 +147,16 @@ class JobMetrics:
             full = len(series) >= MAX_BUFFERED_VALUES
         self._maybe_flush(force=full)
 
+    def waiting(self, job_type: str, seconds: float) -> None:
+        """A job of ``job_type`` had waited ``seconds`` since due when a worker met it (kept: the maximum).
+
+        Called for each claim (from its ``wait_s``) and by what sends a due job back to wait (a
+        limit, a pause), so a type whose jobs are held shows its oldest wait grow though none starts.
+        """
+        with self._lock:
+            if seconds > self._oldest.get(job_type, -1.0):
+                self._oldest[job_type] = max(seconds, 0.0)
+
     def transition(self, job: Job, fields: Mapping[str, Any]) -> None:
         """Record what one logged transition means, from its ``outcome``, ``wait_s`` and ``duration_s``."""
         outcome = fields.get("outcome")
@@ -149,6 +169,8 @@ class JobMetrics:
             timings = self._timings.setdefault(key, {})
             if outcome == AttemptOutcome.STARTED and isinstance(fields.get("wait_s"), int | float):
                 timings.setdefault(QUEUE_WAIT, []).append(round(max(fields["wait_s"], 0.0) * 1000, 3))
+                if fields["wait_s"] > self._oldest.get(job.type, -1.0):
+                    self._oldest[job.type] = max(fields["wait_s"], 0.0)
             elif outcome != AttemptOutcome.STARTED and isinstance(fields.get("duration_s"), int | float):
                 timings.setdefault(RUN_TIME, []).append(round(max(fields["duration_s"], 0.0) * 1000, 3))
         self._maybe_flush()
@@ -187,9 +209,11 @@ class JobMetrics:
         with self._lock:
             counts, self._counts = self._counts, {}
             timings, self._timings = self._timings, {}
+            oldest, self._oldest = self._oldest, {}
             self._last_flush = self._monotonic()
         out: list[dict[str, Any]] = []
-        for key in sorted(set(counts) | set(timings), key=lambda k: (k[0], k[1] or "")):
+        keys = set(counts) | set(timings) | {(job_type, None) for job_type in oldest}
+        for key in sorted(keys, key=lambda k: (k[0], k[1] or "")):
             series = timings.get(key, {})
             chunks = max(
                 [1, *((len(v) + MAX_VALUES_PER_LINE - 1) // MAX_VALUES_PER_LINE for v in series.values())]
@@ -199,6 +223,8 @@ class JobMetrics:
                 if i == 0:
                     for name, total in sorted(counts.get(key, Counter()).items()):
                         metric_set[name] = _series(MetricUnit.Count, [float(total)])
+                    if key[1] is None and key[0] in oldest:
+                        metric_set[OLDEST_WAIT] = _series(MetricUnit.Seconds, [round(oldest[key[0]], 3)])
                 for name, values in sorted(series.items()):
                     part = values[i * MAX_VALUES_PER_LINE : (i + 1) * MAX_VALUES_PER_LINE]
                     if part:
@@ -250,19 +276,26 @@ def _series(unit: MetricUnit, values: list[float]) -> dict[str, Any]:
     return {"Unit": unit.value, "StorageResolution": 60, "Value": values}
 
 
-def on_transition(metrics: JobMetrics, job: Job, fields: Mapping[str, Any]) -> None:
-    """Everything a logged transition feeds besides the log line: metrics and, when traced, the job's span."""
+def on_transition(
+    metrics: JobMetrics, job: Job, fields: Mapping[str, Any], exception: BaseException | None = None
+) -> None:
+    """Everything a logged transition feeds besides the log line: metrics and, when traced, the job's span.
+
+    ``exception``: what ended a failed attempt, recorded on the span (never logged: the line has its class).
+    """
     metrics.transition(job, fields)
     if not metrics.traced:  # no SDK: nothing here calls into OpenTelemetry
         return
     outcome = fields.get("outcome")
-    if isinstance(outcome, str) and outcome != AttemptOutcome.STARTED:
+    if isinstance(outcome, str):
         from sqsjobs.observability.spans import note
 
         note(
             outcome=str(outcome),
             error=str(fields.get("reason") or fields.get("error") or ""),
             error_type=str(fields.get("error") or ""),
+            job=job,
+            exception=exception,
         )
 
 

@@ -10,12 +10,13 @@ One job's trace, in the messaging conventions' names (``messaging.operation.type
     enqueue ── send <queue> (PRODUCER)          one message: its context goes in the message and the record
     enqueue_many ── send (CLIENT) ──links──▶ create <queue> (PRODUCER), one per message
     worker  ── receive <queue> (CLIENT, links to every message received)
-            └─ process <queue> (CONSUMER): child of the message's send/create span, linked to the receive
-               (or to the Lambda invocation's span); a run long after its enqueue — a retry, a job held
-               for later — starts a trace of its own and links to its producer instead, so traces do
-               not stay open for days
+            └─ process <queue> (CONSUMER), per delivery, from before the claim to the ``Ack``: child of the
+               message's send/create span, linked to the receive (or to the Lambda invocation's span); a
+               redelivery (a retry) or a run long after its enqueue (a job held for later) starts a
+               trace of its own and links to its producer instead, so traces do not stay open for days
+                 ├─ DynamoDB.UpdateItem (CLIENT): the claim, made at the I/O seam (``_aws.py``)
                  ├─ the handler's own spans (its boto3 calls, the child jobs it enqueues)
-                 └─ DynamoDB.UpdateItem (CLIENT): sqsjobs' writes, made at the I/O seam (``_aws.py``)
+                 └─ DynamoDB.UpdateItem (CLIENT): the finish
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
 
     from sqsjobs._aws import Call
-    from sqsjobs.delivery import Delivery
+    from sqsjobs.delivery import Ack, Delivery
+    from sqsjobs.envelope import Envelope
     from sqsjobs.job import Job
 
 #: The instrumentation scope of every span sqsjobs makes.
@@ -189,35 +191,78 @@ class ProducerSpans(Generic[J]):
             span.end()
 
 
-class _ProcessState:
-    """What the running job's span learns before it ends (the attempt's outcome)."""
+class ProcessSpan:
+    """The ``process`` span of one delivery, current from before its claim until its ``Ack`` is decided.
 
-    __slots__ = ("span",)
+    It learns the claimed job (``note`` with the ``job claimed`` line: attempt, tenant) and how the
+    attempt ended (``note`` with the outcome's line, and the exception that ended it); ``acked``
+    gives the outcome of a delivery that ran nothing (a refused claim, a deferral).
+    """
+
+    __slots__ = ("outcome", "span")
 
     def __init__(self, span: trace.Span) -> None:
         self.span = span
+        self.outcome = ""
+
+    def acked(self, ack: Ack) -> Ack:
+        """Record what the message is worth, and an outcome when no transition named one; returns ``ack``."""
+        self.span.set_attribute("sqsjobs.message.ack", ack.kind)
+        if not self.outcome:
+            self.outcome = NOT_RUN.get(ack.kind, ack.kind)
+            self.span.set_attribute("sqsjobs.job.outcome", self.outcome)
+        return ack
 
 
-_CURRENT: contextvars.ContextVar[_ProcessState | None] = contextvars.ContextVar("sqsjobs_span", default=None)
+#: The outcome of a delivery whose job did not run, by the ``Ack`` it ended with: a copy of a finished
+#: job or an expired one is dropped, a job not due or held by a limit deferred, one whose record could
+#: not be read left for redelivery, a message without a job (or an unknown type) rejected to the DLQ.
+NOT_RUN = {
+    "delete": "dropped",
+    "rearm": "deferred",
+    "resend": "deferred",
+    "leave": "left",
+    "release": "released",
+    "dead_letter": "rejected",
+}
+
+_CURRENT: contextvars.ContextVar[ProcessSpan | None] = contextvars.ContextVar("sqsjobs_span", default=None)
 
 
-def note(outcome: str = "", error: str = "", error_type: str = "", traceback: str = "") -> None:
-    """Tell the current process span how the attempt ended (called with each logged transition)."""
+def note(
+    outcome: str = "",
+    error: str = "",
+    error_type: str = "",
+    *,
+    job: Job | None = None,
+    exception: BaseException | None = None,
+) -> None:
+    """Tell the current process span what a logged transition says (the claim's job, the attempt's end).
+
+    A failed attempt's ``exception`` is recorded as the conventions ask (an ``exception`` event with
+    ``exception.type``, ``.message``, ``.stacktrace``) and the span's status is ERROR with the
+    error's class and message; without the exception object (a job dead without a run), its class
+    and message from the log line.
+    """
     state = _CURRENT.get()
     if state is None:
         return
     span = state.span
-    if outcome:
-        span.set_attribute("sqsjobs.job.outcome", outcome)
-    if error and outcome in FAILED_OUTCOMES:
-        span.add_event(
-            "exception",
-            {
-                "exception.type": error_type or "Exception",
-                "exception.message": error,
-                **({"exception.stacktrace": traceback} if traceback else {}),
-            },
-        )
+    if job is not None:
+        span.set_attribute("sqsjobs.job.attempt", job.attempt)
+        if job.tenant:
+            span.set_attribute("sqsjobs.tenant", job.tenant)
+    if not outcome or outcome == "started":
+        return
+    state.outcome = outcome
+    span.set_attribute("sqsjobs.job.outcome", outcome)
+    if outcome not in FAILED_OUTCOMES:
+        return
+    if exception is not None:
+        span.record_exception(exception)
+        span.set_status(Status(StatusCode.ERROR, f"{type(exception).__name__}: {exception}"))
+    elif error:
+        span.add_event("exception", {"exception.type": error_type or "Exception", "exception.message": error})
         span.set_status(Status(StatusCode.ERROR, error))
 
 
@@ -319,52 +364,51 @@ class JobTracer:
             while len(self._received) > RECEIVED_MEMORY:
                 self._received.popitem(last=False)
 
-    # ── worker: one span per attempt ───────────────────────────────────────────────────────
+    # ── worker: one span per delivery ──────────────────────────────────────────────────────
     @contextlib.contextmanager
-    def span(self, job: Job, delivery: Delivery | None = None) -> Iterator[None]:
-        """Trace one attempt of ``job`` as its ``process`` span, current while the attempt runs.
+    def process(self, envelope: Envelope, delivery: Delivery) -> Iterator[ProcessSpan]:
+        """Trace one delivery of a job as its ``process`` span, current from before the claim to the ``Ack``.
 
-        Parent: the producer's span the message (or the record) names, unless the run starts long
-        after the enqueue (``LINK_AFTER_S``) or is a retry: then a trace of its own, linked to the
-        producer. Linked to the receive that brought the message, or to the span current here (the
-        Lambda invocation's).
+        Opened from the message alone, so the claim's DynamoDB call is its child. Parent: the
+        producer's span the message (or the envelope) names, unless the message was delivered
+        before (``ApproximateReceiveCount`` > 1: a retry re-arms its message) or the run starts long
+        after the enqueue (``LINK_AFTER_S``): then a trace of its own, linked to the producer.
+        Linked to the receive that brought the message, or to the span current here (the Lambda
+        invocation's).
         """
-        header = job.trace
-        if delivery is not None:
-            header = delivered_trace(delivery.message_attributes, delivery.attributes) or header
-        producer = _remote(header)
+        producer = _remote(
+            delivered_trace(delivery.message_attributes, delivery.attributes) or envelope.trace
+        )
         links: list[Link] = []
-        received = None
-        if delivery is not None:
-            with self._lock:
-                received = self._received.pop(delivery.message_id, None)
+        with self._lock:
+            received = self._received.pop(delivery.message_id, None)
         current = trace.get_current_span().get_span_context()
         if received is not None:
             links.append(Link(received))
         elif current.is_valid:
             links.append(Link(current))
-        late = job.attempt > 1 or (time.time() - job.created_at.timestamp()) > LINK_AFTER_S
+        created = envelope.created_at
+        late = delivery.receive_count > 1 or (created is not None and time.time() - created > LINK_AFTER_S)
         parent: otel_context.Context | None = None  # none: the current span's child (a Lambda invocation's)
         if producer is not None and not late:
             parent = trace.set_span_in_context(trace.NonRecordingSpan(producer))
         elif producer is not None:
             links.append(Link(producer, {"sqsjobs.link": "producer"}))
             parent = otel_context.Context()
-        queue = job.queue  # the App's name for it, as the send span has it (the receive's is SQS's)
+        queue = envelope.queue or delivery.queue  # the App's name, as the send span has it (SQS's on receive)
         attributes: dict[str, Any] = {
             "messaging.system": SYSTEM,
             "messaging.operation.type": "process",
             "messaging.operation.name": "process",
             "messaging.destination.name": queue,
+            "messaging.message.id": delivery.message_id,
+            "sqsjobs.message.receive_count": delivery.receive_count,
             "sqsjobs.app": self.service,
-            "sqsjobs.job.id": job.id,
-            "sqsjobs.job.type": job.type,
-            "sqsjobs.job.attempt": job.attempt,
+            "sqsjobs.job.id": envelope.job_id,
+            "sqsjobs.job.type": envelope.job_type,
         }
-        if delivery is not None:
-            attributes["messaging.message.id"] = delivery.message_id
-        if job.tenant:
-            attributes["sqsjobs.tenant"] = job.tenant
+        if envelope.tenant:
+            attributes["sqsjobs.tenant"] = envelope.tenant
         with self.tracer.start_as_current_span(
             f"process {queue}",
             context=parent,
@@ -372,9 +416,14 @@ class JobTracer:
             links=links,
             attributes=attributes,
         ) as span:
-            token = _CURRENT.set(_ProcessState(span))
+            state = ProcessSpan(span)
+            token = _CURRENT.set(state)
             try:
-                yield
+                yield state
+            except BaseException:  # the host logs it and leaves the message; the span records it as it ends
+                if not state.outcome:
+                    span.set_attribute("sqsjobs.job.outcome", "error")
+                raise
             finally:
                 _CURRENT.reset(token)
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from sqsjobs.delivery import DELETE, LEAVE, Ack, dead_letter
 from sqsjobs.errors import StoreError, WorkerLost
 from sqsjobs.job import AttemptOutcome, JobStatus
+from sqsjobs.observability.metrics import CLAIMS_REFUSED
 from sqsjobs.runtime.seams import ExpireInstead
 from sqsjobs.store import codec, deadlines
 from sqsjobs.store.job_store import ClaimRefusal, Refusal, Refused
@@ -98,6 +99,7 @@ class Claimer:
             ):  # the record's own deadline
                 passed = ExpireInstead(claimed.deadline, deadlines.reason(claimed.deadline))
                 return await self.recorder.expire(envelope, delivery, now, passed) or LEAVE
+            kernel.metrics.count(CLAIMS_REFUSED, spec.name, envelope.tenant)
             return await self._refused(envelope, delivery, claimed)
         job, confirmed = claimed.job, claimed.confirmed
         assert job is not None

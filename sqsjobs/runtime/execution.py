@@ -99,8 +99,14 @@ class Execution:
                 kernel.logger.warning("message rejected", extra={"queue": delivery.queue, "reason": reason})
                 return dead_letter(reason, queue=delivery.queue)
             return await kind.handle(envelope, delivery)
+        if kernel.tracer is None:
+            return await self._job(envelope, delivery)
+        with kernel.tracer.process(envelope, delivery) as span:  # the claim's call is inside the job's trace
+            return span.acked(await self._job(envelope, delivery))
+
+    async def _job(self, envelope: env.Envelope, delivery: Delivery) -> Ack:
         try:
-            spec = kernel.registry.get(envelope.job_type)
+            spec = self.app.registry.get(envelope.job_type)
         except HandlerNotFound as exc:
             reason = f"unknown job type {envelope.job_type!r}"
             return await self.recorder.reject(envelope, delivery, exc, reason=reason)

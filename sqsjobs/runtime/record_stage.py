@@ -136,10 +136,18 @@ class Recorder:
         """The finish hooks ``job`` concerns."""
         return self._hooks if self._hooks is not None else finish_hooks(self.kernel, job)
 
-    def log(self, event: str, job: Job, status: JobStatus | None = None, **fields: Any) -> None:
+    def log(
+        self,
+        event: str,
+        job: Job,
+        status: JobStatus | None = None,
+        exception: BaseException | None = None,
+        **fields: Any,
+    ) -> None:
         """One JSON line per transition; the same fields feed the metrics and the job's trace span.
 
-        ``status``: the state the transition left the job in, when ``job`` is as it was before it.
+        ``status``: the state the transition left the job in, when ``job`` is as it was before it;
+        ``exception``: what failed the attempt (the span records it; the line has its class).
         """
         kernel = self.kernel
         if (
@@ -162,7 +170,7 @@ class Recorder:
                 **fields,
             },
         )
-        on_transition(kernel.metrics, job, fields)
+        on_transition(kernel.metrics, job, fields, exception)
 
     async def write(
         self, job: Job, transition: Callable[..., Awaitable[Landed | Refused]], finish: Finish | None = None
@@ -246,6 +254,7 @@ class Recorder:
             delay_s=round(verdict.delay_s, 3),
             error=error.error_class,
             outcome=AttemptOutcome.RETRY,
+            exception=exc,
         )
         # Retries re-arm the same message, so its receive count keeps meaning something; beyond the
         # 12 h cap, or past the message's own expiry, the record holds the job and the sweeper
@@ -281,6 +290,7 @@ class Recorder:
             reason=reason,
             error=error.error_class,
             outcome=AttemptOutcome.DEAD,
+            exception=exc,
         )
         return dead_letter(reason, job_id=job.id, job_type=job.type, error=error, queue=queue)
 

@@ -16,7 +16,6 @@ and answers the message's ``Ack``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import functools
 from typing import TYPE_CHECKING, Any
@@ -120,9 +119,7 @@ class Runner:
         if self._on_run:
             self._on_run(ctx)
         try:
-            tracer = kernel.tracer
-            with tracer.span(job, delivery) if tracer is not None else contextlib.nullcontext():
-                return await self._outcome(spec, job, payload, ctx, delivery, timeout_s)
+            return await self._outcome(spec, job, payload, ctx, delivery, timeout_s)
         finally:
             if self._on_done:
                 self._on_done(ctx)

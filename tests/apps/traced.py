@@ -3,7 +3,8 @@
 Importing it installs an SDK tracer provider that appends every finished span, as one JSON line, to
 ``$TEST_SPANS_FILE`` (O_APPEND: the API server, the worker and a Lambda run write to one file), and
 instruments FastAPI and botocore, as ``opentelemetry-instrument`` would. ``traced.parent`` writes an
-S3 object through its own boto3 client and enqueues ``traced.child``: the trace the tests follow.
+S3 object through its own boto3 client and enqueues ``traced.child``: the trace the tests follow;
+``traced.broken`` raises, so its span shows how a failure is recorded.
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ def as_dict(span: ReadableSpan) -> dict[str, Any]:
         ],
         "attributes": {k: list(v) if isinstance(v, tuple) else v for k, v in (span.attributes or {}).items()},
         "status": span.status.status_code.name,
-        "events": [e.name for e in span.events],
+        "description": span.status.description,
+        "events": [{"name": e.name, "attributes": dict(e.attributes or {})} for e in span.events],
+        "start_ns": span.start_time,
         "scope": span.instrumentation_scope.name if span.instrumentation_scope else None,
         "pid": os.getpid(),
     }
@@ -91,3 +94,9 @@ def parent(payload: dict[str, Any], ctx: JobContext) -> str:
 def child(payload: dict[str, Any], ctx: JobContext) -> str:
     """Does nothing but run: its spans are what the test looks for."""
     return str(payload["of"])
+
+
+@app.job("traced.broken", max_attempts=1, timeout=30)
+def broken(payload: dict[str, Any], ctx: JobContext) -> None:
+    """Fails its only attempt: its span carries the exception as the conventions record one."""
+    raise LookupError(f"no invoice {payload['invoice']} in the ledger")

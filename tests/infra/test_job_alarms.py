@@ -10,7 +10,7 @@ import json
 
 from examples.shop import app as shop
 from sqsjobs.limits.gate import DEFERRED
-from sqsjobs.observability.metrics import DEAD, QUEUE_WAIT, JobMetrics
+from sqsjobs.observability.metrics import CLAIMS_REFUSED, DEAD, OLDEST_WAIT, QUEUE_WAIT, JobMetrics
 from tests.infra.test_template import logical_id
 
 
@@ -22,7 +22,10 @@ def emf_dimensions(name: str, job_type: str) -> tuple[str, list[dict[str, str]]]
     """The namespace and the (service, job_type) dimensions a worker writes ``name`` under."""
     lines: list[str] = []
     metrics = JobMetrics(shop.name, write=lines.append)
-    metrics.count(name, job_type)
+    if name == OLDEST_WAIT:
+        metrics.waiting(job_type, 12.5)
+    else:
+        metrics.count(name, job_type)
     metrics.flush()
     doc = json.loads(lines[0])
     [directive] = doc["_aws"]["CloudWatchMetrics"]
@@ -54,6 +57,35 @@ def test_new_dead_jobs_and_a_slow_p95_wait_alarm_per_job_type_on_the_workers_own
     for alarm in waits.values():
         assert (alarm["ExtendedStatistic"], alarm["Period"]) == ("p95", 300)
         assert alarm["Threshold"] == 900 * 1000  # Monitoring.max_message_age_s, in the metric's ms
+
+
+def test_the_oldest_waiting_job_alarms_per_type_on_the_metric_the_workers_write(full):
+    oldest = by_metric(full, OLDEST_WAIT)
+    assert set(oldest) == {spec.name for spec in shop.registry}
+    for job_type, alarm in oldest.items():
+        namespace, dimensions = emf_dimensions(OLDEST_WAIT, job_type)
+        assert (alarm["Namespace"], sorted(alarm["Dimensions"], key=str)) == (
+            namespace,
+            sorted(dimensions, key=str),
+        )
+        assert (alarm["Statistic"], alarm["Period"]) == ("Maximum", 300)
+        assert alarm["Threshold"] == 900  # Monitoring.max_message_age_s, in the metric's seconds
+        assert alarm["AlarmActions"] and alarm["OKActions"]
+    body = json.dumps(full.one("AWS::CloudWatch::Dashboard")["DashboardBody"])
+    assert "Oldest waiting job per type (s)" in body and OLDEST_WAIT in body
+
+
+def test_refused_claims_alarm_per_type_on_the_count_the_claim_stage_writes(full):
+    refused = by_metric(full, CLAIMS_REFUSED)
+    assert set(refused) == {spec.name for spec in shop.registry}
+    for job_type, alarm in refused.items():
+        namespace, dimensions = emf_dimensions(CLAIMS_REFUSED, job_type)
+        assert (alarm["Namespace"], sorted(alarm["Dimensions"], key=str)) == (
+            namespace,
+            sorted(dimensions, key=str),
+        )
+        assert (alarm["Statistic"], alarm["Period"], alarm["Threshold"]) == ("Sum", 300, 100)
+    assert "Claims refused per 5 min" in json.dumps(full.one("AWS::CloudWatch::Dashboard")["DashboardBody"])
 
 
 def test_deferrals_alarm_only_for_types_a_limit_or_pause_can_defer(full):
@@ -93,9 +125,20 @@ def test_the_dashboard_has_the_diagnosis_row(full):
     for title in (
         "Started per minute (throughput)",
         "Queue wait p95 (ms)",
-        "Longest queue wait of started jobs (ms)",
+        "Oldest waiting job per type (s)",
         "Poison jobs and breakers opened",
         "Dependency outage",
         "Capacity shortage",
     ):
         assert title in body, title
+
+
+def test_every_dashboard_widget_fits_the_24_column_grid(full):
+    body = full.one("AWS::CloudWatch::Dashboard")["DashboardBody"]
+    text = "".join(part if isinstance(part, str) else "token" for part in body["Fn::Join"][1])
+    widgets = json.loads(text)["widgets"]
+    assert widgets and all(w["x"] + w["width"] <= 24 for w in widgets), [
+        (w.get("properties", {}).get("title"), w["x"], w["width"])
+        for w in widgets
+        if w["x"] + w["width"] > 24
+    ]

@@ -42,6 +42,7 @@ def test_the_table_streams_both_images_to_a_relay_that_may_only_publish_on_its_b
         "dynamodb:DescribeStream",
         "dynamodb:GetRecords",
         "dynamodb:GetShardIterator",
+        "dynamodb:ListStreams",
         "sqs:SendMessage",
         "sqs:GetQueueAttributes",
         "sqs:GetQueueUrl",
@@ -53,6 +54,11 @@ def test_the_table_streams_both_images_to_a_relay_that_may_only_publish_on_its_b
             assert logical_id(s["Resource"]) == bus_id
         if "dynamodb:GetRecords" in actions([s]):
             assert s["Resource"] == {"Fn::GetAtt": [table_id, "StreamArn"]}
+        # the four actions the DynamoDB developer guide gives a stream-reading function; ListStreams
+        # on this table's streams only, as the guide's policy scopes it (table/<name>/stream/*)
+        if s["Action"] == "dynamodb:ListStreams":
+            [arn, suffix] = s["Resource"]["Fn::Join"][1]
+            assert arn == {"Fn::GetAtt": [table_id, "Arn"]} and suffix == "/stream/*"
 
 
 def test_the_stream_mapping_retries_bisects_and_keeps_what_fails_in_a_dlq(options):

@@ -52,6 +52,8 @@ ACKNOWLEDGED_PATTERNS = [
     # relay's and the rules' DLQs are themselves dead-letter queues (infra/sqsjobs_cdk/job_events.py)
     "AwsSolutions-SMG4",
     "AwsSolutions-SQS3",
+    # the relay's dynamodb:ListStreams on its table's streams, as the DynamoDB developer guide grants it
+    r"AwsSolutions-IAM5\[Resource::<\w+\.Arn>/stream/\*\]",
     # grant_invoke_api: any method and path of the one stage of the one API
     r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:<\w+>/\*/\*/\*\]",
     # the key prefixes of the payload bucket (ours, or one passed as payload_bucket=)

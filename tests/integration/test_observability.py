@@ -166,7 +166,11 @@ def test_a_failed_run_records_its_outcome_and_error_on_its_process_span(traced_a
     assert span.attributes["sqsjobs.job.id"] == job_id
     assert span.attributes["sqsjobs.job.outcome"] == "retry"
     assert span.status.status_code is trace.StatusCode.ERROR
-    assert [e.attributes["exception.type"] for e in span.events if e.name == "exception"] == ["Retry"]
+    [event] = [e for e in span.events if e.name == "exception"]
+    assert event.attributes["exception.type"] == "sqsjobs.errors.Retry"  # the fully qualified class
+    assert event.attributes["exception.message"] == "the first attempt always fails"
+    assert "Retry: the first attempt always fails" in event.attributes["exception.stacktrace"]
+    assert span.status.description == "Retry: the first attempt always fails"
 
 
 def test_a_retry_starts_a_trace_of_its_own_linked_to_the_producer(traced_app, otel_spans):
@@ -228,3 +232,24 @@ def test_the_ecs_worker_flushes_metrics_on_its_interval_and_when_it_stops(traced
     assert sum(sum(d.get("JobsSucceeded", [])) for d in emf(json_lines(while_running))) == 1
     # the second job's metrics left by the next interval or, at the latest, at shutdown
     assert sum(sum(d.get("JobsSucceeded", [])) for d in emf(json_lines(after_stop))) == 1
+
+
+def test_a_refused_claim_is_counted_per_type(traced_app, capfd):
+    # GIVEN a job that ran, and a copy of its message delivered again (SQS delivers at least once)
+    app = traced_app()
+    job_id = app.enqueue("ok", {"n": 1}, tenant="acme")
+    messages, _ = run_lambda(app, 1)
+    assert app.get(job_id).status.value == "succeeded"
+    capfd.readouterr()
+
+    # WHEN the copy arrives
+    worker = LambdaWorker(app)
+    try:
+        worker(event_from(app, messages), FakeContext())
+    finally:
+        worker.close()
+
+    # THEN its claim was refused, counted for its type (and tenant), and nothing ran again
+    docs = {(d["job_type"], d.get("tenant")): d for d in emf(json_lines(capfd.readouterr().out))}
+    assert docs[("ok", "acme")]["ClaimsRefused"] == [1.0]
+    assert "JobsStarted" not in docs[("ok", "acme")]

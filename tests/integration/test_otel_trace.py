@@ -21,7 +21,7 @@ import pytest
 
 from sqsjobs._aws import Call, one
 from tests.apps import traced
-from tests.integration.helpers import kill_group, wait_until, worker_env, worker_process
+from tests.integration.helpers import kill_group, wait_until, worker_env
 
 APP = "tests.apps.traced:app"
 pytestmark = pytest.mark.slow
@@ -88,8 +88,9 @@ def serve_api(app, spans_file: Path) -> tuple[subprocess.Popen[bytes], str]:
     return proc, url
 
 
-def test_one_trace_from_the_http_request_through_a_worker_process_to_the_child_job(traced_app):
+def test_one_trace_from_the_http_request_through_a_worker_process_to_the_child_job(traced_app, tmp_path):
     app, bucket, spans_file = traced_app
+    log_file = tmp_path / "worker.log"
     api, url = serve_api(app, spans_file)
     worker = None
     try:
@@ -99,8 +100,22 @@ def test_one_trace_from_the_http_request_through_a_worker_process_to_the_child_j
         )
         assert answer.status_code == 202, answer.text
         parent_id = answer.json()["id"]
-        worker = worker_process(app, APP, TEST_SPANS_FILE=str(spans_file))
+        with log_file.open("wb") as log:  # a worker as worker_process starts one, its log lines kept
+            worker = subprocess.Popen(
+                [sys.executable, "-m", "sqsjobs", "worker", "--app", APP, "--concurrency", "4"],
+                env=worker_env(app, TEST_SPANS_FILE=str(spans_file), SQSJOBS_LOG_LEVEL="INFO"),
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                start_new_session=True,
+            )
         wait_until(lambda: app.get(parent_id).status.terminal, 60, "the parent job to finish")
+        # (then a job that fails: enqueued with the parent, their claims could share one batched request)
+        broken = httpx.post(
+            f"{url}/jobs", json={"type": "traced.broken", "payload": {"invoice": 42}}, timeout=30
+        )
+        assert broken.status_code == 202, broken.text
+        broken_id = broken.json()["id"]
+        wait_until(lambda: app.get(broken_id).status.terminal, 60, "the broken job to die")
         parent_job = app.get(parent_id)
         assert parent_job.status.value == "succeeded", parent_job.last_error
         child_id = parent_job.result
@@ -117,7 +132,14 @@ def test_one_trace_from_the_http_request_through_a_worker_process_to_the_child_j
     spans = spans_in(spans_file)
 
     # THEN one trace: the server span of the request ...
-    server = one_of(spans, kind="SERVER", name="POST /jobs", scope="opentelemetry.instrumentation.fastapi")
+    send = one_of(spans, kind="PRODUCER", **{"sqsjobs__job__id": parent_id})
+    server = one_of(
+        spans,
+        kind="SERVER",
+        name="POST /jobs",
+        scope="opentelemetry.instrumentation.fastapi",
+        trace_id=send["trace_id"],
+    )
     trace_id = server["trace_id"]
     by_id = {s["span_id"]: s for s in spans}
 
@@ -129,7 +151,6 @@ def test_one_trace_from_the_http_request_through_a_worker_process_to_the_child_j
         return out
 
     # ... the producer span of the enqueue, inside the request, in the messaging conventions' names
-    send = one_of(spans, kind="PRODUCER", **{"sqsjobs__job__id": parent_id})
     assert send["name"] == "send default" and send["trace_id"] == trace_id
     assert server["span_id"] in ancestors(send)
     assert send["attributes"]["messaging.system"] == "aws_sqs"
@@ -163,6 +184,20 @@ def test_one_trace_from_the_http_request_through_a_worker_process_to_the_child_j
     s3 = one_of(spans, name="S3.PutObject")
     assert s3["trace_id"] == trace_id and s3["parent_id"] == process["span_id"]
 
+    # ... the claim's DynamoDB call inside the process span too: the span opens before the claim,
+    # so a child of it started before the handler's first call, and the finish after its last
+    own_calls = sorted(
+        (
+            s
+            for s in spans
+            if s["scope"] == "sqsjobs" and s["kind"] == "CLIENT" and s["parent_id"] == process["span_id"]
+        ),
+        key=lambda s: s["start_ns"],
+    )
+    assert own_calls and own_calls[0]["attributes"]["rpc.service"] == "DynamoDB", own_calls
+    assert own_calls[0]["start_ns"] < s3["start_ns"] < own_calls[-1]["start_ns"]
+    assert own_calls[0]["attributes"]["aws.dynamodb.table_names"] == [app.settings.table_name]
+
     # ... the child's enqueue and run, still in the same trace
     child_send = one_of(spans, kind="PRODUCER", **{"sqsjobs__job__id": child_id})
     assert child_send["trace_id"] == trace_id and process["span_id"] in ancestors(child_send)
@@ -178,6 +213,29 @@ def test_one_trace_from_the_http_request_through_a_worker_process_to_the_child_j
         and process["span_id"] in ancestors(s)
     ]
     assert writes, "no DynamoDB span in the parent's run"
+
+    # ... a failed run records its exception as the conventions say: type, message, stack trace
+    failed = one_of(spans, kind="CONSUMER", **{"sqsjobs__job__id": broken_id})
+    assert failed["attributes"]["sqsjobs.job.outcome"] == "dead"
+    assert failed["status"] == "ERROR"
+    assert failed["description"] == "LookupError: no invoice 42 in the ledger"
+    [event] = [e for e in failed["events"] if e["name"] == "exception"]
+    assert event["attributes"]["exception.type"] == "LookupError"
+    assert event["attributes"]["exception.message"] == "no invoice 42 in the ledger"
+    stack = event["attributes"]["exception.stacktrace"]
+    assert (
+        "in broken" in stack
+        and "raise LookupError" in stack
+        and stack.rstrip().endswith("LookupError: no invoice 42 in the ledger")
+    )
+
+    # ... and the worker's log lines name the span they were logged in
+    lines = [json.loads(line) for line in log_file.read_text().splitlines() if line.startswith("{")]
+    for message in ("job claimed", "job succeeded"):
+        line = next(x for x in lines if x.get("message") == message and x.get("job_id") == parent_id)
+        assert (line["trace_id"], line["span_id"]) == (trace_id, process["span_id"]), line
+    dead = next(x for x in lines if x.get("message") == "job dead" and x.get("job_id") == broken_id)
+    assert (dead["trace_id"], dead["span_id"]) == (failed["trace_id"], failed["span_id"])
 
 
 LAMBDA_RUN = """
