@@ -84,6 +84,9 @@ def create_app(
         openapi_url=None,  # served below, behind the guard
         docs_url=None,
         redoc_url=None,
+        # Each operation's id is its route function's name, or the id the route gives explicitly:
+        # stable, unique, and what a generated client calls the method.
+        generate_unique_id_function=lambda route: route.name,
     )
     api.state.sqsjobs = app
     problems.install(api)

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 
+from sqsjobs.api import responses
 from sqsjobs.api.deps import AppDep, problems
 from sqsjobs.ops import series as series_ops
 
@@ -19,6 +20,8 @@ router = APIRouter(tags=["charts"])
 
 @router.get(
     "/series",
+    response_model=responses.Series,
+    response_model_exclude_unset=True,
     responses=problems(422),
     summary="Starts, outcomes, waiting jobs and latencies over time",
     operation_id="job_series",
