@@ -39,7 +39,7 @@ from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops import waiting
 from sqsjobs.ops._common import iso
 from sqsjobs.ops.requeue import KEEP
-from sqsjobs.producer import JobRequest, build_new_job
+from sqsjobs.producer import JobRequest
 
 router = APIRouter(tags=["jobs"])
 
@@ -107,7 +107,7 @@ async def enqueue(body: EnqueueRequest, app: AppDep, response: Response) -> Any:
         debounce=body.debounce,
         debounce_max=body.debounce_max,
     )
-    job = build_new_job(request, registry=app.registry, settings=app.settings, now=app.clock.now())
+    [job] = app.build_jobs([request])  # the App's own enqueue path: build, then enqueue_jobs_flow
     due_now = not job.held and job.run_at <= job.now
     flows: list[Flow[Any]] = [app.enqueue_jobs_flow([job])]
     if due_now:  # the queue's depth is read while the job is enqueued: no round trip of its own
