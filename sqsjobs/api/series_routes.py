@@ -17,6 +17,7 @@ from fastapi import APIRouter, Query
 
 from sqsjobs.api import responses
 from sqsjobs.api.deps import AppDep, problems
+from sqsjobs.errors import AwsError
 from sqsjobs.ops import series as series_ops
 from sqsjobs.ops._common import app_queues
 from sqsjobs.ops.cloudwatch_series import cloudwatch_series_flow
@@ -37,27 +38,44 @@ def series_source(settings: Settings) -> str:
     return "records" if settings.endpoint_url else "cloudwatch"
 
 
+#: What AWS answers a role that may not call GetMetricData.
+ACCESS_DENIED = ("AccessDenied", "AccessDeniedException")
+
+
 def series_flow(
     app: App, *, window: str, job_type: str | None, max_entries: int = series_ops.DEFAULT_MAX_ENTRIES
 ) -> Flow[series_ops.Series]:
-    """The charts' series of ``window`` (one type, or all the App registers) from the App's source."""
+    """The charts' series of ``window`` (one type, or all the App registers) from the App's source.
+
+    With ``charts_source=auto``, a role that may not call ``cloudwatch:GetMetricData`` (infra's API
+    function is not granted it: the action takes no resource but ``*``) reads the records instead,
+    and the answer's ``source`` says so; with ``cloudwatch`` it is an error, as asked.
+    """
     now = app.clock.now()
-    if series_source(app.settings) == "records":
-        return series_ops.records_series_flow(
+    if series_source(app.settings) == "cloudwatch":
+        types = [job_type] if job_type else sorted(spec.name for spec in app.registry)
+        queues = [app.registry.get(job_type).queue] if job_type else app_queues(app.registry)
+        names = [
+            routes.queue_name(app.settings, k) for q in queues for k in routes.routes_of(app.settings, q)
+        ]
+        try:
+            return (
+                yield from cloudwatch_series_flow(
+                    now,
+                    window=window,
+                    job_types=types,
+                    queues=names,
+                    namespace=app.metrics.namespace,
+                    service=app.metrics.service,
+                )
+            )
+        except AwsError as exc:
+            if app.settings.charts_source == "cloudwatch" or exc.code not in ACCESS_DENIED:
+                raise
+    return (
+        yield from series_ops.records_series_flow(
             app.settings, now, window=window, job_type=job_type, max_entries=max_entries
         )
-    types = [job_type] if job_type else sorted(spec.name for spec in app.registry)
-    queues = [app.registry.get(job_type).queue] if job_type else app_queues(app.registry)
-    names = [
-        routes.queue_name(app.settings, key) for q in queues for key in routes.routes_of(app.settings, q)
-    ]
-    return cloudwatch_series_flow(
-        now,
-        window=window,
-        job_types=types,
-        queues=names,
-        namespace=app.metrics.namespace,
-        service=app.metrics.service,
     )
 
 
