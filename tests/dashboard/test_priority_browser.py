@@ -51,7 +51,6 @@ def test_an_operator_moves_one_tenants_waiting_jobs_to_high_and_they_start_first
             Select(browser.find_element(By.ID, "priority-type")).select_by_value("work.run")
             browser.find_element(By.ID, "priority-tenant").send_keys("acme")
             Select(browser.find_element(By.ID, "priority-to")).select_by_value("high")
-            screenshot(browser, "priority")
             browser.find_element(By.ID, "priority-dry-run").click()
             wait_for(browser, lambda d: d.find_elements(By.ID, "confirm-priority"), 30, "the dry run")
             # THEN the dry run lists exactly acme's two, and nothing moved yet
@@ -59,6 +58,7 @@ def test_an_operator_moves_one_tenants_waiting_jobs_to_high_and_they_start_first
             assert all(i in listed for i in acme) and not any(i in listed for i in ids[:6]), listed
             assert "2 of 2 job(s) would move to high" in text_of(browser, "h2")
             assert all(app.get(i).priority is None for i in acme)
+            screenshot(browser, "priority")
             # WHEN the operator confirms
             browser.find_element(By.ID, "confirm-priority").click()
             wait_for(browser, lambda d: "Moved 2 job(s) to high" in text_of(d, "h2"), 30, "the move")
