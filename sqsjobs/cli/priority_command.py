@@ -14,7 +14,9 @@ import typer
 from rich.markup import escape
 
 from sqsjobs.cli.common import (
+    EXIT_NOT_FOUND,
     EXIT_PARTIAL,
+    EXIT_REFUSED,
     EXIT_USAGE,
     AppOpt,
     EndpointOpt,
@@ -49,6 +51,12 @@ def priority(
     with guarded(loaded):
         if job_id:
             found = loaded.run(prio.candidates_flow(loaded.settings, job_id, to))
+            if missing := [c.job_id for c in found if c.status == "missing"]:
+                raise abort(f"no such job: {', '.join(missing)}", EXIT_NOT_FOUND)
+            if busy := [f"{c.job_id} is {c.status}" for c in found if not c.waiting]:
+                raise abort(
+                    f"only queued or retry_scheduled jobs change level: {'; '.join(busy)}", EXIT_REFUSED
+                )
         else:
             assert job_type is not None
             loaded.registry.get(job_type)
