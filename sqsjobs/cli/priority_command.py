@@ -32,8 +32,8 @@ from sqsjobs.ops import reprioritize as prio
 
 
 def priority(
+    to: Annotated[str, typer.Argument(metavar="LEVEL", help="The level to move to: high, normal or low")],
     app: AppOpt,
-    to: Annotated[str, typer.Option(help="The level to move to: high, normal or low")],
     endpoint_url: EndpointOpt = None,
     job_type: Annotated[str | None, typer.Option("--type", help="The waiting jobs of this type")] = None,
     tenant: Annotated[str | None, typer.Option(help="With --type: only this tenant's jobs")] = None,
@@ -43,11 +43,11 @@ def priority(
     json_out: JsonOpt = False,
 ) -> None:
     """Move queued or retry_scheduled jobs to another priority level (the record, then the message)."""
+    loaded = load_app(app, endpoint_url)
     if to not in prio.LEVELS:
-        raise abort(f"--to must be one of {', '.join(prio.LEVELS)}, got {to!r}", EXIT_USAGE)
+        raise abort(f"LEVEL must be one of {', '.join(prio.LEVELS)}, got {to!r}", EXIT_USAGE)
     if not job_id and job_type is None:
         raise abort("name the jobs: --id ID (repeatable) or --type T", EXIT_USAGE)
-    loaded = load_app(app, endpoint_url)
     with guarded(loaded):
         if job_id:
             found = loaded.run(prio.candidates_flow(loaded.settings, job_id, to))

@@ -2,7 +2,7 @@
 
 ::
 
-    sqsjobs jobs priority --to high (--type T [--tenant X] | --id ID ...) [--yes]
+    sqsjobs priority high (--type T [--tenant X] | --id ID ...) [--yes]
     POST /jobs/priority        (dry run by default; the confirmation names the exact ids)
 
 A waiting job's message sits in one level's SQS queue (``sqsjobs.transport.routes``: ``q``,
