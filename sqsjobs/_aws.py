@@ -35,10 +35,12 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-SERVICES = ("dynamodb", "sqs", "scheduler", "s3", "events", "dynamodbstreams")
+SERVICES = ("dynamodb", "sqs", "scheduler", "s3", "events", "dynamodbstreams", "cloudwatch")
 #: Where a Call goes: an AWS service, ``clock`` for a pause the driver sleeps through, or ``flows``
 #: for flows the driver runs at once (``together``).
-Service = Literal["dynamodb", "sqs", "scheduler", "s3", "events", "dynamodbstreams", "clock", "flows"]
+Service = Literal[
+    "dynamodb", "sqs", "scheduler", "s3", "events", "dynamodbstreams", "cloudwatch", "clock", "flows"
+]
 
 
 @dataclass(frozen=True)

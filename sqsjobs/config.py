@@ -162,6 +162,11 @@ class Settings:
     registry_interval_s: float = 30.0
     #: Buffered EMF metrics are written at least this often (Lambda also writes them per invocation).
     metrics_interval_s: float = 60.0
+    #: Where the dashboard's charts and ``GET /series`` read their numbers: ``cloudwatch`` (the EMF
+    #: metrics the workers emit, with GetMetricData: cost per metric, not per record), ``records`` (a
+    #: capped Scan of the job records), or ``auto``: CloudWatch on AWS, the records when an
+    #: ``endpoint_url`` names an emulator (which ingests no EMF). docs/dashboard.md has both costs.
+    charts_source: str = "auto"
     #: Put each job's payload in its "job claimed" log line; off, because payloads may hold personal data.
     log_payloads: bool = False
     #: The timeout of the Lambda function that consumes this App's queues, if one does: ``sqsjobs
@@ -228,6 +233,10 @@ class Settings:
             )
         if self.concurrency < 1:
             raise ConfigurationError(f"concurrency must be at least 1, got {self.concurrency}")
+        if self.charts_source not in ("auto", "records", "cloudwatch"):
+            raise ConfigurationError(
+                f"charts_source must be auto, records or cloudwatch, got {self.charts_source!r}"
+            )
         for name in ("priority_queues", "serialized_queues"):
             object.__setattr__(self, name, frozenset(getattr(self, name)))
         if self.lower_priority_every < 2:

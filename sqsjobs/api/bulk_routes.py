@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from sqsjobs.api import responses
 from sqsjobs.api.audit import actor_of, audit
 from sqsjobs.api.deps import AppDep, problems
 from sqsjobs.api.problems import problem
@@ -48,6 +49,8 @@ class BulkCancelRequest(BaseModel):
 
 @router.post(
     "/jobs/bulk-cancel",
+    response_model=responses.BulkCancelBody,
+    response_model_exclude_unset=True,
     responses=problems(400, 422),
     summary="Cancel waiting jobs by filter (dry run, then the exact ids)",
     operation_id="bulk_cancel_jobs",

@@ -2,8 +2,10 @@
 
 Started, succeeded, failed and dead jobs per minute over the last hour (per 15 minutes over the
 last day), for every type or one; jobs waiting and the oldest waiting job's age over the same
-window; p50 and p95 queue wait and run time per type. One refresh is one capped Scan of the
-records (the same bound as the overview's: ``max_entries``, 1,250 read units at 10,000 items).
+window; p50 and p95 queue wait and run time per type. The numbers come from
+``sqsjobs.api.series_routes.series_flow``, as ``GET /series``'s: on the emulators one refresh is one
+capped Scan of the records (the same bound as the overview's: ``max_entries``, 1,250 read units at
+10,000 items); on AWS one GetMetricData of the workers' EMF metrics (``sqsjobs.ops.cloudwatch_series``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from fastapi.responses import HTMLResponse
 from sqsjobs.api import charts
 from sqsjobs.api import dashboard_views as views
 from sqsjobs.api.dashboard_views import Html, h, join
+from sqsjobs.api.series_routes import series_flow
 from sqsjobs.ops import series as series_ops
 
 if TYPE_CHECKING:
@@ -101,8 +104,13 @@ def charts_body(found: series_ops.Series, types: list[str], window: str, job_typ
             + Html("<h2>Wait and run time</h2>")
             + latency
         ),
-        note=f"From the job records (one Scan, {found.read} read): attempts' starts and outcomes from their "
-        f"history, waiting jobs from creation and first start. Wait includes a requested delay.{capped}",
+        note=(
+            f"From CloudWatch (GetMetricData, {found.metrics} metrics): the workers' EMF counts and timings "
+            "per type, SQS's visible messages and oldest message age per queue."
+            if found.source == "cloudwatch"
+            else f"From the job records (one Scan, {found.read} read): attempts' starts and outcomes from their "
+            f"history, waiting jobs from creation and first start. Wait includes a requested delay.{capped}"
+        ),
         anchor="charts",
     )
 
@@ -124,9 +132,7 @@ def chart_router(app: App, *, refresh_s: float, max_entries: int, headers: Mappi
             )
             return HTMLResponse(views.page("charts", body), status_code=400, headers=secure)
         found = await app.arun(
-            series_ops.records_series_flow(
-                app.settings, app.clock.now(), window=window, job_type=type or None, max_entries=max_entries
-            )
+            series_flow(app, window=window, job_type=type or None, max_entries=max_entries)
         )
         page = views.page("charts", charts_body(found, types, window, type or None), refresh_s=refresh_s)
         return HTMLResponse(page, headers=secure)

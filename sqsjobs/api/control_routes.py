@@ -20,6 +20,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from sqsjobs.api import responses
 from sqsjobs.api.audit import audit
 from sqsjobs.api.deps import AppDep, problems
 from sqsjobs.api.problems import problem
@@ -88,7 +89,12 @@ async def resume_type(job_type: TypeName, app: AppDep, request: Request) -> Any:
 
 
 @router.get(
-    "/limits", responses=problems(422), summary="Paused types and every limit", operation_id="list_limits"
+    "/limits",
+    response_model=responses.FlowStateBody,
+    response_model_exclude_unset=True,
+    responses=problems(422),
+    summary="Paused types and every limit",
+    operation_id="list_limits",
 )
 async def limits(
     app: AppDep,
@@ -105,6 +111,8 @@ async def limits(
 
 @router.post(
     "/limits/{name}/breaker/close",
+    response_model=responses.BreakerClosed,
+    response_model_exclude_unset=True,
     responses=problems(404, 409, 422),
     summary="Close a limit's breaker by hand",
     operation_id="close_breaker",

@@ -38,6 +38,7 @@ from sqsjobs.api.control_pages import control_router
 from sqsjobs.api.dead_routes import retry_exact
 from sqsjobs.api.job_pages import job_search_router
 from sqsjobs.api.job_timeline import timeline_section
+from sqsjobs.api.priority_pages import priority_router
 from sqsjobs.api.workflow_pages import workflow_router
 from sqsjobs.errors import JobNotFound, JobStateError, PayloadError, SqsJobsError
 from sqsjobs.job import JobStatus
@@ -309,6 +310,7 @@ def dashboard_router(
     router.include_router(workflow_router(app, refresh_s=refresh_s, guard=_cross_site, headers=HEADERS))
     router.include_router(job_search_router(app, refresh_s=refresh_s, headers=HEADERS))
     router.include_router(control_router(app, refresh_s=refresh_s, guard=_cross_site, headers=HEADERS))
+    router.include_router(priority_router(app, guard=_cross_site, headers=HEADERS))
     router.include_router(chart_router(app, refresh_s=refresh_s, max_entries=max_entries, headers=HEADERS))
 
     @router.get("/ui/static/{name}")

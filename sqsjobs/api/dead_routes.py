@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from sqsjobs.api import responses
 from sqsjobs.api.audit import audit
 from sqsjobs.api.deps import AppDep, problems
 from sqsjobs.api.problems import problem
@@ -68,6 +69,8 @@ async def retry_exact(app: App, sig: str, job_ids: list[str]) -> tuple[list[str]
 
 @router.get(
     "/dead/groups",
+    response_model=responses.DeadGroups,
+    response_model_exclude_unset=True,
     responses=problems(422),
     summary="Dead jobs by error signature",
     operation_id="dead_groups",
@@ -89,6 +92,8 @@ async def groups(
 
 @router.post(
     "/dead/groups/retry",
+    response_model=responses.GroupRetry,
+    response_model_exclude_unset=True,
     responses=problems(400, 422),
     summary="Retry a group of dead jobs (dry run, then the exact ids)",
     operation_id="retry_dead_group",

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from sqsjobs.api import responses
 from sqsjobs.api.deps import AppDep, problems
 from sqsjobs.api.models import ReplayRequest, is_queue, since_seconds
 from sqsjobs.api.problems import MISSING_QUEUE, problem
@@ -40,7 +41,13 @@ def _no_such_queue(exc: TransportError, queues: list[str] | None, instance: str)
     )
 
 
-@router.get("/dlq", responses=problems(422), summary="Dead-lettered messages")
+@router.get(
+    "/dlq",
+    response_model=responses.DlqMessages,
+    response_model_exclude_unset=True,
+    responses=problems(422),
+    summary="Dead-lettered messages",
+)
 async def list_dlq(
     app: AppDep,
     job_type: Annotated[list[str] | None, Query(alias="type", description="Only these job types")] = None,
@@ -79,7 +86,13 @@ async def list_dlq(
     return {"messages": [m.to_dict() | {"record_status": statuses.get(m.job_id or "")} for m in messages]}
 
 
-@router.post("/dlq/replay", responses=problems(409, 413, 422), summary="Requeue dead-lettered jobs")
+@router.post(
+    "/dlq/replay",
+    response_model=responses.ReplaySummaryBody,
+    response_model_exclude_unset=True,
+    responses=problems(409, 413, 422),
+    summary="Requeue dead-lettered jobs",
+)
 async def replay_dlq(body: ReplayRequest, app: AppDep) -> Any:
     """Requeue matching dead jobs from the DLQs (re-validated, same id and key, attempts reset, audited).
 

@@ -7,7 +7,7 @@ is tested over real HTTP; Powertools' resolver is Lambda-event first and would n
 own locally. FastAPI also writes the OpenAPI document and the interactive docs from the same
 pydantic models that validate requests, which sqsjobs already uses for payloads.
 
-The routes are ``sqsjobs.api.job_routes`` (and ``bulk_routes``), ``queue_routes``, ``dlq_routes``, ``worker_routes``,
+The routes are ``sqsjobs.api.job_routes`` (and ``bulk_routes``, ``priority_routes``), ``queue_routes``, ``dlq_routes``, ``worker_routes``,
 ``control_routes`` (pause, resume, limits, breakers), ``dead_routes`` (dead jobs by error signature), ``series_routes``
 (the charts' numbers)
 and ``workflow_routes`` (batches, chains), and the dashboard's; errors are problem bodies
@@ -30,6 +30,7 @@ from sqsjobs.api import (
     dead_routes,
     dlq_routes,
     job_routes,
+    priority_routes,
     problems,
     queue_routes,
     series_routes,
@@ -83,12 +84,16 @@ def create_app(
         openapi_url=None,  # served below, behind the guard
         docs_url=None,
         redoc_url=None,
+        # Each operation's id is its route function's name, or the id the route gives explicitly:
+        # stable, unique, and what a generated client calls the method.
+        generate_unique_id_function=lambda route: route.name,
     )
     api.state.sqsjobs = app
     problems.install(api)
     routers = [
         job_routes.router,
         bulk_routes.router,
+        priority_routes.router,
         queue_routes.router,
         dlq_routes.router,
         worker_routes.router,

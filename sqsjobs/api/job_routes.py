@@ -20,6 +20,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Path, Query, Response
 
 from sqsjobs._aws import Call, Flow, together
+from sqsjobs.api import responses
 from sqsjobs.api.deps import AppDep, problems
 from sqsjobs.api.drain import DrainMeter
 from sqsjobs.api.models import (
@@ -38,7 +39,7 @@ from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops import waiting
 from sqsjobs.ops._common import iso
 from sqsjobs.ops.requeue import KEEP
-from sqsjobs.producer import JobRequest, build_new_job
+from sqsjobs.producer import JobRequest
 
 router = APIRouter(tags=["jobs"])
 
@@ -106,7 +107,7 @@ async def enqueue(body: EnqueueRequest, app: AppDep, response: Response) -> Any:
         debounce=body.debounce,
         debounce_max=body.debounce_max,
     )
-    job = build_new_job(request, registry=app.registry, settings=app.settings, now=app.clock.now())
+    [job] = app.build_jobs([request])  # the App's own enqueue path: build, then enqueue_jobs_flow
     due_now = not job.held and job.run_at <= job.now
     flows: list[Flow[Any]] = [app.enqueue_jobs_flow([job])]
     if due_now:  # the queue's depth is read while the job is enqueued: no round trip of its own
@@ -171,7 +172,13 @@ async def enqueue(body: EnqueueRequest, app: AppDep, response: Response) -> Any:
     )
 
 
-@router.get("/jobs/{job_id}", responses=problems(404, 422), summary="One job's record")
+@router.get(
+    "/jobs/{job_id}",
+    response_model=responses.JobRecord,
+    response_model_exclude_unset=True,
+    responses=problems(404, 422),
+    summary="One job's record",
+)
 async def get_job(
     job_id: JobId,
     app: AppDep,
@@ -243,7 +250,13 @@ async def retry_job(job_id: JobId, app: AppDep, body: Annotated[RetryRequest | N
     )
 
 
-@router.get("/jobs", responses=problems(422), summary="List jobs, newest first")
+@router.get(
+    "/jobs",
+    response_model=responses.JobPage,
+    response_model_exclude_unset=True,
+    responses=problems(422),
+    summary="List jobs, newest first",
+)
 async def list_jobs(
     app: AppDep,
     job_type: Annotated[

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from sqsjobs.api import responses
 from sqsjobs.api.deps import AppDep, problems
 from sqsjobs.api.problems import problem
 from sqsjobs.ops import stats as stats_ops
@@ -20,7 +21,13 @@ from sqsjobs.ops._common import app_queues, iso, parse_duration
 router = APIRouter(tags=["queues"])
 
 
-@router.get("/queues", responses=problems(422), summary="Queue depths and job counts")
+@router.get(
+    "/queues",
+    response_model=responses.QueueSnapshot,
+    response_model_exclude_unset=True,
+    responses=problems(422),
+    summary="Queue depths and job counts",
+)
 async def queues(
     app: AppDep,
     window: Annotated[

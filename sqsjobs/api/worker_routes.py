@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request
 
+from sqsjobs.api import responses
 from sqsjobs.api.audit import actor_of, audit
 from sqsjobs.api.deps import AppDep, problems
 from sqsjobs.api.problems import problem
@@ -19,7 +20,12 @@ from sqsjobs.ops.worker_views import count_workers, drain_flow, list_workers_flo
 router = APIRouter(tags=["workers"])
 
 
-@router.get("/workers", summary="Live, draining and silent workers, with what each runs now")
+@router.get(
+    "/workers",
+    response_model=responses.WorkerList,
+    response_model_exclude_unset=True,
+    summary="Live, draining and silent workers, with what each runs now",
+)
 async def workers(app: AppDep) -> Any:
     """Every registered ECS worker with its status (live, draining, silent) and the jobs it ran at its last refresh."""
     now = app.clock.now()
@@ -29,6 +35,8 @@ async def workers(app: AppDep) -> Any:
 
 @router.post(
     "/workers/{worker_id}/drain",
+    response_model=responses.DrainAccepted,
+    response_model_exclude_unset=True,
     status_code=202,
     responses=problems(404, 409, 422),
     summary="Drain one worker: it stops receiving and finishes what it holds",

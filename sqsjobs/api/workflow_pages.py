@@ -12,7 +12,7 @@ like every POST of the dashboard, each audited (``sqsjobs.api.audit``).
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request
@@ -27,8 +27,10 @@ from sqsjobs.ops.chain_views import chain_to_dict
 from sqsjobs.ops.inspect import job_to_dict
 from sqsjobs.workflows.batches import env_of
 
+T = TypeVar("T")
+
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Awaitable, Callable, Mapping
 
     from sqsjobs.app import App
 
@@ -147,12 +149,25 @@ def workflow_router(
         body = views.section(f"No such {what}", Html(f"<p>No {h(what)} {h(ident)!s}.</p>"))
         return HTMLResponse(views.page(f"{what} not found", body), status_code=404, headers=secure)
 
-    @router.get("/ui/batches/{batch_id}", response_class=HTMLResponse)
-    async def batch_page(batch_id: str) -> HTMLResponse:
+    async def batch_or_404(batch_id: str, work: Awaitable[T]) -> T | HTMLResponse:
+        """What ``work`` (a read or change of batch ``batch_id``) returns, or the 404 page when there is no such batch."""
         try:
-            node = await app.arun(batch_views.tree_flow(env_of(app.kernel), batch_id))
+            return await work
         except BatchNotFound:
             return missing("batch", batch_id)
+
+    async def chain_or_404(chain_id: str, work: Awaitable[T]) -> T | HTMLResponse:
+        """What ``work`` (a read or change of chain ``chain_id``) returns, or the 404 page when there is no such chain."""
+        try:
+            return await work
+        except ChainNotFound:
+            return missing("chain", chain_id)
+
+    @router.get("/ui/batches/{batch_id}", response_class=HTMLResponse)
+    async def batch_page(batch_id: str) -> HTMLResponse:
+        node = await batch_or_404(batch_id, app.arun(batch_views.tree_flow(env_of(app.kernel), batch_id)))
+        if isinstance(node, HTMLResponse):
+            return node
         return HTMLResponse(
             views.page(f"batch {batch_id}", batch_body(node), refresh_s=refresh_s), headers=secure
         )
@@ -161,19 +176,17 @@ def workflow_router(
     async def cancel_batch(batch_id: str, request: Request) -> Response:
         if refused := guard(request):
             return refused
-        try:
-            await app.acancel_batch(batch_id)
-        except BatchNotFound:
-            return missing("batch", batch_id)
+        if isinstance(done := await batch_or_404(batch_id, app.acancel_batch(batch_id)), HTMLResponse):
+            return done
         audit(app, request, "cancel_batch", batch_id=batch_id)
         return RedirectResponse(f"/ui/batches/{quote(batch_id, safe='')}", status_code=303, headers=secure)
 
     @router.get("/ui/chains/{chain_id}", response_class=HTMLResponse)
     async def chain_page(chain_id: str) -> HTMLResponse:
-        try:
-            data = chain_to_dict(await app.aget_chain(chain_id))
-        except ChainNotFound:
-            return missing("chain", chain_id)
+        status = await chain_or_404(chain_id, app.aget_chain(chain_id))
+        if isinstance(status, HTMLResponse):
+            return status
+        data = chain_to_dict(status)
         for step in data["steps"]:
             if step["status"] in ("succeeded", "dead"):
                 job = job_to_dict(await app.aget(step["job_id"]))
@@ -186,10 +199,9 @@ def workflow_router(
     async def cancel_chain(chain_id: str, request: Request) -> Response:
         if refused := guard(request):
             return refused
-        try:
-            result = await app.acancel_chain(chain_id)
-        except ChainNotFound:
-            return missing("chain", chain_id)
+        result = await chain_or_404(chain_id, app.acancel_chain(chain_id))
+        if isinstance(result, HTMLResponse):
+            return result
         audit(app, request, "cancel_chain", chain_id=chain_id, result=result)
         return RedirectResponse(f"/ui/chains/{quote(chain_id, safe='')}", status_code=303, headers=secure)
 

@@ -22,6 +22,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
+from sqsjobs.api import responses
 from sqsjobs.api.audit import audit
 from sqsjobs.api.deps import AppDep, problems
 from sqsjobs.api.models import QUEUE_PATTERN, check_json
@@ -117,6 +118,8 @@ async def _tree(app: Any, batch_id: str) -> dict[str, Any]:
 
 @router.post(
     "/batches",
+    response_model=responses.BatchBody,
+    response_model_exclude_unset=True,
     status_code=201,
     responses=problems(400, 404, 409, 422),
     summary="Create a batch",
@@ -139,6 +142,8 @@ async def create_batch(body: BatchRequest, app: AppDep, request: Request) -> Any
 
 @router.post(
     "/batches/{batch_id}/items",
+    response_model=responses.BatchItemsAdded,
+    response_model_exclude_unset=True,
     responses=problems(400, 404, 409, 413, 422),
     summary="Add items to an open batch",
     operation_id="add_batch_items",
@@ -166,6 +171,8 @@ async def add_items(batch_id: BatchId, body: ItemsRequest, app: AppDep, request:
 
 @router.post(
     "/batches/{batch_id}/seal",
+    response_model=responses.BatchBody,
+    response_model_exclude_unset=True,
     responses=problems(404, 422),
     summary="Seal a batch",
     operation_id="seal_batch",
@@ -179,6 +186,8 @@ async def seal(batch_id: BatchId, app: AppDep, request: Request) -> Any:
 
 @router.get(
     "/batches/{batch_id}",
+    response_model=responses.BatchBody,
+    response_model_exclude_unset=True,
     responses=problems(404, 422),
     summary="A batch and its tree",
     operation_id="get_batch",
@@ -190,6 +199,8 @@ async def get_batch(batch_id: BatchId, app: AppDep) -> Any:
 
 @router.post(
     "/batches/{batch_id}/cancel",
+    response_model=responses.BatchBody,
+    response_model_exclude_unset=True,
     responses=problems(404, 422),
     summary="Cancel a batch",
     operation_id="cancel_batch",
@@ -203,6 +214,8 @@ async def cancel_batch(batch_id: BatchId, app: AppDep, request: Request) -> Any:
 
 @router.post(
     "/chains",
+    response_model=responses.ChainBody,
+    response_model_exclude_unset=True,
     status_code=201,
     responses=problems(400, 409, 413, 422),
     summary="Create a chain",
@@ -217,6 +230,8 @@ async def create_chain(body: ChainRequest, app: AppDep, request: Request) -> Any
 
 @router.get(
     "/chains/{chain_id}",
+    response_model=responses.ChainBody,
+    response_model_exclude_unset=True,
     responses=problems(404, 422),
     summary="A chain and its steps",
     operation_id="get_chain",
@@ -243,6 +258,8 @@ async def get_chain(
 
 @router.post(
     "/chains/{chain_id}/cancel",
+    response_model=responses.CancelOutcome,
+    response_model_exclude_unset=True,
     responses=problems(404, 422),
     summary="Cancel a chain",
     operation_id="cancel_chain",

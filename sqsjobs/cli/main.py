@@ -40,6 +40,7 @@ from sqsjobs.cli.job_commands import jobs_cli
 from sqsjobs.cli.limits import limits, pause, resume
 from sqsjobs.cli.outbox_commands import outbox_cli
 from sqsjobs.cli.package import package_cli
+from sqsjobs.cli.priority_command import priority
 from sqsjobs.cli.render import print_json
 from sqsjobs.cli.schedules import schedules_cli
 from sqsjobs.cli.worker_commands import workers
@@ -73,6 +74,7 @@ cli.command("api")(api_command)
 cli.command()(pause)
 cli.command()(resume)
 cli.command()(limits)
+cli.command()(priority)
 
 
 @cli.command()

@@ -64,6 +64,10 @@ class Series:
     #: Records read, and whether the cap stopped the Scan.
     read: int = 0
     truncated: bool = False
+    #: Where the numbers came from: ``records`` (this module) or ``cloudwatch``
+    #: (``sqsjobs.ops.cloudwatch_series``), and the metrics GetMetricData was asked for (its price).
+    source: str = "records"
+    metrics: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -77,6 +81,8 @@ class Series:
             "latency": self.latency,
             "read": self.read,
             "truncated": self.truncated,
+            "source": self.source,
+            "metrics": self.metrics,
         }
 
 

@@ -250,3 +250,36 @@ def updated_raw(item: Mapping[str, Any]) -> str:
 def interpret_replay_refusal(job_id: str, error: StoreError) -> Job:
     """The record that refused a replay (changed since it was read); ``JobNotFound`` when gone."""
     return interpret_cancel_refusal(job_id, error)
+
+
+#: What a priority change may move: a waiting job, unchanged since the operator read it.
+MOVABLE = All((OneOf("status", (":queued", ":retry")), eq("updated_at", ":seen")))
+
+
+def reprioritize(
+    table: str, job: Job, *, seen_updated: str, priority: str | None, now: float, audit: Mapping[str, Any]
+) -> Write:
+    """Queued | retry_scheduled stays so, on another priority level (``sqsjobs.ops.reprioritize``).
+
+    Not a transition of the state table: the status does not change, only the level the record
+    names (None: normal, as an enqueue stores it), which every later hint (the sweeper's, a
+    re-dispatch) follows. Conditional on the status and on ``updated_at`` as read, like ``replay``,
+    so the audit list built from that read cannot overwrite a concurrent change.
+    """
+    previous = list(job.extra.get("audit", {}).get("L", []))[-(AUDIT_CAP - 1) :]
+    values: dict[str, Any] = {
+        ":queued": av_s(JobStatus.QUEUED),
+        ":retry": av_s(JobStatus.RETRY_SCHEDULED),
+        ":seen": {"N": seen_updated},
+        ":now": av_n(now),
+        ":audit": {"L": [*previous, audit_av(audit)]},
+    }
+    sets: list[tuple[str, Expr]] = [("updated_at", ":now"), ("audit", ":audit")]
+    removes: tuple[str, ...] = ()
+    if priority is None:
+        removes = ("priority",)
+    else:
+        sets.append(("priority", ":prio"))
+        values[":prio"] = av_s(priority)
+    write = Write(table, {"id": av_s(job.id)}, tuple(sets), removes, values=values, returns="ALL_NEW")
+    return write.guard("unchanged_and_waiting", MOVABLE, values)

@@ -317,6 +317,18 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
             audit={"action": "retry", "at": NOW, "by": "me"},
         ),
     ),
+    "reprioritize": (
+        "dynamodb",
+        "UpdateItem",
+        lambda: operator.reprioritize(
+            TABLE,
+            _job(),
+            seen_updated="1",
+            priority="high",
+            now=NOW,
+            audit={"action": "priority", "at": NOW, "by": "me", "from": "normal", "to": "high"},
+        ),
+    ),
     "query_due": (
         "dynamodb",
         "Query",
