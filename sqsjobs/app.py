@@ -30,12 +30,7 @@ from sqsjobs.ops import waiting
 from sqsjobs.ops.cancel_job import cancel_flow
 from sqsjobs.ops.requeue import KEEP, retry_flow
 from sqsjobs.outbox import OutboxOptions, awrite_in, enqueue_options, write_in
-from sqsjobs.producer import (
-    JobRequest,
-    build_new_job,
-    enqueue_jobs_flow,
-    get_flow,
-)
+from sqsjobs.producer import JobRequest, build_new_job, enqueue_jobs_flow, get_flow, requests_of
 from sqsjobs.registry import P, Registry
 from sqsjobs.runtime.kernel import Kernel, locate
 from sqsjobs.schedules.fire import fires_plugin
@@ -318,11 +313,11 @@ class App:
         Each request names its type by name or by handler, like ``enqueue``; only the ``JobRequest``
         form has its payload type-checked.
         """
-        return list(self.run(self._enqueue_flow(_requests(requests))))
+        return list(self.run(self._enqueue_flow(requests_of(requests))))
 
     async def aenqueue_many(self, requests: Iterable[JobRequest[Any] | Mapping[str, Any]]) -> list[str]:
         """Async ``enqueue_many``."""
-        return list(await self.arun(self._enqueue_flow(_requests(requests))))
+        return list(await self.arun(self._enqueue_flow(requests_of(requests))))
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Transaction]:
@@ -596,7 +591,3 @@ class App:
         if not isinstance(app, App):
             raise ConfigurationError(f"{path} is not an sqsjobs App (got {type(app).__name__})")
         return app
-
-
-def _requests(items: Iterable[JobRequest[Any] | Mapping[str, Any]]) -> list[JobRequest[Any]]:
-    return [i if isinstance(i, JobRequest) else JobRequest(**i) for i in items]

@@ -36,7 +36,7 @@ from sqsjobs.store import (
 from sqsjobs.transport import lifespan, objects, routes, sqs
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
     from datetime import datetime, timedelta
 
     from sqsjobs.config import Settings
@@ -99,6 +99,11 @@ class EnqueueOptions(TypedDict, total=False):
     throttle: timedelta | float | None
     debounce: timedelta | float | None
     debounce_max: timedelta | float | None
+
+
+def requests_of(items: Iterable[JobRequest[Any] | Mapping[str, Any]]) -> list[JobRequest[Any]]:
+    """``enqueue_many``'s items as requests: each a ``JobRequest`` or a mapping of its fields."""
+    return [i if isinstance(i, JobRequest) else JobRequest(**i) for i in items]
 
 
 def build_new_job(
