@@ -115,7 +115,7 @@ class Witness(enum.StrEnum):
 WITNESSES: dict[JobStatus, frozenset[Witness]] = {
     JobStatus.QUEUED: frozenset({Witness.MESSAGE, Witness.ATTENTION}),
     JobStatus.WAITING: frozenset({Witness.PREDECESSOR}),
-    JobStatus.RUNNING: frozenset({Witness.LEASE, Witness.MESSAGE}),
+    JobStatus.RUNNING: frozenset({Witness.LEASE, Witness.MESSAGE, Witness.ATTENTION}),
     JobStatus.RETRY_SCHEDULED: frozenset({Witness.MESSAGE, Witness.ATTENTION}),
     **{status: frozenset() for status in TERMINAL},
 }
@@ -126,7 +126,10 @@ KEPT_BY: dict[str, frozenset[Witness]] = {
     # The claim takes the lease; the claiming message stays invisible while the owner renews it.
     "claim": frozenset({Witness.LEASE}),
     "rescue": frozenset({Witness.LEASE}),
-    "heartbeat": frozenset({Witness.LEASE}),
+    # A run about to outlive its message (SQS drops it at its retention, held or not) gets, at a
+    # heartbeat, its payload and a ``pending`` entry in the record, due when its lease would lapse
+    # (``sqsjobs.runtime.outliving``): the sweeper then brings it back if its owner died.
+    "heartbeat": frozenset({Witness.LEASE, Witness.ATTENTION}),
     "request_cancel": frozenset({Witness.LEASE}),
     # The same message re-armed to the backoff (it must outlive it: message_retention_s), or, for a
     # retry beyond what a message can wait, a ``held`` entry with the payload in the record.
