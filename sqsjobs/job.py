@@ -100,10 +100,12 @@ class Witness(enum.StrEnum):
     #: ``Settings.message_retention_s`` after its first send, however often it was re-armed.
     MESSAGE = "message"
     #: An entry in the ``attention`` index that the sweeper reads (``held``: due beyond what a
-    #: message can wait; ``pending``: a hint was sent, and is sent again if no claim takes the job).
+    #: message can wait; ``pending``: a hint was sent, and is sent again if no claim takes the job,
+    #: or a run outlives its message and is sent a hint once its lease lapses).
     ATTENTION = "attention"
     #: A live lease: its owner runs the job and renews the lease while it does; once it lapses, the
     #: owner's message (kept invisible only while the owner renews it) comes back and rescues the job.
+    #: A lease alone brings nothing back: a run about to outlive its message gets an attention entry.
     LEASE = "lease"
     #: A chain step's predecessor, itself witnessed: its finish unblocks the step (a hint and a
     #: ``pending`` entry, in the same transaction as its success) or drops it (the chain stopped).
