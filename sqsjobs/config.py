@@ -41,6 +41,9 @@ MIN_MESSAGE_RETENTION_S = 60
 #: The worker registry's refresh may not be rarer: the heartbeat alarm (infra/) expects at least one
 #: refresh per worker in each one-minute period.
 MAX_REGISTRY_INTERVAL_S = 60.0
+#: A deferred job's recheck may not be shorter: SQS sets visibility in whole seconds.
+#: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_ChangeMessageVisibility.html
+MIN_DEFER_RECHECK_S = 1.0
 
 
 def to_seconds(value: timedelta | float | int) -> float:
@@ -116,6 +119,11 @@ class Settings:
     stale_after_s: float = 300.0
     #: Pause between sweeps of ``sqsjobs sweep`` and ``sqsjobs dev``.
     sweep_interval_s: float = 30.0
+    #: The longest a job deferred by a wait with no known end (its type paused, its concurrency
+    #: limit full, its breaker's probe still running) stays away before a worker looks at it again:
+    #: the pause recheck grows up to this, the others are capped by it (docs/flow-control-limits.md).
+    #: Each look is one receive; the floor is SQS's 1 s visibility unit. ``SQSJOBS_DEFER_RECHECK_MAX_S``.
+    defer_recheck_max_s: float = 60.0
     #: How long the App's queues keep a message (``MessageRetentionPeriod``: ``provision`` and infra/
     #: set it on every queue, their DLQs at ``MAX_MESSAGE_RETENTION_S``). A message is gone this long
     #: after its first send, however often it was re-armed since, so a job may rely on its message
@@ -245,6 +253,11 @@ class Settings:
             )
         if self.lease_s <= 0:
             raise ConfigurationError(f"lease_s must be positive, got {self.lease_s}")
+        if self.defer_recheck_max_s < MIN_DEFER_RECHECK_S:
+            raise ConfigurationError(
+                f"defer_recheck_max_s must be at least {MIN_DEFER_RECHECK_S:g} s (SQS hides a message in "
+                f"whole seconds), got {self.defer_recheck_max_s}"
+            )
         if not 0 < self.registry_interval_s <= MAX_REGISTRY_INTERVAL_S:
             raise ConfigurationError(
                 f"registry_interval_s must be in (0, {MAX_REGISTRY_INTERVAL_S:g}] seconds (the heartbeat "

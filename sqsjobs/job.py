@@ -100,10 +100,12 @@ class Witness(enum.StrEnum):
     #: ``Settings.message_retention_s`` after its first send, however often it was re-armed.
     MESSAGE = "message"
     #: An entry in the ``attention`` index that the sweeper reads (``held``: due beyond what a
-    #: message can wait; ``pending``: a hint was sent, and is sent again if no claim takes the job).
+    #: message can wait; ``pending``: a hint was sent, and is sent again if no claim takes the job,
+    #: or a run outlives its message and is sent a hint once its lease lapses).
     ATTENTION = "attention"
     #: A live lease: its owner runs the job and renews the lease while it does; once it lapses, the
     #: owner's message (kept invisible only while the owner renews it) comes back and rescues the job.
+    #: A lease alone brings nothing back: a run about to outlive its message gets an attention entry.
     LEASE = "lease"
     #: A chain step's predecessor, itself witnessed: its finish unblocks the step (a hint and a
     #: ``pending`` entry, in the same transaction as its success) or drops it (the chain stopped).
@@ -115,7 +117,7 @@ class Witness(enum.StrEnum):
 WITNESSES: dict[JobStatus, frozenset[Witness]] = {
     JobStatus.QUEUED: frozenset({Witness.MESSAGE, Witness.ATTENTION}),
     JobStatus.WAITING: frozenset({Witness.PREDECESSOR}),
-    JobStatus.RUNNING: frozenset({Witness.LEASE, Witness.MESSAGE}),
+    JobStatus.RUNNING: frozenset({Witness.LEASE, Witness.MESSAGE, Witness.ATTENTION}),
     JobStatus.RETRY_SCHEDULED: frozenset({Witness.MESSAGE, Witness.ATTENTION}),
     **{status: frozenset() for status in TERMINAL},
 }
@@ -126,7 +128,10 @@ KEPT_BY: dict[str, frozenset[Witness]] = {
     # The claim takes the lease; the claiming message stays invisible while the owner renews it.
     "claim": frozenset({Witness.LEASE}),
     "rescue": frozenset({Witness.LEASE}),
-    "heartbeat": frozenset({Witness.LEASE}),
+    # A run about to outlive its message (SQS drops it at its retention, held or not) gets, at a
+    # heartbeat, its payload and a ``pending`` entry in the record, due when its lease would lapse
+    # (``sqsjobs.runtime.outliving``): the sweeper then brings it back if its owner died.
+    "heartbeat": frozenset({Witness.LEASE, Witness.ATTENTION}),
     "request_cancel": frozenset({Witness.LEASE}),
     # The same message re-armed to the backoff (it must outlive it: message_retention_s), or, for a
     # retry beyond what a message can wait, a ``held`` entry with the payload in the record.

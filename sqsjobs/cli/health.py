@@ -148,8 +148,9 @@ def doctor(
         bool,
         typer.Option(
             "--stranded",
-            help="Instead: scan every record for unfinished jobs nothing will bring back (reads the whole "
-            "table: see docs/lifecycle.md for its cost); exit 1 if any",
+            help="Instead: scan every record for unfinished jobs nothing will bring back; exit 1 if any. "
+            "It reads the whole table: for records of 1 KB, 125,000 read units ($0.016 on demand) and "
+            "~1,000 requests per 1 M records, $1.56 per 100 M (docs/lifecycle.md)",
         ),
     ] = False,
     grace: Annotated[

@@ -10,7 +10,7 @@ untouched (the claim never happened). Only when the cache says there is room doe
 write one conditional write that may be refused (a write unit) and tells, by ``ALL_OLD``, what
 the item holds now::
 
-    paused?  ── yes ─▶ defer (recheck grows with the pause: 5..60 s)
+    paused?  ── yes ─▶ defer (recheck grows with the pause: 5 s..``Settings.defer_recheck_max_s``)
     breaker open, cooldown left? ── defer until it ends;  cooldown over ── become the one probe (1 write)
     concurrency: a free slot in the cache? ── no ─▶ defer 1-3 s;  yes ── take it (1 write)
     rate: room in the start log? ── no ─▶ defer to the next free start;  yes ── log the start (1 write)
@@ -55,10 +55,14 @@ if TYPE_CHECKING:
 CACHE_S = 1.0
 #: How long a read of a pause item serves: a pause stops starts fleet-wide within about this.
 PAUSE_CACHE_S = 2.0
-#: A paused job is looked at again after a quarter of the pause so far, within these bounds.
-PAUSE_RECHECK_S = (5.0, 60.0)
+#: A paused job is looked at again after a quarter of the pause so far, at least this long; at most
+#: ``Settings.defer_recheck_max_s`` (which also caps this floor and the two waits below).
+PAUSE_RECHECK_MIN_S = 5.0
 #: A job waiting for a concurrency slot is looked at again after this long (uniform, seconds).
 SLOT_WAIT_S = (1.0, 3.0)
+#: While a breaker's probe runs, a job is looked at again when the probe's lease ends, within these
+#: bounds (then +0..50 %).
+PROBE_WAIT_S = (1.0, 5.0)
 #: Writes one admission may try on one limit before it defers (each refused write: a write unit).
 MAX_TRIES = 2
 #: A message is re-sent (a fresh copy, the old deleted) once its receive count gets this close to
@@ -141,10 +145,9 @@ class Gate:
         item = (await self._read([ls.pause_id(job_type)], PAUSE_CACHE_S))[ls.pause_id(job_type)]
         if item is not None:
             paused_for = self.kernel.clock.now() - (num_attr(item, "paused_at") or 0.0)
-            low, high = PAUSE_RECHECK_S
-            raise LimitWait(
-                "paused", job_type, min(max(paused_for / 4, low), high) * random.uniform(0.8, 1.2)
-            )
+            high = self.kernel.settings.defer_recheck_max_s
+            recheck = max(paused_for / 4 * random.uniform(0.8, 1.2), PAUSE_RECHECK_MIN_S)
+            raise LimitWait("paused", job_type, min(recheck, high))
 
     async def _admit(self, held: Held, limits: Sequence[Limit], envelope: Envelope) -> None:
         keys = {lim.name: lim.key_of(*await self._key_source(lim, envelope)) for lim in limits}
@@ -156,7 +159,7 @@ class Gate:
             if lim.breaker:
                 self._breaker_wait(lim, items[ls.breaker_id(lim.name)], now)
             if lim.concurrency and not self._free_slots(lim, keys[lim.name], items, now):
-                raise LimitWait("concurrency", lim.name, random.uniform(*SLOT_WAIT_S))
+                raise LimitWait("concurrency", lim.name, self._slot_wait())
             if lim.rate:
                 rid = ls.rate_id(lim.name, shards[lim.name], keys[lim.name])
                 self._rate_wait(lim, items[rid], now, shards[lim.name], keys[lim.name])
@@ -190,9 +193,9 @@ class Gate:
         if state == ls.OPEN and (until := num_attr(item or {}, "until") or 0.0) > now:
             raise LimitWait("breaker", lim.name, until - now + random.uniform(0.0, 1.0))
         if state == ls.HALF_OPEN and (probe_until := num_attr(item or {}, "probe_until") or 0.0) > now:
-            raise LimitWait(
-                "breaker", lim.name, min(max(probe_until - now, 1.0), 5.0) * random.uniform(1, 1.5)
-            )
+            low, high = PROBE_WAIT_S
+            wait = min(max(probe_until - now, low), high) * random.uniform(1, 1.5)
+            raise LimitWait("breaker", lim.name, min(wait, self.kernel.settings.defer_recheck_max_s))
 
     def _free_slots(
         self, lim: Limit, key: str | None, items: Mapping[str, Item | None], now: float
@@ -228,7 +231,10 @@ class Gate:
                 held.slots.append((slot, token))
                 self._remember(slot, params["Item"])
                 return
-        raise LimitWait("concurrency", lim.name, random.uniform(*SLOT_WAIT_S))
+        raise LimitWait("concurrency", lim.name, self._slot_wait())
+
+    def _slot_wait(self) -> float:
+        return min(random.uniform(*SLOT_WAIT_S), self.kernel.settings.defer_recheck_max_s)
 
     async def _become_probe(self, held: Held, lim: Limit, item: Item | None) -> None:
         bid = ls.breaker_id(lim.name)

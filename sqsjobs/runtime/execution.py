@@ -35,6 +35,7 @@ from sqsjobs.delivery import LEAVE, Ack, dead_letter, failure_record
 from sqsjobs.errors import EnvelopeError, HandlerNotFound
 from sqsjobs.runtime.claim_stage import Claimer
 from sqsjobs.runtime.kernel import kernel_of
+from sqsjobs.runtime.outliving import OutlivingRuns
 from sqsjobs.runtime.record_stage import Recorder
 from sqsjobs.runtime.run_stage import Runner
 from sqsjobs.runtime.transitions import Transitions
@@ -171,6 +172,7 @@ class DeliveryHost:
         self._what = what
         #: Jobs whose handler is running, by job id.
         self.running: dict[str, JobContext] = {}
+        self._outliving = OutlivingRuns(kernel)
         self.execution = Execution(
             kernel,
             worker_id,
@@ -209,8 +211,14 @@ class DeliveryHost:
             ctx.interrupt(reason)
 
     async def renew_leases(self) -> None:
-        """Renew the lease of every running job past half of it (and what its admission holds)."""
-        await self.execution.renew_leases(list(self.running.values()))
+        """Renew the lease of every running job past half of it (and what its admission holds).
+
+        A run about to outlive its message gets a witness in its record (``runtime/outliving.py``).
+        """
+        running = list(self.running.values())
+        await self.execution.renew_leases(running)
+        if running:
+            await self._outliving.keep(running)
 
     async def keep_leases(
         self, interval_s: float, *, extend: Callable[[], Awaitable[None]] | None = None

@@ -35,13 +35,13 @@ from typing import TYPE_CHECKING
 from sqsjobs._aws import Call, Flow
 from sqsjobs.delivery import Finish
 from sqsjobs.errors import StoreError
-from sqsjobs.job import AttemptOutcome
+from sqsjobs.job import AttemptOutcome, JobStatus
 from sqsjobs.producer import route_of
 from sqsjobs.runtime.kernel import kernel_of
 from sqsjobs.runtime.reconciler import DlqScope, ReconcileReport, reconcile_flow
 from sqsjobs.runtime.record_stage import commit, finish_hooks
 from sqsjobs.runtime.transitions import Transitions
-from sqsjobs.store import codec, deadlines, enqueue, requests, schema
+from sqsjobs.store import codec, deadlines, enqueue, outlived, requests, schema
 from sqsjobs.store.job_store import JobStore, Landed
 from sqsjobs.transport import lifespan, sqs
 
@@ -158,6 +158,8 @@ def _dispatch(
     if "Item" not in found:
         return ""
     job = codec.job_from_item(found["Item"])
+    if (yield from _follow_outlived_run(settings, record, job, now)):
+        return ""
     passed = deadlines.expired_deadline(found["Item"], now, bounds.get(job.type))
     if passed is not None:
         return job, passed
@@ -182,6 +184,26 @@ def _dispatch(
         trace=job.trace,
     )
     return "sent"
+
+
+def _follow_outlived_run(settings: Settings, record: schema.DueRecord, job: Job, now: float) -> Flow[bool]:
+    """A run that outlived its message (``runtime/outliving.py``): True when its entry needs no hint.
+
+    Still under a live lease: the entry waits for that lease's end. Finished: the entry is removed.
+    A lapsed lease gets the hint any pending entry gets (False): its claim rescues the job.
+    """
+    if job.status is JobStatus.RUNNING and job.lease_expires and job.lease_expires.timestamp() > now:
+        write = outlived.postpone(settings.table_name, record, due=job.lease_expires.timestamp())
+    elif job.status.terminal and record.attn.startswith(f"{schema.PENDING}#"):
+        write = outlived.clear(settings.table_name, record)
+    else:
+        return False
+    try:
+        yield Call("dynamodb", "update_item", write.update_item())
+    except StoreError as exc:
+        if not codec.is_conflict(exc):  # refused: the entry changed since the query (a claim took it)
+            raise
+    return True
 
 
 async def expire(kernel: Kernel, store: JobStore, job: Job, now: float, deadline: float) -> bool:

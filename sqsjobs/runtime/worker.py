@@ -329,6 +329,8 @@ class Worker:
             else:
                 self._backlog.discard(queue)
             await self._unreserve(queue, n - len(got))
+            if not got:  # let the loops this release woke take the slots before this one asks again
+                await asyncio.sleep(0)
             for delivery in got:
                 self._held[delivery.receipt_handle] = delivery
                 task = asyncio.create_task(self._process(delivery, dlq_url))

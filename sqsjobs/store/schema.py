@@ -10,7 +10,8 @@ records that need attention get the two attributes the ``attention`` index is ke
 - ``held``: runnable, but no SQS message was sent (``run_at`` beyond the 15 min delay cap, or a retry
   beyond the 12 h visibility cap). The sweeper sends it when it is within 15 minutes of due.
 - ``pending``: a hint was sent by an operator's replay or by the sweeper; if no claim took the job by
-  ``due`` (the hint was lost), the sweeper sends another. The claim removes the marker.
+  ``due`` (the hint was lost), the sweeper sends another. The claim removes the marker. A run about
+  to outlive its message gets one too, due when its lease would lapse (``store/outlived.py``).
 - ``dead``: listed by ``sqsjobs jobs list --status dead``, newest first.
 
 Shards keep any one index partition far below DynamoDB's 1,000 writes/s per partition key value:

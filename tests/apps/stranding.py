@@ -88,3 +88,13 @@ app.job("aside.run", queue="aside", max_attempts=2, timeout=60, expires_after=1)
 def trip(payload: object, ctx: JobContext) -> None:
     """Fails: one failed run of the dependency opens its breaker for its cooldown."""
     raise RuntimeError("the dependency is down")
+
+
+#: The same dependency's jobs on a queue of their own: a worker serving only it opens the breaker
+#: and runs its long probe while no other worker runs (the redrive column's breaker-deferred cell).
+app.job("dep.trip", queue="deps", max_attempts=1, timeout=60, limits=["dep"])(trip)
+app.job("dep.probe", queue="deps", max_attempts=2, timeout=120, limits=["dep"])(_matrix_run)
+
+
+#: A handler that may run longer than its message lives (``sleep_first_s`` past a short retention).
+app.job("long.run", max_attempts=2, timeout=300)(_matrix_run)

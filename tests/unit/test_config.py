@@ -44,6 +44,7 @@ def test_endpoint_and_queue_caps_come_from_the_environment():
         ({"SQSJOBS_QUEUE_CONCURRENCY": "default"}, "expected queue=N"),
         ({"SQSJOBS_MESSAGE_RETENTION_S": "1209601"}, "message_retention_s must be 60..1209600"),
         ({"SQSJOBS_MESSAGE_RETENTION_S": "59"}, "message_retention_s must be 60..1209600"),
+        ({"SQSJOBS_DEFER_RECHECK_MAX_S": "0.5"}, "defer_recheck_max_s must be at least 1 s"),
     ],
 )
 def test_impossible_settings_are_refused_with_the_reason(env, match):

@@ -25,6 +25,7 @@ from sqsjobs.store import (
     deadlines,
     enqueue,
     operator,
+    outlived,
     presence_items,
     requests,
     schema,
@@ -50,6 +51,7 @@ BUILDER_MODULES = (
     presence_items,
     deadlines,
     bulk,
+    outlived,
 )
 
 
@@ -340,6 +342,13 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
         lambda: schema.mark_dispatched(TABLE, _due(), now=NOW, recheck_at=NOW),
     ),
     "table_definition": ("dynamodb", "CreateTable", lambda: schema.table_definition(TABLE)),
+    "mark": (
+        "dynamodb",
+        "UpdateItem",
+        lambda: outlived.mark(TABLE, _job(), payload={"order": 1}, due=NOW + 60, now=NOW),
+    ),
+    "postpone": ("dynamodb", "UpdateItem", lambda: outlived.postpone(TABLE, _due(), due=NOW + 60)),
+    "clear": ("dynamodb", "UpdateItem", lambda: outlived.clear(TABLE, _due())),
     "transact_write": (
         "dynamodb",
         "TransactWriteItems",
