@@ -40,6 +40,7 @@ from sqsjobs.registry import P, Registry
 from sqsjobs.runtime.kernel import Kernel, locate
 from sqsjobs.schedules.fire import fires_plugin
 from sqsjobs.schedules.specs import Schedules
+from sqsjobs.steps import steps_plugin
 from sqsjobs.transaction import Transaction
 from sqsjobs.transport.queues import QueueUrls
 from sqsjobs.workflows import batches, chains
@@ -130,6 +131,7 @@ class App:
             fires_plugin(core, self.schedules),  # schedule fires become their occurrence's job
             foreign_plugin(core),  # messages sent from outside sqsjobs become jobs
             hooks_plugin(core),  # on_dead/on_succeeded: a hook job written with the finish
+            steps_plugin(core),  # durable steps: ctx.step runs a function once per job, across attempts
             events_plugin(core),  # job events: the change stream relayed to the bus by the sweeper (local)
         ]
 

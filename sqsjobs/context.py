@@ -9,8 +9,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sqsjobs.delivery import Delivery
     from sqsjobs.job import Job
+    from sqsjobs.retry import RetryPolicy
 
 
 class InterruptReason(enum.StrEnum):
@@ -47,6 +50,9 @@ class JobContext:
     previous_result: Any = None
     #: Adds items to batches (``sqsjobs.workflows.batches.ItemStream``), set by the worker.
     batches: Any = field(default=None, repr=False)
+    #: Records durable steps (``sqsjobs.steps.book``): set by the worker and by ``sqsjobs.testing``.
+    steps: Any = field(default=None, repr=False)
+    _steps_run: Any = field(default=None, repr=False)
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
     _interrupt: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     _interrupt_reason: InterruptReason | None = field(default=None, repr=False)
@@ -105,6 +111,47 @@ class JobContext:
         return str(
             await self._stream().aadd(self, batch_id, job_type, payload, dedupe_key=dedupe_key, **options)
         )
+
+    def step(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        attempts: int = 1,
+        backoff: RetryPolicy | None = None,
+    ) -> Any:
+        """Run ``fn(*args)`` once for this job across all its attempts; its (JSON) result (docs/steps.md).
+
+        A step an earlier attempt recorded returns that result without calling ``fn``; a new one
+        runs, and its result is recorded (fenced by this run's claim) before this returns. ``name``
+        is unique in a run (``StepError`` otherwise). ``fn`` raising is retried here up to
+        ``attempts`` times (waits from ``backoff``), then raises into the handler: the job's retry
+        policy takes over, and the next attempt resumes at this step. Called from an async handler
+        (on the event loop), this returns an awaitable: ``await ctx.step(...)``, as ``astep``.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return self._book().run(self, name, fn, args, attempts, backoff)
+        return self.astep(name, fn, *args, attempts=attempts, backoff=backoff)
+
+    async def astep(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        attempts: int = 1,
+        backoff: RetryPolicy | None = None,
+    ) -> Any:
+        """Async ``step``: ``fn`` may be a coroutine function (a sync one runs in a thread)."""
+        return await self._book().arun(self, name, fn, args, attempts, backoff)
+
+    def _book(self) -> Any:
+        if self.steps is None:
+            raise RuntimeError(
+                "this context has no steps: ctx.step works in a handler run by a worker or run_job"
+            )
+        return self.steps
 
     def _stream(self) -> Any:
         if self.batches is None:

@@ -313,6 +313,13 @@ class PermanentError(JobControl):
     """The job cannot succeed; it goes to the DLQ without further attempts."""
 
 
+class StepError(PermanentError):
+    """A durable step used wrongly (a name taken twice in one run, too many steps): the job dies, unretried.
+
+    Retrying cannot help: the handler's code decides its steps' names, and it would decide the same.
+    """
+
+
 class Retry(JobControl):
     """Retry the job after ``delay_s`` seconds (attempts still count)."""
 

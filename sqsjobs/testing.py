@@ -15,7 +15,7 @@ import dataclasses
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from sqsjobs.context import JobContext
@@ -27,6 +27,7 @@ from sqsjobs.runtime.record_stage import judge_failure
 from sqsjobs.runtime.run_stage import invoke, timeout_error
 from sqsjobs.runtime.sweeper import run_sweeper
 from sqsjobs.runtime.worker import Worker
+from sqsjobs.steps.book import MemoryBook
 from sqsjobs.store import codec, enqueue
 from sqsjobs.store.codec import to_datetime
 
@@ -107,6 +108,11 @@ class RunResult:
     reason: str | None = None
     #: Seconds until the retry (jittered by the policy unless ``Retry(delay_s=...)`` set it).
     delay_s: float | None = None
+    #: Every step recorded after this run (name → JSON result): the ones given, then this run's.
+    #: Pass it as ``steps=`` to run the next attempt as a worker would, replaying them.
+    steps: dict[str, Any] = field(default_factory=dict)
+    #: The steps whose function this run called, in order (a replayed step is not among them).
+    ran_steps: tuple[str, ...] = ()
 
 
 @overload
@@ -120,6 +126,7 @@ async def arun_job(
     job_id: str | None = None,
     payload_version: int | None = None,
     previous_result: Any = None,
+    steps: dict[str, Any] | None = None,
 ) -> RunResult: ...
 @overload
 async def arun_job(
@@ -132,6 +139,7 @@ async def arun_job(
     job_id: str | None = None,
     payload_version: int | None = None,
     previous_result: Any = None,
+    steps: dict[str, Any] | None = None,
 ) -> RunResult: ...
 async def arun_job(
     app: App,
@@ -143,6 +151,7 @@ async def arun_job(
     job_id: str | None = None,
     payload_version: int | None = None,
     previous_result: Any = None,
+    steps: dict[str, Any] | None = None,
 ) -> RunResult:
     """Async ``run_job``, for tests that already run an event loop."""
     job = make_job(
@@ -160,6 +169,8 @@ async def arun_job(
         logger=app.logger,
         # What a chain step's handler reads: as the worker gives it, JSON round-tripped as the record stores it.
         previous_result=json.loads(storable_result(previous_result, app.settings.max_result_bytes)[1]),
+        # Steps simulated: the ones given are recorded (replayed without a call), new ones are kept here.
+        steps=(book := MemoryBook(steps, max_result_bytes=app.settings.max_result_bytes)),
     )
     # A pool of its own: a sync handler past its timeout runs on in its thread (it cannot be
     # killed, as in the worker), and must not hold up the shutdown of the loop's default executor.
@@ -174,7 +185,9 @@ async def arun_job(
     exc = run.exception() if run in done else timeout_error(spec)
     if exc is None:
         stored = json.loads(storable_result(run.result(), app.settings.max_result_bytes)[1])
-        return RunResult(outcome="succeeded", job=job, result=stored)
+        return RunResult(
+            outcome="succeeded", job=job, result=stored, steps=book.recorded, ran_steps=tuple(book.ran)
+        )
     verdict = judge_failure(spec, job, exc, now=app.clock.now())
     return RunResult(
         outcome=verdict.outcome,
@@ -182,6 +195,8 @@ async def arun_job(
         error=exc,
         reason=verdict.reason or None,
         delay_s=verdict.delay_s if verdict.outcome == "retry" else None,
+        steps=book.recorded,
+        ran_steps=tuple(book.ran),
     )
 
 
@@ -196,6 +211,7 @@ def run_job(
     job_id: str | None = None,
     payload_version: int | None = None,
     previous_result: Any = None,
+    steps: dict[str, Any] | None = None,
 ) -> RunResult: ...
 @overload
 def run_job(
@@ -208,6 +224,7 @@ def run_job(
     job_id: str | None = None,
     payload_version: int | None = None,
     previous_result: Any = None,
+    steps: dict[str, Any] | None = None,
 ) -> RunResult: ...
 def run_job(
     app: App,
@@ -219,6 +236,7 @@ def run_job(
     job_id: str | None = None,
     payload_version: int | None = None,
     previous_result: Any = None,
+    steps: dict[str, Any] | None = None,
 ) -> RunResult:
     """Run one job's handler in-process, as a worker would run this attempt; no AWS.
 
@@ -240,6 +258,8 @@ def run_job(
             stored as is and upgraded by the type's upcasts before validation, as a worker does.
         previous_result: what ``ctx.previous_result`` holds, as a chain step after the first sees
             the step before's result (JSON round-tripped, as the record keeps it).
+        steps: steps an earlier attempt recorded (name → result): ``ctx.step`` returns these
+            without calling the function, as a worker's later attempt would (``RunResult.steps``).
     """
     return asyncio.run(
         arun_job(
@@ -251,6 +271,7 @@ def run_job(
             job_id=job_id,
             payload_version=payload_version,
             previous_result=previous_result,
+            steps=steps,
         )
     )
 

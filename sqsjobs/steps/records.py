@@ -1,0 +1,118 @@
+"""Where a job's steps are kept: one attribute of the job's own record per step (sans-I/O).
+
+A step is ``step:<name>`` on the job's item, a map::
+
+    {"r": <the result, canonical JSON> | "ref": <its S3 object>, "at": started, "d": seconds, "a": attempt}
+
+Why the record and not an item per step: the write that keeps a step must land only while this run
+holds the claim, and the claim token lives on the record. On the record it is one conditional
+UpdateItem (``status = running AND claim_token = :token``) and a later attempt reads every step in
+the one GetItem it makes; an item per step would need a two-item transaction per step (a
+``ConditionCheck`` on the record plus the ``Put``: 4 write units at least) and a read per step. The
+price is the record's size: every write to the record is billed by its size (1 write unit per KB),
+so steps keep small results inline (``INLINE_STEP_BYTES``) and larger ones in S3, and a job takes at
+most ``MAX_STEPS`` steps, which keeps the record far below DynamoDB's 400 KB item limit
+(docs/steps.md has the arithmetic).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sqsjobs.job import JobStatus
+from sqsjobs.store.codec import av_n, av_s, num_attr, str_attr
+from sqsjobs.store.conditions import All, Fragment, eq
+from sqsjobs.store.write import Write
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from sqsjobs.job import Job
+
+#: The prefix of a step's attribute on the job's record.
+PREFIX = "step:"
+#: A step's result longer than this (canonical JSON) is kept in S3, its record holding the reference.
+INLINE_STEP_BYTES = 2 * 1024
+#: Steps one job may record: 100 inline results of at most 2 KB keep the record under ~220 KB.
+MAX_STEPS = 100
+#: Longest step name (it is an attribute name, billed with every write of the record).
+MAX_NAME_CHARS = 100
+#: The write lands only while the run that took the step holds the claim (the finish's own fence).
+FENCE = All((eq("status", ":running"), eq("claim_token", ":token")))
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One recorded step, as a later attempt replays it and ``jobs get`` shows it."""
+
+    name: str
+    #: Epoch seconds the step's function started.
+    started_at: float
+    #: How long its function ran (seconds).
+    duration_s: float
+    #: The job's attempt that ran it.
+    attempt: int
+    #: The result, when kept inline (None when ``ref`` names its object).
+    result: Any = None
+    #: Its S3 object, for a result over ``INLINE_STEP_BYTES``.
+    ref: str | None = None
+
+
+def attribute(name: str) -> str:
+    """The record's attribute that holds step ``name``."""
+    return f"{PREFIX}{name}"
+
+
+def record_step(table: str, job: Job, step: StepRecord, text: str | None) -> Write:
+    """Set ``step`` on ``job``'s record, fenced by this run's claim token; ``text``: the inline result's JSON.
+
+    Writing the same step twice (botocore retrying after a lost answer) sets the same value: no
+    write id is needed.
+    """
+    if job.claim_token is None:
+        raise ValueError(f"job {job.id} was not claimed by this run: no claim token to fence a step on")
+    value: dict[str, Any] = {
+        "at": av_n(step.started_at),
+        "d": av_n(step.duration_s),
+        "a": av_n(step.attempt),
+    }
+    if step.ref is not None:
+        value["ref"] = av_s(step.ref)
+    else:
+        value["r"] = av_s(text if text is not None else "null")
+    fence = Fragment("fence", FENCE, {":running": av_s(JobStatus.RUNNING), ":token": av_s(job.claim_token)})
+    return Write(
+        table,
+        {"id": av_s(job.id)},
+        sets=((attribute(step.name), ":step"),),
+        guards=(fence,),
+        values={":step": {"M": value}},
+        old_on_refusal=False,
+    )
+
+
+def steps_of(item: Mapping[str, Any]) -> dict[str, StepRecord]:
+    """The steps recorded on a job's item (wire format), by name."""
+    found = {}
+    for key, av in item.items():
+        if not key.startswith(PREFIX) or "M" not in av:
+            continue
+        m = av["M"]
+        raw = str_attr(m, "r")
+        name = key[len(PREFIX) :]
+        found[name] = StepRecord(
+            name=name,
+            started_at=num_attr(m, "at") or 0.0,
+            duration_s=num_attr(m, "d") or 0.0,
+            attempt=int(num_attr(m, "a") or 0),
+            result=json.loads(raw) if raw is not None else None,
+            ref=str_attr(m, "ref"),
+        )
+    return found
+
+
+def in_order(steps: Mapping[str, StepRecord]) -> list[StepRecord]:
+    """The steps in the order they ran."""
+    return sorted(steps.values(), key=lambda s: (s.started_at, s.name))
