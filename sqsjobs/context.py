@@ -6,6 +6,7 @@ import asyncio
 import enum
 import threading
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -145,6 +146,26 @@ class JobContext:
     ) -> Any:
         """Async ``step``: ``fn`` may be a coroutine function (a sync one runs in a thread)."""
         return await self._book().arun(self, name, fn, args, attempts, backoff)
+
+    def sleep(self, delay: timedelta | float) -> Any:
+        """End this run without using an attempt, and go on from here after ``delay`` (docs/steps.md).
+
+        The slot (on Lambda, the invocation) is free while the job sleeps. The next run replays the
+        steps before the sleep (their functions are not called again), returns from this call and
+        goes on. Sleeps are told apart by their order in the run (the n-th sleep is ``sleep-<n>``).
+        ``delay``: a ``timedelta`` or seconds. From an async handler: ``await ctx.sleep(...)``.
+        """
+        seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return self._book().sleep(self, seconds)
+        return self.asleep(seconds)
+
+    async def asleep(self, delay: timedelta | float) -> None:
+        """Async ``sleep``."""
+        seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
+        await self._book().asleep(self, seconds)
 
     def _book(self) -> Any:
         if self.steps is None:

@@ -320,6 +320,19 @@ class StepError(PermanentError):
     """
 
 
+class Sleep(JobControl):
+    """Raised by ``ctx.sleep`` (``sqsjobs.steps``): end this run, run the job again at ``until``; not an error.
+
+    The steps feature records it (the job queued until then, the attempt given back), never the
+    retry policy. ``step`` is the sleep's ``sqsjobs.steps.records.StepRecord``.
+    """
+
+    def __init__(self, step: Any = None, until: float = 0.0) -> None:
+        super().__init__(f"sleeping until {until:.3f} ({getattr(step, 'name', 'a sleep')})")
+        self.step = step
+        self.until = until
+
+
 class Retry(JobControl):
     """Retry the job after ``delay_s`` seconds (attempts still count)."""
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from sqsjobs.context import JobContext
+from sqsjobs.errors import Sleep
 from sqsjobs.job import JobStatus
 from sqsjobs.producer import JobRequest, build_new_job
 from sqsjobs.registry import Registry
@@ -96,8 +97,9 @@ def make_job(
 class RunResult:
     """What one run of a handler leads to, decided as the worker decides it."""
 
-    #: The job's next state: ``succeeded``, ``retry`` (scheduled again), ``dead`` or ``cancelled``.
-    outcome: Literal["succeeded", "retry", "dead", "cancelled"]
+    #: The job's next state: ``succeeded``, ``retry`` (scheduled again), ``dead``, ``cancelled``, or
+    #: ``asleep`` (``ctx.sleep``: queued again for ``delay_s``, the attempt not used).
+    outcome: Literal["succeeded", "retry", "dead", "cancelled", "asleep"]
     #: The job as the handler saw it (``ctx.job``).
     job: Job
     #: The return value as the record would store it (JSON round-tripped); None unless succeeded.
@@ -106,7 +108,7 @@ class RunResult:
     error: BaseException | None = None
     #: The record's reason when dead or cancelled, e.g. ``attempts exhausted (5/5)``.
     reason: str | None = None
-    #: Seconds until the retry (jittered by the policy unless ``Retry(delay_s=...)`` set it).
+    #: Seconds until the retry (jittered by the policy unless ``Retry(delay_s=...)`` set it), or the sleep's.
     delay_s: float | None = None
     #: Every step recorded after this run (name → JSON result): the ones given, then this run's.
     #: Pass it as ``steps=`` to run the next attempt as a worker would, replaying them.
@@ -187,6 +189,15 @@ async def arun_job(
         stored = json.loads(storable_result(run.result(), app.settings.max_result_bytes)[1])
         return RunResult(
             outcome="succeeded", job=job, result=stored, steps=book.recorded, ran_steps=tuple(book.ran)
+        )
+    if isinstance(exc, Sleep):  # simulated: the next run_job(steps=result.steps) finds it passed
+        book.recorded[exc.step.name] = exc.step.result
+        return RunResult(
+            outcome="asleep",
+            job=job,
+            delay_s=exc.step.duration_s,
+            steps=book.recorded,
+            ran_steps=tuple(book.ran),
         )
     verdict = judge_failure(spec, job, exc, now=app.clock.now())
     return RunResult(

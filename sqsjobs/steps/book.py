@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic_core import to_jsonable_python
 
 from sqsjobs._aws import Call, one
-from sqsjobs.errors import JobControl, LeaseLost, StepError, StoreError
+from sqsjobs.errors import JobControl, LeaseLost, Sleep, StepError, StoreError
 from sqsjobs.steps.records import (
     INLINE_STEP_BYTES,
     MAX_NAME_CHARS,
@@ -38,6 +38,9 @@ from sqsjobs.steps.records import (
 from sqsjobs.store import requests
 from sqsjobs.store.codec import canonical_json, is_conflict
 from sqsjobs.transport import objects
+
+#: A woken run this close to its sleep's end waits out the rest in-process (a claim may come 1 s early).
+EARLY_WAKE_S = 1.0
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
@@ -56,6 +59,8 @@ class RunSteps:
     recorded: dict[str, StepRecord] | None = None
     #: Names this run has taken: a name is unique in a run.
     taken: set[str] = field(default_factory=set)
+    #: Sleeps this run reached: the n-th is the step ``sleep-<n>`` in every run of the job.
+    sleeps: int = 0
 
 
 def _state(ctx: JobContext) -> RunSteps:
@@ -114,6 +119,38 @@ class Book:
                 f"job {ctx.job_id} would take more than {MAX_STEPS} steps (docs/steps.md: limits)"
             )
         return False, None
+
+    def _sleep(self, ctx: JobContext, seconds: float) -> Flow[float]:
+        """Seconds still to wait in this run (a wake-up at most ``EARLY_WAKE_S`` early); raises ``Sleep``."""
+        state = _state(ctx)
+        state.sleeps += 1
+        name = f"sleep-{state.sleeps}"
+        done, value = yield from self._begin(ctx, name)
+        now = self._now()
+        if done:  # this sleep was recorded by an earlier run: woken (or woken early: sleep the rest)
+            left = self._left(float(value["until"]), now)
+            if left > EARLY_WAKE_S:
+                raise Sleep(StepRecord(name, now, left, ctx.attempt, value), float(value["until"]))
+            return max(0.0, left)
+        if seconds <= 0:
+            return 0.0
+        until = now + seconds
+        raise Sleep(StepRecord(name, now, round(seconds, 3), ctx.attempt, {"until": round(until, 3)}), until)
+
+    def _left(self, until: float, now: float) -> float:
+        return until - now
+
+    def sleep(self, ctx: JobContext, seconds: float) -> None:
+        """A sync handler's sleep."""
+        left = self._sync(self._sleep(ctx, seconds))
+        if left > 0:
+            time.sleep(left)
+
+    async def asleep(self, ctx: JobContext, seconds: float) -> None:
+        """An async handler's sleep."""
+        left = await self._async(self._sleep(ctx, seconds))
+        if left > 0:
+            await asyncio.sleep(left)
 
     def _end(self, ctx: JobContext, name: str, started: float, result: Any) -> Flow[Any]:
         """Keep the step's result (fenced), then hand the handler its stored form: a replay gives the same."""
@@ -272,6 +309,9 @@ class MemoryBook(Book):
     def _load(self, ctx: JobContext) -> Flow[dict[str, StepRecord]]:
         return {name: StepRecord(name, 0.0, 0.0, 0, value) for name, value in self.recorded.items()}
         yield  # pragma: no cover - makes this a generator
+
+    def _left(self, until: float, now: float) -> float:
+        return 0.0  # simulated: a recorded sleep has passed by the next run
 
     def _keep(self, ctx: JobContext, record: StepRecord, text: str) -> Flow[None]:
         self.recorded[record.name] = json.loads(text)

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.job import JobStatus
-from sqsjobs.store.codec import av_n, av_s, num_attr, str_attr
-from sqsjobs.store.conditions import All, Fragment, eq
+from sqsjobs.store.codec import WRITE_ID, av_json, av_n, av_s, canonical_json, nonce, num_attr, str_attr
+from sqsjobs.store.conditions import All, Fragment, Plus, eq
+from sqsjobs.store.schema import HELD, attention_key
 from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
@@ -73,23 +74,67 @@ def record_step(table: str, job: Job, step: StepRecord, text: str | None) -> Wri
     """
     if job.claim_token is None:
         raise ValueError(f"job {job.id} was not claimed by this run: no claim token to fence a step on")
-    value: dict[str, Any] = {
-        "at": av_n(step.started_at),
-        "d": av_n(step.duration_s),
-        "a": av_n(step.attempt),
-    }
-    if step.ref is not None:
-        value["ref"] = av_s(step.ref)
-    else:
-        value["r"] = av_s(text if text is not None else "null")
     fence = Fragment("fence", FENCE, {":running": av_s(JobStatus.RUNNING), ":token": av_s(job.claim_token)})
     return Write(
         table,
         {"id": av_s(job.id)},
         sets=((attribute(step.name), ":step"),),
         guards=(fence,),
-        values={":step": {"M": value}},
+        values={":step": step_value(step, text)},
         old_on_refusal=False,
+    )
+
+
+def step_value(step: StepRecord, text: str | None) -> dict[str, Any]:
+    """The map a step is kept as (``text``: its inline result's JSON; None when ``ref`` names it)."""
+    value: dict[str, Any] = {"at": av_n(step.started_at), "d": av_n(step.duration_s), "a": av_n(step.attempt)}
+    if step.ref is not None:
+        value["ref"] = av_s(step.ref)
+    else:
+        value["r"] = av_s(text if text is not None else "null")
+    return {"M": value}
+
+
+def sleep(table: str, job: Job, step: StepRecord, *, until: float, now: float, held: bool) -> Write:
+    """Running → queued until ``until``, fenced, the attempt given back, the sleep kept as a step.
+
+    One write: the job cannot be found asleep without its sleep recorded, nor the sleep recorded
+    with the job still running. ``held`` when the message cannot carry the wait (beyond the 12 h
+    visibility cap, or past the message's expiry): the record then keeps the payload and a
+    ``held`` entry, and the sweeper sends the job when due.
+    """
+    if job.claim_token is None:
+        raise ValueError(f"job {job.id} was not claimed by this run: no claim token to fence a sleep on")
+    sets: list[tuple[str, Any]] = [
+        ("status", ":queued"),
+        ("run_at", ":until"),
+        ("updated_at", ":now"),
+        ("attempt", Plus("attempt", "-", ":one")),
+        (attribute(step.name), ":step"),
+        (WRITE_ID, ":wid"),
+    ]
+    values: dict[str, Any] = {
+        ":queued": av_s(JobStatus.QUEUED),
+        ":until": av_n(until),
+        ":now": av_n(now),
+        ":one": av_n(1),
+        ":step": step_value(step, canonical_json(step.result)),
+        ":wid": av_s(nonce()),
+    }
+    if held:
+        sets += [("attn", ":attn"), ("due", ":until")]
+        values[":attn"] = av_s(attention_key(HELD, job.id))
+        if job.payload_ref is None:
+            sets.append(("payload", ":payload"))
+            values[":payload"] = av_json(job.payload)
+    fence = Fragment("fence", FENCE, {":running": av_s(JobStatus.RUNNING), ":token": av_s(job.claim_token)})
+    return Write(
+        table,
+        {"id": av_s(job.id)},
+        sets=tuple(sets),
+        removes=("lease_owner", "lease_expires"),
+        guards=(fence,),
+        values=values,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +79,33 @@ def same_name_twice(payload: dict[str, Any], ctx: JobContext) -> None:
     """Takes one step name twice: a StepError, the job dead at once."""
     ctx.step("charge", lambda: 1)
     ctx.step("charge", lambda: 2)
+
+
+@app.job("sleeper", max_attempts=1, timeout=20)
+def sleeper(payload: dict[str, Any], ctx: JobContext) -> list[Any]:
+    """A step, a durable sleep, a step: one attempt is all it may use."""
+    runs_dir = str(payload["runs_dir"])
+    before = ctx.step("before", mark, runs_dir, ctx.job_id, "before", ctx.attempt)
+    ctx.sleep(timedelta(seconds=float(payload["sleep_s"])))
+    after = ctx.step("after", mark, runs_dir, ctx.job_id, "after", ctx.attempt)
+    return [before, after]
+
+
+@app.job("async_sleeper", max_attempts=1, timeout=20)
+async def async_sleeper(payload: dict[str, Any], ctx: JobContext) -> list[Any]:
+    """``sleeper`` for an async handler."""
+    runs_dir = str(payload["runs_dir"])
+    before = await ctx.step("before", mark, runs_dir, ctx.job_id, "before", ctx.attempt)
+    await ctx.sleep(float(payload["sleep_s"]))
+    after = await ctx.step("after", mark, runs_dir, ctx.job_id, "after", ctx.attempt)
+    return [before, after]
+
+
+@app.job("barrier", timeout=30)
+def barrier(payload: dict[str, Any], ctx: JobContext) -> int:
+    """Marks its start, then waits until ``of`` barrier jobs started: it succeeds only if they run at once."""
+    runs_dir = Path(str(payload["runs_dir"]))
+    mark(str(runs_dir), ctx.job_id, "barrier", ctx.attempt)
+    while len(list(runs_dir.glob("*.barrier"))) < int(payload["of"]):
+        time.sleep(0.05)
+    return int(payload["of"])

@@ -15,6 +15,7 @@ import pytest
 from sqsjobs import JobStatus
 from sqsjobs.ops.inspect import job_to_dict
 from sqsjobs.runtime.lambda_sqs import LambdaWorker
+from sqsjobs.steps.records import steps_of
 from tests.apps import stepped
 from tests.integration.helpers import kill_group, queue_url, sqs_call, wait_until, worker_process
 from tests.integration.lambda_events import FakeContext, event_from, failed_ids, receive
@@ -160,3 +161,59 @@ def test_the_same_stepped_job_through_the_lambda_adapter_replays_its_steps_on_th
     assert (job.status, job.attempt) == (JobStatus.SUCCEEDED, 2)
     assert [r["attempt"] for r in job.result] == [1, 1, 1]
     assert [len(calls(tmp_path, job_id, s)) for s in ("a1", "a2", "a3")] == [1, 1, 1]
+
+
+def test_a_sleeping_job_holds_no_slot_and_resumes_after_its_sleep_without_using_an_attempt(app, tmp_path):
+    # GIVEN a worker with two slots, and two one-attempt jobs (sync and async) that sleep 3 s between two steps
+    sleepers = [
+        app.enqueue(kind, {"runs_dir": str(tmp_path), "sleep_s": 3}) for kind in ("sleeper", "async_sleeper")
+    ]
+    proc = worker_process(app, APP, concurrency=2)
+    try:
+        wait_until(
+            lambda: all(
+                calls(tmp_path, i, "before") and app.get(i).status is JobStatus.QUEUED for i in sleepers
+            ),
+            30,
+            "both asleep",
+        )
+        # WHEN two jobs that can only finish together (each waits for the other to start) arrive
+        barriers = [app.enqueue("barrier", {"runs_dir": str(tmp_path), "of": 2}) for _ in range(2)]
+        # THEN both run while the sleepers sleep: the sleepers hold no slot
+        wait_until(
+            lambda: all(app.get(b).status is JobStatus.SUCCEEDED for b in barriers), 30, "barriers done"
+        )
+        assert not any(calls(tmp_path, i, "after") for i in sleepers)
+        # ... and the sleepers resume at their next step and succeed on their one attempt
+        wait_until(
+            lambda: all(app.get(i).status is JobStatus.SUCCEEDED for i in sleepers), 60, "sleepers woke"
+        )
+    finally:
+        kill_group(proc)
+    for job_id in sleepers:
+        job = app.get(job_id)
+        assert job.attempt == 1
+        assert [len(calls(tmp_path, job_id, s)) for s in ("before", "after")] == [1, 1]
+        steps = {s["name"]: s for s in job_to_dict(job)["steps"]}
+        assert list(steps) == ["before", "sleep-1", "after"]
+        assert steps["sleep-1"]["duration_s"] == 3
+        # the step after the sleep started no earlier than the sleep's end
+        assert steps_of(job.extra)["after"].started_at >= steps["sleep-1"]["result"]["until"] - 0.01
+
+
+def test_a_sleep_through_the_lambda_adapter_frees_the_invocation_and_the_next_one_resumes(app, tmp_path):
+    worker = LambdaWorker(app)
+    try:
+        job_id = app.enqueue("async_sleeper", {"runs_dir": str(tmp_path), "sleep_s": 2})
+        # WHEN an invocation reaches the sleep: the message is handed back (re-armed), the job queued
+        first = worker(event_from(app, receive(app, 1)), FakeContext())
+        assert len(failed_ids(first)) == 1
+        assert (app.get(job_id).status, app.get(job_id).attempt) == (JobStatus.QUEUED, 0)
+        # ... and a later invocation gets the message once the sleep is over
+        second = worker(event_from(app, receive(app, 1, timeout_s=30)), FakeContext())
+        assert failed_ids(second) == set()
+    finally:
+        worker.close()
+    job = app.get(job_id)
+    assert (job.status, job.attempt) == (JobStatus.SUCCEEDED, 1)
+    assert [len(calls(tmp_path, job_id, s)) for s in ("before", "after")] == [1, 1]

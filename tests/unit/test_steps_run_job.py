@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import pytest
 
@@ -127,3 +128,24 @@ def test_an_unclaimed_job_cannot_record_a_step():
     job = make_job(app, "order", {"amount": 1}).evolve(claim_token=None)
     with pytest.raises(ValueError, match="not claimed"):
         record_step("tbl", job, StepRecord("charge", 0, 0, 1), "1")
+
+
+@app.job("reminder", max_attempts=1)
+def reminder(payload: dict, ctx: JobContext) -> str:
+    ctx.step("order", calls.append, "order")
+    ctx.sleep(timedelta(days=2))
+    ctx.step("remind", calls.append, "remind")
+    return "reminded"
+
+
+def test_a_sleep_ends_the_run_without_an_attempt_and_the_next_run_goes_on_after_it():
+    # GIVEN a one-attempt job that takes a step, sleeps two days, then takes another
+    first = run_job(app, "reminder", {})
+    # THEN the first run ends asleep for two days, its step and the sleep recorded
+    assert (first.outcome, first.delay_s, first.ran_steps) == ("asleep", 2 * 86_400, ("order",))
+    assert list(first.steps) == ["order", "sleep-1"]
+    # WHEN the next run (the same attempt: the sleep used none) gets the recorded steps
+    calls.clear()
+    second = run_job(app, "reminder", {}, steps=first.steps)
+    # THEN it replays the first step and the sleep, and goes on after it
+    assert (second.outcome, second.result, calls) == ("succeeded", "reminded", ["remind"])
