@@ -17,7 +17,15 @@ from sqsjobs.ops.inspect import job_to_dict
 from sqsjobs.runtime.lambda_sqs import LambdaWorker
 from sqsjobs.steps.records import steps_of
 from tests.apps import stepped
-from tests.integration.helpers import kill_group, queue_url, sqs_call, wait_until, worker_process
+from tests.integration.helpers import (
+    depth,
+    kill_group,
+    queue_url,
+    sqs_call,
+    wait_until,
+    worker_env,
+    worker_process,
+)
 from tests.integration.lambda_events import FakeContext, event_from, failed_ids, receive
 
 pytestmark = pytest.mark.slow
@@ -216,4 +224,52 @@ def test_a_sleep_through_the_lambda_adapter_frees_the_invocation_and_the_next_on
         worker.close()
     job = app.get(job_id)
     assert (job.status, job.attempt) == (JobStatus.SUCCEEDED, 1)
+    assert [len(calls(tmp_path, job_id, s)) for s in ("before", "after")] == [1, 1]
+
+
+def test_a_sleep_past_the_message_retention_is_held_and_the_sweeper_wakes_it(
+    ministack_url, make_app, tmp_path
+):
+    import subprocess
+    import sys
+
+    # GIVEN queues that keep a message 60 s, and a one-attempt job that sleeps 70 s between two steps
+    app = make_app(ministack_url, lease_s=3.0, visibility_timeout_s=2, message_retention_s=60)
+    app.registry.include(stepped.app.registry)
+    app.provision()
+    env = worker_env(
+        app, SQSJOBS_MESSAGE_RETENTION_S="60", SQSJOBS_SWEEP_INTERVAL_S="2", SQSJOBS_STALE_AFTER_S="5"
+    )
+
+    def spawn(*argv: str) -> subprocess.Popen[bytes]:
+        cmd = [sys.executable, "-m", "sqsjobs", *argv, "--app", APP]
+        return subprocess.Popen(
+            cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
+
+    job_id = app.enqueue("sleeper", {"runs_dir": str(tmp_path), "sleep_s": 70})
+    worker = spawn("worker", "--concurrency", "2")
+    sweeper = None
+    try:
+        # WHEN it falls asleep
+        wait_until(
+            lambda: calls(tmp_path, job_id, "before") and app.get(job_id).status is JobStatus.QUEUED,
+            60,
+            "asleep",
+        )
+        # THEN the record holds it (a held entry, its payload, the attempt given back) and no message is left
+        item = app.sync_clients.get("dynamodb").get_item(
+            TableName=app.settings.table_name, Key={"id": {"S": job_id}}, ConsistentRead=True
+        )["Item"]
+        assert item["attempt"]["N"] == "0" and item["attn"]["S"].startswith("held#") and "payload" in item, (
+            item
+        )
+        wait_until(lambda: depth(app) == {"visible": 0, "in_flight": 0, "delayed": 0}, 30, "message deleted")
+        # AND with a sweeper running, the job wakes when due and finishes on its one attempt
+        sweeper = spawn("sweep")
+        wait_until(lambda: app.get(job_id).status is JobStatus.SUCCEEDED, 150, "woke and succeeded")
+    finally:
+        kill_group(worker, *([sweeper] if sweeper else []))
+    job = app.get(job_id)
+    assert job.attempt == 1
     assert [len(calls(tmp_path, job_id, s)) for s in ("before", "after")] == [1, 1]
