@@ -41,6 +41,7 @@ from sqsjobs.runtime.kernel import Kernel, locate
 from sqsjobs.schedules.fire import fires_plugin
 from sqsjobs.schedules.specs import Schedules
 from sqsjobs.steps import steps_plugin
+from sqsjobs.steps.tokens import TokenAnswers
 from sqsjobs.transaction import Transaction
 from sqsjobs.transport.queues import QueueUrls
 from sqsjobs.workflows import batches, chains
@@ -62,7 +63,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class App:
+class App(TokenAnswers):
     """A named set of job types and the AWS resources they run on."""
 
     def __init__(self, name: str, *, clock: Clock | None = None, **settings: Any) -> None:

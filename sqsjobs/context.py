@@ -167,6 +167,32 @@ class JobContext:
         seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
         await self._book().asleep(self, seconds)
 
+    def create_token(self, *, timeout: timedelta | float) -> Any:
+        """A wait token (``sqsjobs.steps.tokens.Token``): hand ``token.id`` to whoever will answer it.
+
+        The same token in every run of the job (it is kept as a step). Answered by
+        ``app.complete_token(id, value)``, ``app.fail_token(id, error)`` or ``POST /tokens/{id}``
+        before ``timeout``. From an async handler: ``await ctx.create_token(...)``.
+        """
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return self._book().create_token(self, seconds)
+        return self._book().acreate_token(self, seconds)
+
+    def wait_for_token(self, token: Any) -> Any:
+        """The token's answer; without one, the run ends (no attempt used, no slot held) until it comes.
+
+        Raises ``TokenFailed`` (``fail_token``) or ``TokenTimeout`` (nobody answered in time) in the
+        job. From an async handler: ``await ctx.wait_for_token(token)``.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return self._book().wait_for_token(self, token)
+        return self._book().await_token(self, token)
+
     def _book(self) -> Any:
         if self.steps is None:
             raise RuntimeError(

@@ -129,6 +129,7 @@ async def arun_job(
     payload_version: int | None = None,
     previous_result: Any = None,
     steps: dict[str, Any] | None = None,
+    tokens: dict[str, Any] | None = None,
 ) -> RunResult: ...
 @overload
 async def arun_job(
@@ -142,6 +143,7 @@ async def arun_job(
     payload_version: int | None = None,
     previous_result: Any = None,
     steps: dict[str, Any] | None = None,
+    tokens: dict[str, Any] | None = None,
 ) -> RunResult: ...
 async def arun_job(
     app: App,
@@ -154,6 +156,7 @@ async def arun_job(
     payload_version: int | None = None,
     previous_result: Any = None,
     steps: dict[str, Any] | None = None,
+    tokens: dict[str, Any] | None = None,
 ) -> RunResult:
     """Async ``run_job``, for tests that already run an event loop."""
     job = make_job(
@@ -172,7 +175,7 @@ async def arun_job(
         # What a chain step's handler reads: as the worker gives it, JSON round-tripped as the record stores it.
         previous_result=json.loads(storable_result(previous_result, app.settings.max_result_bytes)[1]),
         # Steps simulated: the ones given are recorded (replayed without a call), new ones are kept here.
-        steps=(book := MemoryBook(steps, max_result_bytes=app.settings.max_result_bytes)),
+        steps=(book := MemoryBook(steps, answers=tokens, max_result_bytes=app.settings.max_result_bytes)),
     )
     # A pool of its own: a sync handler past its timeout runs on in its thread (it cannot be
     # killed, as in the worker), and must not hold up the shutdown of the loop's default executor.
@@ -191,11 +194,12 @@ async def arun_job(
             outcome="succeeded", job=job, result=stored, steps=book.recorded, ran_steps=tuple(book.ran)
         )
     if isinstance(exc, Sleep):  # simulated: the next run_job(steps=result.steps) finds it passed
-        book.recorded[exc.step.name] = exc.step.result
+        if exc.step is not None:  # a sleep (a wait for a token records nothing: it waits for an answer)
+            book.recorded[exc.step.name] = exc.step.result
         return RunResult(
             outcome="asleep",
             job=job,
-            delay_s=exc.step.duration_s,
+            delay_s=exc.step.duration_s if exc.step is not None else round(exc.until - app.clock.now(), 3),
             steps=book.recorded,
             ran_steps=tuple(book.ran),
         )
@@ -223,6 +227,7 @@ def run_job(
     payload_version: int | None = None,
     previous_result: Any = None,
     steps: dict[str, Any] | None = None,
+    tokens: dict[str, Any] | None = None,
 ) -> RunResult: ...
 @overload
 def run_job(
@@ -236,6 +241,7 @@ def run_job(
     payload_version: int | None = None,
     previous_result: Any = None,
     steps: dict[str, Any] | None = None,
+    tokens: dict[str, Any] | None = None,
 ) -> RunResult: ...
 def run_job(
     app: App,
@@ -248,6 +254,7 @@ def run_job(
     payload_version: int | None = None,
     previous_result: Any = None,
     steps: dict[str, Any] | None = None,
+    tokens: dict[str, Any] | None = None,
 ) -> RunResult:
     """Run one job's handler in-process, as a worker would run this attempt; no AWS.
 
@@ -271,6 +278,8 @@ def run_job(
             the step before's result (JSON round-tripped, as the record keeps it).
         steps: steps an earlier attempt recorded (name → result): ``ctx.step`` returns these
             without calling the function, as a worker's later attempt would (``RunResult.steps``).
+        tokens: answers to the job's wait tokens (token id → value; an exception instance: the
+            token failed with its message). A token without one leaves the run ``asleep``.
     """
     return asyncio.run(
         arun_job(
@@ -283,6 +292,7 @@ def run_job(
             payload_version=payload_version,
             previous_result=previous_result,
             steps=steps,
+            tokens=tokens,
         )
     )
 

@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic_core import to_jsonable_python
 
 from sqsjobs._aws import Call, one
-from sqsjobs.errors import JobControl, LeaseLost, Sleep, StepError, StoreError
+from sqsjobs.errors import JobControl, LeaseLost, Sleep, StepError, StoreError, TokenFailed, TokenTimeout
 from sqsjobs.steps.records import (
+    ANSWER_PREFIX,
     INLINE_STEP_BYTES,
     MAX_NAME_CHARS,
     MAX_STEPS,
@@ -35,6 +36,7 @@ from sqsjobs.steps.records import (
     record_step,
     steps_of,
 )
+from sqsjobs.steps.tokens import Token, answer_of, parse, token_id
 from sqsjobs.store import requests
 from sqsjobs.store.codec import canonical_json, is_conflict
 from sqsjobs.transport import objects
@@ -61,6 +63,8 @@ class RunSteps:
     taken: set[str] = field(default_factory=set)
     #: Sleeps this run reached: the n-th is the step ``sleep-<n>`` in every run of the job.
     sleeps: int = 0
+    #: Tokens this run created: the n-th is the step ``token-<n>``, its id ``<job id>.t<n>``.
+    tokens: int = 0
 
 
 def _state(ctx: JobContext) -> RunSteps:
@@ -139,6 +143,54 @@ class Book:
 
     def _left(self, until: float, now: float) -> float:
         return until - now
+
+    def _create_token(self, ctx: JobContext, timeout_s: float) -> Flow[Token]:
+        """The run's next token: the one an earlier run created (same id), or a new one, kept as a step."""
+        state = _state(ctx)
+        state.tokens += 1
+        name = f"token-{state.tokens}"
+        done, value = yield from self._begin(ctx, name)
+        if not done:
+            now = self._now()
+            made = {"id": token_id(ctx.job_id, state.tokens), "timeout_at": round(now + timeout_s, 3)}
+            value = yield from self._end(ctx, name, now, made)
+        return Token(str(value["id"]), float(value["timeout_at"]))
+
+    def _answers(self, ctx: JobContext) -> Flow[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _wait(self, ctx: JobContext, token: Token) -> Flow[Any]:
+        """The token's answer; ``TokenFailed``, ``TokenTimeout``, or ``Sleep`` until its timeout."""
+        job_id, n = parse(token.id)
+        if job_id != ctx.job_id:
+            raise StepError(f"job {ctx.job_id} cannot wait for {token.id!r}: a job waits for its own tokens")
+        answered, value, error = answer_of((yield from self._answers(ctx)), n)
+        if answered:
+            if error is not None:
+                raise TokenFailed(error)
+            return value
+        if self._now() >= token.timeout_at - self._early():
+            raise TokenTimeout(f"nobody answered token {token.id!r} before its timeout")
+        raise Sleep(None, token.timeout_at, waits_for=f"{ANSWER_PREFIX}{n}")
+
+    def _early(self) -> float:
+        return 0.0
+
+    def create_token(self, ctx: JobContext, timeout_s: float) -> Token:
+        """A sync handler's ``create_token``."""
+        return self._sync(self._create_token(ctx, timeout_s))  # type: ignore[no-any-return]
+
+    async def acreate_token(self, ctx: JobContext, timeout_s: float) -> Token:
+        """An async handler's ``create_token``."""
+        return await self._async(self._create_token(ctx, timeout_s))  # type: ignore[no-any-return]
+
+    def wait_for_token(self, ctx: JobContext, token: Token) -> Any:
+        """A sync handler's ``wait_for_token``."""
+        return self._sync(self._wait(ctx, token))
+
+    async def await_token(self, ctx: JobContext, token: Token) -> Any:
+        """An async handler's ``wait_for_token``."""
+        return await self._async(self._wait(ctx, token))
 
     def sleep(self, ctx: JobContext, seconds: float) -> None:
         """A sync handler's sleep."""
@@ -266,6 +318,14 @@ class StepBook(Book):
         response = yield from one(Call("dynamodb", "get_item", read))
         return steps_of(response.get("Item") or {})
 
+    def _answers(self, ctx: JobContext) -> Flow[dict[str, Any]]:
+        read = requests.get(self._kernel.settings.table_name, ctx.job_id)
+        response = yield from one(Call("dynamodb", "get_item", read))
+        return dict(response.get("Item") or {})
+
+    def _early(self) -> float:
+        return EARLY_WAKE_S  # a claim may come up to 1 s before run_at
+
     def _replay(self, record: StepRecord) -> Flow[Any]:
         if record.ref is None:
             return record.result
@@ -298,13 +358,30 @@ class MemoryBook(Book):
     """Steps kept in a dict (``sqsjobs.testing.run_job``): ``recorded`` maps a name to its result."""
 
     def __init__(
-        self, recorded: dict[str, Any] | None = None, *, max_result_bytes: int = 64 * 1024 * 1024
+        self,
+        recorded: dict[str, Any] | None = None,
+        *,
+        answers: dict[str, Any] | None = None,
+        max_result_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         #: Name → result of every step recorded: the ones given, then this run's.
         self.recorded: dict[str, Any] = dict(recorded or {})
         #: The names whose function this run called, in order.
         self.ran: list[str] = []
         self.max_result_bytes = max_result_bytes
+        #: Token id → the answer a test gives it (an ``Exception`` instance: the token failed with it).
+        self.answers: dict[str, Any] = dict(answers or {})
+
+    def _answers(self, ctx: JobContext) -> Flow[dict[str, Any]]:
+        item: dict[str, Any] = {}
+        for token, value in self.answers.items():
+            _, n = parse(token)
+            answer = (
+                {"e": {"S": str(value)}} if isinstance(value, Exception) else {"v": {"S": json.dumps(value)}}
+            )
+            item[f"{ANSWER_PREFIX}{n}"] = {"M": answer}
+        return item
+        yield  # pragma: no cover - makes this a generator
 
     def _load(self, ctx: JobContext) -> Flow[dict[str, StepRecord]]:
         return {name: StepRecord(name, 0.0, 0.0, 0, value) for name, value in self.recorded.items()}

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.job import JobStatus
 from sqsjobs.store.codec import WRITE_ID, av_json, av_n, av_s, canonical_json, nonce, num_attr, str_attr
-from sqsjobs.store.conditions import All, Fragment, Plus, eq
+from sqsjobs.store.conditions import All, Compare, Exists, Fragment, Missing, Plus, eq
 from sqsjobs.store.schema import HELD, attention_key
 from sqsjobs.store.write import Write
 
@@ -95,13 +95,24 @@ def step_value(step: StepRecord, text: str | None) -> dict[str, Any]:
     return {"M": value}
 
 
-def sleep(table: str, job: Job, step: StepRecord, *, until: float, now: float, held: bool) -> Write:
+def sleep(
+    table: str,
+    job: Job,
+    step: StepRecord | None,
+    *,
+    until: float,
+    now: float,
+    held: bool,
+    unanswered: str | None = None,
+) -> Write:
     """Running → queued until ``until``, fenced, the attempt given back, the sleep kept as a step.
 
     One write: the job cannot be found asleep without its sleep recorded, nor the sleep recorded
     with the job still running. ``held`` when the message cannot carry the wait (beyond the 12 h
     visibility cap, or past the message's expiry): the record then keeps the payload and a
-    ``held`` entry, and the sweeper sends the job when due.
+    ``held`` entry, and the sweeper sends the job when due. A wait for a token records no step
+    (``step`` None) and lands only while the token's answer attribute ``unanswered`` is missing: an
+    answer that came first makes the run end without sleeping, and the rescued run reads it.
     """
     if job.claim_token is None:
         raise ValueError(f"job {job.id} was not claimed by this run: no claim token to fence a sleep on")
@@ -110,7 +121,6 @@ def sleep(table: str, job: Job, step: StepRecord, *, until: float, now: float, h
         ("run_at", ":until"),
         ("updated_at", ":now"),
         ("attempt", Plus("attempt", "-", ":one")),
-        (attribute(step.name), ":step"),
         (WRITE_ID, ":wid"),
     ]
     values: dict[str, Any] = {
@@ -118,9 +128,11 @@ def sleep(table: str, job: Job, step: StepRecord, *, until: float, now: float, h
         ":until": av_n(until),
         ":now": av_n(now),
         ":one": av_n(1),
-        ":step": step_value(step, canonical_json(step.result)),
         ":wid": av_s(nonce()),
     }
+    if step is not None:
+        sets.append((attribute(step.name), ":step"))
+        values[":step"] = step_value(step, canonical_json(step.result))
     if held:
         sets += [("attn", ":attn"), ("due", ":until")]
         values[":attn"] = av_s(attention_key(HELD, job.id))
@@ -128,13 +140,49 @@ def sleep(table: str, job: Job, step: StepRecord, *, until: float, now: float, h
             sets.append(("payload", ":payload"))
             values[":payload"] = av_json(job.payload)
     fence = Fragment("fence", FENCE, {":running": av_s(JobStatus.RUNNING), ":token": av_s(job.claim_token)})
+    guards = (fence, Fragment("unanswered", Missing(unanswered))) if unanswered else (fence,)
     return Write(
         table,
         {"id": av_s(job.id)},
         sets=tuple(sets),
         removes=("lease_owner", "lease_expires"),
-        guards=(fence,),
+        guards=guards,
         values=values,
+    )
+
+
+#: The prefix of a token's answer on the job's record (``tok:<n>``: ``{"v": json}`` or ``{"e": message}``).
+ANSWER_PREFIX = "tok:"
+
+
+def answer(table: str, job_id: str, n: int, *, now: float, value: str | None, error: str | None) -> Write:
+    """Keep the answer to the job's ``n``-th token: only if the job created it and nobody answered yet."""
+    body = {"e": av_s(error)} if error is not None else {"v": av_s(value if value is not None else "null")}
+    return Write(
+        table,
+        {"id": av_s(job_id)},
+        sets=((f"{ANSWER_PREFIX}{n}", ":answer"),),
+        guards=(
+            Fragment("created", Exists(attribute(f"token-{n}"))),
+            Fragment("unanswered", Missing(f"{ANSWER_PREFIX}{n}")),
+        ),
+        values={":answer": {"M": {**body, "at": av_n(now)}}},
+    )
+
+
+def wake(table: str, job_id: str, now: float) -> Write:
+    """A job asleep on a token (queued, held) runs now: ``run_at`` and the held entry's ``due`` set to now."""
+    return Write(
+        table,
+        {"id": av_s(job_id)},
+        sets=(("run_at", ":now"), ("due", ":now")),
+        guards=(
+            Fragment("asleep", All((eq("status", ":queued"), Compare("run_at", ">", ":now")))),
+            Fragment("held", Exists("attn")),
+        ),
+        values={":now": av_n(now), ":queued": av_s(JobStatus.QUEUED)},
+        returns="ALL_NEW",
+        old_on_refusal=False,
     )
 
 

@@ -34,12 +34,21 @@ class SleepOutcome:
         kernel = recorder.kernel
         now = kernel.clock.now()
         delay = max(0.0, exc.until - now)
-        held = delay > sqs.MAX_VISIBILITY_S or recorder.outlives(delivery, exc.until)
-        write = records.sleep(kernel.settings.table_name, job, exc.step, until=exc.until, now=now, held=held)
+        # A wait for a token is always held: the answer wakes the job from its record (payload kept).
+        held = (
+            exc.waits_for is not None
+            or delay > sqs.MAX_VISIBILITY_S
+            or recorder.outlives(delivery, exc.until)
+        )
+        table = kernel.settings.table_name
+        write = records.sleep(
+            table, job, exc.step, until=exc.until, now=now, held=held, unanswered=exc.waits_for
+        )
         transition = functools.partial(recorder.store.transition, job, write)
         if not await recorder.write(job, transition, Finish(job, AttemptOutcome.RELEASED)):
             return LEAVE
+        name = exc.step.name if exc.step is not None else exc.waits_for
         recorder.log(
-            "job asleep", job, status=JobStatus.QUEUED, step=exc.step.name, delay_s=round(delay, 3), held=held
+            "job asleep", job, status=JobStatus.QUEUED, step=name, delay_s=round(delay, 3), held=held
         )
         return DELETE if held else Ack("rearm", delay_s=sqs.clamp_visibility(delay))

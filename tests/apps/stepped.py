@@ -109,3 +109,21 @@ def barrier(payload: dict[str, Any], ctx: JobContext) -> int:
     while len(list(runs_dir.glob("*.barrier"))) < int(payload["of"]):
         time.sleep(0.05)
     return int(payload["of"])
+
+
+def publish(runs_dir: str, job_id: str, token_id: str) -> str:
+    """Hand the token's id out (a file the test reads, as an email would carry it to a person)."""
+    (Path(runs_dir) / f"{job_id}.token").write_text(token_id)
+    return token_id
+
+
+@app.job("approval", max_attempts=1, timeout=20)
+def approval(payload: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+    """Charge, wait for a person's decision (a token), then ship: an order that needs an approval."""
+    runs_dir = str(payload["runs_dir"])
+    ctx.step("charge", mark, runs_dir, ctx.job_id, "charge", ctx.attempt)
+    token = ctx.create_token(timeout=float(payload["timeout_s"]))
+    ctx.step("publish", publish, runs_dir, ctx.job_id, token.id)
+    decision = ctx.wait_for_token(token)
+    ctx.step("ship", mark, runs_dir, ctx.job_id, "ship", ctx.attempt)
+    return {"decision": decision}

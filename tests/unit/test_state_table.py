@@ -57,6 +57,7 @@ WRITES = {
         "tbl", Envelope("j1", "t"), now=NOW, error=ERROR, reason="r", retention_s=1
     ),
     "release": lambda: requests.release("tbl", _job(), owner="w", now=NOW),
+    "wake": lambda: steps_records.wake("tbl", "j1", NOW),
     "sleep": lambda: steps_records.sleep(
         "tbl",
         _job(),

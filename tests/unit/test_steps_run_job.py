@@ -149,3 +149,24 @@ def test_a_sleep_ends_the_run_without_an_attempt_and_the_next_run_goes_on_after_
     second = run_job(app, "reminder", {}, steps=first.steps)
     # THEN it replays the first step and the sleep, and goes on after it
     assert (second.outcome, second.result, calls) == ("succeeded", "reminded", ["remind"])
+
+
+@app.job("approve", max_attempts=1)
+def approve(payload: dict, ctx: JobContext) -> object:
+    token = ctx.create_token(timeout=timedelta(hours=1))
+    calls.append(token.id)
+    return ctx.wait_for_token(token)
+
+
+def test_a_wait_without_an_answer_leaves_the_run_asleep_and_an_answer_or_a_failure_resumes_it():
+    first = run_job(app, "approve", {}, job_id="j-approve")
+    assert (first.outcome, calls) == ("asleep", ["j-approve.t1"])
+    assert 3_590 < (first.delay_s or 0) <= 3_600
+    answered = run_job(
+        app, "approve", {}, job_id="j-approve", steps=first.steps, tokens={"j-approve.t1": "yes"}
+    )
+    assert (answered.outcome, answered.result) == ("succeeded", "yes")
+    failed = run_job(
+        app, "approve", {}, job_id="j-approve", steps=first.steps, tokens={"j-approve.t1": RuntimeError("no")}
+    )
+    assert (failed.outcome, type(failed.error).__name__, str(failed.error)) == ("dead", "TokenFailed", "no")
