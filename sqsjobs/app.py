@@ -35,6 +35,8 @@ from sqsjobs.registry import P, Registry
 from sqsjobs.runtime.kernel import Kernel, locate
 from sqsjobs.schedules.fire import fires_plugin
 from sqsjobs.schedules.specs import Schedules
+from sqsjobs.steps import steps_plugin
+from sqsjobs.steps.tokens import TokenAnswers
 from sqsjobs.transaction import Transaction
 from sqsjobs.transport.queues import QueueUrls
 from sqsjobs.workflows import batches, chains
@@ -56,7 +58,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class App:
+class App(TokenAnswers):
     """A named set of job types and the AWS resources they run on."""
 
     def __init__(self, name: str, *, clock: Clock | None = None, **settings: Any) -> None:
@@ -125,6 +127,7 @@ class App:
             fires_plugin(core, self.schedules),  # schedule fires become their occurrence's job
             foreign_plugin(core),  # messages sent from outside sqsjobs become jobs
             hooks_plugin(core),  # on_dead/on_succeeded: a hook job written with the finish
+            steps_plugin(core),  # durable steps: ctx.step runs a function once per job, across attempts
             events_plugin(core),  # job events: the change stream relayed to the bus by the sweeper (local)
         ]
 

@@ -6,11 +6,15 @@ import asyncio
 import enum
 import threading
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sqsjobs.delivery import Delivery
     from sqsjobs.job import Job
+    from sqsjobs.retry import RetryPolicy
 
 
 class InterruptReason(enum.StrEnum):
@@ -47,6 +51,9 @@ class JobContext:
     previous_result: Any = None
     #: Adds items to batches (``sqsjobs.workflows.batches.ItemStream``), set by the worker.
     batches: Any = field(default=None, repr=False)
+    #: Records durable steps (``sqsjobs.steps.book``): set by the worker and by ``sqsjobs.testing``.
+    steps: Any = field(default=None, repr=False)
+    _steps_run: Any = field(default=None, repr=False)
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
     _interrupt: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     _interrupt_reason: InterruptReason | None = field(default=None, repr=False)
@@ -105,6 +112,93 @@ class JobContext:
         return str(
             await self._stream().aadd(self, batch_id, job_type, payload, dedupe_key=dedupe_key, **options)
         )
+
+    def step(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        attempts: int = 1,
+        backoff: RetryPolicy | None = None,
+    ) -> Any:
+        """Run ``fn(*args)`` once for this job across all its attempts; its (JSON) result (docs/steps.md).
+
+        A step an earlier attempt recorded returns that result without calling ``fn``; a new one
+        runs, and its result is recorded (fenced by this run's claim) before this returns. ``name``
+        is unique in a run (``StepError`` otherwise). ``fn`` raising is retried here up to
+        ``attempts`` times (waits from ``backoff``), then raises into the handler: the job's retry
+        policy takes over, and the next attempt resumes at this step. Called from an async handler
+        (on the event loop), this returns an awaitable: ``await ctx.step(...)``, as ``astep``.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return self._book().run(self, name, fn, args, attempts, backoff)
+        return self.astep(name, fn, *args, attempts=attempts, backoff=backoff)
+
+    async def astep(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        attempts: int = 1,
+        backoff: RetryPolicy | None = None,
+    ) -> Any:
+        """Async ``step``: ``fn`` may be a coroutine function (a sync one runs in a thread)."""
+        return await self._book().arun(self, name, fn, args, attempts, backoff)
+
+    def sleep(self, delay: timedelta | float) -> Any:
+        """End this run without using an attempt, and go on from here after ``delay`` (docs/steps.md).
+
+        The slot (on Lambda, the invocation) is free while the job sleeps. The next run replays the
+        steps before the sleep (their functions are not called again), returns from this call and
+        goes on. Sleeps are told apart by their order in the run (the n-th sleep is ``sleep-<n>``).
+        ``delay``: a ``timedelta`` or seconds. From an async handler: ``await ctx.sleep(...)``.
+        """
+        seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return self._book().sleep(self, seconds)
+        return self.asleep(seconds)
+
+    async def asleep(self, delay: timedelta | float) -> None:
+        """Async ``sleep``."""
+        seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
+        await self._book().asleep(self, seconds)
+
+    def create_token(self, *, timeout: timedelta | float) -> Any:
+        """A wait token (``sqsjobs.steps.tokens.Token``): hand ``token.id`` to whoever will answer it.
+
+        The same token in every run of the job (it is kept as a step). Answered by
+        ``app.complete_token(id, value)``, ``app.fail_token(id, error)`` or ``POST /tokens/{id}``
+        before ``timeout``. From an async handler: ``await ctx.create_token(...)``.
+        """
+        seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return self._book().create_token(self, seconds)
+        return self._book().acreate_token(self, seconds)
+
+    def wait_for_token(self, token: Any) -> Any:
+        """The token's answer; without one, the run ends (no attempt used, no slot held) until it comes.
+
+        Raises ``TokenFailed`` (``fail_token``) or ``TokenTimeout`` (nobody answered in time) in the
+        job. From an async handler: ``await ctx.wait_for_token(token)``.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return self._book().wait_for_token(self, token)
+        return self._book().await_token(self, token)
+
+    def _book(self) -> Any:
+        if self.steps is None:
+            raise RuntimeError(
+                "this context has no steps: ctx.step works in a handler run by a worker or run_job"
+            )
+        return self.steps
 
     def _stream(self) -> Any:
         if self.batches is None:

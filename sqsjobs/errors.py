@@ -202,6 +202,14 @@ class LeaseLost(JobStateError):
     """This worker no longer owns the job: another worker claimed it, or it was finished or released."""
 
 
+class TokenNotFound(JobNotFound):
+    """No such wait token: its id names no job, or no token its job created (``app.complete_token``)."""
+
+
+class TokenExpired(JobStateError):
+    """The wait token's timeout passed: the job stopped waiting for it (HTTP 409)."""
+
+
 class LimitWait(SqsJobsError):
     """A job may not start yet (paused type, full limit, open breaker): raised and caught inside the gate.
 
@@ -311,6 +319,40 @@ class JobControl(SqsJobsError):
 
 class PermanentError(JobControl):
     """The job cannot succeed; it goes to the DLQ without further attempts."""
+
+
+class StepError(PermanentError):
+    """A durable step used wrongly (a name taken twice in one run, too many steps): the job dies, unretried.
+
+    Retrying cannot help: the handler's code decides its steps' names, and it would decide the same.
+    """
+
+
+class Sleep(JobControl):
+    """Raised by ``ctx.sleep`` (``sqsjobs.steps``): end this run, run the job again at ``until``; not an error.
+
+    The steps feature records it (the job queued until then, the attempt given back), never the
+    retry policy. ``step`` is the sleep's ``sqsjobs.steps.records.StepRecord``.
+    """
+
+    def __init__(self, step: Any = None, until: float = 0.0, *, waits_for: str | None = None) -> None:
+        super().__init__(
+            f"sleeping until {until:.3f} ({getattr(step, 'name', None) or waits_for or 'a sleep'})"
+        )
+        self.step = step
+        self.until = until
+        #: A wait for a token: the attribute its answer lands in. The record then keeps the job
+        #: (held, with its payload) so that the answer can wake it, and the sleep's write lands only
+        #: while no answer has.
+        self.waits_for = waits_for
+
+
+class TokenTimeout(SqsJobsError):
+    """Raised in a job by ``ctx.wait_for_token``: nobody completed the token before its timeout."""
+
+
+class TokenFailed(SqsJobsError):
+    """Raised in a job by ``ctx.wait_for_token``: the token was failed (``app.fail_token``) with this message."""
 
 
 class Retry(JobControl):

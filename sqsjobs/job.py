@@ -72,6 +72,10 @@ TRANSITIONS: dict[str, tuple[frozenset[JobStatus], JobStatus]] = {
     # only once its lease expired.
     "reject": (frozenset({JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED, JobStatus.RUNNING}), JobStatus.DEAD),
     "release": (frozenset({JobStatus.RUNNING}), JobStatus.QUEUED),
+    # A durable sleep (sqsjobs.steps): queued again until it wakes, the attempt given back.
+    "sleep": (frozenset({JobStatus.RUNNING}), JobStatus.QUEUED),
+    # A job asleep on a wait token (held) that was just answered: due now (sqsjobs.steps.tokens).
+    "wake": (frozenset({JobStatus.QUEUED}), JobStatus.QUEUED),
     "cancel": (frozenset({JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED}), JobStatus.CANCELLED),
     # Flags a running job; its worker sees the flag at its next lease renewal and aborts.
     "request_cancel": (frozenset({JobStatus.RUNNING}), JobStatus.RUNNING),
@@ -141,6 +145,10 @@ KEPT_BY: dict[str, frozenset[Witness]] = {
     # keeps the message too: one that would pass its expiry is replaced by a fresh copy
     # (``sqsjobs.transport.lifespan.keep_witness``).
     "release": frozenset({Witness.MESSAGE}),
+    # The same message re-armed to the wake-up (a retry's rule), or a ``held`` entry beyond it.
+    "sleep": frozenset({Witness.MESSAGE, Witness.ATTENTION}),
+    # The held entry, due now, and a hint sent at once (the sweeper re-sends it if SQS refused).
+    "wake": frozenset({Witness.ATTENTION, Witness.MESSAGE}),
     # A new hint, and a ``pending`` entry until a claim takes the job.
     "replay": frozenset({Witness.MESSAGE, Witness.ATTENTION}),
     "unblock": frozenset({Witness.MESSAGE, Witness.ATTENTION}),

@@ -15,10 +15,11 @@ import dataclasses
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from sqsjobs.context import JobContext
+from sqsjobs.errors import Sleep
 from sqsjobs.job import JobStatus
 from sqsjobs.producer import JobRequest, build_new_job
 from sqsjobs.registry import Registry
@@ -27,6 +28,7 @@ from sqsjobs.runtime.record_stage import judge_failure
 from sqsjobs.runtime.run_stage import invoke, timeout_error
 from sqsjobs.runtime.sweeper import run_sweeper
 from sqsjobs.runtime.worker import Worker
+from sqsjobs.steps.book import MemoryBook
 from sqsjobs.store import codec, enqueue
 from sqsjobs.store.codec import to_datetime
 
@@ -95,8 +97,9 @@ def make_job(
 class RunResult:
     """What one run of a handler leads to, decided as the worker decides it."""
 
-    #: The job's next state: ``succeeded``, ``retry`` (scheduled again), ``dead`` or ``cancelled``.
-    outcome: Literal["succeeded", "retry", "dead", "cancelled"]
+    #: The job's next state: ``succeeded``, ``retry`` (scheduled again), ``dead``, ``cancelled``, or
+    #: ``asleep`` (``ctx.sleep``: queued again for ``delay_s``, the attempt not used).
+    outcome: Literal["succeeded", "retry", "dead", "cancelled", "asleep"]
     #: The job as the handler saw it (``ctx.job``).
     job: Job
     #: The return value as the record would store it (JSON round-tripped); None unless succeeded.
@@ -105,8 +108,13 @@ class RunResult:
     error: BaseException | None = None
     #: The record's reason when dead or cancelled, e.g. ``attempts exhausted (5/5)``.
     reason: str | None = None
-    #: Seconds until the retry (jittered by the policy unless ``Retry(delay_s=...)`` set it).
+    #: Seconds until the retry (jittered by the policy unless ``Retry(delay_s=...)`` set it), or the sleep's.
     delay_s: float | None = None
+    #: Every step recorded after this run (name → JSON result): the ones given, then this run's.
+    #: Pass it as ``steps=`` to run the next attempt as a worker would, replaying them.
+    steps: dict[str, Any] = field(default_factory=dict)
+    #: The steps whose function this run called, in order (a replayed step is not among them).
+    ran_steps: tuple[str, ...] = ()
 
 
 @overload
@@ -120,6 +128,8 @@ async def arun_job(
     job_id: str | None = None,
     payload_version: int | None = None,
     previous_result: Any = None,
+    steps: dict[str, Any] | None = None,
+    tokens: dict[str, Any] | None = None,
 ) -> RunResult: ...
 @overload
 async def arun_job(
@@ -132,6 +142,8 @@ async def arun_job(
     job_id: str | None = None,
     payload_version: int | None = None,
     previous_result: Any = None,
+    steps: dict[str, Any] | None = None,
+    tokens: dict[str, Any] | None = None,
 ) -> RunResult: ...
 async def arun_job(
     app: App,
@@ -143,6 +155,8 @@ async def arun_job(
     job_id: str | None = None,
     payload_version: int | None = None,
     previous_result: Any = None,
+    steps: dict[str, Any] | None = None,
+    tokens: dict[str, Any] | None = None,
 ) -> RunResult:
     """Async ``run_job``, for tests that already run an event loop."""
     job = make_job(
@@ -160,6 +174,8 @@ async def arun_job(
         logger=app.logger,
         # What a chain step's handler reads: as the worker gives it, JSON round-tripped as the record stores it.
         previous_result=json.loads(storable_result(previous_result, app.settings.max_result_bytes)[1]),
+        # Steps simulated: the ones given are recorded (replayed without a call), new ones are kept here.
+        steps=(book := MemoryBook(steps, answers=tokens, max_result_bytes=app.settings.max_result_bytes)),
     )
     # A pool of its own: a sync handler past its timeout runs on in its thread (it cannot be
     # killed, as in the worker), and must not hold up the shutdown of the loop's default executor.
@@ -174,7 +190,19 @@ async def arun_job(
     exc = run.exception() if run in done else timeout_error(spec)
     if exc is None:
         stored = json.loads(storable_result(run.result(), app.settings.max_result_bytes)[1])
-        return RunResult(outcome="succeeded", job=job, result=stored)
+        return RunResult(
+            outcome="succeeded", job=job, result=stored, steps=book.recorded, ran_steps=tuple(book.ran)
+        )
+    if isinstance(exc, Sleep):  # simulated: the next run_job(steps=result.steps) finds it passed
+        if exc.step is not None:  # a sleep (a wait for a token records nothing: it waits for an answer)
+            book.recorded[exc.step.name] = exc.step.result
+        return RunResult(
+            outcome="asleep",
+            job=job,
+            delay_s=exc.step.duration_s if exc.step is not None else round(exc.until - app.clock.now(), 3),
+            steps=book.recorded,
+            ran_steps=tuple(book.ran),
+        )
     verdict = judge_failure(spec, job, exc, now=app.clock.now())
     return RunResult(
         outcome=verdict.outcome,
@@ -182,6 +210,8 @@ async def arun_job(
         error=exc,
         reason=verdict.reason or None,
         delay_s=verdict.delay_s if verdict.outcome == "retry" else None,
+        steps=book.recorded,
+        ran_steps=tuple(book.ran),
     )
 
 
@@ -196,6 +226,8 @@ def run_job(
     job_id: str | None = None,
     payload_version: int | None = None,
     previous_result: Any = None,
+    steps: dict[str, Any] | None = None,
+    tokens: dict[str, Any] | None = None,
 ) -> RunResult: ...
 @overload
 def run_job(
@@ -208,6 +240,8 @@ def run_job(
     job_id: str | None = None,
     payload_version: int | None = None,
     previous_result: Any = None,
+    steps: dict[str, Any] | None = None,
+    tokens: dict[str, Any] | None = None,
 ) -> RunResult: ...
 def run_job(
     app: App,
@@ -219,6 +253,8 @@ def run_job(
     job_id: str | None = None,
     payload_version: int | None = None,
     previous_result: Any = None,
+    steps: dict[str, Any] | None = None,
+    tokens: dict[str, Any] | None = None,
 ) -> RunResult:
     """Run one job's handler in-process, as a worker would run this attempt; no AWS.
 
@@ -240,6 +276,10 @@ def run_job(
             stored as is and upgraded by the type's upcasts before validation, as a worker does.
         previous_result: what ``ctx.previous_result`` holds, as a chain step after the first sees
             the step before's result (JSON round-tripped, as the record keeps it).
+        steps: steps an earlier attempt recorded (name → result): ``ctx.step`` returns these
+            without calling the function, as a worker's later attempt would (``RunResult.steps``).
+        tokens: answers to the job's wait tokens (token id → value; an exception instance: the
+            token failed with its message). A token without one leaves the run ``asleep``.
     """
     return asyncio.run(
         arun_job(
@@ -251,6 +291,8 @@ def run_job(
             job_id=job_id,
             payload_version=payload_version,
             previous_result=previous_result,
+            steps=steps,
+            tokens=tokens,
         )
     )
 

@@ -396,6 +396,18 @@ def job_page_body(data: Mapping[str, Any], now: float) -> Html:
             else Html('<p class="muted">No attempt recorded.</p>'),
         )
     )
+    steps = [
+        [
+            x["name"],
+            x["attempt"],
+            x["started_at"],
+            f"{x['duration_s']:g} s",
+            x["result_ref"] or json.dumps(x["result"])[:80],
+        ]
+        for x in data.get("steps") or []
+    ]
+    if steps:
+        parts.append(section("Steps", table(["step", "attempt", "started", "duration", "result"], steps)))
     audit = data.get("audit") or []
     if audit:
         keys = sorted({k for entry in audit for k in entry})

@@ -34,6 +34,7 @@ from sqsjobs.api import (
     problems,
     queue_routes,
     series_routes,
+    token_routes,
     worker_routes,
     workflow_routes,
 )
@@ -101,6 +102,7 @@ def create_app(
         dead_routes.router,
         series_routes.router,
         workflow_routes.router,
+        token_routes.router,
         *extra_routers,
     ]
     if dashboard:

@@ -150,6 +150,20 @@ def render_job(job: Job, data: dict[str, Any]) -> None:
                 escape(h.error),
             )
         console.print(table)
+    if data.get("steps"):
+        table = Table(title="steps", title_justify="left")
+        for col in ("step", "attempt", "started", "duration", "result"):
+            table.add_column(col, overflow="fold")
+        for step in data["steps"]:
+            kept = step["result_ref"] or json.dumps(step["result"])[:80]
+            table.add_row(
+                escape(step["name"]),
+                str(step["attempt"]),
+                str(step["started_at"]),
+                f"{step['duration_s']:g} s",
+                escape(kept),
+            )
+        console.print(table)
     if data["audit"]:
         table = Table(title="audit", title_justify="left")
         for col in ("at", "action", "by", "from", "reason", "dlq message", "payload replaced"):

@@ -62,6 +62,7 @@ from sqsjobs._aws import Call, Flow, retrying
 from sqsjobs.errors import CursorError, StoreError
 from sqsjobs.job import JobStatus
 from sqsjobs.ops._common import iso
+from sqsjobs.steps.records import in_order, steps_of
 from sqsjobs.store import operator, schema
 from sqsjobs.store.conditions import All, eq
 from sqsjobs.store.rendering import render_condition
@@ -503,6 +504,17 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         "payload_ref": job.payload_ref,
         "result": job.result,
         "result_ref": job.result_ref,
+        "steps": [
+            {
+                "name": step.name,
+                "attempt": step.attempt,
+                "started_at": iso(step.started_at),
+                "duration_s": step.duration_s,
+                "result": step.result,
+                "result_ref": step.ref,
+            }
+            for step in in_order(steps_of(job.extra))
+        ],
         "last_error": (
             {"class": error.error_class, "message": error.message, "traceback": error.traceback}
             if error

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         FinishHook,
         MessageKind,
         Plugin,
+        RunOutcome,
         RunPreparation,
         SweepPass,
     )
@@ -83,6 +84,8 @@ class Kernel:
     sweeps: tuple[tuple[Plugin, SweepPass], ...] = field(init=False, repr=False)
     #: Envelope class → the feature that handles such messages.
     kinds: Mapping[type, MessageKind] = field(init=False, repr=False)
+    #: Exception class a handler raised → the feature that records that end of its run.
+    outcomes: Mapping[type, RunOutcome] = field(init=False, repr=False)
     #: ``JobContext`` fields every run gets (the plug-ins' ``context``).
     context: Mapping[str, Any] = field(init=False, repr=False)
 
@@ -95,6 +98,7 @@ class Kernel:
             "preparations": tuple((p, p.prepare) for p in plugins if p.prepare is not None),
             "sweeps": tuple((p, p.sweep) for p in plugins if p.sweep is not None),
             "kinds": {cls: kind for p in plugins for cls, kind in p.kinds.items()},
+            "outcomes": {cls: outcome for p in plugins for cls, outcome in p.outcomes.items()},
             "context": {k: v for p in plugins for k, v in p.context.items()},
         }
         for name, value in lists.items():

@@ -166,6 +166,8 @@ class Runner:
                 "handler raised",
                 extra={"job_id": job.id, "error": f"{type(exc).__name__}: {exc}", "duration_s": duration},
             )
+        if (owner := self.kernel.outcomes.get(type(exc))) is not None:  # e.g. a durable sleep
+            return await owner.record(job, exc, delivery, recorder)
         return await recorder.failed(spec, job, exc, delivery)
 
     # ── leases of long jobs (ECS heartbeat and Lambda alike) ──────────────────────────────────

@@ -12,6 +12,7 @@ that order::
                      refused ──▶ ClaimGuard.refused (refused by its terms: expire instead)
                ──▶ RunPreparation.prepare   (fields of the handler's JobContext)
                ──▶ run ──▶ FinishHook.entries + finish write ──▶ FinishHook.landed
+                      (raised one of a feature's ``outcomes``) ──▶ RunOutcome.record
     the lease renewal ──▶ AdmissionGuard.renew;  a refused claim ──▶ AdmissionGuard.give_back
     the sweeper's expire ──▶ FinishHook.entries + expire write ──▶ FinishHook.landed
     each sweep ──▶ SweepPass.sweep   (a feature's own repairs)
@@ -127,6 +128,14 @@ class SweepPass(Protocol):
         ...
 
 
+class RunOutcome(Protocol):
+    """A run's end a feature records itself: the handler raised one of the feature's ``Plugin.outcomes``."""
+
+    async def record(self, job: Job, exc: BaseException, delivery: Delivery | None, recorder: Any) -> Ack:
+        """Write the end through ``recorder`` (``runtime/record_stage.py``), then say what the message is worth."""
+        ...
+
+
 class RunPreparation(Protocol):
     """Something a run needs before its handler starts (a chain step's previous result, batch streaming)."""
 
@@ -152,6 +161,8 @@ class Plugin:
     finish: FinishHook | None = None
     prepare: RunPreparation | None = None
     sweep: SweepPass | None = None
+    #: Exception classes a handler raises to end its run in a way this feature records (a durable sleep).
+    outcomes: Mapping[type[BaseException], RunOutcome] = field(default_factory=dict)
     #: Envelope classes (``sqsjobs.envelope.Fire``...) this feature handles, and how.
     kinds: Mapping[type, MessageKind] = field(default_factory=dict)
     #: The job fields whose value makes a job this feature's (``batch_key``, ``chain_id``...).

@@ -423,6 +423,12 @@ class JobStore:
         write = requests.release(self.table, job, owner=self.owner, now=now)
         return await self._fenced(job, write, entries)
 
+    async def transition(
+        self, job: Job, write: Write, *, entries: Sequence[Mapping[str, Any]] = ()
+    ) -> Landed | Refused:
+        """A feature's own fenced transition of a run (a durable sleep), read alike as the kernel's."""
+        return await self._fenced(job, write, entries)
+
     async def _fenced(self, job: Job, write: Write, entries: Sequence[Mapping[str, Any]]) -> Landed | Refused:
         """Apply a fenced write; its refusals read alike for every transition of a run.
 

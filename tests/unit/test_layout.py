@@ -29,6 +29,7 @@ ROLES = {
     "hooks",
     "outbox",
     "django",
+    "steps",
 }
 MAX_TOP_LEVEL_MODULES = 16
 MAX_MODULE_LINES = 600
@@ -157,7 +158,7 @@ LAYERS: list[set[str]] = [
     {"producer"},
     {"transaction"},
     {"runtime"},
-    {"limits", "workflows", "schedules", "hooks"},  # the features: none imports another
+    {"limits", "workflows", "schedules", "hooks", "steps"},  # the features: none imports another
     {"ingress"},  # foreign messages (they reuse a schedule's empty payload)
     {"events"},  # job events: they read batch and chain records from the change stream
     {"deploy"},
@@ -173,7 +174,7 @@ LAYERS: list[set[str]] = [
     {"__main__"},
 ]
 #: The feature folders: they plug into the kernel's seams (``runtime/seams.py``); the kernel imports none.
-FEATURES = {"limits", "workflows", "schedules", "ingress", "events", "hooks"}
+FEATURES = {"limits", "workflows", "schedules", "ingress", "events", "hooks", "steps"}
 #: Imports that break the order today, each with why; the list only shrinks.
 KNOWN: dict[tuple[str, str], str] = {
     ("sqsjobs.deploy.packaging", "sqsjobs"): "it reads the package's own directory",

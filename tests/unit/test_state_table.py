@@ -15,6 +15,8 @@ import pytest
 from sqsjobs.delivery import failure_record
 from sqsjobs.envelope import Envelope
 from sqsjobs.job import TRANSITIONS, JobStatus
+from sqsjobs.steps import records as steps_records
+from sqsjobs.steps.records import StepRecord
 from sqsjobs.store import claims, codec, deadlines, enqueue, operator, requests
 from sqsjobs.store.conditions import All, AnyOf, Compare, Not, OneOf
 from sqsjobs.store.write import Write
@@ -55,6 +57,15 @@ WRITES = {
         "tbl", Envelope("j1", "t"), now=NOW, error=ERROR, reason="r", retention_s=1
     ),
     "release": lambda: requests.release("tbl", _job(), owner="w", now=NOW),
+    "wake": lambda: steps_records.wake("tbl", "j1", NOW),
+    "sleep": lambda: steps_records.sleep(
+        "tbl",
+        _job(),
+        StepRecord("sleep-1", NOW, 3.0, 1, {"until": NOW + 3}),
+        until=NOW + 3,
+        now=NOW,
+        held=True,
+    ),
     "cancel": lambda: operator.cancel("tbl", "j1", now=NOW, retention_s=1),
     "request_cancel": lambda: operator.request_cancel("tbl", "j1", now=NOW),
     "replay": lambda: operator.replay(

@@ -1,0 +1,162 @@
+"""Wait tokens: a job waits for a human or a webhook; ``app.complete_token`` / ``fail_token`` answer it.
+
+``ctx.create_token(timeout=)`` records the token as the step ``token-<n>`` (its id and timeout): the
+id names the job (``<job id>.t<n>``), so an answer needs no index and no item of its own.
+``ctx.wait_for_token(token)`` reads the answer (``tok:<n>`` on the record); without one it ends the
+run like a sleep until the timeout — held in the record with its payload, so that an answer can wake
+it — and the woken run raises ``TokenTimeout`` if nobody answered by then.
+
+An answer is one conditional write (the job created the token; nobody answered yet), then a wake: a
+job asleep on it is made due now and its hint sent. A second answer is accepted and changes nothing
+(the first wins); an unknown token is ``TokenNotFound`` (404), one past its timeout ``TokenExpired``
+(409).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from pydantic_core import to_jsonable_python
+
+from sqsjobs._aws import Call, one
+from sqsjobs.errors import AwsError, StoreError, TokenExpired, TokenNotFound
+from sqsjobs.producer import route_of
+from sqsjobs.steps.records import ANSWER_PREFIX, answer, steps_of, wake
+from sqsjobs.store import enqueue, requests
+from sqsjobs.store.codec import canonical_json, is_conflict, job_from_item
+
+if TYPE_CHECKING:
+    from sqsjobs._aws import Flow
+    from sqsjobs._clock import Clock
+    from sqsjobs.config import Settings
+    from sqsjobs.transport.queues import QueueUrls
+
+T = TypeVar("T")
+
+
+class _Answering(Protocol):
+    """What answering a token needs of the App."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def queue_urls(self) -> QueueUrls: ...
+
+    clock: Clock
+
+    def run(self, flow: Flow[T]) -> T: ...
+    async def arun(self, flow: Flow[T]) -> T: ...
+
+
+class TokenAnswers:
+    """The App's answers to wait tokens (``App`` inherits these; docs/steps.md)."""
+
+    def complete_token(
+        self: _Answering, token_id: str, value: Any = None, *, error: str | None = None
+    ) -> str:
+        """Answer a job's wait token: ``"answered"`` or ``"already answered"`` (the first answer stands).
+
+        ``error``: fail it instead (``fail_token``). ``TokenNotFound``; ``TokenExpired`` past its timeout.
+        """
+        return str(
+            self.run(answer_flow(self.settings, self.queue_urls, token_id, self.clock.now(), value, error))
+        )
+
+    async def acomplete_token(
+        self: _Answering, token_id: str, value: Any = None, *, error: str | None = None
+    ) -> str:
+        """Async ``complete_token``."""
+        flow = answer_flow(self.settings, self.queue_urls, token_id, self.clock.now(), value, error)
+        return str(await self.arun(flow))
+
+    def fail_token(self: _Answering, token_id: str, error: str) -> str:
+        """Fail a job's wait token: its ``wait_for_token`` raises ``TokenFailed(error)`` in the job."""
+        return str(
+            self.run(answer_flow(self.settings, self.queue_urls, token_id, self.clock.now(), error=error))
+        )
+
+    async def afail_token(self: _Answering, token_id: str, error: str) -> str:
+        """Async ``fail_token``."""
+        flow = answer_flow(self.settings, self.queue_urls, token_id, self.clock.now(), error=error)
+        return str(await self.arun(flow))
+
+
+@dataclass(frozen=True)
+class Token:
+    """A wait token: hand ``id`` to whoever answers (a person, a webhook's URL)."""
+
+    id: str
+    #: Epoch seconds after which an answer is refused and the waiting job raises ``TokenTimeout``.
+    timeout_at: float
+
+
+def token_id(job_id: str, n: int) -> str:
+    """The id of the job's ``n``-th token."""
+    return f"{job_id}.t{n}"
+
+
+def parse(token: str) -> tuple[str, int]:
+    """(job id, n) of a token id; ``TokenNotFound`` when it is not one."""
+    job_id, _, n = token.rpartition(".t")
+    if not job_id or not n.isdigit():
+        raise TokenNotFound(f"no such token: {token!r}")
+    return job_id, int(n)
+
+
+def answer_flow(
+    settings: Settings,
+    queue_urls: QueueUrls,
+    token: str,
+    now: float,
+    value: Any = None,
+    error: str | None = None,
+) -> Flow[str]:
+    """Answer ``token``: ``"answered"``, or ``"already answered"`` (the first answer stands)."""
+    job_id, n = parse(token)
+    read = requests.get(settings.table_name, job_id)
+    item = (yield from one(Call("dynamodb", "get_item", read))).get("Item")
+    created = steps_of(item or {}).get(f"token-{n}")
+    if item is None or created is None or not isinstance(created.result, dict):
+        raise TokenNotFound(f"no such token: {token!r}")
+    if f"{ANSWER_PREFIX}{n}" in item:
+        return "already answered"
+    if now > float(created.result["timeout_at"]):
+        raise TokenExpired(f"token {token!r} timed out: job {job_id} stopped waiting for it")
+    text = None if error is not None else canonical_json(to_jsonable_python(value))
+    write = answer(settings.table_name, job_id, n, now=now, value=text, error=error)
+    try:
+        yield from one(Call("dynamodb", "update_item", write.update_item()))
+    except StoreError as exc:
+        if is_conflict(exc):
+            return "already answered"  # a concurrent answer landed first
+        raise
+    try:  # a job asleep on the token runs now; one still running reads the answer itself
+        woke = yield from one(
+            Call("dynamodb", "update_item", wake(settings.table_name, job_id, now).update_item())
+        )
+    except StoreError as exc:
+        if not is_conflict(exc):
+            raise
+        return "answered"
+    job = job_from_item(woke["Attributes"])
+    try:  # the held entry is due now: if SQS refuses this hint, the sweeper sends one
+        body = enqueue.envelope_of(job).to_body()
+        yield from queue_urls.send_flow(
+            route_of(job), body, tenant=job.tenant, serialize_key=job.serialize_key, trace=job.trace
+        )
+    except AwsError:
+        pass
+    return "answered"
+
+
+def answer_of(item: dict[str, Any], n: int) -> tuple[bool, Any, str | None]:
+    """(answered, value, error message) of the ``n``-th token on a record."""
+    av = item.get(f"{ANSWER_PREFIX}{n}")
+    if av is None:
+        return False, None, None
+    m = av["M"]
+    if "e" in m:
+        return True, None, str(m["e"]["S"])
+    return True, json.loads(m["v"]["S"]), None

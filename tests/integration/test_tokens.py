@@ -1,0 +1,132 @@
+"""Wait tokens attacked from outside: a real worker process, answers over HTTP from another process,
+``app.complete_token``, and a token nobody answers (MiniStack).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from sqsjobs import JobStatus
+from sqsjobs.errors import TokenExpired, TokenNotFound
+from tests.api.helpers import serving
+from tests.apps import stepped
+from tests.integration.helpers import kill_group, wait_until, worker_env, worker_process
+
+pytestmark = pytest.mark.slow
+
+APP = "tests.apps.stepped:app"
+
+
+def calls(runs_dir: Path, job_id: str, step: str) -> int:
+    path = runs_dir / f"{job_id}.{step}"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def token_of(runs_dir: Path, job_id: str) -> str | None:
+    path = runs_dir / f"{job_id}.token"
+    return path.read_text() if path.exists() else None
+
+
+@pytest.fixture
+def app(ministack_url, make_app):
+    app = make_app(ministack_url, lease_s=3.0, visibility_timeout_s=2)
+    app.registry.include(stepped.app.registry)
+    app.provision()
+    return app
+
+
+def _asleep_on_its_token(app, tmp_path, job_id) -> str:
+    wait_until(
+        lambda: token_of(tmp_path, job_id) and app.get(job_id).status is JobStatus.QUEUED, 30, "waiting"
+    )
+    return str(token_of(tmp_path, job_id))
+
+
+def test_a_job_waiting_on_a_token_is_woken_by_an_http_post_from_another_process(app, tmp_path):
+    # GIVEN a worker and an order waiting for its approval (no slot held: the job is queued)
+    job_id = app.enqueue("approval", {"runs_dir": str(tmp_path), "timeout_s": 120})
+    proc = worker_process(app, APP, concurrency=2)
+    try:
+        token = _asleep_on_its_token(app, tmp_path, job_id)
+        with serving(app, token="s3cret") as url:
+            # WHEN another process posts the decision (the second post changes nothing)
+            post = textwrap.dedent(f"""
+                import httpx, sys
+                for decision in ("approved", "rejected"):
+                    r = httpx.post({url!r} + "/tokens/{token}", json={{"value": decision}},
+                                   headers={{"Authorization": "Bearer s3cret"}})
+                    print(r.status_code, r.json()["result"])
+                r = httpx.post({url!r} + "/tokens/{token}", json={{"value": 1}})
+                print(r.status_code)
+                r = httpx.post({url!r} + "/tokens/{job_id}.t9", json={{"value": 1}},
+                               headers={{"Authorization": "Bearer s3cret"}})
+                print(r.status_code)
+            """)
+            out = subprocess.run(
+                [sys.executable, "-c", post], capture_output=True, text=True, timeout=60, env=worker_env(app)
+            )
+            assert out.stdout.splitlines() == ["200 answered", "200 already answered", "401", "404"], (
+                out.stderr
+            )
+            # THEN the job wakes with the first answer and ships, on its one attempt
+            wait_until(lambda: app.get(job_id).status is JobStatus.SUCCEEDED, 30, "shipped")
+    finally:
+        kill_group(proc)
+    job = app.get(job_id)
+    assert (job.result, job.attempt) == ({"decision": "approved"}, 1)
+    assert (calls(tmp_path, job_id, "charge"), calls(tmp_path, job_id, "ship")) == (1, 1)
+
+
+def test_app_complete_token_wakes_the_job_fail_token_fails_it_and_an_unknown_token_is_not_found(
+    app, tmp_path
+):
+    job_id = app.enqueue("approval", {"runs_dir": str(tmp_path), "timeout_s": 120})
+    refused = app.enqueue("approval", {"runs_dir": str(tmp_path), "timeout_s": 120})
+    proc = worker_process(app, APP, concurrency=2)
+    try:
+        token = _asleep_on_its_token(app, tmp_path, job_id)
+        assert app.fail_token(_asleep_on_its_token(app, tmp_path, refused), "card declined") == "answered"
+        assert app.complete_token(token, {"by": "ops"}) == "answered"
+        assert app.complete_token(token, {"by": "someone else"}) == "already answered"
+        with pytest.raises(TokenNotFound):
+            app.complete_token(f"{job_id}.t2", 1)
+        with pytest.raises(TokenNotFound):
+            app.complete_token("no-such-token", 1)
+        wait_until(lambda: app.get(job_id).status is JobStatus.SUCCEEDED, 30, "shipped")
+        wait_until(lambda: app.get(refused).status is JobStatus.DEAD, 30, "failed")
+    finally:
+        kill_group(proc)
+    assert app.get(job_id).result == {"decision": {"by": "ops"}}
+    error = app.get(refused).last_error
+    assert error is not None and (error.error_class, error.message) == ("TokenFailed", "card declined")
+    assert calls(tmp_path, job_id, "charge") == 1
+
+
+def test_a_token_nobody_answers_times_out_in_the_job_and_refuses_a_late_answer(app, tmp_path):
+    # GIVEN a job waiting on a 4 s token, a worker and a sweeper (the held record's witness)
+    job_id = app.enqueue("approval", {"runs_dir": str(tmp_path), "timeout_s": 4})
+    env = worker_env(app, SQSJOBS_SWEEP_INTERVAL_S="1")
+    sweeper = subprocess.Popen(
+        [sys.executable, "-m", "sqsjobs", "sweep", "--app", APP],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    proc = worker_process(app, APP, concurrency=2)
+    try:
+        token = _asleep_on_its_token(app, tmp_path, job_id)
+        # WHEN nobody answers: THEN the wait raises TokenTimeout in the job (its one attempt: dead)
+        wait_until(lambda: app.get(job_id).status is JobStatus.DEAD, 60, "timed out")
+    finally:
+        kill_group(proc, sweeper)
+    job = app.get(job_id)
+    assert job.last_error is not None and job.last_error.error_class == "TokenTimeout"
+    assert calls(tmp_path, job_id, "ship") == 0
+    with pytest.raises(TokenExpired):
+        app.complete_token(token, "too late")
