@@ -54,6 +54,7 @@ GUARDED = [
     ("GET", "/ui/batches/x"),
     ("GET", "/ui/chains/x"),
     ("POST", "/dead/groups/retry"),
+    ("POST", "/tokens/x"),
     ("GET", "/openapi.json"),
     ("GET", "/docs"),
     ("GET", "/redoc"),
