@@ -4,8 +4,9 @@ Every request, on every path (one ``$default`` route), must be signed (SigV4) by
 ``execute-api:Invoke`` on the API (``SqsJobs.grant_invoke_api``); the function runs the same zip as
 the Lambda worker, whose dependencies include the ``api`` extra's (``sqsjobs.deploy.packaging``).
 Its role gets ``sqsjobs.deploy.rules.API_ACTIONS``, on the table, the attention index, the queues
-and DLQs and the payload bucket's two prefixes. The stage writes a JSON access log line per request
-(who, what, status; never a body).
+and DLQs and the payload bucket's two prefixes, and ``cloudwatch:GetMetricData``: the dashboard's
+charts read the workers' metrics from CloudWatch on AWS (docs/dashboard.md). The stage writes a JSON
+access log line per request (who, what, status; never a body).
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from typing import TYPE_CHECKING
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
+from aws_cdk import aws_iam as iam
 
 from sqsjobs.errors import ConfigurationError
 from sqsjobs.runtime.lambda_handlers import API_HANDLER, API_MAX_BODY_ENV
 
 from .lambda_worker import _function
+from .nag import acknowledge
 from .options import LambdaWorker
 
 if TYPE_CHECKING:
@@ -33,6 +36,8 @@ if TYPE_CHECKING:
     from .bundling import LocalBundle
     from .options import HttpApi
 
+#: What the charts read (``sqsjobs.ops.cloudwatch_series``): the workers' EMF metrics and SQS's own.
+METRIC_READS = ("cloudwatch:GetMetricData",)
 #: API Gateway ends an HTTP API's integration after 30 s; the function stops before it.
 MAX_TIMEOUT_S = 29
 #: The access log line: HTTP API context variables only (no body, no query string).
@@ -102,3 +107,16 @@ def http_api(
         ),
     )
     return function, api
+
+
+def grant_metric_reads(role: iam.IRole) -> None:
+    """``METRIC_READS`` for the API's ``role``, acknowledged to cdk-nag with the reason it is ``*``."""
+    added = role.add_to_principal_policy(iam.PolicyStatement(actions=list(METRIC_READS), resources=["*"]))
+    if not added.statement_added:
+        raise ConfigurationError(f"cannot add {METRIC_READS} to {role}: it is immutable")
+    acknowledge(
+        role,
+        "AwsSolutions-IAM5[Resource::*]",
+        "cloudwatch:GetMetricData takes no resource narrower than * (CloudWatch has no resource-level "
+        "permissions for it); the statement names only that read, for the dashboard's charts.",
+    )

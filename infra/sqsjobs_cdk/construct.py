@@ -46,6 +46,7 @@ from sqsjobs.errors import ConfigurationError
 from sqsjobs.store.schema import TTL_ATTRIBUTE, table_definition
 
 from . import fargate as fg
+from .api import grant_metric_reads
 from .api import http_api as build_http_api
 from .bucket import object_arns, payload_arns
 from .bucket import payload_bucket as build_payload_bucket
@@ -295,6 +296,7 @@ class SqsJobs(Construct):
                 queue_arns=queue_arns,
                 object_arns=bucket_arns,
             )
+            grant_metric_reads(self.api_function.role)
             CfnOutput(self, "ApiUrl", value=self.http_api.api_endpoint, description="the HTTP API (IAM)")
 
         if tracing is not None:  # after every function and the worker service exist

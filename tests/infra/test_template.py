@@ -616,8 +616,8 @@ def test_no_iam_statement_has_a_wildcard_action_or_a_managed_policy(full, local)
         for policy in asm.resources("AWS::IAM::Policy").values():
             for s in policy["Properties"]["PolicyDocument"]["Statement"]:
                 assert not any("*" in a for a in actions([s])), s
-                if s["Resource"] == "*":
-                    assert actions([s]) == {"ecr:GetAuthorizationToken"}, s  # IAM accepts nothing narrower
+                if s["Resource"] == "*":  # only actions IAM accepts nothing narrower for
+                    assert actions([s]) in ({"ecr:GetAuthorizationToken"}, {"cloudwatch:GetMetricData"}), s
         for role in asm.resources("AWS::IAM::Role").values():
             assert "ManagedPolicyArns" not in role["Properties"]
 
@@ -709,7 +709,10 @@ def test_the_api_function_runs_the_worker_zip_behind_an_iam_authorised_http_api(
     assert actions(granted) == {a for names in API_ACTIONS.values() for a in names} | {
         "logs:CreateLogStream",
         "logs:PutLogEvents",
+        "cloudwatch:GetMetricData",  # the dashboard's charts on AWS; it takes only resource *
     }
+    [metric_reads] = on(granted, "cloudwatch")
+    assert metric_reads["Action"] == "cloudwatch:GetMetricData" and metric_reads["Resource"] == "*"
     dynamo = resources_of(on(granted, "dynamodb"))
     assert any(r.endswith("/index/attention") for r in dynamo)
     queues = {logical_id(r) for s in on(granted, "sqs") for r in s["Resource"]}
