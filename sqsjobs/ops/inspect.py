@@ -64,7 +64,7 @@ from sqsjobs.job import JobStatus
 from sqsjobs.ops._common import iso
 from sqsjobs.store import operator, schema
 from sqsjobs.store.conditions import All, eq
-from sqsjobs.store.rendering import render_condition
+from sqsjobs.store.write import render_condition
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
