@@ -299,9 +299,9 @@ class JobStore:
                     runs.fresh_claim_guard(envelope, now=now, type_bound_s=None, values=own.values),
                 )
         fresh = None
-        if (
-            first_delivery and envelope.has_payload
-        ):  # a redelivery is usually a retry: its fresh claim would be refused
+        # Only a first delivery of a version 2 message is worth a fresh claim: a redelivered message
+        # is usually a retry, whose attempt and history are the record's (its fresh claim would be refused).
+        if first_delivery and envelope.has_payload:
             fresh = runs.fresh_claim(
                 self.table, envelope, clock_skew_s=runs.CLOCK_SKEW_S, guards=fresh_guards or (), **args
             )
