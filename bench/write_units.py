@@ -16,7 +16,7 @@ from sqsjobs._aws import Call, one
 from sqsjobs.job import FailureRecord
 from sqsjobs.observability.metrics import consumed_units
 from sqsjobs.producer import JobRequest, build_new_job
-from sqsjobs.store import claims, codec, enqueue, requests, schema
+from sqsjobs.store import codec, enqueue, requests, runs, schema
 from sqsjobs.store.write import Put, Write
 from tests.emulators import MiniStack
 
@@ -63,7 +63,7 @@ def measure(url: str, payload_bytes: int) -> dict[str, tuple[float, float]]:
         )
 
     put = call("put_item", enqueue.put_job(table, job))
-    claim = claims.claim(
+    claim = runs.claim(
         table,
         enqueue.envelope_of(job),
         owner=OWNER,
@@ -77,7 +77,7 @@ def measure(url: str, payload_bytes: int) -> dict[str, tuple[float, float]]:
     record = codec.job_from_item(claimed["Attributes"])
     done = call(
         "update_item",
-        requests.complete(table, record, owner=OWNER, now=now + 2, result=None, retention_s=86_400),
+        runs.complete(table, record, owner=OWNER, now=now + 2, result=None, retention_s=86_400),
     )
     return {"enqueue": units(put), "claim": units(claimed), "complete": units(done)}
 
@@ -101,7 +101,7 @@ def measure_off_path(url: str, payload_bytes: int = 1024) -> dict[str, tuple[flo
     def claimed(job_request: JobRequest[Any], *, held: bool = False) -> tuple[Any, dict[str, Any]]:
         job = build_new_job(job_request, registry=app.registry, settings=app.settings, now=now)
         put = call("put_item", enqueue.put_job(table, job))
-        params = claims.claim(
+        params = runs.claim(
             table,
             enqueue.envelope_of(job),
             owner=OWNER,
@@ -118,7 +118,7 @@ def measure_off_path(url: str, payload_bytes: int = 1024) -> dict[str, tuple[flo
     out["schedule_retry (re-arms the message)"] = units(
         call(
             "update_item",
-            requests.schedule_retry(
+            runs.schedule_retry(
                 table, job, owner=OWNER, now=now + 2, run_at=now + 60, error=error, held=False
             ),
         )
@@ -127,7 +127,7 @@ def measure_off_path(url: str, payload_bytes: int = 1024) -> dict[str, tuple[flo
     out["fail → dead (payload kept, dead entry)"] = units(
         call(
             "update_item",
-            requests.fail(
+            runs.fail(
                 table,
                 job,
                 owner=OWNER,
@@ -154,7 +154,7 @@ def measure_off_path(url: str, payload_bytes: int = 1024) -> dict[str, tuple[flo
     out["sweeper: held → pending"] = units(
         call("update_item", schema.mark_dispatched(table, entry, now=now + 3000, recheck_at=now + 3900))
     )
-    params = claims.claim(
+    params = runs.claim(
         table,
         enqueue.envelope_of(new),
         owner=OWNER,

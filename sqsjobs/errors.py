@@ -46,7 +46,7 @@ Refusals and failures are apart on purpose: ``except AwsError`` (or ``StoreError
 call did not work, try again later", and never swallows a refusal the caller must act on; catch
 ``JobStateError`` (or one of its leaves) for those. A refused conditional write reaches the store's
 interpreters as a ``StoreError`` with ``code == ConditionalCheckFailedException``; they turn it into
-the refusal (``sqsjobs.store.requests``).
+the refusal (``sqsjobs.store.job_store``).
 
 ``ExpressionError`` and ``CursorError`` are ``ValueError`` too, for callers that validate input
 with ``except ValueError``. An exception's docstring is its default message.

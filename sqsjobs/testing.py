@@ -77,7 +77,7 @@ def make_job(
     max_attempts = app.registry.get(new.type).max_attempts
     if not 1 <= attempt <= max_attempts:
         raise ValueError(f"attempt must be 1..{max_attempts} (the job type's max_attempts), got {attempt}")
-    # What the claim's UpdateItem sets (sqsjobs.store.requests.claim); each claim bumps the epoch.
+    # What the claim's UpdateItem sets (sqsjobs.store.runs.claim); each claim bumps the epoch.
     return queued.evolve(
         id=job_id or queued.id,
         payload=new.payload,  # the worker's job carries the message's payload (the record keeps its hash)

@@ -3,7 +3,7 @@
 The expiry feature's ``ClaimGuard`` (``runtime/seams.py``): the worker checks the deadline the
 message shows before it claims (``before``: no claim for a job it can see has expired), and the
 claim's condition refuses an expired record whatever the message shows (``terms``: the named
-fragments ``claim_guard`` and ``fresh_claim_guard`` of ``store/claims.py``), so a copy of the message put back into the queue, a backlog
+fragments ``claim_guard`` and ``fresh_claim_guard`` of ``store/runs.py``), so a copy of the message put back into the queue, a backlog
 reached late, or a thin producer's job (no deadline in it: the type's bound applies) never runs.
 A claim its fragments refused is read back by ``refused``. Either way the worker records
 ``expired`` instead (``runtime/record_stage.py``: one conditional write with the finish hooks'
@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sqsjobs.runtime.seams import ClaimTerms, ExpireInstead, Plugin
-from sqsjobs.store import claims, deadlines
+from sqsjobs.store import deadlines, runs
 
 if TYPE_CHECKING:
     from sqsjobs.envelope import Envelope
@@ -43,8 +43,8 @@ class Deadlines:
     def terms(self, spec: HandlerSpec, envelope: Envelope, now: float) -> ClaimTerms:
         """The claim refuses an expired record; the fresh claim, a record whose deadline is not the message's."""
         bound = spec.expires_after_s
-        single = claims.claim_guard(now=now, type_bound_s=bound)
-        fresh = claims.fresh_claim_guard(envelope, now=now, type_bound_s=bound, values=single.values)
+        single = runs.claim_guard(now=now, type_bound_s=bound)
+        fresh = runs.fresh_claim_guard(envelope, now=now, type_bound_s=bound, values=single.values)
         return ClaimTerms(single=(single,), fresh=(fresh,))
 
     def refused(self, spec: HandlerSpec, item: Item | None, now: float) -> ExpireInstead | None:

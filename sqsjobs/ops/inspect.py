@@ -65,7 +65,7 @@ from sqsjobs.ops._common import iso
 from sqsjobs.steps.records import in_order, steps_of
 from sqsjobs.store import operator, schema
 from sqsjobs.store.conditions import All, eq
-from sqsjobs.store.rendering import render_condition
+from sqsjobs.store.write import render_condition
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -35,7 +35,7 @@ from sqsjobs.ops._common import app_queues, iso
 from sqsjobs.ops.worker_views import count_workers, list_workers_flow
 from sqsjobs.store import schema
 from sqsjobs.store.conditions import AnyOf, Compare, OneOf
-from sqsjobs.store.rendering import render_condition
+from sqsjobs.store.write import render_condition
 from sqsjobs.transport import routes
 
 if TYPE_CHECKING:

@@ -82,7 +82,7 @@ class Transitions:
             single: the write, sent as its UpdateItem when alone; or what builds it (then only if
                 it is sent: the batched twin of a claim usually lands alone).
             batchable: the write whose PartiQL statement may go in a batch instead (default
-                ``single``; for a claim, ``claims.fresh_claim``).
+                ``single``; for a claim, ``runs.fresh_claim``).
             needs_single: when the batched statement is refused and this says so, ``single`` is sent
                 after all (a claim whose record is missing or was claimed before).
         """

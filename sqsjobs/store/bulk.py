@@ -24,8 +24,7 @@ from sqsjobs.store.codec import av_n, av_s
 from sqsjobs.store.conditions import All, IfNotExists, ListAppend, any_of, eq
 from sqsjobs.store.operator import audit_av
 from sqsjobs.store.operator import cancel as cancel_transition
-from sqsjobs.store.rendering import expression_parts
-from sqsjobs.store.write import Put, Write, new_id_only
+from sqsjobs.store.write import Put, Write, expression_parts, new_id_only
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

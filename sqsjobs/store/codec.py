@@ -286,7 +286,7 @@ def record_of(envelope: Envelope) -> Item:
     """The record a producer's ``put_job`` makes for the job a version 2 message carries.
 
     What a claim creates when the record is missing (``creates_from``), and what a batched claim
-    knows the record held before it (``claims.claimed_job``), the same as ``store/enqueue.py``'s ``put_job``).
+    knows the record held before it (``runs.claimed_job``), the same as ``store/enqueue.py``'s ``put_job``).
     """
     assert envelope.queue is not None and envelope.created_at is not None and envelope.run_at is not None
     item: Item = {

@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.errors import ExpiryInvalid
 from sqsjobs.job import JobStatus
-from sqsjobs.store.claims import EXPIRED, deadline_values
 from sqsjobs.store.codec import av_n, av_s, creates_from, num_attr, str_attr
 from sqsjobs.store.conditions import All, AnyOf, IfNotExists, Missing, eq
+from sqsjobs.store.runs import EXPIRED, deadline_values
 from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sqsjobs.errors import LeaseLost, StoreError
 from sqsjobs.job import Job, JobStatus
-from sqsjobs.store import claims, deadlines, operator, requests
+from sqsjobs.store import deadlines, operator, requests, runs
 from sqsjobs.store.codec import (
     CCF,
     av_s,
@@ -277,7 +277,7 @@ class JobStore:
         ``start_by``) passed, whatever the message shows: ``Refused(Refusal.EXPIRED, deadline=...)``.
         ``guards`` (``fresh_guards``): the named fragments the single (fresh) claim must meet
         instead of those, which a feature gives (expiry adds a type's own bound:
-        ``claims.claim_guard``); a refusal by them reads as a ``ClaimRefusal`` the feature
+        ``runs.claim_guard``); a refusal by them reads as a ``ClaimRefusal`` the feature
         interprets first (``Refused.error`` holds the record as it was). ``Landed(job=...)``: the
         job is this run's, with the payload the message carries (the record keeps only its hash) (``confirmed``: botocore retried a claim whose answer was lost, and the
         first try took it). Any other refusal is a ``ClaimRefusal``: the record decides what the
@@ -292,20 +292,22 @@ class JobStore:
             "max_attempts": max_attempts,
         }
         if guards is None:  # the record's own deadline only
-            own = claims.claim_guard(now=now, type_bound_s=None)
+            own = runs.claim_guard(now=now, type_bound_s=None)
             guards = (own,)
             if fresh_guards is None:
                 fresh_guards = (
-                    claims.fresh_claim_guard(envelope, now=now, type_bound_s=None, values=own.values),
+                    runs.fresh_claim_guard(envelope, now=now, type_bound_s=None, values=own.values),
                 )
         fresh = None
-        if first_delivery and envelope.has_payload:  # see ``claims.claims``
-            fresh = claims.fresh_claim(
-                self.table, envelope, clock_skew_s=claims.CLOCK_SKEW_S, guards=fresh_guards or (), **args
+        # Only a first delivery of a version 2 message is worth a fresh claim: a redelivered message
+        # is usually a retry, whose attempt and history are the record's (its fresh claim would be refused).
+        if first_delivery and envelope.has_payload:
+            fresh = runs.fresh_claim(
+                self.table, envelope, clock_skew_s=runs.CLOCK_SKEW_S, guards=fresh_guards or (), **args
             )
 
         def single() -> Write:  # built only when it is sent: a fresh claim usually lands alone
-            return claims.claim(self.table, envelope, guards=guards, **args)
+            return runs.claim(self.table, envelope, guards=guards, **args)
 
         def needs_single(error: StoreError) -> bool:
             return claim_needs_single(error, token=token, start_by=envelope.start_by)
@@ -327,7 +329,7 @@ class JobStore:
             refused = interpret_claim_refusal(exc, now, max_attempts, envelope.payload_hash)
             return Refused(refused.reason, refused.job, exc)
         if landed.attributes is None and fresh is not None:  # batched: the message has the record
-            return Landed(job=job_from_item(claims.claimed_item(envelope, fresh), envelope))
+            return Landed(job=job_from_item(runs.claimed_item(envelope, fresh), envelope))
         return Landed(landed.attributes, job_from_item(landed.attributes or {}, envelope))
 
     # ── a run's writes, fenced by its claim ────────────────────────────────────────────────
@@ -342,7 +344,7 @@ class JobStore:
         entries: Sequence[Mapping[str, Any]] = (),
     ) -> Landed | Refused:
         """Running → succeeded (``entries``: what commits with it, in one transaction)."""
-        write = requests.complete(
+        write = runs.complete(
             self.table,
             job,
             owner=self.owner,
@@ -364,8 +366,8 @@ class JobStore:
         payload: Any = None,
         entries: Sequence[Mapping[str, Any]] = (),
     ) -> Landed | Refused:
-        """Running → retry_scheduled (``held``: the record keeps the job, see ``requests.schedule_retry``)."""
-        write = requests.schedule_retry(
+        """Running → retry_scheduled (``held``: the record keeps the job, see ``runs.schedule_retry``)."""
+        write = runs.schedule_retry(
             self.table, job, owner=self.owner, now=now, run_at=run_at, error=error, held=held, payload=payload
         )
         return await self._fenced(job, write, entries)
@@ -382,7 +384,7 @@ class JobStore:
         entries: Sequence[Mapping[str, Any]] = (),
     ) -> Landed | Refused:
         """Running → dead."""
-        write = requests.fail(
+        write = runs.fail(
             self.table,
             job,
             owner=self.owner,
@@ -405,7 +407,7 @@ class JobStore:
         entries: Sequence[Mapping[str, Any]] = (),
     ) -> Landed | Refused:
         """Running → cancelled (the handler stopped on a cancel request)."""
-        write = requests.abort(
+        write = runs.abort(
             self.table,
             job,
             owner=self.owner,

@@ -23,7 +23,7 @@ from sqsjobs.envelope import parse
 from sqsjobs.errors import StoreError
 from sqsjobs.producer import JobRequest, build_new_job
 from sqsjobs.runtime.transitions import Transitions
-from sqsjobs.store import claims, codec, enqueue, job_store, requests, statements
+from sqsjobs.store import codec, enqueue, job_store, requests, runs, statements
 from sqsjobs.store.job_store import ClaimRefusal
 from sqsjobs.store.write import Put, Write
 
@@ -32,17 +32,17 @@ ERROR = failure_record(ValueError("boom"))
 TOKEN = "claim-token-of-this-test"
 
 FENCED = {
-    "complete": lambda t, j: requests.complete(t, j, owner="w1", now=NOW, result={"ok": 1}, retention_s=60),
-    "retry": lambda t, j: requests.schedule_retry(
+    "complete": lambda t, j: runs.complete(t, j, owner="w1", now=NOW, result={"ok": 1}, retention_s=60),
+    "retry": lambda t, j: runs.schedule_retry(
         t, j, owner="w1", now=NOW, run_at=NOW + 5, error=ERROR, held=False
     ),
-    "retry held": lambda t, j: requests.schedule_retry(
+    "retry held": lambda t, j: runs.schedule_retry(
         t, j, owner="w1", now=NOW, run_at=NOW + 90_000, error=ERROR, held=True, payload={"a": 1}
     ),
-    "fail": lambda t, j: requests.fail(
+    "fail": lambda t, j: runs.fail(
         t, j, owner="w1", now=NOW, error=ERROR, reason="r", retention_s=60, payload=1
     ),
-    "abort": lambda t, j: requests.abort(t, j, owner="w1", now=NOW, reason="r", retention_s=60, payload=1),
+    "abort": lambda t, j: runs.abort(t, j, owner="w1", now=NOW, reason="r", retention_s=60, payload=1),
     "release": lambda t, j: requests.release(t, j, owner="w1", now=NOW),
 }
 
@@ -84,7 +84,7 @@ def _claimed(app: App) -> Any:
     """A job put by a producer and claimed by a single claim with ``TOKEN``."""
     new = _new(app)
     _call(app, "put_item", enqueue.put_job(app.settings.table_name, new))
-    claim = claims.claim(
+    claim = runs.claim(
         app.settings.table_name,
         enqueue.envelope_of(new),
         owner="w1",
@@ -121,7 +121,7 @@ def test_a_batched_fenced_transition_leaves_the_record_its_update_item_leaves(ap
 def test_a_refused_statement_is_read_exactly_as_the_refused_update_item(app, transition):
     job = _claimed(app)
     table = app.settings.table_name
-    _call(app, "update_item", requests.complete(table, job, owner="w1", now=NOW, result=None, retention_s=60))
+    _call(app, "update_item", runs.complete(table, job, owner="w1", now=NOW, result=None, retention_s=60))
     late = FENCED[transition](table, job)  # the lease is gone: the job succeeded meanwhile
     with pytest.raises(StoreError) as single:
         _call(app, "update_item", late)
@@ -134,7 +134,7 @@ def test_a_refused_statement_is_read_exactly_as_the_refused_update_item(app, tra
 
 def test_a_batched_write_repeated_after_a_lost_answer_is_recognised_as_its_own(app):
     job = _claimed(app)
-    params = requests.complete(app.settings.table_name, job, owner="w1", now=NOW, result=None, retention_s=60)
+    params = runs.complete(app.settings.table_name, job, owner="w1", now=NOW, result=None, retention_s=60)
     assert _batch(app, params) == [None]
     # botocore sends the same request again when the answer was lost
     (again,) = _batch(app, params)
@@ -142,7 +142,7 @@ def test_a_batched_write_repeated_after_a_lost_answer_is_recognised_as_its_own(a
 
 
 def _fresh(app: App, envelope: Any, token: str = TOKEN) -> dict[str, Any]:
-    return claims.fresh_claim(
+    return runs.fresh_claim(
         app.settings.table_name,
         envelope,
         owner="w1",
@@ -151,7 +151,7 @@ def _fresh(app: App, envelope: Any, token: str = TOKEN) -> dict[str, Any]:
         now=NOW,
         lease_s=60,
         max_attempts=3,
-        clock_skew_s=claims.CLOCK_SKEW_S,
+        clock_skew_s=runs.CLOCK_SKEW_S,
     )
 
 
@@ -162,7 +162,7 @@ def test_a_batched_fresh_claim_makes_the_record_the_worker_rebuilds_from_the_mes
     fresh = _fresh(app, envelope)
     assert _batch(app, fresh) == [None]
     # THEN the job the worker builds without a read is the record DynamoDB holds
-    assert claims.claimed_job(envelope, fresh) == codec.job_from_item(_item(app, new.id))
+    assert runs.claimed_job(envelope, fresh) == codec.job_from_item(_item(app, new.id))
     assert codec.job_from_item(_item(app, new.id)).attempt == 1
 
 
@@ -206,7 +206,7 @@ def test_a_refused_fresh_claim_is_read_as_the_single_claim_would_be(app, situati
         _call(
             app,
             "update_item",
-            requests.complete(table, job, owner="w1", now=NOW, result=None, retention_s=60),
+            runs.complete(table, job, owner="w1", now=NOW, result=None, retention_s=60),
         )
     if situation == "conflict":  # a conflicting enqueue with the same idempotency key sent this one
         envelope = parse(
@@ -214,7 +214,7 @@ def test_a_refused_fresh_claim_is_read_as_the_single_claim_would_be(app, situati
         )
     (refused,) = _batch(app, _fresh(app, envelope, token="second"))
     assert refused is not None and not job_store.claim_needs_single(refused, "second")
-    single = claims.claim(
+    single = runs.claim(
         table, envelope, owner="w2", token="second", message_id="m2", now=NOW, lease_s=60, max_attempts=3
     )
     with pytest.raises(StoreError) as by_single:
@@ -239,7 +239,7 @@ def test_writes_ready_at_one_instant_leave_in_one_request_and_a_lone_write_alone
     jobs = [_claimed(app) for _ in range(12)]
     table = app.settings.table_name
     app.requests.reset()
-    done = [requests.complete(table, j, owner="w1", now=NOW, result=None, retention_s=60) for j in jobs]
+    done = [runs.complete(table, j, owner="w1", now=NOW, result=None, retention_s=60) for j in jobs]
     landed = _transitions_round(app, done)
     assert all(not isinstance(x, BaseException) for x in landed), landed
     assert dict(app.requests.counts) == {("dynamodb", "BatchExecuteStatement"): 1}
@@ -248,17 +248,15 @@ def test_writes_ready_at_one_instant_leave_in_one_request_and_a_lone_write_alone
     app.requests.reset()
     lone = _claimed(app)
     app.requests.reset()
-    _transitions_round(
-        app, [requests.complete(table, lone, owner="w1", now=NOW, result=None, retention_s=60)]
-    )
+    _transitions_round(app, [runs.complete(table, lone, owner="w1", now=NOW, result=None, retention_s=60)])
     assert dict(app.requests.counts) == {("dynamodb", "UpdateItem"): 1}
 
 
 def test_two_writes_of_one_record_at_one_instant_never_share_a_batch(app):
     job = _claimed(app)
     table = app.settings.table_name
-    first = requests.complete(table, job, owner="w1", now=NOW, result=None, retention_s=60)
-    second = requests.fail(table, job, owner="w1", now=NOW, error=ERROR, reason="r", retention_s=60)
+    first = runs.complete(table, job, owner="w1", now=NOW, result=None, retention_s=60)
+    second = runs.fail(table, job, owner="w1", now=NOW, error=ERROR, reason="r", retention_s=60)
     app.requests.reset()
     landed = _transitions_round(
         app,
@@ -266,7 +264,7 @@ def test_two_writes_of_one_record_at_one_instant_never_share_a_batch(app):
             first,
             second,
             *(
-                requests.complete(table, _claimed(app), owner="w1", now=NOW, result=None, retention_s=60)
+                runs.complete(table, _claimed(app), owner="w1", now=NOW, result=None, retention_s=60)
                 for _ in range(3)
             ),
         ],
@@ -285,7 +283,7 @@ def test_the_embedded_moto_refuses_partiql_and_the_writes_fall_back_to_single_re
     table = app.settings.table_name
     app.requests.reset()
     landed = _transitions_round(
-        app, [requests.complete(table, j, owner="w1", now=NOW, result=None, retention_s=60) for j in jobs]
+        app, [runs.complete(table, j, owner="w1", now=NOW, result=None, retention_s=60) for j in jobs]
     )
     assert all(not isinstance(x, BaseException) for x in landed), landed
     assert app.requests.counts[("dynamodb", "BatchExecuteStatement")] == 1  # refused: UnknownOperation

@@ -21,7 +21,7 @@ from sqsjobs._aws import Call, one
 from sqsjobs.envelope import Envelope
 from sqsjobs.errors import StoreError
 from sqsjobs.ops.bulk_cancel import BulkCancel, bulk_cancel_flow
-from sqsjobs.store import claims
+from sqsjobs.store import runs
 from sqsjobs.store.operator import audit_entries
 from tests.apps import expiring
 from tests.integration.helpers import wait_until, worker_env
@@ -159,7 +159,7 @@ def test_a_job_that_starts_between_the_scan_and_its_cancel_is_skipped_as_running
         ):
             # WHEN a worker claims that job after the Scan saw it queued, before its cancel lands
             started = call.params["Key"]["id"]["S"]
-            claim = claims.claim(
+            claim = runs.claim(
                 app.settings.table_name,
                 Envelope(started, "reports.free"),
                 owner="w",

@@ -22,8 +22,8 @@ from sqsjobs import JobStatus
 from sqsjobs.envelope import DLQ_ERROR_CLASS, DLQ_JOB_TYPE, DLQ_REASON
 from sqsjobs.runtime.execution import Execution
 from sqsjobs.runtime.lambda_sqs import LambdaWorker
-from sqsjobs.store.claims import CLOCK_SKEW_S
 from sqsjobs.store.codec import idempotent_job_id
+from sqsjobs.store.runs import CLOCK_SKEW_S
 from sqsjobs.transport import sqs
 from sqsjobs.transport.dead_letters import decode
 from tests.apps import foreign

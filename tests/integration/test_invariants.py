@@ -15,7 +15,7 @@ from sqsjobs.envelope import DLQ_ERROR_CLASS, DLQ_JOB_ID, DLQ_REASON, Envelope
 from sqsjobs.errors import LeaseLost, StoreError
 from sqsjobs.retry import Backoff
 from sqsjobs.runtime.sweeper import sweep_flow
-from sqsjobs.store import claims, codec, job_store, requests
+from sqsjobs.store import codec, job_store, requests, runs
 from sqsjobs.store.write import Write
 from sqsjobs.testing import all_finished, work_until
 from tests.integration.helpers import attr, depth, receive_dlq, send_raw
@@ -25,7 +25,7 @@ NO_WAIT = RetryPolicy(backoff=Backoff.FIXED, base_s=0, jitter=False)
 
 def _claim(table: str, job_id: str, *, owner: str, now: float, lease_s: float) -> Write:
     """A worker's claim, built as the execution builds it (fresh token, the type's bound)."""
-    return claims.claim(
+    return runs.claim(
         table,
         Envelope(job_id, "count"),  # a hint that names the job: the record exists
         owner=owner,
@@ -145,7 +145,7 @@ def test_a_worker_that_lost_its_lease_cannot_record_an_outcome(backend_url, make
     )
     assert (rescued.lease_owner, rescued.lease_epoch, rescued.attempt) == ("second", 2, 2)
     for stale_write in (
-        requests.complete(table, first, owner="first", now=now + 3, result="late", retention_s=60),
+        runs.complete(table, first, owner="first", now=now + 3, result="late", retention_s=60),
         requests.heartbeat(table, first, owner="first", now=now + 3, lease_s=60),
         requests.release(table, first, owner="first", now=now + 3),
     ):

@@ -19,7 +19,7 @@ from sqsjobs import JobRequest, JobStatus
 from sqsjobs._aws import Call, one
 from sqsjobs.errors import RoutingError
 from sqsjobs.ops.worker_views import list_workers_flow
-from sqsjobs.store.claims import CLOCK_SKEW_S
+from sqsjobs.store.runs import CLOCK_SKEW_S
 from sqsjobs.transport import routes
 from tests.apps import routing
 from tests.integration.helpers import sqs_call, wait_until, worker_env, worker_process

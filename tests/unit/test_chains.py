@@ -6,7 +6,7 @@ import pytest
 
 from sqsjobs import App, ChainInvalid, EnvelopeError, JobContext, JobRequest
 from sqsjobs.envelope import Envelope
-from sqsjobs.store import claims, codec, enqueue
+from sqsjobs.store import codec, enqueue, runs
 from sqsjobs.testing import run_job
 from sqsjobs.workflows import chain_store
 from sqsjobs.workflows.chains import build_steps
@@ -66,7 +66,7 @@ def test_the_envelope_carries_the_chain_so_a_batched_claim_rebuilds_the_step(app
     body = enqueue.envelope_of(jobs[1]).to_body()
     envelope = Envelope.from_body(body)
     assert (envelope.chain_id, envelope.chain_step, envelope.chain_steps) == (jobs[1].chain_id, 1, 2)
-    fresh = claims.fresh_claim(
+    fresh = runs.fresh_claim(
         "t",
         envelope,
         owner="w",
@@ -77,7 +77,7 @@ def test_the_envelope_carries_the_chain_so_a_batched_claim_rebuilds_the_step(app
         max_attempts=3,
         clock_skew_s=1,
     )
-    claimed = claims.claimed_job(envelope, fresh)
+    claimed = runs.claimed_job(envelope, fresh)
     assert (claimed.chain_id, claimed.chain_step, claimed.chain_steps) == (jobs[1].chain_id, 1, 2)
     assert codec.job_from_item(enqueue.put_job("t", jobs[1]).item).chain_step == 1
 

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from sqsjobs.envelope import Envelope
 from sqsjobs.errors import StoreError
 from sqsjobs.job import Job, JobStatus
-from sqsjobs.store import claims, codec, job_store, requests
+from sqsjobs.store import codec, job_store, requests, runs
 
 NOW = 1_700_000_000.5
 
@@ -22,7 +22,7 @@ def _refused(item):
 
 
 def _claim(token: str, *, owner: str = "w1", now: float = NOW) -> dict:
-    return claims.claim(
+    return runs.claim(
         "tbl",
         Envelope("j1", "t"),
         owner=owner,
@@ -110,18 +110,18 @@ def _after(params: dict, status: str) -> dict:
 
 
 def test_a_fenced_write_refused_by_its_own_first_try_was_written():
-    params = requests.complete("tbl", _job(), owner="w1", now=NOW, result=None, retention_s=60)
+    params = runs.complete("tbl", _job(), owner="w1", now=NOW, result=None, retention_s=60)
     assert job_store.already_written(params, _refused(_after(params, "succeeded")))
 
 
 def test_a_fenced_write_refused_by_anything_else_was_not_written():
     job = _job()
     for params in (
-        requests.complete("tbl", job, owner="w1", now=NOW, result=None, retention_s=60),
+        runs.complete("tbl", job, owner="w1", now=NOW, result=None, retention_s=60),
         requests.release("tbl", job, owner="w1", now=NOW),
     ):
         # the same request built again (same owner, time, epoch) writes another nonce
-        twin = requests.complete("tbl", job, owner="w1", now=NOW, result=None, retention_s=60)
+        twin = runs.complete("tbl", job, owner="w1", now=NOW, result=None, retention_s=60)
         rescued = {"id": {"S": "j1"}, "status": {"S": "running"}, "claim_token": {"S": "token-b"}}
         assert not job_store.already_written(params, _refused(_after(twin, "succeeded")))
         assert not job_store.already_written(params, _refused(rescued))

@@ -20,7 +20,6 @@ from sqsjobs.config import Settings
 from sqsjobs.delivery import Delivery, failure_record
 from sqsjobs.store import (
     bulk,
-    claims,
     codec,
     deadlines,
     enqueue,
@@ -28,6 +27,7 @@ from sqsjobs.store import (
     outlived,
     presence_items,
     requests,
+    runs,
     schema,
     statements,
     transact,
@@ -40,7 +40,7 @@ TABLE = "shop-jobs"
 URL = "http://127.0.0.1:4566/000000000000/shop-default"
 BUILDER_MODULES = (
     requests,
-    claims,
+    runs,
     enqueue,
     operator,
     schema,
@@ -164,8 +164,8 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
     "guard_claim": (
         "dynamodb",
         "UpdateItem",
-        lambda: claims.guard_claim(
-            claims.claim(
+        lambda: runs.guard_claim(
+            runs.claim(
                 TABLE,
                 enqueue.envelope_of(_new_job()),
                 owner="w1",
@@ -183,8 +183,8 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
         "dynamodb",
         "ExecuteStatement",
         lambda: statement_of(
-            claims.guard_fresh_claim(
-                claims.fresh_claim(
+            runs.guard_fresh_claim(
+                runs.fresh_claim(
                     TABLE,
                     enqueue.envelope_of(_new_job()),
                     owner="w1",
@@ -204,7 +204,7 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
     "claim": (
         "dynamodb",
         "UpdateItem",
-        lambda: claims.claim(
+        lambda: runs.claim(
             TABLE,
             enqueue.envelope_of(_new_job()),
             owner="w1",
@@ -218,26 +218,31 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
     "complete": (
         "dynamodb",
         "UpdateItem",
-        lambda: requests.complete(
+        lambda: runs.complete(
             TABLE, _job(), owner="w1", now=NOW, result=None, retention_s=60, result_ref="s3://b/results/j1/t"
         ),
     ),
     "schedule_retry": (
         "dynamodb",
         "UpdateItem",
-        lambda: requests.schedule_retry(
+        lambda: runs.schedule_retry(
             TABLE, _job(), owner="w1", now=NOW, run_at=NOW + 5, error=ERROR, held=False
         ),
     ),
     "fail": (
         "dynamodb",
         "UpdateItem",
-        lambda: requests.fail(TABLE, _job(), owner="w1", now=NOW, error=ERROR, reason="r", retention_s=60),
+        lambda: runs.fail(TABLE, _job(), owner="w1", now=NOW, error=ERROR, reason="r", retention_s=60),
     ),
     "abort": (
         "dynamodb",
         "UpdateItem",
-        lambda: requests.abort(TABLE, _job(), owner="w1", now=NOW, reason="r", retention_s=60),
+        lambda: runs.abort(TABLE, _job(), owner="w1", now=NOW, reason="r", retention_s=60),
+    ),
+    "fenced": (
+        "dynamodb",
+        "UpdateItem",
+        lambda: runs.fenced(TABLE, _job(), sets=(("updated_at", ":now"),), values={":now": codec.av_n(NOW)}),
     ),
     "release": ("dynamodb", "UpdateItem", lambda: requests.release(TABLE, _job(), owner="w1", now=NOW)),
     "heartbeat": (
@@ -255,7 +260,7 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
     "fresh_claim": (
         "dynamodb",
         "UpdateItem",
-        lambda: claims.fresh_claim(
+        lambda: runs.fresh_claim(
             TABLE,
             enqueue.envelope_of(_new_job()),
             owner="w1",
@@ -274,7 +279,7 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
             [
                 statement_of(enqueue.put_job(TABLE, _new_job())),
                 statement_of(
-                    claims.fresh_claim(
+                    runs.fresh_claim(
                         TABLE,
                         enqueue.envelope_of(_new_job()),
                         owner="w1",
@@ -462,6 +467,7 @@ NOT_REQUESTS = {
     "audit_av",
     "queue_attributes",
     "deadline_values",  # the placeholders of a condition, not a request
+    "history",  # an attribute's value (the attempt history), not a request
     "update_statement",
     "insert_statement",
     "kept_payload",

@@ -7,7 +7,7 @@ import pytest
 from sqsjobs import IdempotencyConflict, JobStatus
 from sqsjobs.errors import StoreError
 from sqsjobs.job import FailureRecord
-from sqsjobs.store import codec, enqueue, job_store, requests, schema
+from sqsjobs.store import codec, enqueue, job_store, requests, runs, schema
 from sqsjobs.transport import sqs
 
 NOW = 1_800_000_000.0
@@ -112,11 +112,11 @@ def test_a_refused_claim_says_what_the_message_is_worth(item, reason):
 def test_fenced_writes_are_conditional_on_the_claim_token_and_carry_a_fresh_nonce():
     job = codec.job_from_item(_item("running", lease_owner="w", lease_epoch=4, claim_token="tok"))
     for params in (
-        requests.complete("t", job, owner="w", now=NOW, result=None, retention_s=1),
-        requests.schedule_retry(
+        runs.complete("t", job, owner="w", now=NOW, result=None, retention_s=1),
+        runs.schedule_retry(
             "t", job, owner="w", now=NOW, run_at=NOW, error=FailureRecord("E", "m"), held=False
         ),
-        requests.fail("t", job, owner="w", now=NOW, error=FailureRecord("E", "m"), reason="r", retention_s=1),
+        runs.fail("t", job, owner="w", now=NOW, error=FailureRecord("E", "m"), reason="r", retention_s=1),
         requests.release("t", job, owner="w", now=NOW),
         requests.heartbeat("t", job, owner="w", now=NOW, lease_s=1),
     ):
@@ -130,7 +130,7 @@ def test_fenced_writes_are_conditional_on_the_claim_token_and_carry_a_fresh_nonc
 def test_the_history_is_capped():
     job = codec.job_from_item(_item("running", lease_owner="w", claim_token="tok"))
     for attempt in range(15):
-        params = requests.schedule_retry(
+        params = runs.schedule_retry(
             "t",
             job.evolve(attempt=attempt + 1),
             owner="w",
@@ -145,7 +145,7 @@ def test_the_history_is_capped():
                 "history": params["ExpressionAttributeValues"][":history"],
             }
         )
-    assert len(job.history) == requests.HISTORY_CAP
+    assert len(job.history) == runs.HISTORY_CAP
     assert job.history[-1].attempt == 15
 
 

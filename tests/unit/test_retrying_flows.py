@@ -174,7 +174,7 @@ def dead_item(updated_at: float) -> dict[str, Any]:
         now=NOW,
     )
     item = enqueue.put_job("shop-jobs", new).item
-    # a dead record keeps its payload (sqsjobs.store.requests.fail)
+    # a dead record keeps its payload (sqsjobs.store.runs.fail)
     return {
         **item,
         "status": {"S": "dead"},

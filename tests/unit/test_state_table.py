@@ -17,7 +17,7 @@ from sqsjobs.envelope import Envelope
 from sqsjobs.job import TRANSITIONS, JobStatus
 from sqsjobs.steps import records as steps_records
 from sqsjobs.steps.records import StepRecord
-from sqsjobs.store import claims, codec, deadlines, enqueue, operator, requests
+from sqsjobs.store import codec, deadlines, enqueue, operator, requests, runs
 from sqsjobs.store.conditions import All, AnyOf, Compare, Not, OneOf
 from sqsjobs.store.write import Write
 from sqsjobs.workflows import chain_store
@@ -37,7 +37,7 @@ ERROR = failure_record(ValueError("boom"))
 
 
 def _claim() -> Write:
-    return claims.claim(
+    return runs.claim(
         "tbl", Envelope("j1", "t"), owner="w", token="t", message_id="m", now=NOW, lease_s=5, max_attempts=3
     )
 
@@ -47,12 +47,12 @@ WRITES = {
     "claim": _claim,
     "rescue": _claim,
     "heartbeat": lambda: requests.heartbeat("tbl", _job(), owner="w", now=NOW, lease_s=5),
-    "complete": lambda: requests.complete("tbl", _job(), owner="w", now=NOW, result=None, retention_s=1),
-    "schedule_retry": lambda: requests.schedule_retry(
+    "complete": lambda: runs.complete("tbl", _job(), owner="w", now=NOW, result=None, retention_s=1),
+    "schedule_retry": lambda: runs.schedule_retry(
         "tbl", _job(), owner="w", now=NOW, run_at=NOW, error=ERROR, held=False
     ),
-    "fail": lambda: requests.fail("tbl", _job(), owner="w", now=NOW, error=ERROR, reason="r", retention_s=1),
-    "abort": lambda: requests.abort("tbl", _job(), owner="w", now=NOW, reason="r", retention_s=1),
+    "fail": lambda: runs.fail("tbl", _job(), owner="w", now=NOW, error=ERROR, reason="r", retention_s=1),
+    "abort": lambda: runs.abort("tbl", _job(), owner="w", now=NOW, reason="r", retention_s=1),
     "reject": lambda: requests.reject(
         "tbl", Envelope("j1", "t"), now=NOW, error=ERROR, reason="r", retention_s=1
     ),
@@ -156,7 +156,7 @@ def test_the_batched_claim_is_the_claim_of_a_waiting_job_never_claimed_before():
     new = enqueue.NewJob(
         id="j1", type="t", queue="default", payload={}, payload_version=1, max_attempts=3, run_at=NOW, now=NOW
     )
-    fresh = claims.fresh_claim(
+    fresh = runs.fresh_claim(
         "tbl",
         enqueue.envelope_of(new),
         owner="w",

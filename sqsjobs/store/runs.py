@@ -1,4 +1,8 @@
-"""The claim: the write that makes a worker a job's runner, as a single UpdateItem and as its batchable twin.
+"""A run's writes: the claim that makes a worker a job's runner, and the fenced finish that ends the run.
+
+The claim comes as a single UpdateItem and as its batchable twin; the finishes (complete,
+schedule_retry, fail, abort) are the run's own outcome. The run's other writes, which most runs never
+make (release at a shutdown, the heartbeat of a long job, a reject), are in ``store/requests.py``.
 
 Lease timeline of one job (``now`` is the caller's clock, ``lease`` is ``Settings.lease_s``)::
 
@@ -26,12 +30,25 @@ Two claims exist because a batched PartiQL statement has neither an upsert nor `
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from sqsjobs.errors import NotBatchable
-from sqsjobs.job import JobStatus
-from sqsjobs.store.codec import Item, av_n, av_s, creates_from, job_from_item, record_of
+from sqsjobs.job import AttemptOutcome, AttemptRecord, FailureRecord, JobStatus
+from sqsjobs.store.codec import (
+    WRITE_ID,
+    Item,
+    av_error,
+    av_json,
+    av_n,
+    av_s,
+    creates_from,
+    job_from_item,
+    nonce,
+    record_of,
+)
 from sqsjobs.store.conditions import All, AnyOf, Compare, Fragment, IfNotExists, Missing, Not, OneOf, Plus, eq
+from sqsjobs.store.enqueue import kept_payload
+from sqsjobs.store.schema import DEAD, HELD, attention_key
 from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
@@ -239,33 +256,6 @@ def fresh_claim(
     )
 
 
-def claims(
-    table: str,
-    envelope: Envelope,
-    *,
-    first_delivery: bool,
-    clock_skew_s: float,
-    expires_after_s: float | None = None,
-    **claim_args: Any,
-) -> tuple[Write, Write | None]:
-    """The single claim of a delivery, and the fresh claim that may go in a batch instead (or None).
-
-    Only a first delivery of a version 2 message is worth a fresh claim: a redelivered message is
-    usually a retry, whose attempt and history are the record's (its fresh claim would be refused).
-    Both use the same token, so a lost answer is recognised whichever of them landed. Both refuse a
-    job that expired (``claim_guard``; ``expires_after_s`` is the type's bound).
-    """
-    now = claim_args["now"]
-    expiry = claim_guard(now=now, type_bound_s=expires_after_s)
-    single = claim(table, envelope, guards=(expiry,), **claim_args)
-    if not (first_delivery and envelope.has_payload):
-        return single, None
-    fresh_expiry = fresh_claim_guard(envelope, now=now, type_bound_s=expires_after_s, values=expiry.values)
-    return single, fresh_claim(
-        table, envelope, clock_skew_s=clock_skew_s, guards=(fresh_expiry,), **claim_args
-    )
-
-
 def claimed_item(envelope: Envelope, fresh: Write) -> Item:
     """The record a landed ``fresh_claim`` made: the message's record with the claim's values applied."""
     values = fresh.values
@@ -352,3 +342,202 @@ def guard_fresh_claim(write: Write, envelope: Envelope, *, now: float, type_boun
     """The batchable fresh claim ``write``, guarded by ``fresh_claim_guard``."""
     fragment = fresh_claim_guard(envelope, now=now, type_bound_s=type_bound_s)
     return write.guard(fragment.name, fragment.condition, fragment.values)
+
+
+# ── the finish of a run ──────────────────────────────────────────────────────────────────────
+#: Attempts kept in the record; older ones are dropped so the item stays small.
+HISTORY_CAP = 10
+
+
+# ── the finish: owner-fenced ─────────────────────────────────────────────────────────────────
+#: The fence of every write of a run: still running, under this run's claim.
+FENCE = All((eq("status", ":running"), eq("claim_token", ":token")))
+LEASE = ("lease_owner", "lease_expires")
+_WID: tuple[str, Expr] = (WRITE_ID, ":wid")
+_RUNNING = av_s(JobStatus.RUNNING)
+
+
+def fenced(
+    table: str,
+    job: Job,
+    *,
+    sets: tuple[tuple[str, Expr], ...],
+    values: dict[str, Any],
+    removes: tuple[str, ...] = (),
+    returns: Literal["NONE", "ALL_NEW"] = "NONE",
+) -> Write:
+    """A write of ``job``'s run, landing only under its claim, carrying a write id (``wid``) of its own."""
+    if job.claim_token is None:
+        raise ValueError(f"job {job.id} was not claimed by this run: no claim token to fence on")
+    values[":wid"] = av_s(nonce())
+    fence = Fragment("fence", FENCE, {":running": _RUNNING, ":token": av_s(job.claim_token)})
+    return Write(
+        table, {"id": av_s(job.id)}, (*sets, _WID), removes, guards=(fence,), values=values, returns=returns
+    )
+
+
+def history(
+    job: Job, now: float, outcome: AttemptOutcome, owner: str, error: FailureRecord | None
+) -> dict[str, Any]:
+    """The record's attempt history with this attempt's entry appended (the oldest dropped past the cap)."""
+    entry: dict[str, Any] = {
+        "attempt": av_n(job.attempt),
+        "outcome": av_s(outcome),
+        "finished_at": av_n(now),
+        "worker": av_s(owner),
+    }
+    if job.started_at is not None:
+        entry["started_at"] = av_n(job.started_at.timestamp())
+    if error is not None:
+        entry["error"] = av_s(f"{error.error_class}: {error.message}"[:300])
+    previous = [_history_av(h) for h in job.history][-(HISTORY_CAP - 1) :]
+    return {"L": [*previous, {"M": entry}]}
+
+
+def _history_av(h: AttemptRecord) -> dict[str, Any]:
+    m: dict[str, Any] = {
+        "attempt": av_n(h.attempt),
+        "outcome": av_s(h.outcome),
+        "finished_at": av_n(h.finished_at.timestamp()),
+        "worker": av_s(h.worker),
+    }
+    if h.started_at is not None:
+        m["started_at"] = av_n(h.started_at.timestamp())
+    if h.error:
+        m["error"] = av_s(h.error)
+    return {"M": m}
+
+
+def _finish(
+    table: str,
+    job: Job,
+    *,
+    owner: str,
+    now: float,
+    status: JobStatus,
+    retention_s: float,
+    error: FailureRecord | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Write:
+    """Running → a final status, fenced: what complete, fail and abort share (TTL set, lease dropped).
+
+    A first attempt that succeeds writes no history entry (the record's own times say it all), so
+    the happy path stays within one write unit; any other outcome appends one.
+    """
+    sets: list[tuple[str, Expr]] = [("status", ":final"), ("finished_at", ":now"), ("updated_at", ":now")]
+    values: dict[str, Any] = {
+        ":final": av_s(status),
+        ":now": av_n(now),
+        ":ttl": av_n(int(now + retention_s)),
+    }
+    if status is not JobStatus.SUCCEEDED or job.attempt > 1 or job.history:
+        sets.append(("history", ":history"))
+        values[":history"] = history(job, now, AttemptOutcome(status.value), owner, error)
+    for attr, value in (extra or {}).items():
+        sets.append((attr, f":{attr}"))
+        values[f":{attr}"] = value
+    sets.append(("expires_at", ":ttl"))
+    return fenced(table, job, sets=tuple(sets), values=values, removes=LEASE)
+
+
+def complete(
+    table: str,
+    job: Job,
+    *,
+    owner: str,
+    now: float,
+    result: Any,
+    retention_s: float,
+    result_ref: str | None = None,
+) -> Write:
+    """Running → succeeded, fenced (a ``None`` result is not written; one in S3 is by its reference)."""
+    extra = {} if result is None else {"result": av_json(result)}
+    if result_ref is not None:
+        extra["result_ref"] = av_s(result_ref)
+    return _finish(
+        table, job, owner=owner, now=now, status=JobStatus.SUCCEEDED, retention_s=retention_s, extra=extra
+    )
+
+
+def schedule_retry(
+    table: str,
+    job: Job,
+    *,
+    owner: str,
+    now: float,
+    run_at: float,
+    error: FailureRecord,
+    held: bool,
+    payload: Any = None,
+) -> Write:
+    """Running → retry_scheduled, fenced.
+
+    ``held`` when the message cannot carry the delay (beyond the 12 h visibility cap): the record
+    then keeps ``payload`` and an attention entry, and the sweeper sends it when due.
+    """
+    sets: list[tuple[str, Expr]] = [
+        ("status", ":retry"),
+        ("run_at", ":run_at"),
+        ("updated_at", ":now"),
+        ("error", ":error"),
+        ("history", ":history"),
+    ]
+    values: dict[str, Any] = {
+        ":retry": av_s(JobStatus.RETRY_SCHEDULED),
+        ":run_at": av_n(run_at),
+        ":now": av_n(now),
+        ":error": av_error(error),
+        ":history": history(job, now, AttemptOutcome.RETRY, owner, error),
+    }
+    if held:
+        sets += [("attn", ":attn"), ("due", ":run_at")]
+        values[":attn"] = av_s(attention_key(HELD, job.id))
+        if job.payload_ref is None:
+            sets.append(("payload", ":payload"))
+            values[":payload"] = av_json(payload)
+    return fenced(table, job, sets=tuple(sets), values=values, removes=LEASE)
+
+
+def fail(
+    table: str,
+    job: Job,
+    *,
+    owner: str,
+    now: float,
+    error: FailureRecord,
+    reason: str,
+    retention_s: float,
+    payload: Any = None,
+) -> Write:
+    """Running → dead, fenced; the record keeps the payload (replayable after the DLQ copy expires)."""
+    return _finish(
+        table,
+        job,
+        owner=owner,
+        now=now,
+        status=JobStatus.DEAD,
+        retention_s=retention_s,
+        error=error,
+        extra={
+            "error": av_error(error),
+            "reason": av_s(reason),
+            **kept_payload(job, payload),
+            "attn": av_s(attention_key(DEAD, job.id)),
+            "due": av_n(now),
+        },
+    )
+
+
+def abort(
+    table: str, job: Job, *, owner: str, now: float, reason: str, retention_s: float, payload: Any = None
+) -> Write:
+    """Running → cancelled, fenced (the handler stopped on a cancel request); keeps the payload."""
+    return _finish(
+        table,
+        job,
+        owner=owner,
+        now=now,
+        status=JobStatus.CANCELLED,
+        retention_s=retention_s,
+        extra={"reason": av_s(reason), **kept_payload(job, payload)},
+    )
