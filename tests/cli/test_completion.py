@@ -25,9 +25,13 @@ runpy.run_module("sqsjobs", run_name="__main__")
 """
 
 
-def complete(env: dict[str, str], *args: str) -> tuple[str, list[str]]:
+def complete(env: dict[str, str], *args: str, shell: str | None = None) -> tuple[str, list[str]]:
+    """Run the CLI as ``shell`` would (its child: ``--show-completion`` detects the parent's shell)."""
+    command = [sys.executable, "-c", WRAPPER, *args]
+    if shell is not None:  # the shell stays the parent: a command after the CLI keeps it from exec'ing
+        command = [shell, "-c", '"$0" "$@"; exit $?', *command]
     done = subprocess.run(
-        [sys.executable, "-c", WRAPPER, *args],
+        command,
         env={"PATH": "/usr/bin:/bin", **env},
         capture_output=True,
         text=True,
@@ -67,6 +71,6 @@ def test_zsh_and_fish_complete_an_options_choices(shell):
 
 
 def test_show_completion_prints_a_script_that_calls_back_with_the_protocols_variable():
-    out, _ = complete({}, "--show-completion", "bash")
+    out, _ = complete({}, "--show-completion", shell="bash")
     assert "_SQSJOBS_COMPLETE=complete_bash" in out
     assert "complete " in out and "sqsjobs" in out

@@ -86,7 +86,10 @@ def test_a_plain_job_walks_few_modules(ministack_url, make_app, monkeypatch):
     # The path without an OpenTelemetry SDK, even when a test before this one in the process installed
     # one (test_observability.py does): the App then decides to make no spans, as without an SDK.
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
-    app = make_app(ministack_url)
+    # The default lease and visibility timeout (the suite's are 5 s): a lease renewal is the path of a
+    # job that runs for a third of its lease, not of this one, and on a loaded machine the suite's
+    # short lease let a renewal fall inside the profile (24 modules counted once).
+    app = make_app(ministack_url, lease_s=60.0, visibility_timeout_s=30)
 
     @app.job("plain")
     async def plain(payload, ctx):
