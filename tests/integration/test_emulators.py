@@ -148,7 +148,7 @@ def test_long_poll_wakes_on_send_without_holding_the_lock(moto_url: str) -> None
         consumer = client("sqs", moto_url)
         receiving.set()
         started = time.monotonic()
-        answer = consumer.receive_message(QueueUrl=queue_url, WaitTimeSeconds=5, MaxNumberOfMessages=1)
+        answer = consumer.receive_message(QueueUrl=queue_url, WaitTimeSeconds=20, MaxNumberOfMessages=1)
         received["at"] = time.monotonic()
         received["elapsed"] = received["at"] - started
         received["messages"] = answer.get("Messages", [])
@@ -159,7 +159,7 @@ def test_long_poll_wakes_on_send_without_holding_the_lock(moto_url: str) -> None
     time.sleep(0.3)  # let the receive reach the server and start waiting
 
     # Another client's writes go through while the receive waits (a held lock would
-    # block them until the 5 s wait ran out, after the receive returned).
+    # block them until the 20 s wait ran out, after the receive returned).
     ddb = client("dynamodb", moto_url)
     for i in range(5):
         ddb.put_item(TableName=table, Item={"pk": {"S": f"during-wait-{i}"}})
@@ -168,12 +168,14 @@ def test_long_poll_wakes_on_send_without_holding_the_lock(moto_url: str) -> None
     assert "at" not in received, "the receive returned before anything was sent"
 
     sqs.send_message(QueueUrl=queue_url, MessageBody="wake up")
-    waiter.join(timeout=10)
+    waiter.join(timeout=30)
     assert not waiter.is_alive()
 
     assert [m["Body"] for m in received["messages"]] == ["wake up"]
     assert put_done < received["at"]
-    assert received["elapsed"] < 4, "the waiter should wake on the send, well within its 5 s wait"
+    # ~0.6 s on a quiet machine; 4.7 s once under the whole suite's load, hence a 20 s wait: a
+    # waiter that did not wake on the send would return at 20 s, not before 15
+    assert received["elapsed"] < 15, "the waiter should wake on the send, well within its 20 s wait"
 
 
 def test_empty_long_poll_returns_no_messages(moto_url: str) -> None:
