@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.batch_cost import measure
 from sqsjobs import JobStatus
 from sqsjobs.runtime.lambda_sqs import LambdaWorker
 from tests.apps import batched
@@ -212,3 +213,16 @@ def _body_of(app, job_id: str) -> str:
             VisibilityTimeout=0,
         )
     return next(str(m["Body"]) for m in seen if json.loads(m["Body"]).get("id") == job_id)
+
+
+def test_a_job_under_a_batch_handler_costs_no_more_requests_or_write_units_than_under_a_single_one(
+    ministack_url,
+):
+    # GIVEN the same 100 jobs run by a single handler, then by a batch handler (bench/batch_cost.py)
+    single = measure(ministack_url, batch=False, jobs=100)
+    batch = measure(ministack_url, batch=True, jobs=100)
+    # THEN each job's own claim and finish cost what they cost alone, and no more requests go out
+    # (the finishes of one call come ready together and share requests)
+    assert batch.write_units <= single.write_units, (batch, single)
+    assert batch.requests <= single.requests, (batch, single)
+    assert batch.dynamodb_writes <= single.dynamodb_writes, (batch, single)
