@@ -16,6 +16,7 @@ from sqsjobs import App, BatchDead, BatchItem, BatchOptions, BatchRetry, BatchSu
 
 app = App(os.environ.get("TEST_APP_NAME", "batched"))
 NO_BACKOFF = RetryPolicy(base_s=0, max_delay_s=0, jitter=False)
+app.limit("pair", concurrency=2)
 
 
 def log_call(items: list[BatchItem[dict[str, Any]]]) -> None:
@@ -56,6 +57,13 @@ async def embed_async(items: list[BatchItem[dict[str, Any]]]) -> dict[str, Any]:
     """The async form, answering by job id; a job named ``skip`` gets no outcome (retried, never lost)."""
     log_call(items)
     return {i.job_id: outcome(i) for i in items if not i.payload.get("skip")}
+
+
+@app.job("embed.limited", batch=BatchOptions(max_size=10, max_wait_s=1), limits=["pair"], timeout=30)
+def embed_limited(items: list[BatchItem[dict[str, Any]]]) -> list[BatchSuccess | BatchRetry | BatchDead]:
+    """Under a limit of two running jobs: a job the limit defers never enters a call."""
+    log_call(items)
+    return [outcome(i) for i in items]
 
 
 @app.job("embed.single", max_attempts=3, retry=NO_BACKOFF, timeout=30)

@@ -38,6 +38,7 @@ APP = "tests.apps.batched:app"
 def app(ministack_url, make_app):
     app = make_app(ministack_url, lease_s=3.0, visibility_timeout_s=2)
     app.registry.include(batched.app.registry)  # the handlers the worker processes load
+    app.limits.include(batched.app.limits)
     app.provision()
     return app
 
@@ -196,6 +197,29 @@ def test_on_lambda_the_invocations_records_form_the_batch_and_failures_are_repor
     assert statuses[ids[3]].status is statuses[ids[5]].status is JobStatus.RETRY_SCHEDULED
     assert statuses[ids[5]].last_error is not None
     assert statuses[ids[5]].last_error.error_class == "BatchOutcomeError"
+
+
+def test_on_lambda_a_job_its_limit_defers_never_enters_the_call(app, tmp_path):
+    # GIVEN 5 jobs of a batch type under a limit of two running jobs, in one invocation
+    log = tmp_path / "calls.log"
+    ids = app.enqueue_many(
+        [{"type": "embed.limited", "payload": {"log": str(log), "n": n}} for n in range(5)]
+    )
+    messages = receive(app, 5)
+    worker = LambdaWorker(app)
+    try:
+        # WHEN the Lambda entry point handles them
+        response = worker(event_from(app, messages), FakeContext())
+    finally:
+        worker.close()
+    # THEN one call ran the two jobs the limit admitted; the three it deferred stay queued, unrun
+    lines = calls(log)
+    assert len(lines) == 2
+    assert {n for _, n, _, _ in lines} == {2}
+    ran = {job for _, _, job, _ in lines}
+    assert {i for i in ids if app.get(i).status is JobStatus.SUCCEEDED} == ran
+    assert {app.get(i).status for i in set(ids) - ran} == {JobStatus.QUEUED}
+    assert len(failed_ids(response)) == 3
 
 
 def _body_of(app, job_id: str) -> str:
