@@ -66,6 +66,13 @@ def embed_limited(items: list[BatchItem[dict[str, Any]]]) -> list[BatchSuccess |
     return [outcome(i) for i in items]
 
 
+@app.job("embed.patient", batch=BatchOptions(max_size=50, max_wait_s=6), timeout=30)
+def embed_patient(items: list[BatchItem[dict[str, Any]]]) -> list[BatchSuccess | BatchRetry | BatchDead]:
+    """Gathers for longer than a lease: its waiting jobs must keep their leases meanwhile."""
+    log_call(items)
+    return [outcome(i) for i in items]
+
+
 @app.job("embed.single", max_attempts=3, retry=NO_BACKOFF, timeout=30)
 def embed_single(payload: dict[str, Any], ctx: Any) -> Any:
     """The same work, one job per call: what the cost comparison sets the batch handler against."""

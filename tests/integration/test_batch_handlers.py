@@ -169,6 +169,46 @@ def test_a_worker_killed_mid_call_its_jobs_come_back_by_their_leases_and_run_onc
     assert {app.get(i).attempt for i in ids} == {2}
 
 
+def test_jobs_waiting_longer_than_a_lease_for_their_call_keep_it_against_later_copies(app, tmp_path):
+    # GIVEN 3 jobs of a type that gathers for 6 s, twice the 3 s lease, claimed by a worker
+    log = tmp_path / "calls.log"
+    ids = app.enqueue_many(
+        [{"type": "embed.patient", "payload": {"log": str(log), "n": n}} for n in range(3)]
+    )
+    url = queue_url(app)
+    originals: list[dict] = []
+    while len(originals) < len(ids):
+        originals += _receive(app, url)
+    for m in originals:
+        sqs_call(
+            app,
+            "change_message_visibility",
+            QueueUrl=url,
+            ReceiptHandle=m["ReceiptHandle"],
+            VisibilityTimeout=0,
+        )
+    proc = worker_process(app, APP, concurrency=2)
+    try:
+        wait_until(
+            lambda: all(app.get(i).status is JobStatus.RUNNING for i in ids), 30, "claimed", every_s=0.2
+        )
+        # WHEN copies of their messages arrive after the lease would have run out unrenewed
+        delay = int(app.settings.lease_s) + 1
+        entries = [
+            {"Id": str(n), "MessageBody": m["Body"], "DelaySeconds": delay} for n, m in enumerate(originals)
+        ]
+        sqs_call(app, "send_message_batch", QueueUrl=url, Entries=entries)
+        wait_until(
+            lambda: all(app.get(i).status is JobStatus.SUCCEEDED for i in ids), 30, "succeeded", every_s=0.3
+        )
+        wait_until(lambda: sum(depth(app).values()) == 0, 20, "copies dropped", every_s=0.3)
+    finally:
+        kill_group(proc)
+    # THEN the copies found live leases: one call ran the three jobs, at their first attempt
+    assert sorted((n, job, a) for _, n, job, a in calls(log)) == sorted((3, i, 1) for i in ids)
+    assert {app.get(i).attempt for i in ids} == {1}
+
+
 def test_on_lambda_the_invocations_records_form_the_batch_and_failures_are_reported_per_record(app, tmp_path):
     # GIVEN 7 jobs of an async batch type (max 5 per call): one fails, one gets no outcome from the
     # handler; and a copy of one job's message in the same invocation
