@@ -316,11 +316,11 @@ class LambdaWorker:
         ]
         budget = self._budget = _Budget(context)
         self._check_timeouts(budget, {d.queue for d in deliveries})
-        if any(r.queue_name.endswith(FIFO_SUFFIX) for r in records):
+        slots = asyncio.Semaphore(self.kernel.settings.concurrency)
+        self._batches.call_slot = lambda queue: slots  # a batch call takes one slot, its records none
+        if any(r.queue_name.endswith(FIFO_SUFFIX) for r in records):  # one at a time: calls of one
             results = await self._run_in_order(deliveries, urls, budget)
         else:
-            slots = asyncio.Semaphore(self.kernel.settings.concurrency)
-            self._batches.call_slot = lambda queue: slots  # a batch call takes one slot, its records none
             batched = {d.message_id for d in deliveries if self._batch_of(d)}
 
             async def run(d: Delivery) -> _Result:

@@ -9,6 +9,7 @@ call did: its own claim (a copy of its message never puts it in a second call), 
 from __future__ import annotations
 
 import json
+import signal
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -207,6 +208,27 @@ def test_jobs_waiting_longer_than_a_lease_for_their_call_keep_it_against_later_c
     # THEN the copies found live leases: one call ran the three jobs, at their first attempt
     assert sorted((n, job, a) for _, n, job, a in calls(log)) == sorted((3, i, 1) for i in ids)
     assert {app.get(i).attempt for i in ids} == {1}
+
+
+def test_a_drain_calls_the_waiting_jobs_at_once_instead_of_releasing_them(app, tmp_path):
+    # GIVEN 3 jobs waiting in a worker for a call that gathers for 6 s, with a 2 s drain timeout
+    log = tmp_path / "calls.log"
+    ids = app.enqueue_many(
+        [{"type": "embed.patient", "payload": {"log": str(log), "n": n}} for n in range(3)]
+    )
+    proc = worker_process(app, APP, concurrency=2, SQSJOBS_DRAIN_TIMEOUT_S="2")
+    try:
+        wait_until(
+            lambda: all(app.get(i).status is JobStatus.RUNNING for i in ids), 30, "claimed", every_s=0.2
+        )
+        # WHEN it is told to stop
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        kill_group(proc)
+    # THEN the drain called them before its timeout (not released to wait for another worker)
+    assert {app.get(i).status for i in ids} == {JobStatus.SUCCEEDED}
+    assert sorted(job for _, _, job, _ in calls(log)) == sorted(ids)
 
 
 def test_on_lambda_the_invocations_records_form_the_batch_and_failures_are_reported_per_record(app, tmp_path):
