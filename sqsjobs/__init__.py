@@ -15,6 +15,7 @@ from sqsjobs.context import JobContext
 from sqsjobs.errors import (
     AwsError,
     BatchNotFound,
+    BatchOutcomeError,
     BatchSealed,
     Cancel,
     CancellationReason,
@@ -54,7 +55,15 @@ from sqsjobs.job import RENAMED as _RENAMED
 from sqsjobs.job import FailureRecord, Job, JobStatus
 from sqsjobs.limits.declarations import Breaker, Limit
 from sqsjobs.producer import JobRequest
-from sqsjobs.registry import HandlerSpec, Registry
+from sqsjobs.registry import (
+    BatchDead,
+    BatchItem,
+    BatchOptions,
+    BatchRetry,
+    BatchSuccess,
+    HandlerSpec,
+    Registry,
+)
 from sqsjobs.retry import Backoff, RetryPolicy
 from sqsjobs.runtime.sweeper import SweepReport, sweep_once
 from sqsjobs.runtime.worker import Worker
@@ -68,9 +77,15 @@ __all__ = [
     "AwsError",
     "Backoff",
     "Batch",
+    "BatchDead",
+    "BatchItem",
     "BatchNotFound",
+    "BatchOptions",
+    "BatchOutcomeError",
+    "BatchRetry",
     "BatchSealed",
     "BatchStatus",
+    "BatchSuccess",
     "Breaker",
     "Cancel",
     "CancellationReason",

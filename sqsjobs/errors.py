@@ -14,6 +14,7 @@
     │   └── UnknownEnvelopeVersion
     ├── InvalidEvent                a Lambda event that is not an SQS batch
     ├── InvalidBatchResponse        a partial batch response naming no record of the batch (a bug)
+    ├── BatchOutcomeError           a batch handler gave a job no outcome (missing, extra, not one)
     ├── ExpressionError             a schedule expression EventBridge Scheduler would refuse (also a ValueError)
     ├── CursorError                 a listing cursor from another listing (also a ValueError)
     ├── TransactionInvalid          a transaction DynamoDB would refuse as built (also a ValueError)
@@ -365,3 +366,10 @@ class Retry(JobControl):
 
 class Cancel(JobControl):
     """The job was cancelled."""
+
+
+class BatchOutcomeError(SqsJobsError):
+    """A batch handler's answer did not give this job an outcome (one missing, extra, or not an outcome).
+
+    Recorded as the job's failed attempt: retried by the type's policy, never lost or taken as success.
+    """

@@ -13,7 +13,7 @@ import inspect
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, Generic, TypeAlias, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -40,6 +40,70 @@ Upcast = Callable[[Any], Any]
 DEFAULT_QUEUE = "default"
 DEFAULT_MAX_ATTEMPTS = 5
 DEFAULT_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class BatchOptions:
+    """``@job(batch=BatchOptions(max_size=50, max_wait_s=2))``: one handler call runs many jobs (docs/batch-handlers.md).
+
+    Embedding APIs, bulk sends and bulk writes take many items per request. Each job still has its
+    own record, claim, attempts and DLQ path; only the handler call is shared. A call starts when
+    ``max_size`` claimed jobs wait, or ``max_wait_s`` after the first of them arrived (on Lambda:
+    once every record of the invocation has been claimed or turned away).
+    """
+
+    max_size: int = 10
+    max_wait_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_size, bool) or not isinstance(self.max_size, int) or self.max_size < 1:
+            raise ConfigurationError(
+                f"BatchOptions.max_size must be an int of at least 1, got {self.max_size!r}"
+            )
+        if not self.max_wait_s >= 0:
+            raise ConfigurationError(f"BatchOptions.max_wait_s must be 0 or more, got {self.max_wait_s!r}")
+
+
+@dataclass(frozen=True)
+class BatchItem(Generic[P]):
+    """One job of a batch handler's call: its payload (validated as a single handler's) and its context."""
+
+    payload: P
+    ctx: JobContext
+
+    @property
+    def job_id(self) -> str:
+        """The job's id: the key of a mapping of outcomes."""
+        return self.ctx.job_id
+
+
+@dataclass(frozen=True)
+class BatchSuccess:
+    """A batch handler's outcome for one job: it succeeded, with ``result`` (JSON, as a handler's return)."""
+
+    result: Any = None
+
+
+@dataclass(frozen=True)
+class BatchRetry:
+    """A batch handler's outcome for one job: retry it (after ``delay_s``, else the type's backoff).
+
+    An attempt like any failed one: past the type's ``max_attempts`` the job is dead.
+    """
+
+    reason: str = "the batch handler asked for a retry"
+    delay_s: float | None = None
+
+
+@dataclass(frozen=True)
+class BatchDead:
+    """A batch handler's outcome for one job: it cannot succeed; dead at once, to the DLQ with ``reason``."""
+
+    reason: str
+
+
+#: What a batch handler returns for each job (an exception instance is recorded as if raised for it).
+BatchOutcome: TypeAlias = BatchSuccess | BatchRetry | BatchDead | Exception
 
 
 @dataclass(frozen=True)
@@ -89,6 +153,8 @@ class HandlerSpec:
     #: transaction, when a job of this type dies or succeeds (``sqsjobs.hooks``; docs/events.md).
     on_dead: str | None = None
     on_succeeded: str | None = None
+    #: ``@job(batch=...)``: the handler takes a list of ``BatchItem`` and returns an outcome per job.
+    batch: BatchOptions | None = None
 
     @property
     def timeout_s(self) -> float:
@@ -221,6 +287,15 @@ def _payload_type(fn: Handler) -> Any:
     return hints.get(params[0].name, Any)
 
 
+def _item_type(fn: Handler) -> Any:
+    """A batch handler's payload type: ``P`` of its ``list[BatchItem[P]]`` parameter (Any if unsaid)."""
+    items = _payload_type(fn)
+    for arg in typing.get_args(items):  # list[BatchItem[P]], Sequence[BatchItem[P]]
+        if typing.get_origin(arg) is BatchItem:
+            return typing.get_args(arg)[0]
+    return Any
+
+
 class Registry:
     """Job types by name; composes with ``include``."""
 
@@ -250,6 +325,7 @@ class Registry:
         events: bool | Iterable[str] | None = None,
         on_dead: str | None = None,
         on_succeeded: str | None = None,
+        batch: BatchOptions | None = None,
     ) -> Callable[[H], H]:
         """Register a handler ``fn(payload, ctx)``; the function itself is returned unchanged.
 
@@ -273,7 +349,8 @@ class Registry:
         ``JOB_EVENTS``), False (none), or names from it; None leaves it to the App's ``events``
         setting (docs/events.md). ``on_dead``/``on_succeeded`` name a job type that runs once per
         such end with the job's summary, enqueued in the finish's own transaction (``sqsjobs.hooks``);
-        an unregistered name is a ``ConfigurationError`` when a worker starts.
+        an unregistered name is a ``ConfigurationError`` when a worker starts. ``batch``: the
+        handler is ``fn(items: list[BatchItem[P]])`` and runs many jobs per call (docs/batch-handlers.md).
         """
         if unique not in (None, "while_active"):
             raise ValueError(f"unique must be 'while_active', got {unique!r}")
@@ -307,7 +384,7 @@ class Registry:
                 explicit_timeout_s=None if timeout is None else to_seconds(timeout),
                 retry=policy,
                 version=version,
-                payload_type=_payload_type(fn),
+                payload_type=_item_type(fn) if batch is not None else _payload_type(fn),
                 upcasts=upcasts,
                 expires_after_s=expires_after_s,
                 limits=tuple(limits),
@@ -321,6 +398,7 @@ class Registry:
                 events=chosen,
                 on_dead=on_dead,
                 on_succeeded=on_succeeded,
+                batch=batch,
             )
             self.add(spec)
             return fn

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
     from sqsjobs.context import InterruptReason, JobContext
     from sqsjobs.delivery import Delivery
+    from sqsjobs.runtime.batching import Collectors
     from sqsjobs.runtime.kernel import Kernel, SupportsKernel
     from sqsjobs.runtime.seams import FinishHook
 
@@ -65,8 +66,9 @@ class Execution:
         on_done: Callable[[JobContext], None] | None = None,
         default_timeout_s: Callable[[], float] | None = None,
         hooks: Sequence[FinishHook] | None = None,
+        batches: Collectors | None = None,
     ) -> None:
-        """``default_timeout_s``: see ``Runner``; ``hooks``: every finish's hooks instead of the kernel's."""
+        """``default_timeout_s``, ``batches``: see ``Runner``; ``hooks``: every finish's hooks instead of the kernel's."""
         #: The kernel (an App given here is asked for its own).
         self.app = kernel = kernel_of(app)
         self.worker_id = worker_id
@@ -83,6 +85,7 @@ class Execution:
             on_run=on_run,
             on_done=on_done,
             default_timeout_s=default_timeout_s,
+            batches=batches,
         )
 
     async def handle(self, delivery: Delivery) -> Ack:
@@ -166,6 +169,7 @@ class DeliveryHost:
         pool: ThreadPoolExecutor,
         default_timeout_s: Callable[[], float] | None = None,
         what: str = "message",
+        batches: Collectors | None = None,
     ) -> None:
         """``what`` names a delivery in the host's log lines (``message``; ``record`` for Lambda)."""
         self.kernel = kernel
@@ -180,6 +184,7 @@ class DeliveryHost:
             on_run=self._track,
             on_done=self._untrack,
             default_timeout_s=default_timeout_s,
+            batches=batches,
         )
 
     def _track(self, ctx: JobContext) -> None:

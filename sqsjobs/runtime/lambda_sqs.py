@@ -60,6 +60,7 @@ from sqsjobs.errors import (
     InvalidEvent,
 )
 from sqsjobs.registry import DEFAULT_TIMEOUT_S
+from sqsjobs.runtime.batching import Collectors
 from sqsjobs.runtime.execution import DeliveryHost, apply
 from sqsjobs.runtime.kernel import kernel_from_path, kernel_of
 from sqsjobs.runtime.worker import make_worker_id
@@ -240,8 +241,15 @@ class LambdaWorker:
         )
         #: The current invocation's time (one invocation at a time per container).
         self._budget: _Budget | None = None
+        #: A batch type's records wait for each other until none of the invocation's is on its way.
+        self._batches = Collectors(kernel, pool=self._pool, until_idle=True)
         self._host = DeliveryHost(
-            kernel, self.worker_id, pool=self._pool, default_timeout_s=self._time_left_to_run, what="record"
+            kernel,
+            self.worker_id,
+            pool=self._pool,
+            default_timeout_s=self._time_left_to_run,
+            what="record",
+            batches=self._batches,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         #: Invocations handled by this container, for logs and tests.
@@ -308,12 +316,16 @@ class LambdaWorker:
         ]
         budget = self._budget = _Budget(context)
         self._check_timeouts(budget, {d.queue for d in deliveries})
-        if any(r.queue_name.endswith(FIFO_SUFFIX) for r in records):
+        slots = asyncio.Semaphore(self.kernel.settings.concurrency)
+        self._batches.call_slot = lambda queue: slots  # a batch call takes one slot, its records none
+        if any(r.queue_name.endswith(FIFO_SUFFIX) for r in records):  # one at a time: calls of one
             results = await self._run_in_order(deliveries, urls, budget)
         else:
-            slots = asyncio.Semaphore(self.kernel.settings.concurrency)
+            batched = {d.message_id for d in deliveries if self._batch_of(d)}
 
             async def run(d: Delivery) -> _Result:
+                if d.message_id in batched:
+                    return await self._run_one(d, urls[dlq_key(d.queue)], budget)
                 async with slots:
                     return await self._run_one(d, urls[dlq_key(d.queue)], budget)
 
@@ -339,7 +351,20 @@ class LambdaWorker:
             results.append(await self._run_one(d, urls[dlq_key(d.queue)], budget))
         return results
 
+    def _batch_of(self, delivery: Delivery) -> bool:
+        """True for a record of a batch type: expected by its collector, which calls once all arrived."""
+        spec = self._spec_of(delivery.body)
+        if spec is not None and spec.batch is not None:
+            self._batches.expect(spec, delivery.message_id)
+        return spec is not None and spec.batch is not None
+
     async def _run_one(self, delivery: Delivery, dlq_url: str, budget: _Budget) -> _Result:
+        try:
+            return await self._run_record(delivery, dlq_url, budget)
+        finally:  # claimed or not, this record no longer holds its batch type's call back
+            self._batches.settled(delivery.message_id)
+
+    async def _run_record(self, delivery: Delivery, dlq_url: str, budget: _Budget) -> _Result:
         spec = self._spec_of(delivery.body)
         need_s = self._needed_s(spec)
         if not budget.fits(need_s):

@@ -24,6 +24,7 @@ from sqsjobs.context import InterruptReason, JobContext
 from sqsjobs.delivery import LEAVE, Ack
 from sqsjobs.errors import Cancel, JobTimeout, ObjectStoreError, PayloadInvalid, PayloadMissing, StoreError
 from sqsjobs.runtime import payloads
+from sqsjobs.runtime.batching import Collectors, call_one
 from sqsjobs.store.job_store import Refusal, Refused
 
 if TYPE_CHECKING:
@@ -50,6 +51,8 @@ def timeout_error(spec: HandlerSpec, timeout_s: float | None = None) -> JobTimeo
 
 async def invoke(spec: HandlerSpec, payload: Any, ctx: JobContext, *, pool: Executor | None = None) -> Any:
     """Call the handler: an async one on the loop, a sync one in ``pool`` (the loop's default if None)."""
+    if spec.batch is not None:  # a batch type's job alone: a call of one (runtime/batching.py)
+        return await call_one(spec, payload, ctx, pool)
     if spec.is_async:
         return await spec.fn(payload, ctx)
     loop = asyncio.get_running_loop()
@@ -69,8 +72,12 @@ class Runner:
         on_run: Callable[[JobContext], None] | None = None,
         on_done: Callable[[JobContext], None] | None = None,
         default_timeout_s: Callable[[], float] | None = None,
+        batches: Collectors | None = None,
     ) -> None:
         """``default_timeout_s``: the timeout of a run whose type has none of its own, asked as it starts.
+
+        ``batches``: where a batch type's jobs wait for their shared call (the host's, which lends it
+        slots; one of its own if None).
 
         The Lambda adapter answers with the invocation's remaining time (less its margin), so such a
         job runs there instead of waiting for an invocation as long as ``DEFAULT_TIMEOUT_S`` (the
@@ -82,6 +89,7 @@ class Runner:
         self._on_run = on_run
         self._on_done = on_done
         self._default_timeout_s = default_timeout_s
+        self.batches = batches or Collectors(kernel, pool=pool)
 
     async def run(self, spec: HandlerSpec, job: Job, delivery: Delivery | None) -> Ack:
         """Run the claimed ``job`` and record how it ended; the ``Ack`` its message is worth."""
@@ -135,7 +143,11 @@ class Runner:
     ) -> Ack:
         clock, recorder = self.kernel.clock, self.recorder
         started = clock.now()
-        run = asyncio.ensure_future(invoke(spec, payload, ctx, pool=self._pool))
+        run = asyncio.ensure_future(
+            invoke(spec, payload, ctx, pool=self._pool)
+            if spec.batch is None
+            else self.batches.submit(spec, payload, ctx)  # one call for many jobs (runtime/batching.py)
+        )
         interrupted = asyncio.ensure_future(ctx._interrupt.wait())
         try:
             await asyncio.wait({run, interrupted}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from sqsjobs._aws import Call, one
 from sqsjobs.context import InterruptReason
 from sqsjobs.errors import AwsError, ConfigurationError
+from sqsjobs.runtime.batching import Collectors
 from sqsjobs.runtime.execution import DeliveryHost, apply
 from sqsjobs.runtime.health import HealthProbe
 from sqsjobs.runtime.kernel import kernel_of
@@ -43,6 +44,8 @@ from sqsjobs.transport.queues import dlq_key
 from sqsjobs.transport.sqs import MessageOps
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from sqsjobs.context import JobContext
     from sqsjobs.delivery import Ack, Delivery
     from sqsjobs.runtime.kernel import Kernel, SupportsKernel
@@ -88,7 +91,11 @@ class Worker:
         self.worker_id = worker_id or make_worker_id()
         self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="sqsjobs-handler")
         self._ops = MessageOps(kernel.arun, linger_s=kernel.settings.ack_linger_s, logger=kernel.logger)
-        self._host = DeliveryHost(kernel, self.worker_id, pool=self._pool)
+        # A batch type's job waiting for its call holds no slot; the call holds one (runtime/batching.py).
+        self._batches = Collectors(kernel, pool=self._pool, hold=self._slotless, call_slot=self._call_slot)
+        self._host = DeliveryHost(kernel, self.worker_id, pool=self._pool, batches=self._batches)
+        #: Receipt handles of held messages whose job gave its slot back while it waits for a batch call.
+        self._unslotted: set[str] = set()
         #: Messages received and not yet acked, by receipt handle: the heartbeat extends all of them.
         self._held: dict[str, Delivery] = {}
         self._in_use = 0
@@ -193,6 +200,7 @@ class Worker:
         for r in receivers:
             r.cancel()
         await asyncio.gather(*receivers, return_exceptions=True)
+        self._batches.flush_all()  # jobs waiting for a batch call run now, not after their max wait
         # Running jobs finish while the open polls return (and release what they bring).
         await asyncio.gather(self._drain_jobs(), self._close_polls())
         self._host.interrupt_all(InterruptReason.SHUTDOWN)
@@ -347,9 +355,24 @@ class Worker:
             ack = await self._host.handle(delivery)
         finally:
             self.handled += 1
-            await self._unreserve(delivery.queue, 1)
+            if delivery.receipt_handle in self._unslotted:  # gave its slot back to wait for a batch call
+                self._unslotted.discard(delivery.receipt_handle)
+            else:
+                await self._unreserve(delivery.queue, 1)
         await self._apply(delivery, ack, dlq_url)
         return ack
+
+    async def _slotless(self, delivery: Delivery) -> None:
+        self._unslotted.add(delivery.receipt_handle)
+        await self._unreserve(delivery.queue, 1)
+
+    @contextlib.asynccontextmanager
+    async def _call_slot(self, queue: str) -> AsyncIterator[None]:
+        await self._reserve_one(queue)
+        try:
+            yield
+        finally:
+            await self._unreserve(queue, 1)
 
     async def _apply(self, delivery: Delivery, ack: Ack, dlq_url: str) -> None:
         """Act on the message after the record was written."""
