@@ -156,26 +156,47 @@ def test_the_same_stepped_job_through_the_lambda_adapter_replays_its_steps_on_th
 
 
 def test_a_sleeping_job_holds_no_slot_and_resumes_after_its_sleep_without_using_an_attempt(app, tmp_path):
-    # GIVEN a worker with two slots, and two one-attempt jobs (sync and async) that sleep 3 s between two steps
+    # GIVEN a worker with two slots, and two one-attempt jobs (sync and async) that sleep 3 s between two
+    # steps, and one under a concurrency limit of one slot that sleeps 6 s
     sleepers = [
         app.enqueue(kind, {"runs_dir": str(tmp_path), "sleep_s": 3}) for kind in ("sleeper", "async_sleeper")
     ]
-    proc = worker_process(app, APP, concurrency=2)
+    limited = app.enqueue("solo_sleeper", {"runs_dir": str(tmp_path), "sleep_s": 6, "hold_s": 2})
+    # a slot not given back would stay taken for the lease (30 s here), past the 6 s sleep
+    proc = worker_process(app, APP, concurrency=2, SQSJOBS_LEASE_S="30")
     try:
         wait_until(
             lambda: all(
-                calls(tmp_path, i, "before") and app.get(i).status is JobStatus.QUEUED for i in sleepers
+                calls(tmp_path, i, "before") and app.get(i).status is JobStatus.QUEUED
+                for i in [*sleepers, limited]
             ),
             30,
-            "both asleep",
+            "all asleep",
         )
-        # WHEN two jobs that can only finish together (each waits for the other to start) arrive
+        # WHEN two jobs that can only finish together (each waits for the other to start) arrive,
+        # and a job of the limited one's one-slot limit
         barriers = [app.enqueue("barrier", {"runs_dir": str(tmp_path), "of": 2}) for _ in range(2)]
+        first_solo = app.enqueue("solo", {"runs_dir": str(tmp_path)})
         # THEN both run while the sleepers sleep: the sleepers hold no slot
         wait_until(
             lambda: all(app.get(b).status is JobStatus.SUCCEEDED for b in barriers), 30, "barriers done"
         )
         assert not any(calls(tmp_path, i, "after") for i in sleepers)
+        # ... and the limit's one slot is free while its holder sleeps: the other job of the limit runs
+        wait_until(lambda: app.get(first_solo).status is JobStatus.SUCCEEDED, 30, "the limit's other job ran")
+        assert not calls(tmp_path, limited, "after")
+        # ... and once awake the limited job holds the slot again: a job of the limit arriving after
+        # it woke starts only once it finished
+        wait_until(lambda: calls(tmp_path, limited, "after"), 60, "the limited sleeper woke")
+        second_solo = app.enqueue("solo", {"runs_dir": str(tmp_path)})
+        wait_until(
+            lambda: all(app.get(i).status is JobStatus.SUCCEEDED for i in (limited, second_solo)),
+            60,
+            "the limited sleeper and the job after it done",
+        )
+        woken, after = app.get(limited), app.get(second_solo)
+        assert woken.attempt == 1
+        assert after.started_at >= woken.finished_at
         # ... and the sleepers resume at their next step and succeed on their one attempt
         wait_until(
             lambda: all(app.get(i).status is JobStatus.SUCCEEDED for i in sleepers), 60, "sleepers woke"
