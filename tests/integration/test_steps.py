@@ -43,6 +43,7 @@ def calls(runs_dir: Path, job_id: str, step: str) -> list[list[str]]:
 def app(ministack_url, make_app):
     app = make_app(ministack_url, lease_s=3.0, visibility_timeout_s=2)
     app.registry.include(stepped.app.registry)  # the handlers the worker processes load
+    app.limit("solo", concurrency=1)  # and their limit, for the Lambda adapter run in this process
     app.provision()
     return app
 
