@@ -21,7 +21,15 @@ from sqsjobs._aws import Call, one
 from sqsjobs.testing import all_finished, work_until
 from sqsjobs.transport import routes
 from tests.apps import redriven
-from tests.integration.helpers import depth, kill_group, queue_url, sqs_call, worker_env, worker_process
+from tests.integration.helpers import (
+    depth,
+    kill_group,
+    queue_url,
+    spawn,
+    sqs_call,
+    worker_env,
+    worker_process,
+)
 from tests.integration.test_guarantees import runs, wait_until
 
 APP = "tests.apps.redriven:app"
@@ -246,13 +254,7 @@ def test_a_sweeper_stopped_mid_scan_hands_back_the_dlq_messages_it_hid(app):
             for i in range(10)
         ]
         sqs_call(app, "send_message_batch", QueueUrl=dlq, Entries=entries)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sqsjobs", "sweep", "--app", APP],
-        env=worker_env(app, **SETTINGS),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    proc = spawn(app, APP, "sweep", **SETTINGS)
     try:
         wait_until(
             lambda: depth(app, dlq=True)["in_flight"] > 0,
