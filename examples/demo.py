@@ -52,9 +52,9 @@ async def run_until_final(job_ids: list[str], stack: DevStack, timeout_s: float 
     return ids
 
 
-def dead_letters(timeout_s: float = 40) -> list[dict[str, Any]]:
-    """The default queue's DLQ messages. The stack stops its sweeper mid-pass: a DLQ message its
-    reconciler was reading stays hidden for the scan's 30 s, so read until one shows up."""
+def dead_letters(timeout_s: float = 10) -> list[dict[str, Any]]:
+    """The default queue's DLQ messages, long-polled until one shows up. A sweeper stopped mid-pass
+    hands back the DLQ messages its reconciler was reading, so they show at once."""
     dlq_url = app.run(app.queue_urls.flow(["default"]))[dlq_key("default")]
     params = {
         "QueueUrl": dlq_url,

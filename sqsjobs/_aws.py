@@ -455,40 +455,56 @@ def run_sync(flow: Flow[T], clients: SyncClients) -> T:
 
 
 async def run_async(flow: Flow[T], clients: AsyncClients) -> T:
-    """Drive ``flow`` with aiobotocore."""
+    """Drive ``flow`` with aiobotocore.
+
+    A cancellation while a call is in flight is thrown into the flow where it waits, not left to
+    close it: a flow that holds something (a DLQ scan's hidden messages) hands it back with calls
+    of its own before it re-raises, which a closed generator could not do.
+    """
     try:
         call = next(flow)
         while True:
-            if call.service == "clock":
-                await asyncio.sleep(call.params["seconds"])
-                call = flow.send(None)
-                continue
-            if call.service == "flows":
-                call = flow.send(await _together_async(call.params["flows"], clients))
-                continue
-            span = None
             try:
-                client = await clients.get(call.service)
-                api_name = _api_name(client, call.operation)
-                clients.counter.add(call.service, api_name)
-                if clients.tracer is not None:
-                    span = clients.tracer.call_started(call, api_name, client.meta.region_name)
-                response = await getattr(client, call.operation)(**call.params)
-                if (
-                    call.service == "s3" and "Body" in response
-                ):  # S3's GetObject: the flow gets the bytes, not a stream
-                    async with response["Body"] as stream:
-                        response["Body"] = await stream.read()
-            except sdk_errors() as exc:
-                if span is not None:
-                    clients.tracer.call_ended(span, getattr(exc, "response", None), exc)  # type: ignore[union-attr]
-                call = flow.throw(wrap_error(call.service, exc))
-            else:
-                if span is not None:
-                    clients.tracer.call_ended(span, response, None)  # type: ignore[union-attr]
-                call = flow.send(response)
+                outcome = await _call_async(call, clients)
+            except asyncio.CancelledError as exc:
+                call = flow.throw(exc)
+                continue
+            call = flow.send(outcome.value) if outcome.error is None else flow.throw(outcome.error)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
+
+
+async def _call_async(call: Call, clients: AsyncClients) -> Outcome:
+    """Make one call: its response, or the AWS error (wrapped) to throw into the flow."""
+    if call.service == "clock":
+        await asyncio.sleep(call.params["seconds"])
+        return Outcome(value=None)
+    if call.service == "flows":
+        return Outcome(value=await _together_async(call.params["flows"], clients))
+    span = None
+    try:
+        client = await clients.get(call.service)
+        api_name = _api_name(client, call.operation)
+        clients.counter.add(call.service, api_name)
+        if clients.tracer is not None:
+            span = clients.tracer.call_started(call, api_name, client.meta.region_name)
+        response = await getattr(client, call.operation)(**call.params)
+        if (
+            call.service == "s3" and "Body" in response
+        ):  # S3's GetObject: the flow gets the bytes, not a stream
+            async with response["Body"] as stream:
+                response["Body"] = await stream.read()
+    except sdk_errors() as exc:
+        if span is not None:
+            clients.tracer.call_ended(span, getattr(exc, "response", None), exc)  # type: ignore[union-attr]
+        return Outcome(error=wrap_error(call.service, exc))
+    except asyncio.CancelledError as exc:
+        if span is not None:
+            clients.tracer.call_ended(span, None, exc)  # type: ignore[union-attr]
+        raise
+    if span is not None:
+        clients.tracer.call_ended(span, response, None)  # type: ignore[union-attr]
+    return Outcome(value=response)
 
 
 #: Set in a thread of the pool while it runs a flow: a ``together`` inside runs its flows in turn

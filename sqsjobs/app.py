@@ -29,7 +29,7 @@ from sqsjobs.observability.metrics import RequestCounter
 from sqsjobs.ops import waiting
 from sqsjobs.ops.cancel_job import cancel_flow
 from sqsjobs.ops.requeue import KEEP, retry_flow
-from sqsjobs.outbox import OutboxOptions, awrite_in, enqueue_options, write_in
+from sqsjobs.outbox import OutboxOptions, arun_sql, enqueue_options, run_sql, write_in
 from sqsjobs.producer import JobRequest, build_new_job, enqueue_jobs_flow, get_flow, requests_of
 from sqsjobs.registry import P, Registry
 from sqsjobs.runtime.kernel import Kernel, locate
@@ -289,9 +289,9 @@ class App(TokenAnswers):
                 table in its open transaction; the relay enqueues it once committed (docs/outbox.md).
         """
         if (
-            written := write_in(options, self.registry, self.settings, job_type, payload, self.clock.now())
+            outbox := write_in(options, self.registry, self.settings, job_type, payload, self.clock.now())
         ) is not None:
-            return written
+            return run_sql(*outbox)
         return self.run(self._enqueue_flow([JobRequest(job_type, payload, **enqueue_options(options))]))[0]
 
     @overload
@@ -303,9 +303,9 @@ class App(TokenAnswers):
     ) -> str:
         """Async ``enqueue`` (``connection``: an async psycopg connection or SQLAlchemy session)."""
         if (
-            written := awrite_in(options, self.registry, self.settings, job_type, payload, self.clock.now())
+            outbox := write_in(options, self.registry, self.settings, job_type, payload, self.clock.now())
         ) is not None:
-            return await written
+            return await arun_sql(*outbox)
         return (
             await self.arun(self._enqueue_flow([JobRequest(job_type, payload, **enqueue_options(options))]))
         )[0]

@@ -133,7 +133,8 @@ class JobContext:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return self._book().run(self, name, fn, args, attempts, backoff)
+            book = self._book()
+            return book.run(book.step(self, name, fn, args, attempts, backoff))
         return self.astep(name, fn, *args, attempts=attempts, backoff=backoff)
 
     async def astep(
@@ -145,7 +146,8 @@ class JobContext:
         backoff: RetryPolicy | None = None,
     ) -> Any:
         """Async ``step``: ``fn`` may be a coroutine function (a sync one runs in a thread)."""
-        return await self._book().arun(self, name, fn, args, attempts, backoff)
+        book = self._book()
+        return await book.arun(book.step(self, name, fn, args, attempts, backoff))
 
     def sleep(self, delay: timedelta | float) -> Any:
         """End this run without using an attempt, and go on from here after ``delay`` (docs/steps.md).

@@ -355,7 +355,7 @@ def route_of(job: enqueue.NewJob | Job) -> str:
 
 
 def send_hints(
-    jobs: Sequence[enqueue.NewJob],
+    jobs: Sequence[enqueue.NewJob | Job],
     *,
     queue_urls: dict[str, str],
     settings: Settings | None = None,
@@ -374,19 +374,16 @@ def send_hints(
     (``enqueue_many_flow``; ``sqsjobs.transaction`` after its commit).
     """
     unsent: set[str] = set()
-    by_queue: dict[str, list[tuple[enqueue.NewJob, str]]] = {}
+    by_queue: dict[str, list[tuple[enqueue.NewJob | Job, str]]] = {}
     for job in jobs:
-        if not job.held:
+        if not _held(job):
             by_queue.setdefault(route_of(job), []).append((job, enqueue.envelope_of(job).to_body()))
     for queue, queued in by_queue.items():
         fifo = routes.is_fifo(queue)
         fair = settings is None or settings.fair_queues
         for sized in sqs.sized_chunks(queued, [len(body) for _, body in queued]):
             batch = [job for job, _ in sized]
-            entries = [
-                (str(i), body, 0 if fifo else sqs.clamp_delay(j.run_at - j.now))
-                for i, (j, body) in enumerate(sized)
-            ]
+            entries = [(str(i), body, 0 if fifo else _delay_s(j)) for i, (j, body) in enumerate(sized)]
             try:
                 params = sqs.send_batch(queue_urls[queue], entries)
                 for entry, j in zip(params["Entries"], batch, strict=True):
@@ -416,8 +413,18 @@ def send_hints(
     return unsent
 
 
+def _held(job: enqueue.NewJob | Job) -> bool:
+    """A new job with no message yet; a record handed to ``send_hints`` is always sent."""
+    return isinstance(job, enqueue.NewJob) and job.held
+
+
+def _delay_s(job: enqueue.NewJob | Job) -> int:
+    """A new job's delay; a record (a chain step unblocked by its predecessor's finish) is due now."""
+    return sqs.clamp_delay(job.run_at - job.now) if isinstance(job, enqueue.NewJob) else 0
+
+
 def hint_written(
-    written: Sequence[tuple[enqueue.NewJob, Mapping[str, Any]]],
+    written: Sequence[tuple[enqueue.NewJob | Job, Mapping[str, Any]]],
     *,
     table: str,
     queue_urls: QueueUrls,
@@ -426,14 +433,14 @@ def hint_written(
 ) -> Flow[set[str]]:
     """Send the messages of jobs another transaction wrote, then clear each record's pending entry.
 
-    A batch item, a chain's first step, a batch's callback, a finish hook's job and a transaction's
-    jobs are all written with a pending entry (payload and due) inside someone else's transaction,
+    A batch item, a chain's first step (and each next one, unblocked with its predecessor's finish:
+    its record), a batch's callback, a finish hook's job and a transaction's jobs are all written with a pending entry (payload and due) inside someone else's transaction,
     and their message may leave only once it landed. Until it is cleared the entry is the job's
     witness: a crash, a refused send or a failed clear leaves it, and the sweeper sends the message at
     its due. A refused clear means a claim, a sweep or a replay took the entry first and owns it.
     Returns the ids whose message did not leave.
     """
-    jobs = [job for job, _ in written if not job.held]
+    jobs = [job for job, _ in written if not _held(job)]
     if not jobs:
         return set()
     try:
@@ -442,7 +449,7 @@ def hint_written(
         return {job.id for job in jobs}
     unsent = yield from send_hints(jobs, queue_urls=urls, settings=settings, logger=logger)
     for job, item in written:
-        if job.held or job.id in unsent:
+        if _held(job) or job.id in unsent:
             continue
         try:
             yield Call("dynamodb", "update_item", transact.clear_sent(table, item).update_item())

@@ -22,7 +22,7 @@ from django.db import connections, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 from django_tasks.backends.base import BaseTaskBackend
-from django_tasks.base import Task, TaskError, TaskResult, TaskResultStatus
+from django_tasks.base import Task, TaskContext, TaskError, TaskResult, TaskResultStatus
 from django_tasks.exceptions import InvalidTaskError, TaskResultDoesNotExist
 from django_tasks.utils import normalize_json
 
@@ -53,13 +53,18 @@ STATUS: dict[JobStatus, TaskResultStatus] = {
 def register(app: App, *tasks: Task[Any, Any], max_attempts: int = 1) -> None:
     """Give ``app`` a handler for each task: ``task.call(*args, **kwargs)``, its return value as the result.
 
-    ``max_attempts`` defaults to 1: a Django task runs once and ends ``FAILED`` on an exception, as
+    A task with ``takes_context=True`` gets Django's ``TaskContext`` first: its ``task_result`` is
+    the running job's (``attempt``: this attempt's number, from 1). ``max_attempts`` defaults to 1: a Django task runs once and ends ``FAILED`` on an exception, as
     with Django's own backends; raise it to have sqsjobs retry with the App's backoff.
     """
     for t in tasks:
 
         def run(payload: dict[str, Any], ctx: JobContext, _task: Task[Any, Any] = t) -> Any:
-            return normalize_json(_task.call(*payload.get("args", []), **payload.get("kwargs", {})))
+            args = list(payload.get("args", []))
+            if _task.takes_context:  # Django's TaskContext: the running attempt as a TaskResult
+                running = ctx.job.evolve(status=JobStatus.RUNNING, lease_owner=ctx.worker_id)
+                args.insert(0, TaskContext(task_result=task_result(_task, running, _task.backend)))
+            return normalize_json(_task.call(*args, **payload.get("kwargs", {})))
 
         app.job(t.module_path, queue=t.queue_name, max_attempts=max_attempts)(run)
 
@@ -89,10 +94,27 @@ def task_result(task: Task[Any, T], job: Job, backend: str) -> TaskResult[T]:
         kwargs=dict(payload.get("kwargs", {})),
         backend=backend,
         errors=errors,
-        worker_ids=[h.worker for h in job.history] or ([job.lease_owner] if job.lease_owner else []),
+        worker_ids=worker_ids(job),
     )
     object.__setattr__(result, "_return_value", job.result)  # TaskResult is frozen; Django's backends do this
     return result
+
+
+#: In ``worker_ids``, an attempt whose worker the record does not keep (see ``worker_ids``).
+UNRECORDED_WORKER = "unrecorded"
+
+
+def worker_ids(job: Job) -> list[str]:
+    """One worker id per attempt started, so Django's ``TaskResult.attempts`` counts them.
+
+    The record's history names the worker of each finished attempt and ``lease_owner`` the running
+    one's; a first attempt that succeeds writes no history entry (its times are the record's own)
+    and the capped history drops the oldest, so those attempts are ``UNRECORDED_WORKER``.
+    """
+    ids = [h.worker for h in job.history]
+    if job.status is JobStatus.RUNNING and job.lease_owner:
+        ids.append(job.lease_owner)
+    return [UNRECORDED_WORKER] * max(0, job.attempt - len(ids)) + ids
 
 
 class SqsJobsBackend(BaseTaskBackend):
@@ -128,12 +150,6 @@ class SqsJobsBackend(BaseTaskBackend):
         if task.queue_name not in self.app.settings.priority_queues:
             raise InvalidTaskError(f"queue {task.queue_name!r} has no priority levels (priority_queues)")
         return "high" if task.priority > 0 else "low"
-
-    def validate_task(self, task: Task[Any, Any]) -> None:
-        """Django's checks, and no context-taking tasks (their handler would need a ``TaskContext``)."""
-        super().validate_task(task)
-        if task.takes_context:
-            raise InvalidTaskError("SqsJobsBackend does not run tasks that take a context (yet)")
 
     def enqueue(self, task: Task[Any, T], args: Any, kwargs: Any) -> TaskResult[T]:
         """Send the task as a job: through the outbox in the open transaction, or on its commit."""

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqsjobs.config import to_seconds
 from sqsjobs.outbox.schema import TABLE
@@ -27,6 +28,11 @@ if TYPE_CHECKING:
     from sqsjobs.config import Settings
     from sqsjobs.producer import JobRequest
     from sqsjobs.registry import Registry
+
+T = TypeVar("T")
+#: The outbox's writes, sans I/O: they yield ``(statement, parameters)`` for the caller's connection
+#: to execute (``run_sql`` drives them through a sync one, ``arun_sql`` through an async one).
+SqlFlow = Generator[tuple[Any, dict[str, str]], None, T]
 
 #: Request fields the relay passes on to ``App.enqueue`` as they are (times become ``run_at`` and
 #: ``expires_after_s``, seconds, fixed at the write).
@@ -117,13 +123,29 @@ def _statement(conn: Any) -> Any:
     )
 
 
-def insert(conn: Any, row: OutboxRow) -> None:
-    """Insert ``row`` through a sync connection, in the transaction it has open (never committed here)."""
-    statement = _statement(conn)
-    conn.execute(statement, row.params())
+def insert_flow(conn: Any, row: OutboxRow) -> SqlFlow[str]:
+    """Insert ``row`` in the transaction ``conn`` has open (never committed here); returns the job's id."""
+    yield _statement(conn), row.params()
+    return row.job_id
 
 
-async def ainsert(conn: Any, row: OutboxRow) -> None:
-    """Insert ``row`` through an async connection or session, in its open transaction."""
-    statement = _statement(conn)
-    await conn.execute(statement, row.params())
+def run_sql(conn: Any, flow: SqlFlow[T]) -> T:
+    """Drive ``flow`` through a sync connection or session: each statement it yields is executed."""
+    try:
+        statement = next(flow)
+        while True:
+            conn.execute(*statement)
+            statement = flow.send(None)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+async def arun_sql(conn: Any, flow: SqlFlow[T]) -> T:
+    """Drive ``flow`` through an async connection or session."""
+    try:
+        statement = next(flow)
+        while True:
+            await conn.execute(*statement)
+            statement = flow.send(None)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]

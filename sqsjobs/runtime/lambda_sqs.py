@@ -15,8 +15,9 @@ so the response names exactly those whose message must stay::
 
 Delivery is at least once here too. The ESM may hand one message to two invocations, or a message
 whose job already finished; ownership comes only from the conditional claim, exactly as in the
-worker, and a job that outlives half its lease has the lease renewed during the invocation. The
-lease (``Settings.lease_s``), not the function timeout, is what keeps a job from running twice.
+worker, and a job that outlives half its lease has the lease renewed during the invocation, its
+message kept hidden with it (``_extend_running``). The lease (``Settings.lease_s``), not the
+function timeout, is what keeps a job from running twice.
 
 Deadlines (no silent trap). A job type without an explicit timeout runs with the
 time the invocation has left, less ``DEADLINE_MARGIN_S`` to record the outcome and ack, as its
@@ -288,8 +289,11 @@ class LambdaWorker:
             return await self._handle(records, context)
 
     async def _handle(self, records: list[SqsRecord], context: LambdaContext | None) -> BatchResponse:
-        # Jobs that outlive half their lease have it renewed, as the ECS worker's heartbeat does.
-        keeper = asyncio.create_task(self._host.keep_leases(max(self.kernel.settings.lease_s / 3.0, 0.2)))
+        # Jobs that outlive half their lease have it renewed, and their message kept hidden, as the
+        # ECS worker's heartbeat does.
+        keeper = asyncio.create_task(
+            self._host.keep_leases(max(self.kernel.settings.lease_s / 3.0, 0.2), extend=self._extend_running)
+        )
         try:
             results = await self._run_batch(records, context)
         finally:
@@ -452,6 +456,21 @@ class LambdaWorker:
         reply = _Reply(self.kernel)
         await apply(ack, delivery, dlq_url, reply)
         return reply.result
+
+    async def _extend_running(self) -> None:
+        """Keep each running job's message hidden until its lease would have expired, and then some.
+
+        The event source mapping hides a message for the queue's visibility timeout only: a run
+        longer than that would see its message come back to another invocation, whose claim could
+        only re-arm it (one receive more toward the redrive). Extended at each beat, the message
+        stays hidden while the invocation runs the job; if the invocation dies, it comes back just
+        after the last renewed lease expired, when its claim rescues the job at once.
+        """
+        settings = self.kernel.settings
+        hide_s = sqs.clamp_visibility(max(settings.visibility_timeout_s, math.ceil(settings.lease_s) + 1))
+        running = [ctx.delivery for ctx in self._host.running.values() if ctx.delivery is not None]
+        if running:
+            await self._set_visibility([(d, hide_s) for d in running])
 
     async def _set_visibility(self, changes: list[tuple[Delivery, int]]) -> None:
         """Re-arm or release messages, ten to a request, before the reply reports them as failed."""

@@ -187,8 +187,8 @@ def _scan(run: _Pass, depth: DlqDepth) -> Flow[int]:
                 if copy is not keep:
                     yield from _delete(run, copy)
     except GeneratorExit:
-        raise  # abandoned by its driver: held messages come back when their hide time ends
-    except BaseException:
+        raise  # closed by its driver: held messages come back when their hide time ends
+    except BaseException:  # an error, or a cancellation (a sweeper stopping): hand back what it hid
         yield from dead_letters.release_flow(run.scan)
         raise
     yield from dead_letters.release_flow(run.scan)

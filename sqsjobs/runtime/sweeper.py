@@ -295,9 +295,12 @@ def sweep(app: Kernel | SupportsKernel, *, now: float | None = None) -> SweepRep
 async def run_sweeper(app: Kernel | SupportsKernel, stop: asyncio.Event) -> None:
     """Sweep every ``sweep_interval_s`` until ``stop``.
 
-    A sweep in flight when ``stop`` is set is abandoned rather than awaited: every dispatch is a
+    A sweep in flight when ``stop`` is set is cancelled rather than awaited: every dispatch is a
     conditional mark before its send, so a sweep cut short leaves nothing half-done that the next
-    one (in this or another process) does not redo, and shutdown never waits on a slow request.
+    one (in this or another process) does not redo, and shutdown never waits on a slow pass. The
+    cancellation reaches the pass where it waits (``sqsjobs._aws.run_async``): the DLQ reconciler
+    makes the messages its scan hid visible again before it returns, so a DLQ read right after a
+    stop sees them at once rather than after the scan's hide time (30 s or more).
     """
     kernel = kernel_of(app)
     stopping = asyncio.ensure_future(stop.wait())

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
-from sqsjobs._aws import Call, one
+from sqsjobs._aws import Call, Outcome, one, run_async, run_sync, sleep_call
 from sqsjobs.errors import JobControl, LeaseLost, Sleep, StepError, StoreError, TokenFailed, TokenTimeout
 from sqsjobs.steps.records import (
     ANSWER_PREFIX,
@@ -192,17 +192,19 @@ class Book:
         """An async handler's ``wait_for_token``."""
         return await self._async(self._wait(ctx, token))
 
+    def _sleep_through(self, ctx: JobContext, seconds: float) -> Flow[None]:
+        """``_sleep``, then the rest of a sleep woken (at most ``EARLY_WAKE_S``) early, in-process."""
+        left = yield from self._sleep(ctx, seconds)
+        if left > 0:
+            yield sleep_call(left)
+
     def sleep(self, ctx: JobContext, seconds: float) -> None:
         """A sync handler's sleep."""
-        left = self._sync(self._sleep(ctx, seconds))
-        if left > 0:
-            time.sleep(left)
+        self._sync(self._sleep_through(ctx, seconds))
 
     async def asleep(self, ctx: JobContext, seconds: float) -> None:
         """An async handler's sleep."""
-        left = await self._async(self._sleep(ctx, seconds))
-        if left > 0:
-            await asyncio.sleep(left)
+        await self._async(self._sleep_through(ctx, seconds))
 
     def _end(self, ctx: JobContext, name: str, started: float, result: Any) -> Flow[Any]:
         """Keep the step's result (fenced), then hand the handler its stored form: a replay gives the same."""
@@ -212,7 +214,7 @@ class Book:
         _state(ctx).recorded[name] = record  # type: ignore[index]
         return value
 
-    def run(
+    def step(
         self,
         ctx: JobContext,
         name: str,
@@ -220,54 +222,91 @@ class Book:
         args: tuple[Any, ...],
         attempts: int,
         backoff: RetryPolicy | None,
-    ) -> Any:
-        """A sync handler's step (it runs in the handler's thread)."""
-        done, value = self._sync(self._begin(ctx, name))
+    ) -> Generator[Call | _Invoke, Any, Any]:
+        """One step, sans I/O: its calls, an ``_Invoke`` where ``fn`` must be called, backoffs as sleeps."""
+        done, value = yield from self._begin(ctx, name)
         if done:
             return value
         started = self._now()
         for attempt in range(1, attempts + 1):
             try:
-                result = fn(*args)
+                result = yield _Invoke(fn, args)
                 break
             except JobControl:
                 raise
             except Exception:
                 if attempt >= attempts:
                     raise
-                time.sleep(_delay(backoff, attempt))
-        return self._sync(self._end(ctx, name, started, result))
+                yield sleep_call(_delay(backoff, attempt))
+        return (yield from self._end(ctx, name, started, result))
 
-    async def arun(
-        self,
-        ctx: JobContext,
-        name: str,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        attempts: int,
-        backoff: RetryPolicy | None,
-    ) -> Any:
-        """An async handler's step: ``fn`` may be a coroutine function; a sync one runs in a thread."""
-        done, value = await self._async(self._begin(ctx, name))
-        if done:
-            return value
-        started = self._now()
-        for attempt in range(1, attempts + 1):
+    def run(self, flow: Generator[Call | _Invoke, Any, Any]) -> Any:
+        """Drive a sync handler's ``step`` (its function runs in the handler's thread)."""
+        resume: Outcome | None = None
+        while True:
+            done, got = self._sync(_until_invoke(flow, resume))
+            if done:
+                return got
             try:
-                if inspect.iscoroutinefunction(fn):
-                    result = await fn(*args)
-                else:
-                    result = await asyncio.to_thread(functools.partial(fn, *args))
-                    if inspect.isawaitable(result):
-                        result = await result
-                break
-            except JobControl:
-                raise
-            except Exception:
-                if attempt >= attempts:
-                    raise
-                await asyncio.sleep(_delay(backoff, attempt))
-        return await self._async(self._end(ctx, name, started, result))
+                resume = Outcome(value=got.fn(*got.args))
+            except Exception as exc:
+                resume = Outcome(error=exc)
+
+    async def arun(self, flow: Generator[Call | _Invoke, Any, Any]) -> Any:
+        """Drive an async handler's ``step``: its function may be a coroutine one; a sync one runs in a thread."""
+        resume: Outcome | None = None
+        while True:
+            done, got = await self._async(_until_invoke(flow, resume))
+            if done:
+                return got
+            try:
+                resume = Outcome(value=await got.acall())
+            except Exception as exc:
+                resume = Outcome(error=exc)
+
+
+@dataclass(frozen=True)
+class _Invoke:
+    """Where a step's flow needs its function called: the one thing its driver does itself."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+
+    async def acall(self) -> Any:
+        """Await a coroutine function; run a sync one in a thread (awaiting what it returns, if awaitable)."""
+        if inspect.iscoroutinefunction(self.fn):
+            return await self.fn(*self.args)
+        result = await asyncio.to_thread(functools.partial(self.fn, *self.args))
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+
+def _until_invoke(
+    flow: Generator[Call | _Invoke, Any, Any], resume: Outcome | None
+) -> Flow[tuple[bool, Any]]:
+    """Run ``flow`` on (its calls pass through to the driver) until it asks for its function.
+
+    Returns ``(False, the _Invoke)`` there, ``(True, its result)`` when it ends. ``resume`` is
+    what the function's last call came to, sent (or thrown) into the flow first.
+    """
+    try:
+        if resume is None:
+            item = next(flow)
+        elif resume.error is not None:
+            item = flow.throw(resume.error)
+        else:
+            item = flow.send(resume.value)
+        while not isinstance(item, _Invoke):
+            try:
+                response = yield item
+            except Exception as exc:
+                item = flow.throw(exc)
+            else:
+                item = flow.send(response)
+    except StopIteration as stop:
+        return True, stop.value
+    return False, item
 
 
 def _storable(name: str, result: Any, max_bytes: int) -> tuple[Any, str]:
@@ -397,11 +436,19 @@ class MemoryBook(Book):
         yield  # pragma: no cover - makes this a generator
 
     def _sync(self, flow: Flow[Any]) -> Any:
-        try:
-            next(flow)
-        except StopIteration as stop:
-            return stop.value
-        raise RuntimeError("a memory book's flow made an AWS call")
+        return run_sync(
+            flow, _NO_AWS
+        )  # a step's backoff and an early wake's rest are slept, as a worker would
 
     async def _async(self, flow: Flow[Any]) -> Any:
-        return self._sync(flow)
+        return await run_async(flow, _NO_AWS)
+
+
+class _NoAws:
+    """The clients of a memory book's drivers: a flow that reached AWS is a bug in the book."""
+
+    def get(self, service: str) -> Any:
+        raise RuntimeError(f"a memory book's flow made an AWS call ({service})")
+
+
+_NO_AWS: Any = _NoAws()

@@ -31,10 +31,11 @@ from typing import TYPE_CHECKING, Any
 from sqsjobs._aws import Call, one
 from sqsjobs.errors import Cancel
 from sqsjobs.job import AttemptOutcome, JobStatus
+from sqsjobs.producer import hint_written
 from sqsjobs.runtime.seams import Plugin
-from sqsjobs.store import codec, enqueue, requests, transact
+from sqsjobs.store import codec, requests
 from sqsjobs.store.codec import CCF, Item, num_attr, str_attr, to_datetime
-from sqsjobs.transport import objects, sqs
+from sqsjobs.transport import objects
 from sqsjobs.workflows import chain_store as cs
 from sqsjobs.workflows.chain_store import ChainState
 from sqsjobs.workflows.chains import read_items
@@ -197,15 +198,17 @@ class ChainHook:
         now = float((unblock.value(":now") or {})["N"])
         record = codec.job_from_item(following)
         job = record.evolve(status=JobStatus.QUEUED, run_at=to_datetime(now))
-        urls = await self.kernel.arun(self.kernel.queue_urls.flow([job.queue]))
-        body = enqueue.envelope_of(job).to_body()
-        await self.kernel.arun(one(Call("sqs", "send_message", sqs.send_one(urls[job.queue], body))))
-        clear = transact.clear_sent(self.kernel.settings.table_name, cs.pending_entry(unblock)).update_item()
-        try:
-            await self.kernel.arun(one(Call("dynamodb", "update_item", clear)))
-        except Exception as exc:  # refused: the claim removed the entry first; failed: the sweeper resends
-            if getattr(exc, "code", None) != CCF:
-                raise
+        # The one path of every job written in another's transaction: send, then clear the pending
+        # entry; a refused send or clear leaves the entry, and the sweeper sends the hint at its due.
+        await self.kernel.arun(
+            hint_written(
+                [(job, cs.pending_entry(unblock))],
+                table=self.kernel.settings.table_name,
+                queue_urls=self.kernel.queue_urls,
+                settings=self.kernel.settings,
+                logger=self.kernel.logger,
+            )
+        )
 
     async def _drop_later(self, chain_id: str, step: int, length: int) -> None:
         reason = f"chain ended at step {step}"

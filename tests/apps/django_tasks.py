@@ -23,7 +23,7 @@ if not settings.configured:
     )
     django.setup()
 
-from django_tasks import task
+from django_tasks import TaskContext, task
 
 from sqsjobs import App
 from sqsjobs.django import register
@@ -41,4 +41,11 @@ def explode(message: str) -> None:
     raise ValueError(message)
 
 
-register(app, add, explode)
+@task(takes_context=True)
+def attempt_of(context: TaskContext, label: str) -> dict[str, object]:
+    """What Django's TaskContext tells a task about the run it is in."""
+    result = context.task_result
+    return {"label": label, "attempt": context.attempt, "id": result.id, "status": str(result.status)}
+
+
+register(app, add, explode, attempt_of)

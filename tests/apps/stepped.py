@@ -16,6 +16,7 @@ from typing import Any
 from sqsjobs import App, JobContext
 
 app = App(os.environ.get("TEST_APP_NAME", "stepped"))
+app.limit("solo", concurrency=1)
 
 
 def mark(runs_dir: str, job_id: str, step: str, attempt: int) -> dict[str, Any]:
@@ -99,6 +100,23 @@ async def async_sleeper(payload: dict[str, Any], ctx: JobContext) -> list[Any]:
     await ctx.sleep(float(payload["sleep_s"]))
     after = await ctx.step("after", mark, runs_dir, ctx.job_id, "after", ctx.attempt)
     return [before, after]
+
+
+@app.job("solo_sleeper", max_attempts=1, timeout=20, limits=["solo"])
+def solo_sleeper(payload: dict[str, Any], ctx: JobContext) -> list[Any]:
+    """``sleeper`` under a limit of one slot; awake again, its last step holds the slot ``hold_s``."""
+    runs_dir = str(payload["runs_dir"])
+    before = ctx.step("before", mark, runs_dir, ctx.job_id, "before", ctx.attempt)
+    ctx.sleep(timedelta(seconds=float(payload["sleep_s"])))
+    after = ctx.step("after", mark, runs_dir, ctx.job_id, "after", ctx.attempt)
+    time.sleep(float(payload["hold_s"]))
+    return [before, after]
+
+
+@app.job("solo", timeout=20, limits=["solo"])
+def solo(payload: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+    """A job of the same one-slot limit."""
+    return mark(str(payload["runs_dir"]), ctx.job_id, "solo", ctx.attempt)
 
 
 @app.job("barrier", timeout=30)

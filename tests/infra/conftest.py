@@ -86,6 +86,20 @@ def synth_env() -> dict[str, str]:
     return env
 
 
+def run_synth(script: str, *args: str) -> Any:
+    """Run ``tests/infra/<script>`` with the CDK virtualenv's Python; the JSON of its last output line."""
+    done = subprocess.run(
+        [str(cdk_python()), str(Path(__file__).with_name(script)), *args],
+        cwd=REPO_ROOT,
+        env=synth_env(),
+        capture_output=True,
+        text=True,
+        timeout=SYNTH_TIMEOUT_S,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 @contextlib.contextmanager
 def exclusive(path: Path) -> Iterator[None]:
     """An inter-process lock: pytest-xdist workers share one synthesis instead of running four."""

@@ -7,33 +7,18 @@ an error with the fix, as for the other infra tests.
 
 from __future__ import annotations
 
-import json
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.emulators import REPO_ROOT
-from tests.infra.conftest import SYNTH_TIMEOUT_S, cdk_python, synth_env
+from tests.infra.conftest import run_synth
 
 
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    done = subprocess.run(
-        [
-            str(cdk_python()),
-            str(Path(__file__).with_name("lambda_timeout_synth.py")),
-            str(tmp_path_factory.mktemp("lambda-timeout")),
-        ],
-        cwd=REPO_ROOT,
-        env=synth_env(),
-        capture_output=True,
-        text=True,
-        timeout=SYNTH_TIMEOUT_S,
+    result: dict[str, Any] = run_synth(
+        "lambda_timeout_synth.py", str(tmp_path_factory.mktemp("lambda-timeout"))
     )
-    assert done.returncode == 0, done.stderr[-4000:]
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 

@@ -7,12 +7,9 @@ the template from the CDK virtualenv (``tests/infra/outbox_synth.py``), with ``M
 from __future__ import annotations
 
 import json
-import subprocess
-from pathlib import Path
 
 from sqsjobs.outbox.metrics import LAG, LagMetrics
-from tests.emulators import REPO_ROOT
-from tests.infra.conftest import SYNTH_TIMEOUT_S, cdk_python, synth_env
+from tests.infra.conftest import run_synth
 
 
 def relay_metric(service: str) -> tuple[str, list[dict[str, str]]]:
@@ -28,16 +25,7 @@ def relay_metric(service: str) -> tuple[str, list[dict[str, str]]]:
 
 
 def test_the_lag_alarm_watches_the_relays_own_metric_and_treats_silence_as_a_stopped_relay(tmp_path):
-    done = subprocess.run(
-        [str(cdk_python()), str(Path(__file__).with_name("outbox_synth.py")), str(tmp_path)],
-        cwd=REPO_ROOT,
-        env=synth_env(),
-        capture_output=True,
-        text=True,
-        timeout=SYNTH_TIMEOUT_S,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    template = json.loads(done.stdout.strip().splitlines()[-1])
+    template = run_synth("outbox_synth.py", str(tmp_path))
     alarms = [
         r["Properties"]
         for r in template["Resources"].values()

@@ -6,17 +6,13 @@ from the CDK virtualenv (``tests/infra/routing_synth.py``).
 
 from __future__ import annotations
 
-import json
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sqsjobs.config import MAX_MESSAGE_RETENTION_S, Settings
 from sqsjobs.transport import routes
-from tests.emulators import REPO_ROOT
-from tests.infra.conftest import SYNTH_TIMEOUT_S, cdk_python, synth_env
+from tests.infra.conftest import run_synth
 
 #: What routing_synth.py builds (it runs in the CDK venv, so it is not imported here).
 SETTINGS = Settings(
@@ -27,21 +23,9 @@ MAX_CONCURRENCY = 6
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    done = subprocess.run(
-        [
-            str(cdk_python()),
-            str(Path(__file__).with_name("routing_synth.py")),
-            str(tmp_path_factory.mktemp("routed")),
-            str(MAX_CONCURRENCY),
-        ],
-        cwd=REPO_ROOT,
-        env=synth_env(),
-        capture_output=True,
-        text=True,
-        timeout=SYNTH_TIMEOUT_S,
+    result: dict[str, Any] = run_synth(
+        "routing_synth.py", str(tmp_path_factory.mktemp("routed")), str(MAX_CONCURRENCY)
     )
-    assert done.returncode == 0, done.stderr[-4000:]
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 

@@ -122,3 +122,75 @@ def wait_until(
         assert time.monotonic() - began < timeout_s, f"{what}: not within {timeout_s} s"
         time.sleep(every_s)
     return time.monotonic() - began
+
+
+def copy_messages(app: App, expected: int, copies: int) -> list[dict[str, Any]]:
+    """Send ``copies`` extra copies of each of the queue's ``expected`` messages straight into it, as
+    SQS may deliver them; the originals are made visible again at once. Returns the originals."""
+    url = queue_url(app)
+    originals: list[dict[str, Any]] = []
+    while len(originals) < expected:
+        originals += sqs_call(
+            app,
+            "receive_message",
+            QueueUrl=url,
+            MaxNumberOfMessages=10,
+            VisibilityTimeout=30,
+            WaitTimeSeconds=20,
+        ).get("Messages", [])
+    bodies = [m["Body"] for m in originals for _ in range(copies)]
+    for i in range(0, len(bodies), 10):
+        entries = [{"Id": str(n), "MessageBody": body} for n, body in enumerate(bodies[i : i + 10])]
+        sqs_call(app, "send_message_batch", QueueUrl=url, Entries=entries)
+    show_again(app, url, originals)
+    return originals
+
+
+def show_again(app: App, url: str, messages: list[dict[str, Any]], after_s: int = 0) -> None:
+    """Make received ``messages`` visible again (``after_s`` from now)."""
+    for m in messages:
+        sqs_call(
+            app,
+            "change_message_visibility",
+            QueueUrl=url,
+            ReceiptHandle=m["ReceiptHandle"],
+            VisibilityTimeout=after_s,
+        )
+
+
+#: Worker and sweeper settings for a job that outlives its message: queues that keep a message
+#: 60 s (SQS's least) and a sweeper that looks every 2 s.
+SHORT_RETENTION = {
+    "SQSJOBS_MESSAGE_RETENTION_S": "60",
+    "SQSJOBS_SWEEP_INTERVAL_S": "2",
+    "SQSJOBS_STALE_AFTER_S": "5",
+}
+
+
+def short_retention_app(ministack_url: str, make_app: Callable[..., App], handlers: App) -> App:
+    """A provisioned App with ``handlers``' types whose queues keep a message 60 s."""
+    app = make_app(ministack_url, lease_s=3.0, visibility_timeout_s=2, message_retention_s=60)
+    app.registry.include(handlers.registry)
+    app.provision()
+    return app
+
+
+def spawn(app: App, app_path: str, *argv: str, **env: str) -> subprocess.Popen[bytes]:
+    """A real ``sqsjobs <argv> --app app_path`` process on ``app``'s endpoint, in a session of its own."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "sqsjobs", *argv, "--app", app_path],
+        env=worker_env(app, **env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def held_item(app: App, job_id: str) -> dict[str, Any]:
+    """The job's record once no message is left for it (a held record's witness is its attention entry)."""
+    wait_until(lambda: depth(app) == {"visible": 0, "in_flight": 0, "delayed": 0}, 30, "message deleted")
+    return dict(
+        app.sync_clients.get("dynamodb").get_item(
+            TableName=app.settings.table_name, Key={"id": {"S": job_id}}, ConsistentRead=True
+        )["Item"]
+    )

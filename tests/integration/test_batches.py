@@ -22,7 +22,7 @@ from sqsjobs.workflows import completion
 from sqsjobs.workflows.batches import env_of
 from tests.apps import batches as tb
 from tests.integration import helpers
-from tests.integration.helpers import depth, kill_group, queue_url, sqs_call, worker_env, worker_process
+from tests.integration.helpers import copy_messages, depth, kill_group, worker_env, worker_process
 
 pytestmark = pytest.mark.slow
 
@@ -81,28 +81,7 @@ def test_counts_are_exact_and_the_callback_runs_once_when_every_item_message_is_
     b = app.batch("report")
     ids = [b.add("calc", {"n": n, "sleep_s": 0.2}) for n in range(20)]
     b.seal()
-    url = queue_url(app)
-    originals: list[dict] = []
-    while len(originals) < len(ids):
-        originals += sqs_call(
-            app,
-            "receive_message",
-            QueueUrl=url,
-            MaxNumberOfMessages=10,
-            VisibilityTimeout=30,
-            WaitTimeSeconds=20,
-        ).get("Messages", [])
-    for i in range(0, len(originals), 10):
-        entries = [{"Id": str(n), "MessageBody": m["Body"]} for n, m in enumerate(originals[i : i + 10])]
-        sqs_call(app, "send_message_batch", QueueUrl=url, Entries=entries)
-    for m in originals:
-        sqs_call(
-            app,
-            "change_message_visibility",
-            QueueUrl=url,
-            ReceiptHandle=m["ReceiptHandle"],
-            VisibilityTimeout=0,
-        )
+    copy_messages(app, len(ids), copies=1)
 
     # WHEN two worker processes drain the 40 item messages (and the callback's)
     procs = [start_worker(app, runs, concurrency=8), start_worker(app, runs, concurrency=8)]

@@ -8,6 +8,7 @@ sweeper process runs one pass, and a worker process shows the job runs again.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -15,11 +16,20 @@ import time
 import pytest
 
 from sqsjobs import JobStatus
+from sqsjobs import envelope as env
 from sqsjobs._aws import Call, one
 from sqsjobs.testing import all_finished, work_until
 from sqsjobs.transport import routes
 from tests.apps import redriven
-from tests.integration.helpers import kill_group, queue_url, sqs_call, worker_env, worker_process
+from tests.integration.helpers import (
+    depth,
+    kill_group,
+    queue_url,
+    spawn,
+    sqs_call,
+    worker_env,
+    worker_process,
+)
 from tests.integration.test_guarantees import runs, wait_until
 
 APP = "tests.apps.redriven:app"
@@ -227,3 +237,37 @@ def test_after_a_pass_the_dlq_holds_one_copy_per_dead_job_and_what_is_not_a_job(
     assert sorted(m["Body"] for m in left) == sorted([bodies[dead_id], "not json", orphan])
     [kept] = [m for m in left if m["Body"] == bodies[dead_id]]
     assert kept["MessageAttributes"]["sqsjobs-reason"]["StringValue"] == "permanent error"
+
+
+# ── a sweeper stopped in the middle of its scan ──────────────────────────────────────────────
+def test_a_sweeper_stopped_mid_scan_hands_back_the_dlq_messages_it_hid(app):
+    """SIGTERM while the reconciler's scan holds DLQ messages hidden: they are visible once it exits.
+
+    Before, the stop closed the pass and the messages stayed hidden for the scan's hide time (30 s
+    and more): a DLQ read right after a stop (``make demo``'s, an operator's) saw nothing.
+    """
+    dlq = queue_url(app, "default", dlq=True)
+    n = 300  # hints of jobs with no record: each costs the scan a read, so the scan lasts a while
+    for start in range(0, n, 10):
+        entries = [
+            {"Id": str(i), "MessageBody": env.Envelope(f"gone-{start + i}", "count").to_body()}
+            for i in range(10)
+        ]
+        sqs_call(app, "send_message_batch", QueueUrl=dlq, Entries=entries)
+    proc = spawn(app, APP, "sweep", **SETTINGS)
+    try:
+        wait_until(
+            lambda: depth(app, dlq=True)["in_flight"] > 0,
+            60,
+            "the sweeper's scan hid DLQ messages",
+            every_s=0.01,
+        )
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        wait_until(
+            lambda: depth(app, dlq=True)["visible"] == n, 2, "every DLQ message visible after the stop"
+        )
+        got = sqs_call(app, "receive_message", QueueUrl=dlq, MaxNumberOfMessages=10, VisibilityTimeout=0)
+        assert len(got.get("Messages", [])) == 10
+    finally:
+        kill_group(proc)

@@ -20,7 +20,7 @@ from sqsjobs import JobStatus, sweep_once
 from sqsjobs._aws import Call, one
 from sqsjobs.events.catalogue import SOURCE, choice_of
 from sqsjobs.events.relay import StreamRelay
-from tests.integration.helpers import kill_group, queue_url, sqs_call, worker_process
+from tests.integration.helpers import kill_group, queue_url, show_again, sqs_call, worker_process
 
 pytestmark = pytest.mark.slow
 
@@ -95,14 +95,7 @@ def copy_every_message(app) -> int:
     for m in originals:
         for _ in range(2):
             sqs_call(app, "send_message", QueueUrl=url, MessageBody=m["Body"], DelaySeconds=1)
-    for m in originals:
-        sqs_call(
-            app,
-            "change_message_visibility",
-            QueueUrl=url,
-            ReceiptHandle=m["ReceiptHandle"],
-            VisibilityTimeout=1,
-        )
+    show_again(app, url, originals, after_s=1)
     return 2 * len(originals)
 
 

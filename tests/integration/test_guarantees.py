@@ -20,8 +20,8 @@ import pytest
 
 from sqsjobs import JobStatus
 from tests.apps import guarantees
+from tests.integration.helpers import copy_messages, wait_until, worker_env, worker_process
 from tests.integration.helpers import kill_group as kill
-from tests.integration.helpers import queue_url, sqs_call, wait_until, worker_env, worker_process
 
 pytestmark = pytest.mark.slow
 
@@ -60,30 +60,7 @@ def test_copies_of_each_message_in_one_receive_batch_run_each_job_once(any_backe
     # GIVEN 40 jobs, and three extra copies of each job's message sent straight into the queue,
     # as SQS may deliver them (so copies of one message land in one receive batch of one worker)
     ids = [app.enqueue("count", {"runs_dir": str(tmp_path), "sleep_s": 0.3}) for _ in range(40)]
-    url = queue_url(app)
-    originals: list[dict] = []
-    while len(originals) < len(ids):
-        got = sqs_call(
-            app,
-            "receive_message",
-            QueueUrl=url,
-            MaxNumberOfMessages=10,
-            VisibilityTimeout=30,
-            MessageAttributeNames=["All"],
-        ).get("Messages", [])
-        originals += got
-    copies = [m for m in originals for _ in range(3)]
-    for i in range(0, len(copies), 10):
-        entries = [{"Id": str(n), "MessageBody": m["Body"]} for n, m in enumerate(copies[i : i + 10])]
-        sqs_call(app, "send_message_batch", QueueUrl=url, Entries=entries)
-    for m in originals:
-        sqs_call(
-            app,
-            "change_message_visibility",
-            QueueUrl=url,
-            ReceiptHandle=m["ReceiptHandle"],
-            VisibilityTimeout=0,
-        )
+    copy_messages(app, len(ids), copies=3)
 
     # WHEN one worker with 16 slots drains the 160 messages
     proc = start_worker(app, concurrency=16)

@@ -154,22 +154,45 @@ def test_jobs_without_an_explicit_timeout_run_within_the_invocation_s_remaining_
 
 
 def test_a_job_without_an_explicit_timeout_that_outruns_the_invocation_is_a_timeout_failure(lambda_env):
-    # GIVEN a job with no explicit timeout whose handler needs 10 s
-    app, worker = lambda_env(visibility_timeout_s=30)
+    # GIVEN a job with no explicit timeout whose handler needs 10 s, on a queue whose messages come
+    # back 2 s after a receive, with 1 s leases
+    app, worker = lambda_env(visibility_timeout_s=2, lease_s=1.0)
     job_id = app.enqueue("nap", {"sleep_s": 10})
     [message] = receive(app, 1)
 
-    # WHEN an invocation with only 4 s left handles it
-    response = worker(event_from(app, [message]), FakeContext(start_ms=4_000))
+    # WHEN an invocation with only 6 s left handles it (its run ends at 4 s, past the visibility timeout)
+    result = {}
+    runner = threading.Thread(
+        target=lambda: result.update(response=worker(event_from(app, [message]), FakeContext(start_ms=6_000)))
+    )
+    runner.start()
+    seen_running = 0
+    try:
+        # THEN as long as it runs, up to the invocation's end, it keeps a live lease and its message
+        # stays hidden (the event source mapping would otherwise hand it to another invocation)
+        while runner.is_alive():
+            job = app.get(job_id)
+            if job.status is JobStatus.RUNNING:
+                seen_running += 1
+                assert job.lease_expires is not None and job.lease_expires.timestamp() > time.time()
+                assert depth(app)["visible"] == 0, "the running job's message came back"
+            time.sleep(0.2)
+    finally:
+        runner.join(timeout=30)
+    assert seen_running >= 10  # observed over the whole run, not only its first moments
+    response = result["response"]
 
     # THEN it is recorded as a timeout: the attempt is used and a retry is scheduled, never a silent skip
     job = app.get(job_id)
     assert (job.status, job.attempt) == (JobStatus.RETRY_SCHEDULED, 1)
+    assert job.lease_expires is None
     assert job.last_error is not None and job.last_error.error_class == "JobTimeout"
-    # ... at the deadline the invocation gave it: the 4 s left, less the margin kept for recording it
-    assert f"ran past its {4 - DEADLINE_MARGIN_S:g} s timeout" in job.last_error.message
-    # ... and its message stays in the queue, re-armed for the retry
+    # ... at the deadline the invocation gave it: the 6 s left, less the margin kept for recording it
+    assert f"ran past its {6 - DEADLINE_MARGIN_S:g} s timeout" in job.last_error.message
+    # ... and its message stays in the queue, re-armed for the retry: the witness that brings it back
     assert failed_ids(response) == {message["MessageId"]}
+    [again] = receive(app, 1, timeout_s=30)
+    assert again["MessageId"] == message["MessageId"]
 
 
 def test_a_record_whose_job_is_already_running_elsewhere_is_reported_done(lambda_env):

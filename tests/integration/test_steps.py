@@ -18,12 +18,13 @@ from sqsjobs.runtime.lambda_sqs import LambdaWorker
 from sqsjobs.steps.records import steps_of
 from tests.apps import stepped
 from tests.integration.helpers import (
-    depth,
+    SHORT_RETENTION,
+    copy_messages,
+    held_item,
     kill_group,
-    queue_url,
-    sqs_call,
+    short_retention_app,
+    spawn,
     wait_until,
-    worker_env,
     worker_process,
 )
 from tests.integration.lambda_events import FakeContext, event_from, failed_ids, receive
@@ -42,6 +43,7 @@ def calls(runs_dir: Path, job_id: str, step: str) -> list[list[str]]:
 def app(ministack_url, make_app):
     app = make_app(ministack_url, lease_s=3.0, visibility_timeout_s=2)
     app.registry.include(stepped.app.registry)  # the handlers the worker processes load
+    app.limit("solo", concurrency=1)  # and their limit, for the Lambda adapter run in this process
     app.provision()
     return app
 
@@ -90,24 +92,7 @@ def test_copied_messages_and_retries_never_run_a_step_twice(app, tmp_path):
         app.enqueue("async_steps", {"runs_dir": str(tmp_path), "step_s": 0.3, "fail_first": n % 2 == 0})
         for n in range(20)
     ]
-    url = queue_url(app)
-    originals: list[dict] = []
-    while len(originals) < len(ids):
-        originals += sqs_call(
-            app, "receive_message", QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=30
-        ).get("Messages", [])
-    copies = [m for m in originals for _ in range(3)]
-    for i in range(0, len(copies), 10):
-        entries = [{"Id": str(n), "MessageBody": m["Body"]} for n, m in enumerate(copies[i : i + 10])]
-        sqs_call(app, "send_message_batch", QueueUrl=url, Entries=entries)
-    for m in originals:
-        sqs_call(
-            app,
-            "change_message_visibility",
-            QueueUrl=url,
-            ReceiptHandle=m["ReceiptHandle"],
-            VisibilityTimeout=0,
-        )
+    copy_messages(app, len(ids), copies=3)
 
     # WHEN one worker with 16 slots drains the 80 messages (and runs the retries)
     proc = worker_process(app, APP, concurrency=16)
@@ -172,26 +157,47 @@ def test_the_same_stepped_job_through_the_lambda_adapter_replays_its_steps_on_th
 
 
 def test_a_sleeping_job_holds_no_slot_and_resumes_after_its_sleep_without_using_an_attempt(app, tmp_path):
-    # GIVEN a worker with two slots, and two one-attempt jobs (sync and async) that sleep 3 s between two steps
+    # GIVEN a worker with two slots, and two one-attempt jobs (sync and async) that sleep 3 s between two
+    # steps, and one under a concurrency limit of one slot that sleeps 6 s
     sleepers = [
         app.enqueue(kind, {"runs_dir": str(tmp_path), "sleep_s": 3}) for kind in ("sleeper", "async_sleeper")
     ]
-    proc = worker_process(app, APP, concurrency=2)
+    limited = app.enqueue("solo_sleeper", {"runs_dir": str(tmp_path), "sleep_s": 6, "hold_s": 2})
+    # a slot not given back would stay taken for the lease (30 s here), past the 6 s sleep
+    proc = worker_process(app, APP, concurrency=2, SQSJOBS_LEASE_S="30")
     try:
         wait_until(
             lambda: all(
-                calls(tmp_path, i, "before") and app.get(i).status is JobStatus.QUEUED for i in sleepers
+                calls(tmp_path, i, "before") and app.get(i).status is JobStatus.QUEUED
+                for i in [*sleepers, limited]
             ),
             30,
-            "both asleep",
+            "all asleep",
         )
-        # WHEN two jobs that can only finish together (each waits for the other to start) arrive
+        # WHEN two jobs that can only finish together (each waits for the other to start) arrive,
+        # and a job of the limited one's one-slot limit
         barriers = [app.enqueue("barrier", {"runs_dir": str(tmp_path), "of": 2}) for _ in range(2)]
+        first_solo = app.enqueue("solo", {"runs_dir": str(tmp_path)})
         # THEN both run while the sleepers sleep: the sleepers hold no slot
         wait_until(
             lambda: all(app.get(b).status is JobStatus.SUCCEEDED for b in barriers), 30, "barriers done"
         )
         assert not any(calls(tmp_path, i, "after") for i in sleepers)
+        # ... and the limit's one slot is free while its holder sleeps: the other job of the limit runs
+        wait_until(lambda: app.get(first_solo).status is JobStatus.SUCCEEDED, 30, "the limit's other job ran")
+        assert not calls(tmp_path, limited, "after")
+        # ... and once awake the limited job holds the slot again: a job of the limit arriving after
+        # it woke starts only once it finished
+        wait_until(lambda: calls(tmp_path, limited, "after"), 60, "the limited sleeper woke")
+        second_solo = app.enqueue("solo", {"runs_dir": str(tmp_path)})
+        wait_until(
+            lambda: all(app.get(i).status is JobStatus.SUCCEEDED for i in (limited, second_solo)),
+            60,
+            "the limited sleeper and the job after it done",
+        )
+        woken, after = app.get(limited), app.get(second_solo)
+        assert woken.attempt == 1
+        assert after.started_at >= woken.finished_at
         # ... and the sleepers resume at their next step and succeed on their one attempt
         wait_until(
             lambda: all(app.get(i).status is JobStatus.SUCCEEDED for i in sleepers), 60, "sleepers woke"
@@ -230,25 +236,10 @@ def test_a_sleep_through_the_lambda_adapter_frees_the_invocation_and_the_next_on
 def test_a_sleep_past_the_message_retention_is_held_and_the_sweeper_wakes_it(
     ministack_url, make_app, tmp_path
 ):
-    import subprocess
-    import sys
-
     # GIVEN queues that keep a message 60 s, and a one-attempt job that sleeps 70 s between two steps
-    app = make_app(ministack_url, lease_s=3.0, visibility_timeout_s=2, message_retention_s=60)
-    app.registry.include(stepped.app.registry)
-    app.provision()
-    env = worker_env(
-        app, SQSJOBS_MESSAGE_RETENTION_S="60", SQSJOBS_SWEEP_INTERVAL_S="2", SQSJOBS_STALE_AFTER_S="5"
-    )
-
-    def spawn(*argv: str) -> subprocess.Popen[bytes]:
-        cmd = [sys.executable, "-m", "sqsjobs", *argv, "--app", APP]
-        return subprocess.Popen(
-            cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-        )
-
+    app = short_retention_app(ministack_url, make_app, stepped.app)
     job_id = app.enqueue("sleeper", {"runs_dir": str(tmp_path), "sleep_s": 70})
-    worker = spawn("worker", "--concurrency", "2")
+    worker = spawn(app, APP, "worker", "--concurrency", "2", **SHORT_RETENTION)
     sweeper = None
     try:
         # WHEN it falls asleep
@@ -258,15 +249,12 @@ def test_a_sleep_past_the_message_retention_is_held_and_the_sweeper_wakes_it(
             "asleep",
         )
         # THEN the record holds it (a held entry, its payload, the attempt given back) and no message is left
-        item = app.sync_clients.get("dynamodb").get_item(
-            TableName=app.settings.table_name, Key={"id": {"S": job_id}}, ConsistentRead=True
-        )["Item"]
+        item = held_item(app, job_id)
         assert item["attempt"]["N"] == "0" and item["attn"]["S"].startswith("held#") and "payload" in item, (
             item
         )
-        wait_until(lambda: depth(app) == {"visible": 0, "in_flight": 0, "delayed": 0}, 30, "message deleted")
         # AND with a sweeper running, the job wakes when due and finishes on its one attempt
-        sweeper = spawn("sweep")
+        sweeper = spawn(app, APP, "sweep", **SHORT_RETENTION)
         wait_until(lambda: app.get(job_id).status is JobStatus.SUCCEEDED, 150, "woke and succeeded")
     finally:
         kill_group(worker, *([sweeper] if sweeper else []))

@@ -52,7 +52,7 @@ def project(postgres, dsn, ministack_url, make_app, monkeypatch):
 
     sqsjobs_app = make_app(ministack_url, name=django_tasks.app.name)
     monkeypatch.setattr(django_tasks, "app", sqsjobs_app)
-    django_tasks.register(sqsjobs_app, django_tasks.add, django_tasks.explode)
+    django_tasks.register(sqsjobs_app, django_tasks.add, django_tasks.explode, django_tasks.attempt_of)
     sqsjobs_app.provision()
     return django_tasks
 
@@ -70,18 +70,28 @@ def test_a_task_commits_with_its_transaction_runs_and_returns_its_result(project
         rolled_back = project.add.enqueue(40, 2)
         raise Rollback()
     failing = project.explode.enqueue("boom")
+    with_context = project.attempt_of.enqueue("ctx")
     assert added.status == TaskResultStatus.READY and added.args == [2, 3]
 
     app = project.app
     procs = [relay(app, dsn, "--poll", "0.5"), worker_process(app, APP, concurrency=2)]
     try:
-        for result in (added, failing):
+        for result in (added, failing, with_context):
             wait_until(lambda r=result: refreshed(r).is_finished, 60, f"{result.task.name} finished")
     finally:
         kill_group(*procs)
     assert added.status == TaskResultStatus.SUCCESSFUL
     assert added.return_value == 5
     assert added.started_at <= added.finished_at
+    assert added.attempts == 1  # one attempt, though a first-attempt success writes no history
+    # a task that takes a context gets Django's TaskContext: the running attempt's TaskResult
+    assert with_context.return_value == {
+        "label": "ctx",
+        "attempt": 1,
+        "id": with_context.id,
+        "status": str(TaskResultStatus.RUNNING),
+    }
+    assert with_context.attempts == 1
     assert failing.status == TaskResultStatus.FAILED
     assert failing.errors[0].exception_class is ValueError
     assert "boom" in failing.errors[0].traceback
