@@ -31,7 +31,8 @@ from sqsjobs.runtime.sweeper import sweep
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from sqsjobs.runtime.lambda_sqs import BatchResponse, LambdaContext, LambdaWorker
+    from sqsjobs.runtime.lambda_event import BatchResponse
+    from sqsjobs.runtime.lambda_sqs import LambdaContext, LambdaWorker
 
 #: The handler strings to configure on each function.
 SQS_WORKER_HANDLER = f"{__name__}.sqs_worker"

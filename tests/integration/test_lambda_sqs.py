@@ -15,7 +15,8 @@ import pytest
 from sqsjobs import JobStatus
 from sqsjobs.envelope import DLQ_JOB_ID, DLQ_REASON
 from sqsjobs.errors import InvalidBatchResponse, InvalidEvent
-from sqsjobs.runtime.lambda_sqs import DEADLINE_MARGIN_S, LambdaWorker, batch_response, parse_event
+from sqsjobs.runtime.lambda_event import batch_response, parse_event
+from sqsjobs.runtime.lambda_sqs import DEADLINE_MARGIN_S, LambdaWorker
 from tests.apps import lambda_app
 from tests.integration.helpers import attr, depth, receive_dlq, send_raw
 from tests.integration.lambda_events import FakeContext, event_from, failed_ids, log_lines, receive
