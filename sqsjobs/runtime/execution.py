@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from sqsjobs.context import InterruptReason, JobContext
     from sqsjobs.delivery import Delivery
     from sqsjobs.runtime.kernel import Kernel, SupportsKernel
+    from sqsjobs.runtime.run_stage import HandlerSlot
     from sqsjobs.runtime.seams import FinishHook
 
 
@@ -65,8 +66,9 @@ class Execution:
         on_done: Callable[[JobContext], None] | None = None,
         default_timeout_s: Callable[[], float] | None = None,
         hooks: Sequence[FinishHook] | None = None,
+        slot: HandlerSlot | None = None,
     ) -> None:
-        """``default_timeout_s``: see ``Runner``; ``hooks``: every finish's hooks instead of the kernel's."""
+        """``default_timeout_s``, ``slot``: see ``Runner``; ``hooks``: every finish's hooks instead of the kernel's."""
         #: The kernel (an App given here is asked for its own).
         self.app = kernel = kernel_of(app)
         self.worker_id = worker_id
@@ -83,6 +85,7 @@ class Execution:
             on_run=on_run,
             on_done=on_done,
             default_timeout_s=default_timeout_s,
+            slot=slot,
         )
 
     async def handle(self, delivery: Delivery) -> Ack:
@@ -166,8 +169,13 @@ class DeliveryHost:
         pool: ThreadPoolExecutor,
         default_timeout_s: Callable[[], float] | None = None,
         what: str = "message",
+        slot: HandlerSlot | None = None,
     ) -> None:
-        """``what`` names a delivery in the host's log lines (``message``; ``record`` for Lambda)."""
+        """``what`` names a delivery in the host's log lines (``message``; ``record`` for Lambda).
+
+        ``slot``: the handler slot a run waits for once claimed (the ECS worker's ``Slots``); none in
+        Lambda, where the event's batch size is the bound.
+        """
         self.kernel = kernel
         self._what = what
         #: Jobs whose handler is running, by job id.
@@ -180,6 +188,7 @@ class DeliveryHost:
             on_run=self._track,
             on_done=self._untrack,
             default_timeout_s=default_timeout_s,
+            slot=slot,
         )
 
     def _track(self, ctx: JobContext) -> None:
