@@ -348,12 +348,13 @@ def run_once(bench: Bench, fw: Framework, *, latency_ms: float, n: int, k: int, 
         # (2) idle latency: one job at a time
         bench.proxy.reset_counts()
         cpu2 = procs.group_cpu_s(worker.pid)
-        calls, latencies = [], []
+        calls, call_cpus, latencies = [], [], []
         idle0 = seq0 + n
         for i, gap in enumerate(idle_gaps(k, seed=seq0)):
             time.sleep(gap)
             answer = producer.command(f"one {idle0 + i}")
             calls.append(answer["call_s"])
+            call_cpus.append(answer.get("cpu_s", float("nan")))
             if not bench.markers.wait(range(idle0 + i, idle0 + i + 1), timeout_s=30.0):
                 raise RuntimeError(f"{fw.label}: idle job {i} never started; see {worker_log}")
             start = bench.markers.starts[idle0 + i]
@@ -381,6 +382,7 @@ def run_once(bench: Bench, fw: Framework, *, latency_ms: float, n: int, k: int, 
         "idle": {
             "latency_s": latencies,
             "enqueue_call_s": calls,
+            "enqueue_call_cpu_s": call_cpus,
             "worker_cpu_s": cpu3 - cpu2,
             "requests": idle_counts,
         },

@@ -7,7 +7,7 @@ one), so each framework enqueues with its own client code. Commands (one per lin
 ``bulk N SEQ0``  enqueue N jobs (seq SEQ0..) the framework's fastest documented way
                  → ``{"wall_s", "cpu_s"}``
 ``one SEQ``      enqueue one job, stamped with the wall clock just before the call
-                 → ``{"call_s"}``
+                 → ``{"call_s", "cpu_s"}`` (the call's wall time and the producer's CPU for it)
 ``quit``         exit
 
 Usage: ``python -m bench.producer sqsjobs|celery|dramatiq`` (it prints ``{"ready": true}`` first).
@@ -103,10 +103,10 @@ def main(argv: list[str]) -> int:
             _answer({"wall_s": time.perf_counter() - wall0, "cpu_s": time.process_time() - cpu0})
         elif cmd == "one":
             payload = make_payload(int(args[0]), 0.0)
-            start = time.perf_counter()
+            cpu0, start = time.process_time(), time.perf_counter()
             payload["t0"] = time.time()
             one([payload])
-            _answer({"call_s": time.perf_counter() - start})
+            _answer({"call_s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu0})
         elif cmd == "quit":
             break
     return 0

@@ -69,6 +69,10 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[i]
 
 
+def _mean_ms(values: list[float]) -> float:
+    return statistics.fmean(values) * 1000 if values else float("nan")
+
+
 def figures(run: dict[str, Any], units: dict[str, dict[str, float]]) -> dict[str, float]:
     """The per-job figures of one run."""
     n = run["n"]
@@ -110,6 +114,8 @@ def figures(run: dict[str, Any], units: dict[str, dict[str, float]]) -> dict[str
         "idle_p50_ms": _pct(latencies, 0.5),
         "idle_p95_ms": _pct(latencies, 0.95),
         "enqueue_call_p50_ms": _pct([x * 1000 for x in run["idle"]["enqueue_call_s"]], 0.5),
+        # One job per call, as a web request enqueues (the bulk figure above is enqueue_many's).
+        "producer_cpu_ms_per_call": _mean_ms(run["idle"].get("enqueue_call_cpu_s", [])),
         "cost_per_million_jobs_usd": cost,
         "cost_sqs_per_million_jobs_usd": sqs * PRICES["sqs_per_million_requests"],
         "cost_dynamodb_per_million_jobs_usd": (wcu_table + wcu_index)
@@ -171,6 +177,40 @@ def one_line(run: dict[str, Any], took_s: float) -> str:
     )
 
 
+#: Issue 31's targets against Dramatiq's 8 threads: (figure, sqsjobs row, what passes, its text).
+TARGETS = (
+    ("enqueue_call_p50_ms", "sqsjobs c8", lambda me, them, lat: me <= 1.15 * them, "≤ 1.15 x"),
+    ("producer_cpu_ms_per_call", "sqsjobs c8", lambda me, them, lat: me <= 1.3 * them, "≤ 1.3 x"),
+    ("drain_jobs_per_s", "sqsjobs c8", lambda me, them, lat: me >= them, "≥"),
+    ("worker_cpu_ms_per_job", "sqsjobs c8", lambda me, them, lat: me <= 0.8 * them, "≤ 0.8 x"),
+    ("worker_cpu_ms_per_job", "sqsjobs c32", lambda me, them, lat: me <= 0.6 * them, "≤ 0.6 x"),
+    # One claim round trip: the proxy's added latency (the emulator's own answer time is not in it).
+    ("idle_p50_ms", "sqsjobs c8", lambda me, them, lat: me <= them + lat, "≤ + one round trip,"),
+)
+
+
+def targets(rows: list[dict[str, Any]], latency: float) -> list[str]:
+    """Issue 31's targets, side by side with ``dramatiq t8`` in the same run (nothing without it)."""
+    by = {r["framework"]: r for r in rows}
+    them = by.get("dramatiq t8")
+    if them is None:
+        return []
+    out = [
+        f"Targets against dramatiq t8 (+{latency:g} ms):",
+        "",
+        "| figure | sqsjobs | dramatiq t8 | target | met |",
+        "|---|---|---|---|---|",
+    ]
+    for key, label, ok, text in TARGETS:
+        me = by.get(label)
+        if me is None:
+            continue
+        mine, theirs = me[key], them[key]
+        met = "yes" if ok(mine, theirs, latency) else "**no**"
+        out.append(f"| {key} ({label}) | {mine:.2f} | {theirs:.2f} | {text} dramatiq | {met} |")
+    return [*out, ""]
+
+
 def markdown(doc: dict[str, Any]) -> str:
     """The results table (one per proxy latency) and the conditions it was measured under."""
     meta, rows = doc["meta"], doc["summary"]
@@ -203,6 +243,7 @@ def markdown(doc: dict[str, Any]) -> str:
                 f"{r['cost_per_million_jobs_usd']:.2f} |"
             )
         out.append("")
+        out += targets(at, latency)
     out += ["## Requests per job by action (median run, enqueue + drain)", ""]
     for latency in meta["latency_ms"][:1]:
         for r in [r for r in rows if r["latency_ms"] == latency]:

@@ -89,10 +89,14 @@ class Settings:
     receive_wait_s: int = MAX_WAIT_TIME_S
     #: Lease a claim takes in the record; renewed by the heartbeat only for jobs that outlive half of it.
     lease_s: float = 60.0
-    #: Jobs one worker process runs at once, over all its queues.
+    #: Handlers one worker process runs at once, over all its queues (claims and finishes hold no slot).
     concurrency: int = 10
     #: Per-queue caps inside ``concurrency``.
     queue_concurrency: Mapping[str, int] = field(default_factory=dict)
+    #: Messages a worker holds beside its running handlers: at most this many received and claimed (or
+    #: being claimed) while they wait for a slot, and receives pause while this many are finishing. None:
+    #: ``concurrency``; 0: claim only for a free slot. Bounds what a slow DynamoDB makes a worker hoard.
+    held_ahead: int | None = None
     #: Logical queues with ``high`` and ``low`` levels beside their normal one (two more SQS queues each,
     #: polled first and last: docs/flow-control-routing.md). ``SQSJOBS_PRIORITY_QUEUES=reports,mail``.
     priority_queues: frozenset[str] = frozenset()
@@ -241,6 +245,8 @@ class Settings:
             )
         if self.concurrency < 1:
             raise ConfigurationError(f"concurrency must be at least 1, got {self.concurrency}")
+        if self.held_ahead is not None and self.held_ahead < 0:
+            raise ConfigurationError(f"held_ahead must be at least 0, got {self.held_ahead}")
         if self.charts_source not in ("auto", "records", "cloudwatch"):
             raise ConfigurationError(
                 f"charts_source must be auto, records or cloudwatch, got {self.charts_source!r}"

@@ -13,8 +13,10 @@ Only a claimed job enters a collector, and it leaves when its outcome comes back
 (timeout, shutdown, a lost lease, a cancel): a duplicate message's claim is refused before, so one
 job is never in two calls. While a job waits it is a running job to its host: its lease is renewed
 and its message kept hidden by the heartbeat. The host lends the collector two things: ``hold``,
-told when a job starts waiting (the ECS worker frees the job's slot: waiting is not running), and
-``call_slot``, held for the length of one call (a call is one handler running, one slot).
+told when a job starts waiting (the ECS worker sets its message aside from the ones held ahead of a
+slot: a collector's own ``max_size`` bounds those), and ``call_slot``, held for the length of one
+call (a call is one handler running, one slot). A call the slot refuses (a drain began) runs none
+of its jobs: each is interrupted as a shutdown and released, like any job not yet started.
 
 What a handler returns is matched to its jobs here (``outcomes``): a list in the items' order or
 a mapping by job id. A job the answer gives no outcome gets ``BatchOutcomeError`` (a failed attempt,
@@ -33,11 +35,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sqsjobs.context import InterruptReason
 from sqsjobs.errors import BatchOutcomeError, PermanentError, Retry
 from sqsjobs.registry import BatchDead, BatchItem, BatchRetry, BatchSuccess
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable
     from concurrent.futures import Executor
     from contextlib import AbstractAsyncContextManager
 
@@ -48,8 +51,8 @@ if TYPE_CHECKING:
 
     #: ``hold(delivery)``: the delivery's job now waits in a collector.
     Hold = Callable[[Delivery], Awaitable[None]]
-    #: ``call_slot(queue)``: held while one call runs.
-    CallSlot = Callable[[str], AbstractAsyncContextManager[None]]
+    #: ``call_slot(deliveries)``: held while one call runs; yields False when refused (a drain).
+    CallSlot = Callable[[Sequence[Delivery]], AbstractAsyncContextManager[bool]]
 
 
 def outcomes(items: Sequence[BatchItem[Any]], returned: Any) -> list[Any]:
@@ -110,6 +113,13 @@ async def call_one(spec: HandlerSpec, payload: Any, ctx: JobContext, pool: Execu
     if isinstance(outcome, BaseException):
         raise outcome
     return outcome
+
+
+@contextlib.asynccontextmanager
+async def under(semaphore: asyncio.Semaphore) -> AsyncIterator[bool]:
+    """A call slot taken from a semaphore (Lambda's records): granted once acquired, never refused."""
+    async with semaphore:
+        yield True
 
 
 @dataclass(eq=False)
@@ -211,12 +221,16 @@ class Collectors:
             self.flush(name)
 
     async def _call(self, spec: HandlerSpec, waiting: list[_Waiting]) -> None:
-        first = waiting[0].item.ctx
-        queue = first.delivery.queue if first.delivery is not None else first.job.queue
-        slot = self.call_slot(queue) if self.call_slot is not None else contextlib.nullcontext()
+        deliveries = [w.item.ctx.delivery for w in waiting if w.item.ctx.delivery is not None]
+        slot = self.call_slot(deliveries) if self.call_slot is not None else contextlib.nullcontext(True)
         try:
-            async with slot:
+            async with slot as granted:
                 live = [w for w in waiting if not w.outcome.done()]  # a run may end while the call waits
+                if not granted:  # a drain began: not started, so released like any job waiting for a slot
+                    for w in live:
+                        w.item.ctx.interrupt(InterruptReason.SHUTDOWN)  # the run stage releases it
+                    waiting = []  # no answer to give: the runs end on their interrupt
+                    return
                 if not live:
                     return
                 self.kernel.logger.info(

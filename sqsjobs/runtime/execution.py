@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from sqsjobs.delivery import Delivery
     from sqsjobs.runtime.batching import Collectors
     from sqsjobs.runtime.kernel import Kernel, SupportsKernel
+    from sqsjobs.runtime.run_stage import HandlerSlot
     from sqsjobs.runtime.seams import FinishHook
 
 
@@ -67,8 +68,9 @@ class Execution:
         default_timeout_s: Callable[[], float] | None = None,
         hooks: Sequence[FinishHook] | None = None,
         batches: Collectors | None = None,
+        slot: HandlerSlot | None = None,
     ) -> None:
-        """``default_timeout_s``, ``batches``: see ``Runner``; ``hooks``: every finish's hooks instead of the kernel's."""
+        """``default_timeout_s``, ``batches``, ``slot``: see ``Runner``; ``hooks``: every finish's hooks instead of the kernel's."""
         #: The kernel (an App given here is asked for its own).
         self.app = kernel = kernel_of(app)
         self.worker_id = worker_id
@@ -86,6 +88,7 @@ class Execution:
             on_done=on_done,
             default_timeout_s=default_timeout_s,
             batches=batches,
+            slot=slot,
         )
 
     async def handle(self, delivery: Delivery) -> Ack:
@@ -170,8 +173,13 @@ class DeliveryHost:
         default_timeout_s: Callable[[], float] | None = None,
         what: str = "message",
         batches: Collectors | None = None,
+        slot: HandlerSlot | None = None,
     ) -> None:
-        """``what`` names a delivery in the host's log lines (``message``; ``record`` for Lambda)."""
+        """``what`` names a delivery in the host's log lines (``message``; ``record`` for Lambda).
+
+        ``slot``: the handler slot a run waits for once claimed (the ECS worker's ``Slots``); none in
+        Lambda, where the event's batch size is the bound.
+        """
         self.kernel = kernel
         self._what = what
         #: Jobs whose handler is running, by job id.
@@ -185,6 +193,7 @@ class DeliveryHost:
             on_done=self._untrack,
             default_timeout_s=default_timeout_s,
             batches=batches,
+            slot=slot,
         )
 
     def _track(self, ctx: JobContext) -> None:

@@ -58,7 +58,7 @@ from sqsjobs.errors import (
     HandlerNotFound,
 )
 from sqsjobs.registry import DEFAULT_TIMEOUT_S
-from sqsjobs.runtime.batching import Collectors
+from sqsjobs.runtime.batching import Collectors, under
 from sqsjobs.runtime.execution import DeliveryHost, apply
 from sqsjobs.runtime.kernel import kernel_from_path, kernel_of
 from sqsjobs.runtime.lambda_event import BatchResponse, SqsRecord, batch_response, parse_event, to_delivery
@@ -217,7 +217,9 @@ class LambdaWorker:
         budget = self._budget = _Budget(context)
         self._check_timeouts(budget, {d.queue for d in deliveries})
         slots = asyncio.Semaphore(self.kernel.settings.concurrency)
-        self._batches.call_slot = lambda queue: slots  # a batch call takes one slot, its records none
+        self._batches.call_slot = lambda deliveries: under(
+            slots
+        )  # a batch call takes one slot, its records none
         if any(r.queue_name.endswith(FIFO_SUFFIX) for r in records):  # one at a time: calls of one
             results = await self._run_in_order(deliveries, urls, budget)
         else:

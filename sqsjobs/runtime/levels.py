@@ -16,7 +16,10 @@ to its watch. So:
 - an idle worker keeps one long poll open per route (three for a queue with priorities: the price
   of opting in), and a busy one polls only the routes with a backlog;
 - the per-queue slot cap (``queue_concurrency``) covers all routes of the queue: they share one
-  reservation.
+  reservation;
+- the loop picks only for slots that are free (``Slots.reserve(within_slots=True)``): no job is
+  claimed ahead of a free slot, so a high job arriving never waits behind low ones claimed before
+  it, and handlers start in the order the rotation picked. The finish still happens outside the slot.
 
 FIFO route: SQS hands out a group's messages only while none of them is in flight, but one receive
 may return several messages of one group, in order. The worker runs them one after another: the
@@ -59,10 +62,11 @@ class Host(Protocol):
         """One ReceiveMessage a drain lets return (``Worker.poll``)."""
         ...
 
-    async def _reserve(self, queue: str) -> int: ...
+    async def _reserve(self, queue: str, *, within_slots: bool = False) -> int: ...
     async def _reserve_one(self, queue: str) -> None: ...
     async def _unreserve(self, queue: str, n: int) -> None: ...
     def _free(self, queue: str) -> int: ...
+    def _hold(self, delivery: Delivery) -> None: ...
     async def _process(self, delivery: Delivery, dlq_url: str) -> Ack: ...
 
 
@@ -127,7 +131,7 @@ class LevelReceiver:
 
     async def _once(self) -> None:
         self.wake.clear()
-        n = await self.w._reserve(self.queue)
+        n = await self.w._reserve(self.queue, within_slots=True)
         picked: list[Delivery] = []
         try:
             for key in self.order():
@@ -199,6 +203,7 @@ class LevelReceiver:
         return True
 
     def _start(self, delivery: Delivery) -> None:
+        self.w._hold(delivery)  # in the place reserved for it: it waits for its slot in the order picked
         task = asyncio.create_task(self._run(delivery))
         self.w._tasks.add(task)
         task.add_done_callback(self.w._tasks.discard)

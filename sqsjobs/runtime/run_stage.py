@@ -16,6 +16,7 @@ and answers the message's ``Ack``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 from typing import TYPE_CHECKING, Any
@@ -28,8 +29,9 @@ from sqsjobs.runtime.batching import Collectors, call_one
 from sqsjobs.store.job_store import Refusal, Refused
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Sequence
     from concurrent.futures import Executor, ThreadPoolExecutor
+    from contextlib import AbstractAsyncContextManager
 
     from sqsjobs.delivery import Delivery
     from sqsjobs.job import Job
@@ -37,6 +39,10 @@ if TYPE_CHECKING:
     from sqsjobs.runtime.kernel import Kernel
     from sqsjobs.runtime.record_stage import Recorder
     from sqsjobs.runtime.seams import AdmissionGuard, RunPreparation
+
+    #: A handler slot for a claimed job's deliveries (one, or a batch call's), ended early by the
+    #: event: yields True once granted, False to release them unrun (``runtime/slots.py``).
+    HandlerSlot = Callable[[Sequence[Delivery], asyncio.Event], AbstractAsyncContextManager[bool]]
 
 #: A worker that sees a payload version newer than its handler's parks the message this long.
 NEWER_VERSION_PARK_S = 60
@@ -73,6 +79,7 @@ class Runner:
         on_done: Callable[[JobContext], None] | None = None,
         default_timeout_s: Callable[[], float] | None = None,
         batches: Collectors | None = None,
+        slot: HandlerSlot | None = None,
     ) -> None:
         """``default_timeout_s``: the timeout of a run whose type has none of its own, asked as it starts.
 
@@ -82,6 +89,12 @@ class Runner:
         The Lambda adapter answers with the invocation's remaining time (less its margin), so such a
         job runs there instead of waiting for an invocation as long as ``DEFAULT_TIMEOUT_S`` (the
         answer when None).
+
+        ``slot``: what a claimed job waits for just before its handler starts, and gives back as soon
+        as it ends (``Worker``'s ``Slots``: ``concurrency`` bounds handlers, not claims or finishes).
+        Until granted the job is tracked (``on_run``), so its lease is renewed and a drain, a cancel
+        or a lost lease ends the wait. A batch type's job takes none here: its call asks one slot for all
+        its jobs (``runtime/batching.py``).
         """
         self.kernel = kernel
         self.recorder = recorder
@@ -90,6 +103,7 @@ class Runner:
         self._on_done = on_done
         self._default_timeout_s = default_timeout_s
         self.batches = batches or Collectors(kernel, pool=pool)
+        self._slot = slot
 
     async def run(self, spec: HandlerSpec, job: Job, delivery: Delivery | None) -> Ack:
         """Run the claimed ``job`` and record how it ended; the ``Ack`` its message is worth."""
@@ -142,21 +156,36 @@ class Runner:
         timeout_s: float,
     ) -> Ack:
         clock, recorder = self.kernel.clock, self.recorder
-        started = clock.now()
-        run = asyncio.ensure_future(
-            invoke(spec, payload, ctx, pool=self._pool)
-            if spec.batch is None
-            else self.batches.submit(spec, payload, ctx)  # one call for many jobs (runtime/batching.py)
-        )
-        interrupted = asyncio.ensure_future(ctx._interrupt.wait())
-        try:
-            await asyncio.wait({run, interrupted}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            interrupted.cancel()
-        if not run.done():
-            run.cancel()  # an async handler stops; a sync one's thread runs on, fenced by the lease
+        run: asyncio.Future[Any] | None = None
+        ended = False
+        async with self._slot_for(spec, delivery, ctx) as granted:
+            if granted:
+                started = clock.now()
+                ctx.deadline = started + timeout_s  # the timeout runs from the start, not the claim
+                run = asyncio.ensure_future(
+                    invoke(spec, payload, ctx, pool=self._pool)
+                    if spec.batch is None
+                    else self.batches.submit(
+                        spec, payload, ctx
+                    )  # one call for many jobs (runtime/batching.py)
+                )
+                interrupted = asyncio.ensure_future(ctx._interrupt.wait())
+                try:
+                    await asyncio.wait(
+                        {run, interrupted}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+                    )
+                finally:
+                    interrupted.cancel()
+                ended = run.done()
+                if not ended:
+                    run.cancel()  # an async handler stops; a sync one's thread runs on, fenced by the lease
+                duration = round(clock.now() - started, 4)
+        # The slot is free again: what follows is the finish, outside it.
+        if run is None or not ended:
             reason = ctx.interrupt_reason
-            if reason is InterruptReason.SHUTDOWN:
+            if reason is InterruptReason.SHUTDOWN or (
+                run is None and reason is None
+            ):  # a drain, before the start
                 return await recorder.shutdown_release(job)
             if reason is InterruptReason.LEASE_LOST:
                 recorder.log("job lost its lease", job)
@@ -165,7 +194,6 @@ class Runner:
                 return await recorder.abort(job, "cancelled while running")
             # No reason: nothing interrupted the handler, its timeout ran out.
             return await recorder.failed(spec, job, timeout_error(spec, timeout_s), delivery)
-        duration = round(clock.now() - started, 4)
         exc = run.exception()
         if exc is None:
             result = run.result()
@@ -181,6 +209,13 @@ class Runner:
         if (owner := self.kernel.outcomes.get(type(exc))) is not None:  # e.g. a durable sleep
             return await owner.record(job, exc, delivery, recorder)
         return await recorder.failed(spec, job, exc, delivery)
+
+    def _slot_for(
+        self, spec: HandlerSpec, delivery: Delivery | None, ctx: JobContext
+    ) -> AbstractAsyncContextManager[bool]:
+        if self._slot is None or delivery is None or spec.batch is not None:  # a batch call takes its own
+            return contextlib.nullcontext(True)
+        return self._slot([delivery], ctx._interrupt)
 
     # ── leases of long jobs (ECS heartbeat and Lambda alike) ──────────────────────────────────
     async def renew_leases(self, running: Iterable[JobContext]) -> None:

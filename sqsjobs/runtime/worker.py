@@ -1,9 +1,11 @@
 """The asyncio worker for containers (ECS): receive, run with bounded concurrency, heartbeat, drain.
 
 Delivery is at least once (see ``sqsjobs.runtime.execution``): the worker never trusts a message, it asks
-the record. It never receives more messages than it can start at once, so no message sits
-invisible in a buffer; one heartbeat loop extends every held message in batches of ten and renews
-the record's lease only for jobs that outlive half of it.
+the record. ``concurrency`` bounds the handlers running at once; claims ahead of a free slot and
+finishes after it hold no slot, and how many messages wait around the slots is bounded
+(``held_ahead``, ``runtime/slots.py``), so none sits invisible in a long buffer. One heartbeat loop
+extends every held message in batches of ten and renews the record's lease only for jobs that
+outlive half of it (claimed jobs waiting for a slot too).
 
 Each worker registers itself in the worker registry (``sqsjobs workers``, ``runtime/presence.py``):
 one write per ``registry_interval_s``, ``draining`` when the drain starts, deleted at exit.
@@ -11,7 +13,8 @@ one write per ``registry_interval_s``, ``draining`` when the drain starts, delet
 Tracking the running jobs, renewing their leases and applying each ``Ack`` are the delivery host's
 (``runtime/execution.py``), shared with the Lambda adapter.
 
-Shutdown (SIGTERM/SIGINT): stop receiving, let running jobs finish until
+Shutdown (SIGTERM/SIGINT): stop receiving, release the jobs claimed ahead without running them
+(record back to ``queued``, message visible at once), let running jobs finish until
 ``drain_timeout_s``, then release the rest (record back to ``queued`` without using up the
 attempt, message visible again), flush pending acks and return. A sync handler's thread cannot be
 killed: after release its late writes are refused by the fence.
@@ -25,7 +28,6 @@ import os
 import secrets
 import signal
 import socket
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -39,16 +41,18 @@ from sqsjobs.runtime.kernel import kernel_of
 from sqsjobs.runtime.levels import LevelReceiver
 from sqsjobs.runtime.presence import Presence
 from sqsjobs.runtime.protection import TaskProtection
+from sqsjobs.runtime.slots import Slots
 from sqsjobs.transport import routes, sqs
 from sqsjobs.transport.queues import dlq_key
 from sqsjobs.transport.sqs import MessageOps
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Sequence
 
     from sqsjobs.context import JobContext
     from sqsjobs.delivery import Ack, Delivery
     from sqsjobs.runtime.kernel import Kernel, SupportsKernel
+    from sqsjobs.runtime.slots import Hold
 
 #: Pause after a failed receive before the next one.
 RECEIVE_ERROR_BACKOFF_S = 1.0
@@ -91,18 +95,29 @@ class Worker:
         self.worker_id = worker_id or make_worker_id()
         self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="sqsjobs-handler")
         self._ops = MessageOps(kernel.arun, linger_s=kernel.settings.ack_linger_s, logger=kernel.logger)
-        # A batch type's job waiting for its call holds no slot; the call holds one (runtime/batching.py).
-        self._batches = Collectors(kernel, pool=self._pool, hold=self._slotless, call_slot=self._call_slot)
-        self._host = DeliveryHost(kernel, self.worker_id, pool=self._pool, batches=self._batches)
-        #: Receipt handles of held messages whose job gave its slot back while it waits for a batch call.
-        self._unslotted: set[str] = set()
+        held_ahead = self.settings.held_ahead
+        #: The handler slots and the bounded places ahead of and behind them (``runtime/slots.py``).
+        self.slots = Slots(
+            self.concurrency,
+            self.settings.queue_concurrency,
+            self.concurrency if held_ahead is None else held_ahead,
+            len(self.queues),
+            aside_cap=max((spec.batch.max_size for spec in kernel.registry if spec.batch), default=0),
+        )
+        # A batch type's job waits for its call set aside (not ahead of a slot); the call takes one
+        # slot for all its jobs (runtime/batching.py).
+        self._batches = Collectors(
+            kernel, pool=self._pool, hold=self._set_aside, call_slot=lambda ds: self._slot(ds, None)
+        )
+        self._host = DeliveryHost(
+            kernel, self.worker_id, pool=self._pool, batches=self._batches, slot=self._slot
+        )
         #: Messages received and not yet acked, by receipt handle: the heartbeat extends all of them.
         self._held: dict[str, Delivery] = {}
-        self._in_use = 0
-        self._in_use_by_queue: Counter[str] = Counter()
+        #: Where each held message is (ahead, running, behind), by receipt handle.
+        self._holds: dict[str, Hold] = {}
         #: Queues whose last receive came back with every message it asked for: they may hold more.
         self._backlog: set[str] = set()
-        self._slots: asyncio.Condition | None = None
         #: Set when the drain begins: receive loops stop even if their cancellation was swallowed.
         self._stopping = False
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -131,7 +146,6 @@ class Worker:
     # ── lifecycle ──────────────────────────────────────────────────────────────────────────
     async def run(self, stop: asyncio.Event) -> None:
         """Work until ``stop`` is set, then drain and return."""
-        self._slots = asyncio.Condition()
         # A queue with priority levels or serialize keys has several SQS queues (``runtime/levels.py``).
         routed = {q: routes.routes_of(self.settings, q) for q in self.queues}
         urls = await self.kernel.arun(
@@ -195,6 +209,8 @@ class Worker:
             "worker draining", extra={"worker": self.worker_id, "running": len(self._running)}
         )
         self._stopping = True
+        # Jobs claimed ahead are released now (visible at once for the next worker), never started.
+        self.slots.close()
         self._health.draining()
         self.presence.draining()
         for r in receivers:
@@ -233,52 +249,55 @@ class Worker:
     @property
     def abandoned_threads(self) -> bool:
         """True when a sync handler outlived its release (the process should exit without joining it)."""
-        return any(t.is_alive() for t in getattr(self._pool, "_threads", ())) and self._in_use == 0
+        return any(t.is_alive() for t in getattr(self._pool, "_threads", ())) and self.slots.running == 0
 
     # ── receiving ─────────────────────────────────────────────────────────────────────────
-    def _queue_cap(self, queue: str) -> int:
-        return min(self.settings.queue_concurrency.get(queue, self.concurrency), self.concurrency)
+    async def _reserve(self, queue: str, *, within_slots: bool = False) -> int:
+        """Wait for free places ahead and reserve them (``within_slots``: only for free slots)."""
+        slots = self.slots
+        target = min(sqs.MAX_BATCH, slots.cap(queue))
+        if (
+            slots.busy()
+            and queue in self._backlog
+            and slots.free_ahead(queue, within_slots=within_slots) < target
+        ):
+            # Busy with a backlog: give finishing jobs a moment so one receive fetches a fuller
+            # batch. Without one (the last receive came back short), waiting would only keep the
+            # next message waiting for the poll: go back to the long poll with the places free now.
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+            # races the inner wait's completion (cpython gh-86296), and the loop would live on.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.settings.receive_gather_s):
+                    await slots.until(lambda: slots.free_ahead(queue, within_slots=within_slots) >= target)
+        return await slots.reserve(queue, most=sqs.MAX_BATCH, within_slots=within_slots)
 
     def _free(self, queue: str) -> int:
-        return min(self.concurrency - self._in_use, self._queue_cap(queue) - self._in_use_by_queue[queue])
-
-    async def _reserve(self, queue: str) -> int:
-        """Wait for free slots and reserve them; never more than can start now (no prefetch)."""
-        assert self._slots is not None
-        target = min(sqs.MAX_BATCH, self._queue_cap(queue))
-        async with self._slots:
-            if self._in_use and queue in self._backlog and self._free(queue) < target:
-                # Busy with a backlog: give finishing jobs a moment so one receive fetches a fuller
-                # batch. Without one (the last receive came back short), waiting would only keep the
-                # next message waiting for the poll: go back to the long poll with the slots free now.
-                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
-                # races the inner wait's completion (cpython gh-86296), and the loop would live on.
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.settings.receive_gather_s):
-                        await self._slots.wait_for(lambda: self._free(queue) >= target)
-            await self._slots.wait_for(lambda: self._free(queue) >= 1)
-            share = max(1, (self.concurrency - self._in_use) // len(self.queues))
-            n = min(sqs.MAX_BATCH, self._free(queue), share)
-            self._in_use += n
-            self._in_use_by_queue[queue] += n
-            return n
+        """Messages a priority queue's watch may bring now: as many as it has free slots."""
+        return self.slots.free_ahead(queue, within_slots=True)
 
     async def _reserve_one(self, queue: str) -> None:
-        """Wait for one free slot and take it (a FIFO group's next job, ``runtime/levels.py``)."""
-        assert self._slots is not None
-        async with self._slots:
-            await self._slots.wait_for(lambda: self._free(queue) >= 1)
-            self._in_use += 1
-            self._in_use_by_queue[queue] += 1
+        """Wait for one free slot and reserve a place for it (a FIFO group's next job, ``runtime/levels.py``)."""
+        await self.slots.reserve(queue, most=1, within_slots=True)
 
     async def _unreserve(self, queue: str, n: int) -> None:
-        assert self._slots is not None
-        if n <= 0:
+        self.slots.unreserve(queue, n)
+
+    def _hold(self, delivery: Delivery) -> None:
+        """A received message in a place reserved ahead: the heartbeat extends it from now on."""
+        self._held[delivery.receipt_handle] = delivery
+        self._holds[delivery.receipt_handle] = self.slots.hold(delivery.queue)
+
+    @contextlib.asynccontextmanager
+    async def _slot(
+        self, deliveries: Sequence[Delivery], interrupt: asyncio.Event | None
+    ) -> AsyncIterator[bool]:
+        """A handler slot for ``deliveries`` (the run stage asks, ``Runner``); False: release them."""
+        holds = [self._holds[d.receipt_handle] for d in deliveries if d.receipt_handle in self._holds]
+        if not holds:  # not received by this worker's loops: nothing to count
+            yield True
             return
-        async with self._slots:
-            self._in_use -= n
-            self._in_use_by_queue[queue] -= n
-            self._slots.notify_all()
+        async with self.slots.slot(holds, interrupt) as granted:
+            yield granted
 
     async def poll(
         self, queue: str, url: str, *, max_messages: int, wait_s: int, group_ids: bool = False
@@ -340,7 +359,7 @@ class Worker:
             if not got:  # let the loops this release woke take the slots before this one asks again
                 await asyncio.sleep(0)
             for delivery in got:
-                self._held[delivery.receipt_handle] = delivery
+                self._hold(delivery)
                 task = asyncio.create_task(self._process(delivery, dlq_url))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
@@ -353,26 +372,19 @@ class Worker:
     async def _process(self, delivery: Delivery, dlq_url: str) -> Ack:
         try:
             ack = await self._host.handle(delivery)
-        finally:
             self.handled += 1
-            if delivery.receipt_handle in self._unslotted:  # gave its slot back to wait for a batch call
-                self._unslotted.discard(delivery.receipt_handle)
-            else:
-                await self._unreserve(delivery.queue, 1)
-        await self._apply(delivery, ack, dlq_url)
+            await self._apply(delivery, ack, dlq_url)
+        finally:
+            hold = self._holds.pop(delivery.receipt_handle, None)
+            if hold is not None:
+                self.slots.release(hold)
         return ack
 
-    async def _slotless(self, delivery: Delivery) -> None:
-        self._unslotted.add(delivery.receipt_handle)
-        await self._unreserve(delivery.queue, 1)
-
-    @contextlib.asynccontextmanager
-    async def _call_slot(self, queue: str) -> AsyncIterator[None]:
-        await self._reserve_one(queue)
-        try:
-            yield
-        finally:
-            await self._unreserve(queue, 1)
+    async def _set_aside(self, delivery: Delivery) -> None:
+        """Its job waits in a batch collector: not ahead of a slot any more (``Slots.set_aside``)."""
+        hold = self._holds.get(delivery.receipt_handle)
+        if hold is not None:
+            self.slots.set_aside(hold)
 
     async def _apply(self, delivery: Delivery, ack: Ack, dlq_url: str) -> None:
         """Act on the message after the record was written."""

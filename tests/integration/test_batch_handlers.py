@@ -210,8 +210,8 @@ def test_jobs_waiting_longer_than_a_lease_for_their_call_keep_it_against_later_c
     assert {app.get(i).attempt for i in ids} == {1}
 
 
-def test_a_drain_calls_the_waiting_jobs_at_once_instead_of_releasing_them(app, tmp_path):
-    # GIVEN 3 jobs waiting in a worker for a call that gathers for 6 s, with a 2 s drain timeout
+def test_a_drain_releases_the_jobs_waiting_for_their_call_visible_at_once_and_never_called(app, tmp_path):
+    # GIVEN 3 jobs claimed by a worker and waiting for a call that gathers for 6 s
     log = tmp_path / "calls.log"
     ids = app.enqueue_many(
         [{"type": "embed.patient", "payload": {"log": str(log), "n": n}} for n in range(3)]
@@ -226,9 +226,12 @@ def test_a_drain_calls_the_waiting_jobs_at_once_instead_of_releasing_them(app, t
         assert proc.wait(30) == 0
     finally:
         kill_group(proc)
-    # THEN the drain called them before its timeout (not released to wait for another worker)
-    assert {app.get(i).status for i in ids} == {JobStatus.SUCCEEDED}
-    assert sorted(job for _, _, job, _ in calls(log)) == sorted(ids)
+    # THEN no call ran: they had not started, so they are released like any job held ahead of a
+    # slot (their attempts not used up), their messages back for the next worker
+    assert calls(log) == []
+    assert {app.get(i).status for i in ids} == {JobStatus.QUEUED}
+    messages = receive(app, 3, timeout_s=10)  # "at once" is timed in test_slots, with a long visibility
+    assert sorted(json.loads(m["Body"])["id"] for m in messages) == sorted(ids)
 
 
 def test_on_lambda_the_invocations_records_form_the_batch_and_failures_are_reported_per_record(app, tmp_path):
