@@ -35,8 +35,9 @@ KINDS = (
     ("pip", "pip"),
     ("chromium", "chrom"),
     ("postgres", "postgres"),
-    ("pytest worker", "execnet"),
-    ("pytest worker", "xdist"),
+    ("pytest worker", "exec(eval(sys.stdin"),  # how execnet starts an xdist worker
+    ("mypy", "mypy"),
+    ("ruff", "ruff"),
     ("sqsjobs worker/CLI subprocess", "sqsjobs"),
     ("bench peers", "celery"),
     ("bench peers", "dramatiq"),
