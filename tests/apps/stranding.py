@@ -39,8 +39,9 @@ def step(payload: dict[str, object], ctx: JobContext) -> None:
 app.limit("two", concurrency=2)
 
 #: One job type per feature the stranding matrix crosses with each disturbance. Each records its
-#: run; with ``sleep_first_s`` its first attempt sleeps (long enough to be killed mid-job), with
-#: ``retry_first_s`` it asks to run again that much later.
+#: run; with ``sleep_first_s`` its first attempt sleeps (long enough to be killed mid-job; with
+#: ``until``, a file path, only until that file exists), with ``retry_first_s`` it asks to run
+#: again that much later.
 FEATURE_TYPES = {
     "plain": "default",
     "work.run": "work",  # a queue with priority levels
@@ -52,7 +53,14 @@ FEATURE_TYPES = {
 def _matrix_run(payload: dict[str, object], ctx: JobContext) -> None:
     _record(payload, ctx)
     if ctx.attempt == 1 and payload.get("sleep_first_s"):
-        time.sleep(float(payload["sleep_first_s"]))  # type: ignore[arg-type]
+        limit = float(payload["sleep_first_s"])  # type: ignore[arg-type]
+        release = payload.get("until")
+        if release:  # runs until the test lets it end, at most ``sleep_first_s``
+            deadline = time.monotonic() + limit
+            while not os.path.exists(str(release)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        else:
+            time.sleep(limit)
     if ctx.attempt == 1 and payload.get("retry_first_s"):
         raise Retry(delay_s=float(payload["retry_first_s"]))  # type: ignore[arg-type]
 

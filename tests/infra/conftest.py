@@ -9,15 +9,12 @@ the dependency cache ``make lambda-e2e-deps`` fills), so the local template can 
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import platform
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +23,7 @@ import pytest
 
 from sqsjobs.deploy.packaging import LambdaBuild, build_lambda_zip
 from tests.emulators import REPO_ROOT, ministack_python
+from tests.wheels import exclusive
 
 CDK_VENV = Path(os.environ.get("SQSJOBS_CDK_VENV") or REPO_ROOT / ".venv-cdk")
 STACK = "SqsJobsExample"
@@ -98,17 +96,6 @@ def run_synth(script: str, *args: str) -> Any:
     )
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-@contextlib.contextmanager
-def exclusive(path: Path) -> Iterator[None]:
-    """An inter-process lock: pytest-xdist workers share one synthesis instead of running four."""
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session")

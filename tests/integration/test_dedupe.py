@@ -1,7 +1,8 @@
 """Dedup modes under twenty enqueuer processes racing on one key, run by a real worker process (MiniStack).
 
-Each enqueuer is its own process (``tests.apps.deduped``), released at once by a start file; the
-runs are counted from the files the handler writes, outside the worker.
+Each enqueuer is its own process (``tests.apps.deduped`` forks them, one per tag, from one interpreter
+that imported sqsjobs), released at once by a start file; the runs are counted from the files the
+handler writes, outside the worker.
 """
 
 from __future__ import annotations
@@ -31,31 +32,30 @@ def app(ministack_url, make_app):
 
 
 def race(app, runs: Path, key: str, tags: list[str], *flags: str) -> list[dict[str, object]]:
-    """Each tag's enqueuer process, all released at once; what each got back."""
+    """Each tag's enqueuer process, all released at once; what each got back, in the order of ``tags``."""
     start = runs.parent / f"start-{uuid.uuid4().hex[:8]}"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "tests.apps.deduped", key, tag, "--start", str(start), *flags],
-            env=worker_env(app, DEDUPE_DIR=str(runs)),
-            stdout=subprocess.PIPE,
-        )
-        for tag in tags
-    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.apps.deduped", key, *tags, "--start", str(start), *flags],
+        env=worker_env(app, DEDUPE_DIR=str(runs)),
+        stdout=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 120
         while not all(Path(f"{start}.ready.{tag}").exists() for tag in tags):
-            assert all(p.poll() is None for p in procs), "an enqueuer died before the start"
+            assert proc.poll() is None, "the enqueuers died before the start"
             assert time.monotonic() < deadline, "the enqueuers never got ready"
             time.sleep(0.05)
         start.touch()
-        outs = [p.communicate(timeout=120)[0] for p in procs]
+        out = proc.communicate(timeout=120)[0]
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.communicate()
-    assert [p.returncode for p in procs] == [0] * len(procs)
-    return [json.loads(out) for out in outs]
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+    assert proc.returncode == 0
+    answers = [json.loads(line) for line in out.splitlines()]
+    by_tag = {answer.pop("tag"): answer for answer in answers}
+    assert len(answers) == len(by_tag) == len(tags), answers  # one answer from each enqueuer
+    return [by_tag[tag] for tag in tags]
 
 
 def ran(runs: Path) -> dict[str, list[dict[str, object]]]:

@@ -3,11 +3,21 @@
 A plain job (async, no-op, no feature's fields) through an in-process Worker on MiniStack; the
 profile runs in the loop's thread once the worker is polling, the enqueue comes from a thread
 started before. No feature's code may run on this path (``Plugin.fields``/``types``).
+
+Only the receive loop's lineage is counted: the task running ``Worker._receive_loop`` and every
+task and callback it starts (the poll, the job's ``_process``, the write and message batchers'
+flushes its writes schedule). The worker's other loops — the heartbeat (every third of the
+visibility timeout), the registry refresh, the metrics flush — share the thread, and on a loaded
+machine the window stretched over a heartbeat once (22 modules, ``sqsjobs.config`` among them):
+they are not one plain job's path. The lineage is a context variable each new task copies from
+where it was created (callbacks run in the context that scheduled them), so it follows the path
+through ``call_soon``/``call_later`` too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import sys
 import threading
 import time
@@ -34,13 +44,27 @@ PACKAGE = Path(sqsjobs.__file__).resolve().parent
 #: on every ECS job's path. The target is 12.
 MAX_MODULES = 17
 FEATURES = ("sqsjobs.limits", "sqsjobs.workflows", "sqsjobs.schedules", "sqsjobs.ingress")
+#: The coroutine whose tasks, and everything they start, make up the path.
+PATH_ROOT = "Worker._receive_loop"
+#: The chain of coroutines that created the running task (or scheduled the running callback).
+LINEAGE: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("walk_lineage", default=())
+
+
+def lineage_factory(
+    loop: asyncio.AbstractEventLoop, coro, context: contextvars.Context | None = None
+) -> asyncio.Task:
+    """A task factory that extends the creator's lineage with the new task's coroutine."""
+    ctx = context if context is not None else contextvars.copy_context()
+    name = getattr(coro, "__qualname__", type(coro).__name__)
+    ctx.run(LINEAGE.set, (*ctx.get(LINEAGE, ()), name))
+    return asyncio.Task(coro, loop=loop, context=ctx)
 
 
 def walked_modules(app, job_type: str) -> set[str]:
     seen: set[str] = set()
 
     def profile(frame, event, arg):
-        if event == "call":
+        if event == "call" and PATH_ROOT in LINEAGE.get():
             name = frame.f_code.co_filename
             if name.startswith(str(PACKAGE)):
                 seen.add(
@@ -69,6 +93,7 @@ def walked_modules(app, job_type: str) -> set[str]:
     threading.Thread(target=producer, daemon=True).start()
 
     async def main() -> None:
+        asyncio.get_running_loop().set_task_factory(lineage_factory)
         worker = Worker(app, concurrency=1)
         stop = asyncio.Event()
         task = asyncio.create_task(worker.run(stop))

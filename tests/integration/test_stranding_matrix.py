@@ -172,7 +172,9 @@ def test_every_feature_whose_message_sqs_redrove_is_brought_back_and_runs_once(a
     try:
         tripped = app.enqueue("dep.trip", {})
         wait_until(lambda: app.get(tripped, load_result=False).status is JobStatus.DEAD, 60, "breaker opened")
-        probe = app.enqueue("dep.probe", {"runs": str(log), "sleep_first_s": 25})
+        # (it runs until the sweep below is over: a 25 s sleep ended before it once under the suite's load)
+        probe_done = tmp_path / "probe-done"
+        probe = app.enqueue("dep.probe", {"runs": str(log), "sleep_first_s": 90, "until": str(probe_done)})
         wait_until(lambda: runs(log)[probe] == 1, 60, "the probe admitted")
         # ...one job of every feature, a paused type's and the dependency's among them, a foreign
         # message, and no worker on their queues
@@ -201,6 +203,7 @@ def test_every_feature_whose_message_sqs_redrove_is_brought_back_and_runs_once(a
         # the DLQ, the one place that shows it (``sqsjobs dlq``).
         sweep_once(app)
         assert app.get(probe, load_result=False).status is JobStatus.RUNNING, "the probe ended too soon"
+        probe_done.touch()
         worker = worker_process(app, APP, concurrency=8, queues=QUEUES, **ENV)
         others = {f: j for f, j in jobs.items() if f != "paused"}
         wait_until(lambda: everything_finished(app, others, batch_id, chain_id), 90, "every job finished")
@@ -448,7 +451,9 @@ def test_every_feature_retried_past_the_message_retention_is_held_and_runs_again
     env = {
         **ENV,
         "SQSJOBS_MESSAGE_RETENTION_S": "60",
-        "SQSJOBS_SWEEP_INTERVAL_S": "2",
+        # a pass every 5 s, not 2: each costs ~0.3 s of CPU (client and emulator: its features' sweeps and
+        # the DLQs of every queue) and the scenario waits past a 60 s retention; stale after 5 s either way
+        "SQSJOBS_SWEEP_INTERVAL_S": "5",
         "SQSJOBS_STALE_AFTER_S": "5",
     }
     log = tmp_path / "runs"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import textwrap
 import zipfile
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.emulators import REPO_ROOT
+from tests.wheels import pip_into, shared_wheel, venv_without_pip
 
 #: Command groups (typer sub-apps) that ``sqsjobs --help`` must list.
 GROUPS = ("jobs", "dlq", "schedules", "package")
@@ -54,11 +54,10 @@ def run(args: list[str | Path], cwd: Path, timeout: float = 90) -> subprocess.Co
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)  # a wheel build and a fresh virtualenv from the index: 34-90 s, more under load
-def test_the_wheel_holds_only_sqsjobs_and_works_in_a_fresh_virtualenv(tmp_path):
-    # GIVEN the wheel built from the repository root, as a release builds it
-    dist = tmp_path / "dist"
-    run([sys.executable, "-m", "build", "--wheel", "--outdir", dist], cwd=REPO_ROOT)
-    (wheel,) = dist.glob("sqsjobs-*-py3-none-any.whl")
+def test_the_wheel_holds_only_sqsjobs_and_works_in_a_fresh_virtualenv(tmp_path, tmp_path_factory):
+    # GIVEN the wheel built from the repository root, as a release builds it (once per run: the
+    # construct's install test uses it too)
+    wheel = shared_wheel(tmp_path_factory, REPO_ROOT, "sqsjobs")
 
     # THEN it holds the sqsjobs package and its metadata, and nothing else (no tests/, bench/, infra/)
     with zipfile.ZipFile(wheel) as archive:
@@ -71,21 +70,8 @@ def test_the_wheel_holds_only_sqsjobs_and_works_in_a_fresh_virtualenv(tmp_path):
 
     # WHEN it is installed into a fresh virtualenv, dependencies from the package index
     venv = tmp_path / "venv"
-    run([sys.executable, "-m", "venv", venv], cwd=tmp_path)
-    run(
-        [
-            venv / "bin" / "python",
-            "-m",
-            "pip",
-            "install",
-            "--disable-pip-version-check",
-            "--no-compile",
-            "-q",
-            wheel,
-        ],
-        cwd=tmp_path,
-        timeout=200,
-    )
+    python = venv_without_pip(venv)
+    run(pip_into(python, "install", "--no-compile", "-q", wheel), cwd=tmp_path, timeout=200)
 
     # THEN the CLI starts and lists its command groups
     shown = run([venv / "bin" / "sqsjobs", "--help"], cwd=tmp_path).stdout
