@@ -83,6 +83,8 @@ TRANSITIONS: dict[str, tuple[frozenset[JobStatus], JobStatus]] = {
     # Never started (``lease_epoch = 0``: a released or retried job started before its deadline)
     # and past ``start_by`` (or the type's ``expires_after`` from ``created_at``): see store/deadlines.py.
     "expire": (frozenset({JobStatus.QUEUED}), JobStatus.EXPIRED),
+    # Claimed ahead of a free slot, its deadline passed before the slot came: never started (fenced).
+    "expire_claimed": (frozenset({JobStatus.RUNNING}), JobStatus.EXPIRED),
     # Chains (sqsjobs.workflows): the predecessor succeeded, in the same transaction as its complete.
     "unblock": (frozenset({JobStatus.WAITING}), JobStatus.QUEUED),
     # Chains: an earlier step stopped the chain, or the chain was cancelled; the step never runs.

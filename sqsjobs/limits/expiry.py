@@ -24,6 +24,7 @@ from sqsjobs.store import deadlines, runs
 
 if TYPE_CHECKING:
     from sqsjobs.envelope import Envelope
+    from sqsjobs.job import Job
     from sqsjobs.registry import HandlerSpec
     from sqsjobs.runtime.kernel import Kernel
     from sqsjobs.store.codec import Item
@@ -52,6 +53,17 @@ class Deadlines:
         bound = spec.expires_after_s
         passed = deadlines.expired_deadline(item, now, bound)
         return None if passed is None else ExpireInstead(passed, deadlines.reason(passed), bound)
+
+    def late(self, spec: HandlerSpec, job: Job, now: float) -> str | None:
+        """Its deadline passed while it waited for a slot: a job not started by then never starts."""
+        if job.lease_epoch > 1:  # claimed before (a retry, a release): it started before its deadline
+            return None
+        deadline = deadlines.deadline(
+            job.start_by.timestamp() if job.start_by else None,
+            job.created_at.timestamp(),
+            spec.expires_after_s,
+        )
+        return deadlines.reason(deadline) if deadline is not None and deadline < now else None
 
 
 def expiry_plugin(kernel: Kernel) -> Plugin:

@@ -315,6 +315,20 @@ class Recorder:
         )
         return DELETE
 
+    async def expire_claimed(self, job: Job, reason: str) -> Ack:
+        """Claimed ahead of a free slot, its deadline passed first: expired unrun, the message deleted."""
+        params = functools.partial(
+            self.store.expire_claimed,
+            job,
+            now=self.kernel.clock.now(),
+            reason=reason,
+            retention_s=self.kernel.settings.retention_s,
+        )
+        if not await self.write(job, params, Finish(job, AttemptOutcome.EXPIRED)):
+            return LEAVE
+        self.log("job expired", job, status=JobStatus.EXPIRED, reason=reason, outcome=AttemptOutcome.EXPIRED)
+        return DELETE
+
     async def shutdown_release(self, job: Job) -> Ack:
         """A shutdown interrupted the run: released, the message visible again at once."""
         if not await self.release(job):

@@ -158,8 +158,11 @@ class Runner:
         clock, recorder = self.kernel.clock, self.recorder
         run: asyncio.Future[Any] | None = None
         ended = False
+        late: str | None = None
         async with self._slot_for(spec, delivery, ctx) as granted:
-            if granted:
+            if granted and self._slot is not None:  # it waited ahead of the slot: may it still start?
+                late = self._late(spec, job)
+            if granted and late is None:
                 started = clock.now()
                 ctx.deadline = started + timeout_s  # the timeout runs from the start, not the claim
                 run = asyncio.ensure_future(
@@ -181,6 +184,8 @@ class Runner:
                     run.cancel()  # an async handler stops; a sync one's thread runs on, fenced by the lease
                 duration = round(clock.now() - started, 4)
         # The slot is free again: what follows is the finish, outside it.
+        if late is not None:
+            return await recorder.expire_claimed(job, late)
         if run is None or not ended:
             reason = ctx.interrupt_reason
             if reason is InterruptReason.SHUTDOWN or (
@@ -209,6 +214,15 @@ class Runner:
         if (owner := self.kernel.outcomes.get(type(exc))) is not None:  # e.g. a durable sleep
             return await owner.record(job, exc, delivery, recorder)
         return await recorder.failed(spec, job, exc, delivery)
+
+    def _late(self, spec: HandlerSpec, job: Job) -> str | None:
+        """Why a claim guard ends the job now that its slot came (a deadline passed while it waited)."""
+        kernel = self.kernel
+        now = kernel.clock.now()
+        for guard in kernel.concerned(kernel.claim_guards, spec.name, job):
+            if (reason := guard.late(spec, job, now)) is not None:
+                return reason
+        return None
 
     def _slot_for(
         self, spec: HandlerSpec, delivery: Delivery | None, ctx: JobContext

@@ -99,6 +99,14 @@ class ClaimGuard(Protocol):
         """The claim was refused and the record was ``item``: did this guard's terms refuse it?"""
         ...
 
+    def late(self, spec: HandlerSpec, job: Job, now: float) -> str | None:
+        """A job claimed ahead of a free slot starts only ``now``: the reason it expires instead, or None.
+
+        A reason ends it ``expired`` unrun (one fenced write, the attempt given back), as the claim
+        would have if the job had waited in the queue instead of ahead of a slot.
+        """
+        ...
+
 
 class FinishHook(Protocol):
     """Writes that follow a job's finish, a worker's or the sweeper's (see ``sqsjobs.runtime.record_stage``)."""

@@ -425,6 +425,21 @@ class JobStore:
         write = requests.release(self.table, job, owner=self.owner, now=now)
         return await self._fenced(job, write, entries)
 
+    async def expire_claimed(
+        self,
+        job: Job,
+        *,
+        now: float,
+        reason: str,
+        retention_s: float,
+        entries: Sequence[Mapping[str, Any]] = (),
+    ) -> Landed | Refused:
+        """Running → expired, the attempt given back: claimed ahead of a slot, its deadline passed first."""
+        write = requests.expire_claimed(
+            self.table, job, owner=self.owner, now=now, reason=reason, retention_s=retention_s
+        )
+        return await self._fenced(job, write, entries)
+
     async def transition(
         self, job: Job, write: Write, *, entries: Sequence[Mapping[str, Any]] = ()
     ) -> Landed | Refused:

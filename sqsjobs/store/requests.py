@@ -55,6 +55,36 @@ def release(table: str, job: Job, *, owner: str, now: float) -> Write:
     )
 
 
+def expire_claimed(table: str, job: Job, *, owner: str, now: float, reason: str, retention_s: float) -> Write:
+    """Running → expired, fenced: claimed ahead of a free slot, its deadline passed before the slot came.
+
+    Its handler never started, so the attempt is given back, as a release does; the record ends the
+    way a claim refused for its deadline would have ended it.
+    """
+    return fenced(
+        table,
+        job,
+        sets=(
+            ("status", ":expired"),
+            ("finished_at", ":now"),
+            ("updated_at", ":now"),
+            ("reason", ":reason"),
+            ("attempt", Plus("attempt", "-", ":one")),
+            ("history", ":history"),
+            ("expires_at", ":ttl"),
+        ),
+        values={
+            ":expired": av_s(JobStatus.EXPIRED),
+            ":now": av_n(now),
+            ":reason": av_s(reason),
+            ":one": av_n(1),
+            ":history": history(job, now, AttemptOutcome.EXPIRED, owner, None),
+            ":ttl": av_n(int(now + retention_s)),
+        },
+        removes=LEASE,
+    )
+
+
 def heartbeat(table: str, job: Job, *, owner: str, now: float, lease_s: float) -> Write:
     """Running → running with a later lease expiry, fenced; ``ALL_NEW`` shows a cancel request."""
     return fenced(

@@ -156,8 +156,9 @@ def test_jobs_without_an_explicit_timeout_run_within_the_invocation_s_remaining_
 
 def test_a_job_without_an_explicit_timeout_that_outruns_the_invocation_is_a_timeout_failure(lambda_env):
     # GIVEN a job with no explicit timeout whose handler needs 10 s, on a queue whose messages come
-    # back 2 s after a receive, with 1 s leases
-    app, worker = lambda_env(visibility_timeout_s=2, lease_s=1.0)
+    # back 2 s after a receive, with 3 s leases (renewed at half: a 1 s lease, renewed with 0.5 s to
+    # spare, lapsed once under the whole suite's load while the invocation's loop waited for a core)
+    app, worker = lambda_env(visibility_timeout_s=2, lease_s=3.0)
     job_id = app.enqueue("nap", {"sleep_s": 10})
     [message] = receive(app, 1)
 

@@ -245,6 +245,11 @@ CASES: dict[str, tuple[str, str, typing.Callable[[], dict[str, typing.Any]]]] = 
         lambda: runs.fenced(TABLE, _job(), sets=(("updated_at", ":now"),), values={":now": codec.av_n(NOW)}),
     ),
     "release": ("dynamodb", "UpdateItem", lambda: requests.release(TABLE, _job(), owner="w1", now=NOW)),
+    "expire_claimed": (
+        "dynamodb",
+        "UpdateItem",
+        lambda: requests.expire_claimed(TABLE, _job(), owner="w1", now=NOW, reason="r", retention_s=60),
+    ),
     "heartbeat": (
         "dynamodb",
         "UpdateItem",

@@ -57,6 +57,9 @@ WRITES = {
         "tbl", Envelope("j1", "t"), now=NOW, error=ERROR, reason="r", retention_s=1
     ),
     "release": lambda: requests.release("tbl", _job(), owner="w", now=NOW),
+    "expire_claimed": lambda: requests.expire_claimed(
+        "tbl", _job(), owner="w", now=NOW, reason="r", retention_s=1
+    ),
     "wake": lambda: steps_records.wake("tbl", "j1", NOW),
     "sleep": lambda: steps_records.sleep(
         "tbl",
