@@ -186,10 +186,11 @@ class LambdaWorker:
 
     async def _handle(self, records: list[SqsRecord], context: LambdaContext | None) -> BatchResponse:
         # Jobs that outlive half their lease have it renewed, and their message kept hidden, as the
-        # ECS worker's heartbeat does.
-        keeper = asyncio.create_task(
-            self._host.keep_leases(max(self.kernel.settings.lease_s / 3.0, 0.2), extend=self._extend_running)
-        )
+        # ECS worker's heartbeat does: a beat every third of the shorter of the two, so neither the
+        # lease nor the message's visibility timeout runs out between beats.
+        settings = self.kernel.settings
+        beat_s = max(min(settings.lease_s, settings.visibility_timeout_s) / 3.0, 0.2)
+        keeper = asyncio.create_task(self._host.keep_leases(beat_s, extend=self._extend_running))
         try:
             results = await self._run_batch(records, context)
         finally:

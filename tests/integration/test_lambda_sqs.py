@@ -155,17 +155,20 @@ def test_jobs_without_an_explicit_timeout_run_within_the_invocation_s_remaining_
 
 
 def test_a_job_without_an_explicit_timeout_that_outruns_the_invocation_is_a_timeout_failure(lambda_env):
-    # GIVEN a job with no explicit timeout whose handler needs 10 s, on a queue whose messages come
-    # back 2 s after a receive, with 3 s leases (renewed at half: a 1 s lease, renewed with 0.5 s to
-    # spare, lapsed once under the whole suite's load while the invocation's loop waited for a core)
-    app, worker = lambda_env(visibility_timeout_s=2, lease_s=3.0)
-    job_id = app.enqueue("nap", {"sleep_s": 10})
+    # GIVEN a job with no explicit timeout whose handler needs 20 s, on a queue whose messages come
+    # back 4 s after a receive, with 6 s leases (renewed at half, with seconds to spare: a 1 s lease,
+    # renewed with 0.5 s to spare, lapsed once under the whole suite's load)
+    app, worker = lambda_env(visibility_timeout_s=4, lease_s=6.0)
+    job_id = app.enqueue("nap", {"sleep_s": 20})
     [message] = receive(app, 1)
 
-    # WHEN an invocation with only 6 s left handles it (its run ends at 4 s, past the visibility timeout)
+    # WHEN an invocation with only 12 s left handles it (its run ends at 10 s, past the visibility
+    # timeout and the lease, so both must be kept up)
     result = {}
     runner = threading.Thread(
-        target=lambda: result.update(response=worker(event_from(app, [message]), FakeContext(start_ms=6_000)))
+        target=lambda: result.update(
+            response=worker(event_from(app, [message]), FakeContext(start_ms=12_000))
+        )
     )
     runner.start()
     seen_running = 0
@@ -189,8 +192,8 @@ def test_a_job_without_an_explicit_timeout_that_outruns_the_invocation_is_a_time
     assert (job.status, job.attempt) == (JobStatus.RETRY_SCHEDULED, 1)
     assert job.lease_expires is None
     assert job.last_error is not None and job.last_error.error_class == "JobTimeout"
-    # ... at the deadline the invocation gave it: the 6 s left, less the margin kept for recording it
-    assert f"ran past its {6 - DEADLINE_MARGIN_S:g} s timeout" in job.last_error.message
+    # ... at the deadline the invocation gave it: the 12 s left, less the margin kept for recording it
+    assert f"ran past its {12 - DEADLINE_MARGIN_S:g} s timeout" in job.last_error.message
     # ... and its message stays in the queue, re-armed for the retry: the witness that brings it back
     assert failed_ids(response) == {message["MessageId"]}
     [again] = receive(app, 1, timeout_s=30)
