@@ -223,13 +223,14 @@ class Collectors:
     async def _call(self, spec: HandlerSpec, waiting: list[_Waiting]) -> None:
         deliveries = [w.item.ctx.delivery for w in waiting if w.item.ctx.delivery is not None]
         slot = self.call_slot(deliveries) if self.call_slot is not None else contextlib.nullcontext(True)
+        refused = False
         try:
             async with slot as granted:
                 live = [w for w in waiting if not w.outcome.done()]  # a run may end while the call waits
                 if not granted:  # a drain began: not started, so released like any job waiting for a slot
                     for w in live:
                         w.item.ctx.interrupt(InterruptReason.SHUTDOWN)  # the run stage releases it
-                    waiting = []  # no answer to give: the runs end on their interrupt
+                    refused = True
                     return
                 if not live:
                     return
@@ -248,6 +249,6 @@ class Collectors:
                     else:
                         w.outcome.set_result(answer)
         finally:  # cancelled mid-call: no job is left waiting for an answer that never comes
-            for w in waiting:
+            for w in [] if refused else waiting:  # refused: no answer, the runs end on their interrupt
                 if not w.outcome.done():
                     w.outcome.set_exception(BatchOutcomeError("the batch call ended without an answer"))

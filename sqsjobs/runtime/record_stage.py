@@ -304,16 +304,9 @@ class Recorder:
             retention_s=self.kernel.settings.retention_s,
             payload=job.payload,
         )
-        if not await self.write(job, params, Finish(job, AttemptOutcome.CANCELLED)):
-            return LEAVE
-        self.log(
-            "job cancelled",
-            job,
-            status=JobStatus.CANCELLED,
-            reason=reason,
-            outcome=AttemptOutcome.CANCELLED,
+        return await self._ended(
+            job, params, "job cancelled", JobStatus.CANCELLED, AttemptOutcome.CANCELLED, reason
         )
-        return DELETE
 
     async def expire_claimed(self, job: Job, reason: str) -> Ack:
         """Claimed ahead of a free slot, its deadline passed first: expired unrun, the message deleted."""
@@ -324,9 +317,23 @@ class Recorder:
             reason=reason,
             retention_s=self.kernel.settings.retention_s,
         )
-        if not await self.write(job, params, Finish(job, AttemptOutcome.EXPIRED)):
+        return await self._ended(
+            job, params, "job expired", JobStatus.EXPIRED, AttemptOutcome.EXPIRED, reason
+        )
+
+    async def _ended(
+        self,
+        job: Job,
+        params: Callable[..., Awaitable[Landed | Refused]],
+        line: str,
+        status: JobStatus,
+        outcome: AttemptOutcome,
+        reason: str,
+    ) -> Ack:
+        """A fenced end with no result and nothing to retry: written, logged, the message deleted."""
+        if not await self.write(job, params, Finish(job, outcome)):
             return LEAVE
-        self.log("job expired", job, status=JobStatus.EXPIRED, reason=reason, outcome=AttemptOutcome.EXPIRED)
+        self.log(line, job, status=status, reason=reason, outcome=outcome)
         return DELETE
 
     async def shutdown_release(self, job: Job) -> Ack:
