@@ -156,8 +156,12 @@ def test_a_batch_sealed_while_its_last_item_finishes_completes_exactly_once(app,
 
 
 def test_two_workers_finishing_the_last_two_items_at_once_produce_one_callback(app, runs):
-    # GIVEN two workers that each run one job at a time
-    procs = [start_worker(app, runs, concurrency=1), start_worker(app, runs, concurrency=1)]
+    # GIVEN two workers that each run one job at a time and claim none ahead of a free slot (with
+    # one held ahead, one worker could take both items of a pair in one receive, every time)
+    procs = [
+        start_worker(app, runs, concurrency=1, SQSJOBS_HELD_AHEAD="0"),
+        start_worker(app, runs, concurrency=1, SQSJOBS_HELD_AHEAD="0"),
+    ]
     try:
         wait_until(lambda: drained_queue(app), 10, "idle")
         time.sleep(2)  # both long-polling
