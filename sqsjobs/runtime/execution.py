@@ -38,7 +38,7 @@ from sqsjobs.runtime.kernel import kernel_of
 from sqsjobs.runtime.outliving import OutlivingRuns
 from sqsjobs.runtime.record_stage import Recorder
 from sqsjobs.runtime.run_stage import Runner
-from sqsjobs.runtime.transitions import Transitions
+from sqsjobs.runtime.write_batcher import WriteBatcher
 from sqsjobs.store.job_store import JobStore
 from sqsjobs.transport.lifespan import keep_witness
 
@@ -75,9 +75,9 @@ class Execution:
         self.app = kernel = kernel_of(app)
         self.worker_id = worker_id
         #: Claims and finishes go through it: what is ready at one instant leaves in one request.
-        self.transitions = Transitions(kernel.arun, batch=kernel.settings.batch_writes, logger=kernel.logger)
-        #: The state table's operations, applied through ``transitions``.
-        self.store = JobStore(self.transitions, kernel.settings.table_name, worker_id)
+        self.writes = WriteBatcher(kernel.arun, batch=kernel.settings.batch_writes, logger=kernel.logger)
+        #: The state table's operations, applied through ``writes`` (the write batcher).
+        self.store = JobStore(self.writes, kernel.settings.table_name, worker_id)
         self.recorder = Recorder(kernel, worker_id, self.store, hooks)
         self.claimer = Claimer(kernel, self.recorder)
         self.runner = Runner(
