@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Protocol
 
-from sqsjobs import envelope as env
+from sqsjobs import envelope as envelope_format
 from sqsjobs.delivery import LEAVE, Ack, dead_letter, failure_record
 from sqsjobs.errors import EnvelopeError, HandlerNotFound
 from sqsjobs.runtime.claim_stage import Claimer
@@ -95,11 +95,13 @@ class Execution:
         """Decide and record the fate of one delivery; never raises for bad input."""
         kernel = self.app
         try:
-            envelope = env.parse(delivery.body)
+            envelope = envelope_format.parse(delivery.body)
         except EnvelopeError as exc:
             kernel.logger.warning("message rejected", extra={"queue": delivery.queue, "reason": str(exc)})
             return dead_letter(f"malformed message: {exc}", error=failure_record(exc), queue=delivery.queue)
-        if not isinstance(envelope, env.Envelope):  # a schedule fire, a foreign message: a plug-in's kind
+        if not isinstance(
+            envelope, envelope_format.Envelope
+        ):  # a schedule fire, a foreign message: a plug-in's kind
             kind = kernel.kinds.get(type(envelope))
             if kind is None:
                 reason = f"no plug-in handles {type(envelope).__name__} messages"
@@ -111,7 +113,7 @@ class Execution:
         with kernel.tracer.process(envelope, delivery) as span:  # the claim's call is inside the job's trace
             return span.acked(await self._job(envelope, delivery))
 
-    async def _job(self, envelope: env.Envelope, delivery: Delivery) -> Ack:
+    async def _job(self, envelope: envelope_format.Envelope, delivery: Delivery) -> Ack:
         try:
             spec = self.app.registry.get(envelope.job_type)
         except HandlerNotFound as exc:
