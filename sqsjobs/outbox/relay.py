@@ -88,8 +88,10 @@ class Row:
             tenant=o.get("tenant"),
             parent_id=o.get("parent_id"),
             trace=o.get("trace"),
-            # Counted from the write, not from the relay's pass: the row's wait uses the job's time.
-            expires_after=o["expires_after_s"] - (time.time() - self.created_at.timestamp())
+            # Counted from the write, not from the relay's pass: the row's wait uses the job's time. A
+            # row that waited past it still becomes its job, which ends expired unrun (a deadline
+            # that passed is no refusal: ``expires_after`` must be positive, so 1 ms at least).
+            expires_after=max(o["expires_after_s"] - (time.time() - self.created_at.timestamp()), 0.001)
             if o.get("expires_after_s") is not None
             else None,
             priority=o.get("priority"),

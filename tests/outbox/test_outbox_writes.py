@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from datetime import timedelta
 
 import psycopg
 import pytest
@@ -210,7 +211,10 @@ def test_in_order_stops_a_partition_at_the_first_row_this_pass_does_not_hold():
 
 
 def test_a_refused_row_is_set_aside_and_the_good_rows_go_in_batches_in_their_order(app, dsn):
-    """The relay halves a refused batch: the good rows still go several to a call, in id order."""
+    """The relay halves a refused batch: the good rows still go several to a call, in id order.
+
+    A row that waited past its ``expires_after`` is no refusal: it becomes its job, already expired.
+    """
     writer = App(app.name, endpoint_url=app.settings.endpoint_url)
     writer.job("orders.ship", queue="default")(lambda payload, ctx: None)  # no model: any payload
     with psycopg.connect(dsn) as conn, conn.transaction():
@@ -218,6 +222,7 @@ def test_a_refused_row_is_set_aside_and_the_good_rows_go_in_batches_in_their_ord
             writer.enqueue("orders.ship", {"order_id": f"g{i}"} if i != 2 else {"order": 2}, connection=conn)
             for i in range(8)
         ]
+        late = writer.enqueue("orders.ship", {"order_id": "late"}, expires_after=0.001, connection=conn)
     calls: list[list[str]] = []
 
     def recording(requests):
@@ -225,15 +230,17 @@ def test_a_refused_row_is_set_aside_and_the_good_rows_go_in_batches_in_their_ord
         return app.enqueue_many(requests)
 
     relay = OutboxRelay(dsn, recording)
-    assert relay.move_once() == 8
+    assert relay.move_once() == 9
     relay.close()
     handed = [c for c in calls if "bad" not in c]  # the calls that enqueued
-    assert [o for c in handed for o in c] == ["g0", "g1", "g3", "g4", "g5", "g6", "g7"]
-    assert len(handed) < 7 and calls[0] == ["g0", "g1", "bad", "g3", "g4", "g5", "g6", "g7"]
+    assert [o for c in handed for o in c] == ["g0", "g1", "g3", "g4", "g5", "g6", "g7", "late"]
+    assert len(handed) < 8 and calls[0] == ["g0", "g1", "bad", "g3", "g4", "g5", "g6", "g7", "late"]
     assert [app.get(i).status for i in ids[:2] + ids[3:]] == [JobStatus.QUEUED] * 7
     with pytest.raises(JobNotFound):
         app.get(ids[2])
     with psycopg.connect(dsn) as conn:
         (dead,) = dead_rows(conn)
     assert (dead["job_id"], dead["partition"], dead["error"]["class"]) == (ids[2], "", "PayloadInvalid")
+    expired = app.get(late)  # its deadline passed in the outbox: the first claim will expire it
+    assert expired.start_by is not None and expired.start_by <= expired.created_at + timedelta(seconds=1)
     assert rows(dsn) == 0
