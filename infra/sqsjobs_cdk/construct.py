@@ -58,7 +58,7 @@ from .lambda_worker import lambda_worker as build_lambda_worker
 from .monitoring import alarms_and_dashboard
 from .nag import acknowledge, wildcard_resource_finding
 from .options import FargateWorker, HttpApi, LambdaWorker, Monitoring, Sweeper
-from .outbox_alarm import outbox_lag_alarm
+from .outbox_alarm import outbox_dead_alarm, outbox_lag_alarm
 from .queues import job_queues
 from .scheduler import schedule_group, scheduler_role
 from .sources import add_rule_target, rule_input, subscribe, target_queue
@@ -344,6 +344,7 @@ class SqsJobs(Construct):
                     self, app_name=app.name, topic=alarm_topic, max_lag_s=monitoring.outbox_max_lag_s
                 )
             )
+            self.alarms.append(outbox_dead_alarm(self, app_name=app.name, topic=alarm_topic))
 
         # ── job events (docs/events.md) ────────────────────────────────────────────────────
         self.job_events: JobEventsRelay | None = None

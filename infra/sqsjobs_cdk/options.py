@@ -134,7 +134,8 @@ class Monitoring:
     #: Alarm on this many deferrals of one type (a limit, pause or breaker) within five minutes.
     deferrals_threshold: int = 100
     #: Alarm when the Postgres outbox relay's lag (docs/outbox.md) stays at or over this for five
-    #: minutes, or when no relay reports; None: no outbox, no alarm (``outbox_alarm.py``).
+    #: minutes, or when no relay reports, and when a relay sets a row aside; None: no outbox, no
+    #: alarms (``outbox_alarm.py``).
     outbox_max_lag_s: float | None = None
     #: Alarm on this many refused claims of one type within five minutes (SQS's duplicate deliveries
     #: make a few: this is for workers fighting over jobs, or copies piling up).

@@ -1,10 +1,14 @@
-"""The outbox relay's lag alarm (docs/outbox.md): a relay that stopped, or one that falls behind.
+"""The outbox relay's alarms (docs/outbox.md): a relay that stopped or falls behind; a row set aside.
 
 The relay (``sqsjobs outbox relay``) writes ``OutboxLag`` (milliseconds: the age of the oldest outbox
 row at each pass, 0 when empty) as EMF, dimension ``service``, in the namespace the worker writes to.
 The alarm watches its maximum over each minute for five minutes. A missing metric counts as
 breaching: a deployment that asks for the alarm runs a relay, and a relay writes the metric every
 ``metrics_interval_s`` (at most a minute by default) even when idle, so silence means no relay runs.
+
+``OutboxRowsDead`` counts the rows a relay set aside (it can never enqueue them as they are): one is a
+job that will not run until an operator acts (``sqsjobs outbox dead``), so the second alarm fires at
+the first; silence there is the normal case.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ if TYPE_CHECKING:
 #: ``sqsjobs.outbox.metrics.LAG``.
 LAG_METRIC = "OutboxLag"
 LAG_PERIODS = 5
+#: ``sqsjobs.outbox.metrics.DEAD``.
+DEAD_METRIC = "OutboxRowsDead"
 
 
 def outbox_lag_alarm(scope: Construct, *, app_name: str, topic: sns.ITopic, max_lag_s: float) -> cw.Alarm:
@@ -50,4 +56,29 @@ def outbox_lag_alarm(scope: Construct, *, app_name: str, topic: sns.ITopic, max_
     action = cw_actions.SnsAction(topic)
     alarm.add_alarm_action(action)
     alarm.add_ok_action(action)
+    return alarm
+
+
+def outbox_dead_alarm(scope: Construct, *, app_name: str, topic: sns.ITopic) -> cw.Alarm:
+    """An alarm (notifying ``topic``) when a relay sets a row aside: its job waits for an operator."""
+    metric = cw.Metric(
+        namespace=EMF_NAMESPACE,
+        metric_name=DEAD_METRIC,
+        dimensions_map={"service": app_name},
+        statistic="Sum",
+        period=Duration.minutes(1),
+    )
+    alarm = metric.create_alarm(
+        scope,
+        "outbox-dead",
+        alarm_description=(
+            "Outbox relay: a committed row can never be enqueued as it is and was set aside "
+            "(`sqsjobs outbox dead` says why; `sqsjobs outbox retry` once fixed)"
+        ),
+        threshold=1,
+        evaluation_periods=1,
+        comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+    )
+    alarm.add_alarm_action(cw_actions.SnsAction(topic))
     return alarm

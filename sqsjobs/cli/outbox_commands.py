@@ -1,7 +1,9 @@
-"""``sqsjobs outbox migrate|relay|count``: the Postgres outbox's table and its relay (docs/outbox.md).
+"""``sqsjobs outbox migrate|relay|count|dead|retry``: the Postgres outbox's tables and its relay (docs/outbox.md).
 
 ``relay`` runs until SIGTERM or Ctrl-C: it moves committed outbox rows to SQS and DynamoDB with the
-App's ``enqueue_many``, wakes on the table's NOTIFY and polls every ``--poll`` seconds besides.
+App's ``enqueue_many``, wakes on the table's NOTIFY and polls every ``--poll`` seconds besides. A row
+it can never enqueue is set aside in the dead table: ``dead`` lists those rows and why, ``retry``
+puts them back once their cause is fixed.
 """
 
 from __future__ import annotations
@@ -11,10 +13,13 @@ import threading
 from typing import Annotated
 
 import typer
+from rich.markup import escape
+from rich.table import Table
 
 from sqsjobs.cli.common import EXIT_USAGE, AppOpt, EndpointOpt, JsonOpt, abort, guarded, load_app, out
-from sqsjobs.cli.render import print_json
+from sqsjobs.cli.render import print_json, when
 from sqsjobs.outbox import OutboxRelay, migrate
+from sqsjobs.outbox.dead import dead_count, dead_rows, retry
 from sqsjobs.outbox.metrics import LagMetrics
 from sqsjobs.outbox.schema import CHANNEL, TABLE, count
 
@@ -41,15 +46,66 @@ def migrate_command(dsn: DsnOpt, as_json: JsonOpt = False) -> None:
 
 @outbox_cli.command("count")
 def count_command(dsn: DsnOpt, as_json: JsonOpt = False) -> None:
-    """Print how many rows wait in the outbox (committed, not yet moved by a relay)."""
+    """Print how many rows wait in the outbox (committed, not yet moved by a relay), and how many were set aside."""
     import psycopg
 
     with guarded(), psycopg.connect(dsn) as conn:
-        waiting = count(conn)
+        waiting, dead = count(conn), dead_count(conn)
     if as_json:
-        print_json({"rows": waiting})
+        print_json({"rows": waiting, "dead": dead})
+    elif dead:
+        out.print(f"{waiting} (and {dead} set aside: sqsjobs outbox dead)")
     else:
         out.print(waiting)
+
+
+@outbox_cli.command("dead")
+def dead_command(
+    dsn: DsnOpt,
+    limit: Annotated[int, typer.Option("--limit", help="Rows to list, oldest first")] = 100,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the rows the relay set aside (it can never enqueue them as they are), with the reason."""
+    import psycopg
+
+    with guarded(), psycopg.connect(dsn) as conn:
+        rows = dead_rows(conn, limit)
+    if as_json:
+        print_json({"rows": rows})
+        return
+    table = Table(show_edge=False)
+    for column in ("id", "job id", "type", "partition", "set aside", "reason"):
+        table.add_column(column)
+    for r in rows:
+        table.add_row(
+            str(r["id"]),
+            r["job_id"],
+            escape(r["job_type"]),
+            escape(r["partition"]),
+            when(r["dead_at"]),
+            escape(r["reason"]),
+        )
+    out.print(table)
+
+
+@outbox_cli.command("retry")
+def retry_command(
+    dsn: DsnOpt,
+    ids: Annotated[list[int] | None, typer.Argument(help="Dead-table ids (sqsjobs outbox dead)")] = None,
+    every: Annotated[bool, typer.Option("--all", help="Every set-aside row")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Put set-aside rows back into the outbox (at the end of their partition) once their cause is fixed."""
+    import psycopg
+
+    if not ids and not every:
+        raise abort("outbox retry needs dead-table ids or --all", EXIT_USAGE)
+    with guarded(), psycopg.connect(dsn) as conn:
+        moved = retry(conn, ids or (), every=every)
+    if as_json:
+        print_json({"retried": moved})
+    else:
+        out.print(f"{moved} row(s) back in the outbox")
 
 
 @outbox_cli.command("relay")

@@ -4,6 +4,7 @@ Per service (the App's name), written at most once per ``interval_s`` and when t
 
     OutboxLag         age of the oldest outbox row at each pass of the interval   (Milliseconds)
     OutboxRowsMoved   rows enqueued and deleted in the interval                   (Count)
+    OutboxRowsDead    rows set aside in the interval: refused for good (dead.py)  (Count)
 
 ``OutboxLag`` keeps every pass's value, so CloudWatch gives its maximum and percentiles; infra/
 alarms on its maximum (a relay that stopped, or one that falls behind). An idle pass records 0.
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 LAG = "OutboxLag"
 MOVED = "OutboxRowsMoved"
+DEAD = "OutboxRowsDead"
 
 
 class LagMetrics:
@@ -45,6 +47,7 @@ class LagMetrics:
         self._lock = threading.Lock()
         self._lags: list[float] = []
         self._moved = 0
+        self._dead = 0
         self._last = time.monotonic()
 
     def lag(self, seconds: float) -> None:
@@ -59,6 +62,12 @@ class LagMetrics:
             self._moved += rows
         self._maybe_flush()
 
+    def dead(self, rows: int) -> None:
+        """Rows one pass set aside in the dead table."""
+        with self._lock:
+            self._dead += rows
+        self._maybe_flush()
+
     def _maybe_flush(self) -> None:
         if time.monotonic() - self._last >= self.interval_s:
             self.flush()
@@ -70,7 +79,8 @@ class LagMetrics:
         from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
         with self._lock:
-            lags, moved, self._lags, self._moved = self._lags, self._moved, [], 0
+            lags, moved, dead = self._lags, self._moved, self._dead
+            self._lags, self._moved, self._dead = [], 0, 0
             self._last = time.monotonic()
         if is_metrics_disabled() or not lags:
             return 0
@@ -81,11 +91,12 @@ class LagMetrics:
             chunk = lags[start : start + MAX_VALUES_PER_LINE]
             values = {LAG: {"Unit": MetricUnit.Milliseconds.value, "Value": chunk, "StorageResolution": 60}}
             if start == 0:
-                values[MOVED] = {
-                    "Unit": MetricUnit.Count.value,
-                    "Value": [float(moved)],
-                    "StorageResolution": 60,
-                }
+                for name, rows in ((MOVED, moved), (DEAD, dead)):
+                    values[name] = {
+                        "Unit": MetricUnit.Count.value,
+                        "Value": [float(rows)],
+                        "StorageResolution": 60,
+                    }
             doc = metrics.serialize_metric_set(metrics=values)
             (self._write or _stdout)(json.dumps(doc, separators=(",", ":")))
             lines += 1

@@ -9,6 +9,14 @@ One pass, in one Postgres transaction::
     enqueue them (message, then record: App.enqueue_many)
     DELETE them; COMMIT
 
+A row refused for good (``dead.refusal``: an unknown type, a payload the model rejects, a key taken
+by another payload...) must not hold the outbox: when the batch's ``enqueue_many`` raises such a
+refusal, the pass halves the batch and enqueues each half in id order, down to the refused rows,
+which move to the dead table with their reason in the same transaction. The good rows still go in
+batches, in their order; a half that failed may have sent some of its messages already, and enqueues
+them again with the same keys, so the same job ids (as after a relay killed mid-pass). Any other
+failure keeps every row of the pass for the next one.
+
 A relay killed after the enqueue and before the commit leaves the rows (their locks die with its
 connection); the next pass enqueues them again with the same idempotency key, so the same job ids:
 the record's put finds the record there and the extra message meets the claim, which refuses a job
@@ -27,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from sqsjobs.outbox.dead import SET_ASIDE, error_json, refusal
 from sqsjobs.outbox.metrics import LagMetrics
 from sqsjobs.outbox.schema import CHANNEL, TABLE
 from sqsjobs.producer import JobRequest
@@ -42,7 +51,7 @@ log = logging.getLogger("sqsjobs.outbox")
 LOCK_SPACE = 0x5153_4A42  # "QSJB"
 
 _HEAD = f"""
-SELECT id, partition, job_type, payload, options, created_at FROM {TABLE}
+SELECT id, job_id, partition, job_type, payload, options, created_at FROM {TABLE}
 ORDER BY id LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 """
 _LOCK = "SELECT pg_try_advisory_xact_lock(%(space)s, hashtext(%(partition)s))"
@@ -63,6 +72,8 @@ class Row:
     payload: Any
     options: dict[str, Any]
     created_at: datetime
+    #: The id the write returned (what the dead table and the log name a set-aside row by).
+    job_id: str = ""
 
     def request(self) -> JobRequest[Any]:
         """The enqueue this row stands for (the idempotency key makes its job id)."""
@@ -77,8 +88,10 @@ class Row:
             tenant=o.get("tenant"),
             parent_id=o.get("parent_id"),
             trace=o.get("trace"),
-            # Counted from the write, not from the relay's pass: the row's wait uses the job's time.
-            expires_after=o["expires_after_s"] - (time.time() - self.created_at.timestamp())
+            # Counted from the write, not from the relay's pass: the row's wait uses the job's time. A
+            # row that waited past it still becomes its job, which ends expired unrun (a deadline
+            # that passed is no refusal: ``expires_after`` must be positive, so 1 ms at least).
+            expires_after=max(o["expires_after_s"] - (time.time() - self.created_at.timestamp()), 0.001)
             if o.get("expires_after_s") is not None
             else None,
             priority=o.get("priority"),
@@ -131,7 +144,10 @@ class OutboxRelay:
         return self._conn
 
     def move_once(self) -> int:
-        """One pass: the rows it may move are enqueued and deleted in one transaction. Returns how many."""
+        """One pass: the rows it may move are enqueued and deleted in one transaction.
+
+        Returns how many rows left the outbox: moved, or set aside in the dead table.
+        """
         conn = self._connection()
         with conn.transaction():
             rows = [self._row(r) for r in conn.execute(_HEAD, {"limit": self.batch_size}).fetchall()]
@@ -148,21 +164,61 @@ class OutboxRelay:
                 _VISIBLE, {"partitions": sorted(partitions), "last": rows[-1].id}
             ).fetchall()
             moving = in_order(rows, [(v[0], v[1]) for v in visible], partitions)
-            if moving:
-                self.enqueue_many([r.request() for r in moving])
-                conn.execute(_DELETE, {"ids": [r.id for r in moving]})
-        self.metrics.moved(len(moving))
-        return len(moving)
+            moved, refused = self._enqueue(moving) if moving else ([], [])
+            if moved:
+                conn.execute(_DELETE, {"ids": [r.id for r in moved]})
+            for row, reason, exc in refused:
+                conn.execute(SET_ASIDE, {"id": row.id, "reason": reason, "error": error_json(exc)})
+        for row, reason, _ in refused:  # logged once committed: a rolled-back pass set nothing aside
+            log.error(
+                "outbox row %s (job %s, type %s) set aside, it cannot be enqueued: %s",
+                row.id,
+                row.job_id,
+                row.job_type,
+                reason,
+                extra={
+                    "outbox_id": row.id,
+                    "job_id": row.job_id,
+                    "job_type": row.job_type,
+                    "partition": row.partition,
+                    "reason": reason,
+                },
+            )
+        self.metrics.moved(len(moved))
+        if refused:
+            self.metrics.dead(len(refused))
+        return len(moved) + len(refused)
+
+    def _enqueue(self, rows: list[Row]) -> tuple[list[Row], list[tuple[Row, str, BaseException]]]:
+        """Enqueue ``rows`` in batches, in order; (the rows enqueued, the rows refused for good and why).
+
+        Halves a batch that a permanent refusal failed, until the refused rows stand alone; raises
+        any other failure (the pass then keeps every row).
+        """
+        try:
+            self.enqueue_many([r.request() for r in rows])
+        except Exception as exc:
+            reason = refusal(exc)
+            if reason is None:
+                raise
+            if len(rows) == 1:
+                return [], [(rows[0], reason, exc)]
+            half = len(rows) // 2
+            first, first_refused = self._enqueue(rows[:half])
+            second, second_refused = self._enqueue(rows[half:])
+            return first + second, first_refused + second_refused
+        return rows, []
 
     @staticmethod
     def _row(values: Sequence[Any]) -> Row:
         return Row(
             id=values[0],
-            partition=values[1],
-            job_type=values[2],
-            payload=values[3],
-            options=values[4],
-            created_at=values[5],
+            job_id=values[1],
+            partition=values[2],
+            job_type=values[3],
+            payload=values[4],
+            options=values[5],
+            created_at=values[6],
         )
 
     def run(self, stop: threading.Event) -> None:

@@ -1,4 +1,4 @@
-"""The outbox relay's lag alarm watches exactly the EMF metric the relay writes (docs/outbox.md).
+"""The outbox relay's alarms watch exactly the EMF metrics the relay writes (docs/outbox.md).
 
 The expected namespace, name and dimensions come from ``sqsjobs.outbox.metrics.LagMetrics`` itself;
 the template from the CDK virtualenv (``tests/infra/outbox_synth.py``), with ``Monitoring(outbox_max_lag_s=120)``.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from sqsjobs.outbox.metrics import LAG, LagMetrics
+from sqsjobs.outbox.metrics import DEAD, LAG, LagMetrics
 from tests.infra.conftest import run_synth
 
 
@@ -20,7 +20,7 @@ def relay_metric(service: str) -> tuple[str, list[dict[str, str]]]:
     doc = json.loads(lines[0])
     [directive] = doc["_aws"]["CloudWatchMetrics"]
     [dims] = directive["Dimensions"]
-    assert LAG in {m["Name"] for m in directive["Metrics"]}
+    assert {LAG, DEAD} <= {m["Name"] for m in directive["Metrics"]}
     return directive["Namespace"], [{"Name": d, "Value": doc[d]} for d in dims]
 
 
@@ -29,11 +29,17 @@ def test_the_lag_alarm_watches_the_relays_own_metric_and_treats_silence_as_a_sto
     alarms = [
         r["Properties"]
         for r in template["Resources"].values()
-        if r["Type"] == "AWS::CloudWatch::Alarm" and r["Properties"].get("MetricName") == LAG
+        if r["Type"] == "AWS::CloudWatch::Alarm" and r["Properties"].get("MetricName") in (LAG, DEAD)
     ]
-    [alarm] = alarms
+    [alarm] = [a for a in alarms if a["MetricName"] == LAG]
     namespace, dimensions = relay_metric("outboxed")
     assert (alarm["Namespace"], alarm["Dimensions"]) == (namespace, dimensions)
     assert (alarm["Statistic"], alarm["Period"], alarm["EvaluationPeriods"]) == ("Maximum", 60, 5)
     assert alarm["Threshold"] == 120 * 1000  # the metric is in milliseconds
     assert alarm["TreatMissingData"] == "breaching" and alarm["AlarmActions"]
+
+    # A row set aside: one is enough, and no rows (no data) is the normal case.
+    [dead] = [a for a in alarms if a["MetricName"] == DEAD]
+    assert (dead["Namespace"], dead["Dimensions"]) == (namespace, dimensions)
+    assert (dead["Statistic"], dead["Threshold"], dead["EvaluationPeriods"]) == ("Sum", 1, 1)
+    assert dead["TreatMissingData"] == "notBreaching" and dead["AlarmActions"]

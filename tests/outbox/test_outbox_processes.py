@@ -4,21 +4,29 @@
   each once;
 - a relay SIGKILLed between its enqueue and its delete: nothing lost, nothing run twice;
 - a producer SIGKILLed before its commit: nothing enqueued;
+- rows the relay can never enqueue (one of each kind) among good ones: set aside with their reason,
+  the good rows of their partitions still move, the relay keeps running;
 - the idle relay's latency, commit → job start (printed for docs/outbox.md, never asserted).
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
+from typer.testing import CliRunner
 
-from sqsjobs import JobNotFound, JobStatus
+from sqsjobs import App, JobNotFound, JobStatus
+from sqsjobs.cli.main import cli
+from sqsjobs.outbox import write_job
 from sqsjobs.outbox.schema import count
 from tests.apps.outboxed import Work
 from tests.integration.helpers import kill_group, wait_until, worker_env, worker_process
@@ -50,12 +58,14 @@ def module(app, *args: str) -> subprocess.Popen[str]:
     )
 
 
-def relay(app, dsn: str, *options: str) -> subprocess.Popen[bytes]:
+def relay(
+    app, dsn: str, *options: str, stderr: Any = subprocess.DEVNULL, **env: str
+) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "sqsjobs", "outbox", "relay", "--app", APP, "--dsn", dsn, *options],
-        env=worker_env(app, POWERTOOLS_METRICS_DISABLED="true"),
+        env=worker_env(app, POWERTOOLS_METRICS_DISABLED="true", **env),
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=stderr,
         start_new_session=True,
     )
 
@@ -166,3 +176,116 @@ def test_idle_relay_latency_from_commit_to_job_start(app, dsn, tmp_path):
         f"p50 {statistics.median(latencies) * 1000:.0f} ms, max {max(latencies) * 1000:.0f} ms"
     )
     assert len(latencies) == 15
+
+
+def outbox_cli(dsn: str, *args: str) -> Any:
+    result = CliRunner().invoke(cli, ["outbox", *args, "--dsn", dsn, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_rows_the_relay_can_never_enqueue_are_set_aside_with_their_reason_and_the_rest_moves(
+    app, dsn, tmp_path
+):
+    """One row of each permanent refusal among good rows, in the shared partition and in another.
+
+    The producer writes with its own App (its own version of the types, its own limits): each bad
+    row was valid where it was written, and is refused only by the relay's App.
+    """
+    runs_dir = tmp_path / "runs"
+    runs_dir.mkdir()
+    producer = App(app.name, endpoint_url=app.settings.endpoint_url)
+    producer.job("outboxed")(lambda payload, ctx: None)  # any payload: no model here
+    producer.job("outboxed.v2")(lambda payload, ctx: None)  # a type the relay's App does not have
+    taken = app.enqueue("outboxed", Work(n=900, dir=str(runs_dir)), idempotency_key="taken")
+
+    def work(n: int, **extra: Any) -> dict[str, Any]:
+        return {"n": n, "dir": str(runs_dir), **extra}
+
+    good: list[int] = []
+    bad: dict[str, str] = {}
+    with psycopg.connect(dsn) as conn, conn.transaction():
+
+        def write(job_type: str, payload: Any, partition: str | None = None, **options: Any) -> str:
+            registry = producer.registry
+            return write_job(
+                conn,
+                registry,
+                job_type,
+                payload,
+                settings=producer.settings,
+                now=time.time(),
+                partition=partition,
+                **options,
+            )
+
+        for n in range(0, 3):
+            write("outboxed", work(n))
+            good.append(n)
+        bad["unknown type"] = write("outboxed.v2", work(100))
+        write("outboxed", work(3))
+        bad["invalid payload"] = write("outboxed", {"n": "three", "dir": str(runs_dir)})
+        bad["missing queue"] = write("outboxed", work(101), queue="nowhere")
+        for n in range(4, 7):
+            write("outboxed", work(n))
+        bad["too large"] = write("outboxed", {"n": 102, "dir": "x" * 40_000})
+        bad["no bucket"] = write("outboxed", {"n": 103, "dir": "y" * 8_000})
+        write("outboxed", work(7))
+        good.extend(range(3, 8))
+        for n in range(10, 13):  # another partition, its poisoned row between good ones
+            write("outboxed", work(n), "p2")
+            if n == 11:
+                bad["idempotency conflict"] = write("outboxed", work(104), "p2", idempotency_key="taken")
+        good.extend(range(10, 13))
+    assert bad["idempotency conflict"] == taken
+    log = tmp_path / "relay.log"
+    with log.open("wb") as stderr:
+        procs = [
+            relay(
+                app,
+                dsn,
+                "--batch-size",
+                "20",
+                "--poll",
+                "0.5",
+                stderr=stderr,
+                SQSJOBS_MAX_PAYLOAD_BYTES="32768",  # the producer's limit is 64 MiB
+                SQSJOBS_INLINE_PAYLOAD_BYTES="4096",  # larger: an S3 object, in a bucket that is not there
+                SQSJOBS_PAYLOAD_BUCKET=f"nowhere-{uuid.uuid4().hex[:8]}",
+            ),
+            worker_process(app, APP, concurrency=4),
+        ]
+    try:
+        wait_until(lambda: outbox_rows(dsn) == 0, 30, "the relay emptied the outbox")
+        wait_until(lambda: {*good, 900} <= {int(p.name) for p in runs_dir.iterdir()}, 30, "the good jobs ran")
+        dead = outbox_cli(dsn, "dead")["rows"]
+        reasons = {r["job_id"]: r["reason"] for r in dead}
+        assert set(reasons) == set(bad.values())
+        assert reasons[bad["unknown type"]].startswith("unknown job type")
+        assert "PayloadInvalid" in reasons[bad["invalid payload"]]
+        assert "PayloadTooLarge" in reasons[bad["too large"]]
+        assert reasons[bad["missing queue"]].startswith(("QueueDoesNotExist", "AWS.SimpleQueueService"))
+        assert reasons[bad["no bucket"]].startswith("NoSuchBucket")
+        assert "idempotency key" in reasons[bad["idempotency conflict"]]
+        assert {r["partition"] for r in dead if r["job_id"] == taken} == {"p2"}
+        assert outbox_cli(dsn, "count") == {"rows": 0, "dead": len(bad)}
+        for kind, job_id in bad.items():
+            if kind != "idempotency conflict":  # its id names the key's first job, untouched
+                with pytest.raises(JobNotFound):
+                    app.get(job_id)
+        assert app.get(taken).result == 900  # the key's job, with its own payload
+        done = runs(runs_dir)
+        assert set(done) == {*good, 900}  # no refused row ran (104: the conflicting payload)
+        assert {n: len(ids) for n, ids in done.items() if len(ids) != 1} == {}
+        # The relay runs on: a retried row comes back, is refused again, and a later job still moves.
+        unknown = next(r["id"] for r in dead if r["job_id"] == bad["unknown type"])
+        assert outbox_cli(dsn, "retry", str(unknown)) == {"retried": 1}
+        with psycopg.connect(dsn) as conn, conn.transaction():
+            app.enqueue("outboxed", Work(n=20, dir=str(runs_dir)), connection=conn)
+        wait_until(lambda: (runs_dir / "20").exists(), 30, "a job committed after the refusals ran")
+        wait_until(lambda: outbox_rows(dsn) == 0, 30, "the retried row was set aside again")
+        assert outbox_cli(dsn, "count") == {"rows": 0, "dead": len(bad)}
+        assert procs[0].poll() is None
+    finally:
+        kill_group(*procs)
+    assert log.read_text().count("set aside, it cannot be enqueued") == len(bad) + 1

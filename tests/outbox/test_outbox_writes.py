@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from datetime import timedelta
 
 import psycopg
 import pytest
@@ -20,6 +21,7 @@ from sqlalchemy.orm import Session
 from sqsjobs import App, JobContext, JobNotFound, JobStatus
 from sqsjobs.errors import HandlerNotFound, PayloadInvalid
 from sqsjobs.outbox import OutboxRelay, write_job
+from sqsjobs.outbox.dead import dead_rows
 from sqsjobs.outbox.relay import LOCK_SPACE, in_order
 from sqsjobs.outbox.schema import CHANNEL, count
 
@@ -206,3 +208,39 @@ def test_in_order_stops_a_partition_at_the_first_row_this_pass_does_not_hold():
     visible = [(1, "a"), (2, "b"), (3, "a"), (4, "a"), (5, "c")]
     assert [r.id for r in in_order(held, visible, {"a", "b"})] == [1, 2]
     assert [r.id for r in in_order(held, [(0, "a"), *visible], {"a", "b", "c"})] == [2, 5]
+
+
+def test_a_refused_row_is_set_aside_and_the_good_rows_go_in_batches_in_their_order(app, dsn):
+    """The relay halves a refused batch: the good rows still go several to a call, in id order.
+
+    A row that waited past its ``expires_after`` is no refusal: it becomes its job, already expired.
+    """
+    writer = App(app.name, endpoint_url=app.settings.endpoint_url)
+    writer.job("orders.ship", queue="default")(lambda payload, ctx: None)  # no model: any payload
+    with psycopg.connect(dsn) as conn, conn.transaction():
+        ids = [
+            writer.enqueue("orders.ship", {"order_id": f"g{i}"} if i != 2 else {"order": 2}, connection=conn)
+            for i in range(8)
+        ]
+        late = writer.enqueue("orders.ship", {"order_id": "late"}, expires_after=0.001, connection=conn)
+    calls: list[list[str]] = []
+
+    def recording(requests):
+        calls.append([r.payload.get("order_id", "bad") for r in requests])
+        return app.enqueue_many(requests)
+
+    relay = OutboxRelay(dsn, recording)
+    assert relay.move_once() == 9
+    relay.close()
+    handed = [c for c in calls if "bad" not in c]  # the calls that enqueued
+    assert [o for c in handed for o in c] == ["g0", "g1", "g3", "g4", "g5", "g6", "g7", "late"]
+    assert len(handed) < 8 and calls[0] == ["g0", "g1", "bad", "g3", "g4", "g5", "g6", "g7", "late"]
+    assert [app.get(i).status for i in ids[:2] + ids[3:]] == [JobStatus.QUEUED] * 7
+    with pytest.raises(JobNotFound):
+        app.get(ids[2])
+    with psycopg.connect(dsn) as conn:
+        (dead,) = dead_rows(conn)
+    assert (dead["job_id"], dead["partition"], dead["error"]["class"]) == (ids[2], "", "PayloadInvalid")
+    expired = app.get(late)  # its deadline passed in the outbox: the first claim will expire it
+    assert expired.start_by is not None and expired.start_by <= expired.created_at + timedelta(seconds=1)
+    assert rows(dsn) == 0
