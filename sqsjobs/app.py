@@ -18,7 +18,7 @@ from sqsjobs._clock import Clock, SystemClock
 from sqsjobs.config import Settings, to_seconds
 from sqsjobs.deploy.provision import ProvisionReport, provision_flow
 from sqsjobs.errors import ConfigurationError
-from sqsjobs.events.relay import events_plugin
+from sqsjobs.events.stream_relay import events_plugin
 from sqsjobs.hooks.transition_hooks import hooks_plugin
 from sqsjobs.ingress.foreign import foreign_plugin
 from sqsjobs.limits.declarations import Limits

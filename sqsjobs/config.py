@@ -113,7 +113,7 @@ class Settings:
     #: On ECS, the task's scale-in protection while it holds jobs lasts this long unless renewed (each
     #: heartbeat renews it past half): a hung worker is protected at most this long. 0 turns it off.
     task_protection_minutes: int = 10
-    #: The worker's health probe (``runtime/health.py``): HTTP on 127.0.0.1 at this port, serving
+    #: The worker's health probe (``runtime/health_probe.py``): HTTP on 127.0.0.1 at this port, serving
     #: ``/live`` and ``/ready``. None: no probe. ``SQSJOBS_HEALTH_PORT``.
     health_port: int | None = None
     #: The probe fails ``/live`` once the event loop has not run for this long, and ``/ready`` once

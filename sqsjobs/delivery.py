@@ -13,7 +13,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from sqsjobs import envelope as env
+from sqsjobs import envelope as envelope_format
 from sqsjobs.job import FailureRecord
 
 if TYPE_CHECKING:
@@ -63,14 +63,14 @@ def dead_letter(
     reason: str, *, job_id: str = "", job_type: str = "", error: FailureRecord | None = None, queue: str = ""
 ) -> Ack:
     """An Ack that copies the message to the DLQ with the reason in its attributes."""
-    attrs = {env.DLQ_REASON: reason, env.DLQ_SOURCE_QUEUE: queue}
+    attrs = {envelope_format.DLQ_REASON: reason, envelope_format.DLQ_SOURCE_QUEUE: queue}
     if job_id:
-        attrs[env.DLQ_JOB_ID] = job_id
+        attrs[envelope_format.DLQ_JOB_ID] = job_id
     if job_type:
-        attrs[env.DLQ_JOB_TYPE] = job_type
+        attrs[envelope_format.DLQ_JOB_TYPE] = job_type
     if error is not None:
-        attrs[env.DLQ_ERROR_CLASS] = error.error_class
-        attrs[env.DLQ_ERROR_MESSAGE] = error.message
+        attrs[envelope_format.DLQ_ERROR_CLASS] = error.error_class
+        attrs[envelope_format.DLQ_ERROR_MESSAGE] = error.message
     return Ack("dead_letter", attributes=attrs)
 
 

@@ -20,7 +20,7 @@ from aws_cdk import aws_logs as logs
 
 from sqsjobs.deploy.rules import TASK_PROTECTION_ACTIONS
 from sqsjobs.errors import ConfigurationError
-from sqsjobs.runtime.health import live_check_command
+from sqsjobs.runtime.health_probe import live_check_command
 
 from .nag import acknowledge, wildcard_resource_finding
 
@@ -161,7 +161,7 @@ def _container(
         logging=ecs.LogDrivers.aws_logs(stream_prefix=stream_prefix, log_group=log_group),
         readonly_root_filesystem=True,
         stop_timeout=Duration.seconds(stop_timeout_s) if stop_timeout_s is not None else None,
-        # The worker's /live (sqsjobs.runtime.health): ECS replaces a task whose event loop stalled.
+        # The worker's /live (sqsjobs.runtime.health_probe): ECS replaces a task whose event loop stalled.
         health_check=(
             ecs.HealthCheck(
                 command=["CMD", *live_check_command(health_port)],

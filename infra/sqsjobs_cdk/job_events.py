@@ -4,7 +4,7 @@ docs/events.md says why the stream and not the worker. Here:
 
 - the table gets a ``NEW_AND_OLD_IMAGES`` stream (``sqsjobs.events.setup.STREAM_VIEW``; set on the
   table's CloudFormation resource, so ``table.py`` keeps translating the store's definition alone);
-- ``sqsjobs.events.relay.handler`` (the Lambda worker's zip) reads it through an event source
+- ``sqsjobs.events.stream_relay.handler`` (the Lambda worker's zip) reads it through an event source
   mapping filtered to the records that can be an event (a terminal job state, a completed batch, a
   chain that left ``running``), bisects a failing batch, and sends what still fails to an encrypted
   DLQ; it may only ``PutEvents`` on the bus and read the stream;
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 #: The header the webhook's connection adds, its value the secret (an API key the endpoint checks).
 SIGNATURE_HEADER = "x-sqsjobs-signature"
-RELAY_HANDLER = "sqsjobs.events.relay.handler"
+RELAY_HANDLER = "sqsjobs.events.stream_relay.handler"
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,10 @@ if TYPE_CHECKING:
     from aws_cdk import aws_sns as sns
     from constructs import Construct
 
-#: ``sqsjobs.outbox.metrics.LAG``.
+#: ``sqsjobs.outbox.lag_metrics.LAG``.
 LAG_METRIC = "OutboxLag"
 LAG_PERIODS = 5
-#: ``sqsjobs.outbox.metrics.DEAD``.
+#: ``sqsjobs.outbox.lag_metrics.DEAD``.
 DEAD_METRIC = "OutboxRowsDead"
 
 

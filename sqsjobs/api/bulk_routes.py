@@ -23,7 +23,7 @@ from sqsjobs.api.audit import actor_of, audit
 from sqsjobs.api.deps import AppDep, problems
 from sqsjobs.api.problems import problem
 from sqsjobs.job import JobStatus
-from sqsjobs.ops import bulk_cancel as bulk_ops
+from sqsjobs.ops import bulk_cancel as bulk_cancel_ops
 
 router = APIRouter(tags=["jobs"])
 
@@ -58,9 +58,9 @@ class BulkCancelRequest(BaseModel):
 async def bulk_cancel(body: BulkCancelRequest, app: AppDep, request: Request) -> Any:
     """Dry run: how many jobs match and their ids. Confirmation (``dry_run: false``): cancels exactly ``job_ids``."""
     app.registry.get(body.type)  # HandlerNotFound (422): an unknown type matches nothing, say so
-    spec = bulk_ops.BulkCancel(body.type, JobStatus(body.status), body.tenant, dry_run=body.dry_run)
+    spec = bulk_cancel_ops.BulkCancel(body.type, JobStatus(body.status), body.tenant, dry_run=body.dry_run)
     if body.dry_run:
-        report = await app.arun(bulk_ops.bulk_cancel_flow(app.settings, spec, app.clock))
+        report = await app.arun(bulk_cancel_ops.bulk_cancel_flow(app.settings, spec, app.clock))
         out = report.to_dict()
         out["job_ids"] = out["job_ids"][:CONFIRM_LIMIT]
         return out
@@ -72,7 +72,7 @@ async def bulk_cancel(body: BulkCancelRequest, app: AppDep, request: Request) ->
             instance=request.url.path,
         )
     cancelled, skipped = await app.arun(
-        bulk_ops.cancel_ids_flow(app.settings, spec, body.job_ids, app.clock, by=actor_of(request))
+        bulk_cancel_ops.cancel_ids_flow(app.settings, spec, body.job_ids, app.clock, by=actor_of(request))
     )
     audit(app, request, "bulk_cancel", job_type=body.type, cancelled=len(cancelled), skipped=len(skipped))
     return {"dry_run": False, "cancelled": cancelled, "skipped": skipped}

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
-from sqsjobs.api import charts
-from sqsjobs.api import dashboard_views as views
+from sqsjobs.api import charts, dashboard_views
 from sqsjobs.api.dashboard_views import Html, h, join
 from sqsjobs.api.series_routes import series_flow
 from sqsjobs.ops import series as series_ops
@@ -84,7 +83,7 @@ def charts_body(found: series_ops.Series, types: list[str], window: str, job_typ
         for t, v in found.latency.items()
     ]
     latency = (
-        views.table(
+        dashboard_views.table(
             ["type", "wait p50", "wait p95", "started", "run p50", "run p95", "attempts"],
             rows,
             cls="counts latency",
@@ -94,7 +93,7 @@ def charts_body(found: series_ops.Series, types: list[str], window: str, job_typ
     )
     capped = f" Capped: only {found.read} records read, a sample of the table." if found.truncated else ""
     scope = job_type or "all types"
-    return views.section(
+    return dashboard_views.section(
         f"Charts: {scope}, last {window}",
         Html(
             _picker(types, window, job_type)
@@ -124,17 +123,19 @@ def chart_router(app: App, *, refresh_s: float, max_entries: int, headers: Mappi
     async def charts_page(window: str = "1h", type: str = "") -> HTMLResponse:
         types = sorted(spec.name for spec in app.registry)
         if window not in series_ops.WINDOWS or (type and type not in types):
-            body = views.section(
+            body = dashboard_views.section(
                 "Bad filter",
                 Html(
                     f"<p>window is one of {h(', '.join(series_ops.WINDOWS))}; type is a registered job type.</p>"
                 ),
             )
-            return HTMLResponse(views.page("charts", body), status_code=400, headers=secure)
+            return HTMLResponse(dashboard_views.page("charts", body), status_code=400, headers=secure)
         found = await app.arun(
             series_flow(app, window=window, job_type=type or None, max_entries=max_entries)
         )
-        page = views.page("charts", charts_body(found, types, window, type or None), refresh_s=refresh_s)
+        page = dashboard_views.page(
+            "charts", charts_body(found, types, window, type or None), refresh_s=refresh_s
+        )
         return HTMLResponse(page, headers=secure)
 
     return router

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, quote
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from sqsjobs.api import dashboard_views as views
+from sqsjobs.api import dashboard_views
 from sqsjobs.api.audit import audit
 from sqsjobs.api.dashboard_views import Html, ago, h, join
 from sqsjobs.errors import ConfigurationError, InvalidTransition, RecordChanged
@@ -52,7 +52,7 @@ def controls_body(state: limit_ops.FlowState, pausable: list[str], now: float) -
             [Html(f'<span class="type">{h(t)}</span>'), cell, (info or {}).get("reason") or "", action]
         )
     types = (
-        views.table(["type", "state", "reason", ""], rows, cls="types-control")
+        dashboard_views.table(["type", "state", "reason", ""], rows, cls="types-control")
         if rows
         else Html(
             '<p class="muted">No pausable type: declare one with pausable=True, or put it under a limit.</p>'
@@ -90,19 +90,21 @@ def controls_body(state: limit_ops.FlowState, pausable: list[str], now: float) -
             ]
         )
     limits = (
-        views.table(["limit", "types", "running", "rate (last window)", "breaker"], lims, cls="limits")
+        dashboard_views.table(
+            ["limit", "types", "running", "rate (last window)", "breaker"], lims, cls="limits"
+        )
         if lims
         else Html('<p class="muted">No limits declared.</p>')
     )
     return join(
         [
-            views.section(
+            dashboard_views.section(
                 "Pause and resume",
                 types,
                 note="Workers stop starting a paused type within seconds; its jobs wait, attempts untouched.",
                 anchor="pause",
             ),
-            views.section(
+            dashboard_views.section(
                 "Limits",
                 limits,
                 note="Slots, starts and breakers as the table holds them (sqsjobs limits).",
@@ -120,10 +122,10 @@ def control_router(
     secure = dict(headers)
 
     def refused(title: str, message: str) -> HTMLResponse:
-        body = views.section(
+        body = dashboard_views.section(
             title, Html(f'<p class="error">{h(message)}</p><p><a href="/ui/controls">back</a></p>')
         )
-        return HTMLResponse(views.page(title, body), status_code=409, headers=secure)
+        return HTMLResponse(dashboard_views.page(title, body), status_code=409, headers=secure)
 
     def back() -> RedirectResponse:
         return RedirectResponse("/ui/controls", status_code=303, headers=secure)
@@ -135,7 +137,7 @@ def control_router(
             limit_ops.state_flow(app.settings.table_name, app.registry, app.limits, now=now)
         )
         pausable = sorted(s.name for s in app.registry if s.pausable)
-        page = views.page("controls", controls_body(state, pausable, now), refresh_s=refresh_s)
+        page = dashboard_views.page("controls", controls_body(state, pausable, now), refresh_s=refresh_s)
         return HTMLResponse(page, headers=secure)
 
     @router.post("/ui/types/{job_type}/pause")

@@ -30,8 +30,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from sqsjobs.api import dashboard_views as views
-from sqsjobs.api import dead_views
+from sqsjobs.api import dashboard_views, dead_views
 from sqsjobs.api.audit import actor_of, audit
 from sqsjobs.api.chart_pages import chart_router
 from sqsjobs.api.control_pages import control_router
@@ -81,10 +80,11 @@ def _html(body: str, status_code: int = 200) -> HTMLResponse:
 
 def _problem(status_code: int, title: str, message: str) -> HTMLResponse:
     """A 4xx page that says what went wrong and what to do."""
-    body = views.section(
-        title, views.Html(f'<p class="error">{views.h(message)}</p><p><a href="/">back</a></p>')
+    body = dashboard_views.section(
+        title,
+        dashboard_views.Html(f'<p class="error">{dashboard_views.h(message)}</p><p><a href="/">back</a></p>'),
     )
-    return _html(views.page(title, body), status_code)
+    return _html(dashboard_views.page(title, body), status_code)
 
 
 def _cross_site(request: Request) -> HTMLResponse | None:
@@ -124,18 +124,29 @@ class Dashboard:
             stats = app.run(
                 stats_ops.stats_flow(app.settings, app.registry, now, max_entries=self.max_entries)
             )
-            parts += [views.queues_panel(stats, queue_of), views.types_panel(stats, self.max_entries)]
+            parts += [
+                dashboard_views.queues_panel(stats, queue_of),
+                dashboard_views.types_panel(stats, self.max_entries),
+            ]
         except SqsJobsError as exc:
-            parts.append(views.section("Queues and jobs", views.Html(f'<p class="error">{views.h(exc)}</p>')))
+            parts.append(
+                dashboard_views.section(
+                    "Queues and jobs", dashboard_views.Html(f'<p class="error">{dashboard_views.h(exc)}</p>')
+                )
+            )
         try:
             parts.append(self._dead(now))
         except SqsJobsError as exc:
-            parts.append(views.section("Dead jobs", views.Html(f'<p class="error">{views.h(exc)}</p>')))
-        parts.append(views.replay_form(sorted(queue_of), app_queues(app.registry)))
+            parts.append(
+                dashboard_views.section(
+                    "Dead jobs", dashboard_views.Html(f'<p class="error">{dashboard_views.h(exc)}</p>')
+                )
+            )
+        parts.append(dashboard_views.replay_form(sorted(queue_of), app_queues(app.registry)))
         parts.append(self._workers(now))
-        return views.page("overview", views.join(parts), refresh_s=self.refresh_s)
+        return dashboard_views.page("overview", dashboard_views.join(parts), refresh_s=self.refresh_s)
 
-    def _dead(self, now: float) -> views.Html:
+    def _dead(self, now: float) -> dashboard_views.Html:
         query = inspect_ops.ListQuery(status=JobStatus.DEAD, limit=DEAD_SHOWN)
         page: inspect_ops.JobPage = self.app.run(inspect_ops.list_flow(self.app.settings, query, now))
         ids = [r.id for r in page.rows]
@@ -145,14 +156,14 @@ class Dashboard:
             for i, item in items.items()
             if "error" in item
         }
-        return views.dead_panel(page.rows, errors, now, page.next_cursor is not None)
+        return dashboard_views.dead_panel(page.rows, errors, now, page.next_cursor is not None)
 
-    def _workers(self, now: float) -> views.Html:
+    def _workers(self, now: float) -> dashboard_views.Html:
         try:
             workers = self.app.run(list_workers_flow(self.app.settings, now))
         except SqsJobsError as exc:
-            return views.workers_panel(None, now, f"could not read the worker registry: {exc}")
-        return views.workers_panel(workers, now)
+            return dashboard_views.workers_panel(None, now, f"could not read the worker registry: {exc}")
+        return dashboard_views.workers_panel(workers, now)
 
     def job(self, job_id: str, done: str | None) -> HTMLResponse:
         """``/ui/jobs/{id}``: the record, strongly consistent (one GetItem)."""
@@ -163,9 +174,13 @@ class Dashboard:
                 404, "Job not found", f"No job {job_id!r} in table {self.app.settings.table_name}."
             )
         data = inspect_ops.job_to_dict(job)
-        body = views.Html(views.job_page_body(data, self.app.clock.now()) + timeline_section(data))
+        body = dashboard_views.Html(
+            dashboard_views.job_page_body(data, self.app.clock.now()) + timeline_section(data)
+        )
         return _html(
-            views.page(f"job {job_id}", body, refresh_s=self.refresh_s, flash=_FLASH.get(done or ""))
+            dashboard_views.page(
+                f"job {job_id}", body, refresh_s=self.refresh_s, flash=_FLASH.get(done or "")
+            )
         )
 
     def retry(self, job_id: str) -> Response:
@@ -220,9 +235,11 @@ class Dashboard:
             )
         )
         body = (
-            views.replay_confirm(summary, fields, REPLAY_LIMIT) if dry_run else views.replay_result(summary)
+            dashboard_views.replay_confirm(summary, fields, REPLAY_LIMIT)
+            if dry_run
+            else dashboard_views.replay_result(summary)
         )
-        return _html(views.page("replay dry run" if dry_run else "replay", body))
+        return _html(dashboard_views.page("replay dry run" if dry_run else "replay", body))
 
 
 def dashboard_router(
@@ -280,7 +297,7 @@ def dashboard_router(
     async def dead_groups_page() -> HTMLResponse:
         found = await app.arun(dead_groups.groups_flow(app.settings, app.clock.now()))
         body = dead_views.groups_body(found, app.clock.now())
-        return _html(views.page("dead jobs by error", body, refresh_s=refresh_s))
+        return _html(dashboard_views.page("dead jobs by error", body, refresh_s=refresh_s))
 
     @router.post("/ui/dead/dry-run")
     async def dead_group_dry_run(request: Request) -> Response:
@@ -290,7 +307,7 @@ def dashboard_router(
         found = await app.arun(dead_groups.groups_flow(app.settings, app.clock.now()))
         group = found.find(sig)
         ids = group.job_ids[: dead_groups.RETRY_LIMIT] if group else []
-        return _html(views.page("group retry dry run", dead_views.group_confirm(sig, ids)))
+        return _html(dashboard_views.page("group retry dry run", dead_views.group_confirm(sig, ids)))
 
     @router.post("/ui/dead/retry")
     async def dead_group_retry(request: Request) -> Response:
@@ -305,7 +322,7 @@ def dashboard_router(
         sig = _one(form, "signature")
         retried, skipped = await retry_exact(app, sig, ids[: dead_groups.RETRY_LIMIT])
         audit(app, request, "retry_dead_group", signature=sig, retried=len(retried), skipped=len(skipped))
-        return _html(views.page("group retry", dead_views.group_result(sig, retried, skipped)))
+        return _html(dashboard_views.page("group retry", dead_views.group_result(sig, retried, skipped)))
 
     router.include_router(workflow_router(app, refresh_s=refresh_s, guard=_cross_site, headers=HEADERS))
     router.include_router(job_search_router(app, refresh_s=refresh_s, headers=HEADERS))

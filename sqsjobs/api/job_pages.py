@@ -18,7 +18,7 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from sqsjobs.api import dashboard_views as views
+from sqsjobs.api import dashboard_views
 from sqsjobs.api.dashboard_views import Html, ago, h, job_link, join
 from sqsjobs.errors import CursorError
 from sqsjobs.job import JobStatus
@@ -71,7 +71,7 @@ def results(
     body = [
         [
             job_link(r.id),
-            views.status_badge(r.status),
+            dashboard_views.status_badge(r.status),
             r.type,
             r.queue,
             r.tenant or "",
@@ -81,7 +81,9 @@ def results(
         for r in rows
     ]
     listed = (
-        views.table(["job", "status", "type", "queue", "tenant", "attempts", "changed"], body, cls="jobs")
+        dashboard_views.table(
+            ["job", "status", "type", "queue", "tenant", "attempts", "changed"], body, cls="jobs"
+        )
         if body
         else Html('<p class="muted">No job on this page matches.</p>')
     )
@@ -90,7 +92,7 @@ def results(
         query = urlencode({**{k: v for k, v in f.items() if v}, "cursor": page.next_cursor})
         more = Html(f'<p><a id="next-page" href="/ui/jobs?{h(query)}">next page</a></p>')
     served = "the attention index's dead shards" if page.index == "attention" else "a Scan of the table"
-    return views.section(
+    return dashboard_views.section(
         f"{len(rows)} job(s)",
         Html(listed + more),
         note=f"Served by {served}: {page.read} item(s) read for this page. Newest first within a page; "
@@ -105,8 +107,8 @@ def job_search_router(app: App, *, refresh_s: float, headers: Mapping[str, str])
     secure = dict(headers)
 
     def bad(message: str) -> HTMLResponse:
-        body = views.section("Bad filter", Html(f'<p class="error">{h(message)}</p>'))
-        return HTMLResponse(views.page("jobs", body), status_code=400, headers=secure)
+        body = dashboard_views.section("Bad filter", Html(f'<p class="error">{h(message)}</p>'))
+        return HTMLResponse(dashboard_views.page("jobs", body), status_code=400, headers=secure)
 
     @router.get("/ui/jobs", response_class=HTMLResponse)
     async def jobs(
@@ -144,6 +146,8 @@ def job_search_router(app: App, *, refresh_s: float, headers: Mapping[str, str])
         rows = [r for r in page.rows if r.id.startswith(f["id"])]
         types = sorted(s.name for s in app.registry)
         body = Html(search_form(types, app_queues(app.registry), f) + results(page, rows, f, app.clock.now()))
-        return HTMLResponse(views.page("jobs", body, refresh_s=None if cursor else refresh_s), headers=secure)
+        return HTMLResponse(
+            dashboard_views.page("jobs", body, refresh_s=None if cursor else refresh_s), headers=secure
+        )
 
     return router

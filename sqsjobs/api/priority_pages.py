@@ -15,11 +15,11 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from sqsjobs.api import dashboard_views as views
+from sqsjobs.api import dashboard_views
 from sqsjobs.api.audit import actor_of, audit
 from sqsjobs.api.dashboard_views import Html, h, join
 from sqsjobs.errors import HandlerNotFound
-from sqsjobs.ops import reprioritize as prio
+from sqsjobs.ops import reprioritize
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 def _levels(selected: str = "high") -> Html:
     options = join(
         Html(f'<option value="{h(v)}"{" selected" if v == selected else ""}>{h(v)}</option>')
-        for v in prio.LEVELS
+        for v in reprioritize.LEVELS
     )
     return Html(f'<select name="to" id="priority-to">{options}</select>')
 
@@ -38,7 +38,7 @@ def _levels(selected: str = "high") -> Html:
 def form_body(types: list[str]) -> Html:
     """The form: which jobs, and the level."""
     choices = join(Html(f'<option value="{h(t)}">{h(t)}</option>') for t in types)
-    return views.section(
+    return dashboard_views.section(
         "Change the priority of waiting jobs",
         Html(
             '<form method="post" action="/ui/priority/dry-run" class="priority">'
@@ -53,7 +53,7 @@ def form_body(types: list[str]) -> Html:
     )
 
 
-def dry_run_body(found: list[prio.Candidate], to: str) -> Html:
+def dry_run_body(found: list[reprioritize.Candidate], to: str) -> Html:
     """What would move, and a form that moves exactly those ids."""
     ids = [c.job_id for c in found if not c.reason]
     rows = [
@@ -65,7 +65,7 @@ def dry_run_body(found: list[prio.Candidate], to: str) -> Html:
         ]
         for c in found
     ]
-    table = views.table(["job", "status", "level", f"→ {to}"], rows, cls="priority-dry-run")
+    table = dashboard_views.table(["job", "status", "level", f"→ {to}"], rows, cls="priority-dry-run")
     if not ids:
         confirm = Html('<p class="muted">Nothing would move. <a href="/ui/priority">back</a></p>')
     else:
@@ -76,19 +76,19 @@ def dry_run_body(found: list[prio.Candidate], to: str) -> Html:
             f'<button type="submit" id="confirm-priority">Move these {len(ids)} job(s) to {h(to)}</button> '
             '<a href="/ui/priority">cancel</a></form>'
         )
-    return views.section(
+    return dashboard_views.section(
         f"Dry run: {len(ids)} of {len(found)} job(s) would move to {to}", join([table, confirm])
     )
 
 
-def moved_body(report: prio.MoveReport) -> Html:
+def moved_body(report: reprioritize.MoveReport) -> Html:
     """What the confirmation did."""
     rows: list[list[object]] = [[i, "moved", "with its message"] for i in report.messages_moved]
     rows += [[i, "moved", "its message was not visible: next start from the old level"] for i in report.left]
     rows += [[i, "skipped", why] for i, why in report.skipped.items()]
-    table = views.table(["job", "", ""], rows, cls="priority-moved")
+    table = dashboard_views.table(["job", "", ""], rows, cls="priority-moved")
     back = Html('<p><a href="/ui/priority">back</a></p>')
-    return views.section(f"Moved {len(report.moved)} job(s) to {report.to}", join([table, back]))
+    return dashboard_views.section(f"Moved {len(report.moved)} job(s) to {report.to}", join([table, back]))
 
 
 def priority_router(
@@ -99,13 +99,15 @@ def priority_router(
     secure = dict(headers)
 
     def answer(title: str, body: Html, status: int = 200) -> HTMLResponse:
-        return HTMLResponse(views.page(title, body), status_code=status, headers=secure)
+        return HTMLResponse(dashboard_views.page(title, body), status_code=status, headers=secure)
 
     def refused(message: str, status: int = 409) -> HTMLResponse:
         body = Html(f'<p class="error">{h(message)}</p><p><a href="/ui/priority">back</a></p>')
-        return answer("Priority change refused", views.section("Priority change refused", body), status)
+        return answer(
+            "Priority change refused", dashboard_views.section("Priority change refused", body), status
+        )
 
-    def not_waiting(found: list[prio.Candidate]) -> HTMLResponse | None:
+    def not_waiting(found: list[reprioritize.Candidate]) -> HTMLResponse | None:
         busy = [f"{c.job_id} is {c.status}" for c in found if not c.waiting]
         if not busy:
             return None
@@ -126,11 +128,11 @@ def priority_router(
         to = (fields.get("to") or [""])[0]
         job_type = (fields.get("type") or [""])[0] or None
         tenant = (fields.get("tenant") or [""])[0][:256] or None
-        ids = " ".join(fields.get("ids") or []).split()[: prio.MAX_IDS]
-        if to not in prio.LEVELS:
-            return refused(f"choose a level: {', '.join(prio.LEVELS)}", 400)
+        ids = " ".join(fields.get("ids") or []).split()[: reprioritize.MAX_IDS]
+        if to not in reprioritize.LEVELS:
+            return refused(f"choose a level: {', '.join(reprioritize.LEVELS)}", 400)
         if ids:
-            found = await app.arun(prio.candidates_flow(app.settings, ids, to))
+            found = await app.arun(reprioritize.candidates_flow(app.settings, ids, to))
             if refusal := not_waiting(found):
                 return refusal
         elif job_type is not None:
@@ -138,7 +140,7 @@ def priority_router(
                 app.registry.get(job_type)
             except HandlerNotFound as exc:
                 return refused(str(exc), 400)
-            found, _ = await app.arun(prio.find_flow(app.settings, job_type, to, tenant=tenant))
+            found, _ = await app.arun(reprioritize.find_flow(app.settings, job_type, to, tenant=tenant))
         else:
             return refused("name the jobs: their ids, or a type", 400)
         return answer("priority dry run", dry_run_body(found, to))
@@ -149,15 +151,15 @@ def priority_router(
             return blocked
         fields = await form_of(request)
         to = (fields.get("to") or [""])[0]
-        ids = list(dict.fromkeys(fields.get("job_id") or []))[: prio.MAX_IDS]
-        if to not in prio.LEVELS:
-            return refused(f"choose a level: {', '.join(prio.LEVELS)}", 400)
+        ids = list(dict.fromkeys(fields.get("job_id") or []))[: reprioritize.MAX_IDS]
+        if to not in reprioritize.LEVELS:
+            return refused(f"choose a level: {', '.join(reprioritize.LEVELS)}", 400)
         if not ids:
             return refused("run the dry run first: the confirmation moves the ids it listed", 400)
-        if refusal := not_waiting(await app.arun(prio.candidates_flow(app.settings, ids, to))):
+        if refusal := not_waiting(await app.arun(reprioritize.candidates_flow(app.settings, ids, to))):
             return refusal
         report = await app.arun(
-            prio.move_flow(app.settings, app.queue_urls, ids, to, app.clock, by=actor_of(request))
+            reprioritize.move_flow(app.settings, app.queue_urls, ids, to, app.clock, by=actor_of(request))
         )
         audit(app, request, "change_priority", to=to, moved=report.moved, skipped=len(report.skipped))
         return answer("priority moved", moved_body(report))

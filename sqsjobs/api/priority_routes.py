@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from sqsjobs.api.audit import actor_of, audit
 from sqsjobs.api.deps import AppDep, problems
 from sqsjobs.api.problems import problem
-from sqsjobs.ops import reprioritize as prio
+from sqsjobs.ops import reprioritize
 
 if TYPE_CHECKING:
     from fastapi.responses import JSONResponse
@@ -49,7 +49,7 @@ class PriorityRequest(BaseModel):
     )
     job_ids: list[JobId] = Field(
         default_factory=list,
-        max_length=prio.MAX_IDS,
+        max_length=reprioritize.MAX_IDS,
         description="These jobs; the confirmation takes the ids the dry run listed",
     )
     dry_run: StrictBool = Field(True, description="List what would move; change nothing")
@@ -88,7 +88,7 @@ class PriorityMoved(BaseModel):
     skipped: dict[str, str] = Field(description="Ids not moved, with why")
 
 
-def _refusal(found: list[prio.Candidate], path: str) -> JSONResponse | None:
+def _refusal(found: list[reprioritize.Candidate], path: str) -> JSONResponse | None:
     """409 (404 for missing ids) naming every id that is not waiting; None when all are."""
     missing = [c.job_id for c in found if c.status == "missing"]
     if missing:
@@ -114,11 +114,13 @@ async def change_priority(body: PriorityRequest, app: AppDep, request: Request) 
         app.registry.get(body.type)  # HandlerNotFound (422): an unknown type matches nothing, say so
     if body.dry_run:
         if body.job_ids:
-            found, read = await app.arun(prio.candidates_flow(app.settings, body.job_ids, body.to)), 0
+            found, read = await app.arun(reprioritize.candidates_flow(app.settings, body.job_ids, body.to)), 0
             if refused := _refusal(found, path):
                 return refused
         elif body.type is not None:
-            found, read = await app.arun(prio.find_flow(app.settings, body.type, body.to, tenant=body.tenant))
+            found, read = await app.arun(
+                reprioritize.find_flow(app.settings, body.type, body.to, tenant=body.tenant)
+            )
         else:
             return problem(
                 "invalid-request", "name the jobs: job_ids, or a type", field="type", instance=path
@@ -132,10 +134,14 @@ async def change_priority(body: PriorityRequest, app: AppDep, request: Request) 
     if not body.job_ids:
         detail = "run the dry run first: the confirmation moves the ids it listed"
         return problem("invalid-request", detail, field="job_ids", instance=path)
-    if refused := _refusal(await app.arun(prio.candidates_flow(app.settings, body.job_ids, body.to)), path):
+    if refused := _refusal(
+        await app.arun(reprioritize.candidates_flow(app.settings, body.job_ids, body.to)), path
+    ):
         return refused
     report = await app.arun(
-        prio.move_flow(app.settings, app.queue_urls, body.job_ids, body.to, app.clock, by=actor_of(request))
+        reprioritize.move_flow(
+            app.settings, app.queue_urls, body.job_ids, body.to, app.clock, by=actor_of(request)
+        )
     )
     audit(app, request, "change_priority", to=body.to, moved=report.moved, skipped=len(report.skipped))
     return PriorityMoved(**report.to_dict())

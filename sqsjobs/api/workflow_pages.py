@@ -18,7 +18,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from sqsjobs.api import dashboard_views as views
+from sqsjobs.api import dashboard_views
 from sqsjobs.api.audit import audit
 from sqsjobs.api.dashboard_views import Html, h, job_link, join
 from sqsjobs.errors import BatchNotFound, ChainNotFound
@@ -82,7 +82,7 @@ def batch_body(node: batch_views.BatchNode) -> Html:
         if st.parent_id
         else Html("")
     )
-    return views.section(
+    return dashboard_views.section(
         f"Batch {st.id}",
         Html(f'<ul class="tree"><li>{_node(node)}</li></ul><p>{cancel}{up}</p>'),
         note="The batch record and its counter shards, per node of the tree (sqsjobs batches get).",
@@ -112,7 +112,7 @@ def chain_body(data: dict[str, Any]) -> Html:
                 s["index"],
                 s["type"],
                 job_link(s["job_id"]),
-                views.status_badge(s["status"] or "gone"),
+                dashboard_views.status_badge(s["status"] or "gone"),
                 Html(f'<span class="error result">{h(outcome)}</span>'),
             ]
         )
@@ -123,11 +123,11 @@ def chain_body(data: dict[str, Any]) -> Html:
     )
     state = data["status"] + (" (cancel requested)" if data["cancel_requested"] else "")
     reason = f" at step {data['stopped_at']}: {data['reason']}" if data["stopped_at"] is not None else ""
-    return views.section(
+    return dashboard_views.section(
         f"Chain {data['id']}",
         Html(
             f'<p>status <span class="status chain {h(data["status"])}">{h(state)}</span>{h(reason)}</p>'
-            + views.table(["step", "type", "job", "status", "result or error"], rows, cls="steps")
+            + dashboard_views.table(["step", "type", "job", "status", "result or error"], rows, cls="steps")
             + cancel
         ),
         note="The chain record and one BatchGetItem of its steps; a result is read per finished step.",
@@ -146,8 +146,8 @@ def workflow_router(
     secure = dict(headers)
 
     def missing(what: str, ident: str) -> HTMLResponse:
-        body = views.section(f"No such {what}", Html(f"<p>No {h(what)} {h(ident)!s}.</p>"))
-        return HTMLResponse(views.page(f"{what} not found", body), status_code=404, headers=secure)
+        body = dashboard_views.section(f"No such {what}", Html(f"<p>No {h(what)} {h(ident)!s}.</p>"))
+        return HTMLResponse(dashboard_views.page(f"{what} not found", body), status_code=404, headers=secure)
 
     async def batch_or_404(batch_id: str, work: Awaitable[T]) -> T | HTMLResponse:
         """What ``work`` (a read or change of batch ``batch_id``) returns, or the 404 page when there is no such batch."""
@@ -169,7 +169,7 @@ def workflow_router(
         if isinstance(node, HTMLResponse):
             return node
         return HTMLResponse(
-            views.page(f"batch {batch_id}", batch_body(node), refresh_s=refresh_s), headers=secure
+            dashboard_views.page(f"batch {batch_id}", batch_body(node), refresh_s=refresh_s), headers=secure
         )
 
     @router.post("/ui/batches/{batch_id}/cancel")
@@ -192,7 +192,7 @@ def workflow_router(
                 job = job_to_dict(await app.aget(step["job_id"]))
                 step["result"], step["error"] = job["result"], job["last_error"]
         return HTMLResponse(
-            views.page(f"chain {chain_id}", chain_body(data), refresh_s=refresh_s), headers=secure
+            dashboard_views.page(f"chain {chain_id}", chain_body(data), refresh_s=refresh_s), headers=secure
         )
 
     @router.post("/ui/chains/{chain_id}/cancel")

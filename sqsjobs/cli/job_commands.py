@@ -32,7 +32,7 @@ from sqsjobs.cli.progress import progress_bar
 from sqsjobs.cli.render import print_json, render_job, status_markup, stdout_console, when
 from sqsjobs.errors import PayloadError
 from sqsjobs.job import JobStatus
-from sqsjobs.ops import bulk_cancel as bulk_ops
+from sqsjobs.ops import bulk_cancel
 from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops._common import iso
 from sqsjobs.ops.requeue import KEEP
@@ -180,7 +180,7 @@ def jobs_cancel(
     resume: Annotated[str | None, typer.Option(help="Bulk: continue the operation with this id")] = None,
     page_size: Annotated[
         int, typer.Option(help="Bulk: items each Scan request reads (a checkpoint after each)")
-    ] = bulk_ops.DEFAULT_PAGE_SIZE,
+    ] = bulk_cancel.DEFAULT_PAGE_SIZE,
     json_out: JsonOpt = False,
     yes: YesOpt = False,
 ) -> None:
@@ -201,7 +201,7 @@ def jobs_cancel(
             confirm_or_exit(f"Cancel every {status.value} job of type {job_type}{whose}?", yes=yes)
         _bulk_cancel(
             loaded,
-            bulk_ops.BulkCancel(job_type or "", status, tenant, dry_run, limit, rate, page_size),
+            bulk_cancel.BulkCancel(job_type or "", status, tenant, dry_run, limit, rate, page_size),
             resume,
             json_out,
         )
@@ -217,7 +217,7 @@ def jobs_cancel(
         stdout_console().print(f"job {job_id} is running: cancel requested, it stops at its next heartbeat")
 
 
-def _bulk_cancel(loaded: App, spec: bulk_ops.BulkCancel, resume: str | None, json_out: bool) -> None:
+def _bulk_cancel(loaded: App, spec: bulk_cancel.BulkCancel, resume: str | None, json_out: bool) -> None:
     def started(op_id: str) -> None:
         if not json_out:  # first, so that a run cut short can be resumed
             typer.echo(f"operation {op_id}" + (" (dry run: nothing is written)" if spec.dry_run else ""))
@@ -227,14 +227,14 @@ def _bulk_cancel(loaded: App, spec: bulk_ops.BulkCancel, resume: str | None, jso
     with guarded(loaded), progress_bar("cancel", json_out=json_out, counted=False) as progress:
         task = progress.add_task("", total=None)
 
-        def on_page(so_far: bulk_ops.BulkCancelReport) -> None:
+        def on_page(so_far: bulk_cancel.BulkCancelReport) -> None:
             verb = "would cancel" if so_far.dry_run else "cancelled"
             progress.update(
                 task, description=f"{so_far.read} read, {so_far.matched} matched, {so_far.cancelled} {verb}"
             )
 
-        report: bulk_ops.BulkCancelReport = loaded.run(
-            bulk_ops.bulk_cancel_flow(
+        report: bulk_cancel.BulkCancelReport = loaded.run(
+            bulk_cancel.bulk_cancel_flow(
                 loaded.settings, spec, loaded.clock, resume=resume, on_start=started, on_page=on_page
             )
         )

@@ -35,7 +35,7 @@ from sqsjobs.cli.common import (
 )
 from sqsjobs.cli.digest_command import digest
 from sqsjobs.cli.dlq_commands import dlq_cli
-from sqsjobs.cli.health import doctor, stats
+from sqsjobs.cli.health_commands import doctor, stats
 from sqsjobs.cli.job_commands import jobs_cli
 from sqsjobs.cli.limits import limits, pause, resume
 from sqsjobs.cli.outbox_commands import outbox_cli

@@ -20,8 +20,8 @@ from sqsjobs.cli.common import EXIT_USAGE, AppOpt, EndpointOpt, JsonOpt, abort, 
 from sqsjobs.cli.render import print_json, when
 from sqsjobs.outbox import OutboxRelay, migrate
 from sqsjobs.outbox.dead import dead_count, dead_rows, retry
-from sqsjobs.outbox.metrics import LagMetrics
-from sqsjobs.outbox.schema import CHANNEL, TABLE, count
+from sqsjobs.outbox.lag_metrics import LagMetrics
+from sqsjobs.outbox.tables import CHANNEL, TABLE, count
 
 outbox_cli = typer.Typer(
     no_args_is_help=True,

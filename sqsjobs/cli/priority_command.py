@@ -28,7 +28,7 @@ from sqsjobs.cli.common import (
 )
 from sqsjobs.cli.confirm import YesOpt, confirm_or_exit
 from sqsjobs.cli.render import print_json
-from sqsjobs.ops import reprioritize as prio
+from sqsjobs.ops import reprioritize
 
 
 def priority(
@@ -44,13 +44,13 @@ def priority(
 ) -> None:
     """Move queued or retry_scheduled jobs to another priority level (the record, then the message)."""
     loaded = load_app(app, endpoint_url)
-    if to not in prio.LEVELS:
-        raise abort(f"LEVEL must be one of {', '.join(prio.LEVELS)}, got {to!r}", EXIT_USAGE)
+    if to not in reprioritize.LEVELS:
+        raise abort(f"LEVEL must be one of {', '.join(reprioritize.LEVELS)}, got {to!r}", EXIT_USAGE)
     if not job_id and job_type is None:
         raise abort("name the jobs: --id ID (repeatable) or --type T", EXIT_USAGE)
     with guarded(loaded):
         if job_id:
-            found = loaded.run(prio.candidates_flow(loaded.settings, job_id, to))
+            found = loaded.run(reprioritize.candidates_flow(loaded.settings, job_id, to))
             if missing := [c.job_id for c in found if c.status == "missing"]:
                 raise abort(f"no such job: {', '.join(missing)}", EXIT_NOT_FOUND)
             if busy := [f"{c.job_id} is {c.status}" for c in found if not c.waiting]:
@@ -60,7 +60,7 @@ def priority(
         else:
             assert job_type is not None
             loaded.registry.get(job_type)
-            found, _ = loaded.run(prio.find_flow(loaded.settings, job_type, to, tenant=tenant))
+            found, _ = loaded.run(reprioritize.find_flow(loaded.settings, job_type, to, tenant=tenant))
         ids = [c.job_id for c in found if not c.reason]
         if dry_run or not ids:
             if json_out:
@@ -74,7 +74,7 @@ def priority(
                 out.print(f"{len(ids)} of {len(found)} would move to {to}")
             return
         confirm_or_exit(f"move {len(ids)} jobs to {to}?", yes=yes)
-        report = loaded.run(prio.move_flow(loaded.settings, loaded.queue_urls, ids, to, loaded.clock))
+        report = loaded.run(reprioritize.move_flow(loaded.settings, loaded.queue_urls, ids, to, loaded.clock))
     if json_out:
         print_json(report.to_dict())
     else:

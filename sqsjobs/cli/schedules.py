@@ -15,7 +15,7 @@ import typer
 
 from sqsjobs.cli.common import AppOpt, EndpointOpt, JsonOpt, guarded, load_app
 from sqsjobs.cli.common import out as console
-from sqsjobs.schedules import expressions as sx
+from sqsjobs.schedules import expressions
 from sqsjobs.schedules.sync import apply_flow, list_flow, plan_flow
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ def apply(app: AppOpt, endpoint_url: EndpointOpt = None, json_out: JsonOpt = Fal
 
 
 def _when(instant: float, timezone: str) -> str:
-    local = datetime.fromtimestamp(instant, sx.timezone(timezone))
+    local = datetime.fromtimestamp(instant, expressions.timezone(timezone))
     utc = datetime.fromtimestamp(instant, UTC)
     if timezone == "UTC":
         return utc.strftime("%Y-%m-%d %H:%M UTC")
@@ -130,7 +130,7 @@ def _row_json(row: ScheduleRow) -> dict[str, Any]:
         "timezone": row.timezone,
         "job": row.job,
         "status": row.status,
-        "next_fires": [sx.iso_utc(t) for t in row.next_fires],
+        "next_fires": [expressions.iso_utc(t) for t in row.next_fires],
         "note": row.note,
     }
 

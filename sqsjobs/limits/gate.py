@@ -35,7 +35,7 @@ from sqsjobs._aws import Call, one
 from sqsjobs.delivery import Ack
 from sqsjobs.errors import AwsError, LimitWait, StoreError
 from sqsjobs.job import AttemptOutcome
-from sqsjobs.limits import store as ls
+from sqsjobs.limits import store as limit_store
 from sqsjobs.runtime.seams import Plugin
 from sqsjobs.store.codec import is_conflict, job_from_item, nonce, num_attr, old_item, str_attr
 from sqsjobs.store.requests import get as get_record
@@ -142,7 +142,9 @@ class Gate:
             del self.held[job_id]
 
     async def _check_pause(self, job_type: str) -> None:
-        item = (await self._read([ls.pause_id(job_type)], PAUSE_CACHE_S))[ls.pause_id(job_type)]
+        item = (await self._read([limit_store.pause_id(job_type)], PAUSE_CACHE_S))[
+            limit_store.pause_id(job_type)
+        ]
         if item is not None:
             paused_for = self.kernel.clock.now() - (num_attr(item, "paused_at") or 0.0)
             high = self.kernel.settings.defer_recheck_max_s
@@ -157,11 +159,11 @@ class Gate:
         now = self.kernel.clock.now()
         for lim in limits:  # refusals the cache alone can tell: no write
             if lim.breaker:
-                self._breaker_wait(lim, items[ls.breaker_id(lim.name)], now)
+                self._breaker_wait(lim, items[limit_store.breaker_id(lim.name)], now)
             if lim.concurrency and not self._free_slots(lim, keys[lim.name], items, now):
                 raise LimitWait("concurrency", lim.name, self._slot_wait())
             if lim.rate:
-                rid = ls.rate_id(lim.name, shards[lim.name], keys[lim.name])
+                rid = limit_store.rate_id(lim.name, shards[lim.name], keys[lim.name])
                 self._rate_wait(lim, items[rid], now, shards[lim.name], keys[lim.name])
         for lim in limits:
             if lim.concurrency:
@@ -169,8 +171,8 @@ class Gate:
         for lim in limits:
             if lim.breaker:
                 held.breakers.append(lim)
-                if ls.breaker_state(items[ls.breaker_id(lim.name)]) != ls.CLOSED:
-                    await self._become_probe(held, lim, items[ls.breaker_id(lim.name)])
+                if limit_store.breaker_state(items[limit_store.breaker_id(lim.name)]) != limit_store.CLOSED:
+                    await self._become_probe(held, lim, items[limit_store.breaker_id(lim.name)])
         held.at = self.kernel.clock.now()
         for lim in limits:
             if lim.rate:
@@ -189,10 +191,13 @@ class Gate:
         return job.tenant, job.payload
 
     def _breaker_wait(self, lim: Limit, item: Item | None, now: float) -> None:
-        state = ls.breaker_state(item)
-        if state == ls.OPEN and (until := num_attr(item or {}, "until") or 0.0) > now:
+        state = limit_store.breaker_state(item)
+        if state == limit_store.OPEN and (until := num_attr(item or {}, "until") or 0.0) > now:
             raise LimitWait("breaker", lim.name, until - now + random.uniform(0.0, 1.0))
-        if state == ls.HALF_OPEN and (probe_until := num_attr(item or {}, "probe_until") or 0.0) > now:
+        if (
+            state == limit_store.HALF_OPEN
+            and (probe_until := num_attr(item or {}, "probe_until") or 0.0) > now
+        ):
             low, high = PROBE_WAIT_S
             wait = min(max(probe_until - now, low), high) * random.uniform(1, 1.5)
             raise LimitWait("breaker", lim.name, min(wait, self.kernel.settings.defer_recheck_max_s))
@@ -201,13 +206,15 @@ class Gate:
         self, lim: Limit, key: str | None, items: Mapping[str, Item | None], now: float
     ) -> list[str]:
         assert lim.concurrency is not None
-        slots = [ls.slot_id(lim.name, n, key) for n in range(lim.slots(key))]
-        return [s for s in slots if ls.slot_is_free(items.get(s), now)]
+        slots = [limit_store.slot_id(lim.name, n, key) for n in range(lim.slots(key))]
+        return [s for s in slots if limit_store.slot_is_free(items.get(s), now)]
 
     def _rate_wait(self, lim: Limit, item: Item | None, now: float, shard: int, key: str | None) -> None:
         assert lim.rate is not None
         allowed = lim.rate.shard_starts(shard)
-        opens = ls.next_start(ls.starts_of(item), allowed=allowed, window_s=lim.rate.window_s)
+        opens = limit_store.next_start(
+            limit_store.starts_of(item), allowed=allowed, window_s=lim.rate.window_s
+        )
         if opens > now:
             # Send waiting jobs back one start interval apart, so they do not all return at once.
             # Booked per key: one key's waiting jobs never push another key's back.
@@ -224,7 +231,7 @@ class Gate:
         token = nonce()
         lease_s = self.kernel.settings.lease_s
         for slot in free[:MAX_TRIES]:
-            params = ls.take_slot(
+            params = limit_store.take_slot(
                 self._table, slot, job_id=held.job_id, token=token, now=now, lease_s=lease_s
             )
             if await self._conditional("put_item", params, lim.name, items, slot, token=token):
@@ -237,11 +244,11 @@ class Gate:
         return min(random.uniform(*SLOT_WAIT_S), self.kernel.settings.defer_recheck_max_s)
 
     async def _become_probe(self, held: Held, lim: Limit, item: Item | None) -> None:
-        bid = ls.breaker_id(lim.name)
-        params = ls.become_probe(
+        bid = limit_store.breaker_id(lim.name)
+        params = limit_store.become_probe(
             self._table,
             bid,
-            version=ls.version_of(item),
+            version=limit_store.version_of(item),
             job_id=held.job_id,
             now=self.kernel.clock.now(),
             lease_s=self.kernel.settings.lease_s,
@@ -256,21 +263,21 @@ class Gate:
 
     async def _log_start(self, held: Held, lim: Limit, shard: int, key: str | None) -> None:
         assert lim.rate is not None
-        rid = ls.rate_id(lim.name, shard, key)
+        rid = limit_store.rate_id(lim.name, shard, key)
         allowed = lim.rate.shard_starts(shard)
         items = {rid: self._cache.get(rid, (0.0, None))[1]}
         for _ in range(MAX_TRIES):
             item = items.get(rid)
-            starts = ls.starts_of(item)
+            starts = limit_store.starts_of(item)
             now = held.at
-            if ls.next_start(starts, allowed=allowed, window_s=lim.rate.window_s) > now:
+            if limit_store.next_start(starts, allowed=allowed, window_s=lim.rate.window_s) > now:
                 self._rate_wait(lim, item, now, shard, key)
             wid = nonce()
-            params = ls.record_start(
+            params = limit_store.record_start(
                 self._table,
                 rid,
                 starts=starts,
-                version=ls.version_of(item),
+                version=limit_store.version_of(item),
                 now=now,
                 allowed=allowed,
                 wid=wid,
@@ -352,11 +359,11 @@ class Gate:
     async def _undo(self, held: Held) -> None:
         await self._release(held)
         for bid in held.probes:
-            await self._quiet(ls.end_probe(self._table, bid, job_id=held.job_id))
+            await self._quiet(limit_store.end_probe(self._table, bid, job_id=held.job_id))
 
     async def _release(self, held: Held) -> None:
         for slot, token in held.slots:
-            await self._quiet(ls.give_back_slot(self._table, slot, token=token), op="delete_item")
+            await self._quiet(limit_store.give_back_slot(self._table, slot, token=token), op="delete_item")
             self._cache.pop(slot, None)
         held.slots = []
 
@@ -370,10 +377,12 @@ class Gate:
                 continue
             held.renewed = now
             writes += [
-                ls.renew_slot(self._table, s, token=t, now=now, lease_s=lease_s) for s, t in held.slots
+                limit_store.renew_slot(self._table, s, token=t, now=now, lease_s=lease_s)
+                for s, t in held.slots
             ]
             writes += [
-                ls.renew_probe(self._table, b, job_id=job_id, now=now, lease_s=lease_s) for b in held.probes
+                limit_store.renew_probe(self._table, b, job_id=job_id, now=now, lease_s=lease_s)
+                for b in held.probes
             ]
         await asyncio.gather(*(self._quiet(w, lost="limit slot lost at renewal") for w in writes))
 
@@ -403,7 +412,7 @@ class Gate:
             await self._release(held)
             failed = finish.outcome in (AttemptOutcome.RETRY, AttemptOutcome.DEAD)
             for lim in held.breakers:
-                bid = ls.breaker_id(lim.name)
+                bid = limit_store.breaker_id(lim.name)
                 if bid in held.probes:
                     await self._verdict(lim, held.job_id, finish.outcome)
                 elif failed:
@@ -415,19 +424,19 @@ class Gate:
 
     async def _verdict(self, lim: Limit, job_id: str, outcome: AttemptOutcome) -> None:
         assert lim.breaker is not None
-        bid = ls.breaker_id(lim.name)
+        bid = limit_store.breaker_id(lim.name)
         item = (await self._read([bid], 0.0))[bid]
         if item is None or str_attr(item, "probe") != job_id:
             return  # no longer this job's verdict (its probe lease ran out and another took over)
-        version, now = ls.version_of(item), self.kernel.clock.now()
+        version, now = limit_store.version_of(item), self.kernel.clock.now()
         if outcome is AttemptOutcome.SUCCEEDED:
-            params = ls.close_breaker(self._table, bid, version=version)
+            params = limit_store.close_breaker(self._table, bid, version=version)
         elif outcome in (AttemptOutcome.RETRY, AttemptOutcome.DEAD):
-            params = ls.open_breaker(
+            params = limit_store.open_breaker(
                 self._table, bid, version=version, now=now, cooldown_s=lim.breaker.cooldown_s
             )
         else:
-            params = ls.end_probe(self._table, bid, job_id=job_id)
+            params = limit_store.end_probe(self._table, bid, job_id=job_id)
         if await self._quiet(params):
             self._cache.pop(bid, None)
             self.kernel.logger.info(
@@ -436,15 +445,15 @@ class Gate:
 
     async def _count_failure(self, lim: Limit) -> None:
         assert lim.breaker is not None
-        bid, now = ls.breaker_id(lim.name), self.kernel.clock.now()
+        bid, now = limit_store.breaker_id(lim.name), self.kernel.clock.now()
         response = await self.kernel.arun(
-            one(Call("dynamodb", "update_item", ls.record_failure(self._table, bid, now=now)))
+            one(Call("dynamodb", "update_item", limit_store.record_failure(self._table, bid, now=now)))
         )
         item = response.get("Attributes") or {}
-        recent = [t for t in ls.failures_of(item) if t >= now - lim.breaker.window_s]
-        version = ls.version_of(item)
-        if ls.breaker_state(item) == ls.CLOSED and len(recent) >= lim.breaker.failures:
-            params = ls.open_breaker(
+        recent = [t for t in limit_store.failures_of(item) if t >= now - lim.breaker.window_s]
+        version = limit_store.version_of(item)
+        if limit_store.breaker_state(item) == limit_store.CLOSED and len(recent) >= lim.breaker.failures:
+            params = limit_store.open_breaker(
                 self._table, bid, version=version, now=now, cooldown_s=lim.breaker.cooldown_s
             )
             if await self._quiet(params):
@@ -453,20 +462,20 @@ class Gate:
                     "breaker opened",
                     extra={"limit": lim.name, "failures": len(recent), "cooldown_s": lim.breaker.cooldown_s},
                 )
-        elif len(ls.failures_of(item)) > 2 * lim.breaker.failures:
-            await self._quiet(ls.trim_failures(self._table, bid, version=version, keep=recent))
+        elif len(limit_store.failures_of(item)) > 2 * lim.breaker.failures:
+            await self._quiet(limit_store.trim_failures(self._table, bid, version=version, keep=recent))
 
     # ── cache ─────────────────────────────────────────────────────────────────────────────
     async def _read(self, ids: Sequence[str], max_age_s: float) -> dict[str, Item | None]:
         """The items, from the cache when read within ``max_age_s``, else in one BatchGetItem per 100."""
         now = self.kernel.clock.now()
         stale = [i for i in dict.fromkeys(ids) if i not in self._cache or now - self._cache[i][0] > max_age_s]
-        for start in range(0, len(stale), ls.MAX_BATCH_GET):
-            chunk = stale[start : start + ls.MAX_BATCH_GET]
+        for start in range(0, len(stale), limit_store.MAX_BATCH_GET):
+            chunk = stale[start : start + limit_store.MAX_BATCH_GET]
             response = await self.kernel.arun(
-                one(Call("dynamodb", "batch_get_item", ls.batch_get(self._table, chunk)))
+                one(Call("dynamodb", "batch_get_item", limit_store.batch_get(self._table, chunk)))
             )
-            found = ls.batch_items(self._table, response)
+            found = limit_store.batch_items(self._table, response)
             for i in chunk:
                 self._remember(i, found.get(i))
         return {i: self._cache[i][1] for i in ids}
@@ -498,11 +507,11 @@ class Gate:
 
 def _ids(lim: Limit, key: str | None, shard: int) -> list[str]:
     """Every item an admission under ``lim`` may need, read in one batch."""
-    ids = [ls.slot_id(lim.name, n, key) for n in range(lim.slots(key))]
+    ids = [limit_store.slot_id(lim.name, n, key) for n in range(lim.slots(key))]
     if lim.breaker:
-        ids.append(ls.breaker_id(lim.name))
+        ids.append(limit_store.breaker_id(lim.name))
     if lim.rate:
-        ids.append(ls.rate_id(lim.name, shard, key))
+        ids.append(limit_store.rate_id(lim.name, shard, key))
     return ids
 
 

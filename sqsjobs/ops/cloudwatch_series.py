@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, Flow
-from sqsjobs.observability import metrics as m
+from sqsjobs.observability import metrics as job_metrics
 from sqsjobs.ops.series import COUNTS, WINDOWS, Series
 from sqsjobs.transport.sqs import chunks
 
@@ -39,9 +39,14 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 #: The count metric behind each counted series.
-COUNT_METRICS = {"started": m.STARTED, "succeeded": m.SUCCEEDED, "failed": m.RETRIED, "dead": m.DEAD}
+COUNT_METRICS = {
+    "started": job_metrics.STARTED,
+    "succeeded": job_metrics.SUCCEEDED,
+    "failed": job_metrics.RETRIED,
+    "dead": job_metrics.DEAD,
+}
 #: The timing metric behind each latency.
-LATENCY_METRICS = {"wait": m.QUEUE_WAIT, "run": m.RUN_TIME}
+LATENCY_METRICS = {"wait": job_metrics.QUEUE_WAIT, "run": job_metrics.RUN_TIME}
 LATENCY_STATS = {"p50": "p50", "p95": "p95", "n": "SampleCount"}
 #: GetMetricData takes at most this many queries per request.
 MAX_QUERIES = 500

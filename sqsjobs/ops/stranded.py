@@ -2,7 +2,7 @@
 
 ``sqsjobs doctor --stranded``. Every record that is not terminal must have a witness (``WITNESSES``
 in ``sqsjobs/job.py``): a message, an attention entry, a live lease, or a chain step's predecessor.
-A Scan (``store/audit.py``, one segment per thread) returns the unfinished records without an
+A Scan (``store/stranded_scan.py``, one segment per thread) returns the unfinished records without an
 attention entry; of those, a record is reported when what should bring it back cannot any more::
 
     queued, retry_scheduled   due more than ``grace_s`` ago and still not claimed (default: the 12 h
@@ -28,7 +28,7 @@ from sqsjobs._aws import Call, Flow
 from sqsjobs.job import TERMINAL, JobStatus
 from sqsjobs.ops.retention import duration
 from sqsjobs.retry import MAX_VISIBILITY_S
-from sqsjobs.store import audit
+from sqsjobs.store import stranded_scan
 from sqsjobs.workflows.chain_store import MAX_BATCH_GET, step_job_id
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ class Audit:
         }
 
 
-def judge(record: audit.Unwitnessed, settings: Settings, now: float, grace_s: float) -> str | None:
+def judge(record: stranded_scan.Unwitnessed, settings: Settings, now: float, grace_s: float) -> str | None:
     """Why ``record`` has no witness left, or None while something may still bring it back."""
     if record.status in (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED) and record.run_at is not None:
         late = now - record.run_at
@@ -111,22 +111,22 @@ def judge(record: audit.Unwitnessed, settings: Settings, now: float, grace_s: fl
 
 def segment_flow(
     settings: Settings, now: float, grace_s: float, segment: int, segments: int
-) -> Flow[tuple[list[Stranded], list[audit.Unwitnessed], int, float]]:
+) -> Flow[tuple[list[Stranded], list[stranded_scan.Unwitnessed], int, float]]:
     """One segment, every page: the stranded records, the waiting steps to look into, items and units read."""
     found: list[Stranded] = []
-    waiting: list[audit.Unwitnessed] = []
+    waiting: list[stranded_scan.Unwitnessed] = []
     scanned, units = 0, 0.0
     start = None
     while True:
         page = yield Call(
             "dynamodb",
             "scan",
-            audit.scan_request(settings.table_name, segment=segment, segments=segments, start=start),
+            stranded_scan.scan_request(settings.table_name, segment=segment, segments=segments, start=start),
         )
         scanned += int(page.get("ScannedCount", 0))
         units += float(page.get("ConsumedCapacity", {}).get("CapacityUnits", 0.0))
         for item in page.get("Items", []):
-            record = audit.unwitnessed(item)
+            record = stranded_scan.unwitnessed(item)
             if record.status is JobStatus.WAITING:
                 waiting.append(record)
                 continue
@@ -138,7 +138,7 @@ def segment_flow(
             return found, waiting, scanned, units
 
 
-def predecessors_flow(settings: Settings, steps: list[audit.Unwitnessed]) -> Flow[list[Stranded]]:
+def predecessors_flow(settings: Settings, steps: list[stranded_scan.Unwitnessed]) -> Flow[list[Stranded]]:
     """Waiting chain steps whose predecessor is finished (it neither unblocked nor dropped them) or gone."""
     before = {s.id: step_job_id(s.chain_id, s.chain_step - 1) for s in steps if s.chain_id and s.chain_step}
     statuses: dict[str, str] = {}
@@ -147,7 +147,7 @@ def predecessors_flow(settings: Settings, steps: list[audit.Unwitnessed]) -> Flo
         keys = wanted[start : start + MAX_BATCH_GET]
         while keys:
             answer = yield Call(
-                "dynamodb", "batch_get_item", audit.statuses_request(settings.table_name, keys)
+                "dynamodb", "batch_get_item", stranded_scan.statuses_request(settings.table_name, keys)
             )
             for item in answer.get("Responses", {}).get(settings.table_name, []):
                 statuses[item["id"]["S"]] = item.get("status", {}).get("S", "?")
@@ -188,7 +188,7 @@ def find_stranded(
         parts = list(
             pool.map(lambda n: run(segment_flow(settings, now, grace_s, n, segments)), range(segments))
         )
-    waiting: list[audit.Unwitnessed] = []
+    waiting: list[stranded_scan.Unwitnessed] = []
     for found, steps, scanned, units in parts:
         result.stranded += found
         waiting += steps

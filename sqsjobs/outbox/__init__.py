@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, Unpack, 
 
 from sqsjobs.outbox.relay import OutboxRelay
 from sqsjobs.outbox.rows import SqlFlow, arun_sql, insert_flow, outbox_row, run_sql
-from sqsjobs.outbox.schema import CHANNEL, TABLE, migrate
+from sqsjobs.outbox.tables import CHANNEL, TABLE, migrate
 from sqsjobs.producer import EnqueueOptions, JobRequest
 
 if TYPE_CHECKING:

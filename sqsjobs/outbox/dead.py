@@ -33,7 +33,7 @@ from sqsjobs.errors import (
     PayloadError,
     RoutingError,
 )
-from sqsjobs.outbox.schema import DEAD_TABLE, TABLE
+from sqsjobs.outbox.tables import DEAD_TABLE, TABLE
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -36,8 +36,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.outbox.dead import SET_ASIDE, error_json, refusal
-from sqsjobs.outbox.metrics import LagMetrics
-from sqsjobs.outbox.schema import CHANNEL, TABLE
+from sqsjobs.outbox.lag_metrics import LagMetrics
+from sqsjobs.outbox.tables import CHANNEL, TABLE
 from sqsjobs.producer import JobRequest
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqsjobs.config import to_seconds
-from sqsjobs.outbox.schema import TABLE
+from sqsjobs.outbox.tables import TABLE
 from sqsjobs.producer import build_new_job
 from sqsjobs.store import codec
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Protocol
 
-from sqsjobs import envelope as env
+from sqsjobs import envelope as envelope_format
 from sqsjobs.delivery import LEAVE, Ack, dead_letter, failure_record
 from sqsjobs.errors import EnvelopeError, HandlerNotFound
 from sqsjobs.runtime.claim_stage import Claimer
@@ -38,7 +38,7 @@ from sqsjobs.runtime.kernel import kernel_of
 from sqsjobs.runtime.outliving import OutlivingRuns
 from sqsjobs.runtime.record_stage import Recorder
 from sqsjobs.runtime.run_stage import Runner
-from sqsjobs.runtime.transitions import Transitions
+from sqsjobs.runtime.write_batcher import WriteBatcher
 from sqsjobs.store.job_store import JobStore
 from sqsjobs.transport.lifespan import keep_witness
 
@@ -75,9 +75,9 @@ class Execution:
         self.app = kernel = kernel_of(app)
         self.worker_id = worker_id
         #: Claims and finishes go through it: what is ready at one instant leaves in one request.
-        self.transitions = Transitions(kernel.arun, batch=kernel.settings.batch_writes, logger=kernel.logger)
-        #: The state table's operations, applied through ``transitions``.
-        self.store = JobStore(self.transitions, kernel.settings.table_name, worker_id)
+        self.writes = WriteBatcher(kernel.arun, batch=kernel.settings.batch_writes, logger=kernel.logger)
+        #: The state table's operations, applied through ``writes`` (the write batcher).
+        self.store = JobStore(self.writes, kernel.settings.table_name, worker_id)
         self.recorder = Recorder(kernel, worker_id, self.store, hooks)
         self.claimer = Claimer(kernel, self.recorder)
         self.runner = Runner(
@@ -95,11 +95,13 @@ class Execution:
         """Decide and record the fate of one delivery; never raises for bad input."""
         kernel = self.app
         try:
-            envelope = env.parse(delivery.body)
+            envelope = envelope_format.parse(delivery.body)
         except EnvelopeError as exc:
             kernel.logger.warning("message rejected", extra={"queue": delivery.queue, "reason": str(exc)})
             return dead_letter(f"malformed message: {exc}", error=failure_record(exc), queue=delivery.queue)
-        if not isinstance(envelope, env.Envelope):  # a schedule fire, a foreign message: a plug-in's kind
+        if not isinstance(
+            envelope, envelope_format.Envelope
+        ):  # a schedule fire, a foreign message: a plug-in's kind
             kind = kernel.kinds.get(type(envelope))
             if kind is None:
                 reason = f"no plug-in handles {type(envelope).__name__} messages"
@@ -111,7 +113,7 @@ class Execution:
         with kernel.tracer.process(envelope, delivery) as span:  # the claim's call is inside the job's trace
             return span.acked(await self._job(envelope, delivery))
 
-    async def _job(self, envelope: env.Envelope, delivery: Delivery) -> Ack:
+    async def _job(self, envelope: envelope_format.Envelope, delivery: Delivery) -> Ack:
         try:
             spec = self.app.registry.get(envelope.job_type)
         except HandlerNotFound as exc:

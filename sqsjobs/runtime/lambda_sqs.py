@@ -49,7 +49,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sqsjobs import envelope as env
+from sqsjobs import envelope as envelope_format
 from sqsjobs._aws import Call, one
 from sqsjobs.errors import (
     AwsError,
@@ -321,7 +321,7 @@ class LambdaWorker:
     def _spec_of(self, body: str) -> HandlerSpec | None:
         """The record's job type, or None for what runs no handler (a fire, a malformed body, an unknown type)."""
         try:
-            return self.kernel.registry.get(env.Envelope.from_body(body).job_type)
+            return self.kernel.registry.get(envelope_format.Envelope.from_body(body).job_type)
         except (EnvelopeError, HandlerNotFound):
             return None
 

@@ -54,7 +54,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sqsjobs import envelope as env
+from sqsjobs import envelope as envelope_format
 from sqsjobs._aws import Call, Flow
 from sqsjobs.errors import EnvelopeError, StoreError
 from sqsjobs.job import JobStatus
@@ -198,10 +198,10 @@ def _scan(run: _Pass, depth: DlqDepth) -> Flow[int]:
 def _judge(run: _Pass, m: DlqMessage) -> Flow[None]:
     """Decide one message by its job's record (see the module's table)."""
     try:
-        parsed = env.parse(m.body)
+        parsed = envelope_format.parse(m.body)
     except EnvelopeError:  # not an envelope at all: decode said so already
         parsed = None
-    if m.malformed or not isinstance(parsed, env.Envelope):
+    if m.malformed or not isinstance(parsed, envelope_format.Envelope):
         run.report.left += 1
         return
     found = yield Call("dynamodb", "get_item", get(run.settings.table_name, parsed.job_id))
@@ -253,7 +253,9 @@ def _redispatch(run: _Pass, m: DlqMessage, job: Job, item: Item) -> Flow[None]:
     run.report.redispatched.append(job.id)
 
 
-def _make_dead(run: _Pass, m: DlqMessage, envelope: env.Envelope, redispatched: int) -> Flow[None]:
+def _make_dead(
+    run: _Pass, m: DlqMessage, envelope: envelope_format.Envelope, redispatched: int
+) -> Flow[None]:
     """Make the record dead (SQS redrove it past the re-dispatch limit); this copy is then the dead job's."""
     reason = redrive.reason(run.scope.receives, redispatched)
     write = redrive.redriven(
@@ -279,13 +281,16 @@ def _dead_copy(run: _Pass, m: DlqMessage, job: Job) -> Flow[None]:
     urls = yield from run.queue_urls.flow([m.queue])
     error = job.last_error
     attributes = {
-        env.DLQ_REASON: job.reason or dead_letters.REDRIVEN,
-        env.DLQ_JOB_ID: job.id,
-        env.DLQ_JOB_TYPE: job.type,
-        env.DLQ_SOURCE_QUEUE: routes.queue_name(run.settings, routes.route(m.queue, routes.FIFO)),
+        envelope_format.DLQ_REASON: job.reason or dead_letters.REDRIVEN,
+        envelope_format.DLQ_JOB_ID: job.id,
+        envelope_format.DLQ_JOB_TYPE: job.type,
+        envelope_format.DLQ_SOURCE_QUEUE: routes.queue_name(run.settings, routes.route(m.queue, routes.FIFO)),
     }
     if error is not None:
-        attributes |= {env.DLQ_ERROR_CLASS: error.error_class, env.DLQ_ERROR_MESSAGE: error.message}
+        attributes |= {
+            envelope_format.DLQ_ERROR_CLASS: error.error_class,
+            envelope_format.DLQ_ERROR_MESSAGE: error.message,
+        }
     standard = urls[dlq_key(m.queue)]
     yield Call("sqs", "send_message", sqs.send_one(standard, m.body, attributes=attributes))
     yield from dead_letters.delete_flow(m, run.scan)

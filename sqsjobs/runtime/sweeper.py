@@ -40,7 +40,7 @@ from sqsjobs.producer import route_of
 from sqsjobs.runtime.kernel import kernel_of
 from sqsjobs.runtime.reconciler import DlqScope, ReconcileReport, reconcile_flow
 from sqsjobs.runtime.record_stage import commit, finish_hooks
-from sqsjobs.runtime.transitions import Transitions
+from sqsjobs.runtime.write_batcher import WriteBatcher
 from sqsjobs.store import codec, deadlines, enqueue, outlived, requests, schema
 from sqsjobs.store.job_store import JobStore, Landed
 from sqsjobs.transport import lifespan, sqs
@@ -249,7 +249,7 @@ async def sweep_once(app: Kernel | SupportsKernel, *, now: float | None = None) 
     )
     if report.expiring:
         store = JobStore(
-            Transitions(kernel.arun, batch=False, logger=kernel.logger), settings.table_name, "sweeper"
+            WriteBatcher(kernel.arun, batch=False, logger=kernel.logger), settings.table_name, "sweeper"
         )
         for job, deadline in report.expiring:
             if await expire(kernel, store, job, now, deadline):

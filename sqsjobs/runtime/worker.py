@@ -36,7 +36,7 @@ from sqsjobs.context import InterruptReason
 from sqsjobs.errors import AwsError, ConfigurationError
 from sqsjobs.runtime.batching import Collectors
 from sqsjobs.runtime.execution import DeliveryHost, apply
-from sqsjobs.runtime.health import HealthProbe
+from sqsjobs.runtime.health_probe import HealthProbe
 from sqsjobs.runtime.kernel import kernel_of
 from sqsjobs.runtime.levels import LevelReceiver
 from sqsjobs.runtime.presence import Presence

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.errors import ConfigurationError, ExpressionError, PayloadInvalid
-from sqsjobs.schedules import expressions as sx
+from sqsjobs.schedules import expressions
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -44,7 +44,7 @@ class ScheduleSpec:
     #: The registered job type each fire enqueues.
     job: str
     #: ``expression`` parsed.
-    parsed: sx.Expression = field(compare=False, repr=False)
+    parsed: expressions.Expression = field(compare=False, repr=False)
     #: JSON-serialisable payload of every job this schedule enqueues; None: the empty payload
     #: the handler accepts (``empty_payload``).
     payload: Any = None
@@ -61,14 +61,14 @@ class ScheduleSpec:
     @property
     def tz(self) -> ZoneInfo:
         """The time zone object."""
-        return sx.timezone(self.timezone)
+        return expressions.timezone(self.timezone)
 
     def next_fire(self, after: float, *, anchor: float) -> float | None:
         """The first fire strictly after ``after``; ``anchor`` is where a rate starts counting."""
         p = self.parsed
-        if isinstance(p, sx.Rate):
+        if isinstance(p, expressions.Rate):
             return p.next_after(after, anchor)
-        if isinstance(p, sx.At):
+        if isinstance(p, expressions.At):
             instant = p.instant(self.tz)
             return instant if instant > after else None
         return p.next_after(after, self.tz)
@@ -76,9 +76,9 @@ class ScheduleSpec:
     def slot_at_or_before(self, when: float, *, anchor: float = 0.0) -> float | None:
         """The occurrence a fire sent at ``when`` belongs to: the last one at or before it."""
         p = self.parsed
-        if isinstance(p, sx.Rate):
+        if isinstance(p, expressions.Rate):
             return p.latest_at_or_before(when, anchor)
-        if isinstance(p, sx.At):
+        if isinstance(p, expressions.At):
             return p.instant(self.tz)
         return p.latest_at_or_before(when, self.tz)
 
@@ -126,8 +126,8 @@ class Schedules:
             )
         try:
             expression = _expression(*given[0])
-            parsed = sx.parse(expression)
-            sx.timezone(timezone)
+            parsed = expressions.parse(expression)
+            expressions.timezone(timezone)
         except ExpressionError as exc:
             raise ConfigurationError(f"schedule {name!r}: {exc}") from None
         if flexible_window_minutes is not None and not (

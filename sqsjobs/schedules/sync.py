@@ -29,7 +29,7 @@ from sqsjobs.errors import (
     SchedulerError,
     TransportError,
 )
-from sqsjobs.schedules import expressions as sx
+from sqsjobs.schedules import expressions
 from sqsjobs.schedules.specs import NAME_PATTERN, ScheduleSpec, empty_payload
 from sqsjobs.transport.queues import dlq_key
 
@@ -426,13 +426,13 @@ def list_flow(app: Scheduling, *, now: float, count: int = 3) -> Flow[list[Sched
 def _deployed_spec(name: str, deployed: Mapping[str, Any]) -> ScheduleSpec:
     expression = str(deployed.get("ScheduleExpression", ""))
     timezone = str(deployed.get("ScheduleExpressionTimezone") or "UTC")
-    sx.timezone(timezone)
+    expressions.timezone(timezone)
     try:
         job = str(json.loads(deployed.get("Target", {}).get("Input", "{}")).get("job", "?"))
     except (ValueError, AttributeError):
         job = "?"
     return ScheduleSpec(
-        name=name, expression=expression, job=job, parsed=sx.parse(expression), timezone=timezone
+        name=name, expression=expression, job=job, parsed=expressions.parse(expression), timezone=timezone
     )
 
 

@@ -2,7 +2,7 @@
 
 ``JobStore`` applies the writes of ``job.TRANSITIONS`` (claim, complete, schedule_retry, fail, abort,
 release, heartbeat, reject, expire, keep_payload) through an ``Applier`` — the worker's write batcher
-(``runtime/transitions.py``) — and answers ``Landed`` or ``Refused(reason, the record as it was)``.
+(``runtime/write_batcher.py``) — and answers ``Landed`` or ``Refused(reason, the record as it was)``.
 A refused write returns the record as it was (``ReturnValuesOnConditionCheckFailure=ALL_OLD``), so
 reading a refusal costs no request. What is not a refusal (throttling, an outage) is raised as the
 ``StoreError`` it was: the caller leaves the message for redelivery.

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs import envelope as env
+from sqsjobs import envelope as envelope_format
 from sqsjobs._aws import Call, Flow
 from sqsjobs.errors import AwsError, EnvelopeError
 from sqsjobs.transport import routes, sqs
@@ -102,19 +102,19 @@ def decode(queue: str, dlq_url: str, message: Mapping[str, Any], *, backstop: bo
     attrs = {k: str(v.get("StringValue", "")) for k, v in message.get("MessageAttributes", {}).items()}
     system = message.get("Attributes", {})
     body = str(message.get("Body", ""))
-    job_id = attrs.get(env.DLQ_JOB_ID) or None
-    job_type = attrs.get(env.DLQ_JOB_TYPE) or None
+    job_id = attrs.get(envelope_format.DLQ_JOB_ID) or None
+    job_type = attrs.get(envelope_format.DLQ_JOB_TYPE) or None
     malformed = ""
     try:
-        parsed = env.parse(body)
+        parsed = envelope_format.parse(body)
     except EnvelopeError as exc:
         malformed = str(exc)
     else:
-        if isinstance(parsed, env.Fire):
+        if isinstance(parsed, envelope_format.Fire):
             # A schedule occurrence that never became a job: there is no record to requeue.
             malformed = f"schedule fire of {parsed.schedule!r} at {parsed.at}, not a job"
             job_type = parsed.job_type
-        elif isinstance(parsed, env.Foreign):
+        elif isinstance(parsed, envelope_format.Foreign):
             # Sent from outside sqsjobs and refused before it became a job (its reason says why):
             # no record to replay; SQS's own redrive sends the body back once the cause is fixed.
             job_type = parsed.job_type
@@ -122,7 +122,7 @@ def decode(queue: str, dlq_url: str, message: Mapping[str, Any], *, backstop: bo
             job_id, job_type = parsed.job_id, parsed.job_type
     # No sqsjobs attributes: SQS's redrive policy moved it (its worker kept dying on it, or it
     # kept coming back without finishing).
-    reason = attrs.get(env.DLQ_REASON) or (REDRIVEN if not attrs else "?")
+    reason = attrs.get(envelope_format.DLQ_REASON) or (REDRIVEN if not attrs else "?")
     return DlqMessage(
         queue=queue,
         dlq_url=dlq_url,
@@ -134,9 +134,9 @@ def decode(queue: str, dlq_url: str, message: Mapping[str, Any], *, backstop: bo
         job_id=job_id,
         job_type=job_type,
         reason=reason,
-        error_class=attrs.get(env.DLQ_ERROR_CLASS, ""),
-        error_message=attrs.get(env.DLQ_ERROR_MESSAGE, ""),
-        source_queue=attrs.get(env.DLQ_SOURCE_QUEUE, ""),
+        error_class=attrs.get(envelope_format.DLQ_ERROR_CLASS, ""),
+        error_message=attrs.get(envelope_format.DLQ_ERROR_MESSAGE, ""),
+        source_queue=attrs.get(envelope_format.DLQ_SOURCE_QUEUE, ""),
         malformed=malformed,
         backstop=backstop,
     )

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.job import AttemptOutcome
 from sqsjobs.runtime.seams import Plugin
-from sqsjobs.workflows import batch_store as bs
+from sqsjobs.workflows import batch_store
 from sqsjobs.workflows.batches import ItemStream
 from sqsjobs.workflows.completion import BatchEnv, after_finish_flow, repair_flow
 
@@ -45,7 +45,7 @@ class BatchHook:
         counter = COUNTED.get(finish.outcome)
         if counter is None or finish.job.batch_key is None:
             return []
-        return [bs.count_entry(self._kernel.settings.table_name, finish.job.batch_key, counter)]
+        return [batch_store.count_entry(self._kernel.settings.table_name, finish.job.batch_key, counter)]
 
     async def landed(self, finish: Finish) -> None:
         """Read the item's shard and check the batch when it is done; never raises."""

@@ -26,7 +26,7 @@ from sqsjobs.errors import BatchNotFound, BatchSealed, ConfigurationError, Idemp
 from sqsjobs.producer import JobRequest, build_new_job, route_of, write_objects
 from sqsjobs.store import dedupe, transact
 from sqsjobs.store.codec import av_s, idempotent_job_id, nonce
-from sqsjobs.workflows import batch_store as bs
+from sqsjobs.workflows import batch_store
 from sqsjobs.workflows.completion import (
     BatchEnv,
     fail_flow,
@@ -81,15 +81,15 @@ class BatchStatus:
     @property
     def sealed(self) -> bool:
         """True once it takes no more items."""
-        return self.status != bs.OPEN
+        return self.status != batch_store.OPEN
 
     @property
     def complete(self) -> bool:
         """True once its callback job exists (it completed, or failed early)."""
-        return self.status == bs.COMPLETE
+        return self.status == batch_store.COMPLETE
 
 
-def _status(record: bs.BatchRecord, counts: dict[str, int]) -> BatchStatus:
+def _status(record: batch_store.BatchRecord, counts: dict[str, int]) -> BatchStatus:
     return BatchStatus(
         id=record.id,
         status=record.status,
@@ -119,7 +119,7 @@ def status_flow(env: BatchEnv, batch_id: str) -> Flow[BatchStatus]:
     if record.final_counts is not None:
         return _status(record, record.final_counts)
     shards = yield from read_shards_flow(env, record)
-    return _status(record, bs.read_counts(shards).as_dict())
+    return _status(record, batch_store.read_counts(shards).as_dict())
 
 
 def create_flow(
@@ -133,22 +133,22 @@ def create_flow(
     max_item_failures: int | None,
     shards: int,
     now: float,
-) -> Flow[bs.BatchRecord]:
+) -> Flow[batch_store.BatchRecord]:
     """Create the batch (record, shards, the parent's count) in one transaction; its record.
 
     A dedupe key names one batch: created again with the same configuration, it is the same batch;
     with another, ``IdempotencyConflict``. A parent that has drained (or completed) takes no child:
     ``BatchSealed``.
     """
-    if not 1 <= shards <= bs.MAX_SHARDS:
-        raise ConfigurationError(f"shards={shards}: a batch has 1 to {bs.MAX_SHARDS} counter shards")
+    if not 1 <= shards <= batch_store.MAX_SHARDS:
+        raise ConfigurationError(f"shards={shards}: a batch has 1 to {batch_store.MAX_SHARDS} counter shards")
     if max_item_failures is not None and max_item_failures < 0:
         raise ConfigurationError(f"max_item_failures={max_item_failures} must be 0 or more (None: no limit)")
     callback_type = registry.name_of(on_complete)
     spec_of = registry.get(callback_type) if callback_type in registry else None
     root = (yield from read_record_flow(env, parent)).root_id if parent else None
-    batch_id = bs.new_batch_id(dedupe_key)
-    spec = bs.BatchSpec(
+    batch_id = batch_store.new_batch_id(dedupe_key)
+    spec = batch_store.BatchSpec(
         id=batch_id,
         on_complete=callback_type,
         callback_queue=spec_of.queue if spec_of else "default",
@@ -161,13 +161,13 @@ def create_flow(
         dedupe_key=dedupe_key,
         now=now,
     )
-    entries = bs.create_entries(env.table, spec)
-    entries[0]["Put"]["Item"]["batch_key"] = av_s(bs.list_key(batch_id))  # found by ``batches list``
+    entries = batch_store.create_entries(env.table, spec)
+    entries[0]["Put"]["Item"]["batch_key"] = av_s(batch_store.list_key(batch_id))  # found by ``batches list``
     refused = yield from transact_flow(entries)
     if refused is not None:
         reasons = transact.cancellation_reasons(refused)
         if reason_code(refused, 0) == _CONDITION_FAILED:
-            existing = bs.read_record(reasons[0]["Item"])
+            existing = batch_store.read_record(reasons[0]["Item"])
             if existing.config_hash == spec.config_hash:
                 return existing
             raise IdempotencyConflict(
@@ -181,13 +181,13 @@ def create_flow(
                 f"batch {parent} has drained (its children are sealed) or completed: it takes no new child"
             )
         raise refused
-    return bs.read_record(entries[0]["Put"]["Item"])
+    return batch_store.read_record(entries[0]["Put"]["Item"])
 
 
 def add_flow(
     env: BatchEnv,
     registry: Registry,
-    batch: bs.BatchRecord,
+    batch: batch_store.BatchRecord,
     request: JobRequest[Any],
     *,
     dedupe_key: str | None,
@@ -200,7 +200,7 @@ def add_flow(
         item_id = idempotent_job_id(job.type, f"{batch.id}\0{dedupe_key}", job.tenant)
         job = dataclasses.replace(job, id=item_id, idempotency_key=dedupe_key)
     job = dataclasses.replace(
-        job, root_id=batch.root_id, batch_key=bs.item_key(batch.id, job.id, batch.shards)
+        job, root_id=batch.root_id, batch_key=batch_store.item_key(batch.id, job.id, batch.shards)
     )
     assert job.batch_key is not None
     yield from env.queue_urls.flow([] if job.held else [route_of(job)])  # fails the add, not its send
@@ -209,7 +209,7 @@ def add_flow(
     put = transact.job_entry(
         env.table, job, token=token, pending_until=job.run_at + env.settings.stale_after_s
     )
-    refused = yield from transact_flow([put, bs.add_entry(env.table, job.batch_key)])
+    refused = yield from transact_flow([put, batch_store.add_entry(env.table, job.batch_key)])
     if refused is not None and not transact.landed_before(refused, [0], token):
         reasons = transact.cancellation_reasons(refused)
         same = transact.existing_job(reasons[0], job) if reasons else None
@@ -232,7 +232,7 @@ def add_flow(
 def cancel_flow(env: BatchEnv, batch_id: str, now: float) -> Flow[BatchStatus]:
     """Complete the batch at once as failed (``cancelled``), cancel its waiting items, its sub-tree too."""
     record = yield from read_record_flow(env, batch_id)
-    if record.status != bs.COMPLETE:
+    if record.status != batch_store.COMPLETE:
         yield from fail_flow(env, record, "cancelled by request", now)
     return (yield from status_flow(env, batch_id))
 
@@ -240,10 +240,10 @@ def cancel_flow(env: BatchEnv, batch_id: str, now: float) -> Flow[BatchStatus]:
 def list_flow(env: BatchEnv, *, limit: int = 50) -> Flow[list[BatchStatus]]:
     """The newest batches (``limit``), from their partitions of the ``batch_items`` index."""
     ids: list[str] = []
-    for n in range(bs.LIST_SHARDS):
+    for n in range(batch_store.LIST_SHARDS):
         start = None
         while True:
-            page = yield Call("dynamodb", "query", bs.query_items(env.table, f"list#{n:02d}", start))
+            page = yield Call("dynamodb", "query", batch_store.query_items(env.table, f"list#{n:02d}", start))
             ids += [i["id"]["S"] for i in page.get("Items", [])]
             start = page.get("LastEvaluatedKey")
             if not start:
@@ -259,7 +259,7 @@ def list_flow(env: BatchEnv, *, limit: int = 50) -> Flow[list[BatchStatus]]:
 class Batch:
     """A handle on one batch (``App.batch``): add items, seal it, read it."""
 
-    def __init__(self, kernel: Kernel, record: bs.BatchRecord) -> None:
+    def __init__(self, kernel: Kernel, record: batch_store.BatchRecord) -> None:
         self._kernel = kernel
         self._record = record
 
@@ -334,9 +334,9 @@ def add_to_batch_flow(
     )
 
 
-def new_batch_flow(kernel: Kernel, on_complete: Any, **options: Any) -> Flow[bs.BatchRecord]:
+def new_batch_flow(kernel: Kernel, on_complete: Any, **options: Any) -> Flow[batch_store.BatchRecord]:
     """``App.batch``'s flow (its keyword options, ``shards`` defaulting to ``DEFAULT_SHARDS``)."""
-    options.setdefault("shards", bs.DEFAULT_SHARDS)
+    options.setdefault("shards", batch_store.DEFAULT_SHARDS)
     return create_flow(
         env_of(kernel), kernel.registry, on_complete=on_complete, now=kernel.clock.now(), **options
     )

@@ -36,7 +36,7 @@ from sqsjobs.runtime.seams import Plugin
 from sqsjobs.store import codec, requests
 from sqsjobs.store.codec import CCF, Item, num_attr, str_attr, to_datetime
 from sqsjobs.transport import objects
-from sqsjobs.workflows import chain_store as cs
+from sqsjobs.workflows import chain_store
 from sqsjobs.workflows.chain_store import ChainState
 from sqsjobs.workflows.chains import read_items
 
@@ -62,7 +62,7 @@ async def before_step(kernel: Kernel, job: Job) -> Any:
         raise Cancel("chain cancelled: this step was asked to stop before it started")
     if not job.chain_id or not job.chain_step:
         return None
-    previous_id = cs.step_job_id(job.chain_id, job.chain_step - 1)
+    previous_id = chain_store.step_job_id(job.chain_id, job.chain_step - 1)
     read = requests.get(kernel.settings.table_name, previous_id) | {
         "ProjectionExpression": "#r, result_ref, cancel_requested",
         "ExpressionAttributeNames": {"#r": "result"},
@@ -100,22 +100,22 @@ class ChainHook:
             return []
         table, now, step = self.kernel.settings.table_name, self.kernel.clock.now(), job.chain_step
         last = step + 1 >= job.chain_steps
-        next_id = cs.step_job_id(job.chain_id, step + 1)
-        chain_id = f"{cs.CHAIN_PREFIX}{job.chain_id}"
+        next_id = chain_store.step_job_id(job.chain_id, step + 1)
+        chain_id = f"{chain_store.CHAIN_PREFIX}{job.chain_id}"
         wanted = [chain_id] if last or finish.outcome is not AttemptOutcome.SUCCEEDED else [chain_id, next_id]
         items = await self.kernel.arun(read_items(table, wanted))
         chain = items.get(chain_id)
         if (
             chain is None
             or str_attr(chain, "chain_state") != ChainState.RUNNING
-            or cs.chain_fields(chain)["current"] != step
+            or chain_store.chain_fields(chain)["current"] != step
         ):
             return []  # a step replayed after its chain ended (or the chain expired): it runs alone
         retention = self.kernel.settings.retention_s
         if finish.outcome is AttemptOutcome.SUCCEEDED and last:
             return [
                 {
-                    "Update": cs.end(
+                    "Update": chain_store.end(
                         table,
                         job.chain_id,
                         step=step,
@@ -130,7 +130,7 @@ class ChainHook:
             if following is None or str_attr(following, "status") != JobStatus.WAITING:
                 self.kernel.logger.error("chain: the next step is not waiting", extra={"job_id": next_id})
                 return []
-            unblock = cs.unblock(
+            unblock = chain_store.unblock(
                 table,
                 next_id,
                 now=now,
@@ -140,7 +140,7 @@ class ChainHook:
             self._remember(job, (following, unblock))
             return [
                 {"Update": unblock.update_item()},
-                {"Update": cs.advance(table, job.chain_id, step=step, now=now)},
+                {"Update": chain_store.advance(table, job.chain_id, step=step, now=now)},
             ]
         dead = finish.outcome in (AttemptOutcome.DEAD, AttemptOutcome.EXPIRED)
         error = finish.error
@@ -153,7 +153,7 @@ class ChainHook:
         self._remember(job, None)
         return [
             {
-                "Update": cs.end(
+                "Update": chain_store.end(
                     table, job.chain_id, step=step, state=state, now=now, retention_s=retention, reason=reason
                 )
             }
@@ -202,7 +202,7 @@ class ChainHook:
         # entry; a refused send or clear leaves the entry, and the sweeper sends the hint at its due.
         await self.kernel.arun(
             hint_written(
-                [(job, cs.pending_entry(unblock))],
+                [(job, chain_store.pending_entry(unblock))],
                 table=self.kernel.settings.table_name,
                 queue_urls=self.kernel.queue_urls,
                 settings=self.kernel.settings,
@@ -214,9 +214,9 @@ class ChainHook:
         reason = f"chain ended at step {step}"
         now, table = self.kernel.clock.now(), self.kernel.settings.table_name
         for index in range(step + 1, length):
-            params = cs.drop(
+            params = chain_store.drop(
                 table,
-                cs.step_job_id(chain_id, index),
+                chain_store.step_job_id(chain_id, index),
                 now=now,
                 reason=reason,
                 retention_s=self.kernel.settings.retention_s,

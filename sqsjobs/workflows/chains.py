@@ -28,7 +28,7 @@ from sqsjobs.job import JobStatus
 from sqsjobs.producer import JobRequest, build_new_job, hint_written, route_of, write_objects
 from sqsjobs.store import dedupe, operator, transact
 from sqsjobs.store.codec import nonce, str_attr, to_datetime
-from sqsjobs.workflows import chain_store as cs
+from sqsjobs.workflows import chain_store
 from sqsjobs.workflows.chain_store import ChainState
 
 if TYPE_CHECKING:
@@ -87,12 +87,12 @@ def build_steps(
     goes to S3 and the record keeps its reference, as for a held job.
     """
     requests = [_request(n, s) for n, s in enumerate(steps)]
-    if not 1 <= len(requests) <= cs.MAX_STEPS:
+    if not 1 <= len(requests) <= chain_store.MAX_STEPS:
         raise ChainInvalid(
-            f"a chain has 1 to {cs.MAX_STEPS} steps, not {len(requests)}: the chain record and every step "
+            f"a chain has 1 to {chain_store.MAX_STEPS} steps, not {len(requests)}: the chain record and every step "
             "must fit one DynamoDB transaction (100 items); split the work into chains that start each other"
         )
-    chain_id = cs.new_chain_id(dedupe_key)
+    chain_id = chain_store.new_chain_id(dedupe_key)
     jobs = []
     for index, request in enumerate(requests):
         job = dedupe.outside_producer(
@@ -101,7 +101,7 @@ def build_steps(
         jobs.append(
             dataclasses.replace(
                 job,
-                id=cs.step_job_id(chain_id, index),
+                id=chain_store.step_job_id(chain_id, index),
                 chain_id=chain_id,
                 chain_step=index,
                 chain_steps=len(requests),
@@ -146,9 +146,9 @@ def create_flow(
         table, first, token=token, pending_until=first.run_at + settings.stale_after_s
     )
     entries = [
-        cs.chain_put(table, chain_id, jobs, now=now, dedupe_key=dedupe_key, token=token),
+        chain_store.chain_put(table, chain_id, jobs, now=now, dedupe_key=dedupe_key, token=token),
         first_put,
-        *(cs.waiting_put(table, job, token=token) for job in jobs[1:]),
+        *(chain_store.waiting_put(table, job, token=token) for job in jobs[1:]),
     ]
     try:
         yield Call("dynamodb", "transact_write_items", transact.transact_write(entries, token=token))
@@ -175,7 +175,7 @@ def _refused(exc: StoreError, chain_id: str, jobs: Sequence[NewJob], dedupe_key:
     )
     if not existing:
         raise exc
-    if str_attr(existing, "steps_hash") == cs.steps_hash(jobs):
+    if str_attr(existing, "steps_hash") == chain_store.steps_hash(jobs):
         return chain_id
     raise IdempotencyConflict(
         f"dedupe key {dedupe_key!r} already names chain {chain_id} with other steps; reuse the same steps "
@@ -189,9 +189,9 @@ def read_items(
 ) -> Flow[dict[str, Item]]:
     """The items with these ids (strongly consistent), by id; absent ids are left out."""
     found: dict[str, Item] = {}
-    for start in range(0, len(ids), cs.MAX_BATCH_GET):
-        request: dict[str, Any] | None = cs.batch_get(
-            table, ids[start : start + cs.MAX_BATCH_GET], attributes=attributes
+    for start in range(0, len(ids), chain_store.MAX_BATCH_GET):
+        request: dict[str, Any] | None = chain_store.batch_get(
+            table, ids[start : start + chain_store.MAX_BATCH_GET], attributes=attributes
         )
         for _ in range(10):  # unprocessed keys (throttling): ask again for those only
             if not request:
@@ -212,11 +212,11 @@ def read_items(
 def get_flow(settings: Settings, chain_id: str) -> Flow[ChainStatus]:
     """The chain's record and its steps' states: one GetItem and one BatchGetItem per 100 steps."""
     table = settings.table_name
-    response = yield Call("dynamodb", "get_item", cs.get_chain(table, chain_id))
+    response = yield Call("dynamodb", "get_item", chain_store.get_chain(table, chain_id))
     if "Item" not in response:
         raise ChainNotFound(f"no chain with id {chain_id!r} in table {table}")
-    chain = cs.chain_fields(response["Item"])
-    ids = [cs.step_job_id(chain_id, n) for n in range(chain["length"])]
+    chain = chain_store.chain_fields(response["Item"])
+    ids = [chain_store.step_job_id(chain_id, n) for n in range(chain["length"])]
     items = yield from read_items(table, ids, attributes=("id", "status", "reason"))
     steps = tuple(
         ChainStep(
@@ -267,7 +267,7 @@ def cancel_flow(settings: Settings, chain_id: str, now: float) -> Flow[str]:
         step = status.steps[status.current]
         later = [s for s in status.steps[step.position + 1 :] if s.status is JobStatus.WAITING]
         reason = f"chain cancelled by request at step {step.position}"
-        end = cs.end(
+        end = chain_store.end(
             table,
             chain_id,
             step=step.position,
@@ -284,7 +284,7 @@ def cancel_flow(settings: Settings, chain_id: str, now: float) -> Flow[str]:
                 ).transact_item(),
                 end,
                 *(
-                    cs.drop(
+                    chain_store.drop(
                         table, s.job_id, now=now, reason=reason, retention_s=settings.retention_s
                     ).update_item()
                     for s in later
@@ -294,7 +294,7 @@ def cancel_flow(settings: Settings, chain_id: str, now: float) -> Flow[str]:
             outcome = "requested"
             updates = [
                 operator.request_cancel(table, step.job_id, now=now).transact_item(),
-                cs.cancel_requested(table, chain_id, step=step.position, now=now),
+                chain_store.cancel_requested(table, chain_id, step=step.position, now=now),
             ]
         else:
             continue  # between two writes of a finish: read again

@@ -40,7 +40,7 @@ from sqsjobs.store.operator import cancel, request_cancel
 from sqsjobs.store.schema import BATCH, attention_partitions, due_records, query_due
 from sqsjobs.store.write import Check
 from sqsjobs.transport import objects
-from sqsjobs.workflows import batch_store as bs
+from sqsjobs.workflows import batch_store
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -122,17 +122,17 @@ def reason_code(error: StoreError, index: int) -> str:
     return str(reasons[index].get("Code", "None")) if index < len(reasons) else "None"
 
 
-def read_record_flow(env: BatchEnv, batch_id: str) -> Flow[bs.BatchRecord]:
+def read_record_flow(env: BatchEnv, batch_id: str) -> Flow[batch_store.BatchRecord]:
     """The batch record (consistent read); ``BatchNotFound`` when there is none."""
-    found = yield Call("dynamodb", "get_item", bs.get_record(env.table, batch_id))
+    found = yield Call("dynamodb", "get_item", batch_store.get_record(env.table, batch_id))
     if "Item" not in found:
         raise BatchNotFound(f"no batch with id {batch_id!r} in table {env.table}")
-    return bs.read_record(found["Item"])
+    return batch_store.read_record(found["Item"])
 
 
-def read_shards_flow(env: BatchEnv, record: bs.BatchRecord) -> Flow[list[dict[str, Any]]]:
+def read_shards_flow(env: BatchEnv, record: batch_store.BatchRecord) -> Flow[list[dict[str, Any]]]:
     """Every shard item of the batch, strongly consistent, in shard order."""
-    request = bs.get_shards(env.table, record.id, record.shards)
+    request = batch_store.get_shards(env.table, record.id, record.shards)
     items: list[dict[str, Any]] = []
     while request["RequestItems"]:
         response = yield Call("dynamodb", "batch_get_item", request)
@@ -145,8 +145,10 @@ def read_shards_flow(env: BatchEnv, record: bs.BatchRecord) -> Flow[list[dict[st
 def seal_flow(env: BatchEnv, batch_id: str, now: float) -> Flow[None]:
     """Seal the batch (no item may be added after), then check whether it is complete (idempotent)."""
     record = yield from read_record_flow(env, batch_id)
-    if record.status == bs.OPEN:
-        entries = bs.seal_entries(env.table, record, now=now, repair_at=now + env.settings.stale_after_s)
+    if record.status == batch_store.OPEN:
+        entries = batch_store.seal_entries(
+            env.table, record, now=now, repair_at=now + env.settings.stale_after_s
+        )
         refused = yield from transact_flow(entries)
         if refused is not None and reason_code(refused, 0) != "ConditionalCheckFailed":
             raise refused  # not "sealed already": a shard is missing, or something else is wrong
@@ -157,9 +159,9 @@ def seal_flow(env: BatchEnv, batch_id: str, now: float) -> Flow[None]:
 
 def after_finish_flow(env: BatchEnv, batch_key: str, *, failed: bool, now: float) -> Flow[None]:
     """After an item's terminal write landed: read its shard; check the batch if that shard is done."""
-    batch_id, shard = bs.shard_of_key(batch_key)
-    found = yield Call("dynamodb", "get_item", bs.get_shard(env.table, shard))
-    counts = bs.read_counts([found["Item"]] if "Item" in found else [])
+    batch_id, shard = batch_store.shard_of_key(batch_key)
+    found = yield Call("dynamodb", "get_item", batch_store.get_shard(env.table, shard))
+    counts = batch_store.read_counts([found["Item"]] if "Item" in found else [])
     if failed or counts.drained:  # a failure may exceed max_item_failures, whatever the shard says
         yield from check_flow(env, batch_id, now, for_failure=failed and not counts.drained)
 
@@ -178,19 +180,23 @@ def check_flow(
         record = yield from read_record_flow(env, batch_id)
     except BatchNotFound:
         return False
-    if record.status == bs.COMPLETE or (for_failure and record.max_item_failures is None):
+    if record.status == batch_store.COMPLETE or (for_failure and record.max_item_failures is None):
         return False
     shard_items = yield from read_shards_flow(env, record)
-    counts = bs.read_counts(shard_items) if len(shard_items) == record.shards else bs.Counts(sealed=False)
+    counts = (
+        batch_store.read_counts(shard_items)
+        if len(shard_items) == record.shards
+        else batch_store.Counts(sealed=False)
+    )
     if record.max_item_failures is not None and counts.failed > record.max_item_failures:
         reason = f"{counts.failed} items failed, more than max_item_failures={record.max_item_failures}"
         return (yield from fail_flow(env, record, reason, now))
-    if record.status != bs.SEALED or not counts.drained:
+    if record.status != batch_store.SEALED or not counts.drained:
         return False
     if record.children_done < record.children:
         if record.drained_at is None:
             with contextlib.suppress(StoreError):  # refused: drained by another checker already
-                yield Call("dynamodb", "update_item", bs.drain(env.table, record.id, now=now))
+                yield Call("dynamodb", "update_item", batch_store.drain(env.table, record.id, now=now))
                 env.log("batch drained, sealing its children", batch_id=batch_id, children=list(record.kids))
         elif not seal_children:
             return False
@@ -200,24 +206,24 @@ def check_flow(
     return (yield from _complete(env, record, counts, shard_items, now, failed=False, reason=None))
 
 
-def fail_flow(env: BatchEnv, record: bs.BatchRecord, reason: str, now: float) -> Flow[bool]:
+def fail_flow(env: BatchEnv, record: batch_store.BatchRecord, reason: str, now: float) -> Flow[bool]:
     """Complete the batch at once as failed (sealing it), then cancel its pending items and its sub-tree."""
     shard_items = yield from read_shards_flow(env, record)
-    counts = bs.read_counts(shard_items)
+    counts = batch_store.read_counts(shard_items)
     done = yield from _complete(env, record, counts, shard_items, now, failed=True, reason=reason)
     yield from stop_items_flow(env, record, now)
     for kid in record.kids:
         with contextlib.suppress(BatchNotFound):
             child = yield from read_record_flow(env, kid)
-            if child.status != bs.COMPLETE:
+            if child.status != batch_store.COMPLETE:
                 yield from fail_flow(env, child, f"parent batch {record.id} failed: {reason}", now)
     return done
 
 
 def _complete(
     env: BatchEnv,
-    record: bs.BatchRecord,
-    counts: bs.Counts,
+    record: batch_store.BatchRecord,
+    counts: batch_store.Counts,
     shard_items: Sequence[Mapping[str, Any]],
     now: float,
     *,
@@ -242,7 +248,7 @@ def _complete(
         yield from objects.put_flow(job.payload_ref, job.payload_json.encode())
     token = nonce()
     put = transact.job_entry(env.table, job, token=token, pending_until=now + env.settings.stale_after_s)
-    entries = bs.complete_entries(
+    entries = batch_store.complete_entries(
         env.table,
         record,
         counts,
@@ -263,7 +269,7 @@ def _complete(
     return True
 
 
-def callback_job(settings: Settings, record: bs.BatchRecord, payload: Any, now: float) -> NewJob:
+def callback_job(settings: Settings, record: batch_store.BatchRecord, payload: Any, now: float) -> NewJob:
     """The completion callback: a job of the batch's ``on_complete`` type, keyed by the batch id."""
     key = f"batch:{record.id}"
     job = NewJob(
@@ -284,13 +290,15 @@ def callback_job(settings: Settings, record: bs.BatchRecord, payload: Any, now: 
     return job
 
 
-def item_ids_flow(env: BatchEnv, record: bs.BatchRecord) -> Flow[list[str]]:
+def item_ids_flow(env: BatchEnv, record: batch_store.BatchRecord) -> Flow[list[str]]:
     """Every item id of the batch, from the ``batch_items`` index (one query per shard)."""
     ids: list[str] = []
     for n in range(record.shards):
         start = None
         while True:
-            page = yield Call("dynamodb", "query", bs.query_items(env.table, f"{record.id}#{n:02d}", start))
+            page = yield Call(
+                "dynamodb", "query", batch_store.query_items(env.table, f"{record.id}#{n:02d}", start)
+            )
             ids += [i["id"]["S"] for i in page.get("Items", [])]
             start = page.get("LastEvaluatedKey")
             if not start:
@@ -318,7 +326,7 @@ def items_flow(env: BatchEnv, ids: Sequence[str], fields: str) -> Flow[list[dict
     return got
 
 
-def succeeded_items_flow(env: BatchEnv, record: bs.BatchRecord) -> Flow[list[dict[str, Any]]]:
+def succeeded_items_flow(env: BatchEnv, record: batch_store.BatchRecord) -> Flow[list[dict[str, Any]]]:
     """``[{"id", "result"} | {"id", "result_ref"}]`` of the succeeded items, for a final-stage callback."""
     ids = yield from item_ids_flow(env, record)
     items = yield from items_flow(env, ids, "id, #status, #result, result_ref")
@@ -347,7 +355,10 @@ def cancel_item_flow(env: BatchEnv, job: Job, now: float) -> Flow[bool]:
     """
     assert job.batch_key is not None and job.batch_id is not None
     params = cancel(env.table, job.id, now=now, retention_s=env.settings.retention_s, batch_key=job.batch_key)
-    entries = [{"Update": params.transact_item()}, bs.count_entry(env.table, job.batch_key, "failed")]
+    entries = [
+        {"Update": params.transact_item()},
+        batch_store.count_entry(env.table, job.batch_key, "failed"),
+    ]
     refused = yield from transact_flow(entries)
     if refused is not None:
         return False
@@ -355,7 +366,7 @@ def cancel_item_flow(env: BatchEnv, job: Job, now: float) -> Flow[bool]:
     return True
 
 
-def stop_items_flow(env: BatchEnv, record: bs.BatchRecord, now: float) -> Flow[dict[str, int]]:
+def stop_items_flow(env: BatchEnv, record: batch_store.BatchRecord, now: float) -> Flow[dict[str, int]]:
     """Cancel the batch's waiting items and ask its running ones to stop; how many of each."""
     ids = yield from item_ids_flow(env, record)
     items = yield from items_flow(env, ids, "id, #status, batch_key")
@@ -373,7 +384,7 @@ def stop_items_flow(env: BatchEnv, record: bs.BatchRecord, now: float) -> Flow[d
             refused = yield from transact_flow(
                 [
                     {"Update": params.transact_item()},
-                    bs.count_entry(env.table, item["batch_key"]["S"], "failed"),
+                    batch_store.count_entry(env.table, item["batch_key"]["S"], "failed"),
                 ]
             )
             done["cancelled"] += refused is None
@@ -404,11 +415,15 @@ def replay_write_flow(env: BatchEnv, job: Job, params: Mapping[str, Any]) -> Flo
     record_check = {
         "ConditionCheck": Check(
             env.table,
-            {"id": av_s(bs.record_id(job.batch_id))},
-            (Fragment("not_complete", not_complete, {":complete": av_s(bs.COMPLETE)}),),
+            {"id": av_s(batch_store.record_id(job.batch_id))},
+            (Fragment("not_complete", not_complete, {":complete": av_s(batch_store.COMPLETE)}),),
         ).transact_item()
     }
-    entries = [{"Update": update}, bs.count_entry(env.table, job.batch_key, "failed", by=-1), record_check]
+    entries = [
+        {"Update": update},
+        batch_store.count_entry(env.table, job.batch_key, "failed", by=-1),
+        record_check,
+    ]
     refused = yield from transact_flow(entries)
     if refused is not None:
         if reason_code(refused, 0) == "ConditionalCheckFailed":
@@ -446,11 +461,13 @@ def repair_flow(env: BatchEnv, now: float) -> Flow[list[str]]:
                     record = yield from read_record_flow(env, batch_id)
                 except BatchNotFound:
                     continue
-                if record.status != bs.COMPLETE and record.attn is not None:
+                if record.status != batch_store.COMPLETE and record.attn is not None:
                     next_due = now + env.settings.stale_after_s
                     with contextlib.suppress(StoreError):  # changed meanwhile: its new entry stands
                         yield Call(
-                            "dynamodb", "update_item", bs.push_repair(env.table, record, next_due=next_due)
+                            "dynamodb",
+                            "update_item",
+                            batch_store.push_repair(env.table, record, next_due=next_due),
                         )
             start = page.get("LastEvaluatedKey")
             if not start:

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from sqsjobs.runtime.health import live_check_command
+from sqsjobs.runtime.health_probe import live_check_command
 from tests.emulators import REPO_ROOT, free_port
 from tests.integration.helpers import kill_group, wait_until
 from tests.integration.test_health import STALL_S, _app, _worker, probe

@@ -17,7 +17,7 @@ from tests.infra import synth_example
 from tests.infra.test_template import actions, function, logical_id, statements
 from tests.unit.test_event_catalogue import change, job_item
 
-RELAY = "sqsjobs.events.relay.handler"
+RELAY = "sqsjobs.events.stream_relay.handler"
 
 
 def resources(asm, kind: str, *, named: str = "NamedJobEvents") -> dict[str, dict]:

@@ -1,6 +1,6 @@
 """The outbox relay's alarms watch exactly the EMF metrics the relay writes (docs/outbox.md).
 
-The expected namespace, name and dimensions come from ``sqsjobs.outbox.metrics.LagMetrics`` itself;
+The expected namespace, name and dimensions come from ``sqsjobs.outbox.lag_metrics.LagMetrics`` itself;
 the template from the CDK virtualenv (``tests/infra/outbox_synth.py``), with ``Monitoring(outbox_max_lag_s=120)``.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from sqsjobs.outbox.metrics import DEAD, LAG, LagMetrics
+from sqsjobs.outbox.lag_metrics import DEAD, LAG, LagMetrics
 from tests.infra.conftest import run_synth
 
 

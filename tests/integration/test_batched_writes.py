@@ -22,7 +22,7 @@ from sqsjobs.delivery import failure_record
 from sqsjobs.envelope import parse
 from sqsjobs.errors import StoreError
 from sqsjobs.producer import JobRequest, build_new_job
-from sqsjobs.runtime.transitions import Transitions
+from sqsjobs.runtime.write_batcher import WriteBatcher
 from sqsjobs.store import codec, enqueue, job_store, requests, runs, statements
 from sqsjobs.store.job_store import ClaimRefusal
 from sqsjobs.store.write import Put, Write
@@ -226,7 +226,7 @@ def test_a_refused_fresh_claim_is_read_as_the_single_claim_would_be(app, situati
 
 def _transitions_round(app: App, params: list[dict[str, Any]]) -> list[Any]:
     async def go() -> list[Any]:
-        writes = Transitions(app.arun, batch=app.settings.batch_writes, logger=app.logger)
+        writes = WriteBatcher(app.arun, batch=app.settings.batch_writes, logger=app.logger)
         try:
             return await asyncio.gather(*(writes.write(p) for p in params), return_exceptions=True)
         finally:

@@ -19,7 +19,7 @@ import pytest
 from sqsjobs import JobStatus, sweep_once
 from sqsjobs._aws import Call, one
 from sqsjobs.events.catalogue import SOURCE, choice_of
-from sqsjobs.events.relay import StreamRelay
+from sqsjobs.events.stream_relay import StreamRelay
 from tests.integration.helpers import kill_group, queue_url, show_again, sqs_call, worker_process
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,7 @@ pytest.importorskip("django_tasks")
 import django
 from django.conf import settings
 
-from sqsjobs.outbox.schema import count
+from sqsjobs.outbox.tables import count
 from tests.integration.helpers import kill_group, wait_until, worker_process
 from tests.outbox.test_outbox_processes import relay
 

@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 from sqsjobs import App, JobNotFound, JobStatus
 from sqsjobs.cli.main import cli
 from sqsjobs.outbox import write_job
-from sqsjobs.outbox.schema import count
+from sqsjobs.outbox.tables import count
 from tests.apps.outboxed import Work
 from tests.integration.helpers import kill_group, wait_until, worker_env, worker_process
 

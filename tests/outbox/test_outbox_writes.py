@@ -23,7 +23,7 @@ from sqsjobs.errors import HandlerNotFound, PayloadInvalid
 from sqsjobs.outbox import OutboxRelay, write_job
 from sqsjobs.outbox.dead import dead_rows
 from sqsjobs.outbox.relay import LOCK_SPACE, in_order
-from sqsjobs.outbox.schema import CHANNEL, count
+from sqsjobs.outbox.tables import CHANNEL, count
 
 
 class Order(BaseModel):

@@ -29,7 +29,7 @@ WORKER_MODULES = [
     "runtime/execution.py",
     "runtime/worker.py",
     "runtime/lambda_sqs.py",
-    "runtime/transitions.py",
+    "runtime/write_batcher.py",
     "transport/sqs.py",
     "transport/queues.py",
     "transport/objects.py",

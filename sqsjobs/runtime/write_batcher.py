@@ -1,6 +1,6 @@
 """The worker's DynamoDB writes, grouped: what is ready at one instant goes in one request.
 
-Every claim and finish a worker makes passes through ``Transitions.write``. When nothing is in
+Every claim and finish a worker makes passes through ``WriteBatcher.write``. When nothing is in
 flight the write leaves at once, on the next turn of the event loop, together with whatever other
 writes that turn produced (ten claims from one receive, say) — nothing ever waits to fill a batch.
 While ``max_in_flight`` requests are out, new writes queue and leave together as soon as one
@@ -53,7 +53,7 @@ class _Write:
     future: asyncio.Future[Landed] = field(repr=False)
 
 
-class Transitions:
+class WriteBatcher:
     """Sends one worker's conditional writes, alone or batched (see the module docstring)."""
 
     def __init__(

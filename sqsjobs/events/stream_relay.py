@@ -128,7 +128,7 @@ def stream_event_flow(settings: Settings, choice: Choice, event: Mapping[str, An
 
 
 def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, int]:
-    """The stream Lambda's entry point (``sqsjobs.events.relay.handler``): the App is ``SQSJOBS_APP``.
+    """The stream Lambda's entry point (``sqsjobs.events.stream_relay.handler``): the App is ``SQSJOBS_APP``.
 
     Raises when an event could not be published: the event source mapping then retries the batch
     (bisecting it), so nothing is skipped; the events already sent are sent again, same ids.
