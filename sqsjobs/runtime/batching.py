@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.context import InterruptReason
-from sqsjobs.errors import BatchOutcomeError, PermanentError, Retry
+from sqsjobs.errors import BatchOutcomeError, PermanentError, Retry, StartTooLate
 from sqsjobs.registry import BatchDead, BatchItem, BatchRetry, BatchSuccess
 
 if TYPE_CHECKING:
@@ -57,15 +57,6 @@ if TYPE_CHECKING:
     Hold = Callable[[Delivery], Awaitable[None]]
     #: ``call_slot(deliveries)``: held while one call runs; yields False when refused (a drain).
     CallSlot = Callable[[Sequence[Delivery]], AbstractAsyncContextManager[bool]]
-
-
-class StartTooLate(Exception):
-    """A job's deadline passed while it waited in its collector: never called, it ends expired (the run stage)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        #: The expired record's reason, as a claim refused by the deadline would have written it.
-        self.reason = reason
 
 
 def outcomes(items: Sequence[BatchItem[Any]], returned: Any) -> list[Any]:

@@ -58,6 +58,15 @@ class OutlivingRuns:
             (ctx.job.id, ctx.job.claim_token or "") for ctx, ok in zip(due, marked, strict=True) if ok
         }
 
+    async def lost(self, runs: Sequence[JobContext]) -> None:
+        """Mark ``runs`` now, whatever their message's age: SQS no longer has their message."""
+        now = self.kernel.clock.now()
+        due = [ctx for ctx in runs if (ctx.job.id, ctx.job.claim_token or "") not in self._marked]
+        marked = await asyncio.gather(*(self._mark(ctx, now) for ctx in due))
+        self._marked |= {
+            (ctx.job.id, ctx.job.claim_token or "") for ctx, ok in zip(due, marked, strict=True) if ok
+        }
+
     async def _mark(self, ctx: JobContext, now: float) -> bool:
         """True once nothing more is to be written for this run (marked, or no longer its owner's)."""
         job = ctx.job

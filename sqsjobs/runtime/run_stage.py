@@ -23,9 +23,17 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.context import InterruptReason, JobContext
 from sqsjobs.delivery import LEAVE, Ack
-from sqsjobs.errors import Cancel, JobTimeout, ObjectStoreError, PayloadInvalid, PayloadMissing, StoreError
+from sqsjobs.errors import (
+    Cancel,
+    JobTimeout,
+    ObjectStoreError,
+    PayloadInvalid,
+    PayloadMissing,
+    StartTooLate,
+    StoreError,
+)
 from sqsjobs.runtime import payloads
-from sqsjobs.runtime.batching import Collectors, StartTooLate, call_one
+from sqsjobs.runtime.batching import Collectors, call_one
 from sqsjobs.store.job_store import Refusal, Refused
 
 if TYPE_CHECKING:

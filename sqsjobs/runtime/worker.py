@@ -402,5 +402,8 @@ class Worker:
     async def _extend_held(self) -> None:
         held = list(self._held.values())
         if held:
-            for receipt in await self._ops.extend(held, self.settings.visibility_timeout_s):
+            gone = await self._ops.extend(held, self.settings.visibility_timeout_s)
+            for receipt in gone:
                 self._held.pop(receipt, None)
+            if gone:  # deleted by hand, purged, dropped: their running jobs need another witness
+                await self._host.messages_gone(gone)
