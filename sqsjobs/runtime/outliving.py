@@ -7,7 +7,8 @@ than that is left with its lease alone, and a lapsed lease brings nothing back. 
 owner looks for runs whose message will be gone before the next beats; each gets one write
 (``store/outlived.py``): its payload and a ``pending`` attention entry due when its lease would lapse,
 which the sweeper follows (``runtime/sweeper.py``). Only such runs pay anything: one comparison per
-running job per heartbeat for the others.
+running job per heartbeat for the others. A message gone before its time (deleted by hand, a purge:
+the heartbeat's extension is refused) gets the same write at once (``lost``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ the record. ``concurrency`` bounds the handlers running at once; claims ahead of
 finishes after it hold no slot, and how many messages wait around the slots is bounded
 (``held_ahead``, ``runtime/slots.py``), so none sits invisible in a long buffer. One heartbeat loop
 extends every held message in batches of ten and renews the record's lease only for jobs that
-outlive half of it (claimed jobs waiting for a slot too).
+outlive half of it (claimed jobs waiting for a slot too). A message whose extension SQS refuses
+(deleted by hand, purged) is gone: its running job gets a witness in its record instead
+(``DeliveryHost.messages_gone``).
 
 Each worker registers itself in the worker registry (``sqsjobs workers``, ``runtime/presence.py``):
 one write per ``registry_interval_s``, ``draining`` when the drain starts, deleted at exit.
