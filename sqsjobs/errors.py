@@ -15,6 +15,7 @@
     ├── InvalidEvent                a Lambda event that is not an SQS batch
     ├── InvalidBatchResponse        a partial batch response naming no record of the batch (a bug)
     ├── BatchOutcomeError           a batch handler gave a job no outcome (missing, extra, not one)
+    ├── StartTooLate                a batch type's job whose deadline passed in its collector (expired unrun)
     ├── ExpressionError             a schedule expression EventBridge Scheduler would refuse (also a ValueError)
     ├── CursorError                 a listing cursor from another listing (also a ValueError)
     ├── TransactionInvalid          a transaction DynamoDB would refuse as built (also a ValueError)
@@ -366,6 +367,19 @@ class Retry(JobControl):
 
 class Cancel(JobControl):
     """The job was cancelled."""
+
+
+class StartTooLate(SqsJobsError):
+    """A job's deadline passed while it waited in its batch collector: never called, it ends expired.
+
+    Raised to the job's run by the collector (``runtime/batching.py``); the run stage records it as
+    ``expire_claimed``, never as a failed attempt.
+    """
+
+    def __init__(self, reason: str | None = None) -> None:
+        super().__init__(reason)
+        #: The expired record's reason, as a claim refused by the deadline would have written it.
+        self.reason = str(self)
 
 
 class BatchOutcomeError(SqsJobsError):

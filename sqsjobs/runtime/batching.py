@@ -18,6 +18,10 @@ slot: a collector's own ``max_size`` bounds those), and ``call_slot``, held for 
 call (a call is one handler running, one slot). A call the slot refuses (a drain began) runs none
 of its jobs: each is interrupted as a shutdown and released, like any job not yet started.
 
+A job starts with its call, not with its claim: one whose deadline (``expires_after``) passed while
+it waited, gathering or for the call's slot, is left out of the call and ends ``expired`` unrun, its
+attempt given back (``Kernel.late``, as for a job claimed ahead of a free slot).
+
 What a handler returns is matched to its jobs here (``outcomes``): a list in the items' order or
 a mapping by job id. A job the answer gives no outcome gets ``BatchOutcomeError`` (a failed attempt,
 retried by its type's policy, never lost); an answer of the wrong length, or naming jobs not in the
@@ -36,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.context import InterruptReason
-from sqsjobs.errors import BatchOutcomeError, PermanentError, Retry
+from sqsjobs.errors import BatchOutcomeError, PermanentError, Retry, StartTooLate
 from sqsjobs.registry import BatchDead, BatchItem, BatchRetry, BatchSuccess
 
 if TYPE_CHECKING:
@@ -227,6 +231,11 @@ class Collectors:
         try:
             async with slot as granted:
                 live = [w for w in waiting if not w.outcome.done()]  # a run may end while the call waits
+                if granted:  # a job starts with its call: one whose deadline passed meanwhile never starts
+                    for w in live:
+                        if (reason := self.kernel.late(spec, w.item.ctx.job)) is not None:
+                            w.outcome.set_exception(StartTooLate(reason))
+                    live = [w for w in live if not w.outcome.done()]
                 if not granted:  # a drain began: not started, so released like any job waiting for a slot
                     for w in live:
                         w.item.ctx.interrupt(InterruptReason.SHUTDOWN)  # the run stage releases it

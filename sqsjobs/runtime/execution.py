@@ -40,10 +40,10 @@ from sqsjobs.runtime.record_stage import Recorder
 from sqsjobs.runtime.run_stage import Runner
 from sqsjobs.runtime.write_batcher import WriteBatcher
 from sqsjobs.store.job_store import JobStore
-from sqsjobs.transport.lifespan import keep_witness
+from sqsjobs.transport.lifespan import fresh_copy_instead, keep_witness
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterable, Sequence
+    from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
     from concurrent.futures import ThreadPoolExecutor
 
     from sqsjobs.context import InterruptReason, JobContext
@@ -187,6 +187,8 @@ class DeliveryHost:
         #: Jobs whose handler is running, by job id.
         self.running: dict[str, JobContext] = {}
         self._outliving = OutlivingRuns(kernel)
+        #: Message ids of running jobs whose message SQS no longer has (``messages_gone``).
+        self._gone: set[str] = set()
         self.execution = Execution(
             kernel,
             worker_id,
@@ -207,7 +209,8 @@ class DeliveryHost:
     async def handle(self, delivery: Delivery) -> Ack:
         """The delivery's ``Ack``; an unexpected error leaves the message to come back.
 
-        Whoever decided a re-arm, it never outlives its message (``transport/lifespan.py``).
+        Whoever decided a re-arm, it never outlives its message (``transport/lifespan.py``), nor
+        re-arms a message that is gone (``messages_gone``): a fresh copy carries the job instead.
         """
         try:
             ack = await self.execution.handle(delivery)
@@ -217,9 +220,39 @@ class DeliveryHost:
                 extra={"message_id": delivery.message_id},
             )
             return LEAVE
+        finally:
+            gone = delivery.message_id in self._gone
+            self._gone.discard(delivery.message_id)
         if ack.kind != "rearm":  # only a re-arm can outlive its message
             return ack
+        if gone:
+            return fresh_copy_instead(ack, self.kernel.settings)
         return keep_witness(ack, delivery, self.kernel.clock.now(), self.kernel.settings)
+
+    async def messages_gone(self, receipts: Collection[str]) -> None:
+        """SQS no longer honours these held messages' receipts: their running jobs lost their witness.
+
+        A message deleted by hand, purged, or dropped by SQS while its job runs leaves that job with
+        its lease alone: if its worker dies, nothing brings it back. Each such run gets the witness
+        a run outliving its message gets (``runtime/outliving.py``: its payload and an attention
+        entry the sweeper follows once its lease lapses), and its re-arm becomes a fresh copy. A
+        receipt refused for another reason (the message came back and another worker received it)
+        costs the same write and at most a duplicate hint, which the claim decides.
+        """
+        runs = [
+            ctx
+            for ctx in self.running.values()
+            if ctx.delivery is not None and ctx.delivery.receipt_handle in receipts
+        ]
+        for ctx in runs:
+            assert ctx.delivery is not None
+            self._gone.add(ctx.delivery.message_id)
+            self.kernel.logger.warning(
+                "message gone while its job runs (deleted, purged or dropped): the record keeps a witness",
+                extra={"job_id": ctx.job.id, "message_id": ctx.delivery.message_id},
+            )
+        if runs:
+            await self._outliving.lost(runs)
 
     def interrupt_all(self, reason: InterruptReason) -> None:
         """Ask every running handler to stop (a shutdown's release)."""

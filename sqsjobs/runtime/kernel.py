@@ -27,9 +27,10 @@ if TYPE_CHECKING:
     from sqsjobs._aws import AsyncRunner, Flow
     from sqsjobs._clock import Clock
     from sqsjobs.config import Settings
+    from sqsjobs.job import Job
     from sqsjobs.observability.metrics import JobMetrics
     from sqsjobs.observability.spans import JobTracer
-    from sqsjobs.registry import Registry
+    from sqsjobs.registry import HandlerSpec, Registry
     from sqsjobs.runtime.seams import (
         AdmissionGuard,
         ClaimGuard,
@@ -113,6 +114,19 @@ class Kernel:
         cannot say which fields it has: every field-declaring feature hears of it.
         """
         return [part for plugin, part in seam if _concerns(plugin, job_type, subject)]
+
+    def late(self, spec: HandlerSpec, job: Job) -> str | None:
+        """Why a claim guard ends ``job``, claimed earlier, that would start only now; None: it may start.
+
+        Asked where a claimed job waited before its handler: for a free slot (``runtime/run_stage.py``)
+        or in a batch collector for its call (``runtime/batching.py``). A deadline passed meanwhile ends
+        it ``expired`` unrun, as the claim would have had the job waited in the queue instead.
+        """
+        now = self.clock.now()
+        for guard in self.concerned(self.claim_guards, spec.name, job):
+            if (reason := guard.late(spec, job, now)) is not None:
+                return reason
+        return None
 
 
 def _concerns(plugin: Plugin, job_type: str, subject: object) -> bool:

@@ -7,7 +7,8 @@ than that is left with its lease alone, and a lapsed lease brings nothing back. 
 owner looks for runs whose message will be gone before the next beats; each gets one write
 (``store/outlived.py``): its payload and a ``pending`` attention entry due when its lease would lapse,
 which the sweeper follows (``runtime/sweeper.py``). Only such runs pay anything: one comparison per
-running job per heartbeat for the others.
+running job per heartbeat for the others. A message gone before its time (deleted by hand, a purge:
+the heartbeat's extension is refused) gets the same write at once (``lost``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,15 @@ class OutlivingRuns:
             and ctx.delivery is not None
             and lifespan.outlives(settings, ctx.delivery.sent_at, horizon)
         ]
+        marked = await asyncio.gather(*(self._mark(ctx, now) for ctx in due))
+        self._marked |= {
+            (ctx.job.id, ctx.job.claim_token or "") for ctx, ok in zip(due, marked, strict=True) if ok
+        }
+
+    async def lost(self, runs: Sequence[JobContext]) -> None:
+        """Mark ``runs`` now, whatever their message's age: SQS no longer has their message."""
+        now = self.kernel.clock.now()
+        due = [ctx for ctx in runs if (ctx.job.id, ctx.job.claim_token or "") not in self._marked]
         marked = await asyncio.gather(*(self._mark(ctx, now) for ctx in due))
         self._marked |= {
             (ctx.job.id, ctx.job.claim_token or "") for ctx, ok in zip(due, marked, strict=True) if ok

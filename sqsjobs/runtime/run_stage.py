@@ -23,7 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.context import InterruptReason, JobContext
 from sqsjobs.delivery import LEAVE, Ack
-from sqsjobs.errors import Cancel, JobTimeout, ObjectStoreError, PayloadInvalid, PayloadMissing, StoreError
+from sqsjobs.errors import (
+    Cancel,
+    JobTimeout,
+    ObjectStoreError,
+    PayloadInvalid,
+    PayloadMissing,
+    StartTooLate,
+    StoreError,
+)
 from sqsjobs.runtime import payloads
 from sqsjobs.runtime.batching import Collectors, call_one
 from sqsjobs.store.job_store import Refusal, Refused
@@ -161,7 +169,7 @@ class Runner:
         late: str | None = None
         async with self._slot_for(spec, delivery, ctx) as granted:
             if granted and self._slot is not None:  # it waited ahead of the slot: may it still start?
-                late = self._late(spec, job)
+                late = self.kernel.late(spec, job)
             if granted and late is None:
                 started = clock.now()
                 ctx.deadline = started + timeout_s  # the timeout runs from the start, not the claim
@@ -200,6 +208,8 @@ class Runner:
             # No reason: nothing interrupted the handler, its timeout ran out.
             return await recorder.failed(spec, job, timeout_error(spec, timeout_s), delivery)
         exc = run.exception()
+        if isinstance(exc, StartTooLate):  # its deadline passed while it waited for its batch call
+            return await recorder.expire_claimed(job, exc.reason)
         if exc is None:
             result = run.result()
             if result is None:  # nothing to keep: no S3 check
@@ -214,15 +224,6 @@ class Runner:
         if (owner := self.kernel.outcomes.get(type(exc))) is not None:  # e.g. a durable sleep
             return await owner.record(job, exc, delivery, recorder)
         return await recorder.failed(spec, job, exc, delivery)
-
-    def _late(self, spec: HandlerSpec, job: Job) -> str | None:
-        """Why a claim guard ends the job now that its slot came (a deadline passed while it waited)."""
-        kernel = self.kernel
-        now = kernel.clock.now()
-        for guard in kernel.concerned(kernel.claim_guards, spec.name, job):
-            if (reason := guard.late(spec, job, now)) is not None:
-                return reason
-        return None
 
     def _slot_for(
         self, spec: HandlerSpec, delivery: Delivery | None, ctx: JobContext

@@ -5,7 +5,9 @@ the record. ``concurrency`` bounds the handlers running at once; claims ahead of
 finishes after it hold no slot, and how many messages wait around the slots is bounded
 (``held_ahead``, ``runtime/slots.py``), so none sits invisible in a long buffer. One heartbeat loop
 extends every held message in batches of ten and renews the record's lease only for jobs that
-outlive half of it (claimed jobs waiting for a slot too).
+outlive half of it (claimed jobs waiting for a slot too). A message whose extension SQS refuses
+(deleted by hand, purged) is gone: its running job gets a witness in its record instead
+(``DeliveryHost.messages_gone``).
 
 Each worker registers itself in the worker registry (``sqsjobs workers``, ``runtime/presence.py``):
 one write per ``registry_interval_s``, ``draining`` when the drain starts, deleted at exit.
@@ -402,5 +404,8 @@ class Worker:
     async def _extend_held(self) -> None:
         held = list(self._held.values())
         if held:
-            for receipt in await self._ops.extend(held, self.settings.visibility_timeout_s):
+            gone = await self._ops.extend(held, self.settings.visibility_timeout_s)
+            for receipt in gone:
                 self._held.pop(receipt, None)
+            if gone:  # deleted by hand, purged, dropped: their running jobs need another witness
+                await self._host.messages_gone(gone)

@@ -47,6 +47,15 @@ def outlives(settings: Settings, sent_at: float, wake_at: float) -> bool:
     return bool(sent_at) and wake_at > sent_at + reach_s(settings)
 
 
+def fresh_copy_instead(ack: Ack, settings: Settings) -> Ack:
+    """A fresh copy instead of the re-arm ``ack``, delayed by its wait as far as SQS and the retention allow.
+
+    For a message too old to wait (``keep_witness``), or one SQS no longer has (deleted by hand,
+    purged: ``DeliveryHost.messages_gone``), whose re-arm would change the visibility of nothing.
+    """
+    return Ack("resend", delay_s=max(0, min(ack.delay_s, math.floor(delay_cap_s(settings)))))
+
+
 def keep_witness(ack: Ack, delivery: Delivery, now: float, settings: Settings) -> Ack:
     """``ack``, unless it re-arms ``delivery`` past its expiry: then a re-arm it can live through, or a fresh copy.
 
@@ -60,4 +69,4 @@ def keep_witness(ack: Ack, delivery: Delivery, now: float, settings: Settings) -
     left = delivery.sent_at + reach_s(settings) - now
     if left >= reach_s(settings) / 2:
         return Ack("rearm", delay_s=max(1, math.floor(left)))
-    return Ack("resend", delay_s=max(0, min(ack.delay_s, math.floor(delay_cap_s(settings)))))
+    return fresh_copy_instead(ack, settings)

@@ -63,6 +63,10 @@ def _matrix_run(payload: dict[str, object], ctx: JobContext) -> None:
             time.sleep(limit)
     if ctx.attempt == 1 and payload.get("retry_first_s"):
         raise Retry(delay_s=float(payload["retry_first_s"]))  # type: ignore[arg-type]
+    if ctx.attempt == 2 and payload.get(
+        "sleep_second_s"
+    ):  # the last attempt: long enough to lose its message
+        time.sleep(float(payload["sleep_second_s"]))  # type: ignore[arg-type]
 
 
 for _name, _queue in FEATURE_TYPES.items():

@@ -170,7 +170,9 @@ def test_a_worker_killed_mid_call_its_jobs_come_back_by_their_leases_and_run_onc
     assert {app.get(i).attempt for i in ids} == {2}
 
 
-def test_jobs_waiting_longer_than_a_lease_for_their_call_keep_it_against_later_copies(app, tmp_path):
+def test_jobs_waiting_longer_than_a_lease_for_their_call_keep_it_against_later_copies_and_a_deadline_ends_one(
+    app, tmp_path
+):
     # GIVEN 3 jobs of a type that gathers for 6 s, twice the 3 s lease, claimed by a worker
     log = tmp_path / "calls.log"
     ids = app.enqueue_many(
@@ -193,6 +195,10 @@ def test_jobs_waiting_longer_than_a_lease_for_their_call_keep_it_against_later_c
         wait_until(
             lambda: all(app.get(i).status is JobStatus.RUNNING for i in ids), 30, "claimed", every_s=0.2
         )
+        # AND a fourth job, not to start later than 3 s after its enqueue, claimed into the same
+        # collector: the call comes about 6 s after the first claim, past its deadline
+        late = app.enqueue("embed.patient", {"log": str(log), "n": 9}, expires_after=3)
+        wait_until(lambda: app.get(late).status is JobStatus.RUNNING, 10, "the late one claimed", every_s=0.1)
         # WHEN copies of their messages arrive after the lease would have run out unrenewed
         delay = int(app.settings.lease_s) + 1
         entries = [
@@ -202,12 +208,19 @@ def test_jobs_waiting_longer_than_a_lease_for_their_call_keep_it_against_later_c
         wait_until(
             lambda: all(app.get(i).status is JobStatus.SUCCEEDED for i in ids), 30, "succeeded", every_s=0.3
         )
+        wait_until(lambda: app.get(late).status.terminal, 10, "the late one finished", every_s=0.3)
         wait_until(lambda: sum(depth(app).values()) == 0, 20, "copies dropped", every_s=0.3)
     finally:
         kill_group(proc)
     # THEN the copies found live leases: one call ran the three jobs, at their first attempt
     assert sorted((n, job, a) for _, n, job, a in calls(log)) == sorted((3, i, 1) for i in ids)
     assert {app.get(i).attempt for i in ids} == {1}
+    # AND the job whose deadline passed in the collector never entered the call: expired, its
+    # attempt given back, its message deleted (the queue is empty), nothing dead-lettered
+    expired = app.get(late)
+    assert expired.status is JobStatus.EXPIRED and expired.attempt == 0, expired
+    assert expired.reason is not None and expired.reason.startswith("not started by its deadline")
+    assert receive_dlq(app) == []
 
 
 def test_a_drain_releases_the_jobs_waiting_for_their_call_visible_at_once_and_never_called(app, tmp_path):

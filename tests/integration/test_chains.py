@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from sqsjobs import ChainInvalid, IdempotencyConflict, JobStatus
+from sqsjobs import ChainInvalid, IdempotencyConflict, JobRequest, JobStatus
+from sqsjobs.ops.stranded import find_stranded
+from sqsjobs.transport import routes
 from tests.apps import chains as chain_app
 from tests.integration.helpers import kill_group as kill
 from tests.integration.helpers import queue_url, sqs_call, wait_until, worker_process
@@ -416,3 +418,59 @@ def test_write_units_per_step_counted_with_consumed_capacity(
     assert run == (steps - 1) * (1 + 2 + 2 * units + 1 + 2 + units + 1) + (1 + 2 + 2)
     # Reads: one GetItem of the predecessor per step after the first, one BatchGetItem per finish.
     assert reads == {"GetItem": steps - 1, "BatchGetItem": steps}
+
+
+def test_each_step_goes_to_its_own_queue_level_or_key_and_a_worker_killed_between_steps_strands_none(
+    ministack_url, make_app, tmp_path
+):
+    # GIVEN queues with priority levels ("work") and serialized keys ("device"), and a chain whose
+    # steps route three ways: the default queue, work's high level, a device key
+    routing = {"priority_queues": {"work"}, "serialized_queues": {"device"}}
+    env = {"SQSJOBS_PRIORITY_QUEUES": "work", "SQSJOBS_SERIALIZED_QUEUES": "device"}
+    app = make_app(ministack_url, lease_s=3.0, visibility_timeout_s=2, **routing)
+    app.registry.include(chain_app.app.registry)
+    app.provision(["default", "work", "device"])
+    fetch, transform, store = (
+        step("fetch", 1, tmp_path),
+        step("transform", 10, tmp_path),
+        step("store", 100, tmp_path),
+    )
+    chain_id = app.chain(
+        [
+            fetch,
+            JobRequest(*transform, queue="work", priority="high"),
+            JobRequest(*store, queue="device", serialize_key="k1"),
+        ]
+    )
+    ids = [s.job_id for s in app.get_chain(chain_id).steps]
+
+    def waiting_on(route: str) -> int:
+        url = app.run(app.queue_urls.flow([route]))[route]
+        attrs = sqs_call(app, "get_queue_attributes", QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesDelayed"])
+
+    plan = [
+        ("default", routes.job_route("default", None, None)),
+        ("work", routes.job_route("work", "high", None)),
+        ("device", routes.job_route("device", None, "k1")),
+    ]
+    pids = []
+    for n, (queue, route) in enumerate(plan):
+        # WHEN only a worker serving the step's own queue runs
+        assert waiting_on(route) == 1, (n, route)  # the step's hint waits on its own route
+        worker = worker_process(app, APP, concurrency=2, queues=queue, **env)
+        try:
+            wait_until(lambda n=n: app.get(ids[n]).status is JobStatus.SUCCEEDED, 30, f"step {n}")
+            if n + 1 < len(ids):  # the next step's hint sent, to a route this worker does not read
+                wait_until(lambda n=n: waiting_on(plan[n + 1][1]) == 1, 10, f"step {n + 1}'s hint")
+        finally:
+            kill(worker)  # THEN killed (SIGKILL) between two steps, it strands nothing
+        pids.append(worker.pid)
+    # THEN each step ran once, on its queue's own worker, in order, each seeing the one before
+    log = all_runs(tmp_path)
+    assert [(r["step"], r["attempt"]) for r in log] == [(0, 1), (1, 1), (2, 1)]
+    assert [r["pid"] for r in log] == pids
+    assert [app.get(i).queue for i in ids] == ["default", "work", "device"]
+    assert app.get_chain(chain_id).status == "succeeded"
+    assert app.get(ids[2]).result == {"total": 111, "path": ["fetch", "transform", "store"]}
+    assert find_stranded(app.run, app.settings, time.time(), segments=1, grace_s=0.0).stranded == []

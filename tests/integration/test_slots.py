@@ -3,7 +3,8 @@
 Attacked from outside: one real ``sqsjobs worker`` process (concurrency 2, two messages held ahead)
 whose DynamoDB requests are slowed by a proxy, handlers that log their start and end
 (tests/apps/slotted.py) and can be held on a gate file, the job records read directly from the
-emulator, and the queue's in-flight count from SQS itself.
+emulator, and the queue's in-flight count from SQS itself. A job claimed ahead and left waiting longer
+than its lease is attacked with copies of its message that a second worker process receives.
 """
 
 from __future__ import annotations
@@ -125,3 +126,54 @@ def test_slots_bound_handlers_not_claims_and_a_drain_puts_back_what_was_claimed_
             assert peak_running(log) == CONCURRENCY
         finally:
             kill_group(worker)
+
+
+def test_a_job_claimed_ahead_keeps_its_lease_while_it_waits_longer_than_it(ministack_url, make_app, tmp_path):
+    # GIVEN a worker of one slot that claims one job ahead, with 3 s leases and a 2 s visibility, and
+    # two jobs of 6 s each: one runs, the other waits ahead of the slot for more than twice a lease
+    app = make_app(ministack_url, lease_s=3.0, visibility_timeout_s=2)
+    app.registry.include(slotted.app.registry)
+    app.provision()
+    log = tmp_path / "long.jsonl"
+    ids = app.enqueue_many([JobRequest("slots.run", {"log": str(log), "sleep": 6}) for _ in range(2)])
+    url = queue_url(app)
+    bodies: dict[str, str] = {}  # each job's message, as a copy to send back
+    while len(bodies) < len(ids):
+        for m in sqs_call(app, "receive_message", QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+            bodies[json.loads(m["Body"])["id"]] = m["Body"]
+            sqs_call(
+                app,
+                "change_message_visibility",
+                QueueUrl=url,
+                ReceiptHandle=m["ReceiptHandle"],
+                VisibilityTimeout=0,
+            )
+    workers = [worker_process(app, APP, concurrency=1, SQSJOBS_HELD_AHEAD="1")]
+    try:
+        wait_until(lambda: len(events(log)) == 1, 30, "the first start")
+        (first,) = {e["job"] for e in events(log)}
+        (ahead,) = set(ids) - {first}
+        wait_until(lambda: app.get(ahead).status is JobStatus.RUNNING, 10, "the claim ahead", every_s=0.1)
+        claimed = app.get(ahead)
+        # WHEN a second worker runs meanwhile, and copies of both messages reach it after a lease
+        # would have lapsed unrenewed
+        workers.append(worker_process(app, APP, concurrency=1, SQSJOBS_HELD_AHEAD="0"))
+        delay = int(app.settings.lease_s) + 1
+        entries = [{"Id": str(n), "MessageBody": bodies[i], "DelaySeconds": delay} for n, i in enumerate(ids)]
+        sqs_call(app, "send_message_batch", QueueUrl=url, Entries=entries)
+        # THEN while it still waits, its lease was renewed past the one its claim took, by its claim
+        wait_until(lambda: depth(app)["delayed"] == 0 and depth(app)["visible"] == 0, 20, "copies taken")
+        waiting = app.get(ahead)
+        if not any(e["job"] == ahead for e in events(log)):  # still ahead of the slot when the copies came
+            assert waiting.status is JobStatus.RUNNING and waiting.claim_token == claimed.claim_token
+            assert waiting.lease_expires > claimed.lease_expires
+        wait_until(lambda: all(app.get(i).status is JobStatus.SUCCEEDED for i in ids), 40, "both ran")
+        wait_until(lambda: sum(depth(app).values()) == 0, 20, "the queue empty")
+    finally:
+        kill_group(*workers)
+    # AND each job ran once, at its first attempt, one after the other in the one slot: no copy
+    # rescued the waiting job from under its owner, and its own message never came back to run it
+    starts = [e["job"] for e in events(log) if e["event"] == "start"]
+    assert sorted(starts) == sorted(ids) and starts[0] == first, starts
+    assert [(app.get(i).attempt, app.get(i).lease_epoch) for i in ids] == [(1, 1), (1, 1)]
+    assert peak_running(log) == 1

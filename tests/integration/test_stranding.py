@@ -7,12 +7,14 @@ the queues: every job ended, or is still on its way with a witness.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from sqsjobs import JobStatus
+from sqsjobs.runtime.sweeper import sweep
 from sqsjobs.transport import routes
 from tests.apps import stranding
 from tests.integration.helpers import kill_group, sqs_call, wait_until, worker_process
@@ -61,3 +63,43 @@ def test_serialized_jobs_deferred_by_a_held_limit_past_the_redrive_limit_all_run
         assert depth(app, backstop["QueueUrl"]) == 0
     finally:
         kill_group(*workers)
+
+
+def test_a_message_deleted_under_running_jobs_leaves_each_a_witness_down_to_its_last_attempt(
+    ministack_url, make_app, tmp_path
+):
+    # GIVEN two running jobs of a type with two attempts: one on its last attempt (15 s), one on its
+    # first (4 s, then it asks to run again 1 s later); 3 s leases, a 2 s visibility, no sweeper
+    app = make_app(ministack_url, lease_s=3.0, visibility_timeout_s=2)
+    app.registry.include(stranding.app.registry)
+    app.limits.include(stranding.app.limits)
+    app.provision()
+    log = tmp_path / "runs"
+    last = app.enqueue("plain", {"runs": str(log), "retry_first_s": 0.2, "sleep_second_s": 15})
+    worker = worker_process(app, APP, concurrency=2)
+    workers = [worker]
+    try:
+        wait_until(lambda: runs(log)[last] == 2, 30, "the last attempt's start")
+        first = app.enqueue("plain", {"runs": str(log), "sleep_first_s": 4, "retry_first_s": 1})
+        wait_until(lambda: runs(log)[first] == 1, 30, "the other job's start")
+        # WHEN an operator purges the queue under them (their messages are gone)
+        url = sqs_call(app, "get_queue_url", QueueName=app.settings.queue_name("default"))["QueueUrl"]
+        sqs_call(app, "purge_queue", QueueUrl=url)
+        # THEN the job that asks to run again is not re-armed on nothing: a fresh copy brings it back
+        wait_until(lambda: app.get(first).status is JobStatus.SUCCEEDED, 30, "the retried job succeeded")
+        assert runs(log)[first] == 2
+        # AND WHEN the worker running the last attempt is killed while it runs
+        assert app.get(last).status is JobStatus.RUNNING
+        kill_group(worker)
+        workers.append(worker_process(app, APP, concurrency=2))
+        wait_until(lambda: app.get(last).lease_expires.timestamp() < time.time(), 10, "its lease lapsed")
+        # THEN its record kept a witness the sweeper follows, and the job ends dead, unrun a third time,
+        # saying its attempts were used up by runs that never finished
+        assert sweep(app).redispatched == [last]
+        wait_until(lambda: app.get(last).status.terminal, 20, "the last attempt's job ended")
+    finally:
+        kill_group(*workers)
+    job = app.get(last)
+    assert job.status is JobStatus.DEAD and job.attempt == 2, job
+    assert job.reason is not None and job.reason.startswith("attempts exhausted (2/2)"), job.reason
+    assert runs(log)[last] == 2
