@@ -7,16 +7,24 @@ every ReceiveMessage answer hands out. Without the heartbeat extending messages 
 flight, each finished job's message comes back and is received a second time, and each bad message
 is copied to the DLQ twice; at shutdown, a message whose delete the drain is still flushing comes
 back to another consumer.
+
+The other side of it: a re-arm must never be overridden by an extension that lands after it (the
+retry would wait a whole visibility timeout). The proxy holds one extension of a running job's
+message while the job fails and its re-arm is decided, and records the order in which the emulator
+answered every visibility change.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import re
 import signal
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -39,7 +47,18 @@ VISIBILITY_S = 2
 #: Longer than the visibility timeout, shorter than the drain's flush budget (worker.ACK_FLUSH_TIMEOUT_S).
 DELETE_DELAY_S = 3.5
 GOOD, BAD = 4, 3
+#: The retry the gated job asks for: its re-arm's VisibilityTimeout (an extension's is VISIBILITY_S).
+RETRY_AFTER_S = 1
+#: How long the proxy holds the extension it stages the race with, at most (a re-arm arriving
+#: meanwhile is forwarded first); short enough that the message's previous extension still covers it.
+EXTENSION_HOLD_S = 0.6
 _MESSAGE_ID = re.compile(rb'"MessageId"\s*:\s*"([^"]+)"')
+
+
+def _visibility_changes(pending: Pending) -> list[tuple[str, int]]:
+    """(receipt handle, timeout) of a ChangeMessageVisibilityBatch request (SQS's JSON protocol)."""
+    entries = json.loads(pending.message.body).get("Entries", [])
+    return [(e["ReceiptHandle"], int(e["VisibilityTimeout"])) for e in entries]
 
 
 class SlowDeletes(AwsProxy):
@@ -50,12 +69,37 @@ class SlowDeletes(AwsProxy):
         self.received: Counter[bytes] = Counter()
         self.deletes_held = 0
         self._seen = threading.Lock()
+        #: (the gated handler's start marker, its gate): the next extension once it started is held.
+        self.armed: tuple[Path, Path] | None = None
+        self.staged = False
+        #: Every visibility change, in the order the emulator answered them.
+        self.landed: list[tuple[str, int]] = []
+        self._rearm_forwarded: asyncio.Event | None = None
 
     async def _before_forward(self, pending: Pending, writer: asyncio.StreamWriter) -> Step:
         if pending.action == "DeleteMessageBatch":
             with self._seen:
                 self.deletes_held += 1
             await asyncio.sleep(DELETE_DELAY_S)
+        elif pending.action == "ChangeMessageVisibilityBatch":
+            changes = _visibility_changes(pending)
+            extension = all(t == VISIBILITY_S for _, t in changes)
+            if extension and self.armed is not None and self.armed[0].exists():
+                # The job runs and this extension covers its message: let the job fail now, and hold
+                # the extension until its re-arm went ahead (or for EXTENSION_HOLD_S, if it waits).
+                gate, self.armed, self.staged = self.armed[1], None, True
+                self._rearm_forwarded = asyncio.Event()
+                gate.touch()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._rearm_forwarded.wait(), EXTENSION_HOLD_S)
+            elif not extension and self._rearm_forwarded is not None:
+                self._rearm_forwarded.set()
+        return "forward"
+
+    async def _before_answer(self, pending: Pending, writer: asyncio.StreamWriter) -> Step:
+        if pending.action == "ChangeMessageVisibilityBatch":
+            with self._seen:
+                self.landed += _visibility_changes(pending)
         return "forward"
 
     async def _exchange(
@@ -92,7 +136,23 @@ def test_a_message_is_extended_until_its_slow_delete_lands_and_received_once(
             assert set(proxy.received.values()) == {1}, proxy.received
             assert depth(app, dlq=True)["visible"] == BAD
 
+            # WHEN a job fails and asks for a retry while an extension of its message is in flight
+            held = proxy.deletes_held
+            marker, gate = tmp_path / "gated", tmp_path / "gate"
+            proxy.armed = (Path(f"{marker}.1"), gate)
+            gated = app.enqueue(
+                "sleepy",
+                {"marker": str(marker), "sleep_s": 0, "gate": str(gate), "retry_after_s": RETRY_AFTER_S},
+            )
+            wait_until(lambda: app.get(gated).status is JobStatus.SUCCEEDED, 30, "the retried job")
+            # THEN its re-arm landed after that extension, never before it
+            assert proxy.staged and app.get(gated).attempt == 2
+            [rearm] = [change for change in proxy.landed if change[1] == RETRY_AFTER_S]
+            later = proxy.landed[proxy.landed.index(rearm) + 1 :]
+            assert (rearm[0], VISIBILITY_S) not in later, proxy.landed
+
             # WHEN the worker is stopped while a finished job's delete is still held
+            wait_until(lambda: proxy.deletes_held > held, 30, "the retried job's delete")
             held = proxy.deletes_held
             last = app.enqueue("sleepy", {"marker": str(tmp_path / "last"), "sleep_s": 0})
             wait_until(lambda: proxy.deletes_held > held, 30, "the last job's delete")
@@ -109,6 +169,7 @@ def test_a_message_is_extended_until_its_slow_delete_lands_and_received_once(
             assert back == []
             assert worker.returncode == 0
             assert sum(depth(app).values()) == 0
-            assert len(proxy.received) == GOOD + BAD + 1 and set(proxy.received.values()) == {1}
+            # ... and every message was received once, the retried job's twice
+            assert sorted(proxy.received.values()) == [1] * (GOOD + BAD + 1) + [2], proxy.received
         finally:
             kill_group(worker)
