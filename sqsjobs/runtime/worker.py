@@ -20,8 +20,8 @@ Shutdown (SIGTERM/SIGINT): stop receiving, release the jobs claimed ahead withou
 (record back to ``queued``, message visible at once), let running jobs finish until
 ``drain_timeout_s``, then release the rest (record back to ``queued`` without using up the
 attempt, message visible again), flush pending acks (the heartbeat still extending what waits for its
-delete) and return. A sync handler's thread cannot be
-killed: after release its late writes are refused by the fence.
+delete) and return. A sync handler's thread cannot be killed: after release its late writes are
+refused by the fence.
 """
 
 from __future__ import annotations
