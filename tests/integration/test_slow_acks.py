@@ -43,15 +43,15 @@ from tests.integration.helpers import (
 pytestmark = pytest.mark.slow
 
 APP = "tests.apps.sleepy:app"
-VISIBILITY_S = 2
+VISIBILITY_S = 3
 #: Longer than the visibility timeout, shorter than the drain's flush budget (worker.ACK_FLUSH_TIMEOUT_S).
-DELETE_DELAY_S = 3.5
+DELETE_DELAY_S = 4.0
 GOOD, BAD = 4, 3
 #: The retry the gated job asks for: its re-arm's VisibilityTimeout (an extension's is VISIBILITY_S).
 RETRY_AFTER_S = 1
 #: How long the proxy holds the extension it stages the race with, at most (a re-arm arriving
 #: meanwhile is forwarded first); short enough that the message's previous extension still covers it.
-EXTENSION_HOLD_S = 0.6
+EXTENSION_HOLD_S = 1.0
 _MESSAGE_ID = re.compile(rb'"MessageId"\s*:\s*"([^"]+)"')
 
 
@@ -151,12 +151,8 @@ def test_a_message_is_extended_until_its_slow_delete_lands_and_received_once(
             later = proxy.landed[proxy.landed.index(rearm) + 1 :]
             assert (rearm[0], VISIBILITY_S) not in later, proxy.landed
 
-            # WHEN the worker is stopped while a finished job's delete is still held
+            # WHEN the worker is stopped while that finished job's delete is still held
             wait_until(lambda: proxy.deletes_held > held, 30, "the retried job's delete")
-            held = proxy.deletes_held
-            last = app.enqueue("sleepy", {"marker": str(tmp_path / "last"), "sleep_s": 0})
-            wait_until(lambda: proxy.deletes_held > held, 30, "the last job's delete")
-            assert app.get(last).status is JobStatus.SUCCEEDED
             worker.send_signal(signal.SIGTERM)
             # THEN while the drain flushes that delete, its message never comes back to anyone else
             url = queue_url(app)
@@ -170,6 +166,6 @@ def test_a_message_is_extended_until_its_slow_delete_lands_and_received_once(
             assert worker.returncode == 0
             assert sum(depth(app).values()) == 0
             # ... and every message was received once, the retried job's twice
-            assert sorted(proxy.received.values()) == [1] * (GOOD + BAD + 1) + [2], proxy.received
+            assert sorted(proxy.received.values()) == [1] * (GOOD + BAD) + [2], proxy.received
         finally:
             kill_group(worker)
