@@ -149,6 +149,9 @@ class LambdaWorker:
             batches=self._batches,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: This invocation's records reported as a success, by receipt handle: their messages wait for
+        #: the ESM's delete, which comes only once the whole invocation returns (``_extend_running``).
+        self._done: dict[str, Delivery] = {}
         #: Invocations handled by this container, for logs and tests.
         self.invocations = 0
 
@@ -190,6 +193,7 @@ class LambdaWorker:
         # lease nor the message's visibility timeout runs out between beats.
         settings = self.kernel.settings
         beat_s = max(min(settings.lease_s, settings.visibility_timeout_s) / 3.0, 0.2)
+        self._done = {}
         keeper = asyncio.create_task(self._host.keep_leases(beat_s, extend=self._extend_running))
         try:
             results = await self._run_batch(records, context)
@@ -263,7 +267,10 @@ class LambdaWorker:
 
     async def _run_one(self, delivery: Delivery, dlq_url: str, budget: _Budget) -> _Result:
         try:
-            return await self._run_record(delivery, dlq_url, budget)
+            result = await self._run_record(delivery, dlq_url, budget)
+            if result.ok:  # the ESM deletes it after the reply: kept hidden until then
+                self._done[delivery.receipt_handle] = delivery
+            return result
         finally:  # claimed or not, this record no longer holds its batch type's call back
             self._batches.settled(delivery.message_id)
 
@@ -364,12 +371,19 @@ class LambdaWorker:
         only re-arm it (one receive more toward the redrive). Extended at each beat, the message
         stays hidden while the invocation runs the job; if the invocation dies, it comes back just
         after the last renewed lease expired, when its claim rescues the job at once.
+
+        A record already reported as a success is extended too: the ESM deletes its message only
+        once the whole invocation returns, and a longer record beside it would otherwise let it come
+        back (a finished job received again; a dead letter copied twice). A record to be re-armed or
+        released is not: its visibility change is applied at the reply, and until then the claim of
+        a copy that came back decides anew.
         """
         settings = self.kernel.settings
         hide_s = sqs.clamp_visibility(max(settings.visibility_timeout_s, math.ceil(settings.lease_s) + 1))
         running = [ctx.delivery for ctx in self._host.running.values() if ctx.delivery is not None]
-        if running:
-            await self._set_visibility([(d, hide_s) for d in running])
+        held = {d.receipt_handle: d for d in running} | self._done
+        if held:
+            await self._set_visibility([(d, hide_s) for d in held.values()])
 
     async def _set_visibility(self, changes: list[tuple[Delivery, int]]) -> None:
         """Re-arm or release messages, ten to a request, before the reply reports them as failed."""

@@ -229,7 +229,7 @@ class LevelReceiver:
             # The head was re-sent to the back of its group: its members follow it there, in order,
             # so the key keeps the order of what this worker holds, and none nears the redrive limit.
             for member in waiting:
-                if self.w._held.pop(member.receipt_handle, None) is not None:
+                if member.receipt_handle in self.w._held:  # held until the copy's delete lands
                     await self.w._ops.resend(member, 0)
             return
         # The message stays (or the worker stops): SQS keeps the rest behind it, in order.
@@ -237,7 +237,7 @@ class LevelReceiver:
 
     def _release(self, deliveries: list[Delivery]) -> None:
         for delivery in deliveries:
-            if self.w._held.pop(delivery.receipt_handle, None) is not None:
+            if delivery.receipt_handle in self.w._held:  # held until the release lands
                 with contextlib.suppress(Exception):
                     self.w._ops.set_visibility(delivery, 0)
 

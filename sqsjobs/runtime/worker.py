@@ -5,9 +5,11 @@ the record. ``concurrency`` bounds the handlers running at once; claims ahead of
 finishes after it hold no slot, and how many messages wait around the slots is bounded
 (``held_ahead``, ``runtime/slots.py``), so none sits invisible in a long buffer. One heartbeat loop
 extends every held message in batches of ten and renews the record's lease only for jobs that
-outlive half of it (claimed jobs waiting for a slot too). A message whose extension SQS refuses
-(deleted by hand, purged) is gone: its running job gets a witness in its record instead
-(``DeliveryHost.messages_gone``).
+outlive half of it (claimed jobs waiting for a slot too). A message stays held until its delete has
+landed, not merely been decided: a delete waiting in ``MessageOps``' batch or in a slow request is
+extended too, so a finished job's message never comes back to a second worker (and a dead letter is
+never copied twice). A running job's message whose extension SQS refuses (deleted by hand, purged)
+is gone: its job gets a witness in its record instead (``DeliveryHost.messages_gone``).
 
 Each worker registers itself in the worker registry (``sqsjobs workers``, ``runtime/presence.py``):
 one write per ``registry_interval_s``, ``draining`` when the drain starts, deleted at exit.
@@ -18,8 +20,9 @@ Tracking the running jobs, renewing their leases and applying each ``Ack`` are t
 Shutdown (SIGTERM/SIGINT): stop receiving, release the jobs claimed ahead without running them
 (record back to ``queued``, message visible at once), let running jobs finish until
 ``drain_timeout_s``, then release the rest (record back to ``queued`` without using up the
-attempt, message visible again), flush pending acks and return. A sync handler's thread cannot be
-killed: after release its late writes are refused by the fence.
+attempt, message visible again), flush pending acks (the heartbeat still extending what waits for its
+delete) and return. A sync handler's thread cannot be killed: after release its late writes are
+refused by the fence.
 """
 
 from __future__ import annotations
@@ -96,7 +99,9 @@ class Worker:
             raise ConfigurationError(f"concurrency must be at least 1, got {self.concurrency}")
         self.worker_id = worker_id or make_worker_id()
         self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="sqsjobs-handler")
-        self._ops = MessageOps(kernel.arun, linger_s=kernel.settings.ack_linger_s, logger=kernel.logger)
+        self._ops = MessageOps(
+            kernel.arun, linger_s=kernel.settings.ack_linger_s, logger=kernel.logger, settled=self._settled
+        )
         held_ahead = self.settings.held_ahead
         #: The handler slots and the bounded places ahead of and behind them (``runtime/slots.py``).
         self.slots = Slots(
@@ -114,7 +119,9 @@ class Worker:
         self._host = DeliveryHost(
             kernel, self.worker_id, pool=self._pool, batches=self._batches, slot=self._slot
         )
-        #: Messages received and not yet acked, by receipt handle: the heartbeat extends all of them.
+        #: Messages received and not yet settled (their delete or visibility change has not landed),
+        #: by receipt handle: the heartbeat extends them (``MessageOps.extend`` leaves out a pending
+        #: re-arm or release).
         self._held: dict[str, Delivery] = {}
         #: Where each held message is (ahead, running, behind), by receipt handle.
         self._holds: dict[str, Hold] = {}
@@ -224,14 +231,16 @@ class Worker:
         self._host.interrupt_all(InterruptReason.SHUTDOWN)
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=10)
-        heartbeat.cancel()
-        await asyncio.gather(heartbeat, return_exceptions=True)
         try:
+            # The heartbeat beats on meanwhile: a delete slower than the visibility timeout must
+            # not let its message come back to another worker before it lands.
             await asyncio.wait_for(self._ops.drain(), ACK_FLUSH_TIMEOUT_S)
         except TimeoutError:
             # Every record is final already; a message whose ack is dropped comes back and is
             # deleted (or re-armed) by the claim it fails. Exiting on time matters more.
             self.kernel.logger.warning("acks not flushed before exit; those messages will be redelivered")
+        heartbeat.cancel()
+        await asyncio.gather(heartbeat, return_exceptions=True)
         await self.presence.close()
         await self._protection.close()
         await self._health.close()
@@ -389,11 +398,17 @@ class Worker:
             self.slots.set_aside(hold)
 
     async def _apply(self, delivery: Delivery, ack: Ack, dlq_url: str) -> None:
-        """Act on the message after the record was written."""
-        self._held.pop(delivery.receipt_handle, None)
-        if self._protecting:
+        """Act on the message after the record was written; it stays held until that lands (``_settled``)."""
+        try:
+            await apply(ack, delivery, dlq_url, self._ops)
+        finally:
+            if not self._ops.holds(delivery):  # nothing to wait for: a leave, a dead letter whose copy failed
+                self._settled(delivery)
+
+    def _settled(self, delivery: Delivery) -> None:
+        """Its delete or visibility change landed (or failed for good): the heartbeat lets it go."""
+        if self._held.pop(delivery.receipt_handle, None) is not None and self._protecting:
             self._protection.notify()
-        await apply(ack, delivery, dlq_url, self._ops)
 
     # ── heartbeat ─────────────────────────────────────────────────────────────────────────
     async def heartbeat_once(self) -> None:

@@ -6,9 +6,16 @@ send/delete/visibility changes go in batches of up to ten.
 ``MessageOps`` sends the worker's deletes and visibility changes ten to a request: a finished job's
 message is deleted a few milliseconds later together with its neighbours (``Settings.ack_linger_s``);
 nothing is lost if the process dies first, because the record is already terminal and the
-redelivered message is deleted by the claim it fails. Heartbeats and acks never overlap: both take
-``MessageOps.lock``, so a message is never re-hidden by a heartbeat that raced its delete or release
-(bbc/sqs-consumer#848).
+redelivered message is deleted by the claim it fails.
+
+A message stays its worker's until its operation has landed (or definitively failed): ``settled``
+tells the worker then, so its heartbeat keeps extending a message whose delete waits in a batch or
+in a slow request, and the message never comes back to a second worker meanwhile. The heartbeat
+never extends a message whose visibility change (a re-arm, a release) is queued or in flight, and
+a visibility change waits for the extension in flight that covers its message: an extension can
+never land after a re-arm or release and override it (bbc/sqs-consumer#848). A delete needs no such
+order: an extension that lands after it finds no message. Nothing else is serialised, so a hung
+delete holds up neither the heartbeat nor a release.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from sqsjobs.delivery import Delivery
 from sqsjobs.errors import AwsError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
     from sqsjobs._aws import AsyncRunner
 
@@ -201,16 +208,37 @@ def queue_attributes(
 class MessageOps:
     """Batches deletes and visibility changes per queue; sends dead letters with their reason."""
 
-    def __init__(self, arun: AsyncRunner, *, linger_s: float, logger: Any) -> None:
-        """Send through ``arun``; hold each operation up to ``linger_s`` to fill a batch."""
+    def __init__(
+        self,
+        arun: AsyncRunner,
+        *,
+        linger_s: float,
+        logger: Any,
+        settled: Callable[[Delivery], None] | None = None,
+    ) -> None:
+        """Send through ``arun``; hold each operation up to ``linger_s`` to fill a batch.
+
+        ``settled``: called with each message whose operation has landed or definitively failed (the
+        worker stops extending it then).
+        """
         self._arun = arun
         self._linger_s = linger_s
         self._logger = logger
-        self.lock = asyncio.Lock()
+        self._settled = settled
         #: (queue_url, visibility or None for delete) -> pending deliveries.
         self._pending: dict[tuple[str, int | None], list[Delivery]] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._flushes: set[asyncio.Task[None]] = set()
+        #: Receipt handles with an operation queued or in flight (a dead letter's or re-send's copy too).
+        self._owned: set[str] = set()
+        #: Receipt handles with a visibility change queued or in flight: the heartbeat leaves them be.
+        self._changing: set[str] = set()
+        #: Extensions in flight: their receipt handles, and an event set once they landed.
+        self._extending: list[tuple[frozenset[str], asyncio.Event]] = []
+
+    def holds(self, delivery: Delivery) -> bool:
+        """True while an operation on ``delivery`` is queued or in flight (``settled`` comes later)."""
+        return delivery.receipt_handle in self._owned
 
     def delete(self, delivery: Delivery) -> None:
         """Delete soon (batched)."""
@@ -221,6 +249,9 @@ class MessageOps:
         self._add(delivery, seconds)
 
     def _add(self, delivery: Delivery, visibility: int | None) -> None:
+        self._owned.add(delivery.receipt_handle)
+        if visibility is not None:
+            self._changing.add(delivery.receipt_handle)
         key = (delivery.queue_url, visibility)
         batch = self._pending.setdefault(key, [])
         batch.append(delivery)
@@ -228,6 +259,12 @@ class MessageOps:
             self._spawn_flush()
         elif self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self._linger_s, self._spawn_flush)
+
+    def _settle(self, delivery: Delivery) -> None:
+        self._owned.discard(delivery.receipt_handle)
+        self._changing.discard(delivery.receipt_handle)
+        if self._settled is not None:
+            self._settled(delivery)
 
     def _spawn_flush(self) -> None:
         if self._timer is not None:
@@ -238,14 +275,16 @@ class MessageOps:
         task.add_done_callback(self._flushes.discard)
 
     async def flush(self) -> None:
-        """Send everything pending now."""
+        """Send everything pending now, each batch in a request of its own, side by side."""
         pending, self._pending = self._pending, {}
-        if not pending:
-            return
-        async with self.lock:
-            for (queue_url, visibility), deliveries in pending.items():
-                for batch in chunks(deliveries):
-                    await self._send_batch(queue_url, visibility, batch)
+        if pending:
+            await asyncio.gather(
+                *(
+                    self._send_batch(queue_url, visibility, batch)
+                    for (queue_url, visibility), deliveries in pending.items()
+                    for batch in chunks(deliveries)
+                )
+            )
 
     async def drain(self) -> None:
         """Flush and wait for every flush in progress (shutdown)."""
@@ -256,7 +295,20 @@ class MessageOps:
         if self._flushes:
             await asyncio.gather(*self._flushes, return_exceptions=True)
 
-    async def _send_batch(self, queue_url: str, visibility: int | None, batch: Any) -> None:
+    async def _after_extensions(self, receipts: set[str]) -> None:
+        """Wait until no extension in flight covers one of ``receipts`` (a new one leaves them out)."""
+        for covered, landed in list(self._extending):
+            if covered & receipts:
+                await landed.wait()
+
+    async def _send_batch(self, queue_url: str, visibility: int | None, batch: Sequence[Delivery]) -> None:
+        try:
+            await self._send(queue_url, visibility, batch)
+        finally:
+            for delivery in batch:
+                self._settle(delivery)
+
+    async def _send(self, queue_url: str, visibility: int | None, batch: Sequence[Delivery]) -> None:
         if visibility is None:
             call = Call(
                 "sqs",
@@ -264,6 +316,7 @@ class MessageOps:
                 delete_batch(queue_url, [(str(i), d.receipt_handle) for i, d in enumerate(batch)]),
             )
         else:
+            await self._after_extensions({d.receipt_handle for d in batch})
             entries = [(str(i), d.receipt_handle, visibility) for i, d in enumerate(batch)]
             call = Call("sqs", "change_message_visibility_batch", change_visibility_batch(queue_url, entries))
         try:
@@ -287,43 +340,63 @@ class MessageOps:
                 },
             )
 
+    async def _copy(self, delivery: Delivery, params: dict[str, Any]) -> AwsError | None:
+        """SendMessage ``params`` while ``delivery`` stays owned; the error if it failed (then settled)."""
+        self._owned.add(delivery.receipt_handle)
+        failed: AwsError | None = None
+        try:
+            await self._arun(one(Call("sqs", "send_message", params)))
+        except AwsError as exc:
+            failed = exc
+        except BaseException:
+            self._settle(delivery)
+            raise
+        return failed
+
     async def dead_letter(self, delivery: Delivery, dlq_url: str, attributes: dict[str, str]) -> None:
         """Copy to the DLQ with the reason attached, then delete the original; keep it if the copy fails."""
-        try:
-            await self._arun(
-                one(Call("sqs", "send_message", send_one(dlq_url, delivery.body, attributes=attributes)))
-            )
-        except AwsError as exc:
-            self._logger.error(
-                "dead-letter send failed; the message will be redelivered",
-                extra={"message_id": delivery.message_id, "error": str(exc)},
-            )
+        failed = await self._copy(delivery, send_one(dlq_url, delivery.body, attributes=attributes))
+        if failed is None:
+            self.delete(delivery)
             return
-        self.delete(delivery)
+        self._logger.error(
+            "dead-letter send failed; the message will be redelivered",
+            extra={"message_id": delivery.message_id, "error": str(failed)},
+        )
+        self._settle(delivery)
 
     async def resend(self, delivery: Delivery, delay_s: int) -> None:
         """A fresh copy replaces the message (its receive count starts again); re-armed if the send fails."""
-        try:
-            await self._arun(one(Call("sqs", "send_message", fresh_copy(delivery, delay_s=delay_s))))
-        except AwsError as exc:
-            self._logger.warning(
-                "re-send failed; the message is re-armed instead",
-                extra={"message_id": delivery.message_id, "error": str(exc)},
-            )
-            self.set_visibility(delivery, clamp_visibility(delay_s))
+        failed = await self._copy(delivery, fresh_copy(delivery, delay_s=delay_s))
+        if failed is None:
+            self.delete(delivery)
             return
-        self.delete(delivery)
+        self._logger.warning(
+            "re-send failed; the message is re-armed instead",
+            extra={"message_id": delivery.message_id, "error": str(failed)},
+        )
+        self.set_visibility(delivery, clamp_visibility(delay_s))
 
     async def extend(self, deliveries: list[Delivery], seconds: int) -> set[str]:
-        """Heartbeat: extend every held message; returns receipt handles SQS no longer honours."""
+        """Heartbeat: extend the held messages; returns receipt handles SQS no longer honours.
+
+        A message whose visibility change is queued or in flight is left out: that change is its
+        witness, and an extension landing after it would override it.
+        """
         lost: set[str] = set()
         by_queue: dict[str, list[Delivery]] = {}
         for d in deliveries:
             by_queue.setdefault(d.queue_url, []).append(d)
-        async with self.lock:
-            for queue_url, held in by_queue.items():
-                for batch in chunks(held):
-                    entries = [(str(i), d.receipt_handle, seconds) for i, d in enumerate(batch)]
+        for queue_url, held in by_queue.items():
+            for chunk in chunks(held):
+                # Filtered at its own turn: a re-arm may have been decided while the last batch flew.
+                batch = [d for d in chunk if d.receipt_handle not in self._changing]
+                if not batch:
+                    continue
+                flying = (frozenset(d.receipt_handle for d in batch), asyncio.Event())
+                self._extending.append(flying)
+                entries = [(str(i), d.receipt_handle, seconds) for i, d in enumerate(batch)]
+                try:
                     with contextlib.suppress(AwsError):
                         response = await self._arun(
                             one(
@@ -339,4 +412,7 @@ class MessageOps:
                             for i, code in failed_entries(response).items()
                             if code in INVALID_RECEIPT
                         )
+                finally:
+                    self._extending.remove(flying)
+                    flying[1].set()
         return lost

@@ -160,27 +160,31 @@ def test_a_job_without_an_explicit_timeout_that_outruns_the_invocation_is_a_time
     # renewed with 0.5 s to spare, lapsed once under the whole suite's load)
     app, worker = lambda_env(visibility_timeout_s=4, lease_s=6.0)
     job_id = app.enqueue("nap", {"sleep_s": 20})
-    [message] = receive(app, 1)
+    # ... beside a job that finishes at once and a bad message dead-lettered at once: both reported
+    # as a success, so the ESM deletes them only when the whole invocation returns
+    quick_id = app.enqueue("nap", {"sleep_s": 0})
+    send_raw(app, "this is not json")
+    messages = receive(app, 3)
+    [message] = [m for m in messages if by_job([m]).keys() == {job_id}]
 
     # WHEN an invocation with only 12 s left handles it (its run ends at 10 s, past the visibility
     # timeout and the lease, so both must be kept up)
     result = {}
     runner = threading.Thread(
-        target=lambda: result.update(
-            response=worker(event_from(app, [message]), FakeContext(start_ms=12_000))
-        )
+        target=lambda: result.update(response=worker(event_from(app, messages), FakeContext(start_ms=12_000)))
     )
     runner.start()
     seen_running = 0
     try:
         # THEN as long as it runs, up to the invocation's end, it keeps a live lease and its message
-        # stays hidden (the event source mapping would otherwise hand it to another invocation)
+        # stays hidden (the event source mapping would otherwise hand it to another invocation), and
+        # so do the finished records' messages, which wait for the reply
         while runner.is_alive():
             job = app.get(job_id)
             if job.status is JobStatus.RUNNING:
                 seen_running += 1
                 assert job.lease_expires is not None and job.lease_expires.timestamp() > time.time()
-                assert depth(app)["visible"] == 0, "the running job's message came back"
+                assert depth(app)["visible"] == 0, "a message of the batch came back"
             time.sleep(0.2)
     finally:
         runner.join(timeout=30)
@@ -196,6 +200,8 @@ def test_a_job_without_an_explicit_timeout_that_outruns_the_invocation_is_a_time
     assert f"ran past its {12 - DEADLINE_MARGIN_S:g} s timeout" in job.last_error.message
     # ... and its message stays in the queue, re-armed for the retry: the witness that brings it back
     assert failed_ids(response) == {message["MessageId"]}
+    assert app.get(quick_id).status is JobStatus.SUCCEEDED
+    assert len(receive_dlq(app)) == 1
     [again] = receive(app, 1, timeout_s=30)
     assert again["MessageId"] == message["MessageId"]
 
