@@ -113,8 +113,9 @@ app.job("dep.probe", queue="deps", max_attempts=2, timeout=120, limits=["dep"])(
 app.job("long.run", max_attempts=2, timeout=300)(_matrix_run)
 
 
-#: The rows of the last round's features. A batch handler's call records each of its jobs, and
-#: behaves as ``_matrix_run`` for a job's first attempt (the call sleeps; a retry is a ``BatchRetry``).
+#: The rows of batch handlers and durable steps (dedup modes enqueue ``plain``). A batch handler's
+#: call records each of its jobs, and behaves as ``_matrix_run`` for a job's first attempt (the call
+#: sleeps; a retry is a ``BatchRetry``).
 @app.job(
     "batched.run", batch=BatchOptions(max_size=10, max_wait_s=0.2), max_attempts=2, timeout=60, pausable=True
 )

@@ -27,9 +27,9 @@ FEATURES = (
     "transaction",
     "limited",
 )
-#: The last round's features: a batch handler's job, a job of two durable steps (the disturbance hits
-#: between them), one asleep when it hits (``ctx.sleep``), and two dedup modes, ``unique="while_active"``
-#: and ``debounce`` (its window open when it hits; the key's later enqueue gives the payload that runs).
+#: A batch handler's job, a job of two durable steps (the disturbance hits between them), one asleep
+#: when it hits (``ctx.sleep``), and two dedup modes, ``unique="while_active"`` and ``debounce`` (its
+#: window open when it hits; the key's later enqueue gives the payload that runs).
 NEWEST = ("batch handler", "stepped", "asleep", "while_active", "debounced")
 #: Every row of the matrix: the features above, and those a flow-control feature gates or that
 #: arrive from outside sqsjobs.
@@ -79,7 +79,7 @@ def one_of_each(app, log: Path, **extra: object) -> tuple[dict[str, str], str, s
 def newest(
     app, log: Path, tag: str, *, options: dict[str, object] | None = None, **extra: object
 ) -> dict[str, str]:
-    """One job of each of the last round's features but the asleep one (``fall_asleep``) and the
+    """One job of each of the rows in ``NEWEST`` but the asleep one (``fall_asleep``) and the
     debounced one (``debounce_first``); ``options`` go to each enqueue, ``extra`` into each payload."""
     p, o = {"runs": str(log), **extra}, options or {}
     return {
