@@ -437,8 +437,8 @@ def test_every_feature_expired_by_the_sweeper_ends_expired_and_its_workflow_hear
         wait_until(lambda: exists(app, jobs["foreign message"]), 60, "the foreign message became a job")
         wait_until(lambda: app.get_chain(chain_id).current == 1, 60, "the chain's first step succeeded")
         # a job that starts, then sleeps past its deadline (expiry bounds a first start only)
-        jobs["asleep"] = fall_asleep(app, tmp_path / "runs", 12, expires_after=8)
-        wait_until(lambda: asleep_now(app, tmp_path / "runs", jobs["asleep"]), 8, "the job fell asleep")
+        jobs["asleep"] = fall_asleep(app, tmp_path / "runs", 18, expires_after=15)
+        wait_until(lambda: asleep_now(app, tmp_path / "runs", jobs["asleep"]), 15, "the job fell asleep")
         assert set(jobs) == set(MATRIX_ROWS)
         # WHEN the sweeper first reaches them after their deadlines (its clock 1,070 s ahead: past
         # the debounced job's entry too)
