@@ -39,7 +39,7 @@ from sqsjobs.limits import store as limit_store
 from sqsjobs.runtime.seams import Plugin
 from sqsjobs.store.codec import is_conflict, job_from_item, nonce, num_attr, old_item, str_attr
 from sqsjobs.store.requests import get as get_record
-from sqsjobs.transport import sqs
+from sqsjobs.transport import lifespan
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -65,9 +65,6 @@ SLOT_WAIT_S = (1.0, 3.0)
 PROBE_WAIT_S = (1.0, 5.0)
 #: Writes one admission may try on one limit before it defers (each refused write: a write unit).
 MAX_TRIES = 2
-#: A message is re-sent (a fresh copy, the old deleted) once its receive count gets this close to
-#: the queue's redrive limit: deferrals must never push a waiting job into the DLQ.
-RESEND_MARGIN = 3
 
 DEFERRED = "JobsDeferred"
 
@@ -337,17 +334,12 @@ class Gate:
                 "receive_count": delivery.receive_count,
             },
         )
-        settings = self.kernel.settings
-        redrive = settings.max_receive_count or self.kernel.registry.max_attempts() + settings.receive_slack
-        # A fresh copy (receive count 1) is re-armed at least once: a FIFO copy takes no delay and
-        # comes back at once, so re-sending it again would spin while the job waits.
-        if delivery.receive_count < max(2, redrive - RESEND_MARGIN):
-            # A FIFO queue keeps a serialize key's order while its head stays in place: re-armed.
-            return Ack("rearm", delay_s=sqs.clamp_visibility(delay))
-        # Close to the redrive limit: a fresh copy replaces this message, so a job that only waits is
-        # never moved to a DLQ. On a FIFO queue the copy (and the key's members this worker holds,
+        # Re-armed (a FIFO queue keeps a serialize key's order while its head stays in place), or,
+        # close to the redrive limit, replaced by a fresh copy, so a job that only waits is never
+        # moved to a DLQ. On a FIFO queue the copy (and the key's members this worker holds,
         # ``runtime/levels.py``) go to the back of the key's group: its order yields, its job is kept.
-        return Ack("resend", delay_s=delay)
+        redrive = lifespan.redrive_limit(self.kernel.settings, self.kernel.registry.max_attempts())
+        return lifespan.waiting(delivery, delay, redrive)
 
     # ── holding ───────────────────────────────────────────────────────────────────────────
     async def give_back(self, job_id: str) -> None:

@@ -23,7 +23,7 @@ from sqsjobs.observability.metrics import CLAIMS_REFUSED
 from sqsjobs.runtime.seams import ExpireInstead
 from sqsjobs.store import codec, deadlines
 from sqsjobs.store.job_store import ClaimRefusal, Refusal, Refused
-from sqsjobs.transport import sqs
+from sqsjobs.transport import lifespan, sqs
 
 if TYPE_CHECKING:
     from sqsjobs.delivery import Delivery
@@ -152,9 +152,10 @@ class Claimer:
         if job.status is JobStatus.WAITING:  # a chain step's copy: its predecessor's success sends its hint
             return DELETE
         if refused.reason is ClaimRefusal.NOT_DUE:
-            return Ack(
-                "rearm", delay_s=sqs.clamp_visibility(job.run_at.timestamp() - self.kernel.clock.now())
-            )
+            # A job that only waits (a debounced one whose later enqueues keep pushing its start,
+            # a copy come early): re-armed, or re-sent near the redrive limit, never moved to a DLQ.
+            redrive = lifespan.redrive_limit(self.kernel.settings, self.kernel.registry.max_attempts())
+            return lifespan.waiting(delivery, job.run_at.timestamp() - self.kernel.clock.now(), redrive)
         if refused.reason is ClaimRefusal.HELD_ELSEWHERE:
             return self._held_elsewhere(job, delivery)
         # ClaimRefusal.EXHAUSTED: every attempt was claimed by a run that never recorded an outcome

@@ -18,7 +18,7 @@ from sqsjobs.delivery import DELETE, LEAVE, Ack, Finish
 from sqsjobs.errors import Sleep
 from sqsjobs.job import AttemptOutcome, JobStatus
 from sqsjobs.steps import records
-from sqsjobs.transport import sqs
+from sqsjobs.transport import lifespan, sqs
 
 if TYPE_CHECKING:
     from sqsjobs.delivery import Delivery
@@ -51,4 +51,11 @@ class SleepOutcome:
         recorder.log(
             "job asleep", job, status=JobStatus.QUEUED, step=name, delay_s=round(delay, 3), held=held
         )
-        return DELETE if held else Ack("rearm", delay_s=sqs.clamp_visibility(delay))
+        if held:
+            return DELETE
+        # A sleep uses no attempt, so its receives must not add up to the redrive limit (sized for
+        # attempts): a job that sleeps more often than that would be moved to a DLQ mid-sleep.
+        redrive = lifespan.redrive_limit(kernel.settings, kernel.registry.max_attempts())
+        if delivery is None:
+            return Ack("rearm", delay_s=sqs.clamp_visibility(delay))
+        return lifespan.waiting(delivery, delay, redrive)

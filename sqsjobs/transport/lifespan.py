@@ -17,6 +17,12 @@ told to wait past its own expiry. This module holds the one rule every wait foll
 
 A margin of one visibility timeout is kept, so a message that comes back just before its expiry
 still has time to be received and claimed.
+
+A wait must not pass the queue's **redrive limit** either: every receive counts toward it, and SQS
+moves a message to the DLQ past it whatever the record says. The limit is sized for attempts (a
+retry's re-arm keeps counting them), so a job that waits without using one — deferred by a limit, a
+pause or a breaker, asleep in ``ctx.sleep`` — has its message re-armed while its receive count is
+low, and replaced by a fresh copy (receive count 1) once it gets close (``waiting``).
 """
 
 from __future__ import annotations
@@ -25,11 +31,35 @@ import math
 from typing import TYPE_CHECKING
 
 from sqsjobs.delivery import Ack
-from sqsjobs.transport.sqs import MAX_DELAY_S
+from sqsjobs.transport.sqs import MAX_DELAY_S, clamp_visibility
 
 if TYPE_CHECKING:
     from sqsjobs.config import Settings
     from sqsjobs.delivery import Delivery
+
+#: A waiting job's message is re-sent (a fresh copy, the old deleted) once its receive count gets
+#: this close to the queue's redrive limit: a wait must never push a job into the DLQ.
+RESEND_MARGIN = 3
+
+
+def redrive_limit(settings: Settings, largest_max_attempts: int) -> int:
+    """The receives after which SQS moves a message to its DLQ (what ``sqsjobs provision`` sets)."""
+    return settings.max_receive_count or largest_max_attempts + settings.receive_slack
+
+
+def waiting(delivery: Delivery, delay_s: float, redrive: int) -> Ack:
+    """The ack of a job that waits ``delay_s`` without using an attempt (deferred, or asleep).
+
+    Its message is re-armed, unless its receive count is within ``RESEND_MARGIN`` of ``redrive``
+    (``redrive_limit``): then a fresh copy replaces it, delayed by the wait where the queue allows
+    (a copy that comes back early is re-armed by its claim's refusal, ``not yet due``). A fresh
+    copy is re-armed at least once: a FIFO copy takes no delay and comes back at once, so re-sending
+    it again would spin while the job waits.
+    """
+    hide = clamp_visibility(delay_s)
+    if delivery.receive_count < max(2, redrive - RESEND_MARGIN):
+        return Ack("rearm", delay_s=hide)
+    return Ack("resend", delay_s=hide)
 
 
 def reach_s(settings: Settings) -> float:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 
-from sqsjobs import App, Breaker, JobContext, Retry
+from sqsjobs import App, BatchItem, BatchOptions, BatchRetry, BatchSuccess, Breaker, JobContext, Retry
 
 app = App(os.environ.get("TEST_APP_NAME", "stranding"))
 app.limit("one", concurrency=1)
@@ -52,6 +52,11 @@ FEATURE_TYPES = {
 
 def _matrix_run(payload: dict[str, object], ctx: JobContext) -> None:
     _record(payload, ctx)
+    _first_attempt(payload, ctx)
+
+
+def _first_attempt(payload: dict[str, object], ctx: JobContext) -> None:
+    """What a first attempt does: sleep (to be killed mid-job), or ask to run again later."""
     if ctx.attempt == 1 and payload.get("sleep_first_s"):
         limit = float(payload["sleep_first_s"])  # type: ignore[arg-type]
         release = payload.get("until")
@@ -110,3 +115,51 @@ app.job("dep.probe", queue="deps", max_attempts=2, timeout=120, limits=["dep"])(
 
 #: A handler that may run longer than its message lives (``sleep_first_s`` past a short retention).
 app.job("long.run", max_attempts=2, timeout=300)(_matrix_run)
+
+
+#: The rows of batch handlers and durable steps (dedup modes enqueue ``plain``). A batch handler's
+#: call records each of its jobs, and behaves as ``_matrix_run`` for a job's first attempt (the call
+#: sleeps; a retry is a ``BatchRetry``).
+@app.job(
+    "batched.run", batch=BatchOptions(max_size=10, max_wait_s=0.2), max_attempts=2, timeout=60, pausable=True
+)
+def batched(items: list[BatchItem[dict[str, object]]]) -> list[BatchSuccess | BatchRetry]:
+    """Records each job, sleeps while a first attempt asks to, and retries those that ask to."""
+    firsts = [i for i in items if i.ctx.attempt == 1]
+    for item in items:
+        _record(item.payload, item.ctx)
+    time.sleep(max((float(str(i.payload.get("sleep_first_s", 0))) for i in firsts), default=0.0))
+    later = {
+        i.job_id: float(str(i.payload["retry_first_s"])) for i in firsts if i.payload.get("retry_first_s")
+    }
+    return [
+        BatchRetry("asked to run later", delay_s=later[i.job_id]) if i.job_id in later else BatchSuccess()
+        for i in items
+    ]
+
+
+def _mark(runs: str, token: str) -> str:
+    """A step's side effect: one line ``<job id>:<step>`` in the runs file per call."""
+    fd = os.open(runs, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, f"{token}\n".encode())
+    finally:
+        os.close(fd)
+    return token
+
+
+@app.job("stepped.run", max_attempts=2, timeout=60, pausable=True)
+def stepped(payload: dict[str, object], ctx: JobContext) -> None:
+    """Two durable steps; between them ``naps`` sleeps (default 1) of ``nap_s``, then a first attempt's disturbance.
+
+    Each run is recorded, and each step's call (``<job id>:one``, ``<job id>:two``): a step replayed
+    from the record is not called again. A sleep gives its attempt back, so the row that sleeps
+    (``nap_s``) is sent no first-attempt disturbance: its woken run would meet it again.
+    """
+    _record(payload, ctx)
+    runs = str(payload["runs"])
+    ctx.step("one", _mark, runs, f"{ctx.job_id}:one")
+    for _ in range(int(str(payload.get("naps", 1))) if payload.get("nap_s") else 0):
+        ctx.sleep(float(str(payload["nap_s"])))
+    _first_attempt(payload, ctx)
+    ctx.step("two", _mark, runs, f"{ctx.job_id}:two")

@@ -1,16 +1,38 @@
 """The stranding matrix: every feature crossed with every disturbance, through real processes on MiniStack.
 
-Rows (``MATRIX_ROWS``): a plain job, a chain step, a batch item, a serialized key's, a limited one, a
-paused type's, one a breaker deferred, a priority level's, one enqueued in a transaction, a
-claim-checked S3 payload, and a foreign message (sent by a producer that is not sqsjobs). Columns,
-one test each, whose cells share one app and one set of worker processes: deferred 20 times and
-more (past the redrive limit), retried past the message retention, expired by the sweeper, worker
-SIGKILLed mid-job, redriven by SQS, SIGTERM during a long poll. Each cell ends terminal with a reason that says what
-happened (or runs the expected number of times), and each column ends with the stranded-record
-audit (``sqsjobs doctor --stranded``) finding no record without a witness. No cell is left out.
-Limits are shortened through
-settings (redrive after 3 receives, a 1 KiB inline payload, 5 s leases, a 60 s retention) so each
-column takes seconds, the retention's about a minute.
+Rows (``MATRIX_ROWS``, built by ``tests/integration/matrix_rows.py``): a plain job, a chain step, a
+batch item, a serialized key's, a limited one, a paused type's, one a breaker deferred, a priority
+level's, one enqueued in a transaction, a claim-checked S3 payload, a foreign message (sent by a
+producer that is not sqsjobs), a batch handler's job, a job of two durable steps, one asleep
+(``ctx.sleep``) when the disturbance hits, a ``unique="while_active"`` job and a debounced one
+(its window open when the disturbance hits: the key's later enqueue, whose payload alone is
+counted, lands while it waits). Columns, one test each, whose cells share one app and one set of
+worker processes: deferred 20 times and more (past the redrive limit), retried past the message
+retention, expired by the sweeper, worker SIGKILLed mid-job, redriven by SQS, SIGTERM during a
+long poll. Each cell ends terminal with a reason that says what happened (or runs the expected
+number of times, and calls each durable step's function once), and each column ends with the
+stranded-record audit (``sqsjobs doctor --stranded``) finding no record without a witness. No cell
+is left out, though some rows take a column's disturbance their own way:
+
+- the stepped job is disturbed between its two steps (killed, deferred by a pause, retried past
+  the retention); where no worker ran it before the disturbance (redriven, held until expired,
+  enqueued as a worker drains) its steps come after, as a plain job's run does;
+- the asleep job sleeps through the kill (it wakes on the rescuer), wakes into a pause (deferred
+  20 times), sleeps as long as the retention (held in its record), sleeps past its own deadline (it
+  started, so it is not expired: expiry bounds a first start), and falls asleep on the worker that
+  then drains; in the redrive column no worker serves its queue before the redrive, so its message
+  is redriven before its first run, and then it sleeps as often as SQS receives a message before
+  redriving it (each wake-up is a receive: the message must be re-sent, not re-armed, near the
+  limit);
+- the debounced job's window is open when the worker is killed, as the pause defers it, as its
+  deadline passes (its attention entry, due a minute after its maximum wait, is the sweeper's
+  way to it), as SQS redrives its bare message, and through a burst of enqueues as a worker drains
+  (each pushes its start, so its hint is received, not yet due, more often than the redrive
+  limit); past the retention it retries, as a plain job does (a window longer than the retention
+  would only wait for its entry).
+
+Limits are shortened through settings (redrive after 3 receives, a 1 KiB inline payload, 5 s
+leases, a 60 s retention) so each column takes seconds, the retention's about a minute.
 """
 
 from __future__ import annotations
@@ -28,6 +50,7 @@ import pytest
 
 from sqsjobs import JobStatus
 from sqsjobs.errors import JobNotFound
+from sqsjobs.job import TERMINAL
 from sqsjobs.ops.stranded import find_stranded
 from sqsjobs.runtime.sweeper import sweep
 from sqsjobs.store.codec import idempotent_job_id
@@ -41,6 +64,20 @@ from tests.integration.helpers import (
     wait_until,
     worker_env,
     worker_process,
+)
+from tests.integration.matrix_rows import (
+    MATRIX_ROWS,
+    ONCE_EACH,
+    asleep_now,
+    debounce_first,
+    fall_asleep,
+    keep_gathering,
+    newest,
+    one_of_each,
+    regather,
+    runs,
+    step_calls,
+    steps_called,
 )
 
 pytestmark = pytest.mark.slow
@@ -59,31 +96,6 @@ ENV = {
     "SQSJOBS_INLINE_PAYLOAD_BYTES": "1024",
 }
 QUEUES = "default,work,device"
-FEATURES = (
-    "plain",
-    "priority level",
-    "serialized",
-    "s3 payload",
-    "batch item",
-    "chain step",
-    "transaction",
-    "limited",
-)
-#: Every row of the matrix: the features above, and those a flow-control feature gates or that
-#: arrive from outside sqsjobs.
-MATRIX_ROWS = (
-    "plain",
-    "chain step",
-    "batch item",
-    "serialized",
-    "limited",
-    "paused",
-    "breaker-deferred",
-    "priority level",
-    "transaction",
-    "s3 payload",
-    "foreign message",
-)
 
 
 @pytest.fixture
@@ -101,33 +113,6 @@ def exists(app, job_id: str) -> bool:
     except JobNotFound:
         return False
     return True
-
-
-def runs(path: Path) -> Counter[str]:
-    lines = path.read_text().splitlines() if path.exists() else []
-    return Counter(line.split()[0] for line in lines)
-
-
-def one_of_each(app, log: Path, **extra: object) -> tuple[dict[str, str], str, str]:
-    """One job per feature (its id), the batch's id and the chain's id."""
-    p = {"runs": str(log), **extra}
-    jobs = {
-        "plain": app.enqueue("plain", p),
-        "priority level": app.enqueue("work.run", p, priority="high"),
-        "serialized": app.enqueue("device.run", p, serialize_key="k1"),
-        "s3 payload": app.enqueue("plain", {**p, "blob": "x" * 4096}),
-        "limited": app.enqueue("limited.run", p),
-    }
-    batch = app.batch("batch.done")
-    jobs["batch item"] = batch.add("plain", p)
-    batch.seal()
-    chain_id = app.chain([("plain", p), ("plain", {"runs": str(log)})])
-    jobs["chain step"] = app.get_chain(chain_id).steps[0].job_id
-    with app.transaction() as tx:
-        jobs["transaction"] = tx.enqueue("plain", p)
-    assert set(jobs) == set(FEATURES)
-    assert app.get(jobs["s3 payload"], load_result=False).payload_ref is not None  # claim-checked
-    return jobs, batch.id, chain_id
 
 
 def everything_finished(app, jobs: dict[str, str], batch_id: str, chain_id: str) -> bool:
@@ -148,9 +133,11 @@ def source_urls(app) -> list[str]:
     return [sqs_call(app, "get_queue_url", QueueName=n)["QueueUrl"] for n in names]
 
 
-def depth(app, url: str) -> int:
+def depth(app, url: str, *, delayed: bool = False) -> int:
+    """Messages in the queue (with ``delayed``, those whose delay is not over yet too)."""
     attrs = sqs_call(app, "get_queue_attributes", QueueUrl=url, AttributeNames=["All"])["Attributes"]
-    return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+    shown = int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+    return shown + (int(attrs.get("ApproximateNumberOfMessagesDelayed", 0)) if delayed else 0)
 
 
 def sweep_once(app) -> None:
@@ -186,10 +173,17 @@ def test_every_feature_whose_message_sqs_redrove_is_brought_back_and_runs_once(a
             {"sqsjobs": 1, "type": "plain", "payload": {"runs": str(log)}, "idempotency_key": "r"}
         )
         send_raw(app, foreign)
-        # WHEN SQS redrives every message (received, never finished, past the redrive limit)
+        jobs |= newest(app, log, "r")
+        # (the asleep row's job runs after the redrive, and sleeps as often as SQS receives a
+        # message before it redrives it: each wake-up is a receive)
+        jobs["asleep"] = fall_asleep(app, log, 1, naps=SETTINGS["max_receive_count"])
+        jobs["debounced"] = debounce_first(app, log, "r", 2)
+        regather(app, log, jobs, "r", 2)
+        # WHEN SQS redrives every message (received, never finished, past the redrive limit; the
+        # debounced job's bare hint once its delay is over)
         urls = source_urls(app)
         deadline = time.monotonic() + 60
-        while any(depth(app, u) for u in urls):
+        while any(depth(app, u, delayed=True) for u in urls):
             assert time.monotonic() < deadline, "SQS did not redrive every message"
             for url in urls:
                 sqs_call(app, "receive_message", QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)
@@ -211,7 +205,11 @@ def test_every_feature_whose_message_sqs_redrove_is_brought_back_and_runs_once(a
         wait_until(lambda: everything_finished(app, jobs, batch_id, chain_id), 60, "the paused job finished")
     finally:
         kill_group(*(p for p in (prober, worker) if p is not None))
-    assert {f: runs(log)[j] for f, j in jobs.items()} == dict.fromkeys(jobs, 1)
+    assert {f: runs(log)[j] for f, j in jobs.items()} == {
+        **dict.fromkeys(jobs, 1),
+        "asleep": SETTINGS["max_receive_count"] + 1,
+    }
+    assert step_calls(log, jobs) == ONCE_EACH
     redispatched = {f: record_of(app, j).get("dlq_redispatches", {}).get("N") for f, j in jobs.items()}
     assert redispatched == dict.fromkeys(jobs, "1")
     probed = app.get(probe, load_result=False)
@@ -233,9 +231,11 @@ def test_every_feature_whose_worker_is_killed_mid_job_runs_again_without_the_swe
     # GIVEN one job of every feature, each running on one worker (its first attempt sleeps): the
     # breaker's as the probe admitted after a failed run opened it; a paused type's, deferred
     log = tmp_path / "runs"
-    victim = worker_process(app, APP, concurrency=14, queues=QUEUES, **ENV)
+    victim = worker_process(app, APP, concurrency=18, queues=QUEUES, **ENV)
     rescuer = None
     try:
+        # (the asleep row's job sleeps through the kill: it wakes on the rescuer)
+        asleep = fall_asleep(app, log, 25)
         tripped = app.enqueue("breaker.trip", {})
         wait_until(lambda: app.get(tripped, load_result=False).status is JobStatus.DEAD, 60, "breaker opened")
         app.pause("paused.run")
@@ -245,12 +245,19 @@ def test_every_feature_whose_worker_is_killed_mid_job_runs_again_without_the_swe
         jobs["paused"] = app.enqueue("paused.run", p)
         send_raw(app, json.dumps({"sqsjobs": 1, "type": "plain", "payload": p, "idempotency_key": "kill"}))
         jobs["foreign message"] = idempotent_job_id("plain", "kill")
-        assert set(jobs) == set(MATRIX_ROWS)
+        jobs |= newest(app, log, "kill", sleep_first_s=30)
+        jobs["asleep"] = asleep
         running = [j for f, j in jobs.items() if f != "paused"]
         wait_until(lambda: all(runs(log)[j] == 1 for j in running), 60, "every job started")
-        # WHEN that worker is killed (-9) mid-job, and another one runs, with no sweeper; the pause ends
+        wait_until(lambda: steps_called(log, jobs["stepped"]) == (1, 0), 30, "the first step taken")
+        assert asleep_now(app, log, asleep)
+        # WHEN that worker is killed (-9) mid-job (the stepped job between its two steps, the
+        # debounced one's window open), and another one runs, with no sweeper; the pause ends
+        jobs["debounced"] = debounce_first(app, log, "kill", 4)
         kill_group(victim)
-        rescuer = worker_process(app, APP, concurrency=14, queues=QUEUES, **ENV)
+        regather(app, log, jobs, "kill", 4)
+        assert set(jobs) == set(MATRIX_ROWS)
+        rescuer = worker_process(app, APP, concurrency=18, queues=QUEUES, **ENV)
         app.resume("paused.run")
         # THEN every job runs again once its lease expires (the paused one, deferred by the dead
         # worker, runs once), and its workflow goes on
@@ -259,9 +266,14 @@ def test_every_feature_whose_worker_is_killed_mid_job_runs_again_without_the_swe
         )
     finally:
         kill_group(*(p for p in (victim, rescuer) if p is not None))
-    expected = {**dict.fromkeys(MATRIX_ROWS, 2), "paused": 1}
+    # (the asleep job ran before its sleep and after it, on one attempt: a sleep gives it back; the
+    # debounced one had not started)
+    expected = {**dict.fromkeys(MATRIX_ROWS, 2), "paused": 1, "debounced": 1}
     assert {f: runs(log)[j] for f, j in jobs.items()} == expected
-    assert {f: app.get(j, load_result=False).attempt for f, j in jobs.items()} == expected
+    attempts = {**expected, "asleep": 1}
+    assert {f: app.get(j, load_result=False).attempt for f, j in jobs.items()} == attempts
+    # ...and the step taken before the kill (or the sleep) is not called again
+    assert step_calls(log, jobs) == ONCE_EACH
     no_record_without_a_witness(app)
 
 
@@ -313,13 +325,17 @@ def test_every_feature_deferred_20_times_keeps_its_message_and_runs_once(app, tm
     log, worker_log = tmp_path / "runs", tmp_path / "worker.log"
     worker = logged_worker(app, worker_log, SQSJOBS_DEFER_RECHECK_MAX_S=str(RECHECK_S))
     try:
+        # (the asleep row's job wakes while its type is paused)
+        asleep_at, asleep = time.time(), fall_asleep(app, log, 8)
+        wait_until(lambda: asleep_now(app, log, asleep), 30, "the job fell asleep")
+        app.pause("stepped.run")
         tripped = app.enqueue("breaker.trip", {})
         wait_until(lambda: app.get(tripped, load_result=False).status is JobStatus.DEAD, 60, "breaker opened")
         blockers = [app.enqueue("breaker.run", {"runs": str(log), "sleep_first_s": BLOCK_S})] + [
             app.enqueue("limited.run", {"runs": str(log), "sleep_first_s": BLOCK_S}) for _ in range(2)
         ]
         wait_until(lambda: all(runs(log)[j] == 1 for j in blockers), 60, "the slots and the probe taken")
-        paused = ("plain", "work.run", "device.run", "paused.run")
+        paused = ("plain", "work.run", "device.run", "paused.run", "batched.run", "stepped.run")
         for job_type in paused:
             app.pause(job_type)
         # WHEN one job of every feature waits behind them, with a redrive limit of 3 receives
@@ -330,6 +346,10 @@ def test_every_feature_deferred_20_times_keeps_its_message_and_runs_once(app, tm
         jobs["breaker-deferred"] = app.enqueue("breaker.run", p)
         send_raw(app, json.dumps({"sqsjobs": 1, "type": "plain", "payload": p, "idempotency_key": "wait"}))
         jobs["foreign message"] = idempotent_job_id("plain", "wait")
+        jobs |= newest(app, log, "wait")
+        jobs["asleep"] = asleep
+        jobs["debounced"] = debounce_first(app, log, "wait", 2)
+        regather(app, log, jobs, "wait", 2)
         assert set(jobs) == set(MATRIX_ROWS)
         # ...until the blockers end (the pause lifts then)
         wait_until(
@@ -343,9 +363,11 @@ def test_every_feature_deferred_20_times_keeps_its_message_and_runs_once(app, tm
         wait_until(lambda: everything_finished(app, jobs, batch_id, chain_id), 90, "every job finished")
     finally:
         kill_group(worker)
-    assert {f: runs(log)[j] for f, j in jobs.items()} == dict.fromkeys(MATRIX_ROWS, 1)
+    assert {f: runs(log)[j] for f, j in jobs.items()} == {**dict.fromkeys(MATRIX_ROWS, 1), "asleep": 2}
+    assert step_calls(log, jobs) == ONCE_EACH
     deferred = {f: deferrals(worker_log)[j] for f, j in jobs.items()}
-    waited = {f: app.get(j, load_result=False).started_at.timestamp() - enqueued for f, j in jobs.items()}
+    since = {**dict.fromkeys(jobs, enqueued), "asleep": asleep_at}
+    waited = {f: app.get(j, load_result=False).started_at.timestamp() - since[f] for f, j in jobs.items()}
     # each was deferred at least 20 times, far more often than the redrive limit (3) lets one
     # message be received...
     assert min(deferred.values()) >= MIN_DEFERRALS, deferred
@@ -404,28 +426,47 @@ def test_every_feature_expired_by_the_sweeper_ends_expired_and_its_workflow_hear
         ),
     )
     jobs["foreign message"] = idempotent_job_id("brief.run", "far")
+    jobs |= newest(app, tmp_path / "runs", "far", options=later)
+    # a debounced job whose window (1,000 s, at most) is open when its deadline passes: its bare hint
+    # is delayed 900 s (SQS's most), its attention entry due a minute after its maximum wait
+    debounce_far = {"debounce_max": 1000, "expires_after": 1001}
+    jobs["debounced"] = debounce_first(app, tmp_path / "runs", "far", 1000, **debounce_far)
+    regather(app, tmp_path / "runs", jobs, "far", 1000, **debounce_far)
     worker = worker_process(app, APP, concurrency=2, queues=QUEUES, **ENV)
     try:
         wait_until(lambda: exists(app, jobs["foreign message"]), 60, "the foreign message became a job")
         wait_until(lambda: app.get_chain(chain_id).current == 1, 60, "the chain's first step succeeded")
-        # WHEN the sweeper first reaches them after their deadlines (its clock 1,010 s ahead)
-        report = sweep(app, now=time.time() + 1010)
+        # a job that starts, then sleeps past its deadline (expiry bounds a first start only)
+        jobs["asleep"] = fall_asleep(app, tmp_path / "runs", 18, expires_after=15)
+        wait_until(lambda: asleep_now(app, tmp_path / "runs", jobs["asleep"]), 15, "the job fell asleep")
+        assert set(jobs) == set(MATRIX_ROWS)
+        # WHEN the sweeper first reaches them after their deadlines (its clock 1,070 s ahead: past
+        # the debounced job's entry too)
+        report = sweep(app, now=time.time() + 1070)
         aside = worker_process(app, APP, concurrency=1, queues="aside", **ENV)
         try:
             wait_until(lambda: app.get_chain(chain_id).status != "running", 60, "the chain step expired")
         finally:
             kill_group(aside)
+        wait_until(lambda: app.get(jobs["asleep"], load_result=False).status in TERMINAL, 60, "the job woke")
     finally:
         kill_group(worker)
-    # THEN each ended expired, saying why; its batch counts it failed, its chain stopped
-    assert set(report.expired) == {j for f, j in jobs.items() if f != "chain step"}
+    # THEN each ended expired, saying why; its batch counts it failed, its chain stopped; the job
+    # that had started before its deadline ran to its end
+    assert set(report.expired) == {j for f, j in jobs.items() if f not in ("chain step", "asleep")}
     ended = {f: app.get(j, load_result=False) for f, j in jobs.items()}
-    assert {f: j.status for f, j in ended.items()} == dict.fromkeys(MATRIX_ROWS, JobStatus.EXPIRED)
-    assert all("not started by its deadline" in (j.reason or "") for j in ended.values()), {
-        f: j.reason for f, j in ended.items()
-    }
+    expected = {**dict.fromkeys(MATRIX_ROWS, JobStatus.EXPIRED), "asleep": JobStatus.SUCCEEDED}
+    assert {f: j.status for f, j in ended.items()} == expected
+    assert all(
+        "not started by its deadline" in (j.reason or "") for f, j in ended.items() if f != "asleep"
+    ), {f: j.reason for f, j in ended.items()}
     assert app.get_batch(batch.id).counts["failed"] == 1
     assert app.get_chain(chain_id).status == "stopped"
+    # ...and the dedup modes' keys no longer name them: the next enqueue of each key is a new job
+    p = {"runs": str(tmp_path / "runs")}
+    live = app.enqueue("plain", p, idempotency_key="wa-far", unique="while_active", **later)
+    debounced = debounce_first(app, tmp_path / "runs", "far", 1000, **debounce_far)
+    assert (live.replaced, debounced.replaced) == (jobs["while_active"], jobs["debounced"])
     no_record_without_a_witness(app)
 
 
@@ -472,6 +513,10 @@ def test_every_feature_retried_past_the_message_retention_is_held_and_runs_again
         jobs["breaker-deferred"] = app.enqueue("breaker.run", p)
         send_raw(app, json.dumps({"sqsjobs": 1, "type": "plain", "payload": p, "idempotency_key": "late"}))
         jobs["foreign message"] = idempotent_job_id("plain", "late")
+        jobs |= newest(app, log, "late", retry_first_s=60)
+        jobs["asleep"] = fall_asleep(app, log, 60)  # a sleep as long as the retention
+        jobs["debounced"] = debounce_first(app, log, "late", 2)
+        regather(app, log, jobs, "late", 2, {"retry_first_s": 60})
         assert set(jobs) == set(MATRIX_ROWS)
         others = [j for f, j in jobs.items() if f != "paused"]
         wait_until(lambda: all(runs(log)[j] == 1 for j in others), 60, "every other row ran once")
@@ -483,6 +528,7 @@ def test_every_feature_retried_past_the_message_retention_is_held_and_runs_again
     finally:
         kill_group(*workers, sweeper)
     assert {f: runs(log)[j] for f, j in jobs.items()} == dict.fromkeys(MATRIX_ROWS, 2)
+    assert step_calls(log, jobs) == ONCE_EACH
     no_record_without_a_witness(app)
 
 
@@ -506,6 +552,9 @@ def test_every_feature_enqueued_as_a_worker_drains_is_released_and_runs_on_the_n
         tripped = app.enqueue("breaker.trip", {})
         wait_until(lambda: app.get(tripped, load_result=False).status is JobStatus.DEAD, 60, "breaker opened")
         app.pause("paused.run")
+        # (the asleep row's job falls asleep on it, and wakes on the next)
+        asleep = fall_asleep(app, log, 4)
+        wait_until(lambda: asleep_now(app, log, asleep), 30, "the job fell asleep")
         time.sleep(1.0)  # its next long polls are open
         # WHEN it is told to stop, and one job of every feature arrives while its polls are open
         first.send_signal(signal.SIGTERM)
@@ -517,8 +566,15 @@ def test_every_feature_enqueued_as_a_worker_drains_is_released_and_runs_on_the_n
         jobs["breaker-deferred"] = app.enqueue("breaker.run", p)
         send_raw(app, json.dumps({"sqsjobs": 1, "type": "plain", "payload": p, "idempotency_key": "drain"}))
         jobs["foreign message"] = idempotent_job_id("plain", "drain")
+        jobs |= newest(app, log, "drain")
+        jobs["asleep"] = asleep
+        jobs["debounced"] = debounce_first(app, log, "drain", 2)
+        regather(app, log, jobs, "drain", 2)
         assert set(jobs) == set(MATRIX_ROWS)
         second = worker_process(app, APP, concurrency=14, queues=QUEUES, **ENV)  # while the first drains
+        # ...and the debounced key keeps coming (its window open longer than SQS receives its bare
+        # hint 3 times before redriving it: each receive finds it not yet due)
+        keep_gathering(app, log, jobs, "drain", 2, times=3 * SETTINGS["max_receive_count"])
         # THEN the next worker runs each (the paused one once resumed), nothing hidden by a poll
         others = {f: j for f, j in jobs.items() if f != "paused"}
         wait_until(lambda: everything_finished(app, others, batch_id, chain_id), 60, "every job finished")
@@ -527,7 +583,8 @@ def test_every_feature_enqueued_as_a_worker_drains_is_released_and_runs_on_the_n
         assert first.wait(40) == 0
     finally:
         kill_group(*(p for p in (first, second) if p is not None))
-    assert {f: runs(log)[j] for f, j in jobs.items()} == dict.fromkeys(MATRIX_ROWS, 1)
+    assert {f: runs(log)[j] for f, j in jobs.items()} == {**dict.fromkeys(MATRIX_ROWS, 1), "asleep": 2}
+    assert step_calls(log, jobs) == ONCE_EACH
     started = {f: app.get(j, load_result=False).started_at for f, j in others.items()}
     late = {f: round(s.timestamp() - enqueued, 1) for f, s in started.items() if s is not None}
     assert max(late.values()) < DRAIN_VISIBILITY_S - 10, f"a drained worker's poll hid a job: {late}"

@@ -1,0 +1,161 @@
+"""The stranding matrix's rows: one job of each feature, as every column enqueues them.
+
+Shared by the columns of ``test_stranding_matrix.py`` (its docstring says what the matrix is). Each
+job runs a type of ``tests/apps/stranding.py``, which appends ``<job id> <attempt>`` to the payload's
+``runs`` file per run (and ``<job id>:<step>`` per call of a durable step's function), so a cell
+counts runs whatever the workers believe.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from sqsjobs import JobStatus
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+FEATURES = (
+    "plain",
+    "priority level",
+    "serialized",
+    "s3 payload",
+    "batch item",
+    "chain step",
+    "transaction",
+    "limited",
+)
+#: A batch handler's job, a job of two durable steps (the disturbance hits between them), one asleep
+#: when it hits (``ctx.sleep``), and two dedup modes, ``unique="while_active"`` and ``debounce`` (its
+#: window open when it hits; the key's later enqueue gives the payload that runs).
+NEWEST = ("batch handler", "stepped", "asleep", "while_active", "debounced")
+#: Every row of the matrix: the features above, and those a flow-control feature gates or that
+#: arrive from outside sqsjobs.
+MATRIX_ROWS = (
+    "plain",
+    "chain step",
+    "batch item",
+    "serialized",
+    "limited",
+    "paused",
+    "breaker-deferred",
+    "priority level",
+    "transaction",
+    "s3 payload",
+    "foreign message",
+    *NEWEST,
+)
+
+
+def runs(path: Path) -> Counter[str]:
+    lines = path.read_text().splitlines() if path.exists() else []
+    return Counter(line.split()[0] for line in lines)
+
+
+def one_of_each(app, log: Path, **extra: object) -> tuple[dict[str, str], str, str]:
+    """One job per feature (its id), the batch's id and the chain's id."""
+    p = {"runs": str(log), **extra}
+    jobs = {
+        "plain": app.enqueue("plain", p),
+        "priority level": app.enqueue("work.run", p, priority="high"),
+        "serialized": app.enqueue("device.run", p, serialize_key="k1"),
+        "s3 payload": app.enqueue("plain", {**p, "blob": "x" * 4096}),
+        "limited": app.enqueue("limited.run", p),
+    }
+    batch = app.batch("batch.done")
+    jobs["batch item"] = batch.add("plain", p)
+    batch.seal()
+    chain_id = app.chain([("plain", p), ("plain", {"runs": str(log)})])
+    jobs["chain step"] = app.get_chain(chain_id).steps[0].job_id
+    with app.transaction() as tx:
+        jobs["transaction"] = tx.enqueue("plain", p)
+    assert set(jobs) == set(FEATURES)
+    assert app.get(jobs["s3 payload"], load_result=False).payload_ref is not None  # claim-checked
+    return jobs, batch.id, chain_id
+
+
+def newest(
+    app, log: Path, tag: str, *, options: dict[str, object] | None = None, **extra: object
+) -> dict[str, str]:
+    """One job of each of the rows in ``NEWEST`` but the asleep one (``fall_asleep``) and the
+    debounced one (``debounce_first``); ``options`` go to each enqueue, ``extra`` into each payload."""
+    p, o = {"runs": str(log), **extra}, options or {}
+    return {
+        "batch handler": app.enqueue("batched.run", p, **o),
+        "stepped": app.enqueue("stepped.run", p, **o),
+        "while_active": app.enqueue("plain", p, idempotency_key=f"wa-{tag}", unique="while_active", **o),
+    }
+
+
+def fall_asleep(app, log: Path, nap_s: float, naps: int = 1, **options: object) -> str:
+    """The asleep row's job: it takes its first step, sleeps ``naps`` times ``nap_s``, then its second.
+
+    It is sent no first-attempt disturbance: a sleep gives its attempt back, so its woken run would
+    meet it again.
+    """
+    return app.enqueue("stepped.run", {"runs": str(log), "nap_s": nap_s, "naps": naps}, **options)
+
+
+def asleep_now(app, log: Path, job_id: str) -> bool:
+    """The job took its first step and sleeps (queued until it wakes)."""
+    return (
+        steps_called(log, job_id) == (1, 0) and app.get(job_id, load_result=False).status is JobStatus.QUEUED
+    )
+
+
+def debounce_first(app, log: Path, tag: str, quiet_s: float, **options: object) -> str:
+    """A debounced job's first enqueue: its payload logs to a file no cell counts (``stale``)."""
+    stale = {"runs": str(log.with_name("stale"))}
+    return app.enqueue("plain", stale, idempotency_key=f"db-{tag}", debounce=quiet_s, **options)
+
+
+def regather(
+    app,
+    log: Path,
+    jobs: dict[str, str],
+    tag: str,
+    quiet_s: float,
+    extra: dict | None = None,
+    **options: object,
+) -> None:
+    """The keys enqueued again while their jobs wait: the same jobs, the debounced one's last payload.
+
+    The last payload (``extra`` in it) logs to ``log``: a cell counts the debounced job's runs only
+    if it ran that one.
+    """
+    last = {"runs": str(log), **(extra or {})}
+    debounced = app.enqueue("plain", last, idempotency_key=f"db-{tag}", debounce=quiet_s, **options)
+    assert (debounced, debounced.deduplicated) == (jobs["debounced"], True), "its window had closed"
+    live = app.enqueue("plain", {"runs": str(log)}, idempotency_key=f"wa-{tag}", unique="while_active")
+    assert (live, live.deduplicated) == (jobs["while_active"], True)
+
+
+def keep_gathering(app, log: Path, jobs: dict[str, str], tag: str, quiet_s: float, times: int) -> None:
+    """A burst: the debounced key enqueued ``times`` more, every half quiet period (the last payload wins).
+
+    Each enqueue pushes the job's ``run_at`` on, so its bare hint, once a worker receives it, is
+    re-armed (not yet due) again and again: a receive each time.
+    """
+    for _ in range(times):
+        time.sleep(quiet_s / 2)  # the burst's pace: it is the disturbance, not a wait for a condition
+        again = app.enqueue("plain", {"runs": str(log)}, idempotency_key=f"db-{tag}", debounce=quiet_s)
+        assert (again, again.deduplicated) == (jobs["debounced"], True), "its window had closed"
+
+
+def steps_called(log: Path, job_id: str) -> tuple[int, int]:
+    """How often each of a stepped job's two steps called its function."""
+    found = runs(log)
+    return found[f"{job_id}:one"], found[f"{job_id}:two"]
+
+
+#: The rows whose job takes two durable steps, and what each cell expects of them: each step's
+#: function called once, whatever befell the runs around it.
+STEPPED = ("stepped", "asleep")
+ONCE_EACH = dict.fromkeys(STEPPED, (1, 1))
+
+
+def step_calls(log: Path, jobs: dict[str, str]) -> dict[str, tuple[int, int]]:
+    """How often each stepped row's job called each of its steps' functions."""
+    return {f: steps_called(log, jobs[f]) for f in STEPPED}
