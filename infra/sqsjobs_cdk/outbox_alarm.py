@@ -34,24 +34,19 @@ DEAD_METRIC = "OutboxRowsDead"
 
 def outbox_lag_alarm(scope: Construct, *, app_name: str, topic: sns.ITopic, max_lag_s: float) -> cw.Alarm:
     """An alarm (notifying ``topic``) when the relay's lag stays at or over ``max_lag_s`` for five minutes."""
-    metric = cw.Metric(
-        namespace=EMF_NAMESPACE,
-        metric_name=LAG_METRIC,
-        dimensions_map={"service": app_name},
-        statistic="Maximum",
-        period=Duration.minutes(1),
-    )
-    alarm = metric.create_alarm(
+    alarm = _relay_alarm(
         scope,
         "outbox-lag",
-        alarm_description=(
+        app_name=app_name,
+        metric_name=LAG_METRIC,
+        statistic="Maximum",
+        description=(
             f"Outbox relay: a committed job has waited over {max_lag_s:g} s in the Postgres outbox, or no relay "
             "reports (start `sqsjobs outbox relay`; `sqsjobs outbox count` shows the backlog)"
         ),
         threshold=max_lag_s * 1000,
         evaluation_periods=LAG_PERIODS,
-        comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treat_missing_data=cw.TreatMissingData.BREACHING,
+        missing=cw.TreatMissingData.BREACHING,
     )
     action = cw_actions.SnsAction(topic)
     alarm.add_alarm_action(action)
@@ -61,24 +56,50 @@ def outbox_lag_alarm(scope: Construct, *, app_name: str, topic: sns.ITopic, max_
 
 def outbox_dead_alarm(scope: Construct, *, app_name: str, topic: sns.ITopic) -> cw.Alarm:
     """An alarm (notifying ``topic``) when a relay sets a row aside: its job waits for an operator."""
-    metric = cw.Metric(
-        namespace=EMF_NAMESPACE,
-        metric_name=DEAD_METRIC,
-        dimensions_map={"service": app_name},
-        statistic="Sum",
-        period=Duration.minutes(1),
-    )
-    alarm = metric.create_alarm(
+    alarm = _relay_alarm(
         scope,
         "outbox-dead",
-        alarm_description=(
+        app_name=app_name,
+        metric_name=DEAD_METRIC,
+        statistic="Sum",
+        description=(
             "Outbox relay: a committed row can never be enqueued as it is and was set aside "
             "(`sqsjobs outbox dead` says why; `sqsjobs outbox retry` once fixed)"
         ),
         threshold=1,
         evaluation_periods=1,
-        comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+        missing=cw.TreatMissingData.NOT_BREACHING,
     )
     alarm.add_alarm_action(cw_actions.SnsAction(topic))
     return alarm
+
+
+def _relay_alarm(
+    scope: Construct,
+    construct_id: str,
+    *,
+    app_name: str,
+    metric_name: str,
+    statistic: str,
+    description: str,
+    threshold: float,
+    evaluation_periods: int,
+    missing: cw.TreatMissingData,
+) -> cw.Alarm:
+    """One of the relay's EMF metrics (per minute, dimension ``service``) at or over ``threshold``."""
+    metric = cw.Metric(
+        namespace=EMF_NAMESPACE,
+        metric_name=metric_name,
+        dimensions_map={"service": app_name},
+        statistic=statistic,
+        period=Duration.minutes(1),
+    )
+    return metric.create_alarm(
+        scope,
+        construct_id,
+        alarm_description=description,
+        threshold=threshold,
+        evaluation_periods=evaluation_periods,
+        comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treat_missing_data=missing,
+    )
