@@ -8,6 +8,7 @@ so the response names exactly those whose message must stay::
     Ack            before returning                          reported
     delete         -                                         success (the ESM deletes it)
     rearm          ChangeMessageVisibility(delay)            failure (comes back when the retry is due)
+    resend         SendMessage: a fresh copy, delayed        success (the message was too old, or gone)
     dead_letter    SendMessage to the DLQ, with the reason   success (the ESM deletes the original)
     release        ChangeMessageVisibility(0)                failure
     leave          -                                         failure (back after the visibility timeout)
@@ -17,7 +18,10 @@ Delivery is at least once here too. The ESM may hand one message to two invocati
 whose job already finished; ownership comes only from the conditional claim, exactly as in the
 worker, and a job that outlives half its lease has the lease renewed during the invocation, its
 message kept hidden with it (``_extend_running``). The lease (``Settings.lease_s``), not the
-function timeout, is what keeps a job from running twice.
+function timeout, is what keeps a job from running twice. A running job whose message is gone
+(deleted by hand, purged: the extension is refused as an invalid receipt) gets its witness in its
+record and a fresh copy for its retry, through the host the ECS worker shares
+(``DeliveryHost.messages_gone``).
 
 Deadlines (no silent trap). A job type without an explicit timeout runs with the
 time the invocation has left, less ``DEADLINE_MARGIN_S`` to record the outcome and ack, as its
@@ -152,6 +156,8 @@ class LambdaWorker:
         #: This invocation's records reported as a success, by receipt handle: their messages wait for
         #: the ESM's delete, which comes only once the whole invocation returns (``_extend_running``).
         self._done: dict[str, Delivery] = {}
+        #: Receipts of the current invocation's messages that SQS no longer honours.
+        self._gone: set[str] = set()
         #: Invocations handled by this container, for logs and tests.
         self.invocations = 0
 
@@ -194,6 +200,7 @@ class LambdaWorker:
         settings = self.kernel.settings
         beat_s = max(min(settings.lease_s, settings.visibility_timeout_s) / 3.0, 0.2)
         self._done = {}
+        self._gone = set()
         keeper = asyncio.create_task(self._host.keep_leases(beat_s, extend=self._extend_running))
         try:
             results = await self._run_batch(records, context)
@@ -377,16 +384,31 @@ class LambdaWorker:
         back (a finished job received again; a dead letter copied twice). A record to be re-armed or
         released is not: its visibility change is applied at the reply, and until then the claim of
         a copy that came back decides anew.
+
+        An extension refused as an invalid receipt means the message is gone (deleted by hand, a
+        purge): it can bring nothing back, so a running job gets the witness of a run outliving its
+        message, and a retry it asks for a fresh copy (``DeliveryHost.messages_gone``), as in the
+        ECS worker. It is not extended again.
         """
         settings = self.kernel.settings
         hide_s = sqs.clamp_visibility(max(settings.visibility_timeout_s, math.ceil(settings.lease_s) + 1))
         running = [ctx.delivery for ctx in self._host.running.values() if ctx.delivery is not None]
         held = {d.receipt_handle: d for d in running} | self._done
+        for receipt in self._gone:
+            held.pop(receipt, None)
         if held:
-            await self._set_visibility([(d, hide_s) for d in held.values()])
+            gone = await self._set_visibility([(d, hide_s) for d in held.values()])
+            if gone:
+                self._gone |= gone
+                await self._host.messages_gone(gone)
 
-    async def _set_visibility(self, changes: list[tuple[Delivery, int]]) -> None:
-        """Re-arm or release messages, ten to a request, before the reply reports them as failed."""
+    async def _set_visibility(self, changes: list[tuple[Delivery, int]]) -> set[str]:
+        """Re-arm or release messages, ten to a request, before the reply reports them as failed.
+
+        Returns the receipt handles SQS refused as invalid: their message is gone (or was received
+        again by someone else).
+        """
+        invalid: set[str] = set()
         by_queue: dict[str, list[tuple[Delivery, int]]] = {}
         for delivery, seconds in changes:
             by_queue.setdefault(delivery.queue_url, []).append((delivery, seconds))
@@ -409,10 +431,14 @@ class LambdaWorker:
                     self.kernel.logger.warning("visibility change failed", extra={"error": str(exc)})
                     continue
                 for entry_id, code in sqs.failed_entries(response).items():
+                    delivery = batch[int(entry_id)][0]
+                    if code in sqs.INVALID_RECEIPT:
+                        invalid.add(delivery.receipt_handle)
                     self.kernel.logger.warning(
                         "visibility change refused",
-                        extra={"message_id": batch[int(entry_id)][0].message_id, "code": code},
+                        extra={"message_id": delivery.message_id, "code": code},
                     )
+        return invalid
 
     def _route(self, queue_name: str) -> str:
         prefix = f"{self.kernel.settings.queue_prefix}-"

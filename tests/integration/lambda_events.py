@@ -10,11 +10,14 @@ from __future__ import annotations
 import contextlib
 import json
 import platform
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from sqsjobs import App
-from tests.integration.helpers import queue_url, sqs_call
+from tests.integration.helpers import queue_url, sqs_call, worker_env
 
 
 def host_arch() -> str:
@@ -101,3 +104,34 @@ def log_lines(text: str) -> list[dict[str, Any]]:
             with contextlib.suppress(ValueError):
                 out.append(json.loads(line))
     return out
+
+
+def invocation_process(
+    app: App, app_path: str, event: dict[str, Any], folder: Path, *, start_ms: int = 120_000
+) -> subprocess.Popen[bytes]:
+    """One invocation of the real entry point (``lambda_handlers.sqs_worker``) in a process of its own.
+
+    For a test that loses the invocation (SIGKILL its session, as Lambda ends a sandbox at its
+    timeout): the event goes through ``folder/event.json``, and the response, if it returns, is
+    written to ``folder/response.json``.
+    """
+    (folder / "event.json").write_text(json.dumps(event))
+    return subprocess.Popen(
+        [sys.executable, "-m", __name__, str(folder), str(start_ms)],
+        env=worker_env(app, SQSJOBS_APP=app_path),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def _invoke(folder: Path, start_ms: int) -> None:
+    from sqsjobs.runtime.lambda_handlers import sqs_worker
+
+    event = json.loads((folder / "event.json").read_text())
+    response = sqs_worker(event, FakeContext(start_ms=start_ms))
+    (folder / "response.json").write_text(json.dumps(response))
+
+
+if __name__ == "__main__":
+    _invoke(Path(sys.argv[1]), int(sys.argv[2]))

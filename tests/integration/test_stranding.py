@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from sqsjobs import JobStatus
+from sqsjobs.runtime.lambda_sqs import LambdaWorker
 from sqsjobs.runtime.sweeper import sweep
 from sqsjobs.transport import routes
 from tests.apps import stranding
-from tests.integration.helpers import kill_group, sqs_call, wait_until, worker_process
+from tests.integration.helpers import kill_group, queue_url, sqs_call, wait_until, worker_process
+from tests.integration.lambda_events import FakeContext, event_from, failed_ids, invocation_process, receive
 
 pytestmark = pytest.mark.slow
 
@@ -99,6 +101,62 @@ def test_a_message_deleted_under_running_jobs_leaves_each_a_witness_down_to_its_
         wait_until(lambda: app.get(last).status.terminal, 20, "the last attempt's job ended")
     finally:
         kill_group(*workers)
+    job = app.get(last)
+    assert job.status is JobStatus.DEAD and job.attempt == 2, job
+    assert job.reason is not None and job.reason.startswith("attempts exhausted (2/2)"), job.reason
+    assert runs(log)[last] == 2
+
+
+def test_a_message_purged_under_a_lambda_invocation_leaves_each_running_job_a_witness(
+    ministack_url, make_app, tmp_path
+):
+    # GIVEN one invocation of the Lambda entry point (in a process of its own) running two jobs of a
+    # type with two attempts and a 60 s timeout: one on its last attempt (50 s), one on its first (4 s,
+    # then it asks to run again 1 s later); 3 s leases, no sweeper, no event source mapping (the test
+    # receives, invokes, and deletes what a reply reports done)
+    app = make_app(ministack_url, lease_s=3.0, visibility_timeout_s=10)
+    function = make_app(ministack_url, app.name, lease_s=3.0, visibility_timeout_s=10)
+    for each in (app, function):
+        each.registry.include(stranding.app.registry)
+        each.limits.include(stranding.app.limits)
+    app.provision()
+    url = queue_url(app)
+    log = tmp_path / "runs"
+    # the invocations this test makes in its own process, on an App of their own as a function has
+    # (its clients belong to the invocations' event loop)
+    here = LambdaWorker(function)
+
+    def invoke(messages):
+        response = here(event_from(app, messages), FakeContext(start_ms=120_000))
+        for m in messages:
+            if m["MessageId"] not in failed_ids(response):
+                sqs_call(app, "delete_message", QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+
+    try:
+        last = app.enqueue("plain", {"runs": str(log), "retry_first_s": 0.2, "sleep_second_s": 50})
+        invoke(receive(app, 1))  # its first attempt asks to run again
+        first = app.enqueue("plain", {"runs": str(log), "sleep_first_s": 4, "retry_first_s": 1})
+        invocation = invocation_process(app, APP, event_from(app, receive(app, 2, timeout_s=15)), tmp_path)
+        try:
+            wait_until(lambda: runs(log) == {last: 2, first: 1}, 30, "both runs' start")
+            # WHEN an operator purges the queue under them (their messages are gone)
+            sqs_call(app, "purge_queue", QueueUrl=url)
+            # THEN the job that asks to run again is not re-armed on nothing: a fresh copy of its
+            # message comes back, and the invocation it starts runs the job again
+            [copy] = receive(app, 1, timeout_s=30)
+            invoke([copy])
+            assert (app.get(first).status, runs(log)[first]) == (JobStatus.SUCCEEDED, 2)
+            # AND WHEN the invocation still running the last attempt is lost (its sandbox killed)
+            assert app.get(last).status is JobStatus.RUNNING
+        finally:
+            kill_group(invocation)
+        wait_until(lambda: app.get(last).lease_expires.timestamp() < time.time(), 10, "its lease lapsed")
+        # THEN its record kept a witness the sweeper follows, and the job ends dead, unrun a third
+        # time, saying its attempts were used up by runs that never finished
+        assert sweep(app).redispatched == [last]
+        invoke(receive(app, 1))
+    finally:
+        here.close()
     job = app.get(last)
     assert job.status is JobStatus.DEAD and job.attempt == 2, job
     assert job.reason is not None and job.reason.startswith("attempts exhausted (2/2)"), job.reason
