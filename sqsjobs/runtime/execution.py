@@ -262,12 +262,18 @@ class DeliveryHost:
     async def renew_leases(self) -> None:
         """Renew the lease of every running job past half of it (and what its admission holds).
 
-        A run about to outlive its message gets a witness in its record (``runtime/outliving.py``).
+        A run about to outlive its message gets a witness in its record (``runtime/outliving.py``);
+        a run whose message is gone and whose witness did not land yet (a throttled or failed write
+        in ``messages_gone``) is marked again at each beat until it has (a marked run costs nothing).
         """
         running = list(self.running.values())
         await self.execution.renew_leases(running)
         if running:
             await self._outliving.keep(running)
+        if self._gone and (
+            gone := [c for c in running if c.delivery is not None and c.delivery.message_id in self._gone]
+        ):
+            await self._outliving.lost(gone)
 
     async def keep_leases(
         self, interval_s: float, *, extend: Callable[[], Awaitable[None]] | None = None
