@@ -28,10 +28,7 @@ from sqsjobs import App
 app = App(os.environ["TEST_APP_NAME"], endpoint_url=os.environ["TEST_ENDPOINT"])
 for n in range(3):
     app.enqueue("notes.any", {"n": n}, queue="default")
-client = app.sync_clients.get("sqs")
-handlers = [getattr(h, "__module__", "") for h in client.meta.events._emitter._handlers.prefix_search(
-    "request-created.sqs.SendMessageBatch")]
-print(json.dumps({"powertools": "aws_lambda_powertools" in sys.modules, "handlers": handlers}), flush=True)
+print(json.dumps({"powertools": "aws_lambda_powertools" in sys.modules}), flush=True)
 sys.stdin.readline()  # the test now refuses every send
 app.enqueue("notes.any", {"n": 9}, queue="default")
 print(json.dumps({"powertools": "aws_lambda_powertools" in sys.modules}), flush=True)
@@ -60,9 +57,8 @@ def test_a_thin_producer_loads_no_logger_until_a_refused_send_is_logged(ministac
             assert producer.stdout is not None and producer.stdin is not None
             # GIVEN a producer that enqueued three jobs, each sent and written
             first = json.loads(producer.stdout.readline())
-            # THEN it has not loaded Powertools, and no Powertools handler runs on its requests
+            # THEN it has not loaded Powertools (so no Powertools handler hooks its botocore clients)
             assert first["powertools"] is False
-            assert not any("powertools" in module for module in first["handlers"]), first["handlers"]
             # WHEN SQS refuses the next send
             proxy.faults = FaultPlan(http_5xx=1.0, only_actions=frozenset({"SendMessageBatch"}))
             producer.stdin.write("go\n")
