@@ -6,7 +6,11 @@ reports (``time.process_time()``, every thread of the child, the pool thread of 
 enqueue included) is the producer's alone. The producer is thin (no handler code: ``queue=`` named),
 enqueues ``--warmup`` jobs, then ``--n`` jobs of a ``--payload-bytes`` payload one call at a time.
 
-Usage: ``python bench/enqueue_call.py [--n 300] [--latency-ms 10] [--payload-bytes 1000] [--api sync]``.
+``--split`` (sync only) also times each botocore client call from the inside (``time.process_time()``
+around the client's method, after the warmup): the CPU of the two requests against the rest,
+sqsjobs' own code (docs/bench.md, "Producer CPU per enqueue").
+
+Usage: ``python bench/enqueue_call.py [--n 300] [--latency-ms 10] [--payload-bytes 1000] [--api sync] [--split]``.
 Run it with ``PYTHONPATH=<another checkout>`` to measure that checkout's sqsjobs (A/B), from a
 directory that is not a checkout (see ``bench/request_cpu.py``).
 """
@@ -22,6 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -30,7 +35,28 @@ CREDENTIALS = {
 }
 
 
-def _child(endpoint: str, name: str, n: int, warmup: int, size: int, api: str) -> None:
+def _split(app: Any) -> list[float]:
+    """Wrap the sync clients' methods so each call adds its CPU to the returned one-item list."""
+    inside = [0.0]
+    for service in ("sqs", "dynamodb"):
+        client = app.sync_clients.get(service)
+        for operation in ("send_message_batch", "put_item", "batch_execute_statement"):
+            method = getattr(client, operation, None)
+            if method is None:
+                continue
+
+            def timed(*args: Any, _method: Any = method, **kwargs: Any) -> Any:
+                cpu = time.process_time()
+                try:
+                    return _method(*args, **kwargs)
+                finally:
+                    inside[0] += time.process_time() - cpu
+
+            setattr(client, operation, timed)
+    return inside
+
+
+def _child(endpoint: str, name: str, n: int, warmup: int, size: int, api: str, split: bool) -> None:
     from sqsjobs import App
 
     app = App(name, endpoint_url=endpoint)
@@ -55,20 +81,28 @@ def _child(endpoint: str, name: str, n: int, warmup: int, size: int, api: str) -
         await app.async_clients.aclose()
         return used
 
+    botocore_s: float | None = None
     if api == "async":
         used = asyncio.run(arun())
     else:
         for _ in range(warmup):
             one()
+        inside = _split(app) if split else None
         cpu = time.process_time()
         for _ in range(n):
             start = time.perf_counter()
             one()
             latencies.append(time.perf_counter() - start)
         used = time.process_time() - cpu
+        botocore_s = inside[0] / n if inside is not None else None
     print(
         json.dumps(
-            {"cpu_s": used / n, "p50_s": statistics.median(latencies), "requests": app.requests.snapshot()}
+            {
+                "cpu_s": used / n,
+                "p50_s": statistics.median(latencies),
+                "requests": app.requests.snapshot(),
+                "botocore_cpu_s": botocore_s,
+            }
         )
     )
 
@@ -83,13 +117,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-ms", type=float, default=10.0)
     parser.add_argument("--payload-bytes", type=int, default=1000)
     parser.add_argument("--api", choices=["sync", "async"], default="sync")
+    parser.add_argument("--split", action="store_true", help="also time the botocore calls (sync)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--app-name", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     os.environ.update(CREDENTIALS)
     sys.path.append(str(Path(__file__).resolve().parent.parent))  # last: PYTHONPATH picks the sqsjobs
     if args.child:
-        _child(args.child, args.app_name, args.n, args.warmup, args.payload_bytes, args.api)
+        _child(args.child, args.app_name, args.n, args.warmup, args.payload_bytes, args.api, args.split)
         return 0
     from bench.proxy import AwsProxy
     from sqsjobs import App
@@ -114,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                 str(args.payload_bytes),
                 "--api",
                 args.api,
+                *(["--split"] if args.split else []),
             ],
             capture_output=True,
             text=True,
@@ -128,6 +164,12 @@ def main(argv: list[str] | None = None) -> int:
         f"  call p50 {1000 * figures['p50_s']:.2f} ms, producer CPU {1000 * figures['cpu_s']:.3f} ms per enqueue\n"
         f"  requests {figures['requests']}"
     )
+    if figures.get("botocore_cpu_s") is not None:
+        inside = figures["botocore_cpu_s"]
+        print(
+            f"  of which in botocore's calls {1000 * inside:.3f} ms, "
+            f"the rest (sqsjobs) {1000 * (figures['cpu_s'] - inside):.3f} ms"
+        )
     return 0
 
 

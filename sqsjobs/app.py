@@ -25,6 +25,7 @@ from sqsjobs.limits.declarations import Limits
 from sqsjobs.limits.expiry import expiry_plugin
 from sqsjobs.limits.gate import limits_plugin
 from sqsjobs.limits.ops import pause_flow, resume_flow
+from sqsjobs.observability.logs import DeferredLogger
 from sqsjobs.observability.metrics import RequestCounter
 from sqsjobs.ops import waiting
 from sqsjobs.ops.cancel_job import cancel_flow
@@ -88,6 +89,8 @@ class App(TokenAnswers):
         self._async: AsyncClients | None = None
         self._queue_urls: QueueUrls | None = None
         self._logger: Any = None
+        #: What enqueues log with: the logger only once a refused message needs it.
+        self._enqueue_logger = DeferredLogger(lambda: self.logger)
         self._metrics: JobMetrics | None = None
         self._tracer: JobTracer | None = None
         self._tracer_decided = False
@@ -249,7 +252,7 @@ class App(TokenAnswers):
             jobs,
             settings=self.settings,
             queue_urls=self.queue_urls,
-            logger=self.logger,
+            logger=self._enqueue_logger,
             metrics=self.metrics,
             tracer=self.tracer,
         )
