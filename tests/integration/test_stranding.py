@@ -7,13 +7,17 @@ the queues: every job ended, or is still on its way with a witness.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from bench.proxy import AwsProxy, Pending, Step
 from sqsjobs import JobStatus
+from sqsjobs.ops.stranded import find_stranded
 from sqsjobs.runtime.lambda_sqs import LambdaWorker
 from sqsjobs.runtime.sweeper import sweep
 from sqsjobs.transport import routes
@@ -24,6 +28,52 @@ from tests.integration.lambda_events import FakeContext, event_from, failed_ids,
 pytestmark = pytest.mark.slow
 
 APP = "tests.apps.stranding:app"
+#: The tries botocore makes per call in the worker the witness test throttles (its own retry
+#: settings, ``AWS_MAX_ATTEMPTS``): a write refused this many times in a row failed for good.
+TRIES = 2
+THROTTLED = json.dumps(
+    {
+        "__type": "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
+        "message": "The level of configured provisioned throughput for the table was exceeded.",
+    }
+).encode()
+
+
+class ThrottledWitness(AwsProxy):
+    """Answers the first ``TRIES`` witness writes of job ``victim`` as throttled, as DynamoDB would.
+
+    A witness write is the owner's UpdateItem that gives its running job a ``pending`` attention
+    entry (``store/outlived.py``); the worker makes no other. ``landed``: such writes forwarded since.
+    """
+
+    def __init__(self, upstream: str, victim: str) -> None:
+        super().__init__(upstream)
+        self.victim = victim
+        self.refused = 0
+        self.landed = 0
+
+    async def _before_forward(self, pending: Pending, writer: asyncio.StreamWriter) -> Step:
+        if pending.service != "dynamodb" or pending.action != "UpdateItem":
+            return "forward"
+        request = json.loads(pending.message.body)
+        attn = request.get("ExpressionAttributeValues", {}).get(":attn", {}).get("S", "")
+        if request["Key"]["id"]["S"] != self.victim or not attn.startswith("pending#"):
+            return "forward"
+        if self.refused == TRIES:
+            self.landed += 1
+            return "forward"
+        self.refused += 1
+        pending.fault = "throttle"
+        head = [
+            "HTTP/1.1 400 Bad Request",
+            "Content-Type: application/x-amz-json-1.0",
+            "x-amzn-ErrorType: ProvisionedThroughputExceededException",
+            "x-amzn-RequestId: 00000000-0000-0000-0000-000000000000",
+            f"Content-Length: {len(THROTTLED)}",
+        ]
+        writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + THROTTLED)
+        await writer.drain()
+        return "answered"
 
 
 def runs(path: Path) -> Counter[str]:
@@ -71,14 +121,23 @@ def test_a_message_deleted_under_running_jobs_leaves_each_a_witness_down_to_its_
     ministack_url, make_app, tmp_path
 ):
     # GIVEN two running jobs of a type with two attempts: one on its last attempt (15 s), one on its
-    # first (4 s, then it asks to run again 1 s later); 3 s leases, a 2 s visibility, no sweeper
+    # first (4 s, then it asks to run again 1 s later); 3 s leases, a 2 s visibility, no sweeper; the
+    # worker's DynamoDB answers the first witness write of the last attempt's job as throttled, as
+    # often as botocore tries it (the write fails)
     app = make_app(ministack_url, lease_s=3.0, visibility_timeout_s=2)
     app.registry.include(stranding.app.registry)
     app.limits.include(stranding.app.limits)
     app.provision()
     log = tmp_path / "runs"
     last = app.enqueue("plain", {"runs": str(log), "retry_first_s": 0.2, "sleep_second_s": 15})
-    worker = worker_process(app, APP, concurrency=2)
+    proxy = ThrottledWitness(ministack_url, last)
+    proxy.start()
+    throttled = {
+        "SQSJOBS_ENDPOINT_URL": proxy.url,
+        "AWS_RETRY_MODE": "standard",
+        "AWS_MAX_ATTEMPTS": str(TRIES),
+    }
+    worker = worker_process(app, APP, concurrency=2, **throttled)
     workers = [worker]
     try:
         wait_until(lambda: runs(log)[last] == 2, 30, "the last attempt's start")
@@ -90,21 +149,27 @@ def test_a_message_deleted_under_running_jobs_leaves_each_a_witness_down_to_its_
         # THEN the job that asks to run again is not re-armed on nothing: a fresh copy brings it back
         wait_until(lambda: app.get(first).status is JobStatus.SUCCEEDED, 30, "the retried job succeeded")
         assert runs(log)[first] == 2
+        assert proxy.refused == TRIES  # the last attempt's witness write was refused for good once
         # AND WHEN the worker running the last attempt is killed while it runs
         assert app.get(last).status is JobStatus.RUNNING
         kill_group(worker)
         workers.append(worker_process(app, APP, concurrency=2))
         wait_until(lambda: app.get(last).lease_expires.timestamp() < time.time(), 10, "its lease lapsed")
-        # THEN its record kept a witness the sweeper follows, and the job ends dead, unrun a third time,
-        # saying its attempts were used up by runs that never finished
-        assert sweep(app).redispatched == [last]
+        # THEN its record kept a witness the sweeper follows (its owner wrote it again after the
+        # throttled write), and the job ends dead, unrun a third time, saying its attempts were used
+        # up by runs that never finished
+        assert sweep(app).redispatched == [last], f"witness writes landed: {proxy.landed}"
         wait_until(lambda: app.get(last).status.terminal, 20, "the last attempt's job ended")
     finally:
         kill_group(*workers)
+        proxy.stop()
     job = app.get(last)
     assert job.status is JobStatus.DEAD and job.attempt == 2, job
     assert job.reason is not None and job.reason.startswith("attempts exhausted (2/2)"), job.reason
     assert runs(log)[last] == 2
+    # AND the audit finds no unfinished job left without a witness
+    found = find_stranded(app.run, app.settings, time.time(), segments=1, grace_s=0.0)
+    assert found.stranded == [], [s.to_dict() for s in found.stranded]
 
 
 def test_a_message_purged_under_a_lambda_invocation_leaves_each_running_job_a_witness(
