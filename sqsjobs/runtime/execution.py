@@ -229,30 +229,25 @@ class DeliveryHost:
             return fresh_copy_instead(ack, self.kernel.settings)
         return keep_witness(ack, delivery, self.kernel.clock.now(), self.kernel.settings)
 
-    async def messages_gone(self, receipts: Collection[str]) -> None:
+    def messages_gone(self, receipts: Collection[str]) -> None:
         """SQS no longer honours these held messages' receipts: their running jobs lost their witness.
 
         A message deleted by hand, purged, or dropped by SQS while its job runs leaves that job with
         its lease alone: if its worker dies, nothing brings it back. Each such run gets the witness
         a run outliving its message gets (``runtime/outliving.py``: its payload and an attention
-        entry the sweeper follows once its lease lapses), and its re-arm becomes a fresh copy. A
-        receipt refused for another reason (the message came back and another worker received it)
-        costs the same write and at most a duplicate hint, which the claim decides.
+        entry the sweeper follows once its lease lapses), written by the beat's ``renew_leases``
+        right after the leases are renewed (a throttled write retried with backoff must not hold
+        the renewals up), and its re-arm becomes a fresh copy. A receipt refused for another reason
+        (the message came back and another worker received it) costs the same write and at most a
+        duplicate hint, which the claim decides.
         """
-        runs = [
-            ctx
-            for ctx in self.running.values()
-            if ctx.delivery is not None and ctx.delivery.receipt_handle in receipts
-        ]
-        for ctx in runs:
-            assert ctx.delivery is not None
-            self._gone.add(ctx.delivery.message_id)
-            self.kernel.logger.warning(
-                "message gone while its job runs (deleted, purged or dropped): the record keeps a witness",
-                extra={"job_id": ctx.job.id, "message_id": ctx.delivery.message_id},
-            )
-        if runs:
-            await self._outliving.lost(runs)
+        for ctx in self.running.values():
+            if ctx.delivery is not None and ctx.delivery.receipt_handle in receipts:
+                self._gone.add(ctx.delivery.message_id)
+                self.kernel.logger.warning(
+                    "message gone while its job runs (deleted, purged or dropped): the record keeps a witness",
+                    extra={"job_id": ctx.job.id, "message_id": ctx.delivery.message_id},
+                )
 
     def interrupt_all(self, reason: InterruptReason) -> None:
         """Ask every running handler to stop (a shutdown's release)."""
@@ -262,9 +257,9 @@ class DeliveryHost:
     async def renew_leases(self) -> None:
         """Renew the lease of every running job past half of it (and what its admission holds).
 
-        A run about to outlive its message gets a witness in its record (``runtime/outliving.py``);
-        a run whose message is gone and whose witness did not land yet (a throttled or failed write
-        in ``messages_gone``) is marked again at each beat until it has (a marked run costs nothing).
+        A run about to outlive its message gets a witness in its record (``runtime/outliving.py``),
+        and so does a run whose message is gone (``messages_gone``): a write that fails (throttled, a
+        server fault) is tried again at each beat until it lands (a marked run costs nothing).
         """
         running = list(self.running.values())
         await self.execution.renew_leases(running)

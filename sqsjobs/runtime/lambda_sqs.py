@@ -400,7 +400,7 @@ class LambdaWorker:
             gone = await self._set_visibility([(d, hide_s) for d in held.values()])
             if gone:
                 self._gone |= gone
-                await self._host.messages_gone(gone)
+                self._host.messages_gone(gone)
 
     async def _set_visibility(self, changes: list[tuple[Delivery, int]]) -> set[str]:
         """Re-arm or release messages, ten to a request, before the reply reports them as failed.

@@ -423,4 +423,4 @@ class Worker:
             for receipt in gone:
                 self._held.pop(receipt, None)
             if gone:  # deleted by hand, purged, dropped: their running jobs need another witness
-                await self._host.messages_gone(gone)
+                self._host.messages_gone(gone)
