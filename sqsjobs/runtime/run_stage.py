@@ -34,7 +34,7 @@ from sqsjobs.errors import (
 )
 from sqsjobs.runtime import payloads
 from sqsjobs.runtime.batching import Collectors, call_one
-from sqsjobs.store.job_store import Refusal, Refused
+from sqsjobs.store.job_store import Landed, Refusal, Refused
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -170,6 +170,8 @@ class Runner:
         async with self._slot_for(spec, delivery, ctx) as granted:
             if granted and self._slot is not None:  # it waited ahead of the slot: may it still start?
                 late = self.kernel.late(spec, job)
+                if late is None and not await self._lease_holds(ctx):
+                    granted = False  # its lease lapsed while it waited: the job may be another's now
             if granted and late is None:
                 started = clock.now()
                 ctx.deadline = started + timeout_s  # the timeout runs from the start, not the claim
@@ -224,6 +226,41 @@ class Runner:
         if (owner := self.kernel.outcomes.get(type(exc))) is not None:  # e.g. a durable sleep
             return await owner.record(job, exc, delivery, recorder)
         return await recorder.failed(spec, job, exc, delivery)
+
+    async def _lease_holds(self, ctx: JobContext) -> bool:
+        """Whether a job that waited for its slot still owns its record; renewed first if past half its lease.
+
+        The heartbeat renews the leases of waiting jobs too, but a beat that came late (a stalled
+        process, a slow DynamoDB) can let one lapse, and a copy of the job's message claimed
+        meanwhile by another worker runs it: starting it here as well would run it twice at once.
+        So a job past half its lease is renewed before it starts (one write, only after a long
+        wait); any refusal, a cancel request, or a failed write with the lease already over, and it
+        does not start (its message comes back; its claim decides).
+        """
+        now = self.kernel.clock.now()
+        expires = ctx.job.lease_expires
+        if expires is None or expires.timestamp() - now >= self.kernel.settings.lease_s / 2:
+            return True
+        try:
+            renewal = await self.recorder.store.heartbeat(
+                ctx.job, now=now, lease_s=self.kernel.settings.lease_s
+            )
+        except StoreError:
+            if expires.timestamp() > self.kernel.clock.now():
+                return True
+            renewal = None
+        if not isinstance(renewal, Landed) or renewal.job is None:
+            self.recorder.log("job lost its lease while it waited for a slot", ctx.job)
+            ctx.interrupt(InterruptReason.LEASE_LOST)
+            return False
+        renewed = renewal.job
+        ctx.job = ctx.job.evolve(
+            lease_expires=renewed.lease_expires, cancel_requested=renewed.cancel_requested
+        )
+        if renewed.cancel_requested:
+            ctx.interrupt(InterruptReason.CANCEL)
+            return False
+        return True
 
     def _slot_for(
         self, spec: HandlerSpec, delivery: Delivery | None, ctx: JobContext

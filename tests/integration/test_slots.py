@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import time
 from pathlib import Path
@@ -177,3 +178,39 @@ def test_a_job_claimed_ahead_keeps_its_lease_while_it_waits_longer_than_it(minis
     assert sorted(starts) == sorted(ids) and starts[0] == first, starts
     assert [(app.get(i).attempt, app.get(i).lease_epoch) for i in ids] == [(1, 1), (1, 1)]
     assert peak_running(log) == 1
+
+
+def test_a_job_whose_lease_lapsed_while_it_waited_for_its_slot_does_not_start(
+    ministack_url, make_app, tmp_path
+):
+    # GIVEN a worker of one slot that claims one job ahead (3 s leases, 2 s visibility): job X runs
+    # until its gate opens, job Y waits ahead of the slot
+    app = make_app(ministack_url, lease_s=3.0, visibility_timeout_s=2)
+    app.registry.include(slotted.app.registry)
+    app.provision()
+    log, gate = tmp_path / "stalled.jsonl", tmp_path / "gate"
+    stalled = worker_process(app, APP, concurrency=1, SQSJOBS_HELD_AHEAD="1")
+    workers = [stalled]
+    try:
+        x = app.enqueue("slots.run", {"log": str(log), "gate": str(gate)})
+        wait_until(lambda: len(events(log)) == 1, 30, "X started")
+        y = app.enqueue("slots.run", {"log": str(log), "sleep": 0.5})
+        wait_until(lambda: app.get(y).status is JobStatus.RUNNING, 10, "Y claimed ahead", every_s=0.1)
+        claimed = app.get(y)
+        # WHEN the worker stalls (SIGSTOP) past Y's lease, so no beat renews it, and another worker
+        # receives Y's message when it comes back and claims the job; X's gate opens meanwhile, so
+        # the stalled worker's slot frees the moment it resumes
+        os.killpg(stalled.pid, signal.SIGSTOP)
+        # (two slots: X's message comes back to it too, and its run waits for the gate)
+        workers.append(worker_process(app, APP, concurrency=2, SQSJOBS_HELD_AHEAD="0"))
+        wait_until(lambda: app.get(y).claim_token != claimed.claim_token, 30, "Y claimed by the other worker")
+        gate.touch()
+        os.killpg(stalled.pid, signal.SIGCONT)
+        wait_until(lambda: app.get(y).status is JobStatus.SUCCEEDED, 30, "Y ran")
+        wait_until(lambda: any(e["job"] == x and e["event"] == "end" for e in events(log)), 10, "X ended")
+        time.sleep(1.0)  # what the resumed worker would start, it starts at once
+    finally:
+        kill_group(*workers)
+    # THEN Y ran once: the resumed worker renewed its lapsed lease before starting it, was refused,
+    # and left it to its new owner
+    assert [e["job"] for e in events(log) if e["event"] == "start"].count(y) == 1
