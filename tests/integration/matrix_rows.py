@@ -133,13 +133,13 @@ def regather(
 
 
 def keep_gathering(app, log: Path, jobs: dict[str, str], tag: str, quiet_s: float, times: int) -> None:
-    """A burst: the debounced key enqueued ``times`` more, every half quiet period (the last payload wins).
+    """A burst: the debounced key enqueued ``times`` more, every quarter quiet period (the last payload wins).
 
     Each enqueue pushes the job's ``run_at`` on, so its bare hint, once a worker receives it, is
     re-armed (not yet due) again and again: a receive each time.
     """
     for _ in range(times):
-        time.sleep(quiet_s / 2)  # the burst's pace: it is the disturbance, not a wait for a condition
+        time.sleep(quiet_s / 4)  # the burst's pace: it is the disturbance, not a wait for a condition
         again = app.enqueue("plain", {"runs": str(log)}, idempotency_key=f"db-{tag}", debounce=quiet_s)
         assert (again, again.deduplicated) == (jobs["debounced"], True), "its window had closed"
 
