@@ -21,7 +21,7 @@ import contextvars
 import functools
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs.context import InterruptReason, JobContext
+from sqsjobs.context import Interrupt, InterruptReason, JobContext
 from sqsjobs.delivery import LEAVE, Ack
 from sqsjobs.errors import (
     Cancel,
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
     #: A handler slot for a claimed job's deliveries (one, or a batch call's), ended early by the
     #: event: yields True once granted, False to release them unrun (``runtime/slots.py``).
-    HandlerSlot = Callable[[Sequence[Delivery], asyncio.Event], AbstractAsyncContextManager[bool]]
+    HandlerSlot = Callable[[Sequence[Delivery], Interrupt], AbstractAsyncContextManager[bool]]
 
 #: A worker that sees a payload version newer than its handler's parks the message this long.
 NEWER_VERSION_PARK_S = 60
@@ -173,20 +173,8 @@ class Runner:
             if granted and late is None:
                 started = clock.now()
                 ctx.deadline = started + timeout_s  # the timeout runs from the start, not the claim
-                run = asyncio.ensure_future(
-                    invoke(spec, payload, ctx, pool=self._pool)
-                    if spec.batch is None
-                    else self.batches.submit(
-                        spec, payload, ctx
-                    )  # one call for many jobs (runtime/batching.py)
-                )
-                interrupted = asyncio.ensure_future(ctx._interrupt.wait())
-                try:
-                    await asyncio.wait(
-                        {run, interrupted}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
-                    )
-                finally:
-                    interrupted.cancel()
+                run = self._start(spec, payload, ctx)
+                await ctx._interrupt.first(run, timeout_s)
                 ended = run.done()
                 if not ended:
                     run.cancel()  # an async handler stops; a sync one's thread runs on, fenced by the lease
@@ -224,6 +212,15 @@ class Runner:
         if (owner := self.kernel.outcomes.get(type(exc))) is not None:  # e.g. a durable sleep
             return await owner.record(job, exc, delivery, recorder)
         return await recorder.failed(spec, job, exc, delivery)
+
+    def _start(self, spec: HandlerSpec, payload: Any, ctx: JobContext) -> asyncio.Future[Any]:
+        """The handler's run as a future: a sync handler's is its thread's, with no task around it."""
+        if spec.batch is not None:  # one call for many jobs (runtime/batching.py)
+            return asyncio.ensure_future(self.batches.submit(spec, payload, ctx))
+        if spec.is_async:
+            return asyncio.ensure_future(invoke(spec, payload, ctx, pool=self._pool))
+        call = functools.partial(contextvars.copy_context().run, spec.fn, payload, ctx)
+        return asyncio.get_running_loop().run_in_executor(self._pool, call)
 
     def _slot_for(
         self, spec: HandlerSpec, delivery: Delivery | None, ctx: JobContext
