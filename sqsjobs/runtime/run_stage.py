@@ -214,13 +214,14 @@ class Runner:
         return await recorder.failed(spec, job, exc, delivery)
 
     def _start(self, spec: HandlerSpec, payload: Any, ctx: JobContext) -> asyncio.Future[Any]:
-        """The handler's run as a future: a sync handler's is its thread's, with no task around it."""
+        """The handler's run as a task; a sync handler's goes through ``invoke`` too.
+
+        Awaiting its executor future directly would save a task, but its traceback would lose the
+        frames it always had, and the record's short traceback (and its size, its write units) with it.
+        """
         if spec.batch is not None:  # one call for many jobs (runtime/batching.py)
             return asyncio.ensure_future(self.batches.submit(spec, payload, ctx))
-        if spec.is_async:
-            return asyncio.ensure_future(invoke(spec, payload, ctx, pool=self._pool))
-        call = functools.partial(contextvars.copy_context().run, spec.fn, payload, ctx)
-        return asyncio.get_running_loop().run_in_executor(self._pool, call)
+        return asyncio.ensure_future(invoke(spec, payload, ctx, pool=self._pool))
 
     def _slot_for(
         self, spec: HandlerSpec, delivery: Delivery | None, ctx: JobContext
