@@ -75,7 +75,12 @@ class Execution:
         self.app = kernel = kernel_of(app)
         self.worker_id = worker_id
         #: Claims and finishes go through it: what is ready at one instant leaves in one request.
-        self.writes = WriteBatcher(kernel.arun, batch=kernel.settings.batch_writes, logger=kernel.logger)
+        self.writes = WriteBatcher(
+            kernel.arun,
+            batch=kernel.settings.batch_writes,
+            logger=kernel.logger,
+            finish_linger_s=kernel.settings.finish_linger_s,
+        )
         #: The state table's operations, applied through ``writes`` (the write batcher).
         self.store = JobStore(self.writes, kernel.settings.table_name, worker_id)
         self.recorder = Recorder(kernel, worker_id, self.store, hooks)

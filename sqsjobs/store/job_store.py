@@ -100,10 +100,13 @@ class Applier(Protocol):
         *,
         batchable: Write | None = None,
         needs_single: Callable[[StoreError], bool] | None = None,
+        linger: bool = False,
     ) -> Landed:
         """Apply ``single`` (or its batchable twin); raises what the single write would have raised.
 
         ``single`` may be what builds it, called only when the single write is sent after all.
+        ``linger``: a run's end, which may wait a moment to share a request (nothing waits on it
+        but its message's delete).
         """
         ...
 
@@ -456,7 +459,7 @@ class JobStore:
             if entries:
                 await self.applier.transact(write, entries)
             else:
-                await self.applier.write(write)
+                await self.applier.write(write, linger=True)
         except StoreError as exc:
             if already_written(write, exc):
                 return Landed(confirmed=True)

