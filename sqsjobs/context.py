@@ -17,50 +17,6 @@ if TYPE_CHECKING:
     from sqsjobs.retry import RetryPolicy
 
 
-class Interrupt(asyncio.Event):
-    """The event that stops a run's waits (for its slot, for its handler), awaited without a task.
-
-    A worker waits on it beside another future twice per job: for a handler slot, and for the
-    handler to end. ``asyncio.wait`` on ``Event.wait()`` costs a task per wait, its cancellation,
-    and two loop turns for it; ``first`` wakes one future from a callback instead.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._wakes: list[Callable[[], None]] = []
-
-    def set(self) -> None:
-        """Set the event and wake every ``first`` waiting on it."""
-        super().set()
-        for wake in list(self._wakes):
-            wake()
-
-    async def first(self, other: asyncio.Future[Any], timeout: float | None = None) -> None:
-        """Return once ``other`` is done, this is set, or ``timeout`` seconds passed, whichever first.
-
-        Neither ``other`` nor this event is consumed or cancelled: the caller reads which happened.
-        """
-        if other.done() or self.is_set():
-            return
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-
-        def wake(*_: object) -> None:
-            if not waiter.done():
-                waiter.set_result(None)
-
-        other.add_done_callback(wake)
-        self._wakes.append(wake)
-        timer = loop.call_later(timeout, wake) if timeout is not None else None
-        try:
-            await waiter
-        finally:
-            other.remove_done_callback(wake)
-            self._wakes.remove(wake)
-            if timer is not None:
-                timer.cancel()
-
-
 class InterruptReason(enum.StrEnum):
     """Why the execution stopped waiting for a handler before it returned.
 
@@ -99,7 +55,7 @@ class JobContext:
     steps: Any = field(default=None, repr=False)
     _steps_run: Any = field(default=None, repr=False)
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
-    _interrupt: Interrupt = field(default_factory=Interrupt, repr=False)
+    _interrupt: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     _interrupt_reason: InterruptReason | None = field(default=None, repr=False)
 
     @property

@@ -21,7 +21,7 @@ import contextvars
 import functools
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs.context import Interrupt, InterruptReason, JobContext
+from sqsjobs.context import InterruptReason, JobContext
 from sqsjobs.delivery import LEAVE, Ack
 from sqsjobs.errors import (
     Cancel,
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
     #: A handler slot for a claimed job's deliveries (one, or a batch call's), ended early by the
     #: event: yields True once granted, False to release them unrun (``runtime/slots.py``).
-    HandlerSlot = Callable[[Sequence[Delivery], Interrupt], AbstractAsyncContextManager[bool]]
+    HandlerSlot = Callable[[Sequence[Delivery], asyncio.Event], AbstractAsyncContextManager[bool]]
 
 #: A worker that sees a payload version newer than its handler's parks the message this long.
 NEWER_VERSION_PARK_S = 60
@@ -175,8 +175,20 @@ class Runner:
             if granted and late is None:
                 started = clock.now()
                 ctx.deadline = started + timeout_s  # the timeout runs from the start, not the claim
-                run = self._start(spec, payload, ctx)
-                await ctx._interrupt.first(run, timeout_s)
+                run = asyncio.ensure_future(
+                    invoke(spec, payload, ctx, pool=self._pool)
+                    if spec.batch is None
+                    else self.batches.submit(
+                        spec, payload, ctx
+                    )  # one call for many jobs (runtime/batching.py)
+                )
+                interrupted = asyncio.ensure_future(ctx._interrupt.wait())
+                try:
+                    await asyncio.wait(
+                        {run, interrupted}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+                    )
+                finally:
+                    interrupted.cancel()
                 ended = run.done()
                 if not ended:
                     run.cancel()  # an async handler stops; a sync one's thread runs on, fenced by the lease
@@ -249,16 +261,6 @@ class Runner:
             ctx.interrupt(InterruptReason.CANCEL)
             return False
         return True
-
-    def _start(self, spec: HandlerSpec, payload: Any, ctx: JobContext) -> asyncio.Future[Any]:
-        """The handler's run as a task; a sync handler's goes through ``invoke`` too.
-
-        Awaiting its executor future directly would save a task, but its traceback would lose the
-        frames it always had, and the record's short traceback (and its size, its write units) with it.
-        """
-        if spec.batch is not None:  # one call for many jobs (runtime/batching.py)
-            return asyncio.ensure_future(self.batches.submit(spec, payload, ctx))
-        return asyncio.ensure_future(invoke(spec, payload, ctx, pool=self._pool))
 
     def _slot_for(
         self, spec: HandlerSpec, delivery: Delivery | None, ctx: JobContext

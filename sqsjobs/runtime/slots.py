@@ -40,8 +40,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
-    from sqsjobs.context import Interrupt
-
 AHEAD, ASIDE, RUNNING, BEHIND, GONE = "ahead", "aside", "running", "behind", "gone"
 
 
@@ -158,7 +156,9 @@ class Slots:
 
     # ── handler side ──────────────────────────────────────────────────────────────────────
     @contextlib.asynccontextmanager
-    async def slot(self, holds: Sequence[Hold], interrupt: Interrupt | None = None) -> AsyncIterator[bool]:
+    async def slot(
+        self, holds: Sequence[Hold], interrupt: asyncio.Event | None = None
+    ) -> AsyncIterator[bool]:
         """One handler slot for ``holds`` (one message, or a batch call's): True once granted.
 
         Yields False without a slot when ``interrupt`` is set or the worker closes first: the
@@ -177,24 +177,28 @@ class Slots:
                 self.behind += len(holds)
                 self._grant()
 
-    async def _acquire(self, holds: Sequence[Hold], interrupt: Interrupt | None) -> bool:
+    async def _acquire(self, holds: Sequence[Hold], interrupt: asyncio.Event | None) -> bool:
         if self.closed:
             return False
         ticket = min(hold.ticket for hold in holds)
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._waiting[ticket] = (holds[0].queue, future)
         self._grant()
+        stop = asyncio.ensure_future(interrupt.wait()) if interrupt is not None else None
         try:
-            if interrupt is not None:
-                await interrupt.first(future)
-            elif not future.done():
-                await asyncio.wait({future})
+            if not future.done():
+                await asyncio.wait(
+                    {future} | ({stop} if stop else set()), return_when=asyncio.FIRST_COMPLETED
+                )
         except BaseException:  # cancelled: a slot granted meanwhile is free again
             self._waiting.pop(ticket, None)
-            if future.done() and not future.cancelled() and future.result():
+            if future.done() and future.result():
                 self._give_back(holds)
             future.cancel()
             raise
+        finally:
+            if stop is not None:
+                stop.cancel()
         if not future.done():  # interrupted first
             self._waiting.pop(ticket, None)
             future.cancel()

@@ -54,7 +54,7 @@ from sqsjobs.transport.sqs import MessageOps
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
 
-    from sqsjobs.context import Interrupt, JobContext
+    from sqsjobs.context import JobContext
     from sqsjobs.delivery import Ack, Delivery
     from sqsjobs.runtime.kernel import Kernel, SupportsKernel
     from sqsjobs.runtime.slots import Hold
@@ -299,7 +299,9 @@ class Worker:
         self._holds[delivery.receipt_handle] = self.slots.hold(delivery.queue)
 
     @contextlib.asynccontextmanager
-    async def _slot(self, deliveries: Sequence[Delivery], interrupt: Interrupt | None) -> AsyncIterator[bool]:
+    async def _slot(
+        self, deliveries: Sequence[Delivery], interrupt: asyncio.Event | None
+    ) -> AsyncIterator[bool]:
         """A handler slot for ``deliveries`` (the run stage asks, ``Runner``); False: release them."""
         holds = [self._holds[d.receipt_handle] for d in deliveries if d.receipt_handle in self._holds]
         if not holds:  # not received by this worker's loops: nothing to count

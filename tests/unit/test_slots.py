@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 
-from sqsjobs.context import Interrupt
 from sqsjobs.runtime.slots import Slots
 
 
@@ -89,7 +88,7 @@ def test_close_refuses_waiting_requests_and_an_interrupt_ends_a_wait():
         running, waiting, cancelled = await _received(slots, "q", 3)
         hold_slot = slots.slot([running])
         assert await hold_slot.__aenter__()
-        interrupt = Interrupt()
+        interrupt = asyncio.Event()
         by_interrupt = asyncio.ensure_future(slots.slot([cancelled], interrupt).__aenter__())
         by_close = asyncio.ensure_future(slots.slot([waiting]).__aenter__())
         await asyncio.sleep(0)
@@ -102,43 +101,5 @@ def test_close_refuses_waiting_requests_and_an_interrupt_ends_a_wait():
         for hold in (running, waiting, cancelled):
             slots.release(hold)
         assert (slots.running, slots.ahead, slots.behind) == (0, 0, 0)
-
-    asyncio.run(main())
-
-
-def test_a_slot_wait_beside_the_interrupt_starts_no_task_of_its_own():
-    """Every job claimed ahead waits so: the wait is one future woken by callbacks, not a task per job."""
-
-    async def main() -> None:
-        slots = Slots(1, {}, held_ahead=2)
-        running, waiting = await _received(slots, "q", 2)
-        hold_slot = slots.slot([running])
-        assert await hold_slot.__aenter__()
-        before = len(asyncio.all_tasks())
-        wait = asyncio.ensure_future(slots.slot([waiting], Interrupt()).__aenter__())
-        for _ in range(3):
-            await asyncio.sleep(0)
-        assert len(asyncio.all_tasks()) == before + 1  # the waiter's own, nothing beside it
-        await hold_slot.__aexit__(None, None, None)
-        assert await wait is True
-        assert slots.running == 1
-
-    asyncio.run(main())
-
-
-def test_interrupt_first_ends_at_whichever_comes_first_and_leaves_nothing_behind():
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        interrupt, other = Interrupt(), loop.create_future()
-        await interrupt.first(other, timeout=0.01)  # the timeout
-        assert not other.done() and not interrupt.is_set()
-        loop.call_soon(interrupt.set)
-        await interrupt.first(other)  # the interrupt
-        assert not other.done()
-        fresh, done = Interrupt(), loop.create_future()
-        loop.call_soon(done.set_result, 1)
-        await fresh.first(done, timeout=60)  # the future
-        assert done.result() == 1 and not fresh.is_set()
-        assert not fresh._wakes and not interrupt._wakes
 
     asyncio.run(main())
