@@ -183,7 +183,7 @@ class Bench:
         env = {
             k: v
             for k, v in os.environ.items()
-            if not k.startswith(("AWS_ENDPOINT_URL", "SQSJOBS_", "BENCH_"))
+            if not k.startswith(("AWS_ENDPOINT_URL", "SQSJOBS_", "BENCH_")) or k == "BENCH_FINISH_LINGER_S"
         }
         env.update(CREDENTIALS)
         env.update(

@@ -15,7 +15,10 @@ from sqsjobs import App, JobContext
 #: Table ``<name>-jobs``, queue ``<name>-default``.
 APP_NAME = os.environ.get("BENCH_SQSJOBS_APP", "bench-sqsjobs")
 
-app = App(APP_NAME)
+#: ``BENCH_FINISH_LINGER_S`` sets ``Settings.finish_linger_s`` (the harness passes it through; the
+#: ``SQSJOBS_*`` variables it does not): an A/B of the finish's wait for company.
+LINGER = os.environ.get("BENCH_FINISH_LINGER_S")
+app = App(APP_NAME) if LINGER is None else App(APP_NAME, finish_linger_s=float(LINGER))
 
 
 @app.job("noop")
