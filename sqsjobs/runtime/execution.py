@@ -69,8 +69,12 @@ class Execution:
         hooks: Sequence[FinishHook] | None = None,
         batches: Collectors | None = None,
         slot: HandlerSlot | None = None,
+        finish_linger_s: float | None = None,
     ) -> None:
-        """``default_timeout_s``, ``batches``, ``slot``: see ``Runner``; ``hooks``: every finish's hooks instead of the kernel's."""
+        """``default_timeout_s``, ``batches``, ``slot``: see ``Runner``; ``hooks``: every finish's hooks instead of the kernel's.
+
+        ``finish_linger_s``: how long a finish waits for company (``Settings.finish_linger_s`` when None).
+        """
         #: The kernel (an App given here is asked for its own).
         self.app = kernel = kernel_of(app)
         self.worker_id = worker_id
@@ -79,7 +83,7 @@ class Execution:
             kernel.arun,
             batch=kernel.settings.batch_writes,
             logger=kernel.logger,
-            finish_linger_s=kernel.settings.finish_linger_s,
+            finish_linger_s=kernel.settings.finish_linger_s if finish_linger_s is None else finish_linger_s,
         )
         #: The state table's operations, applied through ``writes`` (the write batcher).
         self.store = JobStore(self.writes, kernel.settings.table_name, worker_id)
@@ -181,11 +185,12 @@ class DeliveryHost:
         what: str = "message",
         batches: Collectors | None = None,
         slot: HandlerSlot | None = None,
+        finish_linger_s: float | None = None,
     ) -> None:
         """``what`` names a delivery in the host's log lines (``message``; ``record`` for Lambda).
 
         ``slot``: the handler slot a run waits for once claimed (the ECS worker's ``Slots``); none in
-        Lambda, where the event's batch size is the bound.
+        Lambda, where the event's batch size is the bound. ``finish_linger_s``: see ``Execution``.
         """
         self.kernel = kernel
         self._what = what
@@ -203,6 +208,7 @@ class DeliveryHost:
             default_timeout_s=default_timeout_s,
             batches=batches,
             slot=slot,
+            finish_linger_s=finish_linger_s,
         )
 
     def _track(self, ctx: JobContext) -> None:

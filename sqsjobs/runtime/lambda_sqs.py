@@ -151,6 +151,9 @@ class LambdaWorker:
             default_timeout_s=self._time_left_to_run,
             what="record",
             batches=self._batches,
+            # A finish leaves at once: the invocation (billed by its duration) ends only after its
+            # last finish, and its records' finishes come together when their handlers do anyway.
+            finish_linger_s=0.0,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
         #: This invocation's records reported as a success, by receipt handle: their messages wait for
