@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -61,6 +62,9 @@ class _Write:
     future: asyncio.Future[Landed] = field(repr=False)
     #: A finish: it may wait for the request in flight (see the module docstring).
     linger: bool = False
+    #: Where the write was made (its job's span, its log fields): a group's request is sent in its
+    #: oldest write's, so a finish that waited is not counted in the span of a claim that joined it.
+    context: contextvars.Context = field(default_factory=contextvars.copy_context, repr=False)
 
 
 class WriteBatcher:
@@ -214,7 +218,7 @@ class WriteBatcher:
                     keys.add(key)
             self._waiting = later
             self._in_flight += 1
-            task = asyncio.get_running_loop().create_task(self._send(group))
+            task = asyncio.get_running_loop().create_task(self._send(group), context=group[0].context)
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
