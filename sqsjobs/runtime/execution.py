@@ -108,9 +108,8 @@ class Execution:
         except EnvelopeError as exc:
             kernel.logger.warning("message rejected", extra={"queue": delivery.queue, "reason": str(exc)})
             return dead_letter(f"malformed message: {exc}", error=failure_record(exc), queue=delivery.queue)
-        if not isinstance(
-            envelope, envelope_format.Envelope
-        ):  # a schedule fire, a foreign message: a plug-in's kind
+        # A schedule fire, a foreign message: a plug-in's kind.
+        if not isinstance(envelope, envelope_format.Envelope):
             kind = kernel.kinds.get(type(envelope))
             if kind is None:
                 reason = f"no plug-in handles {type(envelope).__name__} messages"

@@ -241,26 +241,14 @@ class Runner:
         expires = ctx.job.lease_expires
         if expires is None or expires.timestamp() - now >= self.kernel.settings.lease_s / 2:
             return True
-        try:
-            renewal = await self.recorder.store.heartbeat(
-                ctx.job, now=now, lease_s=self.kernel.settings.lease_s
-            )
-        except StoreError:
-            if expires.timestamp() > self.kernel.clock.now():
-                return True
-            renewal = None
-        if not isinstance(renewal, Landed) or renewal.job is None:
+        renewal = await self._renew(ctx, now)
+        if renewal is None and expires.timestamp() > self.kernel.clock.now():
+            return True  # the write failed, the lease still runs: as the heartbeat would, try later
+        if not isinstance(renewal, Landed):
             self.recorder.log("job lost its lease while it waited for a slot", ctx.job)
             ctx.interrupt(InterruptReason.LEASE_LOST)
             return False
-        renewed = renewal.job
-        ctx.job = ctx.job.evolve(
-            lease_expires=renewed.lease_expires, cancel_requested=renewed.cancel_requested
-        )
-        if renewed.cancel_requested:
-            ctx.interrupt(InterruptReason.CANCEL)
-            return False
-        return True
+        return ctx.interrupt_reason is None  # a cancel request the renewal showed: it does not start
 
     def _slot_for(
         self, spec: HandlerSpec, delivery: Delivery | None, ctx: JobContext
@@ -288,20 +276,21 @@ class Runner:
         for guard, ids in by_guard.values():
             await guard.renew(ids, now)
 
-    async def _renew(self, ctx: JobContext, now: float) -> None:
+    async def _renew(self, ctx: JobContext, now: float) -> Landed | Refused | None:
+        """Renew ``ctx``'s lease and act on the answer (a lost lease, a cancel request); None: the write failed."""
         try:
             renewal = await self.recorder.store.heartbeat(
                 ctx.job, now=now, lease_s=self.kernel.settings.lease_s
             )
         except StoreError:
-            return
+            return None
         if isinstance(renewal, Refused):  # MOVED_ON: the outcome landed while this renewal was in flight
             if renewal.reason is Refusal.LEASE_LOST:
                 self.kernel.logger.warning(
                     "lease lost at heartbeat", extra={"job_id": ctx.job.id, "error": renewal.detail}
                 )
                 ctx.interrupt(InterruptReason.LEASE_LOST)
-            return
+            return renewal
         renewed = renewal.job
         assert renewed is not None
         ctx.job = ctx.job.evolve(
@@ -309,3 +298,4 @@ class Runner:
         )
         if renewed.cancel_requested:
             ctx.interrupt(InterruptReason.CANCEL)
+        return renewal
