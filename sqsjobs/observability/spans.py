@@ -17,6 +17,8 @@ One job's trace, in the messaging conventions' names (``messaging.operation.type
                  ├─ DynamoDB.UpdateItem (CLIENT): the claim, made at the I/O seam (``_aws.py``)
                  ├─ the handler's own spans (its boto3 calls, the child jobs it enqueues)
                  └─ DynamoDB.UpdateItem (CLIENT): the finish
+               a write the worker batched with others' (``runtime/write_batcher.py``) is one
+               DynamoDB.BatchExecuteStatement request, with a CLIENT span of it in each run it carries
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
+from sqsjobs._aws import CARRIED_FOR
 from sqsjobs.observability.tracing import delivered_trace, parse
 
 if TYPE_CHECKING:
@@ -266,6 +269,16 @@ def note(
         span.set_status(Status(StatusCode.ERROR, error))
 
 
+def _carried_runs(current: trace.Span) -> list[trace.Span]:
+    """The process spans of the other runs whose writes the call being made carries (``CARRIED_FOR``)."""
+    spans: list[trace.Span] = []
+    for context in CARRIED_FOR.get():
+        state = context.get(_CURRENT)
+        if state is not None and state.span is not current and state.span not in spans:
+            spans.append(state.span)
+    return spans
+
+
 class JobTracer:
     """Makes sqsjobs' spans with the process's tracer provider (built only when an SDK is configured)."""
 
@@ -296,7 +309,9 @@ class JobTracer:
         """
         if call.operation == "receive_message":
             return ("receive", time.time_ns(), call)
-        if not trace.get_current_span().get_span_context().is_valid:
+        current = trace.get_current_span()
+        carried = _carried_runs(current)
+        if not current.get_span_context().is_valid and not carried:
             return None
         service = RPC_SERVICES.get(call.service, call.service)
         attributes: dict[str, Any] = {
@@ -315,7 +330,19 @@ class JobTracer:
         elif call.service == "sqs" and "QueueUrl" in call.params:
             attributes["messaging.system"] = SYSTEM
             attributes["messaging.destination.name"] = str(call.params["QueueUrl"]).rsplit("/", 1)[-1]
-        return self.tracer.start_span(f"{service}.{api_name}", kind=SpanKind.CLIENT, attributes=attributes)
+        if "Statements" in call.params:
+            attributes["db.operation.batch.size"] = len(call.params["Statements"])
+        name = f"{service}.{api_name}"
+        if not carried:
+            return self.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
+        # one request carrying several runs' writes: a span of it in each run's trace
+        parents = [current] if current.get_span_context().is_valid else []
+        return [
+            self.tracer.start_span(
+                name, context=trace.set_span_in_context(parent), kind=SpanKind.CLIENT, attributes=attributes
+            )
+            for parent in parents + carried
+        ]
 
     def call_ended(
         self, handle: Any, response: Mapping[str, Any] | None, error: BaseException | None
@@ -326,12 +353,13 @@ class JobTracer:
                 self._received_span(handle[1], handle[2], response)
             return
         meta = (response or {}).get("ResponseMetadata") or {}
-        if meta.get("RequestId"):
-            handle.set_attribute("aws.request_id", meta["RequestId"])
-        if error is not None:
-            handle.record_exception(error)
-            handle.set_status(Status(StatusCode.ERROR, str(error)))
-        handle.end()
+        for span in handle if isinstance(handle, list) else [handle]:
+            if meta.get("RequestId"):
+                span.set_attribute("aws.request_id", meta["RequestId"])
+            if error is not None:
+                span.record_exception(error)
+                span.set_status(Status(StatusCode.ERROR, str(error)))
+            span.end()
 
     def _received_span(self, started_ns: int, call: Call, response: Mapping[str, Any]) -> None:
         messages = response.get("Messages") or []

@@ -31,7 +31,7 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs._aws import Call, one
+from sqsjobs._aws import CARRIED_FOR, Call, one
 from sqsjobs.errors import NotBatchable, StoreError
 from sqsjobs.store import statements, transact
 from sqsjobs.store.codec import CCF, nonce
@@ -63,7 +63,8 @@ class _Write:
     #: A finish: it may wait for the request in flight (see the module docstring).
     linger: bool = False
     #: Where the write was made (its job's span, its log fields): a group's request is sent in its
-    #: oldest write's, so a finish that waited is not counted in the span of a claim that joined it.
+    #: oldest write's, and the others' are named in ``CARRIED_FOR``, so every job's trace shows the
+    #: request that carried its write (a finish that waited, a claim that joined it).
     context: contextvars.Context = field(default_factory=contextvars.copy_context, repr=False)
 
 
@@ -239,6 +240,7 @@ class WriteBatcher:
 
     async def _send_batch(self, group: list[_Write]) -> None:
         request = statements.batch([w.statement for w in group])
+        carried = CARRIED_FOR.set(tuple(w.context for w in group[1:]))  # their runs' spans, too
         try:
             response = await self._arun(one(Call("dynamodb", "batch_execute_statement", request)))
             answers = response["Responses"]
@@ -249,6 +251,8 @@ class WriteBatcher:
             else:
                 self._logger.warning("batched write failed, sending each alone", extra={"error": str(exc)})
             answers = [None] * len(group)
+        finally:
+            CARRIED_FOR.reset(carried)
         retry = []
         for write, answer in zip(group, answers, strict=True):
             error = None if answer is None else statements.statement_error(answer)
@@ -266,7 +270,10 @@ class WriteBatcher:
                         "batched write refused, sending it alone", extra={"error": str(error)}
                     )
                 retry.append(write)
-        await asyncio.gather(*(self._settle_single(w) for w in retry))
+        loop = asyncio.get_running_loop()  # each sent again in its own writer's context (its span)
+        await asyncio.gather(
+            *(loop.create_task(self._settle_single(w), context=w.context.copy()) for w in retry)
+        )
 
     async def _settle_single(self, write: _Write) -> None:
         try:

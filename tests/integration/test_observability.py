@@ -206,6 +206,49 @@ def test_a_retry_starts_a_trace_of_its_own_linked_to_the_producer(traced_app, ot
     assert second.attributes["sqsjobs.job.outcome"] == "succeeded"
 
 
+def test_a_request_carrying_several_runs_writes_shows_in_each_run_s_trace(traced_app, otel_spans):
+    # GIVEN five jobs, each enqueued in a trace of its own, delivered to one invocation
+    from opentelemetry import trace
+
+    app = traced_app()
+    ids = []
+    for n in range(5):
+        with trace.get_tracer("test").start_as_current_span(f"request {n}"):
+            ids.append(app.enqueue("ok", {"n": n}))
+    otel_spans.clear()
+    app.requests.reset()
+
+    # WHEN it runs them: their five claims, made at one instant, leave in one batched request
+    run_lambda(app, 5)
+    assert {app.get(i).status.value for i in ids} == {"succeeded"}
+    assert app.requests.counts[("dynamodb", "BatchExecuteStatement")] >= 1, app.requests.snapshot()
+
+    # THEN each run's trace has the DynamoDB request that carried its claim, before its handler ran
+    spans = otel_spans.get_finished_spans()
+    process = {s.attributes["sqsjobs.job.id"]: s for s in spans if s.name == "process default"}
+    assert set(process) == set(ids)
+    carried = {}
+    for job_id, run in process.items():
+        calls = sorted(
+            (
+                s
+                for s in spans
+                if s.kind is trace.SpanKind.CLIENT
+                and s.parent is not None
+                and s.parent.span_id == run.context.span_id
+                and s.attributes.get("rpc.service") == "DynamoDB"
+            ),
+            key=lambda s: s.start_time,
+        )
+        assert calls, f"no DynamoDB request in the run of {job_id}"
+        carried[job_id] = calls[0]
+    claims = {s.attributes.get("aws.request_id") for s in carried.values()}
+    assert len(claims) == 1 and None not in claims, claims  # one request, seen from every trace
+    assert {s.name for s in carried.values()} == {"DynamoDB.BatchExecuteStatement"}
+    assert {s.attributes["db.operation.batch.size"] for s in carried.values()} == {5}
+    assert len({s.context.trace_id for s in carried.values()}) == 5
+
+
 def test_the_ecs_worker_flushes_metrics_on_its_interval_and_when_it_stops(traced_app, capfd):
     app = traced_app(metrics_interval_s=0.3)
     first = app.enqueue("ok", {"n": 1})
