@@ -467,19 +467,41 @@ async def run_async(flow: Flow[T], clients: AsyncClients) -> T:
 
     A cancellation while a call is in flight is thrown into the flow where it waits, not left to
     close it: a flow that holds something (a DLQ scan's hidden messages) hands it back with calls
-    of its own before it re-raises, which a closed generator could not do.
+    of its own before it re-raises, which a closed generator could not do. A ReceiveMessage in
+    flight is first let finish (a second at most: the scans' polls are short) and its answer given
+    to the flow: SQS may have hidden messages for it already, which only that answer names.
     """
     try:
         call = next(flow)
         while True:
             try:
-                outcome = await _call_async(call, clients)
+                if call.operation == "receive_message":
+                    outcome, cancelled = await _settled(asyncio.ensure_future(_call_async(call, clients)))
+                else:
+                    outcome, cancelled = await _call_async(call, clients), None
             except asyncio.CancelledError as exc:
                 call = flow.throw(exc)
+                continue
+            if cancelled is not None:  # the flow reads the answer, then hears of it where it waits next
+                with contextlib.suppress(Exception):  # (the flow ended on it: the cancellation stands)
+                    flow.send(outcome.value) if outcome.error is None else flow.throw(outcome.error)
+                call = flow.throw(cancelled)
                 continue
             call = flow.send(outcome.value) if outcome.error is None else flow.throw(outcome.error)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
+
+
+async def _settled(call: asyncio.Future[Outcome]) -> tuple[Outcome, asyncio.CancelledError | None]:
+    """Await ``call`` to its end even if cancelled meanwhile; its outcome, and that cancellation."""
+    cancelled = None
+    while True:
+        try:
+            return await asyncio.shield(call), cancelled
+        except asyncio.CancelledError as exc:
+            if call.cancelled():
+                raise
+            cancelled = exc
 
 
 async def _call_async(call: Call, clients: AsyncClients) -> Outcome:

@@ -7,6 +7,7 @@ sweeper process runs one pass, and a worker process shows the job runs again.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -19,7 +20,7 @@ from sqsjobs import JobStatus
 from sqsjobs import envelope as env
 from sqsjobs._aws import Call, one
 from sqsjobs.testing import all_finished, work_until
-from sqsjobs.transport import routes
+from sqsjobs.transport import routes, sqs
 from tests.apps import redriven
 from tests.integration.helpers import (
     depth,
@@ -271,3 +272,48 @@ def test_a_sweeper_stopped_mid_scan_hands_back_the_dlq_messages_it_hid(app):
         assert len(got.get("Messages", [])) == 10
     finally:
         kill_group(proc)
+
+
+def test_a_flow_cancelled_while_its_receive_is_in_flight_still_hands_back_what_that_receive_hid(app):
+    """The stop's race: SQS hides messages for a receive whose answer the cancelled caller never reads.
+
+    The driver (``run_async``) lets the receive finish and gives its answer to the flow before the
+    cancellation, so a scan can hand those messages back; dropped, they stay hidden for the hide time.
+    """
+    dlq = queue_url(app, "default", dlq=True)
+    held: list[str] = []
+
+    def scanning():  # as the reconciler's scan: a receive that hides, hand back what it holds if stopped
+        try:
+            response = yield Call(
+                "sqs", "receive_message", {"QueueUrl": dlq, "WaitTimeSeconds": 10, "VisibilityTimeout": 300}
+            )
+            held.extend(m["ReceiptHandle"] for m in response.get("Messages", []))
+            yield Call("sqs", "get_queue_attributes", {"QueueUrl": dlq})  # judging it
+        except asyncio.CancelledError:
+            entries = [(str(i), h, 0) for i, h in enumerate(held)]
+            if entries:
+                yield Call(
+                    "sqs", "change_message_visibility_batch", sqs.change_visibility_batch(dlq, entries)
+                )
+            raise
+
+    async def go() -> None:
+        await app.arun(one(Call("sqs", "get_queue_attributes", {"QueueUrl": dlq})))  # the client made
+        task = asyncio.ensure_future(app.arun(scanning()))
+        await asyncio.sleep(0.5)  # its long poll waits on the empty DLQ
+        # WHEN a message arrives, SQS answers the poll with it, and the flow is cancelled before
+        # it read that answer (the loop blocked meanwhile, as a busy process's may be)
+        sqs_call(app, "send_message", QueueUrl=dlq, MessageBody=env.Envelope("gone", "count").to_body())
+        wait_until(lambda: depth(app, dlq=True)["in_flight"] == 1, 10, "SQS to hand the poll the message")
+        task.cancel()
+        try:
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        finally:
+            await app.aclose()
+
+    asyncio.run(go())
+    # THEN the flow read the message and handed it back: visible at once, not after the 300 s hide
+    assert len(held) == 1
+    wait_until(lambda: depth(app, dlq=True)["visible"] == 1, 5, "the message visible after the cancel")
