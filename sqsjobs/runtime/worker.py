@@ -102,12 +102,11 @@ class Worker:
         self._ops = MessageOps(
             kernel.arun, linger_s=kernel.settings.ack_linger_s, logger=kernel.logger, settled=self._settled
         )
-        held_ahead = self.settings.held_ahead
         #: The handler slots and the bounded places ahead of and behind them (``runtime/slots.py``).
         self.slots = Slots(
             self.concurrency,
             self.settings.queue_concurrency,
-            self.concurrency if held_ahead is None else held_ahead,
+            self.settings.held_ahead,
             len(self.queues),
             aside_cap=max((spec.batch.max_size for spec in kernel.registry if spec.batch), default=0),
         )

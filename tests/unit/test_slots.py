@@ -103,3 +103,31 @@ def test_close_refuses_waiting_requests_and_an_interrupt_ends_a_wait():
         assert (slots.running, slots.ahead, slots.behind) == (0, 0, 0)
 
     asyncio.run(main())
+
+
+def test_unset_held_ahead_holds_more_only_while_handlers_are_short():
+    """Claims ahead keep short handlers busy; long handlers get no more than ``concurrency`` ahead."""
+
+    async def run_one(slots: Slots, seconds: float) -> None:
+        [hold] = await _received(slots, "q", 1)
+        async with slots.slot([hold]) as granted:
+            assert granted
+            await asyncio.sleep(seconds)
+        slots.release(hold)
+
+    async def main() -> list[int]:
+        slots = Slots(2, {}, held_ahead=None)
+        bounds = [slots.free_ahead("q")]  # before any handler ran: concurrency
+        for _ in range(3):  # short handlers: two full receives ahead
+            await run_one(slots, 0)
+        bounds.append(slots.free_ahead("q"))
+        for _ in range(12):  # then long ones (0.2 s: what the slots get through in AHEAD_WAIT_S)
+            await run_one(slots, 0.2)
+        bounds.append(slots.free_ahead("q"))
+        return bounds
+
+    assert asyncio.run(main()) == [2, 20, 2]
+    # a bound that is set stays as set, whatever the handlers' time
+    fixed = Slots(2, {}, held_ahead=3)
+    fixed.run_s = 0.0
+    assert fixed.free_ahead("q") == 3
