@@ -120,11 +120,6 @@ class Slots:
         runs = int(self.concurrency * AHEAD_WAIT_S / max(self.run_s, 1e-4))
         return max(self.concurrency, min(SHORT_AHEAD, runs))
 
-    @property
-    def held_behind(self) -> int:
-        """The most messages finishing before receives stop."""
-        return self.held_ahead or self.concurrency
-
     def cap(self, queue: str) -> int:
         """The handlers ``queue`` may run at once."""
         return min(self._caps.get(queue, self.concurrency), self.concurrency)
@@ -132,9 +127,11 @@ class Slots:
     # ── receive side: places ahead ─────────────────────────────────────────────────────────
     def free_ahead(self, queue: str, *, within_slots: bool = False) -> int:
         """Messages ``queue`` may receive now (0 while too many finish, or after ``close``)."""
-        if self.closed or self.behind >= self.held_behind or (self.aside and self.aside >= self.aside_cap):
+        bound = self.held_ahead  # read once: unset, it is worked out from the handlers' time
+        behind = bound or self.concurrency  # the most messages finishing before receives stop
+        if self.closed or self.behind >= behind or (self.aside and self.aside >= self.aside_cap):
             return 0
-        if within_slots or not self.held_ahead:
+        if within_slots or not bound:
             return max(
                 0,
                 min(
@@ -145,8 +142,8 @@ class Slots:
         return max(
             0,
             min(
-                self.held_ahead - self.ahead,
-                (min(self._caps[queue], self.held_ahead) if queue in self._caps else self.held_ahead)
+                bound - self.ahead,
+                (min(self._caps[queue], bound) if queue in self._caps else bound)
                 - self.ahead_by_queue[queue],
             ),
         )
@@ -171,7 +168,8 @@ class Slots:
             self._add_ahead(queue, 1)
             return 1
         free = self.free_ahead(queue, within_slots=within_slots)
-        total = self.held_ahead - self.ahead if self.held_ahead and not within_slots else free
+        bound = self.held_ahead
+        total = bound - self.ahead if bound and not within_slots else free
         n = max(1, min(most, free, total // self._queues))
         self._add_ahead(queue, n)
         return n
