@@ -120,9 +120,17 @@ def exists(app, job_id: str) -> bool:
 
 
 def everything_finished(app, jobs: dict[str, str], batch_id: str, chain_id: str) -> bool:
+    """Every row's job, the chain, the batch and the batch's completion callback succeeded.
+
+    The callback is a job of its own, enqueued when the batch completes: until it has run, it is a
+    queued record whose witness is its message, which the audit (no grace) cannot see.
+    """
+    batch = app.get_batch(batch_id)
     return (
         all(app.get(j, load_result=False).status is JobStatus.SUCCEEDED for j in jobs.values())
-        and app.get_batch(batch_id).status == "complete"
+        and batch.status == "complete"
+        and batch.callback_id is not None
+        and app.get(batch.callback_id, load_result=False).status is JobStatus.SUCCEEDED
         and app.get_chain(chain_id).status == "succeeded"
     )
 
