@@ -29,6 +29,8 @@ from sqsjobs.store.write import Put, Write
 
 NOW = time.time()
 ERROR = failure_record(ValueError("boom"))
+#: Values a batch must never write into a statement's text: quotes, ``?``, a backslash, a minus.
+HOSTILE = failure_record(ValueError("it's ? a '; \\ trick -1"))
 TOKEN = "claim-token-of-this-test"
 
 FENCED = {
@@ -41,6 +43,9 @@ FENCED = {
     ),
     "fail": lambda t, j: runs.fail(
         t, j, owner="w1", now=NOW, error=ERROR, reason="r", retention_s=60, payload=1
+    ),
+    "fail, quotes in its values": lambda t, j: runs.fail(
+        t, j, owner="w'1 ?", now=NOW, error=HOSTILE, reason="'; ?", retention_s=60, payload="a'b"
     ),
     "abort": lambda t, j: runs.abort(t, j, owner="w1", now=NOW, reason="r", retention_s=60, payload=1),
     "release": lambda t, j: requests.release(t, j, owner="w1", now=NOW),
