@@ -121,12 +121,13 @@ def test_each_terminal_transition_is_one_event_id_across_sigkill_and_copied_mess
         kill_group(first)
         second = worker_process(app, APP, concurrency=4, SQSJOBS_BATCH_WRITES="0")
         finals = {j: app.wait(j, timeout=90) for j in [*ok, *dead, *items, cancelled]}
-        app.wait_batch(batch.id, timeout=60)
-        app.wait_chain(chain_id, timeout=60)
-        # The sweeper's later pass: a callback whose message a killed worker never sent goes now
-        # (and the relay publishes what the stream holds so far).
+        # The sweeper's later pass, once every item has ended: what the killed worker wrote but did
+        # not follow up is the sweeper's (the batch's completion check after its last item's finish,
+        # a callback's or a chain step's message); the relay publishes what the stream holds so far.
         later = app.clock.now() + app.settings.stale_after_s + 1
         early = asyncio.run(_closing(app, sweep_once(app, now=later)))
+        app.wait_batch(batch.id, timeout=60)
+        app.wait_chain(chain_id, timeout=60)
         callback = app.get_batch(batch.id).callback_id
         assert callback is not None
         finals[callback] = app.wait(callback, timeout=60)
