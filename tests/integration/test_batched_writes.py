@@ -32,9 +32,15 @@ ERROR = failure_record(ValueError("boom"))
 #: Values a batch must never write into a statement's text: quotes, ``?``, a backslash, a minus.
 HOSTILE = failure_record(ValueError("it's ? a '; \\ trick -1"))
 TOKEN = "claim-token-of-this-test"
+#: How long finished records are kept. ``NOW`` is taken when the module is imported, minutes before
+#: a test may run in a full suite: MiniStack's TTL reaper (every 60 s) would delete a record whose
+#: ``expires_at`` had passed between its write and the test's read of it.
+RETENTION_S = 24 * 3600
 
 FENCED = {
-    "complete": lambda t, j: runs.complete(t, j, owner="w1", now=NOW, result={"ok": 1}, retention_s=60),
+    "complete": lambda t, j: runs.complete(
+        t, j, owner="w1", now=NOW, result={"ok": 1}, retention_s=RETENTION_S
+    ),
     "retry": lambda t, j: runs.schedule_retry(
         t, j, owner="w1", now=NOW, run_at=NOW + 5, error=ERROR, held=False
     ),
@@ -42,12 +48,14 @@ FENCED = {
         t, j, owner="w1", now=NOW, run_at=NOW + 90_000, error=ERROR, held=True, payload={"a": 1}
     ),
     "fail": lambda t, j: runs.fail(
-        t, j, owner="w1", now=NOW, error=ERROR, reason="r", retention_s=60, payload=1
+        t, j, owner="w1", now=NOW, error=ERROR, reason="r", retention_s=RETENTION_S, payload=1
     ),
     "fail, quotes in its values": lambda t, j: runs.fail(
-        t, j, owner="w'1 ?", now=NOW, error=HOSTILE, reason="'; ?", retention_s=60, payload="a'b"
+        t, j, owner="w'1 ?", now=NOW, error=HOSTILE, reason="'; ?", retention_s=RETENTION_S, payload="a'b"
     ),
-    "abort": lambda t, j: runs.abort(t, j, owner="w1", now=NOW, reason="r", retention_s=60, payload=1),
+    "abort": lambda t, j: runs.abort(
+        t, j, owner="w1", now=NOW, reason="r", retention_s=RETENTION_S, payload=1
+    ),
     "release": lambda t, j: requests.release(t, j, owner="w1", now=NOW),
 }
 
@@ -126,7 +134,11 @@ def test_a_batched_fenced_transition_leaves_the_record_its_update_item_leaves(ap
 def test_a_refused_statement_is_read_exactly_as_the_refused_update_item(app, transition):
     job = _claimed(app)
     table = app.settings.table_name
-    _call(app, "update_item", runs.complete(table, job, owner="w1", now=NOW, result=None, retention_s=60))
+    _call(
+        app,
+        "update_item",
+        runs.complete(table, job, owner="w1", now=NOW, result=None, retention_s=RETENTION_S),
+    )
     late = FENCED[transition](table, job)  # the lease is gone: the job succeeded meanwhile
     with pytest.raises(StoreError) as single:
         _call(app, "update_item", late)
@@ -139,7 +151,9 @@ def test_a_refused_statement_is_read_exactly_as_the_refused_update_item(app, tra
 
 def test_a_batched_write_repeated_after_a_lost_answer_is_recognised_as_its_own(app):
     job = _claimed(app)
-    params = runs.complete(app.settings.table_name, job, owner="w1", now=NOW, result=None, retention_s=60)
+    params = runs.complete(
+        app.settings.table_name, job, owner="w1", now=NOW, result=None, retention_s=RETENTION_S
+    )
     assert _batch(app, params) == [None]
     # botocore sends the same request again when the answer was lost
     (again,) = _batch(app, params)
@@ -211,7 +225,7 @@ def test_a_refused_fresh_claim_is_read_as_the_single_claim_would_be(app, situati
         _call(
             app,
             "update_item",
-            runs.complete(table, job, owner="w1", now=NOW, result=None, retention_s=60),
+            runs.complete(table, job, owner="w1", now=NOW, result=None, retention_s=RETENTION_S),
         )
     if situation == "conflict":  # a conflicting enqueue with the same idempotency key sent this one
         envelope = parse(
@@ -244,7 +258,7 @@ def test_writes_ready_at_one_instant_leave_in_one_request_and_a_lone_write_alone
     jobs = [_claimed(app) for _ in range(12)]
     table = app.settings.table_name
     app.requests.reset()
-    done = [runs.complete(table, j, owner="w1", now=NOW, result=None, retention_s=60) for j in jobs]
+    done = [runs.complete(table, j, owner="w1", now=NOW, result=None, retention_s=RETENTION_S) for j in jobs]
     landed = _transitions_round(app, done)
     assert all(not isinstance(x, BaseException) for x in landed), landed
     assert dict(app.requests.counts) == {("dynamodb", "BatchExecuteStatement"): 1}
@@ -253,15 +267,17 @@ def test_writes_ready_at_one_instant_leave_in_one_request_and_a_lone_write_alone
     app.requests.reset()
     lone = _claimed(app)
     app.requests.reset()
-    _transitions_round(app, [runs.complete(table, lone, owner="w1", now=NOW, result=None, retention_s=60)])
+    _transitions_round(
+        app, [runs.complete(table, lone, owner="w1", now=NOW, result=None, retention_s=RETENTION_S)]
+    )
     assert dict(app.requests.counts) == {("dynamodb", "UpdateItem"): 1}
 
 
 def test_two_writes_of_one_record_at_one_instant_never_share_a_batch(app):
     job = _claimed(app)
     table = app.settings.table_name
-    first = runs.complete(table, job, owner="w1", now=NOW, result=None, retention_s=60)
-    second = runs.fail(table, job, owner="w1", now=NOW, error=ERROR, reason="r", retention_s=60)
+    first = runs.complete(table, job, owner="w1", now=NOW, result=None, retention_s=RETENTION_S)
+    second = runs.fail(table, job, owner="w1", now=NOW, error=ERROR, reason="r", retention_s=RETENTION_S)
     app.requests.reset()
     landed = _transitions_round(
         app,
@@ -269,7 +285,7 @@ def test_two_writes_of_one_record_at_one_instant_never_share_a_batch(app):
             first,
             second,
             *(
-                runs.complete(table, _claimed(app), owner="w1", now=NOW, result=None, retention_s=60)
+                runs.complete(table, _claimed(app), owner="w1", now=NOW, result=None, retention_s=RETENTION_S)
                 for _ in range(3)
             ),
         ],
@@ -288,7 +304,8 @@ def test_the_embedded_moto_refuses_partiql_and_the_writes_fall_back_to_single_re
     table = app.settings.table_name
     app.requests.reset()
     landed = _transitions_round(
-        app, [runs.complete(table, j, owner="w1", now=NOW, result=None, retention_s=60) for j in jobs]
+        app,
+        [runs.complete(table, j, owner="w1", now=NOW, result=None, retention_s=RETENTION_S) for j in jobs],
     )
     assert all(not isinstance(x, BaseException) for x in landed), landed
     assert app.requests.counts[("dynamodb", "BatchExecuteStatement")] == 1  # refused: UnknownOperation
@@ -344,13 +361,13 @@ def test_finishes_ending_one_by_one_share_one_request_and_a_lone_finish_leaves_a
         try:
             for job in jobs[:4]:  # one loop turn apart, as handlers end
                 finishes.append(
-                    asyncio.ensure_future(store.complete(job, now=NOW, result=None, retention_s=60))
+                    asyncio.ensure_future(store.complete(job, now=NOW, result=None, retention_s=RETENTION_S))
                 )
                 await asyncio.sleep(0)
             together = await asyncio.gather(*finishes)
             assert dict(app.requests.counts) == {("dynamodb", "BatchExecuteStatement"): 1}
             app.requests.reset()
-            alone = await store.complete(jobs[4], now=NOW, result=None, retention_s=60)
+            alone = await store.complete(jobs[4], now=NOW, result=None, retention_s=RETENTION_S)
             assert dict(app.requests.counts) == {("dynamodb", "UpdateItem"): 1}
             return [*together, alone]
         finally:
