@@ -11,7 +11,7 @@ statement is turned back into the ``StoreError`` the UpdateItem would have raise
 What a statement cannot say (``ReturnValues``, an upsert, ``OR``/``NOT``) is refused by the renderer
 with ``NotBatchable`` (``store/write.py``); such a write goes as its single request.
 
-The request carries plain values (numbers, and strings of letters, digits and ``_.:#-``: statuses,
+The request carries plain values (decimal numbers, and strings of letters, digits and ``_.:#-``: statuses,
 ids, tokens, hashes) as literals in the statement's text rather than as parameters (``inlined``):
 botocore serialises every parameter against the ten-member ``AttributeValue`` union, about 4 µs
 each on the worker's path, and a claim has 17 of them. Nothing that could close a quote is ever
@@ -49,8 +49,9 @@ TRANSIENT_CODES = frozenset(
 UNSUPPORTED_CODES = frozenset({"UnknownOperationException"})
 
 
-#: A number written as a literal: unsigned (no unary minus after an operator), as ``av_n`` writes it.
-_NUMBER = re.compile(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+#: A number written as a literal: an unsigned decimal, as ``av_n`` writes times and counts. No unary
+#: minus after an operator, and no exponent (PartiQL reads ``1e3`` as a float, not DynamoDB's decimal).
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 #: A string written as a literal: no quote, backslash, space or other character that PartiQL reads.
 _PLAIN = re.compile(r"[A-Za-z0-9_.:#-]{1,256}")
 

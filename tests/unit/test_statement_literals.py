@@ -34,9 +34,9 @@ def test_numbers_and_plain_strings_become_literals_and_the_rest_stay_parameters_
 def test_a_statement_of_plain_values_only_carries_no_parameters():
     statement = {
         "Statement": 'UPDATE "t" SET "n" = ? WHERE "id" = ?',
-        "Parameters": [{"N": "1.5e3"}, {"S": "a"}],
+        "Parameters": [{"N": "1500.25"}, {"S": "a"}],
     }
-    assert statements.inlined(statement) == {"Statement": 'UPDATE "t" SET "n" = 1.5e3 WHERE "id" = \'a\''}
+    assert statements.inlined(statement) == {"Statement": 'UPDATE "t" SET "n" = 1500.25 WHERE "id" = \'a\''}
 
 
 @pytest.mark.parametrize(
@@ -51,6 +51,7 @@ def test_a_statement_of_plain_values_only_carries_no_parameters():
         {"S": ""},
         {"S": "x" * 257},
         {"N": "-1"},
+        {"N": "1.5e3"},
         {"N": "1; DROP"},
         {"N": "NaN"},
         {"M": {"a": {"S": "b"}}},
