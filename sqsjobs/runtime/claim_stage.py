@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sqsjobs.delivery import DELETE, LEAVE, Ack, dead_letter
+from sqsjobs.delivery import DELETE, LEAVE, RELEASE, Ack, dead_letter
 from sqsjobs.errors import StoreError, WorkerLost
 from sqsjobs.job import AttemptOutcome, JobStatus
 from sqsjobs.observability.metrics import CLAIMS_REFUSED
@@ -179,10 +179,17 @@ class Claimer:
             and envelope.has_payload
         )
         if cancelled_unkept:  # the message of a job cancelled while it waited: keep its payload
-            try:  # refused: kept already, or retried meanwhile; nothing is lost
-                await self.store.keep_payload(job.id, payload=envelope.payload, now=self.kernel.clock.now())
+            try:
+                kept = await self.store.keep_payload(
+                    job.id, payload=envelope.payload, now=self.kernel.clock.now()
+                )
             except StoreError:
                 return LEAVE  # not kept (DynamoDB unreachable): the message comes back, try again
+            if isinstance(kept, Refused):
+                # Kept already by a copy, or retried since we read it: a retry of a job whose payload
+                # is only here sends no hint, so this message is its witness. Visible again at once:
+                # the next receive claims it, or meets the finished record again and deletes it.
+                return RELEASE
         if job.status is JobStatus.DEAD:
             # The record died but this copy survived (a crash between the record and the DLQ send,
             # or a duplicate): make sure the DLQ has it.

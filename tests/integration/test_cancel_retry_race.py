@@ -1,0 +1,74 @@
+"""A retry that lands while a worker keeps a cancelled job's payload leaves the job its message.
+
+A job cancelled while it waited has its payload only in its message; the worker that meets the
+message copies the payload into the record, then deletes the message. An operator's retry of such a
+job sends no hint: the message, still queued, is its witness. The two meet when the retry lands
+between the worker's read of the record (``cancelled``) and its keeping of the payload: the keep is
+refused, and the message must stay. Forced here with a proxy that holds the worker's keep until the
+test's retry has landed; a real ``sqsjobs worker`` process, records read from MiniStack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+import pytest
+
+from bench.proxy import AwsProxy, Pending, Step
+from sqsjobs import JobStatus
+from tests.apps import guarantees
+from tests.integration.helpers import kill_group, wait_until, worker_process
+
+pytestmark = pytest.mark.slow
+
+APP = "tests.apps.guarantees:app"
+#: Long: a message left to come back by itself would start its job only after this.
+VISIBILITY_S = 60
+
+
+class HeldKeep(AwsProxy):
+    """Holds the worker's keeping of a cancelled job's payload until ``release`` is set."""
+
+    def __init__(self, upstream: str) -> None:
+        super().__init__(upstream)
+        self.held = threading.Event()
+        self.release = threading.Event()
+
+    async def _before_forward(self, pending: Pending, writer: asyncio.StreamWriter) -> Step:
+        if pending.service == "dynamodb" and pending.action == "UpdateItem":
+            values = json.loads(pending.message.body).get("ExpressionAttributeValues", {})
+            if ":cancelled" in values and ":payload" in values:
+                self.held.set()
+                while not self.release.is_set():
+                    await asyncio.sleep(0.02)
+        return "forward"
+
+
+def test_a_retry_landing_while_the_worker_keeps_the_payload_runs_the_job_once_at_once(
+    ministack_url, make_app, tmp_path
+):
+    app = make_app(ministack_url, visibility_timeout_s=VISIBILITY_S)
+    app.registry.include(guarantees.app.registry)
+    app.provision()
+    # GIVEN a job cancelled while it waited: its payload is in its message only
+    job_id = app.enqueue("count", {"runs_dir": str(tmp_path), "sleep_s": 0})
+    assert app.cancel(job_id) == "cancelled"
+    with HeldKeep(ministack_url) as proxy:
+        worker = worker_process(app, APP, SQSJOBS_ENDPOINT_URL=proxy.url)
+        try:
+            # WHEN the worker has read the record cancelled and is about to keep the payload ...
+            assert proxy.held.wait(30), "the worker never tried to keep the payload"
+            # ... an operator retries the job (no hint: its message carries the payload) ...
+            app.retry(job_id)
+            assert app.get(job_id).status is JobStatus.QUEUED
+            # ... and only then does the worker's keep reach DynamoDB (refused: the job is queued)
+            proxy.release.set()
+            # THEN the message was not deleted: the job runs once, well before the message's
+            # visibility timeout could have brought it back by itself
+            waited = wait_until(lambda: app.get(job_id).status is JobStatus.SUCCEEDED, 30, "the retried job")
+        finally:
+            kill_group(worker)
+    assert waited < VISIBILITY_S / 2
+    assert len((tmp_path / job_id).read_text().splitlines()) == 1
