@@ -111,14 +111,31 @@ class PayloadChange:
         return f"payload version {self.old_version} → {self.new.version}, hash {old} → {self.new.hash[:12]}"
 
 
-def check_replayable(registry: Registry, job: Job) -> str:
+#: A job whose payload only its message carries is not requeued this close to that message's expiry
+#: (at most this part of the retention, and at most an hour): a worker must still meet the message.
+MESSAGE_EXPIRY_MARGIN = 0.25
+MESSAGE_EXPIRY_MARGIN_MAX_S = 3600.0
+
+
+def check_replayable(registry: Registry, job: Job, *, settings: Settings, now: float) -> str:
     """Why the current code would refuse to run ``job`` ('' when it would run it)."""
     try:
         spec = registry.get(job.type)
     except HandlerNotFound as exc:
         return str(exc)
     if _in_its_message(job):
-        return ""  # it was cancelled while it waited: its own message, still queued, carries the payload
+        # Cancelled while it waited: its own message, still queued, carries the payload, and is the
+        # requeued record's only witness; once SQS deletes it (retention counts from the enqueue),
+        # the payload is gone and the record would be queued with nothing to bring it back.
+        retention = settings.message_retention_s
+        margin = min(retention * MESSAGE_EXPIRY_MARGIN, MESSAGE_EXPIRY_MARGIN_MAX_S)
+        if now < job.created_at.timestamp() + retention - margin:
+            return ""
+        return (
+            "its payload was only in its message (it was cancelled before a worker met it), and SQS "
+            f"deletes that message {retention} s after the enqueue (message_retention_s); give the "
+            "payload again (retry with payload=..., `sqsjobs jobs retry --payload`)"
+        )
     if job.payload_ref is not None:
         return ""  # an S3 object: the worker checks and validates it as it runs (no GET per replay here)
     if job.payload_version > spec.version:
@@ -217,7 +234,7 @@ def requeue_flow(
             return Requeue(job_id, "not_replayable", job, reason=f"job is {job.status.value}")
         change = None
         if payload is KEEP:
-            problem = check_replayable(registry, job)
+            problem = check_replayable(registry, job, settings=settings, now=now)
         else:
             try:
                 new = new_payload(registry, settings, job, payload)

@@ -13,11 +13,14 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 
 import pytest
 
 from bench.proxy import AwsProxy, Pending, Step
 from sqsjobs import JobStatus
+from sqsjobs._clock import FakeClock
+from sqsjobs.errors import PayloadInvalid
 from tests.apps import guarantees
 from tests.integration.helpers import kill_group, wait_until, worker_process
 
@@ -71,4 +74,32 @@ def test_a_retry_landing_while_the_worker_keeps_the_payload_runs_the_job_once_at
         finally:
             kill_group(worker)
     assert waited < VISIBILITY_S / 2
+    assert len((tmp_path / job_id).read_text().splitlines()) == 1
+
+
+def test_a_job_whose_payload_went_with_its_expired_message_is_not_retried_without_one(
+    ministack_url, make_app, tmp_path
+):
+    app = make_app(ministack_url, message_retention_s=60)
+    app.registry.include(guarantees.app.registry)
+    app.provision()
+    # GIVEN a job cancelled while it waited, and no worker ever met its message
+    job_id = app.enqueue("count", {"runs_dir": str(tmp_path), "sleep_s": 0})
+    assert app.cancel(job_id) == "cancelled"
+    # WHEN an operator retries it when its message is about to expire (or has): 50 s of 60 later
+    later = make_app(ministack_url, name=app.name, message_retention_s=60, clock=FakeClock(time.time() + 50))
+    later.registry.include(guarantees.app.registry)
+    # THEN the retry is refused, saying why and what to do, and the record stays cancelled: a queued
+    # record whose payload SQS deleted would have nothing to bring it back
+    with pytest.raises(PayloadInvalid, match=r"message_retention_s.*payload="):
+        later.retry(job_id)
+    assert app.get(job_id).status is JobStatus.CANCELLED
+    # ... while a retry that gives the payload again runs the job once (and the old message, which
+    # carries the old payload's hash, is refused by the claim)
+    app.retry(job_id, payload={"runs_dir": str(tmp_path), "sleep_s": 0.01})
+    worker = worker_process(app, APP)
+    try:
+        wait_until(lambda: app.get(job_id).status is JobStatus.SUCCEEDED, 30, "the retried job")
+    finally:
+        kill_group(worker)
     assert len((tmp_path / job_id).read_text().splitlines()) == 1
