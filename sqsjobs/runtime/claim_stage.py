@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sqsjobs.delivery import DELETE, LEAVE, RELEASE, Ack, dead_letter
+from sqsjobs.delivery import DELETE, LEAVE, Ack, dead_letter
 from sqsjobs.errors import StoreError, WorkerLost
 from sqsjobs.job import AttemptOutcome, JobStatus
 from sqsjobs.observability.metrics import CLAIMS_REFUSED
@@ -148,7 +148,7 @@ class Claimer:
             )
             return DELETE
         if refused.reason is ClaimRefusal.FINISHED:
-            return await self._finished(job, envelope, delivery)
+            return await self.recorder.finished_copy(job, envelope, delivery)
         if job.status is JobStatus.WAITING:  # a chain step's copy: its predecessor's success sends its hint
             return DELETE
         if refused.reason is ClaimRefusal.NOT_DUE:
@@ -169,38 +169,6 @@ class Claimer:
             reason=f"attempts exhausted ({bound}) by runs that never finished "
             "(their worker died or lost its lease mid-run)",
         )
-
-    async def _finished(self, job: Job, envelope: Envelope, delivery: Delivery) -> Ack:
-        """A copy of a finished job's message: delete it, after keeping what a retry would need."""
-        cancelled_unkept = (  # a payload in S3 needs no keeping: the record has its reference
-            job.status is JobStatus.CANCELLED
-            and job.payload is None
-            and job.payload_ref is None
-            and envelope.has_payload
-        )
-        if cancelled_unkept:  # the message of a job cancelled while it waited: keep its payload
-            try:
-                kept = await self.store.keep_payload(
-                    job.id, payload=envelope.payload, now=self.kernel.clock.now()
-                )
-            except StoreError:
-                return LEAVE  # not kept (DynamoDB unreachable): the message comes back, try again
-            if isinstance(kept, Refused):
-                # Kept already by a copy, or retried since we read it: a retry of a job whose payload
-                # is only here sends no hint, so this message is its witness. Visible again at once:
-                # the next receive claims it, or meets the finished record again and deletes it.
-                return RELEASE
-        if job.status is JobStatus.DEAD:
-            # The record died but this copy survived (a crash between the record and the DLQ send,
-            # or a duplicate): make sure the DLQ has it.
-            return dead_letter(
-                job.reason or "dead",
-                job_id=job.id,
-                job_type=job.type,
-                error=job.last_error,
-                queue=delivery.queue,
-            )
-        return DELETE
 
     def _held_elsewhere(self, job: Job, delivery: Delivery) -> Ack:
         """A claim refused by a live lease: wait for the lease, or drop a redundant copy.

@@ -369,8 +369,8 @@ class Recorder:
                 rejected.reason is ClaimRefusal.FINISHED
                 and rejected.job
                 and rejected.job.status is not JobStatus.DEAD
-            ):
-                return DELETE
+            ):  # a cancelled job's payload is kept all the same: a retry may run it with other code
+                return await self.finished_copy(rejected.job, envelope, delivery)
             if rejected.reason is ClaimRefusal.HELD_ELSEWHERE:
                 return DELETE
         self.kernel.logger.warning(
@@ -380,6 +380,38 @@ class Recorder:
         return dead_letter(
             reason, job_id=envelope.job_id, job_type=envelope.job_type, error=error, queue=delivery.queue
         )
+
+    async def finished_copy(self, job: Job, envelope: Envelope, delivery: Delivery) -> Ack:
+        """A copy of a finished job's message: delete it, after keeping what a retry would need."""
+        cancelled_unkept = (  # a payload in S3 needs no keeping: the record has its reference
+            job.status is JobStatus.CANCELLED
+            and job.payload is None
+            and job.payload_ref is None
+            and envelope.has_payload
+        )
+        if cancelled_unkept:  # the message of a job cancelled while it waited: keep its payload
+            try:
+                kept = await self.store.keep_payload(
+                    job.id, payload=envelope.payload, now=self.kernel.clock.now()
+                )
+            except StoreError:
+                return LEAVE  # not kept (DynamoDB unreachable): the message comes back, try again
+            if isinstance(kept, Refused):
+                # Kept already by a copy, or retried since we read it: a retry of a job whose payload
+                # is only here sends no hint, so this message is its witness. Visible again at once:
+                # the next receive claims it, or meets the finished record again and deletes it.
+                return RELEASE
+        if job.status is JobStatus.DEAD:
+            # The record died but this copy survived (a crash between the record and the DLQ send,
+            # or a duplicate): make sure the DLQ has it.
+            return dead_letter(
+                job.reason or "dead",
+                job_id=job.id,
+                job_type=job.type,
+                error=job.last_error,
+                queue=delivery.queue,
+            )
+        return DELETE
 
     async def expire(
         self, envelope: Envelope, delivery: Delivery, now: float, instead: ExpireInstead

@@ -1,11 +1,13 @@
-"""A retry that lands while a worker keeps a cancelled job's payload leaves the job its message.
+"""A job cancelled while it waited can always be retried: its payload is kept, or its message stays.
 
 A job cancelled while it waited has its payload only in its message; the worker that meets the
 message copies the payload into the record, then deletes the message. An operator's retry of such a
 job sends no hint: the message, still queued, is its witness. The two meet when the retry lands
 between the worker's read of the record (``cancelled``) and its keeping of the payload: the keep is
 refused, and the message must stay. Forced here with a proxy that holds the worker's keep until the
-test's retry has landed; a real ``sqsjobs worker`` process, records read from MiniStack.
+test's retry has landed; a real ``sqsjobs worker`` process, records read from MiniStack. A worker
+that has no handler for the type keeps the payload as well, and a retry once the message may be
+gone (SQS's retention) is refused rather than left queued with nothing to bring it back.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from sqsjobs import JobStatus
 from sqsjobs._clock import FakeClock
 from sqsjobs.errors import PayloadInvalid
 from tests.apps import guarantees
-from tests.integration.helpers import kill_group, wait_until, worker_process
+from tests.integration.helpers import depth, kill_group, wait_until, worker_process
 
 pytestmark = pytest.mark.slow
 
@@ -97,6 +99,34 @@ def test_a_job_whose_payload_went_with_its_expired_message_is_not_retried_withou
     # ... while a retry that gives the payload again runs the job once (and the old message, which
     # carries the old payload's hash, is refused by the claim)
     app.retry(job_id, payload={"runs_dir": str(tmp_path), "sleep_s": 0.01})
+    worker = worker_process(app, APP)
+    try:
+        wait_until(lambda: app.get(job_id).status is JobStatus.SUCCEEDED, 30, "the retried job")
+    finally:
+        kill_group(worker)
+    assert len((tmp_path / job_id).read_text().splitlines()) == 1
+
+
+def test_a_worker_without_the_handler_keeps_a_cancelled_jobs_payload_before_dropping_its_message(
+    ministack_url, make_app, tmp_path
+):
+    app = make_app(ministack_url)
+    app.registry.include(guarantees.app.registry)
+    app.provision()
+    # GIVEN a job cancelled while it waited (its payload is in its message only)
+    job_id = app.enqueue("count", {"runs_dir": str(tmp_path), "sleep_s": 0})
+    assert app.cancel(job_id) == "cancelled"
+    # WHEN a worker of another deploy, which has no handler for its type, meets its message
+    stranger = worker_process(app, "tests.apps.slotted:app")
+    try:
+        wait_until(lambda: depth(app) == {"visible": 0, "in_flight": 0, "delayed": 0}, 30, "the message gone")
+    finally:
+        kill_group(stranger)
+    # THEN the message is gone but the payload was kept, and the job stays cancelled ...
+    job = app.get(job_id)
+    assert (job.status, job.payload) == (JobStatus.CANCELLED, {"runs_dir": str(tmp_path), "sleep_s": 0})
+    # ... so a retry brings it back with its payload, and a worker with the handler runs it once
+    assert app.retry(job_id).payload == job.payload
     worker = worker_process(app, APP)
     try:
         wait_until(lambda: app.get(job_id).status is JobStatus.SUCCEEDED, 30, "the retried job")
