@@ -16,6 +16,7 @@ import asyncio
 import json
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -49,6 +50,16 @@ class HeldKeep(AwsProxy):
                 while not self.release.is_set():
                     await asyncio.sleep(0.02)
         return "forward"
+
+
+def runs_once(app, job_id: str, runs_dir: Path) -> None:
+    """A worker with the handler runs the retried job, once (its run log has one line)."""
+    worker = worker_process(app, APP)
+    try:
+        wait_until(lambda: app.get(job_id).status is JobStatus.SUCCEEDED, 30, "the retried job")
+    finally:
+        kill_group(worker)
+    assert len((runs_dir / job_id).read_text().splitlines()) == 1
 
 
 def test_a_retry_landing_while_the_worker_keeps_the_payload_runs_the_job_once_at_once(
@@ -99,12 +110,7 @@ def test_a_job_whose_payload_went_with_its_expired_message_is_not_retried_withou
     # ... while a retry that gives the payload again runs the job once (and the old message, which
     # carries the old payload's hash, is refused by the claim)
     app.retry(job_id, payload={"runs_dir": str(tmp_path), "sleep_s": 0.01})
-    worker = worker_process(app, APP)
-    try:
-        wait_until(lambda: app.get(job_id).status is JobStatus.SUCCEEDED, 30, "the retried job")
-    finally:
-        kill_group(worker)
-    assert len((tmp_path / job_id).read_text().splitlines()) == 1
+    runs_once(app, job_id, tmp_path)
 
 
 def test_a_worker_without_the_handler_keeps_a_cancelled_jobs_payload_before_dropping_its_message(
@@ -127,9 +133,4 @@ def test_a_worker_without_the_handler_keeps_a_cancelled_jobs_payload_before_drop
     assert (job.status, job.payload) == (JobStatus.CANCELLED, {"runs_dir": str(tmp_path), "sleep_s": 0})
     # ... so a retry brings it back with its payload, and a worker with the handler runs it once
     assert app.retry(job_id).payload == job.payload
-    worker = worker_process(app, APP)
-    try:
-        wait_until(lambda: app.get(job_id).status is JobStatus.SUCCEEDED, 30, "the retried job")
-    finally:
-        kill_group(worker)
-    assert len((tmp_path / job_id).read_text().splitlines()) == 1
+    runs_once(app, job_id, tmp_path)
