@@ -281,6 +281,15 @@ class Job:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def payload_in_message_only(self) -> bool:
+        """True when only the job's message carries its payload (a job cancelled before a worker met it).
+
+        A record keeps its payload once it needs it (held, dead, kept from the message); a payload
+        in S3 has its reference in the record; a ``null`` payload needs no keeping.
+        """
+        return self.payload is None and self.payload_ref is None and (self.payload_size or 0) > len("null")
+
+    @property
     def fencing_token(self) -> str:
         """``<id>:<epoch>``: pass it to downstream writes so a stale owner's write can be refused."""
         return f"{self.id}:{self.lease_epoch}"

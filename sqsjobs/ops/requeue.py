@@ -123,7 +123,7 @@ def check_replayable(registry: Registry, job: Job, *, settings: Settings, now: f
         spec = registry.get(job.type)
     except HandlerNotFound as exc:
         return str(exc)
-    if _in_its_message(job):
+    if job.payload_in_message_only:
         # Cancelled while it waited: its own message, still queued, carries the payload, and is the
         # requeued record's only witness; once SQS deletes it (retention counts from the enqueue),
         # the payload is gone and the record would be queued with nothing to bring it back.
@@ -168,14 +168,6 @@ def new_payload(registry: Registry, settings: Settings, job: Job, payload: Any) 
     if new.size > settings.held_inline_payload_bytes:  # the requeued record keeps it: S3 above this
         return dataclasses.replace(new, ref=objects.payload_ref(settings.payload_bucket, job.id, new.hash))
     return new
-
-
-def _in_its_message(job: Job) -> bool:
-    """True for a job cancelled before any worker saw its message: the record lacks the payload.
-
-    A payload in S3 is never in the record, and its reference always is: such a job is not.
-    """
-    return job.payload is None and job.payload_ref is None and (job.payload_size or 0) > len("null")
 
 
 def hint_flow(queue_urls: QueueUrls, job: Job) -> Flow[bool]:
@@ -259,7 +251,7 @@ def requeue_flow(
             audit |= change.audit()
         # A job cancelled before any worker saw it has its payload only in its own, still queued,
         # message; that message brings it back, unless the payload is replaced (then it is refused).
-        in_its_message = _in_its_message(job) and change is None
+        in_its_message = job.payload_in_message_only and change is None
         if change is not None and change.new.ref is not None:  # before the record names it
             yield from objects.put_flow(change.new.ref, canonical_json(change.new.payload).encode())
         params = operator.replay(

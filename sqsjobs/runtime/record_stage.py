@@ -383,11 +383,8 @@ class Recorder:
 
     async def finished_copy(self, job: Job, envelope: Envelope, delivery: Delivery) -> Ack:
         """A copy of a finished job's message: delete it, after keeping what a retry would need."""
-        cancelled_unkept = (  # a payload in S3 needs no keeping: the record has its reference
-            job.status is JobStatus.CANCELLED
-            and job.payload is None
-            and job.payload_ref is None
-            and envelope.has_payload
+        cancelled_unkept = (
+            job.status is JobStatus.CANCELLED and job.payload_in_message_only and envelope.has_payload
         )
         if cancelled_unkept:  # the message of a job cancelled while it waited: keep its payload
             try:

@@ -54,3 +54,8 @@ def flaky(payload: dict[str, object], ctx: JobContext) -> int:
     if ctx.attempt == 1:
         raise RuntimeError("first attempt fails")
     return ctx.attempt
+
+
+@app.job("nothing", max_attempts=3, timeout=60)
+def nothing(payload: object, ctx: JobContext) -> None:
+    """Takes any payload, ``null`` included, and leaves no evidence: for tests about messages only."""

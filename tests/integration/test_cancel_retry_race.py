@@ -25,7 +25,7 @@ from sqsjobs import JobStatus
 from sqsjobs._clock import FakeClock
 from sqsjobs.errors import PayloadInvalid
 from tests.apps import guarantees
-from tests.integration.helpers import depth, kill_group, wait_until, worker_process
+from tests.integration.helpers import copy_messages, depth, kill_group, wait_until, worker_process
 
 pytestmark = pytest.mark.slow
 
@@ -134,3 +134,32 @@ def test_a_worker_without_the_handler_keeps_a_cancelled_jobs_payload_before_drop
     # ... so a retry brings it back with its payload, and a worker with the handler runs it once
     assert app.retry(job_id).payload == job.payload
     runs_once(app, job_id, tmp_path)
+
+
+def test_copies_of_cancelled_jobs_messages_are_deleted_once_the_payload_is_kept_a_null_one_included(
+    ministack_url, make_app, tmp_path
+):
+    app = make_app(ministack_url)
+    app.registry.include(guarantees.app.registry)
+    app.provision()
+    # GIVEN two jobs cancelled while they waited, one with a null payload, and three extra copies
+    # of each one's message in the queue
+    payload = {"runs_dir": str(tmp_path), "sleep_s": 0}
+    counted, null = app.enqueue("count", payload), app.enqueue("nothing", None)
+    assert app.cancel(counted) == app.cancel(null) == "cancelled"
+    copy_messages(app, expected=2, copies=3)
+    # WHEN a worker meets all eight messages
+    worker = worker_process(app, APP)
+    try:
+        wait_until(lambda: depth(app) == {"visible": 0, "in_flight": 0, "delayed": 0}, 30, "every copy gone")
+    finally:
+        kill_group(worker)
+    # THEN one copy kept the payload and the others were deleted: none was cycled to the DLQ, the
+    # null payload included (it needs no keeping), and neither job ran
+    assert depth(app, dlq=True) == {"visible": 0, "in_flight": 0, "delayed": 0}
+    assert (app.get(counted).status, app.get(counted).payload) == (JobStatus.CANCELLED, payload)
+    assert (app.get(null).status, app.get(null).payload) == (JobStatus.CANCELLED, None)
+    assert not (tmp_path / counted).exists()
+    # ... and both can be retried, each with its payload
+    assert app.retry(counted).payload == payload
+    assert app.retry(null).status is JobStatus.QUEUED
