@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from bench.proxy import AwsProxy, Pending, Step
-from sqsjobs import JobStatus
+from sqsjobs import App, JobStatus
 from sqsjobs._clock import FakeClock
 from sqsjobs.errors import PayloadInvalid
 from tests.apps import guarantees
@@ -52,6 +52,13 @@ class HeldKeep(AwsProxy):
         return "forward"
 
 
+def provisioned(app: App) -> App:
+    """``app`` with the handlers of tests/apps/guarantees.py, its table and queues created."""
+    app.registry.include(guarantees.app.registry)
+    app.provision()
+    return app
+
+
 def runs_once(app, job_id: str, runs_dir: Path) -> None:
     """A worker with the handler runs the retried job, once (its run log has one line)."""
     worker = worker_process(app, APP)
@@ -65,9 +72,7 @@ def runs_once(app, job_id: str, runs_dir: Path) -> None:
 def test_a_retry_landing_while_the_worker_keeps_the_payload_runs_the_job_once_at_once(
     ministack_url, make_app, tmp_path
 ):
-    app = make_app(ministack_url, visibility_timeout_s=VISIBILITY_S)
-    app.registry.include(guarantees.app.registry)
-    app.provision()
+    app = provisioned(make_app(ministack_url, visibility_timeout_s=VISIBILITY_S))
     # GIVEN a job cancelled while it waited: its payload is in its message only
     job_id = app.enqueue("count", {"runs_dir": str(tmp_path), "sleep_s": 0})
     assert app.cancel(job_id) == "cancelled"
@@ -93,15 +98,13 @@ def test_a_retry_landing_while_the_worker_keeps_the_payload_runs_the_job_once_at
 def test_a_job_whose_payload_went_with_its_expired_message_is_not_retried_without_one(
     ministack_url, make_app, tmp_path
 ):
-    app = make_app(ministack_url, message_retention_s=60)
-    app.registry.include(guarantees.app.registry)
-    app.provision()
+    app = provisioned(make_app(ministack_url, message_retention_s=60))
     # GIVEN a job cancelled while it waited, and no worker ever met its message
     job_id = app.enqueue("count", {"runs_dir": str(tmp_path), "sleep_s": 0})
     assert app.cancel(job_id) == "cancelled"
     # WHEN an operator retries it when its message is about to expire (or has): 50 s of 60 later
     later = make_app(ministack_url, name=app.name, message_retention_s=60, clock=FakeClock(time.time() + 50))
-    later.registry.include(guarantees.app.registry)
+    later.registry.include(guarantees.app.registry)  # the same table and queues: not provisioned again
     # THEN the retry is refused, saying why and what to do, and the record stays cancelled: a queued
     # record whose payload SQS deleted would have nothing to bring it back
     with pytest.raises(PayloadInvalid, match=r"message_retention_s.*payload="):
@@ -116,9 +119,7 @@ def test_a_job_whose_payload_went_with_its_expired_message_is_not_retried_withou
 def test_a_worker_without_the_handler_keeps_a_cancelled_jobs_payload_before_dropping_its_message(
     ministack_url, make_app, tmp_path
 ):
-    app = make_app(ministack_url)
-    app.registry.include(guarantees.app.registry)
-    app.provision()
+    app = provisioned(make_app(ministack_url))
     # GIVEN a job cancelled while it waited (its payload is in its message only)
     job_id = app.enqueue("count", {"runs_dir": str(tmp_path), "sleep_s": 0})
     assert app.cancel(job_id) == "cancelled"
@@ -139,9 +140,7 @@ def test_a_worker_without_the_handler_keeps_a_cancelled_jobs_payload_before_drop
 def test_copies_of_cancelled_jobs_messages_are_deleted_once_the_payload_is_kept_a_null_one_included(
     ministack_url, make_app, tmp_path
 ):
-    app = make_app(ministack_url)
-    app.registry.include(guarantees.app.registry)
-    app.provision()
+    app = provisioned(make_app(ministack_url))
     # GIVEN two jobs cancelled while they waited, one with a null payload, and three extra copies
     # of each one's message in the queue
     payload = {"runs_dir": str(tmp_path), "sleep_s": 0}
