@@ -14,15 +14,20 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs.delivery import DELETE, LEAVE, Ack, Finish
+from sqsjobs.delivery import DELETE, LEAVE, RELEASE, Ack, Finish
 from sqsjobs.errors import Sleep
 from sqsjobs.job import AttemptOutcome, JobStatus
 from sqsjobs.steps import records
+from sqsjobs.store.job_store import Refused
 from sqsjobs.transport import lifespan, sqs
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
+
     from sqsjobs.delivery import Delivery
     from sqsjobs.job import Job
+    from sqsjobs.store.job_store import JobStore, Landed
+    from sqsjobs.store.write import Write
 
 
 class SleepOutcome:
@@ -44,8 +49,12 @@ class SleepOutcome:
         write = records.sleep(
             table, job, exc.step, until=exc.until, now=now, held=held, unanswered=exc.waits_for
         )
-        transition = functools.partial(recorder.store.transition, job, write)
-        if not await recorder.write(job, transition, Finish(job, AttemptOutcome.RELEASED)):
+        refusals: list[Refused] = []
+        if not await recorder.write(
+            job, _noting(refusals, recorder.store, job, write), Finish(job, AttemptOutcome.RELEASED)
+        ):
+            if exc.waits_for is not None and refusals and _still_ours(job, refusals[-1]):
+                return await _answered_meanwhile(job, recorder, exc.waits_for, now)
             return LEAVE
         name = exc.step.name if exc.step is not None else exc.waits_for
         recorder.log(
@@ -59,3 +68,43 @@ class SleepOutcome:
         if delivery is None:
             return Ack("rearm", delay_s=sqs.clamp_visibility(delay))
         return lifespan.waiting(delivery, delay, redrive)
+
+
+def _noting(
+    refusals: list[Refused], store: JobStore, job: Job, write: Write
+) -> Callable[..., Awaitable[Landed | Refused]]:
+    """The sleep's transition, keeping its refusal: the record it met says why."""
+
+    async def transition(*, entries: Sequence[Mapping[str, Any]] = ()) -> Landed | Refused:
+        outcome = await store.transition(job, write, entries=entries)
+        if isinstance(outcome, Refused):
+            refusals.append(outcome)
+        return outcome
+
+    return transition
+
+
+def _still_ours(job: Job, refused: Refused) -> bool:
+    """The refusal met our own run (running, our claim): only the token's answer refused the wait."""
+    met = refused.job
+    return met is not None and met.status is JobStatus.RUNNING and met.claim_token == job.claim_token
+
+
+async def _answered_meanwhile(job: Job, recorder: Any, waits_for: str, now: float) -> Ack:
+    """The token was answered between the run's read and its wait: a sleep of no time instead.
+
+    The run ends as a sleep does (attempt given back, finish hooks heard) and its message is visible
+    at once, so the next claim replays the steps and reads the answer. Leaving the run to its lease
+    instead would delay the job a lease, and end one whose attempts are all used as ``dead``.
+    """
+    write = records.sleep(recorder.kernel.settings.table_name, job, None, until=now, now=now, held=False)
+    transition = functools.partial(recorder.store.transition, job, write)
+    if not await recorder.write(job, transition, Finish(job, AttemptOutcome.RELEASED)):
+        return LEAVE
+    recorder.log(
+        "job's token answered as it began to wait: it runs again now",
+        job,
+        status=JobStatus.QUEUED,
+        step=waits_for,
+    )
+    return RELEASE

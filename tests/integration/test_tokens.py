@@ -4,13 +4,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
 
+from bench.proxy import AwsProxy, Pending, Step
 from sqsjobs import JobStatus
 from sqsjobs.errors import TokenExpired, TokenNotFound
 from tests.api.helpers import serving
@@ -130,3 +133,50 @@ def test_a_token_nobody_answers_times_out_in_the_job_and_refuses_a_late_answer(a
     assert calls(tmp_path, job_id, "ship") == 0
     with pytest.raises(TokenExpired):
         app.complete_token(token, "too late")
+
+
+class HeldWait(AwsProxy):
+    """Holds the worker's first write that puts a job to sleep on a token until ``release`` is set.
+
+    That write (``steps/records.sleep``) names the token's answer attribute (``tok:<n>``) and the
+    ``queued`` status, alone (``UpdateItem``) or in a batch of PartiQL statements.
+    """
+
+    def __init__(self, upstream: str) -> None:
+        super().__init__(upstream)
+        self.held = threading.Event()
+        self.release = threading.Event()
+
+    async def _before_forward(self, pending: Pending, writer: asyncio.StreamWriter) -> Step:
+        body = pending.message.body.decode(errors="replace")
+        if pending.service == "dynamodb" and not self.held.is_set() and "tok:" in body and "queued" in body:
+            self.held.set()
+            while not self.release.is_set():
+                await asyncio.sleep(0.02)
+        return "forward"
+
+
+def test_a_token_answered_as_its_job_begins_to_wait_runs_the_job_on_at_once_on_its_one_attempt(
+    ministack_url, make_app, tmp_path
+):
+    # Leases and visibility far longer than the test's wait: a run left to its lease would not be
+    # rescued in time (and, with its one attempt used, would end dead).
+    app = make_app(ministack_url, lease_s=60.0, visibility_timeout_s=60)
+    app.registry.include(stepped.app.registry)
+    app.provision()
+    job_id = app.enqueue("approval", {"runs_dir": str(tmp_path), "timeout_s": 120})
+    with HeldWait(ministack_url) as proxy:
+        proc = worker_process(app, APP, SQSJOBS_ENDPOINT_URL=proxy.url)
+        try:
+            # GIVEN the job has read that its token is unanswered and is about to wait for it ...
+            assert proxy.held.wait(30), "the job never began to wait"
+            # WHEN the answer lands first, and only then the job's wait reaches DynamoDB
+            assert app.complete_token(str(token_of(tmp_path, job_id)), {"by": "ops"}) == "answered"
+            proxy.release.set()
+            # THEN the wait is refused, and the job runs on at once with the answer, on its one attempt
+            wait_until(lambda: app.get(job_id).status.terminal, 30, "the job's end")
+        finally:
+            kill_group(proc)
+    job = app.get(job_id)
+    assert (job.status, job.result, job.attempt) == (JobStatus.SUCCEEDED, {"decision": {"by": "ops"}}, 1)
+    assert (calls(tmp_path, job_id, "charge"), calls(tmp_path, job_id, "ship")) == (1, 1)
