@@ -20,11 +20,15 @@ from sqsjobs import JobStatus, sweep_once
 from sqsjobs._aws import Call, one
 from sqsjobs.events.catalogue import SOURCE, choice_of
 from sqsjobs.events.stream_relay import StreamRelay
-from tests.integration.helpers import kill_group, queue_url, show_again, sqs_call, worker_process
+from sqsjobs.runtime.sweeper import SweepReport
+from tests.integration.helpers import kill_group, queue_url, show_again, sqs_call, wait_until, worker_process
 
 pytestmark = pytest.mark.slow
 
 APP = "tests.apps.results:app"
+#: Short, so the sweeper passes of the test re-send what a killed worker left unsent within seconds.
+STALE_AFTER_S = 2
+WORKER_ENV = {"SQSJOBS_BATCH_WRITES": "0", "SQSJOBS_STALE_AFTER_S": str(STALE_AFTER_S)}
 EXPECTED = {"succeeded": "JobSucceeded", "dead": "JobDead", "cancelled": "JobCancelled"}
 
 
@@ -35,8 +39,15 @@ def app(ministack_url, make_app):
     name = f"t{uuid.uuid4().hex[:10]}"
     # batch_writes off, here and in the workers: MiniStack 1.5.33 records no PartiQL write in the
     # change stream (AWS records every write, whatever its API); docs/events.md, "Locally".
+    # A hint that no claim took is sent again after STALE_AFTER_S (the sweeper's and the workers').
     made = make_app(
-        ministack_url, name, event_bus=f"{name}-bus", events="all", event_relay=True, batch_writes=False
+        ministack_url,
+        name,
+        event_bus=f"{name}-bus",
+        events="all",
+        event_relay=True,
+        batch_writes=False,
+        stale_after_s=STALE_AFTER_S,
     )
     made.registry = results.app.registry
     made.provision()
@@ -112,27 +123,38 @@ def test_each_terminal_transition_is_one_event_id_across_sigkill_and_copied_mess
     chain_id = app.chain([("add", {"a": 1, "b": 1}), ("add", {"a": 2, "b": 2})])
     assert copy_every_message(app) >= 2 * (len(ok) + len(dead))
     # WHEN a worker is SIGKILLed the moment the first finish lands, and another runs the rest
-    first = worker_process(app, APP, concurrency=4, SQSJOBS_BATCH_WRITES="0")
+    first = worker_process(app, APP, concurrency=4, **WORKER_ENV)
     second = None
     try:
         deadline = time.monotonic() + 60
         while not any(app.get(j, load_result=False).status.terminal for j in ok + dead):
             assert time.monotonic() < deadline, "no job finished"
         kill_group(first)
-        second = worker_process(app, APP, concurrency=4, SQSJOBS_BATCH_WRITES="0")
+        second = worker_process(app, APP, concurrency=4, **WORKER_ENV)
         finals = {j: app.wait(j, timeout=90) for j in [*ok, *dead, *items, cancelled]}
-        # The sweeper's later pass, once every item has ended: what the killed worker wrote but did
-        # not follow up is the sweeper's (the batch's completion check after its last item's finish,
-        # a callback's or a chain step's message); the relay publishes what the stream holds so far.
-        later = app.clock.now() + app.settings.stale_after_s + 1
-        early = asyncio.run(_closing(app, sweep_once(app, now=later)))
-        app.wait_batch(batch.id, timeout=60)
-        app.wait_chain(chain_id, timeout=60)
+        # What the killed worker wrote but did not follow up is the sweeper's (the batch's completion
+        # check after its last item's finish, a callback's or a chain step's message): a sweeper pass
+        # at each poll, at the real time (a pass dated later would date the callback it creates
+        # later too), until the batch's callback and the chain have ended. The relay publishes what
+        # the stream holds so far at each pass.
+        early: list[SweepReport] = []
+
+        def swept_and_settled() -> bool:
+            early.append(asyncio.run(_closing(app, sweep_once(app))))
+            callback = app.get_batch(batch.id).callback_id
+            chain = app.get_chain(chain_id)
+            return (
+                callback is not None
+                and app.get(callback, load_result=False).status.terminal
+                and chain.status != "running"
+                and all(app.get(s.job_id, load_result=False).status.terminal for s in chain.steps)
+            )
+
+        wait_until(swept_and_settled, 60, "the batch's callback and the chain", every_s=0.5)
         callback = app.get_batch(batch.id).callback_id
         assert callback is not None
-        finals[callback] = app.wait(callback, timeout=60)
-        chain_steps = [s.job_id for s in app.get_chain(chain_id).steps]
-        finals.update({j: app.wait(j, timeout=60) for j in chain_steps})
+        finals[callback] = app.get(callback)
+        finals.update({s.job_id: app.get(s.job_id) for s in app.get_chain(chain_id).steps})
     finally:
         kill_group(first, *([second] if second else []))
     # ... and the relay reads the change stream once the jobs have ended
@@ -157,7 +179,7 @@ def test_each_terminal_transition_is_one_event_id_across_sigkill_and_copied_mess
     # the batch and the chain: one completion each
     others = {(e["detail-type"], e["detail"]["id"]) for e in events if not e["detail-type"].startswith("Job")}
     assert others == {("BatchCompleted", batch.id), ("ChainCompleted", chain_id)}
-    assert len(early.repaired["events"]) + len(report.repaired["events"]) == len(events)
+    assert sum(len(r.repaired["events"]) for r in [*early, report]) == len(events)
 
     # WHEN the relay restarts (positions lost) and reads the stream again
     relay = StreamRelay(app.settings, choice_of(app.settings, app.registry), app.arun)
