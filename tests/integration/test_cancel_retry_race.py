@@ -12,20 +12,19 @@ gone (SQS's retention) is refused rather than left queued with nothing to bring 
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from bench.proxy import AwsProxy, Pending, Step
+from bench.proxy import Pending
 from sqsjobs import App, JobStatus
 from sqsjobs._clock import FakeClock
 from sqsjobs.errors import PayloadInvalid
 from tests.apps import guarantees
 from tests.integration.helpers import copy_messages, depth, kill_group, wait_until, worker_process
+from tests.integration.holding import HoldFirst
 
 pytestmark = pytest.mark.slow
 
@@ -34,22 +33,10 @@ APP = "tests.apps.guarantees:app"
 VISIBILITY_S = 60
 
 
-class HeldKeep(AwsProxy):
-    """Holds the worker's keeping of a cancelled job's payload until ``release`` is set."""
-
-    def __init__(self, upstream: str) -> None:
-        super().__init__(upstream)
-        self.held = threading.Event()
-        self.release = threading.Event()
-
-    async def _before_forward(self, pending: Pending, writer: asyncio.StreamWriter) -> Step:
-        if pending.service == "dynamodb" and pending.action == "UpdateItem":
-            values = json.loads(pending.message.body).get("ExpressionAttributeValues", {})
-            if ":cancelled" in values and ":payload" in values:
-                self.held.set()
-                while not self.release.is_set():
-                    await asyncio.sleep(0.02)
-        return "forward"
+def keeps_a_payload(pending: Pending, body: str) -> bool:
+    """The worker's keeping of a cancelled job's payload (``operator.keep_payload``)."""
+    values = json.loads(body).get("ExpressionAttributeValues", {}) if pending.action == "UpdateItem" else {}
+    return ":cancelled" in values and ":payload" in values
 
 
 def provisioned(app: App) -> App:
@@ -76,7 +63,7 @@ def test_a_retry_landing_while_the_worker_keeps_the_payload_runs_the_job_once_at
     # GIVEN a job cancelled while it waited: its payload is in its message only
     job_id = app.enqueue("count", {"runs_dir": str(tmp_path), "sleep_s": 0})
     assert app.cancel(job_id) == "cancelled"
-    with HeldKeep(ministack_url) as proxy:
+    with HoldFirst(ministack_url, keeps_a_payload) as proxy:
         worker = worker_process(app, APP, SQSJOBS_ENDPOINT_URL=proxy.url)
         try:
             # WHEN the worker has read the record cancelled and is about to keep the payload ...

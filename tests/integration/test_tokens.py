@@ -4,21 +4,20 @@
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
 import pytest
 
-from bench.proxy import AwsProxy, Pending, Step
+from bench.proxy import Pending
 from sqsjobs import JobStatus
 from sqsjobs.errors import TokenExpired, TokenNotFound
 from tests.api.helpers import serving
 from tests.apps import stepped
 from tests.integration.helpers import kill_group, wait_until, worker_env, worker_process
+from tests.integration.holding import HoldFirst
 
 pytestmark = pytest.mark.slow
 
@@ -135,25 +134,13 @@ def test_a_token_nobody_answers_times_out_in_the_job_and_refuses_a_late_answer(a
         app.complete_token(token, "too late")
 
 
-class HeldWait(AwsProxy):
-    """Holds the worker's first write that puts a job to sleep on a token until ``release`` is set.
+def waits_on_a_token(pending: Pending, body: str) -> bool:
+    """The worker's write that puts a job to sleep on a token (``steps/records.sleep``).
 
-    That write (``steps/records.sleep``) names the token's answer attribute (``tok:<n>``) and the
-    ``queued`` status, alone (``UpdateItem``) or in a batch of PartiQL statements.
+    It names the token's answer attribute (``tok:<n>``) and the ``queued`` status, alone
+    (``UpdateItem``) or in a batch of PartiQL statements.
     """
-
-    def __init__(self, upstream: str) -> None:
-        super().__init__(upstream)
-        self.held = threading.Event()
-        self.release = threading.Event()
-
-    async def _before_forward(self, pending: Pending, writer: asyncio.StreamWriter) -> Step:
-        body = pending.message.body.decode(errors="replace")
-        if pending.service == "dynamodb" and not self.held.is_set() and "tok:" in body and "queued" in body:
-            self.held.set()
-            while not self.release.is_set():
-                await asyncio.sleep(0.02)
-        return "forward"
+    return "tok:" in body and "queued" in body
 
 
 def test_a_token_answered_as_its_job_begins_to_wait_runs_the_job_on_at_once_on_its_one_attempt(
@@ -165,7 +152,7 @@ def test_a_token_answered_as_its_job_begins_to_wait_runs_the_job_on_at_once_on_i
     app.registry.include(stepped.app.registry)
     app.provision()
     job_id = app.enqueue("approval", {"runs_dir": str(tmp_path), "timeout_s": 120})
-    with HeldWait(ministack_url) as proxy:
+    with HoldFirst(ministack_url, waits_on_a_token) as proxy:
         proc = worker_process(app, APP, SQSJOBS_ENDPOINT_URL=proxy.url)
         try:
             # GIVEN the job has read that its token is unanswered and is about to wait for it ...
