@@ -43,7 +43,8 @@ def app(ministack_url, make_app):
         time.sleep(payload["sleep_s"])
         return "slept"
 
-    @app.job("wf.quick", expires_after=2)
+    # 5 s from its unblock to its claim: room for a loaded machine; step 1 below takes longer.
+    @app.job("wf.quick", expires_after=5)
     def quick(payload: dict, ctx) -> str:
         return f"after {ctx.previous_result}"
 
@@ -84,8 +85,8 @@ def test_an_expired_batch_item_counts_as_failed_and_its_batch_completes_once(app
 
 
 def test_a_chain_steps_deadline_counts_from_when_it_may_start(app):
-    # GIVEN step 2's type expires 2 s after it may start, and step 1 takes longer than that
-    chain_id = app.chain([("wf.slow", {"sleep_s": 3}), ("wf.quick", {})])
+    # GIVEN step 2's type expires 5 s after it may start, and step 1 takes longer than that
+    chain_id = app.chain([("wf.slow", {"sleep_s": 6}), ("wf.quick", {})])
     # THEN step 2 still runs once step 1 succeeded: its deadline counts from its unblock
     work_until(app, lambda: app.get_chain(chain_id).status != "running", timeout_s=60)
     chain = app.get_chain(chain_id)
