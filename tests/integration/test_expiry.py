@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sqsjobs import ExpiryInvalid, JobStatus
+from sqsjobs import ExpiryInvalid, JobNotFound, JobStatus
 from sqsjobs.runtime.sweeper import sweep
 from sqsjobs.testing import all_finished, work_until
 from tests.apps import expiring
@@ -75,7 +75,7 @@ def runs(runs_dir: Path, job_id: str) -> list[dict]:
 def status(app, job_id: str) -> JobStatus | None:
     try:
         return app.get(job_id).status
-    except Exception:  # no record yet
+    except JobNotFound:  # no record yet (any other error is a failure, not "not yet")
         return None
 
 

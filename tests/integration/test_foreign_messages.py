@@ -18,7 +18,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from sqsjobs import JobStatus
+from sqsjobs import JobNotFound, JobStatus
 from sqsjobs.envelope import DLQ_ERROR_CLASS, DLQ_JOB_TYPE, DLQ_REASON
 from sqsjobs.runtime.execution import Execution
 from sqsjobs.runtime.lambda_sqs import LambdaWorker
@@ -79,7 +79,7 @@ def runs(runs_dir: Path, job_id: str) -> list[dict]:
 def succeeded(app, job_id: str) -> bool:
     try:
         return app.get(job_id).status is JobStatus.SUCCEEDED
-    except Exception:  # no record yet
+    except JobNotFound:  # no record yet (any other error is a failure, not "not yet")
         return False
 
 
