@@ -18,6 +18,20 @@ EventBridge rule, an SNS topic, a Step Functions task, a Go or Node service): ``
 (docs/enqueue-from-aws.md). Its field names are long and plain because people type them into input
 transformers and state machines; unknown fields are refused, so a misspelt key cannot silently lose
 its deduplication. The worker turns it into a job (``sqsjobs.ingress.foreign``).
+
+JSON from outside, bounded (``read_json``): message bodies (an SNS notification's inner message
+too), DLQ copies, payloads read back from S3, listing cursors and an operator's payload files are
+all read by it. Whatever is wrong with the bytes -- not JSON, not UTF-8, over the size bound, or
+nested deeper than ``MAX_DEPTH`` -- the caller gets ``MalformedJson`` (a ``ValueError``) and maps it
+to its outcome: the worker dead-letters the message with the reason, a DLQ listing reports the
+entry and goes on, the API answers 4xx. Without it, 100,000 nested ``[`` raise ``RecursionError``
+from ``json.loads``, which no ``except ValueError`` catches. Depth counts nested arrays and objects
+(``[]`` is 1). The codec stores a payload as one JSON string attribute, not a DynamoDB map, so
+DynamoDB's 32 levels do not apply: ``MAX_PAYLOAD_DEPTH`` bounds a payload (enqueue refuses a deeper
+one, well below pydantic's serialization limit of 254 and ``json``'s recursion limit), and
+``MAX_DEPTH`` what carries one, so a valid payload always fits inside. The worker parses every
+body, so the common case costs one ``json.loads``: the result is walked for its depth only when the
+text holds more ``[`` and ``{`` than the bound (``str.count`` runs in C).
 """
 
 from __future__ import annotations
@@ -27,7 +41,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from sqsjobs.errors import EnvelopeError, UnknownEnvelopeVersion
+from sqsjobs.errors import EnvelopeError, MalformedJson, UnknownEnvelopeVersion
 
 ENVELOPE_VERSION = 2
 #: A job whose payload is an S3 object (``ref``).
@@ -368,14 +382,15 @@ def _foreign_dedup(data: dict[str, Any], body: str) -> dict[str, Any]:
 def _sns_notification(data: dict[str, Any], body: str) -> Foreign:
     """The sqsjobs message inside an SNS notification (a subscription without raw message delivery)."""
     topic = data.get("TopicArn")
+    why = ""
     try:
-        inner: Any = json.loads(data["Message"])
-    except (ValueError, TypeError):
-        inner = None
+        inner: Any = read_json(data["Message"], what="its message")
+    except MalformedJson as exc:
+        inner, why = None, f" ({exc})"
     message_id = data.get("MessageId")
     if not isinstance(inner, dict) or FOREIGN_MARKER not in inner or not isinstance(message_id, str):
         raise EnvelopeError(
-            f"SNS notification from {topic} does not carry an sqsjobs message: publish "
+            f"SNS notification from {topic} does not carry an sqsjobs message{why}: publish "
             f'{{"{FOREIGN_MARKER}": {FOREIGN_VERSION}, "type": ..., "payload": ...}} as the message, '
             f"and subscribe the queue with raw message delivery: {body[:80]!r}"
         )
@@ -400,9 +415,9 @@ def parse(body: str) -> Envelope | Fire | Foreign:
 
 def _json_object(body: str) -> dict[str, Any]:
     try:
-        data: Any = json.loads(body)
-    except (ValueError, TypeError) as exc:
-        raise EnvelopeError(f"message body is not JSON: {body[:80]!r}") from exc
+        data: Any = read_json(body, what="message body")
+    except MalformedJson as exc:  # not JSON, too large, or nested too deep (even 100,000 levels)
+        raise EnvelopeError(f"{exc}: {body[:80]!r}") from None
     if not isinstance(data, dict):
         raise EnvelopeError(f"message body is not a JSON object: {body[:80]!r}")
     return data
@@ -422,3 +437,70 @@ def _check_version(data: dict[str, Any], body: str) -> dict[str, Any]:
             )
         raise EnvelopeError(f"message body has no sqsjobs envelope version: {body[:80]!r}")
     return data
+
+
+# ── JSON from outside ────────────────────────────────────────────────────────────────────────
+#: Levels a payload may nest (``App.enqueue`` and ``POST /jobs`` refuse a deeper one).
+MAX_PAYLOAD_DEPTH = 100
+#: Levels any document read from outside may nest: a payload's bound plus room for what carries it.
+MAX_DEPTH = 128
+#: The reason a worker records for a job whose payload nests deeper than ``MAX_PAYLOAD_DEPTH``.
+DEEP_PAYLOAD = "payload nests too deep"
+#: What to do about a payload nested deeper than ``MAX_PAYLOAD_DEPTH`` (enqueue's and the API's refusal).
+TOO_DEEP_ADVICE = (
+    f"the payload nests arrays and objects more than {MAX_PAYLOAD_DEPTH} levels deep: flatten it "
+    "(e.g. a list of items with parent ids), or store the document elsewhere and enqueue its key"
+)
+#: The largest SQS message (1 MiB): the size bound of a message body.
+MAX_MESSAGE_BYTES = 1024 * 1024
+
+
+def read_json(text: str | bytes, *, what: str = "document", max_bytes: int | None = MAX_MESSAGE_BYTES) -> Any:
+    """The JSON value of ``text``; ``MalformedJson`` (saying why) for anything else.
+
+    ``what`` names the document in the error (``message body``, ``payload object``...).
+    ``max_bytes`` bounds its length (characters of a ``str``); None for a size checked elsewhere.
+    """
+    if max_bytes is not None and len(text) > max_bytes:
+        raise MalformedJson(f"{what} of {len(text)} bytes is over the {max_bytes} bytes read")
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise MalformedJson(f"{what} nests deeper than {MAX_DEPTH} levels") from None
+    except (ValueError, TypeError) as exc:  # UnicodeDecodeError is a ValueError
+        raise MalformedJson(f"{what} is not JSON: {exc}") from None
+    if containers(text) > MAX_DEPTH and too_deep(value, MAX_DEPTH):
+        raise MalformedJson(f"{what} nests deeper than {MAX_DEPTH} levels")
+    return value
+
+
+def too_deep(value: Any, limit: int) -> bool:
+    """True when ``value`` nests arrays and objects more than ``limit`` levels (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        elif not isinstance(item, list | tuple):
+            continue
+        if depth + 1 > limit:
+            return True
+        stack.extend((child, depth + 1) for child in item if isinstance(child, dict | list | tuple))
+    return False
+
+
+def payload_depth_error(value: Any, text: str | None = None) -> str | None:
+    """``TOO_DEEP_ADVICE`` for a payload nested deeper than ``MAX_PAYLOAD_DEPTH``; None when it is not.
+
+    ``text``, the payload's JSON when the caller has it, spares the walk in the common case.
+    """
+    if text is not None and containers(text) <= MAX_PAYLOAD_DEPTH:
+        return None
+    return TOO_DEEP_ADVICE if too_deep(value, MAX_PAYLOAD_DEPTH) else None
+
+
+def containers(text: str | bytes) -> int:
+    """How many arrays and objects ``text`` could open: its depth is at most this."""
+    if isinstance(text, bytes):
+        return text.count(b"[") + text.count(b"{")
+    return text.count("[") + text.count("{")

@@ -11,6 +11,7 @@
     │   │   └── UpcastError         an older payload cannot be brought to the handler's version
     │   └── PayloadTooLarge         payload over the inline limit
     ├── EnvelopeError               an SQS body sqsjobs cannot read
+    ├── MalformedJson               JSON from outside that cannot be read within bounds (also a ValueError)
     │   └── UnknownEnvelopeVersion
     ├── InvalidEvent                a Lambda event that is not an SQS batch
     ├── InvalidBatchResponse        a partial batch response naming no record of the batch (a bug)
@@ -120,6 +121,10 @@ class EnvelopeError(SqsJobsError):
 
 class UnknownEnvelopeVersion(EnvelopeError):
     """The envelope was written by a newer sqsjobs than this worker runs."""
+
+
+class MalformedJson(SqsJobsError, ValueError):
+    """JSON from outside is not JSON, or is larger or nests deeper than sqsjobs reads (``sqsjobs.envelope.read_json``)."""
 
 
 class InvalidEvent(SqsJobsError):

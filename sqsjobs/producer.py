@@ -20,7 +20,15 @@ from typing import TYPE_CHECKING, Any, Generic, TypedDict
 
 from sqsjobs._aws import Call, Flow, together
 from sqsjobs.config import to_seconds
-from sqsjobs.errors import JobNotFound, PayloadMissing, PayloadTooLarge, StoreError, TransportError
+from sqsjobs.envelope import DEEP_PAYLOAD, payload_depth_error
+from sqsjobs.errors import (
+    JobNotFound,
+    PayloadInvalid,
+    PayloadMissing,
+    PayloadTooLarge,
+    StoreError,
+    TransportError,
+)
 from sqsjobs.observability.tracing import current_trace, message_attributes
 from sqsjobs.registry import P
 from sqsjobs.store import (
@@ -197,7 +205,15 @@ def _claim_checked(job: enqueue.NewJob, settings: Settings, *, in_record: bool) 
     transactional job's: billed per KB at each of its writes) up to ``held_inline_payload_bytes``
     (docs/payloads.md has the arithmetic).
     """
-    size = len(job.payload_json)  # canonical JSON is ASCII: characters are bytes
+    try:
+        text: str | None = job.payload_json
+    except RecursionError:  # ``json`` stops near 1,000 levels
+        text = None
+    problem = payload_depth_error(job.payload, text)
+    if problem is not None:
+        raise PayloadInvalid(f"payload of {job.type!r}: {problem}", reason=DEEP_PAYLOAD)
+    assert text is not None
+    size = len(text)  # canonical JSON is ASCII: characters are bytes
     if size > settings.max_payload_bytes:
         raise PayloadTooLarge(
             f"payload of {job.type!r} is {size} bytes, over max_payload_bytes "

@@ -19,6 +19,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from sqsjobs.config import to_seconds
 from sqsjobs.context import JobContext
+from sqsjobs.envelope import DEEP_PAYLOAD, payload_depth_error
 from sqsjobs.errors import ConfigurationError, DuplicateHandler, HandlerNotFound, PayloadInvalid, UpcastError
 from sqsjobs.retry import RetryPolicy
 
@@ -232,7 +233,13 @@ class HandlerSpec:
     def dump(self, payload: Any) -> Any:
         """Validate a producer's payload and return its JSON-compatible form (what is stored)."""
         value = self.validate(payload)
-        return self._adapter.dump_python(value, mode="json")
+        try:
+            return self._adapter.dump_python(value, mode="json")
+        except ValueError:  # pydantic serializes at most 254 levels: say so, and what to do
+            problem = payload_depth_error(payload)
+            if problem is None:
+                raise
+            raise PayloadInvalid(f"payload for {self.name!r}: {problem}", reason=DEEP_PAYLOAD) from None
 
 
 _ADAPTERS: dict[int, TypeAdapter[Any]] = {}

@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from sqsjobs.envelope import MAX_PAYLOAD_DEPTH, TOO_DEEP_ADVICE
 from sqsjobs.ops._common import parse_duration
 
 #: Ten years: a longer delay is a mistake, not a plan (a held job waits in the table meanwhile).
@@ -33,16 +34,20 @@ _FORBID = ConfigDict(extra="forbid")
 
 
 def check_json(value: Any) -> Any:
-    """``value`` if it is plain JSON data; ``ValueError`` for NaN or an infinity anywhere in it."""
-    stack = [value]
+    """``value`` if it is plain JSON data; ``ValueError`` for NaN or an infinity anywhere in it.
+
+    And for nesting deeper than a payload may (``MAX_PAYLOAD_DEPTH``): a 422 that says what to do,
+    rather than a failure when the enqueue serializes it.
+    """
+    stack = [(value, 0)]
     while stack:
-        item = stack.pop()
+        item, depth = stack.pop()
         if isinstance(item, float) and not math.isfinite(item):
             raise ValueError("JSON has no NaN or Infinity")
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+        if isinstance(item, dict | list):
+            if depth == MAX_PAYLOAD_DEPTH:
+                raise ValueError(TOO_DEEP_ADVICE)
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
     return value
 
 

@@ -22,7 +22,6 @@ code  meaning
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 from pathlib import Path
@@ -33,6 +32,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from sqsjobs.app import App
+from sqsjobs.envelope import read_json
 from sqsjobs.errors import (
     AwsError,
     ChainNotFound,
@@ -176,7 +176,7 @@ def duration_option(text: str, option: str) -> float:
 def payload_file(path: str) -> Any:
     """The JSON document of a ``--payload FILE`` (``-``: stdin); unreadable or not JSON exits 2."""
     try:
-        return json.loads(sys.stdin.read() if path == "-" else Path(path).read_text())
+        return read_json(sys.stdin.read() if path == "-" else Path(path).read_text(), max_bytes=None)
     except (OSError, ValueError) as exc:
         raise abort(f"--payload {path}: not a readable JSON file: {exc}", EXIT_USAGE) from None
 

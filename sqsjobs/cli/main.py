@@ -44,6 +44,7 @@ from sqsjobs.cli.priority_command import priority
 from sqsjobs.cli.render import print_json
 from sqsjobs.cli.schedules import schedules_cli
 from sqsjobs.cli.worker_commands import workers
+from sqsjobs.envelope import read_json
 from sqsjobs.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -270,7 +271,7 @@ def enqueue(
     """Enqueue one job and print its id."""
     try:
         raw = Path(payload[1:]).read_text() if payload.startswith("@") else payload
-        data: Any = json.loads(raw)
+        data: Any = read_json(raw, max_bytes=None)
     except (OSError, ValueError) as exc:
         raise abort(f"--payload is not valid JSON: {exc}", EXIT_USAGE) from None
     loaded = load_app(app, endpoint_url)

@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import tenacity
 
 from sqsjobs._aws import Call, Flow, retrying
+from sqsjobs.envelope import read_json
 from sqsjobs.errors import CursorError, StoreError
 from sqsjobs.job import JobStatus
 from sqsjobs.ops._common import iso
@@ -270,7 +271,7 @@ def decode_cursor(cursor: str, listing: str, partitions: int) -> tuple[list[Any]
     """Positions and the window's bound from a cursor; ``CursorError`` when it belongs to another listing."""
     try:
         raw = zlib.decompress(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        data = json.loads(raw)
+        data = read_json(raw, what="cursor")
         positions, since = data["p"], data["s"]
         valid = (
             data["v"] == _CURSOR_VERSION

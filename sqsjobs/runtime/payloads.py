@@ -9,13 +9,13 @@ it, so the record never points at an object that is not there.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
-from sqsjobs.errors import ObjectStoreError, PayloadInvalid, PayloadMissing
+from sqsjobs.envelope import read_json
+from sqsjobs.errors import MalformedJson, ObjectStoreError, PayloadInvalid, PayloadMissing
 from sqsjobs.store.codec import canonical_hash, canonical_json
 from sqsjobs.transport import objects
 
@@ -36,7 +36,10 @@ async def load(arun: AsyncRunner, job: Job) -> Any:
     body = await arun(objects.get_flow(job.payload_ref))
     if canonical_hash(job.type, job.payload_version, body) != job.payload_hash:
         raise PayloadMissing(f"{job.payload_ref} does not hold the payload job {job.id} was enqueued with")
-    return json.loads(body)
+    try:  # its hash matched: only a payload enqueued before the depth bound can fail here
+        return read_json(body, what="payload object", max_bytes=None)
+    except MalformedJson as exc:
+        raise PayloadInvalid(f"job {job.id}: {exc}", reason="payload object is not readable JSON") from None
 
 
 def unusable(exc: PayloadInvalid | PayloadMissing) -> str:
