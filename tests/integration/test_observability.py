@@ -5,13 +5,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from sqsjobs.runtime.lambda_sqs import LambdaWorker
 from sqsjobs.runtime.worker import Worker
 from tests.apps import lambda_app
+from tests.integration.helpers import worker_env
 from tests.integration.lambda_events import FakeContext, event_from, receive
+
+#: The checkout: the no-SDK run's child imports its tests package from there.
+ROOT = Path(__file__).resolve().parents[2]
 
 SECRET = "4111-1111-1111-1111"
 
@@ -107,29 +114,57 @@ def test_payloads_are_logged_only_when_the_user_opts_in(traced_app, capfd):
     assert (claimed["job_id"], claimed["payload"]) == (job_id, {"n": "visible-on-purpose"})
 
 
-def test_without_an_sdk_the_lambda_s_x_ray_trace_travels_with_the_job_in_both_forms(
-    traced_app, monkeypatch, capfd
-):
-    # GIVEN a producer inside a Lambda invocation traced by X-Ray, with no OpenTelemetry SDK
+#: The no-SDK producer and Lambda run, in a process of its own: a test of this pytest worker may have
+#: installed an OpenTelemetry SDK (``otel_spans``), and a process cannot uninstall one.
+NO_SDK_RUN = """
+import json, os
+from sqsjobs.runtime.lambda_sqs import LambdaWorker
+from tests.apps.lambda_app import app
+from tests.integration.lambda_events import FakeContext, event_from, receive
+
+job_id = app.enqueue("ok", {"n": 1})  # in the invocation: the trace is in the environment
+del os.environ["_X_AMZN_TRACE_ID"]
+worker = LambdaWorker(app)
+try:
+    messages = receive(app, 1)
+    worker(event_from(app, messages), FakeContext())
+finally:
+    worker.close()
+print(json.dumps({
+    "sdk": app.tracer is not None,
+    "trace": app.get(job_id).trace,
+    "traceparent": messages[0]["MessageAttributes"]["traceparent"]["StringValue"],
+}))
+"""
+
+
+def test_without_an_sdk_the_lambda_s_x_ray_trace_travels_with_the_job_in_both_forms(traced_app):
+    # GIVEN a producer inside a Lambda invocation traced by X-Ray, with no OpenTelemetry SDK (a fresh
+    # process: whatever this one installed cannot reach it), whose job a Lambda worker then runs
     root, parent = "1-5759e988-bd862e3fe1be46a994272793", "53995c3f42cd8ad8"
-    monkeypatch.setenv("_X_AMZN_TRACE_ID", f"Root={root};Parent={parent};Sampled=1;Lineage=a87bd80c:1")
+    trace_id = f"Root={root};Parent={parent};Sampled=1;Lineage=a87bd80c:1"
     app = traced_app()
-    if app.tracer is not None:
-        pytest.skip("another test of this process installed an SDK")
-    job_id = app.enqueue("ok", {"n": 1})
-    monkeypatch.delenv("_X_AMZN_TRACE_ID")
+    done = subprocess.run(
+        [sys.executable, "-c", NO_SDK_RUN],
+        env=worker_env(app, SQSJOBS_LOG_LEVEL="INFO", _X_AMZN_TRACE_ID=trace_id),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["sdk"] is False
 
     # THEN the record keeps the trace (only the keys SQS accepts in AWSTraceHeader), and the message
     # carries its W3C form, which an OpenTelemetry consumer extracts. The message's AWSTraceHeader
     # cannot be checked here: MiniStack 1.5.33 and moto 5.2.5 both drop MessageSystemAttributes from
     # SendMessageBatch entries (tests/unit/test_observability_units.py checks the entry).
-    assert app.get(job_id).trace == f"Root={root};Parent={parent};Sampled=1"
-    messages, _ = run_lambda(app, 1)
-    traceparent = messages[0]["MessageAttributes"]["traceparent"]["StringValue"]
-    assert traceparent == f"00-{root[2:].replace('-', '')}-{parent}-01"
+    assert seen["trace"] == f"Root={root};Parent={parent};Sampled=1"
+    assert seen["traceparent"] == f"00-{root[2:].replace('-', '')}-{parent}-01"
     # ... and the log lines name the trace
-    done = next(line for line in json_lines(capfd.readouterr().err) if line.get("message") == "job succeeded")
-    assert done["trace_id"] == root
+    ended = next(line for line in json_lines(done.stderr) if line.get("message") == "job succeeded")
+    assert ended["trace_id"] == root
 
 
 @pytest.fixture(scope="module")
