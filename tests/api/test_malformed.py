@@ -7,6 +7,7 @@ tests/api, against a served App on MiniStack whose payload limit is small enough
 from __future__ import annotations
 
 import json
+import tracemalloc
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ import httpx
 import pytest
 
 from sqsjobs import App
+from sqsjobs.api.body import DEFAULT_MAX_BODY_BYTES, DRAIN_BYTES
 from tests.api.conftest import TOKEN
 from tests.api.helpers import assert_problem, client, serving
 from tests.cli import jobs_app
@@ -256,10 +258,37 @@ def test_an_invalid_payload_lists_each_validation_error_by_field(corpus_api):
     assert problem["errors"][0]["type"] == "string_type" and problem["errors"][0]["in"] == "body"
 
 
-def test_an_oversized_body_without_a_length_is_refused_while_it_streams(corpus_api):
-    def chunks() -> Iterator[bytes]:
-        for _ in range(40):
-            yield b" " * 65_536  # 2.5 MiB in all, no Content-Length (chunked)
+#: A chunked upload (no Content-Length to refuse it by) sixteen times the API's body limit: all the
+#: server reads and drops of a refused upload before it answers (``DRAIN_BYTES``).
+STREAMED_BYTES = 16 * DEFAULT_MAX_BODY_BYTES
+#: What the server may hold while it refuses that upload: the limit's worth of body it read before it
+#: knew, and the transport's buffers (about 2.5 MiB in all, whatever the upload's size); a quarter of
+#: the upload.
+HELD_AT_MOST = STREAMED_BYTES // 4
 
-    response = corpus_api.post("/jobs", content=chunks(), headers={"content-type": "application/json"})
+
+def test_an_oversized_body_without_a_length_is_refused_while_it_streams_and_never_held_whole(corpus_api):
+    # GIVEN an upload sixteen times the body limit, sent in 64 KiB chunks with no length
+    assert STREAMED_BYTES <= DRAIN_BYTES
+    chunk = b" " * 65_536
+    sent = 0
+
+    def chunks() -> Iterator[bytes]:
+        nonlocal sent
+        while sent < STREAMED_BYTES:
+            sent += len(chunk)
+            yield chunk
+
+    # WHEN it is posted to the server (a thread of this process), every Python allocation traced
+    tracemalloc.start()
+    try:
+        response = corpus_api.post("/jobs", content=chunks(), headers={"content-type": "application/json"})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # THEN it is refused naming the body, after the whole upload went out, and the server never held
+    # it: it dropped each chunk past the limit as it streamed in
     assert_problem(response, 413, "body")
+    assert sent == STREAMED_BYTES
+    print(f"\npeak traced while refusing a {STREAMED_BYTES} B upload: {peak} B")
+    assert peak < HELD_AT_MOST, peak
