@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from sqsjobs.api import responses
 from sqsjobs.api.audit import actor_of, audit
 from sqsjobs.api.deps import AppDep, problems
+from sqsjobs.api.models import MAX_ID_LENGTH
 from sqsjobs.api.problems import problem
 from sqsjobs.job import JobStatus
 from sqsjobs.ops import bulk_cancel as bulk_cancel_ops
@@ -36,11 +37,11 @@ class BulkCancelRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    type: str = Field(min_length=1, max_length=256, description="The job type")
+    type: str = Field(min_length=1, max_length=MAX_ID_LENGTH, description="The job type")
     status: Literal["queued", "retry_scheduled"] = Field("queued", description="The waiting state to cancel")
     tenant: str | None = Field(None, min_length=1, max_length=256, description="Only this tenant's jobs")
     dry_run: StrictBool = Field(True, description="Count and list the matching jobs; change nothing")
-    job_ids: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(
+    job_ids: list[Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH)]] = Field(
         default_factory=list,
         max_length=CONFIRM_LIMIT,
         description="The confirmation: the ids the dry run listed",

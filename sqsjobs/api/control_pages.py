@@ -19,6 +19,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqsjobs.api import dashboard_views
 from sqsjobs.api.audit import audit
 from sqsjobs.api.dashboard_views import Html, ago, h, join
+from sqsjobs.api.models import LimitName, TypeName  # noqa: TC001 (FastAPI reads the annotations at runtime)
 from sqsjobs.errors import ConfigurationError, InvalidTransition, RecordChanged
 from sqsjobs.limits import ops as limit_ops
 
@@ -141,7 +142,7 @@ def control_router(
         return HTMLResponse(page, headers=secure)
 
     @router.post("/ui/types/{job_type}/pause")
-    async def pause(job_type: str, request: Request) -> Response:
+    async def pause(job_type: TypeName, request: Request) -> Response:
         if blocked := guard(request):
             return blocked
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
@@ -154,7 +155,7 @@ def control_router(
         return back()
 
     @router.post("/ui/types/{job_type}/resume")
-    async def resume(job_type: str, request: Request) -> Response:
+    async def resume(job_type: TypeName, request: Request) -> Response:
         if blocked := guard(request):
             return blocked
         try:
@@ -165,7 +166,7 @@ def control_router(
         return back()
 
     @router.post("/ui/limits/{name}/breaker/close")
-    async def close(name: str, request: Request) -> Response:
+    async def close(name: LimitName, request: Request) -> Response:
         if blocked := guard(request):
             return blocked
         try:

@@ -17,20 +17,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from sqsjobs.api import responses
 from sqsjobs.api.audit import audit
 from sqsjobs.api.deps import AppDep, problems
+from sqsjobs.api.models import LimitName, TypeName  # noqa: TC001 (FastAPI reads the annotations at runtime)
 from sqsjobs.api.problems import problem
 from sqsjobs.errors import ConfigurationError, InvalidTransition, RecordChanged
 from sqsjobs.limits import ops as limit_ops
 
 router = APIRouter(tags=["flow control"])
-
-TypeName = Annotated[str, Path(min_length=1, max_length=256, description="A job type the App registers")]
-LimitName = Annotated[str, Path(min_length=1, max_length=64, description="A limit the App declares")]
 
 
 class PauseRequest(BaseModel):

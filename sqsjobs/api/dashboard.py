@@ -37,6 +37,7 @@ from sqsjobs.api.control_pages import control_router
 from sqsjobs.api.dead_routes import retry_exact
 from sqsjobs.api.job_pages import job_search_router
 from sqsjobs.api.job_timeline import timeline_section
+from sqsjobs.api.models import JobId, WorkerId  # noqa: TC001 (FastAPI reads the annotations at runtime)
 from sqsjobs.api.priority_pages import priority_router
 from sqsjobs.api.workflow_pages import workflow_router
 from sqsjobs.errors import JobNotFound, JobStateError, PayloadError, SqsJobsError
@@ -259,11 +260,11 @@ def dashboard_router(
         return _html(dash.overview())
 
     @router.get("/ui/jobs/{job_id}", response_class=HTMLResponse)
-    def job_page(job_id: str, done: str | None = None) -> HTMLResponse:
+    def job_page(job_id: JobId, done: str | None = None) -> HTMLResponse:
         return dash.job(job_id, done)
 
     @router.post("/ui/jobs/{job_id}/retry")
-    async def retry(job_id: str, request: Request) -> Response:
+    async def retry(job_id: JobId, request: Request) -> Response:
         if refused := _cross_site(request):
             return refused
         return await run_in_threadpool(dash.retry, job_id)
@@ -283,7 +284,7 @@ def dashboard_router(
         return await run_in_threadpool(lambda: dash.replay(form, dry_run=False))
 
     @router.post("/ui/workers/{worker_id}/drain")
-    async def drain_worker(worker_id: str, request: Request) -> Response:
+    async def drain_worker(worker_id: WorkerId, request: Request) -> Response:
         if refused := _cross_site(request):
             return refused
         outcome = await app.arun(drain_flow(app.settings, worker_id, app.clock.now(), by=actor_of(request)))

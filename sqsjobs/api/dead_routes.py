@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from sqsjobs.api import responses
 from sqsjobs.api.audit import audit
 from sqsjobs.api.deps import AppDep, problems
+from sqsjobs.api.models import MAX_ID_LENGTH
 from sqsjobs.api.problems import problem
 from sqsjobs.errors import JobNotFound, JobStateError, PayloadError
 from sqsjobs.ops import dead_groups
@@ -38,7 +39,7 @@ class GroupRetryRequest(BaseModel):
         min_length=1, max_length=1024, description="The group, as GET /dead/groups names it"
     )
     dry_run: StrictBool = Field(True, description="List the group's job ids and change nothing")
-    job_ids: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(
+    job_ids: list[Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH)]] = Field(
         default_factory=list,
         max_length=dead_groups.RETRY_LIMIT,
         description="The confirmation: exactly the ids the dry run listed",

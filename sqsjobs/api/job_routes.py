@@ -17,7 +17,7 @@ import weakref
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Path, Query, Response
+from fastapi import APIRouter, Body, Query, Response
 
 from sqsjobs._aws import Call, Flow, together
 from sqsjobs.api import responses
@@ -28,6 +28,7 @@ from sqsjobs.api.models import (
     EnqueueRequest,
     EnqueueResponse,
     EstimateBasis,
+    JobId,
     RetryRequest,
     RetryResponse,
     since_seconds,
@@ -42,9 +43,6 @@ from sqsjobs.ops.requeue import KEEP
 from sqsjobs.producer import JobRequest
 
 router = APIRouter(tags=["jobs"])
-
-#: A job id in a path: longer ones are no job's (ids are 32 characters).
-JobId = Annotated[str, Path(min_length=1, max_length=256, description="The job's id")]
 
 
 def depth_flow(app_urls: Any, queue: str) -> Flow[tuple[int, int]]:

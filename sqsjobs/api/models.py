@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 import re
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+from fastapi import Path
 from pydantic import (
     AwareDatetime,
     BaseModel,
@@ -28,6 +29,21 @@ from sqsjobs.ops._common import parse_duration
 
 #: Ten years: a longer delay is a mistake, not a plan (a held job waits in the table meanwhile).
 MAX_DELAY_S = 10 * 365 * 86_400.0
+#: The longest id or name any route takes in its path or body (a job's, a batch's, a chain's, a
+#: worker's, a job type's): sqsjobs' own ids are far shorter, and DynamoDB answers a key over 2,048
+#: bytes with an error, not "no such item". One bound, so every route answers alike: 422.
+MAX_ID_LENGTH = 256
+JobId = Annotated[str, Path(min_length=1, max_length=MAX_ID_LENGTH, description="The job's id")]
+BatchId = Annotated[str, Path(min_length=1, max_length=MAX_ID_LENGTH, description="The batch's id")]
+ChainId = Annotated[str, Path(min_length=1, max_length=MAX_ID_LENGTH, description="The chain's id")]
+WorkerId = Annotated[
+    str, Path(min_length=1, max_length=MAX_ID_LENGTH, description="As GET /workers lists it")
+]
+TypeName = Annotated[
+    str, Path(min_length=1, max_length=MAX_ID_LENGTH, description="A job type the App registers")
+]
+#: A limit's name (``Limit`` refuses a longer one).
+LimitName = Annotated[str, Path(min_length=1, max_length=64, description="A limit the App declares")]
 #: A logical queue name: what SQS allows in a queue name, less the App's prefix.
 QUEUE_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 _FORBID = ConfigDict(extra="forbid")
@@ -73,7 +89,7 @@ class EnqueueRequest(BaseModel):
 
     model_config = _FORBID
 
-    type: str = Field(min_length=1, max_length=256, description="A job type the App registers")
+    type: str = Field(min_length=1, max_length=MAX_ID_LENGTH, description="A job type the App registers")
     payload: Any = Field(None, description="Validated against the job type's handler annotation")
     idempotency_key: str | None = Field(
         None, min_length=1, max_length=512, description="Same key (and payload): the same job again"

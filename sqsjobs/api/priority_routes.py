@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from sqsjobs.api.audit import actor_of, audit
 from sqsjobs.api.deps import AppDep, problems
+from sqsjobs.api.models import MAX_ID_LENGTH
 from sqsjobs.api.problems import problem
 from sqsjobs.ops import reprioritize
 
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 router = APIRouter(tags=["jobs"])
 
 Level = Literal["high", "normal", "low"]
-JobId = Annotated[str, Field(min_length=1, max_length=256)]
+JobId = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH)]
 
 
 class PriorityRequest(BaseModel):
@@ -43,7 +44,9 @@ class PriorityRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     to: Level = Field(description="The level to move the jobs to")
-    type: str | None = Field(None, min_length=1, max_length=256, description="The waiting jobs of this type")
+    type: str | None = Field(
+        None, min_length=1, max_length=MAX_ID_LENGTH, description="The waiting jobs of this type"
+    )
     tenant: str | None = Field(
         None, min_length=1, max_length=256, description="With type: only this tenant's"
     )

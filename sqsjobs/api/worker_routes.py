@@ -6,13 +6,14 @@ job record is read.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Request
 
 from sqsjobs.api import responses
 from sqsjobs.api.audit import actor_of, audit
 from sqsjobs.api.deps import AppDep, problems
+from sqsjobs.api.models import WorkerId  # noqa: TC001 (FastAPI reads the annotations at runtime)
 from sqsjobs.api.problems import problem
 from sqsjobs.ops._common import iso
 from sqsjobs.ops.worker_views import count_workers, drain_flow, list_workers_flow
@@ -43,7 +44,7 @@ async def workers(app: AppDep) -> Any:
     operation_id="drain_worker",
 )
 async def drain(
-    worker_id: Annotated[str, Path(min_length=1, max_length=256, description="As GET /workers lists it")],
+    worker_id: WorkerId,
     app: AppDep,
     request: Request,
 ) -> Any:

@@ -21,6 +21,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqsjobs.api import dashboard_views
 from sqsjobs.api.audit import audit
 from sqsjobs.api.dashboard_views import Html, h, job_link, join
+from sqsjobs.api.models import BatchId, ChainId  # noqa: TC001 (FastAPI reads the annotations at runtime)
 from sqsjobs.errors import BatchNotFound, ChainNotFound
 from sqsjobs.ops import batch_views
 from sqsjobs.ops.chain_views import chain_to_dict
@@ -164,7 +165,7 @@ def workflow_router(
             return missing("chain", chain_id)
 
     @router.get("/ui/batches/{batch_id}", response_class=HTMLResponse)
-    async def batch_page(batch_id: str) -> HTMLResponse:
+    async def batch_page(batch_id: BatchId) -> HTMLResponse:
         node = await batch_or_404(batch_id, app.arun(batch_views.tree_flow(env_of(app.kernel), batch_id)))
         if isinstance(node, HTMLResponse):
             return node
@@ -173,7 +174,7 @@ def workflow_router(
         )
 
     @router.post("/ui/batches/{batch_id}/cancel")
-    async def cancel_batch(batch_id: str, request: Request) -> Response:
+    async def cancel_batch(batch_id: BatchId, request: Request) -> Response:
         if refused := guard(request):
             return refused
         if isinstance(done := await batch_or_404(batch_id, app.acancel_batch(batch_id)), HTMLResponse):
@@ -182,7 +183,7 @@ def workflow_router(
         return RedirectResponse(f"/ui/batches/{quote(batch_id, safe='')}", status_code=303, headers=secure)
 
     @router.get("/ui/chains/{chain_id}", response_class=HTMLResponse)
-    async def chain_page(chain_id: str) -> HTMLResponse:
+    async def chain_page(chain_id: ChainId) -> HTMLResponse:
         status = await chain_or_404(chain_id, app.aget_chain(chain_id))
         if isinstance(status, HTMLResponse):
             return status
@@ -196,7 +197,7 @@ def workflow_router(
         )
 
     @router.post("/ui/chains/{chain_id}/cancel")
-    async def cancel_chain(chain_id: str, request: Request) -> Response:
+    async def cancel_chain(chain_id: ChainId, request: Request) -> Response:
         if refused := guard(request):
             return refused
         result = await chain_or_404(chain_id, app.acancel_chain(chain_id))

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from sqsjobs.api import responses
 from sqsjobs.api.audit import audit
 from sqsjobs.api.deps import AppDep, problems
-from sqsjobs.api.models import QUEUE_PATTERN, check_json
+from sqsjobs.api.models import MAX_ID_LENGTH, QUEUE_PATTERN, BatchId, ChainId, check_json
 from sqsjobs.api.problems import from_error
 from sqsjobs.errors import HandlerNotFound, SqsJobsError
 from sqsjobs.ops import batch_views
@@ -42,8 +42,6 @@ MAX_ITEMS = 100
 #: Steps of a chain (``App.chain``'s own limit).
 MAX_STEPS = 99
 
-BatchId = Annotated[str, Path(min_length=1, max_length=256, description="The batch's id")]
-ChainId = Annotated[str, Path(min_length=1, max_length=256, description="The chain's id")]
 _FORBID = ConfigDict(extra="forbid")
 #: What an item calls the job's fields the library's errors name.
 _ITEM_FIELDS = {"idempotency_key": "dedupe_key"}
@@ -54,7 +52,7 @@ class JobSpec(BaseModel):
 
     model_config = _FORBID
 
-    type: str = Field(min_length=1, max_length=256, description="A job type the App registers")
+    type: str = Field(min_length=1, max_length=MAX_ID_LENGTH, description="A job type the App registers")
     payload: Any = Field(None, description="Validated against the job type's handler annotation")
     tenant: str | None = Field(None, min_length=1, max_length=256)
     queue: str | None = Field(None, pattern=QUEUE_PATTERN, description="Override the handler's logical queue")
@@ -82,8 +80,12 @@ class BatchRequest(BaseModel):
 
     model_config = _FORBID
 
-    on_complete: str = Field(min_length=1, max_length=256, description="The job type run once it completes")
-    parent: str | None = Field(None, min_length=1, max_length=256, description="A batch that seals this one")
+    on_complete: str = Field(
+        min_length=1, max_length=MAX_ID_LENGTH, description="The job type run once it completes"
+    )
+    parent: str | None = Field(
+        None, min_length=1, max_length=MAX_ID_LENGTH, description="A batch that seals this one"
+    )
     final_stage: StrictBool = Field(False, description="The callback gets the succeeded items' results")
     dedupe_key: str | None = Field(
         None, min_length=1, max_length=512, description="The same key, the same batch"

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from sqsjobs.errors import JobNotFound
 from sqsjobs.job import AttemptRecord, FailureRecord, Job, JobStatus
 from sqsjobs.store.conditions import IfNotExists
 
@@ -151,12 +152,25 @@ KNOWN_ATTRIBUTES = frozenset(
 WRITE_ID = "wid"
 
 
+#: What every job record has and no other item of the table (a breaker, a pause, a batch, a chain,
+#: a worker, a limit's slot) has all of.
+JOB_ATTRIBUTES = ("type", "queue", "status")
+
+
+def is_job(item: Mapping[str, Any]) -> bool:
+    """True for a job's record, False for the table's other items (``breaker#...``, ``worker#...``)."""
+    return all(name in item for name in JOB_ATTRIBUTES)
+
+
 def job_from_item(item: Mapping[str, Any], message: Envelope | None = None) -> Job:
     """Decode a DynamoDB item into a Job; a claim's ``message`` gives the payload it carries.
 
     A record keeps only its payload's hash while a message carries the payload itself (a claim's
     condition checked that the two match), so the job a claim took is built with it at once.
+    ``JobNotFound`` for an item that is not a job's: an id from outside may name any item.
     """
+    if not is_job(item):
+        raise JobNotFound(f"no job with id {item.get('id', {}).get('S', '?')!r}")
     error = None
     if "error" in item:
         m = item["error"]["M"]
