@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
     from sqsjobs.ops.inspect import JobRow
-    from sqsjobs.ops.replay import ReplaySummary
+    from sqsjobs.ops.replay import ReplayItem, ReplaySummary
     from sqsjobs.ops.stats import Stats
     from sqsjobs.ops.worker_views import WorkerInfo
 
@@ -292,13 +292,15 @@ def _ts(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
+def replay_subject(item: ReplayItem) -> Html | str:
+    """A replay row's job, or the DLQ message it could not read (the operator needs its id to act on it)."""
+    return job_link(item.job_id) if item.job_id else f"message {item.message_id}"
+
+
 def replay_confirm(summary: ReplaySummary, form: Mapping[str, str], limit: int) -> Html:
     """The dry run's outcome, and a form that replays exactly the jobs it listed."""
     would = [i for i in summary.items if i.outcome == "would_replay"]
-    rows = [
-        [job_link(i.job_id) if i.job_id else "-", i.job_type, i.queue, i.outcome, i.reason]
-        for i in summary.items
-    ]
+    rows = [[replay_subject(i), i.job_type, i.queue, i.outcome, i.reason] for i in summary.items]
     listed = (
         table(["job", "type", "queue", "outcome", "reason"], rows)
         if rows
@@ -327,7 +329,7 @@ def replay_confirm(summary: ReplaySummary, form: Mapping[str, str], limit: int) 
 def replay_result(summary: ReplaySummary) -> Html:
     """What a confirmed replay did."""
     counts = summary.to_dict()["counts"]
-    rows = [[job_link(i.job_id) if i.job_id else "-", i.job_type, i.outcome, i.reason] for i in summary.items]
+    rows = [[replay_subject(i), i.job_type, i.outcome, i.reason] for i in summary.items]
     text = ", ".join(f"{k} {v}" for k, v in counts.items())
     return section(
         f"Replayed {counts['replayed']} job(s)",

@@ -240,6 +240,25 @@ def test_after_a_pass_the_dlq_holds_one_copy_per_dead_job_and_what_is_not_a_job(
     assert kept["MessageAttributes"]["sqsjobs-reason"]["StringValue"] == "permanent error"
 
 
+def test_a_pass_over_a_dlq_holding_a_100000_deep_body_completes_and_leaves_that_body(app, tmp_path):
+    dead_id = app.enqueue("broken", {"runs_dir": str(tmp_path)})
+    main, dlq = queue_url(app, "default"), queue_url(app, "default", dlq=True)
+    got = sqs_call(
+        app, "receive_message", QueueUrl=main, MaxNumberOfMessages=10, WaitTimeSeconds=1, VisibilityTimeout=0
+    )
+    [body] = [m["Body"] for m in got["Messages"]]
+    work_until(app, all_finished(app, [dead_id]))
+    # GIVEN the dead job's copy, a duplicate of it, and a body no JSON parser can nest, in the DLQ
+    deep = "[" * 100_000 + "]" * 100_000
+    for extra in (body, deep):
+        sqs_call(app, "send_message", QueueUrl=dlq, MessageBody=extra)
+    assert visible(app, dlq) == 3
+
+    sweep(app)  # exits 0: the pass completed
+    # THEN the duplicate is gone, and what is not a job stays for an operator
+    assert sorted(m["Body"] for m in read_all(app, dlq)) == sorted([body, deep])
+
+
 # ── a sweeper stopped in the middle of its scan ──────────────────────────────────────────────
 def test_a_sweeper_stopped_mid_scan_hands_back_the_dlq_messages_it_hid(app):
     """SIGTERM while the reconciler's scan holds DLQ messages hidden: they are visible once it exits.
