@@ -4,13 +4,15 @@ Why a log line and not only the record: pause, resume, a breaker closed by hand,
 chain cancelled change items that keep no audit list of their own (the job records' audit entries are
 for replays and retries, ``ops.requeue``). Each such request therefore writes one JSON line through the
 App's logger (``App.logger``, the same stream as the job transitions): what was done, to what, and by
-whom, ``api@<client address>`` since the bearer token names no person. A request the state refused
-writes nothing: nothing changed.
+whom: ``<token name>@<client address>`` (``sqsjobs.api.principals``; ``local@...`` when no token is
+configured). A request the state refused writes nothing: nothing changed.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+from sqsjobs.api.auth import principal_of
 
 if TYPE_CHECKING:
     from fastapi import Request
@@ -19,9 +21,9 @@ if TYPE_CHECKING:
 
 
 def actor_of(request: Request) -> str:
-    """``api@<client address>``: who asked, as far as the API can tell."""
+    """``<token name>@<client address>``: who asked, as far as the API can tell."""
     host = request.client.host if request.client else "unknown"
-    return f"api@{host}"
+    return f"{principal_of(request).name}@{host}"
 
 
 def audit(app: App, request: Request, action: str, **fields: Any) -> None:

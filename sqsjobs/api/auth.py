@@ -1,71 +1,118 @@
-"""The token: ``Authorization: Bearer <token>``, or the dashboard's cookie, compared in constant time.
+"""Authentication and roles: ``Authorization: Bearer <token>``, or the console's signed session.
 
-One dependency guards every route of the API, the OpenAPI document, the interactive docs, the
-dashboard and every router added with ``create_app(extra_routers=...)``. Without a configured token
-it checks nothing: then ``sqsjobs api`` listens on a loopback address only (``sqsjobs.cli.api``),
-and in AWS the API Gateway in front of the function authorises each request with IAM (infra/).
+One dependency (``require_principal``) guards every route of the API, the OpenAPI document, the
+interactive docs, the console and every router added with ``create_app(extra_routers=...)``: it
+finds the caller (``sqsjobs.api.principals.Principal``), refuses a viewer's request that would
+change something (403), and leaves the caller on ``request.state.principal`` for the audit trail.
+Without a configured token it admits everyone as ``local``: then ``sqsjobs api`` listens on a
+loopback address only and answers only to loopback host names (``sqsjobs.api.security``), and in
+AWS the API Gateway in front of the function authorises each request with IAM (infra/).
 
-A browser cannot add a header to the links, forms and refreshes of the dashboard, so ``/ui/login``
-takes the same token once and sets it as a cookie: ``HttpOnly`` (no script reads it) and
-``SameSite=Strict`` (no other site's page can make the browser send it, so a forged cross-site form
-carries no credentials; the dashboard also refuses cross-origin POSTs).
+A browser cannot add a header to the console's links, forms and refreshes, so ``/ui/login`` takes
+a token once and starts a *session*: Starlette's ``SessionMiddleware`` keeps the token's name, its
+fingerprint and an expiry in a cookie signed with itsdangerous (``HttpOnly``, ``SameSite=Strict``),
+never the token itself. The session ends at its expiry (``session_s``), at sign-out, or when the
+token it was started with is changed or removed. Cross-origin requests that would ride on that
+cookie are refused before any route runs (``sqsjobs.api.security``).
 """
 
 from __future__ import annotations
 
-import hmac
-from typing import TYPE_CHECKING, Annotated
+import contextvars
+import time
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from sqsjobs.api.principals import OPEN_ACCESS, Principal, Role, Tokens
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-#: Environment variable the CLI and the Lambda handler read the token from.
-TOKEN_ENV = "SQSJOBS_API_TOKEN"
+#: The console's session cookie (signed; holds a token's name, never the token).
+SESSION_COOKIE = "sqsjobs_session"
+#: How long a console session lasts from sign-in unless told otherwise: a working day.
+DEFAULT_SESSION_S = 8 * 3600
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="sqsjobs"'}
 # auto_error=False: a missing header is answered here, as a problem body, not by FastAPI's 403.
-_bearer = HTTPBearer(auto_error=False, description="The token given to `sqsjobs api` (SQSJOBS_API_TOKEN)")
+_bearer = HTTPBearer(
+    auto_error=False, description="A token of SQSJOBS_API_TOKENS (or SQSJOBS_API_TOKEN), with its role"
+)
+#: The caller of the request being served, for the console's chrome (who is signed in).
+current_principal: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
+    "sqsjobs_principal", default=None
+)
 
 
-def require_token(token: str | None) -> Callable[..., Awaitable[None]]:
-    """The dependency that admits a request carrying ``token``; with ``None``, every request.
+def require_principal(tokens: Tokens) -> Callable[..., Awaitable[Principal]]:
+    """The dependency that finds each request's caller and checks its role; empty ``tokens``: everyone.
 
-    The comparison is ``hmac.compare_digest`` on the UTF-8 bytes, so how long it takes does not tell
-    how much of a guess was right. Refused requests get 401 with a ``WWW-Authenticate`` challenge.
+    Refused requests get 401 with a ``WWW-Authenticate`` challenge (no or a wrong credential), or 403
+    (a viewer asking to change something).
     """
-    if token is None:
+    if not tokens:
 
-        async def open_access() -> None:
-            return None
+        async def open_access(request: Request) -> Principal:
+            return _admit(request, OPEN_ACCESS)
 
         return open_access
-    if not token.strip():
-        raise ValueError("the API token is empty; give a real token or none")
-    expected = token.encode()
 
-    async def bearer(
+    async def authenticated(
         request: Request,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    ) -> None:
-        given = credentials.credentials if credentials is not None else request.cookies.get(COOKIE)
-        if given is None:
+    ) -> Principal:
+        if credentials is not None:
+            token = tokens.match(credentials.credentials)
+            if token is None:
+                raise HTTPException(401, "the token is not one of those configured", headers=_CHALLENGE)
+            return _admit(request, Principal(token.name, token.role))
+        principal = session_principal(request, tokens)
+        if principal is None:
             raise HTTPException(
                 401,
                 "send Authorization: Bearer <token> (in a browser: sign in at /ui/login)",
                 headers=_CHALLENGE,
             )
-        if not hmac.compare_digest(given.encode(), expected):
-            raise HTTPException(401, "the token is not the one configured", headers=_CHALLENGE)
+        return _admit(request, principal)
 
-    return bearer
+    return authenticated
 
 
-def login_router(token: str | None) -> APIRouter:
-    """``GET``/``POST /ui/login``: the dashboard's sign-in, the only routes outside the guard."""
+def _admit(request: Request, principal: Principal) -> Principal:
+    if not principal.may(request.method):
+        raise HTTPException(
+            403,
+            f"token {principal.name!r} is a {principal.role} token: it may read (GET) but not "
+            f"{request.method}; ask for an operator token to change anything",
+        )
+    request.state.principal = principal
+    current_principal.set(principal)
+    return principal
+
+
+def session_principal(request: Request, tokens: Tokens) -> Principal | None:
+    """The caller of a signed-in console session, or None (none, expired, or its token changed)."""
+    session: dict[str, Any] = request.session
+    name, fingerprint, expires = session.get("name"), session.get("fp"), session.get("exp")
+    if not isinstance(name, str) or not isinstance(fingerprint, str) or not isinstance(expires, int | float):
+        return None
+    if expires <= time.time():
+        return None
+    token = tokens.named(name, fingerprint)
+    return None if token is None else Principal(token.name, token.role)
+
+
+def principal_of(request: Request) -> Principal:
+    """Who made ``request``, as the guard found it (``local`` for an open API)."""
+    found: Principal | None = getattr(request.state, "principal", None)
+    return found if found is not None else OPEN_ACCESS
+
+
+def login_router(tokens: Tokens, *, session_s: float = DEFAULT_SESSION_S) -> APIRouter:
+    """``/ui/login`` (the console's sign-in, outside the guard) and ``POST /ui/logout``."""
     router = APIRouter(include_in_schema=False)
 
     @router.get("/ui/login")
@@ -75,22 +122,28 @@ def login_router(token: str | None) -> APIRouter:
     @router.post("/ui/login")
     async def sign_in(request: Request) -> Response:
         body = (await request.body()).decode("utf-8", "replace")
-        given = (parse_qs(body).get("token") or [""])[0]
-        if token is not None and not hmac.compare_digest(given.encode(), token.encode()):
-            return HTMLResponse(_LOGIN_PAGE.format(note="<p class=error>That is not the token.</p>"), 401)
-        done = RedirectResponse("/", status_code=303)
-        if token is not None:
-            done.set_cookie(
-                COOKIE, given, httponly=True, samesite="strict", secure=request.url.scheme == "https"
+        given = (parse_qs(body).get("token") or [""])[0].strip()
+        request.session.clear()
+        if tokens:
+            token = tokens.match(given)
+            if token is None:
+                return HTMLResponse(_LOGIN_PAGE.format(note="<p class=error>That is not a token.</p>"), 401)
+            request.session.update(
+                {"name": token.name, "fp": token.fingerprint, "exp": int(time.time() + session_s)}
             )
-        return done
+        return RedirectResponse("/", status_code=303)
+
+    @router.post("/ui/logout")
+    async def sign_out(request: Request) -> Response:
+        request.session.clear()
+        return RedirectResponse("/ui/login", status_code=303)
 
     return router
 
 
-#: The dashboard's cookie: the token, set by ``POST /ui/login``.
-COOKIE = "sqsjobs_token"
 _LOGIN_PAGE = """<!doctype html><html lang=en><head><meta charset=utf-8><title>sign in · sqsjobs</title>
 </head><body><main><h1>sqsjobs</h1>{note}
 <form method=post action="/ui/login"><label>API token <input type=password name=token autofocus></label>
 <button type=submit>Sign in</button></form></main></body></html>"""
+
+__all__ = ["SESSION_COOKIE", "Role", "login_router", "principal_of", "require_principal"]

@@ -24,7 +24,7 @@ from sqsjobs.errors import ConfigurationError, InvalidTransition, RecordChanged
 from sqsjobs.limits import ops as limit_ops
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Mapping
 
     from sqsjobs.app import App
 
@@ -115,10 +115,8 @@ def controls_body(state: limit_ops.FlowState, pausable: list[str], now: float) -
     )
 
 
-def control_router(
-    app: App, *, refresh_s: float, guard: Callable[[Request], Response | None], headers: Mapping[str, str]
-) -> APIRouter:
-    """``/ui/controls`` and its POSTs (``guard``: the dashboard's cross-site check)."""
+def control_router(app: App, *, refresh_s: float, headers: Mapping[str, str]) -> APIRouter:
+    """``/ui/controls`` and its POSTs (cross-origin ones are refused before: ``sqsjobs.api.security``)."""
     router = APIRouter(include_in_schema=False)
     secure = dict(headers)
 
@@ -143,8 +141,6 @@ def control_router(
 
     @router.post("/ui/types/{job_type}/pause")
     async def pause(job_type: TypeName, request: Request) -> Response:
-        if blocked := guard(request):
-            return blocked
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
         reason = (form.get("reason") or [""])[0][:500] or None
         try:
@@ -156,8 +152,6 @@ def control_router(
 
     @router.post("/ui/types/{job_type}/resume")
     async def resume(job_type: TypeName, request: Request) -> Response:
-        if blocked := guard(request):
-            return blocked
         try:
             if await app.aresume(job_type):
                 audit(app, request, "resume", job_type=job_type)
@@ -167,8 +161,6 @@ def control_router(
 
     @router.post("/ui/limits/{name}/breaker/close")
     async def close(name: LimitName, request: Request) -> Response:
-        if blocked := guard(request):
-            return blocked
         try:
             was = await app.arun(limit_ops.close_breaker_flow(app.settings.table_name, app.limits, name))
         except (ConfigurationError, InvalidTransition, RecordChanged) as exc:

@@ -13,10 +13,9 @@ DLQ; the dead shards of the attention index (32 small Queries) and one BatchGetI
 errors; and one Scan capped at ``max_entries`` items (1,250 read units at 10,000 items of 1 KB),
 the same capped Scan as ``sqsjobs stats``, which the page says when it is truncated.
 
-POSTs change state, so each one must come from the dashboard's own pages: a request whose
-``Origin`` names another host, or that the browser marks ``Sec-Fetch-Site: cross-site``, is
-refused with 403 (a browser carrying the operator's credentials to this origin from another site
-is the attack). A filtered replay is two steps: the dry run lists the jobs, and the confirmation
+POSTs change state, so each one must come from the dashboard's own pages: the API's browser guard
+(``sqsjobs.api.security``) refuses any cross-origin write before a route runs. A filtered replay
+is two steps: the dry run lists the jobs, and the confirmation
 replays only those ids (a job that died after the dry run is not swept in).
 """
 
@@ -24,7 +23,7 @@ from __future__ import annotations
 
 from importlib import resources
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -39,6 +38,7 @@ from sqsjobs.api.job_pages import job_search_router
 from sqsjobs.api.job_timeline import timeline_section
 from sqsjobs.api.models import JobId, WorkerId  # noqa: TC001 (FastAPI reads the annotations at runtime)
 from sqsjobs.api.priority_pages import priority_router
+from sqsjobs.api.security import PAGE_POLICY
 from sqsjobs.api.workflow_pages import workflow_router
 from sqsjobs.errors import JobNotFound, JobStateError, PayloadError, SqsJobsError
 from sqsjobs.job import JobStatus
@@ -48,6 +48,7 @@ from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops import replay as replay_ops
 from sqsjobs.ops import stats as stats_ops
 from sqsjobs.ops._common import app_queues, parse_duration
+from sqsjobs.ops.requeue import retry_flow
 from sqsjobs.ops.worker_views import drain_flow, list_workers_flow
 
 if TYPE_CHECKING:
@@ -61,16 +62,9 @@ DEFAULT_MAX_ENTRIES = 10_000
 DEAD_SHOWN = 20
 #: Jobs one dashboard replay requeues at most (a request should finish; the CLI has no such cap).
 REPLAY_LIMIT = 200
-#: Security headers of every page: no inline script or style, nothing from another origin.
-HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
-        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-    "Cache-Control": "no-store",
-}
+#: Headers of every page: no inline script or style, nothing from another origin, never cached (the
+#: browser guard adds nosniff, a referrer policy and no framing to every answer: sqsjobs.api.security).
+HEADERS = {"Content-Security-Policy": PAGE_POLICY, "Cache-Control": "no-store"}
 _STATIC = {"dashboard.css": "text/css; charset=utf-8", "dashboard.js": "text/javascript; charset=utf-8"}
 _FLASH = {"retried": "Queued again: attempts reset, same id and key, audit entry recorded."}
 
@@ -86,16 +80,6 @@ def _problem(status_code: int, title: str, message: str) -> HTMLResponse:
         dashboard_views.Html(f'<p class="error">{dashboard_views.h(message)}</p><p><a href="/">back</a></p>'),
     )
     return _html(dashboard_views.page(title, body), status_code)
-
-
-def _cross_site(request: Request) -> HTMLResponse | None:
-    """The 403 page for a POST another site's page sent (it must not press retry or replay), else None."""
-    origin = request.headers.get("origin")  # absent on some same-origin POSTs; "null" is refused
-    if request.headers.get("sec-fetch-site") != "cross-site" and (
-        origin is None or urlsplit(origin).netloc == request.headers.get("host")
-    ):
-        return None
-    return _problem(403, "Refused", "This form must be sent from the dashboard's own page.")
 
 
 async def _form(request: Request) -> dict[str, list[str]]:
@@ -184,10 +168,20 @@ class Dashboard:
             )
         )
 
-    def retry(self, job_id: str) -> Response:
-        """Requeue one dead or cancelled job (``App.retry``), then show its page."""
+    def retry(self, job_id: str, by: str) -> Response:
+        """Requeue one dead or cancelled job (``App.retry``'s flow, audited as ``by``), then show its page."""
+        app = self.app
         try:
-            self.app.retry(job_id)
+            app.run(
+                retry_flow(
+                    job_id,
+                    settings=app.settings,
+                    registry=app.registry,
+                    queue_urls=app.queue_urls,
+                    now=app.clock.now(),
+                    by=by,
+                )
+            )
         except JobNotFound:
             return _problem(404, "Job not found", f"No job {job_id!r}.")
         except PayloadError as exc:
@@ -200,7 +194,7 @@ class Dashboard:
             f"/ui/jobs/{quote(job_id, safe='')}?done=retried", status_code=303, headers=HEADERS
         )
 
-    def replay(self, form: dict[str, list[str]], *, dry_run: bool) -> HTMLResponse:
+    def replay(self, form: dict[str, list[str]], *, dry_run: bool, by: str) -> HTMLResponse:
         """Dry run (lists what matches) or confirmed replay (only the job ids the dry run listed)."""
         fields = {k: _one(form, k) for k in ("type", "queue", "error_class", "since")}
         try:
@@ -233,6 +227,7 @@ class Dashboard:
                 clock=self.app.clock,
                 dry_run=dry_run,
                 limit=REPLAY_LIMIT,
+                by=by,
             )
         )
         body = (
@@ -265,28 +260,25 @@ def dashboard_router(
 
     @router.post("/ui/jobs/{job_id}/retry")
     async def retry(job_id: JobId, request: Request) -> Response:
-        if refused := _cross_site(request):
-            return refused
-        return await run_in_threadpool(dash.retry, job_id)
+        response = await run_in_threadpool(dash.retry, job_id, actor_of(request))
+        if response.status_code == 303:
+            audit(app, request, "retry_job", job_id=job_id)
+        return response
 
     @router.post("/ui/replay/dry-run")
     async def replay_dry_run(request: Request) -> Response:
-        if refused := _cross_site(request):
-            return refused
         form = await _form(request)
-        return await run_in_threadpool(lambda: dash.replay(form, dry_run=True))
+        return await run_in_threadpool(lambda: dash.replay(form, dry_run=True, by=actor_of(request)))
 
     @router.post("/ui/replay")
     async def replay(request: Request) -> Response:
-        if refused := _cross_site(request):
-            return refused
         form = await _form(request)
-        return await run_in_threadpool(lambda: dash.replay(form, dry_run=False))
+        response = await run_in_threadpool(lambda: dash.replay(form, dry_run=False, by=actor_of(request)))
+        audit(app, request, "replay_dlq", job_ids=len(form.get("job_id") or ()))
+        return response
 
     @router.post("/ui/workers/{worker_id}/drain")
     async def drain_worker(worker_id: WorkerId, request: Request) -> Response:
-        if refused := _cross_site(request):
-            return refused
         outcome = await app.arun(drain_flow(app.settings, worker_id, app.clock.now(), by=actor_of(request)))
         if outcome != "requested":
             why = "it is not registered" if outcome == "not_registered" else "it is draining already"
@@ -302,8 +294,6 @@ def dashboard_router(
 
     @router.post("/ui/dead/dry-run")
     async def dead_group_dry_run(request: Request) -> Response:
-        if refused := _cross_site(request):
-            return refused
         sig = _one(await _form(request), "signature")
         found = await app.arun(dead_groups.groups_flow(app.settings, app.clock.now()))
         group = found.find(sig)
@@ -312,8 +302,6 @@ def dashboard_router(
 
     @router.post("/ui/dead/retry")
     async def dead_group_retry(request: Request) -> Response:
-        if refused := _cross_site(request):
-            return refused
         form = await _form(request)
         ids = form.get("job_id") or []
         if not ids:
@@ -325,10 +313,10 @@ def dashboard_router(
         audit(app, request, "retry_dead_group", signature=sig, retried=len(retried), skipped=len(skipped))
         return _html(dashboard_views.page("group retry", dead_views.group_result(sig, retried, skipped)))
 
-    router.include_router(workflow_router(app, refresh_s=refresh_s, guard=_cross_site, headers=HEADERS))
+    router.include_router(workflow_router(app, refresh_s=refresh_s, headers=HEADERS))
     router.include_router(job_search_router(app, refresh_s=refresh_s, headers=HEADERS))
-    router.include_router(control_router(app, refresh_s=refresh_s, guard=_cross_site, headers=HEADERS))
-    router.include_router(priority_router(app, guard=_cross_site, headers=HEADERS))
+    router.include_router(control_router(app, refresh_s=refresh_s, headers=HEADERS))
+    router.include_router(priority_router(app, headers=HEADERS))
     router.include_router(chart_router(app, refresh_s=refresh_s, max_entries=max_entries, headers=HEADERS))
 
     @router.get("/ui/static/{name}")

@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from sqsjobs.api.auth import current_principal
+from sqsjobs.api.principals import OPEN_ACCESS
 from sqsjobs.job import JobStatus
 
 if TYPE_CHECKING:
@@ -103,8 +105,20 @@ def page(title: str, body: Html, *, refresh_s: float | None = None, flash: str |
         '<script src="/ui/static/dashboard.js" defer></script></head>'
         f'<body><header><a href="/">sqsjobs</a> <span class="muted">{h(title)}</span>'
         '<nav><a href="/ui/jobs">jobs</a> <a href="/ui/charts">charts</a> <a href="/ui/dead">dead by error</a> <a href="/ui/controls">controls</a> <a href="/ui/priority">priority</a></nav>'
-        '<span id="refresh-state" class="muted"></span></header>'
+        '<span id="refresh-state" class="muted"></span>'
+        f"{_signed_in()}</header>"
         f'<main id="live"{live}>{note}{body}</main></body></html>'
+    )
+
+
+def _signed_in() -> Html:
+    """Who is signed in, and the sign-out button; nothing on an open (tokenless) API."""
+    who = current_principal.get()
+    if who is None or who is OPEN_ACCESS:
+        return Html("")
+    return Html(
+        f'<form class="session" method=post action="/ui/logout"><span class="muted">{h(who.name)} '
+        f'({h(who.role)})</span> <button type=submit id="sign-out">Sign out</button></form>'
     )
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
 from sqsjobs.api import responses
+from sqsjobs.api.audit import actor_of, audit
 from sqsjobs.api.deps import AppDep, problems
 from sqsjobs.api.models import ReplayRequest, is_queue, since_seconds
 from sqsjobs.api.problems import MISSING_QUEUE, problem
@@ -93,7 +94,7 @@ async def list_dlq(
     responses=problems(409, 413, 422),
     summary="Requeue dead-lettered jobs",
 )
-async def replay_dlq(body: ReplayRequest, app: AppDep) -> Any:
+async def replay_dlq(body: ReplayRequest, app: AppDep, request: Request) -> Any:
     """Requeue matching dead jobs from the DLQs (re-validated, same id and key, attempts reset, audited).
 
     ``dry_run`` is true unless the body says false: then nothing changes and the answer says what
@@ -122,8 +123,11 @@ async def replay_dlq(body: ReplayRequest, app: AppDep) -> Any:
                 limit=body.limit,
                 rate=body.rate,
                 payload=payload,
+                by=actor_of(request),
             )
         )
     except TransportError as exc:
         return _no_such_queue(exc, body.queue, "/dlq/replay")
+    if not body.dry_run:
+        audit(app, request, "replay_dlq", replayed=summary.requeued, queues=queues)
     return summary.to_dict()

@@ -18,11 +18,11 @@ and ``workflow_routes`` (batches, chains), and the dashboard's; errors are probl
 
 from __future__ import annotations
 
+import secrets
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, FastAPI
-from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from fastapi.responses import HTMLResponse, JSONResponse
+from starlette.middleware.sessions import SessionMiddleware
 
 from sqsjobs.api import (
     bulk_routes,
@@ -38,9 +38,12 @@ from sqsjobs.api import (
     worker_routes,
     workflow_routes,
 )
-from sqsjobs.api.auth import login_router, require_token
+from sqsjobs.api.auth import DEFAULT_SESSION_S, SESSION_COOKIE, login_router, require_principal
 from sqsjobs.api.body import DEFAULT_MAX_BODY_BYTES, BodyLimit
 from sqsjobs.api.dashboard import dashboard_router
+from sqsjobs.api.docs_pages import docs_router
+from sqsjobs.api.principals import ApiToken, Tokens
+from sqsjobs.api.security import BrowserGuard, loopback_hosts
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -61,28 +64,39 @@ def create_app(
     app: App,
     *,
     token: str | None = None,
+    tokens: Sequence[ApiToken] | Tokens = (),
     extra_routers: Sequence[APIRouter] = (),
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     dashboard: bool = True,
+    allowed_hosts: Sequence[str] | None = None,
+    session_s: float = DEFAULT_SESSION_S,
+    secure_cookies: bool = False,
 ) -> FastAPI:
     """The API of ``app``.
 
     Args:
         app: the sqsjobs App whose jobs it serves (routes reach it as ``request.app.state.sqsjobs``,
             or with the ``sqsjobs.api.deps.AppDep`` parameter).
-        token: the bearer token every request must carry; None checks nothing (bind to loopback,
-            or put IAM in front, as infra/ does).
-        extra_routers: more routes, behind the same token.
-        dashboard: serve the web dashboard at ``/`` and ``/ui/`` (``sqsjobs.api.dashboard``), behind
-            the same token; a browser signs in once at ``/ui/login`` (a cookie, ``sqsjobs.api.auth``).
+        token: one operator token every request must carry (``SQSJOBS_API_TOKEN``).
+        tokens: named tokens with roles (``sqsjobs.api.principals``); with ``token``, all of them
+            are accepted. None at all checks nothing (bind to loopback, or put IAM in front, as
+            infra/ does).
+        extra_routers: more routes, behind the same guard.
+        dashboard: serve the web console at ``/`` and ``/ui/`` (``sqsjobs.api.dashboard``), behind
+            the same guard; a browser signs in once at ``/ui/login`` (a signed session).
         max_body_bytes: larger request bodies get 413 before they are parsed.
+        allowed_hosts: the ``Host`` names the server answers to (``"*"``: any). Default: any when a
+            token is configured, else loopback names only (``sqsjobs.api.security``).
+        session_s: how long a console session lasts from sign-in.
+        secure_cookies: mark the session cookie ``Secure`` (served over HTTPS only).
     """
-    guard = [Depends(require_token(token))]
+    credentials = Tokens([*tokens, *Tokens.single(token)])
+    guard = [Depends(require_principal(credentials))]
     api = FastAPI(
         title=f"sqsjobs: {app.name}",
         version=API_VERSION,
         description=_DESCRIPTION.format(name=app.name),
-        openapi_url=None,  # served below, behind the guard
+        openapi_url=None,  # served by docs_pages, behind the guard
         docs_url=None,
         redoc_url=None,
         # Each operation's id is its route function's name, or the id the route gives explicitly:
@@ -109,29 +123,23 @@ def create_app(
         routers.append(dashboard_router(app))
     for router in routers:
         api.include_router(router, dependencies=guard)
-    api.include_router(login_router(token))  # the sign-in form is the one route outside the guard
-    _documentation(api, guard)
+    api.include_router(login_router(credentials, session_s=session_s))  # the sign-in: outside the guard
+    api.include_router(docs_router(api, guard))
+    # Outermost last: the browser guard refuses before the body is read, then the body limit, then
+    # the session the routes read.
+    api.add_middleware(
+        SessionMiddleware,
+        secret_key=credentials.session_secret() if credentials else secrets.token_hex(32),
+        session_cookie=SESSION_COOKIE,
+        max_age=int(session_s),
+        same_site="strict",
+        https_only=secure_cookies,
+    )
     api.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    if allowed_hosts is None and not credentials:
+        allowed_hosts = loopback_hosts()
+    api.add_middleware(BrowserGuard, session_cookie=SESSION_COOKIE, allowed_hosts=allowed_hosts)
     return api
-
-
-def _documentation(api: FastAPI, guard: list[Any]) -> None:
-    """``/openapi.json``, ``/docs`` and ``/redoc``, as FastAPI serves them, but behind the token."""
-    docs = APIRouter(include_in_schema=False, dependencies=guard)
-
-    @docs.get("/openapi.json")
-    async def openapi() -> JSONResponse:
-        return JSONResponse(api.openapi())
-
-    @docs.get("/docs")
-    async def swagger() -> HTMLResponse:
-        return get_swagger_ui_html(openapi_url="openapi.json", title=f"{api.title} docs")
-
-    @docs.get("/redoc")
-    async def redoc() -> HTMLResponse:
-        return get_redoc_html(openapi_url="openapi.json", title=f"{api.title} docs")
-
-    api.include_router(docs)
 
 
 def route_summary(api: FastAPI) -> list[tuple[str, str]]:

@@ -17,10 +17,11 @@ import weakref
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query, Response
+from fastapi import APIRouter, Body, Query, Request, Response
 
 from sqsjobs._aws import Call, Flow, together
 from sqsjobs.api import responses
+from sqsjobs.api.audit import actor_of, audit
 from sqsjobs.api.deps import AppDep, problems
 from sqsjobs.api.drain import DrainMeter
 from sqsjobs.api.models import (
@@ -39,7 +40,7 @@ from sqsjobs.job import JobStatus
 from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops import waiting
 from sqsjobs.ops._common import iso
-from sqsjobs.ops.requeue import KEEP
+from sqsjobs.ops.requeue import KEEP, retry_flow
 from sqsjobs.producer import JobRequest
 
 router = APIRouter(tags=["jobs"])
@@ -208,9 +209,10 @@ async def get_job(
 @router.delete(
     "/jobs/{job_id}", response_model=CancelResponse, responses=problems(404, 409, 422), summary="Cancel a job"
 )
-async def cancel_job(job_id: JobId, app: AppDep) -> CancelResponse:
+async def cancel_job(job_id: JobId, app: AppDep, request: Request) -> CancelResponse:
     """Cancel a waiting job, or ask a running one to stop at its next heartbeat; 409 when it has finished."""
     outcome = await app.acancel(job_id)
+    audit(app, request, "cancel_job", job_id=job_id, outcome=outcome)
     return CancelResponse(id=job_id, result="cancelled" if outcome == "cancelled" else "requested")
 
 
@@ -220,7 +222,9 @@ async def cancel_job(job_id: JobId, app: AppDep) -> CancelResponse:
     responses=problems(400, 404, 409, 413, 422),
     summary="Retry a dead or cancelled job",
 )
-async def retry_job(job_id: JobId, app: AppDep, body: Annotated[RetryRequest | None, Body()] = None) -> Any:
+async def retry_job(
+    job_id: JobId, app: AppDep, request: Request, body: Annotated[RetryRequest | None, Body()] = None
+) -> Any:
     """Put a dead or cancelled job back in its queue: attempts reset, same id and key, audit entry kept.
 
     With ``payload`` the job runs with it instead of its own (validated by the job's handler; 422
@@ -233,11 +237,22 @@ async def retry_job(job_id: JobId, app: AppDep, body: Annotated[RetryRequest | N
         if job.type in app.registry:
             app.registry.get(job.type).dump(payload)
     try:
-        job = await app.aretry(job_id, payload=payload)
+        job = await app.arun(
+            retry_flow(
+                job_id,
+                settings=app.settings,
+                registry=app.registry,
+                queue_urls=app.queue_urls,
+                now=app.clock.now(),
+                payload=payload,
+                by=actor_of(request),  # the job's own audit entry names the token
+            )
+        )
     except PayloadError as exc:
         if payload is not KEEP:
             raise  # the corrected payload is at fault: 422 (or 413) naming it
         return problem("payload-refused", str(exc), field="job_id", instance=f"/jobs/{job_id}/retry")
+    audit(app, request, "retry_job", job_id=job_id, replaced_payload=payload is not KEEP)
     return RetryResponse(
         id=job.id,
         status=job.status.value,

@@ -2,8 +2,10 @@
 
 Handler string: ``sqsjobs.api.lambda_handler.handler`` (``HANDLER``), in the same deployment zip as
 the worker (``sqsjobs package lambda`` bundles fastapi and mangum). ``SQSJOBS_APP`` names the App;
-``SQSJOBS_API_TOKEN``, when set, makes every request carry it too (in AWS, IAM on the API already
-authorises each request); ``SQSJOBS_API_MAX_BODY_BYTES`` changes the body limit.
+``SQSJOBS_API_TOKENS`` (named tokens with roles) or ``SQSJOBS_API_TOKEN``, when set, makes every
+request carry one too (in AWS, IAM on the API already authorises each request, so any ``Host`` is
+answered); the console's session cookie is ``Secure`` (API Gateway serves HTTPS only);
+``SQSJOBS_API_MAX_BODY_BYTES`` changes the body limit.
 
 Inside Lambda the App and the FastAPI application are built during the init phase (cold start).
 Every invocation runs on one event loop of this module's, made current before Mangum runs, so the
@@ -20,9 +22,9 @@ from typing import Any
 from mangum import Mangum
 from mangum.adapter import DEFAULT_TEXT_MIME_TYPES
 
-from sqsjobs.api.auth import TOKEN_ENV
 from sqsjobs.api.body import DEFAULT_MAX_BODY_BYTES
 from sqsjobs.api.http_app import create_app
+from sqsjobs.api.principals import tokens_from_env
 from sqsjobs.api.problems import MEDIA_TYPE
 from sqsjobs.app import App
 from sqsjobs.errors import ConfigurationError
@@ -46,7 +48,9 @@ def _adapter() -> Mangum:
         max_body = int(raw) if raw else DEFAULT_MAX_BODY_BYTES
     except ValueError:
         raise ConfigurationError(f"{MAX_BODY_ENV} must be a number of bytes, got {raw!r}") from None
-    api = create_app(app, token=os.environ.get(TOKEN_ENV) or None, max_body_bytes=max_body)
+    api = create_app(
+        app, tokens=tokens_from_env(), max_body_bytes=max_body, allowed_hosts=("*",), secure_cookies=True
+    )
     asyncio.set_event_loop(_loop())
     # lifespan off: nothing to start, and the App's clients live as long as the container. Problem
     # bodies are text too (Mangum would base64 them: their type does not contain application/json).

@@ -22,7 +22,7 @@ from sqsjobs.errors import HandlerNotFound
 from sqsjobs.ops import reprioritize
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Mapping
 
     from sqsjobs.app import App
 
@@ -91,10 +91,8 @@ def moved_body(report: reprioritize.MoveReport) -> Html:
     return dashboard_views.section(f"Moved {len(report.moved)} job(s) to {report.to}", join([table, back]))
 
 
-def priority_router(
-    app: App, *, guard: Callable[[Request], Response | None], headers: Mapping[str, str]
-) -> APIRouter:
-    """``/ui/priority`` and its POSTs (``guard``: the dashboard's cross-site check)."""
+def priority_router(app: App, *, headers: Mapping[str, str]) -> APIRouter:
+    """``/ui/priority`` and its POSTs (cross-origin ones are refused before: ``sqsjobs.api.security``)."""
     router = APIRouter(include_in_schema=False)
     secure = dict(headers)
 
@@ -122,8 +120,6 @@ def priority_router(
 
     @router.post("/ui/priority/dry-run")
     async def dry_run(request: Request) -> Response:
-        if blocked := guard(request):
-            return blocked
         fields = await form_of(request)
         to = (fields.get("to") or [""])[0]
         job_type = (fields.get("type") or [""])[0] or None
@@ -147,8 +143,6 @@ def priority_router(
 
     @router.post("/ui/priority")
     async def confirm(request: Request) -> Response:
-        if blocked := guard(request):
-            return blocked
         fields = await form_of(request)
         to = (fields.get("to") or [""])[0]
         ids = list(dict.fromkeys(fields.get("job_id") or []))[: reprioritize.MAX_IDS]

@@ -64,7 +64,10 @@ PROBLEMS: dict[str, Kind] = {
     k.slug: k
     for k in (
         Kind("malformed-json", 400, "Malformed JSON"),
+        Kind("bad-host", 400, "Host name not served"),
         Kind("unauthorized", 401, "Missing or wrong bearer token"),
+        Kind("forbidden", 403, "The token's role does not allow this"),
+        Kind("cross-origin", 403, "Cross-origin request refused"),
         Kind("not-found", 404, "Not found"),
         Kind("job-not-found", 404, "No such job"),
         Kind("batch-not-found", 404, "No such batch"),
@@ -230,7 +233,9 @@ async def _on_library_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    slug = {404: "not-found", 405: "method-not-allowed", 401: "unauthorized"}.get(exc.status_code)
+    slug = {404: "not-found", 405: "method-not-allowed", 401: "unauthorized", 403: "forbidden"}.get(
+        exc.status_code
+    )
     if slug is None:  # e.g. 400 from a body FastAPI could not read at all
         slug = "malformed-json" if exc.status_code == 400 else "invalid-request"
     field = {"malformed-json": "body", "unauthorized": "Authorization"}.get(slug)

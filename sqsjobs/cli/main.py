@@ -239,10 +239,10 @@ def _run_dev(app: App, port: int, concurrency: int | None, api_socket: socket.so
         api = None
         if api_socket is not None:
             from sqsjobs.api import server
-            from sqsjobs.api.auth import TOKEN_ENV
             from sqsjobs.api.http_app import create_app
+            from sqsjobs.api.principals import tokens_from_env
 
-            api = (create_app(app, token=os.environ.get(TOKEN_ENV) or None), api_socket)
+            api = (create_app(app, tokens=tokens_from_env()), api_socket)
             url = server.url_of(api_socket)
             console.print(f"HTTP API on [bold]{url}[/bold] (docs: {url}/docs)", soft_wrap=True)
 

@@ -115,6 +115,7 @@ class _Run:
     rate: float | None
     summary: ReplaySummary
     payload: Any = KEEP
+    by: str | None = None
     scan: dead_letters.Scan = field(default_factory=dead_letters.Scan)
     requeued_ids: set[str] = field(default_factory=set)
     next_at: float = 0.0
@@ -152,6 +153,7 @@ class _Run:
                 write=not (self.dry_run or again),
                 note={"message_id": m.message_id, "dlq": m.queue},
                 payload=self.payload,
+                by=self.by,
             )
             if result.outcome == "missing":
                 return item("skipped", result.reason)
@@ -199,6 +201,7 @@ def replay_flow(
     on_item: Callable[[ReplayItem], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     payload: Any = KEEP,
+    by: str | None = None,
 ) -> Flow[ReplaySummary]:
     """Replay the matching messages of the queues' DLQs; see the module docstring.
 
@@ -217,12 +220,13 @@ def replay_flow(
         should_stop: polled before each message; True ends the run cleanly (e.g. on Ctrl-C).
         payload: a corrected payload for every job replayed (validated by each job's handler);
             ``KEEP`` (default): each job's own.
+        by: who replays, for each job's audit entry (default ``user@host``; the API: the token's name).
     """
     if limit is not None and limit < 1:
         raise ValueError(f"--limit must be at least 1, got {limit}")
     if rate is not None and rate <= 0:
         raise ValueError(f"--rate must be positive, got {rate}")
-    run = _Run(settings, registry, queue_urls, flt, dry_run, clock, rate, ReplaySummary(dry_run), payload)
+    run = _Run(settings, registry, queue_urls, flt, dry_run, clock, rate, ReplaySummary(dry_run), payload, by)
     depths = yield from dead_letters.depth_flow(queue_urls, queues)
 
     def left() -> int:

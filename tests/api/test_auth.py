@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from sqsjobs.api import auth
+from sqsjobs.api import auth, principals
 from tests.api.conftest import TOKEN
 from tests.api.helpers import assert_problem, client, serving
 from tests.cli.conftest import new_app
@@ -58,6 +58,7 @@ GUARDED = [
     ("GET", "/openapi.json"),
     ("GET", "/docs"),
     ("GET", "/redoc"),
+    ("GET", "/docs/static/docs.js"),
     ("GET", "/"),
     ("GET", "/ui/jobs/x"),
     ("GET", "/ui/static/dashboard.js"),
@@ -97,36 +98,44 @@ def test_every_route_refuses_a_request_without_the_right_token(served, headers):
             assert problem["type"].endswith(":unauthorized")
 
 
-def test_a_browser_signs_in_once_and_its_cookie_is_the_token_under_the_same_check(served):
+def test_a_browser_signs_in_once_and_its_cookie_is_a_signed_session_not_the_token(served):
+    own = {"Origin": served.url}
     with httpx.Client(base_url=served.url, trust_env=False) as browser:
         # GIVEN a browser without the token: the dashboard says where to sign in
         assert "sign in at /ui/login" in browser.get("/").text
         assert browser.get("/ui/login").status_code == 200
         # WHEN it signs in with a wrong token: refused, no cookie
-        wrong = browser.post("/ui/login", data={"token": "guess"})
-        assert wrong.status_code == 401 and "sqsjobs_token" not in wrong.headers.get("set-cookie", "")
+        wrong = browser.post("/ui/login", data={"token": "guess"}, headers=own)
+        assert wrong.status_code == 401 and auth.SESSION_COOKIE not in wrong.headers.get("set-cookie", "")
         # WHEN it signs in with the token: a cookie no script can read and no other site can send
-        signed = browser.post("/ui/login", data={"token": TOKEN})
+        signed = browser.post("/ui/login", data={"token": TOKEN}, headers=own)
         assert signed.status_code == 303 and signed.headers["location"] == "/"
-        cookie = signed.headers["set-cookie"].lower()
-        assert "httponly" in cookie and "samesite=strict" in cookie
+        cookie = signed.headers["set-cookie"]
+        assert "httponly" in cookie.lower() and "samesite=strict" in cookie.lower()
+        # ... which does not carry the token
+        assert cookie.startswith(f"{auth.SESSION_COOKIE}=") and TOKEN not in cookie
         # THEN the dashboard and the JSON routes admit it
         assert browser.get("/").status_code == 200
         assert browser.get("/workers").json()["counts"] == {"live": 0, "draining": 0, "silent": 0}
-    # ... and a forged cookie is refused like a wrong bearer token
-    with httpx.Client(base_url=served.url, trust_env=False, cookies={"sqsjobs_token": "forged"}) as forged:
-        assert_problem(forged.get("/jobs"), 401, "Authorization")
+    # ... and a forged cookie (the token itself, as earlier releases set it) is refused
+    for name, value in (
+        (auth.SESSION_COOKIE, "forged"),
+        (auth.SESSION_COOKIE, TOKEN),
+        ("sqsjobs_token", TOKEN),
+    ):
+        with httpx.Client(base_url=served.url, trust_env=False, cookies={name: value}) as forged:
+            assert_problem(forged.get("/jobs"), 401, "Authorization")
 
 
 def test_the_right_token_is_admitted_and_compared_in_constant_time(served, monkeypatch):
     compared: list[tuple[bytes, bytes]] = []
-    real = auth.hmac.compare_digest
+    real = principals.hmac.compare_digest
 
     def spy(a, b):
         compared.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(auth.hmac, "compare_digest", spy)
+    monkeypatch.setattr(principals.hmac, "compare_digest", spy)
     assert served.http.get("/jobs", params={"status": "dead"}).status_code == 200
     assert compared == [(TOKEN.encode(), TOKEN.encode())]
 
@@ -154,7 +163,7 @@ def test_without_a_token_nothing_is_checked_and_extra_routers_share_the_guard(mi
 
 def test_an_empty_token_is_refused_rather_than_taken_as_none():
     with pytest.raises(ValueError, match="empty"):
-        auth.require_token("  ")
+        principals.Tokens.single("  ")
 
 
 # ── sqsjobs api ──────────────────────────────────────────────────────────────────────────────
@@ -235,10 +244,13 @@ def test_every_route_the_app_serves_is_in_the_guarded_list(served):
         (method, re.sub(r"\{[^}]+\}", "x", route.path))
         for route in _flat(create_app(served.world.app).routes)
         for method in (getattr(route, "methods", None) or set()) - {"HEAD"}
-        if route.path != "/ui/login"
+        if route.path not in ("/ui/login", "/ui/logout")  # outside the guard: sign-in and sign-out
     }
     assert ("POST", "/jobs/priority") in served_routes and ("GET", "/ui/controls") in served_routes
     # THEN each of them is checked by the token test above (a new route cannot skip it)
-    listed = {(m, p.replace("orders.ok", "x").replace("dashboard.js", "x")) for m, p in GUARDED}
+    listed = {
+        (m, p.replace("orders.ok", "x").replace("dashboard.js", "x").replace("docs.js", "x"))
+        for m, p in GUARDED
+    }
     missing = sorted(served_routes - listed)
     assert not missing, f"add these routes to GUARDED: {missing}"

@@ -42,7 +42,7 @@ def test_a_bulk_cancel_cancels_exactly_the_dry_runs_ids_each_only_while_it_still
         job = http.get(f"/jobs/{job_id}").json()
         assert job["status"] == "cancelled"
         [entry] = [e for e in job["audit"] if e.get("action") == "bulk_cancel"]
-        assert entry["by"].startswith("api@") and entry["from"] == "queued"
+        assert entry["by"].startswith("operator@") and entry["from"] == "queued"
     # ... and the late one and the other tenant's are still queued
     assert app.get(late).status is JobStatus.QUEUED and app.get(globex).status is JobStatus.QUEUED
     # ... and ids of another type or tenant are never cancelled by a confirmation naming acme

@@ -152,5 +152,5 @@ def test_each_change_writes_one_audit_line_naming_who_and_a_refusal_writes_none(
     # THEN two audit lines, in order, each with the action, the target and who asked
     lines = [json.loads(line) for line in err.splitlines() if '"operator action"' in line]
     assert [(e["action"], e["job_type"]) for e in lines] == [("pause", "report"), ("resume", "report")]
-    assert all(e["by"] == "api@127.0.0.1" and e["route"].startswith("/types/report/") for e in lines)
+    assert all(e["by"] == "operator@127.0.0.1" and e["route"].startswith("/types/report/") for e in lines)
     assert lines[0]["reason"] == "maintenance"

@@ -16,7 +16,7 @@ import pytest
 
 from sqsjobs import JobStatus
 from sqsjobs.api import lambda_handler
-from sqsjobs.api.auth import TOKEN_ENV
+from sqsjobs.api.principals import TOKEN_ENV
 from tests.api import lambda_app
 
 TOKEN = "lambda-token-91"

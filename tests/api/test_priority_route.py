@@ -5,6 +5,7 @@ The moves themselves, with a real worker process, are in tests/integration/test_
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from tests.api.helpers import assert_problem
@@ -61,11 +62,12 @@ def test_an_unknown_id_is_a_404_problem(served):
 def test_the_page_refuses_other_sites_jobs_that_are_not_waiting_and_a_confirmation_without_ids(served):
     http, world = served.http, served.world
     assert 'action="/ui/priority/dry-run"' in http.get("/ui/priority").text
-    forged = http.post(
-        "/ui/priority",
-        data={"to": "high", "job_id": world.waiting},
-        headers={"Origin": "https://evil.example"},
-    )
+    with httpx.Client(base_url=served.url, trust_env=False) as another_site:
+        forged = another_site.post(
+            "/ui/priority",
+            data={"to": "high", "job_id": world.waiting},
+            headers={"Origin": "https://evil.example"},
+        )
     assert forged.status_code == 403
     busy = http.post("/ui/priority/dry-run", data={"to": "high", "ids": world.ok[0]})
     assert busy.status_code == 409 and f"{world.ok[0]} is succeeded" in busy.text

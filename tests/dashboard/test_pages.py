@@ -87,7 +87,7 @@ def test_state_changing_forms_refuse_another_origin_and_bad_filters(dead):
     # WHEN another site makes the operator's browser post the retry form
     status, _, page = call(url, "POST", f"/ui/jobs/{ids[0]}/retry", Origin="http://evil.example")
     # THEN it is refused and the job is still dead
-    assert status == 403 and "dashboard&#x27;s own page" in page
+    assert status == 403 and "this server's own pages" in page
     status, _, _ = call(url, "POST", "/ui/replay", {"job_id": ids[0]}, Sec_Fetch_Site="cross-site")
     assert status == 403
     assert app.get(ids[0]).status is JobStatus.DEAD

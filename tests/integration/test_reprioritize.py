@@ -71,7 +71,7 @@ def test_jobs_moved_to_high_start_before_the_rest_and_each_runs_once(app, http, 
     for job_id in late:
         job = http.get(f"/jobs/{job_id}").json()
         [entry] = [e for e in job["audit"] if e.get("action") == "priority"]
-        assert (entry["from"], entry["to"]) == ("normal", "high") and entry["by"].startswith("api@")
+        assert (entry["from"], entry["to"]) == ("normal", "high") and entry["by"].startswith("operator@")
         assert app.get(job_id).status is JobStatus.QUEUED
     assert visible(app, "high") == 3 and visible(app, "normal") == 7
     # ... and moving them again is a no-op the dry run says so
