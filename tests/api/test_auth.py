@@ -178,6 +178,7 @@ def sqsjobs_api(*args: str, env: dict[str, str] | None = None) -> subprocess.Pop
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.1", "example.com"])
 def test_sqsjobs_api_refuses_a_non_loopback_address_without_a_token(host):
     done = sqsjobs_api("--host", host)
@@ -187,6 +188,7 @@ def test_sqsjobs_api_refuses_a_non_loopback_address_without_a_token(host):
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_sqsjobs_api_serves_on_loopback_says_it_has_no_token_and_stops_on_sigterm(ministack_url):
     # GIVEN the CLI app's table, provisioned, and the command on a free port
     app = new_app(ministack_url, "cli-subprocess")

@@ -11,8 +11,6 @@ import pytest
 from sqsjobs import JobStatus
 from tests.api.helpers import assert_problem
 
-pytestmark = pytest.mark.slow
-
 
 def test_a_bulk_cancel_cancels_exactly_the_dry_runs_ids_each_only_while_it_still_matches(fresh_api):
     served = fresh_api(extra=False, mails=0, perm=False)

@@ -14,8 +14,6 @@ from sqsjobs.testing import all_finished, work_until
 from tests.api.helpers import assert_problem
 from tests.cli.conftest import new_app
 
-pytestmark = pytest.mark.slow
-
 SMTP = "ValueError: smtp refused <email>"
 GONE = "PermanentError: mailbox <email> is gone"
 

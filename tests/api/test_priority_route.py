@@ -10,8 +10,6 @@ import pytest
 
 from tests.api.helpers import assert_problem
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.mark.parametrize(
     ("body", "field"),

@@ -6,8 +6,6 @@ import pytest
 
 from tests.cli.conftest import invoke, new_app
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture
 def chained(ministack_url):

@@ -15,6 +15,8 @@ import pytest
 
 from sqsjobs.job import JobStatus
 
+pytestmark = pytest.mark.slow  # each test starts a process
+
 #: Runs ``python -m sqsjobs`` and, as it exits, writes to stderr which AWS SDK modules it loaded.
 WRAPPER = """
 import atexit, json, runpy, sys

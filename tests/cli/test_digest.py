@@ -13,8 +13,6 @@ from sqsjobs.testing import all_finished, work_until
 from tests.cli import jobs_app
 from tests.cli.conftest import fake_aws_env, invoke
 
-pytestmark = pytest.mark.slow
-
 
 class NotFound(PermanentError):
     """A record the job needs is missing."""

@@ -39,6 +39,7 @@ def one_error_line(err: str) -> str:
 
 
 # ── as a subprocess ──────────────────────────────────────────────────────────────────────────
+@pytest.mark.slow
 def test_a_missing_app_module_is_one_line_and_exit_1():
     # WHEN the CLI is pointed at a module that does not exist
     run = sqsjobs("jobs", "get", "some-id", "--app", "no_such_module.jobs:app")
@@ -48,6 +49,7 @@ def test_a_missing_app_module_is_one_line_and_exit_1():
     assert "Traceback" not in run.stderr + run.stdout
 
 
+@pytest.mark.slow
 def test_a_job_id_that_does_not_exist_is_one_line_and_exit_3(ledger):
     # GIVEN a provisioned table with jobs in it, on the running emulator
     table = ledger.app.settings.table_name

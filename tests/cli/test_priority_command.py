@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from sqsjobs.transport import routes
 from tests.apps import routing
 from tests.cli.conftest import invoke
 from tests.integration.helpers import depth
 from tests.integration.test_routing import ROUTED
-
-pytestmark = pytest.mark.slow
 
 
 def test_a_dry_run_changes_nothing_a_move_by_type_moves_records_and_messages_and_refusals_exit(

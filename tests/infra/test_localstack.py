@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import boto3
+import pytest
 import yaml
 
 from examples.shop import app as shop
@@ -47,6 +48,7 @@ def listening(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+@pytest.mark.slow
 def test_localstack_up_provisions_what_the_template_declares_runs_a_job_and_down_stops_it(full, tmp_path):
     port, state = free_port(), tmp_path / "localstack"
     # GIVEN `make localstack-up` on a free port

@@ -10,6 +10,8 @@ import json
 import re
 import subprocess
 
+import pytest
+
 from examples.shop import app as shop
 from sqsjobs.config import MAX_MESSAGE_RETENTION_S, MAX_REGISTRY_INTERVAL_S, Settings
 from sqsjobs.deploy.packaging import HANDLER
@@ -349,6 +351,7 @@ except ConfigurationError as exc:
 """
 
 
+@pytest.mark.slow
 def test_a_lifecycle_key_infra_cannot_translate_and_a_bucket_the_app_would_not_use_are_refused(synth):
     done = subprocess.run(
         [str(cdk_python()), "-c", REFUSALS, str(synth.lambda_zip)],
@@ -519,6 +522,7 @@ for name, attempt in {
 """
 
 
+@pytest.mark.slow
 def test_the_helpers_refuse_a_job_type_or_queue_the_app_does_not_have_at_synth_time(synth):
     done = subprocess.run(
         [str(cdk_python()), "-c", SOURCE_REFUSALS, str(synth.lambda_zip)],
@@ -851,6 +855,7 @@ def test_cdk_nag_finds_nothing_unacknowledged_and_every_acknowledgement_has_a_re
     assert set(acknowledgements(full)) >= ACKNOWLEDGED
 
 
+@pytest.mark.slow
 def test_cfn_lint_finds_no_errors(full, local, options):
     done = subprocess.run(
         [

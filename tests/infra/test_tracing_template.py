@@ -92,6 +92,7 @@ def test_the_sweeper_task_and_untraced_stacks_get_no_tracing(traced, full):
     assert "xray" not in json.dumps(full.template).lower()
 
 
+@pytest.mark.slow
 def test_cdk_nag_and_cfn_lint_accept_the_traced_stack_and_each_acknowledgement_has_a_reason(traced):
     report = traced.json("validation-report.json")
     assert [v for r in report["pluginReports"] for v in r.get("violations", [])] == []

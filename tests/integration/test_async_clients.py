@@ -10,7 +10,11 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.integration.helpers import worker_env
+
+pytestmark = pytest.mark.slow  # each test starts a process
 
 SCRIPT = textwrap.dedent(
     """

@@ -14,9 +14,13 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from sqsjobs import JobStatus
 from tests.apps import held
 from tests.integration.helpers import depth, queue_url, sqs_call, worker_env
+
+pytestmark = pytest.mark.slow  # each test starts a process
 
 APP = "tests.apps.held:app"
 

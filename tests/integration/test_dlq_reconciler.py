@@ -146,6 +146,7 @@ def run_in_a_worker_process(app, job_id: str) -> None:
 
 
 # ── a job whose message SQS redrove ──────────────────────────────────────────────────────────
+@pytest.mark.slow
 def test_a_queued_job_whose_message_sqs_redrove_is_re_dispatched_and_then_runs(app, tmp_path):
     job_id = app.enqueue("count", {"runs_dir": str(tmp_path)})
     main, dlq = queue_url(app, "default"), queue_url(app, "default", dlq=True)
@@ -164,6 +165,7 @@ def test_a_queued_job_whose_message_sqs_redrove_is_re_dispatched_and_then_runs(a
     assert len(runs(tmp_path, job_id)) == 1
 
 
+@pytest.mark.slow
 def test_past_the_redispatch_bound_the_record_is_made_dead_with_the_redrive_reason(app, tmp_path):
     job_id = app.enqueue("count", {"runs_dir": str(tmp_path)})
     set_redispatches(app, job_id, 3)
@@ -183,6 +185,7 @@ def test_past_the_redispatch_bound_the_record_is_made_dead_with_the_redrive_reas
     assert runs(tmp_path, job_id) == []
 
 
+@pytest.mark.slow
 def test_a_serialized_job_redriven_to_the_fifo_backstop_is_re_dispatched_in_its_group_or_made_dead(
     app, tmp_path
 ):
@@ -213,6 +216,7 @@ def test_a_serialized_job_redriven_to_the_fifo_backstop_is_re_dispatched_in_its_
 
 
 # ── copies: one per dead job, none for a finished one, the rest left ─────────────────────────
+@pytest.mark.slow
 def test_after_a_pass_the_dlq_holds_one_copy_per_dead_job_and_what_is_not_a_job(app, tmp_path):
     dead_id = app.enqueue("broken", {"runs_dir": str(tmp_path)})
     ok_id = app.enqueue("count", {"runs_dir": str(tmp_path)})
@@ -240,6 +244,7 @@ def test_after_a_pass_the_dlq_holds_one_copy_per_dead_job_and_what_is_not_a_job(
     assert kept["MessageAttributes"]["sqsjobs-reason"]["StringValue"] == "permanent error"
 
 
+@pytest.mark.slow
 def test_a_pass_over_a_dlq_holding_a_100000_deep_body_completes_and_leaves_that_body(app, tmp_path):
     dead_id = app.enqueue("broken", {"runs_dir": str(tmp_path)})
     main, dlq = queue_url(app, "default"), queue_url(app, "default", dlq=True)
@@ -260,6 +265,7 @@ def test_a_pass_over_a_dlq_holding_a_100000_deep_body_completes_and_leaves_that_
 
 
 # ── a sweeper stopped in the middle of its scan ──────────────────────────────────────────────
+@pytest.mark.slow
 def test_a_sweeper_stopped_mid_scan_hands_back_the_dlq_messages_it_hid(app):
     """SIGTERM while the reconciler's scan holds DLQ messages hidden: they are visible once it exits.
 

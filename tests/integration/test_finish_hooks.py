@@ -20,8 +20,6 @@ from sqsjobs.store.codec import av_n, av_s
 from sqsjobs.transport import sqs
 from tests.integration.helpers import queue_url, sqs_call
 
-pytestmark = pytest.mark.slow
-
 COUNTER = "hooktest#counter"
 
 

@@ -24,13 +24,10 @@ import time
 from pathlib import Path
 
 import boto3
-import pytest
 
 import sqsjobs
 from sqsjobs.job import JobStatus
 from sqsjobs.runtime.worker import Worker
-
-pytestmark = pytest.mark.slow
 
 PACKAGE = Path(sqsjobs.__file__).resolve().parent
 #: The distinct modules the walk may execute: 27 before the kernel (limits/ and workflows/ among

@@ -17,8 +17,6 @@ from sqsjobs.testing import all_finished, work_until
 from tests.integration.helpers import depth
 from tests.soak.faults import FaultPlan, FaultProxy
 
-pytestmark = pytest.mark.slow
-
 #: Drop the answer of the next DynamoDB UpdateItem (the write itself happens), once.
 LOSE_ONE_UPDATE_ANSWER = FaultPlan(reset_after=1.0, only_actions=frozenset({"UpdateItem"}), max_faults=1)
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
 from typer.testing import CliRunner
 
 from sqsjobs.cli.main import cli
@@ -128,6 +129,7 @@ def _imports(root) -> str:
     return done.stderr
 
 
+@pytest.mark.slow
 def test_the_unpacked_zip_imports_the_entry_from_its_bytecode_and_compiles_nothing(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO_ROOT)
     root = _build(tmp_path, "with")

@@ -98,6 +98,7 @@ def test_the_probe_tells_an_endpoint_that_ignores_conditions(plain_moto, make_ap
     assert PROBE_ID.startswith("probe#")
 
 
+@pytest.mark.slow
 def test_a_worker_on_moto_server_runs_every_duplicated_job_exactly_once(plain_moto, make_app, tmp_path: Path):
     # GIVEN an app on moto's own server, provisioned, and 20 jobs whose messages are each in the queue twice
     app = make_app(plain_moto)

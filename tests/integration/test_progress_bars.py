@@ -10,10 +10,14 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from sqsjobs import JobStatus
 from tests.apps import held
 from tests.integration.helpers import queue_url, sqs_call, worker_env
 from tests.integration.test_confirm import APP, on_terminal_apart
+
+pytestmark = pytest.mark.slow  # each test starts a process
 
 BAR = "━"  # rich's bar segment (a table's rules use it too: stdout is checked apart)
 

@@ -318,6 +318,7 @@ def log_lines(stderr: str) -> list[dict]:
     return [line for line in lines if isinstance(line, dict)]
 
 
+@pytest.mark.slow
 def test_cli_plan_and_apply_in_a_process_with_default_logging_exit_cleanly(ministack_url):
     # GIVEN a user's shell: fake credentials and a region (the suite's), the app's own resources,
     # the scheduler role, and no log level set: INFO records are built and handled for real

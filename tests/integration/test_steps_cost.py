@@ -7,12 +7,8 @@ from __future__ import annotations
 
 import uuid
 
-import pytest
-
 from sqsjobs import App, JobStatus
 from sqsjobs.testing import all_finished, work_until
-
-pytestmark = pytest.mark.slow
 
 JOBS = 10
 

@@ -12,6 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # each test starts a process
+
 #: The checkout this test belongs to: ``-c`` puts the working directory first on ``sys.path``.
 ROOT = Path(__file__).resolve().parents[2]
 

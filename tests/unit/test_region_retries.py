@@ -14,6 +14,8 @@ import textwrap
 
 import pytest
 
+pytestmark = pytest.mark.slow  # each test starts a process
+
 PROBE = textwrap.dedent(
     """
     import json, sys
