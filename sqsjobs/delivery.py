@@ -52,6 +52,10 @@ class Ack:
     kind: Literal["delete", "rearm", "dead_letter", "release", "leave", "resend"]
     delay_s: int = 0
     attributes: dict[str, str] = field(default_factory=dict)
+    #: The job only waits ``delay_s`` (deferred by a limit, a pause or a breaker; not due; asleep):
+    #: its message need not come back through a receive. An ECS worker keeps a serialize key's
+    #: head in place instead of applying the ack (``runtime/levels.py``), so the key keeps its order.
+    waits: bool = False
 
 
 DELETE = Ack("delete")

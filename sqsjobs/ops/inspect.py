@@ -67,6 +67,7 @@ from sqsjobs.steps.records import in_order, steps_of
 from sqsjobs.store import operator, schema
 from sqsjobs.store.conditions import All, eq
 from sqsjobs.store.write import render_condition
+from sqsjobs.store.yielded import ORDER_YIELDED
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -496,6 +497,8 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         "lease_expires": iso(job.lease_expires),
         "cancel_requested": job.cancel_requested,
         "reason": job.reason,
+        # A serialized job that gave up its place in its key: when and why (``store/yielded.py``).
+        "order_yielded": job.extra.get(ORDER_YIELDED, {}).get("S"),
         "chain": (
             {"id": job.chain_id, "step": job.chain_step, "steps": job.chain_steps} if job.chain_id else None
         ),

@@ -40,7 +40,7 @@ from sqsjobs.runtime.record_stage import Recorder
 from sqsjobs.runtime.run_stage import Runner
 from sqsjobs.runtime.write_batcher import WriteBatcher
 from sqsjobs.store.job_store import JobStore
-from sqsjobs.transport.lifespan import fresh_copy_instead, keep_witness
+from sqsjobs.transport.lifespan import fresh_copy_instead, in_key, keep_witness
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
@@ -238,6 +238,27 @@ class DeliveryHost:
         if gone:
             return fresh_copy_instead(ack, self.kernel.settings)
         return keep_witness(ack, delivery, self.kernel.clock.now(), self.kernel.settings)
+
+    async def yielded(self, delivery: Delivery, ack: Ack, why: str = "") -> None:
+        """``ack`` re-sent ``delivery``: on a FIFO queue its job lost its place in its key, which its record says.
+
+        A fresh copy goes to the end of its group, behind the jobs enqueued after it: near the
+        redrive limit (a wait that spent its receives) or for a message too old to wait, or gone
+        (``why`` says otherwise: a key member sent after its head).
+        """
+        if ack.kind != "resend" or not in_key(delivery):
+            return
+        try:
+            envelope = envelope_format.parse(delivery.body)
+        except EnvelopeError:
+            return
+        if isinstance(envelope, envelope_format.Envelope):
+            why = why or (
+                f"received {delivery.receive_count} times, near the redrive limit"
+                if ack.waits
+                else "its message was too old to wait, or gone"
+            )
+            await self.execution.recorder.yielded(envelope.job_id, f"re-sent to the end of its key: {why}")
 
     def messages_gone(self, receipts: Collection[str]) -> None:
         """SQS no longer honours these held messages' receipts: their running jobs lost their witness.

@@ -371,6 +371,7 @@ class LambdaWorker:
         """Map an Ack to the reply (see the module docstring); the record is already written."""
         reply = _Reply(self.kernel)
         await apply(ack, delivery, dlq_url, reply)
+        await self._host.yielded(delivery, ack)
         return reply.result
 
     async def _extend_running(self) -> None:

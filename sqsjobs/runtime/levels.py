@@ -26,7 +26,10 @@ may return several messages of one group, in order. The worker runs them one aft
 next starts when the one before it ended with its message deleted (succeeded, dead, discarded);
 when it stays in the queue instead (a retry's re-arm, a lease held elsewhere, not due, a release),
 the rest go back at once (visibility 0) and SQS keeps them behind it, so the key keeps its order.
-Members waiting in the worker hold no slot: nobody else could run them anyway.
+Members waiting in the worker hold no slot: nobody else could run them anyway. A head whose job
+only waits (deferred, not due, asleep: ``Ack.waits``) is held in place, in flight and slotless,
+and asked again after its wait (``_head``): a re-arm would spend a receive per wait, and near the
+redrive limit a fresh copy would go to the back of its group.
 """
 
 from __future__ import annotations
@@ -36,10 +39,13 @@ import contextlib
 from collections import deque
 from typing import TYPE_CHECKING, Any, Protocol
 
+from sqsjobs.delivery import RELEASE
 from sqsjobs.errors import AwsError
 from sqsjobs.transport import routes, sqs
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sqsjobs.config import Settings
     from sqsjobs.delivery import Ack, Delivery
     from sqsjobs.runtime.kernel import Kernel
@@ -67,7 +73,10 @@ class Host(Protocol):
     async def _unreserve(self, queue: str, n: int) -> None: ...
     def _free(self, queue: str) -> int: ...
     def _hold(self, delivery: Delivery) -> None: ...
-    async def _process(self, delivery: Delivery, dlq_url: str) -> Ack: ...
+    async def _yielded(self, delivery: Delivery, ack: Ack) -> None: ...
+    async def _process(
+        self, delivery: Delivery, dlq_url: str, *, place: Callable[[Ack], Ack | None] | None = None
+    ) -> Ack: ...
 
 
 #: Acks after which a FIFO group's next message may run: its message left the queue.
@@ -93,6 +102,11 @@ class LevelReceiver:
         self.batches = 0
         #: Running FIFO groups, by (route, group id), with their members waiting in this worker.
         self.groups: dict[tuple[str, str], deque[Delivery]] = {}
+        #: When each FIFO message held here was received (clock seconds), by receipt handle: SQS
+        #: keeps a message in flight at most ``MAX_VISIBILITY_S`` after its receive.
+        self.received: dict[str, float] = {}
+        #: Set once the receive loop ended (the worker stops): heads waiting in place let go.
+        self.stopped = asyncio.Event()
 
     async def run(self) -> None:
         """Receive until the worker stops; then put back what was received and not started."""
@@ -103,6 +117,7 @@ class LevelReceiver:
             while not self.w._stopping:
                 await self._once()
         finally:
+            self.stopped.set()
             for task in watches:
                 task.cancel()
             await asyncio.gather(*watches, return_exceptions=True)
@@ -187,8 +202,11 @@ class LevelReceiver:
             self.w.kernel.logger.warning("receive failed", extra={"queue": self.queue, "error": str(exc)})
             await asyncio.sleep(1.0)
             return []
+        now = self.w.kernel.clock.now()
         for delivery in got:
             self.w._held[delivery.receipt_handle] = delivery
+            if _group(delivery) is not None:
+                self.received[delivery.receipt_handle] = now
         return got
 
     def _admit(self, delivery: Delivery) -> bool:
@@ -209,10 +227,64 @@ class LevelReceiver:
         task.add_done_callback(self.w._tasks.discard)
 
     async def _run(self, delivery: Delivery) -> None:
-        ack = await self.w._process(delivery, self.dlq_url)
         group = _group(delivery)
-        if group is not None:
-            await self._next_in_group(group, ack)
+        if group is None:
+            await self.w._process(delivery, self.dlq_url)
+            return
+        try:
+            ack = await self._head(delivery, group)
+        finally:
+            self.received.pop(delivery.receipt_handle, None)
+        await self._next_in_group(group, ack)
+
+    async def _head(self, delivery: Delivery, group: tuple[str, str]) -> Ack:
+        """Run a group's head; while its job only waits (``Ack.waits``), keep it here, in flight, and ask again.
+
+        A deferred, not yet due or sleeping head whose ack were applied would come back through a
+        receive, and each receive counts toward the redrive limit, which a long wait would reach:
+        near it the message must be replaced by a fresh copy, which SQS puts at the back of the
+        group, behind the jobs enqueued after it. Held here instead, it stays in flight (the
+        heartbeat extends it: a visibility change is no receive) and so stays the group's head; its
+        members go back to SQS at once, behind it, and the job is asked again after its wait, in a
+        slot, as a new receive would. It lets go (visible at once: still the head, one receive) when
+        the worker stops or when SQS's cap on one receive's time in flight comes near.
+        """
+        received = self.received.get(delivery.receipt_handle, self.w.kernel.clock.now())
+        kept: list[Ack] = []
+
+        def place(ack: Ack) -> Ack | None:
+            if not ack.waits:
+                return ack
+            now = self.w.kernel.clock.now()
+            if self.stopped.is_set() or now + ack.delay_s > received + self._in_place_s():
+                # A receive's cap or a stop: visible again now, still the head (a resend, chosen
+                # near the redrive limit, keeps the job out of the DLQ at the price of its place).
+                return RELEASE if ack.kind == "rearm" else ack
+            kept.append(ack)
+            self._release(list(self.groups[group]))
+            self.groups[group].clear()
+            return None
+
+        while True:
+            kept.clear()
+            ack = await self.w._process(delivery, self.dlq_url, place=place)
+            if not kept:
+                return ack
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(ack.delay_s):
+                    await self.stopped.wait()
+            if not self.stopped.is_set():
+                await self.w._reserve_one(self.queue)  # asked again in a slot, as a receive would be
+                if not self.w._stopping:
+                    self.w._hold(delivery)
+                    continue
+                await self.w._unreserve(self.queue, 1)
+            self._release([delivery])
+            return RELEASE
+
+    def _in_place_s(self) -> float:
+        """How long after its receive a head may still wait in place: SQS's cap less two extensions' margin."""
+        return float(sqs.MAX_VISIBILITY_S - 2 * self.w.settings.visibility_timeout_s)
 
     async def _next_in_group(self, group: tuple[str, str], ack: Ack) -> None:
         waiting = self.groups[group]
@@ -229,14 +301,17 @@ class LevelReceiver:
             # The head was re-sent to the back of its group: its members follow it there, in order,
             # so the key keeps the order of what this worker holds, and none nears the redrive limit.
             for member in waiting:
+                self.received.pop(member.receipt_handle, None)
                 if member.receipt_handle in self.w._held:  # held until the copy's delete lands
                     await self.w._ops.resend(member, 0)
+                    await self.w._yielded(member, ack)
             return
         # The message stays (or the worker stops): SQS keeps the rest behind it, in order.
         self._release(list(waiting))
 
     def _release(self, deliveries: list[Delivery]) -> None:
         for delivery in deliveries:
+            self.received.pop(delivery.receipt_handle, None)
             if delivery.receipt_handle in self.w._held:  # held until the release lands
                 with contextlib.suppress(Exception):
                     self.w._ops.set_visibility(delivery, 0)

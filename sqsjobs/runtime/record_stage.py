@@ -23,13 +23,15 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from sqsjobs._aws import Call, one
 from sqsjobs.delivery import DELETE, LEAVE, RELEASE, Ack, Finish, dead_letter, failure_record
-from sqsjobs.errors import Cancel, PayloadInvalid, PermanentError, Retry, StoreError
+from sqsjobs.errors import AwsError, Cancel, PayloadInvalid, PermanentError, Retry, StoreError
 from sqsjobs.job import AttemptOutcome, JobStatus
 from sqsjobs.observability.metrics import DEAD, EXPIRED, on_transition
 from sqsjobs.observability.tracing import trace_id
 from sqsjobs.retry import decide
-from sqsjobs.store.codec import job_from_item, record_of
+from sqsjobs.store import yielded as yielded_note
+from sqsjobs.store.codec import is_conflict, job_from_item, record_of
 from sqsjobs.store.job_store import ClaimRefusal, Landed, Refusal, Refused
 from sqsjobs.transport import lifespan, sqs
 
@@ -136,6 +138,26 @@ class Recorder:
         """The finish hooks ``job`` concerns."""
         return self._hooks if self._hooks is not None else finish_hooks(self.kernel, job)
 
+    async def yielded(self, job_id: str, reason: str) -> None:
+        """A serialized job gave up its place in its key: its record says when and why (``store/yielded.py``).
+
+        One conditional write on a job still waiting to start; a failure is logged, never raised
+        (the job itself is safe either way: only the note is missing).
+        """
+        kernel = self.kernel
+        write = yielded_note.yielded(
+            kernel.settings.table_name, job_id, reason=reason, now=kernel.clock.now()
+        )
+        try:
+            await kernel.arun(one(Call("dynamodb", "update_item", write.update_item())))
+        except AwsError as exc:
+            if not (isinstance(exc, StoreError) and is_conflict(exc)):  # conflict: started or ended since
+                kernel.logger.warning("order_yielded not noted", extra={"job_id": job_id, "error": str(exc)})
+            return
+        kernel.logger.warning(
+            "serialized job yields its place in its key", extra={"job_id": job_id, "reason": reason}
+        )
+
     def log(
         self,
         event: str,
@@ -234,7 +256,9 @@ class Recorder:
             return await self.abort(job, verdict.reason)
         if verdict.outcome == "dead":
             return await self.dead(job, exc, reason=verdict.reason, queue=queue)
-        held = verdict.delay_s > sqs.MAX_VISIBILITY_S or self.outlives(delivery, now + verdict.delay_s)
+        held = (verdict.delay_s > sqs.MAX_VISIBILITY_S and not lifespan.in_key(delivery)) or self.outlives(
+            delivery, now + verdict.delay_s
+        )
         error = failure_record(exc)
         params = functools.partial(
             self.store.schedule_retry,
@@ -247,6 +271,8 @@ class Recorder:
         )
         if not await self.write(job, params, Finish(job, AttemptOutcome.RETRY, error=error)):
             return LEAVE
+        if held and job.serialize_key is not None:  # its message goes: the key's later jobs go first
+            await self.yielded(job.id, "retries after its message would have expired: its key went on")
         self.log(
             "job retry scheduled",
             job,
@@ -258,7 +284,8 @@ class Recorder:
         )
         # Retries re-arm the same message, so its receive count keeps meaning something; beyond the
         # 12 h cap, or past the message's own expiry, the record holds the job and the sweeper
-        # sends it when due.
+        # sends it when due — except past the cap on a FIFO queue, where the message keeps the
+        # job's place in its key (re-armed to the cap, then held until due: ``lifespan.in_key``).
         return DELETE if held else Ack("rearm", delay_s=sqs.clamp_visibility(verdict.delay_s))
 
     def outlives(self, delivery: Delivery | None, wake_at: float) -> bool:

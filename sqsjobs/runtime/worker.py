@@ -52,7 +52,7 @@ from sqsjobs.transport.queues import dlq_key
 from sqsjobs.transport.sqs import MessageOps
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Callable, Sequence
 
     from sqsjobs.context import JobContext
     from sqsjobs.delivery import Ack, Delivery
@@ -379,11 +379,21 @@ class Worker:
                 # Each new job's start waits for its claim; nothing waits for the next poll.
                 await asyncio.sleep(CLAIM_HEAD_START_S)
 
-    async def _process(self, delivery: Delivery, dlq_url: str) -> Ack:
+    async def _process(
+        self, delivery: Delivery, dlq_url: str, *, place: Callable[[Ack], Ack | None] | None = None
+    ) -> Ack:
+        """Handle ``delivery`` in its slot and apply its ack (the one ``place`` returns for it, if given).
+
+        ``place`` returning None keeps the message held as it is (the heartbeat extends it): a
+        serialize key's head waiting in place (``runtime/levels.py``).
+        """
         try:
             ack = await self._host.handle(delivery)
             self.handled += 1
-            await self._apply(delivery, ack, dlq_url)
+            applied = ack if place is None else place(ack)
+            if applied is not None:
+                await self._apply(delivery, applied, dlq_url)
+                ack = applied
         finally:
             hold = self._holds.pop(delivery.receipt_handle, None)
             if hold is not None:
@@ -403,6 +413,11 @@ class Worker:
         finally:
             if not self._ops.holds(delivery):  # nothing to wait for: a leave, a dead letter whose copy failed
                 self._settled(delivery)
+        await self._host.yielded(delivery, ack)
+
+    async def _yielded(self, delivery: Delivery, ack: Ack) -> None:
+        """A key member re-sent after its head (``runtime/levels.py``): its record says it lost its place."""
+        await self._host.yielded(delivery, ack, why="sent after its key's head, which was re-sent")
 
     def _settled(self, delivery: Delivery) -> None:
         """Its delete or visibility change landed (or failed for good): the heartbeat lets it go."""

@@ -18,6 +18,7 @@ from sqsjobs.delivery import DELETE, LEAVE, RELEASE, Ack, Finish
 from sqsjobs.errors import Sleep
 from sqsjobs.job import AttemptOutcome, JobStatus
 from sqsjobs.steps import records
+from sqsjobs.store import yielded
 from sqsjobs.store.job_store import Refused
 from sqsjobs.transport import lifespan, sqs
 
@@ -40,15 +41,20 @@ class SleepOutcome:
         now = kernel.clock.now()
         delay = max(0.0, exc.until - now)
         # A wait for a token is always held: the answer wakes the job from its record (payload kept).
+        # A sleep past the 12 h cap on a FIFO queue keeps its message, and so its place in its key
+        # (``lifespan.in_key``).
         held = (
             exc.waits_for is not None
-            or delay > sqs.MAX_VISIBILITY_S
+            or (delay > sqs.MAX_VISIBILITY_S and not lifespan.in_key(delivery))
             or recorder.outlives(delivery, exc.until)
         )
         table = kernel.settings.table_name
         write = records.sleep(
             table, job, exc.step, until=exc.until, now=now, held=held, unanswered=exc.waits_for
         )
+        if held and job.serialize_key is not None:  # its message goes: the key's later jobs go first
+            why = "waits on a token" if exc.waits_for is not None else "sleeps past its message's life"
+            write = write.also_set(*yielded.note(f"{why}: its key went on", now))
         refusals: list[Refused] = []
         if not await recorder.write(
             job, _noting(refusals, recorder.store, job, write), Finish(job, AttemptOutcome.RELEASED)

@@ -22,7 +22,9 @@ A wait must not pass the queue's **redrive limit** either: every receive counts 
 moves a message to the DLQ past it whatever the record says. The limit is sized for attempts (a
 retry's re-arm keeps counting them), so a job that waits without using one — deferred by a limit, a
 pause or a breaker, asleep in ``ctx.sleep`` — has its message re-armed while its receive count is
-low, and replaced by a fresh copy (receive count 1) once it gets close (``waiting``).
+low, and replaced by a fresh copy (receive count 1) once it gets close (``waiting``). On a FIFO
+queue a fresh copy goes to the back of its key's group, so the ECS worker holds such a wait in
+place instead (``Ack.waits``, ``runtime/levels.py``): no receive, no copy, the key's order kept.
 """
 
 from __future__ import annotations
@@ -54,12 +56,23 @@ def waiting(delivery: Delivery, delay_s: float, redrive: int) -> Ack:
     (``redrive_limit``): then a fresh copy replaces it, delayed by the wait where the queue allows
     (a copy that comes back early is re-armed by its claim's refusal, ``not yet due``). A fresh
     copy is re-armed at least once: a FIFO copy takes no delay and comes back at once, so re-sending
-    it again would spin while the job waits.
+    it again would spin while the job waits. Either is marked ``waits``: an ECS worker holds a
+    serialize key's head in place instead (``runtime/levels.py``), spending no receive at all.
     """
     hide = clamp_visibility(delay_s)
     if delivery.receive_count < max(2, redrive - RESEND_MARGIN):
-        return Ack("rearm", delay_s=hide)
-    return Ack("resend", delay_s=hide)
+        return Ack("rearm", delay_s=hide, waits=True)
+    return Ack("resend", delay_s=hide, waits=True)
+
+
+def in_key(delivery: Delivery | None) -> bool:
+    """True for a message of a FIFO queue: a serialize key's, whose place in its group a wait must keep.
+
+    Such a wait past the 12-hour visibility cap keeps its message (re-armed to the cap, then held
+    again when it comes back early: one receive per 12 hours) instead of being held in the record,
+    whose message would be deleted and let the key's later jobs run first.
+    """
+    return delivery is not None and delivery.queue_url.endswith(".fifo")
 
 
 def reach_s(settings: Settings) -> float:
@@ -98,5 +111,5 @@ def keep_witness(ack: Ack, delivery: Delivery, now: float, settings: Settings) -
         return ack
     left = delivery.sent_at + reach_s(settings) - now
     if left >= reach_s(settings) / 2:
-        return Ack("rearm", delay_s=max(1, math.floor(left)))
+        return Ack("rearm", delay_s=max(1, math.floor(left)), waits=ack.waits)
     return fresh_copy_instead(ack, settings)
