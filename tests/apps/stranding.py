@@ -6,7 +6,9 @@ worker processes never tear a line), so a test counts runs whatever the workers 
 
 from __future__ import annotations
 
+import json
 import os
+import tempfile
 import time
 
 from sqsjobs import App, BatchItem, BatchOptions, BatchRetry, BatchSuccess, Breaker, JobContext, Retry
@@ -163,3 +165,54 @@ def stepped(payload: dict[str, object], ctx: JobContext) -> None:
         ctx.sleep(float(str(payload["nap_s"])))
     _first_attempt(payload, ctx)
     ctx.step("two", _mark, runs, f"{ctx.job_id}:two")
+
+
+#: The rows of a job waiting on a token, a hook's job and a schedule's fire (a fire of ``plain``, or of
+#: ``aside.run``, needs no type of its own). The token's job takes its first step, hands its token's id
+#: out (``<runs>.<job id>.token``, read by the test as an email would carry it to a person), waits for
+#: the answer (its run ends; no attempt used), then meets a first attempt's disturbance and takes its
+#: second step.
+@app.job("token.run", max_attempts=2, timeout=60, pausable=True)
+def token_wait(payload: dict[str, object], ctx: JobContext) -> None:
+    """Two durable steps around a wait on a token (``token_timeout_s``, 10 minutes by default)."""
+    _record(payload, ctx)
+    runs = str(payload["runs"])
+    ctx.step("one", _mark, runs, f"{ctx.job_id}:one")
+    token = ctx.create_token(timeout=float(str(payload.get("token_timeout_s", 600))))
+    ctx.step("publish", _publish, runs, ctx.job_id, token.id)
+    ctx.wait_for_token(token)
+    _first_attempt(payload, ctx)
+    ctx.step("two", _mark, runs, f"{ctx.job_id}:two")
+
+
+def _publish(runs: str, job_id: str, token_id: str) -> str:
+    with open(f"{runs}.{job_id}.token", "w") as out:
+        out.write(token_id)
+    return token_id
+
+
+def hook_note(ended_job_id: str) -> str:
+    """Where an ended job leaves its payload for its hook's job: a hook's payload is only its summary."""
+    return os.path.join(tempfile.gettempdir(), f"sqsjobs-stranding-hook-{ended_job_id}.json")
+
+
+def _hooked(payload: dict[str, object], ctx: JobContext) -> None:
+    """Leaves ``{"runs": ..., **payload["hook"]}`` for its hook's job, then ends (it is not a row)."""
+    with open(hook_note(ctx.job_id), "w") as out:
+        json.dump({"runs": payload["runs"], **dict(payload.get("hook") or {})}, out)  # type: ignore[call-overload]
+
+
+def _hook(summary: dict[str, object], ctx: JobContext) -> None:
+    """A hook's job: runs as ``_matrix_run`` with the payload its ended job left for it."""
+    with open(hook_note(str(summary["job_id"]))) as note:
+        _matrix_run(json.load(note), ctx)
+
+
+#: A hooked type and its ``on_succeeded`` hook on the default queue; on the deps queue (run by the
+#: redrive column's only worker, its hook's job left for SQS to redrive); and with its hook on the
+#: queue no matrix worker serves, expiring a second after its enqueue (the expiry column's).
+app.job("hook.run", max_attempts=2, timeout=60, pausable=True)(_hook)
+app.job("hooked.run", max_attempts=2, timeout=60, on_succeeded="hook.run")(_hooked)
+app.job("hooked.deps", queue="deps", max_attempts=2, timeout=60, on_succeeded="hook.run")(_hooked)
+app.job("hook.aside", queue="aside", max_attempts=2, timeout=60, expires_after=1)(_hook)
+app.job("hooked.aside", max_attempts=2, timeout=60, on_succeeded="hook.aside")(_hooked)

@@ -13,6 +13,11 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from sqsjobs import JobStatus
+from sqsjobs.envelope import Fire
+from sqsjobs.schedules.expressions import parse_instant
+from sqsjobs.schedules.fire import idempotency_key
+from sqsjobs.store.codec import idempotent_job_id
+from tests.integration.helpers import send_raw
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -31,6 +36,11 @@ FEATURES = (
 #: when it hits (``ctx.sleep``), and two dedup modes, ``unique="while_active"`` and ``debounce`` (its
 #: window open when it hits; the key's later enqueue gives the payload that runs).
 NEWEST = ("batch handler", "stepped", "asleep", "while_active", "debounced")
+#: Jobs that reach the matrix another way: one waiting on a token when the disturbance hits (its run
+#: ended until the answer comes; ``tests/apps/stranding.py``'s ``token.run``), a hook's job (an
+#: ``on_succeeded`` hook enqueued by its ended job's finish), and a schedule's fire (its message as
+#: EventBridge Scheduler sends it, which a worker turns into the occurrence's job).
+ARRIVING = ("token wait", "hook's job", "schedule fire")
 #: Every row of the matrix: the features above, and those a flow-control feature gates or that
 #: arrive from outside sqsjobs.
 MATRIX_ROWS = (
@@ -46,6 +56,7 @@ MATRIX_ROWS = (
     "s3 payload",
     "foreign message",
     *NEWEST,
+    *ARRIVING,
 )
 
 
@@ -150,12 +161,74 @@ def steps_called(log: Path, job_id: str) -> tuple[int, int]:
     return found[f"{job_id}:one"], found[f"{job_id}:two"]
 
 
-#: The rows whose job takes two durable steps, and what each cell expects of them: each step's
+#: The rows whose job takes two durable steps (the token's job waits between them), and what each cell expects of them: each step's
 #: function called once, whatever befell the runs around it.
-STEPPED = ("stepped", "asleep")
+STEPPED = ("stepped", "asleep", "token wait")
 ONCE_EACH = dict.fromkeys(STEPPED, (1, 1))
 
 
 def step_calls(log: Path, jobs: dict[str, str]) -> dict[str, tuple[int, int]]:
     """How often each stepped row's job called each of its steps' functions."""
     return {f: steps_called(log, jobs[f]) for f in STEPPED}
+
+
+def wait_on_token(app, log: Path, **options: object) -> str:
+    """The token row's job: it takes its first step and waits on a token (answered by ``answer``)."""
+    return app.enqueue("token.run", {"runs": str(log)}, **options)
+
+
+def token_of(log: Path, job_id: str) -> str | None:
+    """The id of the token the job waits on, once it handed it out."""
+    path = log.with_name(f"{log.name}.{job_id}.token")
+    return path.read_text() if path.exists() else None
+
+
+def waiting_on_token(app, log: Path, job_id: str) -> bool:
+    """The job took its first step, handed its token out, and waits (queued until the answer)."""
+    return token_of(log, job_id) is not None and asleep_now(app, log, job_id)
+
+
+def answer(app, log: Path, job_id: str) -> None:
+    """The token's answer, as a person gives it (``app.complete_token``): the job wakes."""
+    assert app.complete_token(str(token_of(log, job_id)), "go") == "answered"
+
+
+def hooked(app, log: Path, job_type: str = "hooked.run", **hook: object) -> str:
+    """An ended job's id, whose ``on_succeeded`` hook's job is the row (``hook``: that job's first attempt)."""
+    return app.enqueue(job_type, {"runs": str(log), "hook": hook})
+
+
+def hook_of(app, ended_id: str) -> str | None:
+    """The hook's job of ``ended_id`` (its id derives from the finish's claim token: found by its parent)."""
+    ddb = app.sync_clients.get("dynamodb")
+    params = {
+        "TableName": app.settings.table_name,
+        "FilterExpression": "parent_id = :p",
+        "ExpressionAttributeValues": {":p": {"S": ended_id}},
+        "ProjectionExpression": "id",
+        "ConsistentRead": True,
+    }
+    found: list[str] = []
+    while True:
+        page = ddb.scan(**params)
+        found += [item["id"]["S"] for item in page.get("Items", [])]
+        if "LastEvaluatedKey" not in page:
+            break
+        params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    assert len(found) <= 1, found  # one hook's job per transition
+    return found[0] if found else None
+
+
+#: The occurrence every fire of the matrix stands for (Scheduler substitutes it in the fire's input).
+FIRE_AT = "2026-01-01T00:00:00Z"
+
+
+def fire_body(log: Path, tag: str, job_type: str = "plain", **extra: object) -> str:
+    """A schedule's fire, as EventBridge Scheduler sends it to the queue (the time substituted)."""
+    return Fire(f"matrix-{tag}", FIRE_AT, job_type, {"runs": str(log), **extra}).to_body()
+
+
+def fire(app, log: Path, tag: str, job_type: str = "plain", **extra: object) -> str:
+    """Send a schedule's fire to the default queue: the id of the job a worker will turn it into."""
+    send_raw(app, fire_body(log, tag, job_type, **extra))
+    return idempotent_job_id(job_type, idempotency_key(f"matrix-{tag}", parse_instant(FIRE_AT)))

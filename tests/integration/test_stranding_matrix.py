@@ -6,7 +6,9 @@ level's, one enqueued in a transaction, a claim-checked S3 payload, a foreign me
 producer that is not sqsjobs), a batch handler's job, a job of two durable steps, one asleep
 (``ctx.sleep``) when the disturbance hits, a ``unique="while_active"`` job and a debounced one
 (its window open when the disturbance hits: the key's later enqueue, whose payload alone is
-counted, lands while it waits). Columns, one test each, whose cells share one app and one set of
+counted, lands while it waits), a job waiting on a token, a hook's job (an ``on_succeeded`` hook
+enqueued by its ended job's finish) and a schedule's fire (its message as EventBridge Scheduler
+sends it, which a worker turns into the occurrence's job). Columns, one test each, whose cells share one app and one set of
 worker processes: deferred 20 times and more (past the redrive limit), retried past the message
 retention, expired by the sweeper, worker SIGKILLed mid-job, redriven by SQS, SIGTERM during a
 long poll. Each cell ends terminal with a reason that says what happened (or runs the expected
@@ -29,7 +31,19 @@ is left out, though some rows take a column's disturbance their own way:
   way to it), as SQS redrives its bare message, and through a burst of enqueues as a worker drains
   (each pushes its start, so its hint is received, not yet due, more often than the redrive
   limit); past the retention it retries, as a plain job does (a window longer than the retention
-  would only wait for its entry).
+  would only wait for its entry);
+- the token's job waits on its token as the asleep one sleeps: through the kill (answered once the
+  worker died, it wakes on the rescuer), answered while its type is paused (deferred 20 times), past
+  its own deadline (it started, so it is not expired), longer than the retention (held in its record;
+  answered once the retried rows ran again), and on the worker that then drains (answered as the next
+  one starts); in the redrive column it is redriven before its first run, and waits after it;
+- the hook's job is its ended job's (which ran first, on the deps worker in the redrive column); in
+  the expiry column the hook and the fire's job are of a type on the queue no worker serves yet, as
+  the chain step is, and the worker that then receives them expires them;
+- the schedule's fire cannot be redriven *and* run: SQS redrives the bare fire before any worker
+  turned it into a job, and the reconciler leaves it in the DLQ (it is not a job: no record counts
+  its re-dispatches), where ``sqsjobs dlq`` lists it; the redrive column checks exactly that, as it
+  does for the foreign message. In every other column the fire's job takes the disturbance.
 
 Limits are shortened through settings (redrive after 3 receives, a 1 KiB inline payload, 5 s
 leases, a 60 s retention) so each column takes seconds, the retention's about a minute.
@@ -68,9 +82,14 @@ from tests.integration.helpers import (
 from tests.integration.matrix_rows import (
     MATRIX_ROWS,
     ONCE_EACH,
+    answer,
     asleep_now,
     debounce_first,
     fall_asleep,
+    fire,
+    fire_body,
+    hook_of,
+    hooked,
     keep_gathering,
     newest,
     one_of_each,
@@ -78,6 +97,8 @@ from tests.integration.matrix_rows import (
     runs,
     step_calls,
     steps_called,
+    wait_on_token,
+    waiting_on_token,
 )
 
 pytestmark = pytest.mark.slow
@@ -191,6 +212,14 @@ def test_every_feature_whose_message_sqs_redrove_is_brought_back_and_runs_once(a
         jobs["asleep"] = fall_asleep(app, log, 1, naps=SETTINGS["max_receive_count"])
         jobs["debounced"] = debounce_first(app, log, "r", 2)
         regather(app, log, jobs, "r", 2)
+        # (the token's job, too, is redriven before its first run: it waits on its token after; the
+        # hook's job is enqueued by its ended job's finish on the deps worker; the schedule's fire
+        # is redriven as the bare fire it is, before any worker turned it into a job)
+        jobs["token wait"] = wait_on_token(app, log)
+        ended = hooked(app, log, "hooked.deps")
+        wait_until(lambda: hook_of(app, ended) is not None, 60, "the hook's job enqueued")
+        jobs["hook's job"] = str(hook_of(app, ended))
+        fired = fire(app, log, "r")
         # WHEN SQS redrives every message (received, never finished, past the redrive limit; the
         # debounced job's bare hint once its delay is over)
         urls = source_urls(app)
@@ -211,15 +240,20 @@ def test_every_feature_whose_message_sqs_redrove_is_brought_back_and_runs_once(a
         assert app.get(probe, load_result=False).status is JobStatus.RUNNING, "the probe ended too soon"
         probe_done.touch()
         worker = worker_process(app, APP, concurrency=8, queues=QUEUES, **ENV)
+        wait_until(lambda: waiting_on_token(app, log, jobs["token wait"]), 60, "the job waiting on its token")
+        answer(app, log, jobs["token wait"])
         others = {f: j for f, j in jobs.items() if f != "paused"}
         wait_until(lambda: everything_finished(app, others, batch_id, chain_id), 90, "every job finished")
         app.resume("paused.run")
         wait_until(lambda: everything_finished(app, jobs, batch_id, chain_id), 60, "the paused job finished")
     finally:
         kill_group(*(p for p in (prober, worker) if p is not None))
+    # (every row but the foreign message and the schedule's fire, which never became jobs)
+    assert set(jobs) == set(MATRIX_ROWS) - {"foreign message", "schedule fire"}
     assert {f: runs(log)[j] for f, j in jobs.items()} == {
         **dict.fromkeys(jobs, 1),
         "asleep": SETTINGS["max_receive_count"] + 1,
+        "token wait": 2,
     }
     assert step_calls(log, jobs) == ONCE_EACH
     redispatched = {f: record_of(app, j).get("dlq_redispatches", {}).get("N") for f, j in jobs.items()}
@@ -228,8 +262,12 @@ def test_every_feature_whose_message_sqs_redrove_is_brought_back_and_runs_once(a
     assert probed.status is JobStatus.SUCCEEDED
     assert app.get(jobs["breaker-deferred"], load_result=False).started_at >= probed.finished_at
     assert not exists(app, idempotent_job_id("plain", "r"))
+    # ...and neither did the schedule's fire: SQS redrove it before a worker received it, and the
+    # reconciler leaves what is not a job in the DLQ (``sqsjobs dlq`` lists it as "schedule fire of
+    # ..., not a job"); its occurrence runs only once the fire is sent back (SQS's own redrive)
+    assert not exists(app, fired)
     dlq = sqs_call(app, "receive_message", QueueUrl=queue_url(app, dlq=True), MaxNumberOfMessages=10)
-    assert [m["Body"] for m in dlq.get("Messages", [])] == [foreign]
+    assert sorted(m["Body"] for m in dlq.get("Messages", [])) == sorted([foreign, fire_body(log, "r")])
     no_record_without_a_witness(app)
 
 
@@ -243,11 +281,13 @@ def test_every_feature_whose_worker_is_killed_mid_job_runs_again_without_the_swe
     # GIVEN one job of every feature, each running on one worker (its first attempt sleeps): the
     # breaker's as the probe admitted after a failed run opened it; a paused type's, deferred
     log = tmp_path / "runs"
-    victim = worker_process(app, APP, concurrency=18, queues=QUEUES, **ENV)
+    victim = worker_process(app, APP, concurrency=22, queues=QUEUES, **ENV)
     rescuer = None
     try:
-        # (the asleep row's job sleeps through the kill: it wakes on the rescuer)
+        # (the asleep row's job sleeps through the kill: it wakes on the rescuer; the token's job
+        # waits on its token through it, answered once the worker died)
         asleep = fall_asleep(app, log, 25)
+        waiting = wait_on_token(app, log)
         tripped = app.enqueue("breaker.trip", {})
         wait_until(lambda: app.get(tripped, load_result=False).status is JobStatus.DEAD, 60, "breaker opened")
         app.pause("paused.run")
@@ -259,18 +299,25 @@ def test_every_feature_whose_worker_is_killed_mid_job_runs_again_without_the_swe
         jobs["foreign message"] = idempotent_job_id("plain", "kill")
         jobs |= newest(app, log, "kill", sleep_first_s=30)
         jobs["asleep"] = asleep
+        jobs["token wait"] = waiting
+        jobs["schedule fire"] = fire(app, log, "kill", sleep_first_s=30)
+        ended = hooked(app, log, sleep_first_s=30)
+        wait_until(lambda: hook_of(app, ended) is not None, 60, "the hook's job enqueued")
+        jobs["hook's job"] = str(hook_of(app, ended))
         running = [j for f, j in jobs.items() if f != "paused"]
         wait_until(lambda: all(runs(log)[j] == 1 for j in running), 60, "every job started")
         wait_until(lambda: steps_called(log, jobs["stepped"]) == (1, 0), 30, "the first step taken")
         assert asleep_now(app, log, asleep)
+        assert waiting_on_token(app, log, waiting)
         # WHEN that worker is killed (-9) mid-job (the stepped job between its two steps, the
         # debounced one's window open), and another one runs, with no sweeper; the pause ends
         jobs["debounced"] = debounce_first(app, log, "kill", 4)
         kill_group(victim)
         regather(app, log, jobs, "kill", 4)
         assert set(jobs) == set(MATRIX_ROWS)
-        rescuer = worker_process(app, APP, concurrency=18, queues=QUEUES, **ENV)
+        rescuer = worker_process(app, APP, concurrency=22, queues=QUEUES, **ENV)
         app.resume("paused.run")
+        answer(app, log, waiting)
         # THEN every job runs again once its lease expires (the paused one, deferred by the dead
         # worker, runs once), and its workflow goes on
         wait_until(
@@ -278,11 +325,11 @@ def test_every_feature_whose_worker_is_killed_mid_job_runs_again_without_the_swe
         )
     finally:
         kill_group(*(p for p in (victim, rescuer) if p is not None))
-    # (the asleep job ran before its sleep and after it, on one attempt: a sleep gives it back; the
-    # debounced one had not started)
+    # (the asleep job ran before its sleep and after it, on one attempt: a sleep gives it back, as a
+    # wait on a token does; the debounced one had not started)
     expected = {**dict.fromkeys(MATRIX_ROWS, 2), "paused": 1, "debounced": 1}
     assert {f: runs(log)[j] for f, j in jobs.items()} == expected
-    attempts = {**expected, "asleep": 1}
+    attempts = {**expected, "asleep": 1, "token wait": 1}
     assert {f: app.get(j, load_result=False).attempt for f, j in jobs.items()} == attempts
     # ...and the step taken before the kill (or the sleep) is not called again
     assert step_calls(log, jobs) == ONCE_EACH
@@ -337,17 +384,21 @@ def test_every_feature_deferred_20_times_keeps_its_message_and_runs_once(app, tm
     log, worker_log = tmp_path / "runs", tmp_path / "worker.log"
     worker = logged_worker(app, worker_log, SQSJOBS_DEFER_RECHECK_MAX_S=str(RECHECK_S))
     try:
-        # (the asleep row's job wakes while its type is paused)
+        # (the asleep row's job wakes while its type is paused; the token's job is answered while
+        # its type is paused, once every worker sees the pause: below)
         asleep_at, asleep = time.time(), fall_asleep(app, log, 8)
+        waiting_at, waiting = time.time(), wait_on_token(app, log)
         wait_until(lambda: asleep_now(app, log, asleep), 30, "the job fell asleep")
+        wait_until(lambda: waiting_on_token(app, log, waiting), 30, "the job waiting on its token")
         app.pause("stepped.run")
+        app.pause("token.run")
         tripped = app.enqueue("breaker.trip", {})
         wait_until(lambda: app.get(tripped, load_result=False).status is JobStatus.DEAD, 60, "breaker opened")
         blockers = [app.enqueue("breaker.run", {"runs": str(log), "sleep_first_s": BLOCK_S})] + [
             app.enqueue("limited.run", {"runs": str(log), "sleep_first_s": BLOCK_S}) for _ in range(2)
         ]
         wait_until(lambda: all(runs(log)[j] == 1 for j in blockers), 60, "the slots and the probe taken")
-        paused = ("plain", "work.run", "device.run", "paused.run", "batched.run", "stepped.run")
+        paused = ("plain", "work.run", "device.run", "paused.run", "batched.run", "stepped.run", "hook.run")
         for job_type in paused:
             app.pause(job_type)
         # WHEN one job of every feature waits behind them, with a redrive limit of 3 receives
@@ -360,25 +411,37 @@ def test_every_feature_deferred_20_times_keeps_its_message_and_runs_once(app, tm
         jobs["foreign message"] = idempotent_job_id("plain", "wait")
         jobs |= newest(app, log, "wait")
         jobs["asleep"] = asleep
+        jobs["token wait"] = waiting
+        # (a schedule's fire becomes its job, of a paused type; a hook's job, of a paused type, is
+        # enqueued by its ended job's finish)
+        jobs["schedule fire"] = fire(app, log, "wait")
+        ended = hooked(app, log)
+        wait_until(lambda: hook_of(app, ended) is not None, 60, "the hook's job enqueued")
+        jobs["hook's job"] = str(hook_of(app, ended))
         jobs["debounced"] = debounce_first(app, log, "wait", 2)
         regather(app, log, jobs, "wait", 2)
         assert set(jobs) == set(MATRIX_ROWS)
+        answer(app, log, waiting)  # its type paused for seconds: longer than a pause takes to be seen
         # ...until the blockers end (the pause lifts then)
         wait_until(
             lambda: all(app.get(j, load_result=False).status is JobStatus.SUCCEEDED for j in blockers),
             BLOCK_S + 60,
             "the blockers finished",
         )
-        for job_type in paused:
+        for job_type in (*paused, "token.run"):
             app.resume(job_type)
         # THEN every job runs once: none was moved to a DLQ while it only waited
         wait_until(lambda: everything_finished(app, jobs, batch_id, chain_id), 90, "every job finished")
     finally:
         kill_group(worker)
-    assert {f: runs(log)[j] for f, j in jobs.items()} == {**dict.fromkeys(MATRIX_ROWS, 1), "asleep": 2}
+    assert {f: runs(log)[j] for f, j in jobs.items()} == {
+        **dict.fromkeys(MATRIX_ROWS, 1),
+        "asleep": 2,
+        "token wait": 2,
+    }
     assert step_calls(log, jobs) == ONCE_EACH
     deferred = {f: deferrals(worker_log)[j] for f, j in jobs.items()}
-    since = {**dict.fromkeys(jobs, enqueued), "asleep": asleep_at}
+    since = {**dict.fromkeys(jobs, enqueued), "asleep": asleep_at, "token wait": waiting_at}
     waited = {f: app.get(j, load_result=False).started_at.timestamp() - since[f] for f, j in jobs.items()}
     # each was deferred at least 20 times, far more often than the redrive limit (3) lets one
     # message be received...
@@ -448,9 +511,28 @@ def test_every_feature_expired_by_the_sweeper_ends_expired_and_its_workflow_hear
     try:
         wait_until(lambda: exists(app, jobs["foreign message"]), 60, "the foreign message became a job")
         wait_until(lambda: app.get_chain(chain_id).current == 1, 60, "the chain's first step succeeded")
-        # a job that starts, then sleeps past its deadline (expiry bounds a first start only)
+        # a job that starts, then sleeps past its deadline (expiry bounds a first start only), and
+        # one that waits on a token past it (a token that outlives the sweeper's clock)
         jobs["asleep"] = fall_asleep(app, tmp_path / "runs", 18, expires_after=15)
+        jobs["token wait"] = app.enqueue(
+            "token.run", {"runs": str(tmp_path / "runs"), "token_timeout_s": 3600}, expires_after=15
+        )
         wait_until(lambda: asleep_now(app, tmp_path / "runs", jobs["asleep"]), 15, "the job fell asleep")
+        wait_until(
+            lambda: waiting_on_token(app, tmp_path / "runs", jobs["token wait"]),
+            15,
+            "the job waiting on its token",
+        )
+        # a hook's job and a schedule's fire's job, of types on the queue no worker serves yet, each
+        # expiring a second after its enqueue: their witness is their hint (the pending entry is
+        # cleared once it is sent), so the worker that then receives them expires them
+        ended = hooked(app, tmp_path / "runs", "hooked.aside")
+        wait_until(lambda: hook_of(app, ended) is not None, 60, "the hook's job enqueued")
+        jobs["hook's job"] = str(hook_of(app, ended))
+        jobs["schedule fire"] = fire(app, tmp_path / "runs", "far", "aside.run")
+        wait_until(lambda: exists(app, jobs["schedule fire"]), 60, "the fire became a job")
+        for row in ("hook's job", "schedule fire"):
+            wait_until(lambda r=row: "attn" not in record_of(app, jobs[r]), 30, f"the {row}'s hint sent")
         assert set(jobs) == set(MATRIX_ROWS)
         # WHEN the sweeper first reaches them after their deadlines (its clock 1,070 s ahead: past
         # the debounced job's entry too)
@@ -458,19 +540,34 @@ def test_every_feature_expired_by_the_sweeper_ends_expired_and_its_workflow_hear
         aside = worker_process(app, APP, concurrency=1, queues="aside", **ENV)
         try:
             wait_until(lambda: app.get_chain(chain_id).status != "running", 60, "the chain step expired")
+            for row in ("hook's job", "schedule fire"):
+                wait_until(
+                    lambda r=row: app.get(jobs[r], load_result=False).status in TERMINAL,
+                    60,
+                    f"the {row} ended",
+                )
         finally:
             kill_group(aside)
+        answer(app, tmp_path / "runs", jobs["token wait"])
         wait_until(lambda: app.get(jobs["asleep"], load_result=False).status in TERMINAL, 60, "the job woke")
+        wait_until(
+            lambda: app.get(jobs["token wait"], load_result=False).status in TERMINAL, 60, "it was answered"
+        )
     finally:
         kill_group(worker)
-    # THEN each ended expired, saying why; its batch counts it failed, its chain stopped; the job
-    # that had started before its deadline ran to its end
-    assert set(report.expired) == {j for f, j in jobs.items() if f not in ("chain step", "asleep")}
+    # THEN each ended expired, saying why; its batch counts it failed, its chain stopped; the jobs
+    # that had started before their deadline ran to their end
+    started = ("asleep", "token wait")
+    by_worker = ("chain step", "hook's job", "schedule fire")
+    assert set(report.expired) == {j for f, j in jobs.items() if f not in (*started, *by_worker)}
     ended = {f: app.get(j, load_result=False) for f, j in jobs.items()}
-    expected = {**dict.fromkeys(MATRIX_ROWS, JobStatus.EXPIRED), "asleep": JobStatus.SUCCEEDED}
+    expected = {
+        **dict.fromkeys(MATRIX_ROWS, JobStatus.EXPIRED),
+        **dict.fromkeys(started, JobStatus.SUCCEEDED),
+    }
     assert {f: j.status for f, j in ended.items()} == expected
     assert all(
-        "not started by its deadline" in (j.reason or "") for f, j in ended.items() if f != "asleep"
+        "not started by its deadline" in (j.reason or "") for f, j in ended.items() if f not in started
     ), {f: j.reason for f, j in ended.items()}
     assert app.get_batch(batch.id).counts["failed"] == 1
     assert app.get_chain(chain_id).status == "stopped"
@@ -527,13 +624,28 @@ def test_every_feature_retried_past_the_message_retention_is_held_and_runs_again
         jobs["foreign message"] = idempotent_job_id("plain", "late")
         jobs |= newest(app, log, "late", retry_first_s=60)
         jobs["asleep"] = fall_asleep(app, log, 60)  # a sleep as long as the retention
+        jobs["token wait"] = wait_on_token(app, log)  # a wait longer than it (answered below)
+        jobs["schedule fire"] = fire(app, log, "late", retry_first_s=60)
+        ended = hooked(app, log, retry_first_s=60)
         jobs["debounced"] = debounce_first(app, log, "late", 2)
         regather(app, log, jobs, "late", 2, {"retry_first_s": 60})
+        wait_until(lambda: hook_of(app, ended) is not None, 60, "the hook's job enqueued")
+        jobs["hook's job"] = str(hook_of(app, ended))
         assert set(jobs) == set(MATRIX_ROWS)
         others = [j for f, j in jobs.items() if f != "paused"]
         wait_until(lambda: all(runs(log)[j] == 1 for j in others), 60, "every other row ran once")
         app.resume("paused.run")  # it was deferred meanwhile
-        # THEN each is held in its record (no message could wait so long), and the sweeper brings it back
+        # THEN each is held in its record (no message could wait so long): between its two runs its
+        # record keeps its payload and an attention entry, the witness the sweeper brings it back by
+        held = {}
+        wait_until(
+            lambda: witness_each(app, log, jobs, held), 90, "every row held in its record", every_s=0.5
+        )
+        assert held == dict.fromkeys(MATRIX_ROWS, True), held
+        # ...the token is answered once the retention has passed for the retried rows (they ran again)...
+        wait_until(lambda: runs(log)[jobs["plain"]] == 2, 90, "the plain row's retry ran")
+        answer(app, log, jobs["token wait"])
+        # ...and the sweeper brings each back
         wait_until(
             lambda: everything_finished(app, jobs, batch_id, chain_id), 150, "every feature's job succeeded"
         )
@@ -542,6 +654,28 @@ def test_every_feature_retried_past_the_message_retention_is_held_and_runs_again
     assert {f: runs(log)[j] for f, j in jobs.items()} == dict.fromkeys(MATRIX_ROWS, 2)
     assert step_calls(log, jobs) == ONCE_EACH
     no_record_without_a_witness(app)
+
+
+def witness_each(app, log: Path, jobs: dict[str, str], held: dict[str, bool]) -> bool:
+    """Notes in ``held`` each row seen between its two runs with its record as its witness; True once all are.
+
+    The witness, as test_lease_witness.py checks it for a run that outlives its message: an
+    attention entry (``held``, or ``pending`` once the sweeper sent a hint for it) and the payload
+    (or its S3 reference) in the record, which no message carries any more. A row that ran again
+    before it was seen so is noted False.
+    """
+    for row, job_id in jobs.items():
+        if row in held or runs(log)[job_id] == 0:
+            continue
+        if runs(log)[job_id] > 1:
+            held[row] = False
+            continue
+        item = record_of(app, job_id)
+        waiting = item["status"]["S"] in (JobStatus.RETRY_SCHEDULED, JobStatus.QUEUED)
+        entry = item.get("attn", {}).get("S", "").split("#")[0]
+        if waiting and entry in ("held", "pending") and ("payload" in item or "payload_ref" in item):
+            held[row] = True
+    return set(held) == set(jobs)
 
 
 #: Long against the time a released message takes to start, short against this visibility timeout.
@@ -564,9 +698,12 @@ def test_every_feature_enqueued_as_a_worker_drains_is_released_and_runs_on_the_n
         tripped = app.enqueue("breaker.trip", {})
         wait_until(lambda: app.get(tripped, load_result=False).status is JobStatus.DEAD, 60, "breaker opened")
         app.pause("paused.run")
-        # (the asleep row's job falls asleep on it, and wakes on the next)
+        # (the asleep row's job falls asleep on it, and wakes on the next; the token's job waits on
+        # it, answered once the next one runs)
         asleep = fall_asleep(app, log, 4)
+        waiting = wait_on_token(app, log)
         wait_until(lambda: asleep_now(app, log, asleep), 30, "the job fell asleep")
+        wait_until(lambda: waiting_on_token(app, log, waiting), 30, "the job waiting on its token")
         time.sleep(1.0)  # its next long polls are open
         # WHEN it is told to stop, and one job of every feature arrives while its polls are open
         first.send_signal(signal.SIGTERM)
@@ -580,13 +717,20 @@ def test_every_feature_enqueued_as_a_worker_drains_is_released_and_runs_on_the_n
         jobs["foreign message"] = idempotent_job_id("plain", "drain")
         jobs |= newest(app, log, "drain")
         jobs["asleep"] = asleep
+        jobs["token wait"] = waiting
+        jobs["schedule fire"] = fire(app, log, "drain")
+        ended = hooked(app, log)
         jobs["debounced"] = debounce_first(app, log, "drain", DRAIN_QUIET_S)
         regather(app, log, jobs, "drain", DRAIN_QUIET_S)
-        assert set(jobs) == set(MATRIX_ROWS)
-        second = worker_process(app, APP, concurrency=14, queues=QUEUES, **ENV)  # while the first drains
+        second = worker_process(app, APP, concurrency=16, queues=QUEUES, **ENV)  # while the first drains
+        answer(app, log, waiting)
         # ...and the debounced key keeps coming (its window open longer than SQS receives its bare
         # hint 3 times before redriving it: each receive finds it not yet due)
         keep_gathering(app, log, jobs, "drain", DRAIN_QUIET_S, times=16)
+        # (the hook's job is enqueued once its ended job ran, on the next worker)
+        wait_until(lambda: hook_of(app, ended) is not None, 60, "the hook's job enqueued")
+        jobs["hook's job"] = str(hook_of(app, ended))
+        assert set(jobs) == set(MATRIX_ROWS)
         # THEN the next worker runs each (the paused one once resumed), nothing hidden by a poll
         others = {f: j for f, j in jobs.items() if f != "paused"}
         wait_until(lambda: everything_finished(app, others, batch_id, chain_id), 60, "every job finished")
@@ -595,7 +739,11 @@ def test_every_feature_enqueued_as_a_worker_drains_is_released_and_runs_on_the_n
         assert first.wait(40) == 0
     finally:
         kill_group(*(p for p in (first, second) if p is not None))
-    assert {f: runs(log)[j] for f, j in jobs.items()} == {**dict.fromkeys(MATRIX_ROWS, 1), "asleep": 2}
+    assert {f: runs(log)[j] for f, j in jobs.items()} == {
+        **dict.fromkeys(MATRIX_ROWS, 1),
+        "asleep": 2,
+        "token wait": 2,
+    }
     assert step_calls(log, jobs) == ONCE_EACH
     started = {f: app.get(j, load_result=False).started_at for f, j in others.items()}
     late = {f: round(s.timestamp() - enqueued, 1) for f, s in started.items() if s is not None}
