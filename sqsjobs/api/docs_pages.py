@@ -4,7 +4,8 @@ FastAPI's built-in pages load Swagger UI and ReDoc from a public CDN and start t
 script: the docs then break offline and in locked-down networks, a CDN compromise runs script with
 the operator's session, and no Content-Security-Policy without ``'unsafe-inline'`` can allow them.
 Here both are served from the package (``static/swagger-ui``, ``static/redoc``: the upstream
-bundles, swagger-ui-dist 5.35.0 and redoc 2.5.4, with their licences) and started by a script file
+bundles, swagger-ui-dist 5.35.0 and redoc 2.5.4, with their licences; ReDoc's one outside image is
+taken out, ``static/redoc/PATCHES.md``) and started by a script file
 of ours, so the pages run under a policy that allows script from this server only. Styles stay
 loosened (``'unsafe-inline'``): both inject ``<style>`` elements at run time. Everything here sits
 behind the same guard as the rest of the API.

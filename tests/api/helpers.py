@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -90,3 +96,48 @@ def assert_problem(response: httpx.Response, status: int, field: str | None) -> 
     assert body["title"] and body["detail"], body
     assert body.get("field") == field, body
     return dict(body)
+
+
+@contextlib.contextmanager
+def api_process(
+    app: App, log: Path, *, app_path: str = "tests.cli.jobs_app:app", **env: str
+) -> Iterator[str]:
+    """A real ``sqsjobs api`` process serving ``app``'s table and queues on a free loopback port.
+
+    ``app_path`` is loaded in the process and pointed at ``app``'s table and queue prefix; ``env``
+    adds to the environment (tokens, log level). Its stderr (uvicorn's lines, the JSON log with the
+    audit trail) goes to ``log``. Yields the URL; the process is stopped with SIGTERM after the block.
+    """
+    from tests.emulators import REPO_ROOT
+    from tests.integration.helpers import worker_env
+
+    settings = app.settings
+    environment = worker_env(
+        app, SQSJOBS_TABLE=settings.table_name, SQSJOBS_QUEUE_PREFIX=settings.queue_prefix, **env
+    )
+    with log.open("w") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sqsjobs", "api", "--app", app_path, "--port", "0"],
+            cwd=REPO_ROOT,
+            env=environment,
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+            start_new_session=True,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while (found := re.search(r"on (http://127\.0\.0\.1:\d+)", log.read_text())) is None:
+                assert proc.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, f"sqsjobs api did not start: {log.read_text()}"
+                time.sleep(0.1)
+            url = found.group(1)
+            _wait_until_listening(url, None)
+            yield url
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(10)

@@ -14,6 +14,7 @@
       showCommonExtensions: true,
       presets: [window.SwaggerUIBundle.presets.apis],
       layout: "BaseLayout",
+      validatorUrl: null, // no badge fetched from validator.swagger.io: nothing loads from elsewhere
     });
   } else if (viewer === "redoc" && window.Redoc) {
     window.Redoc.init(url, {}, document.getElementById("redoc"));
