@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sqsjobs.delivery import RELEASE
 from sqsjobs.errors import AwsError
-from sqsjobs.transport import routes, sqs
+from sqsjobs.transport import lifespan, routes, sqs
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -74,6 +74,7 @@ class Host(Protocol):
     def _free(self, queue: str) -> int: ...
     def _hold(self, delivery: Delivery) -> None: ...
     async def _yielded(self, delivery: Delivery, ack: Ack) -> None: ...
+    async def _close_polls(self) -> None: ...
     async def _process(
         self, delivery: Delivery, dlq_url: str, *, place: Callable[[Ack], Ack | None] | None = None
     ) -> Ack: ...
@@ -253,17 +254,18 @@ class LevelReceiver:
         kept: list[Ack] = []
 
         def place(ack: Ack) -> Ack | None:
-            if not ack.waits:
-                return ack
-            now = self.w.kernel.clock.now()
-            if self.stopped.is_set() or now + ack.delay_s > received + self._in_place_s():
-                # A receive's cap or a stop: visible again now, still the head (a resend, chosen
-                # near the redrive limit, keeps the job out of the DLQ at the price of its place).
-                return RELEASE if ack.kind == "rearm" else ack
-            kept.append(ack)
-            self._release(list(self.groups[group]))
-            self.groups[group].clear()
-            return None
+            applied = lifespan.in_place(
+                ack,
+                now=self.w.kernel.clock.now(),
+                received=received,
+                visibility_timeout_s=self.w.settings.visibility_timeout_s,
+                stopping=self.stopped.is_set(),
+            )
+            if applied is None:  # waits here: the members go back behind it at once
+                kept.append(ack)
+                self._release(list(self.groups[group]))
+                self.groups[group].clear()
+            return applied
 
         while True:
             kept.clear()
@@ -279,12 +281,11 @@ class LevelReceiver:
                     self.w._hold(delivery)
                     continue
                 await self.w._unreserve(self.queue, 1)
+            # Let go once this worker's open polls returned: released before, it would be theirs,
+            # and put back unstarted, one more receive for nothing.
+            await self.w._close_polls()
             self._release([delivery])
             return RELEASE
-
-    def _in_place_s(self) -> float:
-        """How long after its receive a head may still wait in place: SQS's cap less two extensions' margin."""
-        return float(sqs.MAX_VISIBILITY_S - 2 * self.w.settings.visibility_timeout_s)
 
     async def _next_in_group(self, group: tuple[str, str], ack: Ack) -> None:
         waiting = self.groups[group]

@@ -33,7 +33,7 @@ import math
 from typing import TYPE_CHECKING
 
 from sqsjobs.delivery import Ack
-from sqsjobs.transport.sqs import MAX_DELAY_S, clamp_visibility
+from sqsjobs.transport.sqs import MAX_DELAY_S, MAX_VISIBILITY_S, clamp_visibility
 
 if TYPE_CHECKING:
     from sqsjobs.config import Settings
@@ -73,6 +73,24 @@ def in_key(delivery: Delivery | None) -> bool:
     whose message would be deleted and let the key's later jobs run first.
     """
     return delivery is not None and delivery.queue_url.endswith(".fifo")
+
+
+def in_place(
+    ack: Ack, *, now: float, received: float, visibility_timeout_s: int, stopping: bool
+) -> Ack | None:
+    """What a serialize key's head does with ``ack`` in an ECS worker: None to wait in place, else the ack to apply.
+
+    A job that only waits (``ack.waits``) keeps its message in flight (``runtime/levels.py``)
+    while its wait ends before SQS's cap on one receive's time in flight (``MAX_VISIBILITY_S``
+    after ``received``, less two visibility timeouts for the heartbeat's last extension). Past
+    it, or when the worker stops, the message is made visible at once, still its group's head (one
+    receive); a fresh copy chosen near the redrive limit stays one (the job is kept, its place not).
+    """
+    if not ack.waits:
+        return ack
+    if stopping or now + ack.delay_s > received + MAX_VISIBILITY_S - 2 * visibility_timeout_s:
+        return Ack("release") if ack.kind == "rearm" else ack
+    return None
 
 
 def reach_s(settings: Settings) -> float:

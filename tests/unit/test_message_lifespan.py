@@ -62,3 +62,45 @@ def test_at_the_default_retention_a_paused_job_is_resent_once_in_fourteen_days()
 def test_a_new_messages_delay_is_capped_by_the_retention():
     assert lifespan.delay_cap_s(settings()) == 58
     assert lifespan.delay_cap_s(Settings(app_name="t")) == 900
+
+
+# ── a serialize key's head waiting in place (runtime/levels.py) ─────────────────────────────
+HOUR = 3_600.0
+
+
+def test_a_wait_is_marked_so_a_keys_head_can_wait_in_place_and_near_the_redrive_limit_too():
+    assert lifespan.waiting(delivery(), 5, redrive=13) == Ack("rearm", delay_s=5, waits=True)
+    late = Delivery("default", "https://sqs/q.fifo", "m", "rh", "{}", 10, SENT)
+    assert lifespan.waiting(late, 5, redrive=13) == Ack("resend", delay_s=5, waits=True)
+
+
+def test_only_a_fifo_message_holds_a_place_in_a_key():
+    assert lifespan.in_key(delivery(queue_url="https://sqs/t-device.fifo"))
+    assert not lifespan.in_key(delivery()) and not lifespan.in_key(None)
+
+
+@pytest.mark.parametrize("kind", ["rearm", "resend"])
+def test_a_waiting_head_stays_in_place_within_the_12_hour_cap_whatever_its_receive_count(kind):
+    ack = Ack(kind, delay_s=60, waits=True)  # type: ignore[arg-type]
+    now = SENT + 11 * HOUR
+    assert lifespan.in_place(ack, now=now, received=SENT, visibility_timeout_s=30, stopping=False) is None
+
+
+def test_near_the_12_hour_cap_a_waiting_head_is_let_go_still_the_head_and_a_resend_stays_one():
+    now = SENT + 12 * HOUR - 100  # the wait would end within two visibility timeouts of the cap
+    rearm, resend = Ack("rearm", delay_s=60, waits=True), Ack("resend", delay_s=60, waits=True)
+    assert lifespan.in_place(rearm, now=now, received=SENT, visibility_timeout_s=30, stopping=False) == Ack(
+        "release"
+    )
+    assert (
+        lifespan.in_place(resend, now=now, received=SENT, visibility_timeout_s=30, stopping=False) is resend
+    )
+
+
+def test_a_stopping_worker_lets_its_waiting_head_go_and_any_other_ack_is_applied_as_it_is():
+    wait = Ack("rearm", delay_s=1, waits=True)
+    assert lifespan.in_place(wait, now=SENT, received=SENT, visibility_timeout_s=30, stopping=True) == Ack(
+        "release"
+    )
+    retry = Ack("rearm", delay_s=60)  # a retry's backoff: the message's own re-arm keeps the group waiting
+    assert lifespan.in_place(retry, now=SENT, received=SENT, visibility_timeout_s=30, stopping=False) is retry
