@@ -38,9 +38,10 @@ FEATURES = (
 NEWEST = ("batch handler", "stepped", "asleep", "while_active", "debounced")
 #: Jobs that reach the matrix another way: one waiting on a token when the disturbance hits (its run
 #: ended until the answer comes; ``tests/apps/stranding.py``'s ``token.run``), a hook's job (an
-#: ``on_succeeded`` hook enqueued by its ended job's finish), and a schedule's fire (its message as
-#: EventBridge Scheduler sends it, which a worker turns into the occurrence's job).
-ARRIVING = ("token wait", "hook's job", "schedule fire")
+#: ``on_succeeded`` hook enqueued by its ended job's finish), a schedule's fire (its message as
+#: EventBridge Scheduler sends it, which a worker turns into the occurrence's job), and an outbox
+#: row (committed in a Postgres transaction, moved by a relay process: ``outboxed``).
+ARRIVING = ("token wait", "hook's job", "schedule fire", "outbox row")
 #: Every row of the matrix: the features above, and those a flow-control feature gates or that
 #: arrive from outside sqsjobs.
 MATRIX_ROWS = (
@@ -232,3 +233,22 @@ def fire(app, log: Path, tag: str, job_type: str = "plain", **extra: object) -> 
     """Send a schedule's fire to the default queue: the id of the job a worker will turn it into."""
     send_raw(app, fire_body(log, tag, job_type, **extra))
     return idempotent_job_id(job_type, idempotency_key(f"matrix-{tag}", parse_instant(FIRE_AT)))
+
+
+def outboxed(app, dsn: str, log: Path, *, options: dict[str, object] | None = None, **extra: object) -> str:
+    """The outbox row's job: written in a committed Postgres transaction, for the relay to enqueue."""
+    import psycopg
+
+    with psycopg.connect(dsn) as conn, conn.transaction():
+        job_id = app.enqueue("plain", {"runs": str(log), **extra}, connection=conn, **(options or {}))
+    return str(job_id)
+
+
+def relayed(dsn: str) -> bool:
+    """The relay moved every committed row: the outbox table is empty."""
+    import psycopg
+
+    from sqsjobs.outbox.tables import count
+
+    with psycopg.connect(dsn) as conn:
+        return count(conn) == 0

@@ -4,17 +4,18 @@ Rows (``MATRIX_ROWS``, built by ``tests/integration/matrix_rows.py``): a plain j
 batch item, a serialized key's, a limited one, a paused type's, one a breaker deferred, a priority
 level's, one enqueued in a transaction, a claim-checked S3 payload, a foreign message (sent by a
 producer that is not sqsjobs), a batch handler's job, a job of two durable steps, one asleep
-(``ctx.sleep``) when the disturbance hits, a ``unique="while_active"`` job and a debounced one
-(its window open when the disturbance hits: the key's later enqueue, whose payload alone is
-counted, lands while it waits), a job waiting on a token, a hook's job (an ``on_succeeded`` hook
-enqueued by its ended job's finish) and a schedule's fire (its message as EventBridge Scheduler
-sends it, which a worker turns into the occurrence's job). Columns, one test each, whose cells share one app and one set of
-worker processes: deferred 20 times and more (past the redrive limit), retried past the message
-retention, expired by the sweeper, worker SIGKILLed mid-job, redriven by SQS, SIGTERM during a
-long poll. Each cell ends terminal with a reason that says what happened (or runs the expected
-number of times, and calls each durable step's function once), and each column ends with the
-stranded-record audit (``sqsjobs doctor --stranded``) finding no record without a witness. No cell
-is left out, though some rows take a column's disturbance their own way:
+(``ctx.sleep``) when the disturbance hits, a ``unique="while_active"`` job and a debounced one (its
+window open when the disturbance hits: the key's later enqueue, whose payload alone is counted,
+lands while it waits), a job waiting on a token, a hook's job (an ``on_succeeded`` hook enqueued by
+its ended job's finish), a schedule's fire (its message as EventBridge Scheduler sends it, which a
+worker turns into the occurrence's job) and an outbox row (committed in a Postgres transaction,
+moved into the table and the queue by a relay process). Columns, one test each, whose cells share
+one app and one set of worker processes: deferred 20 times and more (past the redrive limit),
+retried past the message retention, expired by the sweeper, worker SIGKILLed mid-job, redriven by
+SQS, SIGTERM during a long poll. Each cell ends terminal with a reason that says what happened (or
+runs the expected number of times, and calls each durable step's function once), and each column
+ends with the stranded-record audit (``sqsjobs doctor --stranded``) finding no record without a
+witness. No cell is left out, though some rows take a column's disturbance their own way:
 
 - the stepped job is disturbed between its two steps (killed, deferred by a pause, retried past
   the retention); where no worker ran it before the disturbance (redriven, held until expired,
@@ -43,7 +44,11 @@ is left out, though some rows take a column's disturbance their own way:
 - the schedule's fire cannot be redriven *and* run: SQS redrives the bare fire before any worker
   turned it into a job, and the reconciler leaves it in the DLQ (it is not a job: no record counts
   its re-dispatches), where ``sqsjobs dlq`` lists it; the redrive column checks exactly that, as it
-  does for the foreign message. In every other column the fire's job takes the disturbance.
+  does for the foreign message. In every other column the fire's job takes the disturbance;
+- the outbox row is committed while its column's disturbance is in force (held 1,000 s in the
+  expiry column, no worker on its queue in the redrive one, its type paused in the deferral one,
+  as the worker drains), and its job then takes it; the kill column kills (-9) the relay with the
+  worker.
 
 Limits are shortened through settings (redrive after 3 receives, a 1 KiB inline payload, 5 s
 leases, a 60 s retention) so each column takes seconds, the retention's about a minute.
@@ -93,15 +98,21 @@ from tests.integration.matrix_rows import (
     keep_gathering,
     newest,
     one_of_each,
+    outboxed,
     regather,
+    relayed,
     runs,
     step_calls,
     steps_called,
     wait_on_token,
     waiting_on_token,
 )
+from tests.outbox import conftest as outbox_fixtures
 
 pytestmark = pytest.mark.slow
+
+#: The outbox row's fixtures: a Postgres server per xdist worker, a fresh database per test.
+postgres, dsn = outbox_fixtures.postgres, outbox_fixtures.dsn
 
 APP = "tests.apps.stranding:app"
 SETTINGS = {
@@ -183,11 +194,23 @@ def sweep_once(app) -> None:
     )
 
 
-def test_every_feature_whose_message_sqs_redrove_is_brought_back_and_runs_once(app, tmp_path):
+def outbox_relay(app, dsn: str, **env: str) -> subprocess.Popen[bytes]:
+    """A relay process moving the outbox row's database into ``app`` (idle, it waits on LISTEN/NOTIFY)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "sqsjobs", "outbox", "relay", "--app", APP, "--dsn", dsn],
+        env=worker_env(app, POWERTOOLS_METRICS_DISABLED="true", **ENV, **env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def test_every_feature_whose_message_sqs_redrove_is_brought_back_and_runs_once(app, tmp_path, dsn):
     # GIVEN a dependency whose breaker a failed run opened and whose probe now runs long, on a
     # worker that serves only that dependency's queue
     log = tmp_path / "runs"
     prober = worker_process(app, APP, concurrency=2, queues="deps", **ENV)
+    relay = outbox_relay(app, dsn)
     worker = None
     try:
         tripped = app.enqueue("dep.trip", {})
@@ -220,6 +243,8 @@ def test_every_feature_whose_message_sqs_redrove_is_brought_back_and_runs_once(a
         wait_until(lambda: hook_of(app, ended) is not None, 60, "the hook's job enqueued")
         jobs["hook's job"] = str(hook_of(app, ended))
         fired = fire(app, log, "r")
+        jobs["outbox row"] = outboxed(app, dsn, log)
+        wait_until(lambda: relayed(dsn), 60, "the relay moved the outbox row")
         # WHEN SQS redrives every message (received, never finished, past the redrive limit; the
         # debounced job's bare hint once its delay is over)
         urls = source_urls(app)
@@ -247,7 +272,7 @@ def test_every_feature_whose_message_sqs_redrove_is_brought_back_and_runs_once(a
         app.resume("paused.run")
         wait_until(lambda: everything_finished(app, jobs, batch_id, chain_id), 60, "the paused job finished")
     finally:
-        kill_group(*(p for p in (prober, worker) if p is not None))
+        kill_group(*(p for p in (prober, relay, worker) if p is not None))
     # (every row but the foreign message and the schedule's fire, which never became jobs)
     assert set(jobs) == set(MATRIX_ROWS) - {"foreign message", "schedule fire"}
     assert {f: runs(log)[j] for f, j in jobs.items()} == {
@@ -277,11 +302,12 @@ def record_of(app, job_id: str) -> dict:
     )["Item"]
 
 
-def test_every_feature_whose_worker_is_killed_mid_job_runs_again_without_the_sweeper(app, tmp_path):
+def test_every_feature_whose_worker_is_killed_mid_job_runs_again_without_the_sweeper(app, tmp_path, dsn):
     # GIVEN one job of every feature, each running on one worker (its first attempt sleeps): the
     # breaker's as the probe admitted after a failed run opened it; a paused type's, deferred
     log = tmp_path / "runs"
     victim = worker_process(app, APP, concurrency=22, queues=QUEUES, **ENV)
+    relay = outbox_relay(app, dsn)
     rescuer = None
     try:
         # (the asleep row's job sleeps through the kill: it wakes on the rescuer; the token's job
@@ -302,6 +328,7 @@ def test_every_feature_whose_worker_is_killed_mid_job_runs_again_without_the_swe
         jobs["token wait"] = waiting
         jobs["schedule fire"] = fire(app, log, "kill", sleep_first_s=30)
         ended = hooked(app, log, sleep_first_s=30)
+        jobs["outbox row"] = outboxed(app, dsn, log, sleep_first_s=30)
         wait_until(lambda: hook_of(app, ended) is not None, 60, "the hook's job enqueued")
         jobs["hook's job"] = str(hook_of(app, ended))
         running = [j for f, j in jobs.items() if f != "paused"]
@@ -310,9 +337,10 @@ def test_every_feature_whose_worker_is_killed_mid_job_runs_again_without_the_swe
         assert asleep_now(app, log, asleep)
         assert waiting_on_token(app, log, waiting)
         # WHEN that worker is killed (-9) mid-job (the stepped job between its two steps, the
-        # debounced one's window open), and another one runs, with no sweeper; the pause ends
+        # debounced one's window open), and the outbox's relay with it, and another worker runs,
+        # with no sweeper; the pause ends
         jobs["debounced"] = debounce_first(app, log, "kill", 4)
-        kill_group(victim)
+        kill_group(victim, relay)
         regather(app, log, jobs, "kill", 4)
         assert set(jobs) == set(MATRIX_ROWS)
         rescuer = worker_process(app, APP, concurrency=22, queues=QUEUES, **ENV)
@@ -324,7 +352,7 @@ def test_every_feature_whose_worker_is_killed_mid_job_runs_again_without_the_swe
             lambda: everything_finished(app, jobs, batch_id, chain_id), 90, "every feature's job finished"
         )
     finally:
-        kill_group(*(p for p in (victim, rescuer) if p is not None))
+        kill_group(*(p for p in (victim, relay, rescuer) if p is not None))
     # (the asleep job ran before its sleep and after it, on one attempt: a sleep gives it back, as a
     # wait on a token does; the debounced one had not started)
     expected = {**dict.fromkeys(MATRIX_ROWS, 2), "paused": 1, "debounced": 1}
@@ -377,12 +405,13 @@ RECHECK_S = 1
 MIN_DEFERRALS = 20
 
 
-def test_every_feature_deferred_20_times_keeps_its_message_and_runs_once(app, tmp_path):
+def test_every_feature_deferred_20_times_keeps_its_message_and_runs_once(app, tmp_path, dsn):
     # GIVEN a worker that looks at a deferred job again every second, a limit whose two slots two
     # long jobs hold, and a breaker that a failed run opened and whose probe runs long; every other
     # row's type paused
     log, worker_log = tmp_path / "runs", tmp_path / "worker.log"
     worker = logged_worker(app, worker_log, SQSJOBS_DEFER_RECHECK_MAX_S=str(RECHECK_S))
+    relay = outbox_relay(app, dsn)
     try:
         # (the asleep row's job wakes while its type is paused; the token's job is answered while
         # its type is paused, once every worker sees the pause: below)
@@ -415,6 +444,7 @@ def test_every_feature_deferred_20_times_keeps_its_message_and_runs_once(app, tm
         # (a schedule's fire becomes its job, of a paused type; a hook's job, of a paused type, is
         # enqueued by its ended job's finish)
         jobs["schedule fire"] = fire(app, log, "wait")
+        jobs["outbox row"] = outboxed(app, dsn, log)
         ended = hooked(app, log)
         wait_until(lambda: hook_of(app, ended) is not None, 60, "the hook's job enqueued")
         jobs["hook's job"] = str(hook_of(app, ended))
@@ -433,7 +463,7 @@ def test_every_feature_deferred_20_times_keeps_its_message_and_runs_once(app, tm
         # THEN every job runs once: none was moved to a DLQ while it only waited
         wait_until(lambda: everything_finished(app, jobs, batch_id, chain_id), 90, "every job finished")
     finally:
-        kill_group(worker)
+        kill_group(worker, relay)
     assert {f: runs(log)[j] for f, j in jobs.items()} == {
         **dict.fromkeys(MATRIX_ROWS, 1),
         "asleep": 2,
@@ -469,7 +499,7 @@ def no_record_without_a_witness(app) -> None:
     assert found.stranded == [], [s.to_dict() for s in found.stranded]
 
 
-def test_every_feature_expired_by_the_sweeper_ends_expired_and_its_workflow_hears_of_it(app, tmp_path):
+def test_every_feature_expired_by_the_sweeper_ends_expired_and_its_workflow_hears_of_it(app, tmp_path, dsn):
     # GIVEN one job of every feature, each held (due in 1,000 s) and expiring 1 s after it is due,
     # a paused type's, and a foreign message that a worker turned into a held job
     p = {"runs": str(tmp_path / "runs")}
@@ -507,8 +537,11 @@ def test_every_feature_expired_by_the_sweeper_ends_expired_and_its_workflow_hear
     debounce_far = {"debounce_max": 1000, "expires_after": 1001}
     jobs["debounced"] = debounce_first(app, tmp_path / "runs", "far", 1000, **debounce_far)
     regather(app, tmp_path / "runs", jobs, "far", 1000, **debounce_far)
+    jobs["outbox row"] = outboxed(app, dsn, tmp_path / "runs", options=later)
     worker = worker_process(app, APP, concurrency=2, queues=QUEUES, **ENV)
+    relay = outbox_relay(app, dsn)
     try:
+        wait_until(lambda: relayed(dsn), 60, "the relay moved the outbox row")
         wait_until(lambda: exists(app, jobs["foreign message"]), 60, "the foreign message became a job")
         wait_until(lambda: app.get_chain(chain_id).current == 1, 60, "the chain's first step succeeded")
         # a job that starts, then sleeps past its deadline (expiry bounds a first start only), and
@@ -554,7 +587,7 @@ def test_every_feature_expired_by_the_sweeper_ends_expired_and_its_workflow_hear
             lambda: app.get(jobs["token wait"], load_result=False).status in TERMINAL, 60, "it was answered"
         )
     finally:
-        kill_group(worker)
+        kill_group(worker, relay)
     # THEN each ended expired, saying why; its batch counts it failed, its chain stopped; the jobs
     # that had started before their deadline ran to their end
     started = ("asleep", "token wait")
@@ -591,7 +624,7 @@ def spawn_sweeper(app, **env: str) -> subprocess.Popen[bytes]:
 
 @pytest.mark.timeout(240)
 def test_every_feature_retried_past_the_message_retention_is_held_and_runs_again(
-    ministack_url, make_app, tmp_path
+    ministack_url, make_app, tmp_path, dsn
 ):
     # GIVEN queues that keep a message 60 s (SQS's least), two workers and a sweeper
     app = make_app(ministack_url, message_retention_s=60, **SETTINGS)
@@ -609,6 +642,7 @@ def test_every_feature_retried_past_the_message_retention_is_held_and_runs_again
     log = tmp_path / "runs"
     workers = [worker_process(app, APP, concurrency=8, queues=QUEUES, **env) for _ in range(2)]
     sweeper = spawn_sweeper(app, **env)
+    relay = outbox_relay(app, dsn, SQSJOBS_MESSAGE_RETENTION_S="60")
     try:
         # a dependency whose breaker one failed run opened, and a paused type
         tripped = app.enqueue("breaker.trip", {})
@@ -626,6 +660,7 @@ def test_every_feature_retried_past_the_message_retention_is_held_and_runs_again
         jobs["asleep"] = fall_asleep(app, log, 60)  # a sleep as long as the retention
         jobs["token wait"] = wait_on_token(app, log)  # a wait longer than it (answered below)
         jobs["schedule fire"] = fire(app, log, "late", retry_first_s=60)
+        jobs["outbox row"] = outboxed(app, dsn, log, retry_first_s=60)
         ended = hooked(app, log, retry_first_s=60)
         jobs["debounced"] = debounce_first(app, log, "late", 2)
         regather(app, log, jobs, "late", 2, {"retry_first_s": 60})
@@ -650,7 +685,7 @@ def test_every_feature_retried_past_the_message_retention_is_held_and_runs_again
             lambda: everything_finished(app, jobs, batch_id, chain_id), 150, "every feature's job succeeded"
         )
     finally:
-        kill_group(*workers, sweeper)
+        kill_group(*workers, sweeper, relay)
     assert {f: runs(log)[j] for f, j in jobs.items()} == dict.fromkeys(MATRIX_ROWS, 2)
     assert step_calls(log, jobs) == ONCE_EACH
     no_record_without_a_witness(app)
@@ -683,7 +718,7 @@ DRAIN_VISIBILITY_S = 40
 
 
 def test_every_feature_enqueued_as_a_worker_drains_is_released_and_runs_on_the_next(
-    ministack_url, make_app, tmp_path
+    ministack_url, make_app, tmp_path, dsn
 ):
     # GIVEN one idle worker in its long polls (a breaker it saw fail open, a paused type), and a
     # visibility timeout far longer than a start takes
@@ -693,6 +728,7 @@ def test_every_feature_enqueued_as_a_worker_drains_is_released_and_runs_on_the_n
     app.provision()
     log, first_log = tmp_path / "runs", tmp_path / "first.log"
     first = logged_worker(app, first_log)
+    relay = outbox_relay(app, dsn)
     second = None
     try:
         tripped = app.enqueue("breaker.trip", {})
@@ -719,6 +755,7 @@ def test_every_feature_enqueued_as_a_worker_drains_is_released_and_runs_on_the_n
         jobs["asleep"] = asleep
         jobs["token wait"] = waiting
         jobs["schedule fire"] = fire(app, log, "drain")
+        jobs["outbox row"] = outboxed(app, dsn, log)
         ended = hooked(app, log)
         jobs["debounced"] = debounce_first(app, log, "drain", DRAIN_QUIET_S)
         regather(app, log, jobs, "drain", DRAIN_QUIET_S)
@@ -738,7 +775,7 @@ def test_every_feature_enqueued_as_a_worker_drains_is_released_and_runs_on_the_n
         wait_until(lambda: everything_finished(app, jobs, batch_id, chain_id), 60, "the paused job finished")
         assert first.wait(40) == 0
     finally:
-        kill_group(*(p for p in (first, second) if p is not None))
+        kill_group(*(p for p in (first, relay, second) if p is not None))
     assert {f: runs(log)[j] for f, j in jobs.items()} == {
         **dict.fromkeys(MATRIX_ROWS, 1),
         "asleep": 2,
