@@ -11,7 +11,8 @@ import os
 import time
 from pathlib import Path
 
-from sqsjobs import App, Breaker, JobContext
+from sqsjobs import App, Breaker, JobContext, RetryPolicy
+from sqsjobs.retry import Backoff
 
 app = App(os.environ.get("TEST_APP_NAME", "limited"))
 app.limit("pair", concurrency=2)
@@ -19,6 +20,7 @@ app.limit("per-tenant", concurrency=2, key="tenant")
 app.limit("five", rate="5/s")
 app.limit("per-shop", rate="5/s", key="tenant")
 app.limit("crm", breaker=Breaker(failures=3, window_s=30, cooldown_s=4))
+app.limit("weighted", concurrency=1, key="tenant", weights={"vip": 3})
 
 
 def _run(payload: dict[str, object], ctx: JobContext) -> None:
@@ -75,3 +77,18 @@ def report(payload: dict[str, object], ctx: JobContext) -> None:
 def plain(payload: dict[str, object], ctx: JobContext) -> None:
     """Neither limited nor pausable: pays nothing for flow control."""
     _run(payload, ctx)
+
+
+@app.job("weighted", limits=["weighted"], timeout=60)
+def weighted(payload: dict[str, object], ctx: JobContext) -> None:
+    """One at a time per tenant, three at a time for tenant ``vip``."""
+    _run(payload, ctx)
+
+
+@app.job(
+    "aging", max_attempts=100, retry=RetryPolicy(backoff=Backoff.FIXED, base_s=1, jitter=False, max_age_s=6)
+)
+def aging(payload: dict[str, object], ctx: JobContext) -> None:
+    """Fails every attempt: only the retry policy's max age (6 s) ends it, long before 100 attempts."""
+    _run(payload, ctx)
+    raise RuntimeError("still failing")

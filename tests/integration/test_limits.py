@@ -353,3 +353,46 @@ def test_pause_stops_starts_fleet_wide_within_seconds_and_resume_restores_them(a
     took = wait_until(lambda: finished(app, ids), 60, "reports after resume")
     print(f"\nresume → all 5 finished in {took:.1f} s")
     assert all(app.get(i).status is JobStatus.SUCCEEDED and app.get(i).attempt == 1 for i in ids)
+
+
+def test_weights_give_a_key_value_its_share_under_a_backlog_across_two_workers(app, workers, tmp_path):
+    # GIVEN a backlog of 12 jobs of tenant "vip" (weight 3) and 12 of tenant "std", one slot per tenant
+    # otherwise, and two worker processes of 8 slots: far more slots than the limit allows
+    log = tmp_path / "runs.log"
+    jobs = [
+        {"type": "weighted", "payload": {"log": str(log), "sleep_s": 0.6}, "tenant": tenant}
+        for _ in range(12)
+        for tenant in ("vip", "std")
+    ]
+    ids = app.enqueue_many(jobs)
+    workers.start(2, concurrency=8)
+    # WHEN they all run
+    wait_until(lambda: finished(app, ids), 180, "24 weighted jobs")
+    rows = run_log(log)
+    by_tenant = defaultdict(list)
+    for r in rows:
+        by_tenant[r["tenant"]].append(r)
+    # THEN each ran once; "vip" ran up to 3 at once and never more, "std" one at a time
+    assert sorted(r["job_id"] for r in rows) == sorted(ids)
+    assert max_overlap(by_tenant["vip"]) == 3
+    assert max_overlap(by_tenant["std"]) == 1
+    assert len({r["pid"] for r in rows}) == 2, "both processes ran jobs: the shares hold fleet-wide"
+
+
+def test_max_age_ends_a_retrying_job_dead_with_its_reason_long_before_its_attempts(app, workers, tmp_path):
+    # GIVEN a running worker (a first job shows it started), and a job that fails every attempt,
+    # retried every second, max_age 8 s, 100 attempts allowed
+    log = tmp_path / "runs.log"
+    workers.start(1, concurrency=2)
+    warm = app.enqueue("plain", {"log": str(tmp_path / "warm.log")})
+    wait_until(lambda: finished(app, [warm]), 60, "the worker's first job")
+    job_id = app.enqueue("aging", {"log": str(log)})
+    # WHEN it runs until the policy stops it
+    wait_until(lambda: finished(app, [job_id]), 60, "the aging job")
+    job = app.get(job_id)
+    rows = run_log(log)
+    # THEN it is dead for its age, not its attempts, and no attempt started past its max age
+    assert job.status is JobStatus.DEAD and job.reason == "max age exceeded", job.reason
+    assert 2 <= job.attempt < 100 and len(rows) == job.attempt
+    created = job.created_at.timestamp()
+    assert all(r["started_at"] - created <= 8 for r in rows), [r["started_at"] - created for r in rows]
