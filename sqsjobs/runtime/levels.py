@@ -75,6 +75,7 @@ class Host(Protocol):
     def _hold(self, delivery: Delivery) -> None: ...
     async def _yielded(self, delivery: Delivery, ack: Ack) -> None: ...
     async def _close_polls(self) -> None: ...
+    async def _apply(self, delivery: Delivery, ack: Ack, dlq_url: str) -> None: ...
     async def _process(
         self, delivery: Delivery, dlq_url: str, *, place: Callable[[Ack], Ack | None] | None = None
     ) -> Ack: ...
@@ -282,10 +283,12 @@ class LevelReceiver:
                     continue
                 await self.w._unreserve(self.queue, 1)
             # Let go once this worker's open polls returned: released before, it would be theirs,
-            # and put back unstarted, one more receive for nothing.
+            # and put back unstarted, one more receive for nothing. Near the redrive limit the
+            # job's last ack is a fresh copy, which keeps it out of a DLQ (not its place).
             await self.w._close_polls()
-            self._release([delivery])
-            return RELEASE
+            let_go = ack if ack.kind == "resend" else RELEASE
+            await self.w._apply(delivery, let_go, self.dlq_url)
+            return let_go
 
     async def _next_in_group(self, group: tuple[str, str], ack: Ack) -> None:
         waiting = self.groups[group]

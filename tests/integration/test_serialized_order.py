@@ -49,7 +49,7 @@ ENV = {
 KEYS = ("k0", "k1", "k2")
 
 
-def device_worker(app, log: Path) -> subprocess.Popen[bytes]:
+def device_worker(app, log: Path, env: dict[str, str] = ENV) -> subprocess.Popen[bytes]:
     """A worker of the keyed queue whose JSON log lines go to ``log`` (the deferrals are counted there)."""
     argv = [
         sys.executable,
@@ -65,13 +65,19 @@ def device_worker(app, log: Path) -> subprocess.Popen[bytes]:
     ]
     with log.open("wb") as out:
         return subprocess.Popen(
-            argv, env=worker_env(app, **ENV), stdout=out, stderr=out, start_new_session=True
+            argv, env=worker_env(app, **env), stdout=out, stderr=out, start_new_session=True
         )
 
 
 def deferrals(logs: list[Path]) -> list[int]:
     """``job deferred`` lines per worker log."""
     return [sum('"job deferred"' in line for line in p.read_text().splitlines()) for p in logs]
+
+
+def deferred_at(log: Path) -> set[int]:
+    """The receive counts of the ``job deferred`` lines in a worker's log."""
+    lines = log.read_text().splitlines() if log.exists() else []
+    return {json.loads(line)["receive_count"] for line in lines if '"job deferred"' in line}
 
 
 def breaker(app) -> str | None:
@@ -220,3 +226,48 @@ def test_a_keyed_job_waiting_on_a_token_lets_its_key_go_on_and_its_record_says_s
     finally:
         kill_group(worker)
     assert [r["label"] for r in read_runs(runs)] == ["k-1", "k-2", "k-0"]
+
+
+def test_a_head_that_spends_its_receives_yields_its_place_and_its_record_says_so(
+    ministack_url, make_app, tmp_path
+):
+    # GIVEN a redrive limit of 4 receives (a waiting head is re-sent once received 2 times), a key of
+    # two jobs whose head is deferred by the limit's slot, held
+    env = {**ENV, "SQSJOBS_MAX_RECEIVE_COUNT": "4"}
+    app = make_app(ministack_url, serialized_queues={"device"}, max_receive_count=4, defer_recheck_max_s=1)
+    app.registry.include(ordered.app.registry)
+    app.limits.include(ordered.app.limits)
+    app.provision()
+    release, started, runs = tmp_path / "release", tmp_path / "started", tmp_path / "runs.jsonl"
+    others = [worker_process(app, APP, concurrency=2, queues="default", **env)]
+    app.enqueue("hold", {"release": str(release), "started": str(started)})
+    head, later = (
+        app.enqueue("keyed.limit", {"label": f"k-{n}", "log": str(runs)}, serialize_key="k") for n in (0, 1)
+    )
+    workers: list[subprocess.Popen[bytes]] = []
+    try:
+        wait_until(started.exists, 30, "the holder's start")
+        # WHEN two workers in turn hold the head in place and are drained: a receive each
+        for n, count in enumerate((1, 2)):
+            log = tmp_path / f"worker{n}.log"
+            workers.append(worker := device_worker(app, log, env))
+            wait_until(
+                lambda log=log, count=count: count in deferred_at(log), 30, f"a deferral at receive {count}"
+            )
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(30) == 0
+        # THEN the second drain re-sent it rather than let a third receive near SQS's redrive: the
+        # job is kept, its place is not, and its record says so
+        noted = app.get(head).extra.get("order_yielded", {}).get("S", "")
+        assert "re-sent to the end of its key: received 2 times, near the redrive limit" in noted, noted
+        assert app.get(later).extra.get("order_yielded") is None
+        workers.append(device_worker(app, tmp_path / "worker2.log", env))
+        release.touch()
+        wait_until(
+            lambda: all(app.get(j).status is JobStatus.SUCCEEDED for j in (head, later)), 60, "both ran"
+        )
+    finally:
+        release.touch()
+        kill_group(*workers, *others)
+    assert [r["label"] for r in read_runs(runs)] == ["k-1", "k-0"]
+    assert depth(app, "device", dlq=True) == {"visible": 0, "in_flight": 0, "delayed": 0}
