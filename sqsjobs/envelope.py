@@ -57,6 +57,8 @@ DLQ_ERROR_MESSAGE = "sqsjobs-error-message"
 DLQ_JOB_ID = "sqsjobs-job-id"
 DLQ_JOB_TYPE = "sqsjobs-job-type"
 DLQ_SOURCE_QUEUE = "sqsjobs-source-queue"
+#: On a schedule fire the reconciler sent back from a DLQ: how many times it did (its bound).
+FIRE_REDISPATCHES = "sqsjobs-fire-redispatches"
 
 
 _UNSET: Any = object()

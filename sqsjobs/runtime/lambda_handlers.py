@@ -67,6 +67,7 @@ def sweeper(event: Mapping[str, Any], context: Any) -> dict[str, int]:
         "redispatched": len(report.redispatched),
         "expired": len(report.expired),
         "dlq_redispatched": len(report.dlq.redispatched),
+        "dlq_refired": len(report.dlq.refired),
         "dlq_dead": len(report.dlq.dead),
         "dlq_deleted": report.dlq.deleted,
     }

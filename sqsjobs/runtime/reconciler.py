@@ -25,6 +25,10 @@ cancelled, expired
 dead                                        one copy kept per job (a worker's copy with its
                                             reason first, then the lowest message id: the same
                                             choice after any restart), the others deleted
+a schedule fire SQS redrove (no worker      sent back to its queue (a worker then enqueues the
+turned it into its job), sent back fewer   occurrence's job, idempotently) with the count on
+than ``redispatch_limit`` times             the message; at the limit, or from a FIFO backstop
+                                            DLQ, left
 no record, not a job, not an envelope       left: that is what a DLQ is for
 ==========================================  ===================================================
 
@@ -52,6 +56,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from sqsjobs import envelope as envelope_format
@@ -102,6 +107,8 @@ class ReconcileReport:
     """What one pass over the DLQs did (job ids, or counts of messages)."""
 
     redispatched: list[str] = field(default_factory=list)
+    #: Schedule fires (their DLQ message ids) sent back to their queue to become their occurrence's job.
+    refired: list[str] = field(default_factory=list)
     #: Records made dead because SQS redrove their message and the re-dispatch limit was reached.
     dead: list[str] = field(default_factory=list)
     #: Dead jobs' copies moved from a FIFO backstop DLQ into the standard DLQ.
@@ -116,7 +123,7 @@ class ReconcileReport:
     @property
     def acted(self) -> bool:
         """True when the pass changed anything."""
-        return bool(self.redispatched or self.dead or self.moved or self.deleted)
+        return bool(self.redispatched or self.refired or self.dead or self.moved or self.deleted)
 
 
 @dataclass
@@ -201,6 +208,9 @@ def _judge(run: _Pass, m: DlqMessage) -> Flow[None]:
         parsed = envelope_format.parse(m.body)
     except EnvelopeError:  # not an envelope at all: decode said so already
         parsed = None
+    if isinstance(parsed, envelope_format.Fire) and m.redriven and not m.backstop and _names_its_time(parsed):
+        yield from _refire(run, m)
+        return
     if m.malformed or not isinstance(parsed, envelope_format.Envelope):
         run.report.left += 1
         return
@@ -251,6 +261,42 @@ def _redispatch(run: _Pass, m: DlqMessage, job: Job, item: Item) -> Flow[None]:
     )
     yield from dead_letters.delete_flow(m, run.scan)
     run.report.redispatched.append(job.id)
+
+
+def _names_its_time(fire: envelope_format.Fire) -> bool:
+    """True when the fire carries its occurrence's time: sent again, it still names the same job.
+
+    (One without it has its occurrence derived from when it was sent, which a new send would change.)
+    """
+    try:
+        datetime.fromisoformat(fire.at.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
+
+
+def _refire(run: _Pass, m: DlqMessage) -> Flow[None]:
+    """Send a redriven schedule fire back to its queue (its job's enqueue is idempotent), a bounded number of times.
+
+    A fire has no record: it becomes its occurrence's job when a worker meets it, and a worker that
+    could not enqueue (AWS failing) leaves it for the next receive until SQS redrives it. The
+    occurrence must not be lost for that; its job's idempotency key (schedule and occurrence) makes
+    a fire sent back harmless when the job exists after all. The count travels on the message, and
+    a fire sent back ``redispatch_limit`` times stays in the DLQ for an operator.
+    """
+    if m.fire_redispatches >= run.scope.redispatch_limit:
+        run.report.left += 1
+        return
+    key = routes.route(m.queue)
+    urls = yield from run.queue_urls.flow([key])
+    params = sqs.send_one(urls[key], m.body)
+    params["MessageAttributes"] = {
+        envelope_format.FIRE_REDISPATCHES: {"DataType": "Number", "StringValue": str(m.fire_redispatches + 1)}
+    }
+    params |= routes.message_fields(key, tenant=None, serialize_key=None, fair=run.settings.fair_queues)
+    yield Call("sqs", "send_message", params)
+    yield from dead_letters.delete_flow(m, run.scan)
+    run.report.refired.append(m.message_id)
 
 
 def _make_dead(

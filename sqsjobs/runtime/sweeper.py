@@ -268,6 +268,7 @@ async def sweep_once(app: Kernel | SupportsKernel, *, now: float | None = None) 
                 "expired": report.expired,
                 "batches_completed": report.batches_completed,
                 "dlq_redispatched": report.dlq.redispatched,
+                "dlq_refired": report.dlq.refired,
                 "dlq_dead": report.dlq.dead,
                 "dlq_moved": report.dlq.moved,
                 "dlq_deleted": report.dlq.deleted,

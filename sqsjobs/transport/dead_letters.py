@@ -72,6 +72,8 @@ class DlqMessage:
     malformed: str = ""
     #: True in a FIFO queue's backstop DLQ (only SQS's redrive puts messages there).
     backstop: bool = False
+    #: A schedule fire's: how many times the reconciler already sent it back to its queue.
+    fire_redispatches: int = 0
 
     @property
     def redriven(self) -> bool:
@@ -122,7 +124,13 @@ def decode(queue: str, dlq_url: str, message: Mapping[str, Any], *, backstop: bo
             job_id, job_type = parsed.job_id, parsed.job_type
     # No sqsjobs attributes: SQS's redrive policy moved it (its worker kept dying on it, or it
     # kept coming back without finishing).
-    reason = attrs.get(envelope_format.DLQ_REASON) or (REDRIVEN if not attrs else "?")
+    reason = attrs.get(envelope_format.DLQ_REASON) or (
+        REDRIVEN if not attrs.keys() - {envelope_format.FIRE_REDISPATCHES} else "?"
+    )
+    try:
+        refired = int(attrs.get(envelope_format.FIRE_REDISPATCHES, "0"))
+    except ValueError:
+        refired = 0
     return DlqMessage(
         queue=queue,
         dlq_url=dlq_url,
@@ -138,6 +146,7 @@ def decode(queue: str, dlq_url: str, message: Mapping[str, Any], *, backstop: bo
         error_message=attrs.get(envelope_format.DLQ_ERROR_MESSAGE, ""),
         source_queue=attrs.get(envelope_format.DLQ_SOURCE_QUEUE, ""),
         malformed=malformed,
+        fire_redispatches=refired,
         backstop=backstop,
     )
 

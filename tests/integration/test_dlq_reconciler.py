@@ -161,7 +161,12 @@ def test_a_queued_job_whose_message_sqs_redrove_is_re_dispatched_and_then_runs(a
     assert (visible(app, main), visible(app, dlq)) == (1, 0)
     assert app.get(job_id).status is JobStatus.QUEUED
     # AND a worker runs it, once
-    run_in_a_worker_process(app, job_id)
+    proc = worker_process(app, APP, **SETTINGS)
+    try:
+        wait_until(lambda: len(runs(tmp_path, job_id)) == 1, 60, "the occurrence's job ran")
+        wait_until(lambda: app.get(job_id).status is JobStatus.SUCCEEDED, 30, "the job succeeded")
+    finally:
+        kill_group(proc)
     assert len(runs(tmp_path, job_id)) == 1
 
 
@@ -342,3 +347,48 @@ def test_a_flow_cancelled_while_its_receive_is_in_flight_still_hands_back_what_t
     # THEN the flow read the message and handed it back: visible at once, not after the 300 s hide
     assert len(held) == 1
     wait_until(lambda: depth(app, dlq=True)["visible"] == 1, 5, "the message visible after the cancel")
+
+
+# ── a schedule fire SQS redrove before any worker turned it into its job ─────────────────────
+@pytest.mark.slow
+def test_a_redriven_schedule_fire_is_sent_back_a_bounded_number_of_times_and_its_job_runs_once(app, tmp_path):
+    from sqsjobs.schedules.expressions import parse_instant
+    from sqsjobs.schedules.fire import idempotency_key
+    from sqsjobs.store.codec import idempotent_job_id
+
+    at = "2026-11-28T10:00:00Z"
+    fire = env.Fire("nightly", at, "count", {"runs_dir": str(tmp_path)}).to_body()
+    at_limit = env.Fire("weekly", at, "count", {"runs_dir": str(tmp_path)}).to_body()
+    unsubstituted = env.Fire("hourly", env.SCHEDULED_TIME, "count", {"runs_dir": str(tmp_path)}).to_body()
+    main, dlq = queue_url(app, "default"), queue_url(app, "default", dlq=True)
+    # GIVEN fires SQS redrove (no worker reason): one fresh, one sent back as often as the bound
+    # allows already, one without its occurrence's time; and one a worker refused with a reason
+    sqs_call(app, "send_message", QueueUrl=dlq, MessageBody=fire)
+    sent_back = {env.FIRE_REDISPATCHES: {"DataType": "Number", "StringValue": "3"}}
+    sqs_call(app, "send_message", QueueUrl=dlq, MessageBody=at_limit, MessageAttributes=sent_back)
+    sqs_call(app, "send_message", QueueUrl=dlq, MessageBody=unsubstituted)
+    refused = {env.DLQ_REASON: {"DataType": "String", "StringValue": "schedule 'x': unknown job type"}}
+    rejected = env.Fire("x", at, "count", {"runs_dir": str(tmp_path)}).to_body()
+    sqs_call(app, "send_message", QueueUrl=dlq, MessageBody=rejected, MessageAttributes=refused)
+
+    sweep(app)
+    # THEN the fresh fire is back in its queue, counted once; the rest stay for an operator
+    [back] = read_all(app, main)
+    assert back["Body"] == fire and back["MessageAttributes"][env.FIRE_REDISPATCHES]["StringValue"] == "1"
+    assert sorted(m["Body"] for m in read_all(app, dlq)) == sorted([at_limit, unsubstituted, rejected])
+    # AND a worker turns it into its occurrence's job, which runs once
+    job_id = idempotent_job_id("count", idempotency_key("nightly", parse_instant(at)))
+    sqs_call(
+        app,
+        "change_message_visibility",
+        QueueUrl=main,
+        ReceiptHandle=back["ReceiptHandle"],
+        VisibilityTimeout=0,
+    )
+    proc = worker_process(app, APP, **SETTINGS)
+    try:
+        wait_until(lambda: len(runs(tmp_path, job_id)) == 1, 60, "the occurrence's job ran")
+        wait_until(lambda: app.get(job_id).status is JobStatus.SUCCEEDED, 30, "the job succeeded")
+    finally:
+        kill_group(proc)
+    assert len(runs(tmp_path, job_id)) == 1

@@ -41,10 +41,10 @@ witness. No cell is left out, though some rows take a column's disturbance their
 - the hook's job is its ended job's (which ran first, on the deps worker in the redrive column); in
   the expiry column the hook and the fire's job are of a type on the queue no worker serves yet, as
   the chain step is, and the worker that then receives them expires them;
-- the schedule's fire cannot be redriven *and* run: SQS redrives the bare fire before any worker
-  turned it into a job, and the reconciler leaves it in the DLQ (it is not a job: no record counts
-  its re-dispatches), where ``sqsjobs dlq`` lists it; the redrive column checks exactly that, as it
-  does for the foreign message. In every other column the fire's job takes the disturbance;
+- the schedule's fire is redriven as the bare fire it is, before any worker turned it into a job:
+  there is no record yet, so the reconciler sends the fire itself back to its queue (the count on
+  the message bounds it), and a worker then enqueues and runs its occurrence's job once. In every
+  other column the fire's job takes the disturbance;
 - the outbox row is committed while its column's disturbance is in force (held 1,000 s in the
   expiry column, no worker on its queue in the redrive one, its type paused in the deferral one,
   as the worker drains), and its job then takes it; the kill column kills (-9) the relay with the
@@ -92,7 +92,6 @@ from tests.integration.matrix_rows import (
     debounce_first,
     fall_asleep,
     fire,
-    fire_body,
     hook_of,
     hooked,
     keep_gathering,
@@ -258,9 +257,11 @@ def test_every_feature_whose_message_sqs_redrove_is_brought_back_and_runs_once(a
             jobs, JobStatus.QUEUED
         )
         # ...until one sweep reconciles the DLQs, and a worker runs every job once: the paused one
-        # once resumed, the dependency's once its probe closed the breaker (deferred until then).
+        # once resumed, the dependency's once its probe closed the breaker (deferred until then),
+        # the schedule's occurrence once its fire, sent back by the sweep, reached the worker.
         # The foreign message never became a job: no record says it is on its way, and it stays in
         # the DLQ, the one place that shows it (``sqsjobs dlq``).
+        assert not exists(app, fired)
         sweep_once(app)
         assert app.get(probe, load_result=False).status is JobStatus.RUNNING, "the probe ended too soon"
         probe_done.touch()
@@ -269,6 +270,7 @@ def test_every_feature_whose_message_sqs_redrove_is_brought_back_and_runs_once(a
         answer(app, log, jobs["token wait"])
         others = {f: j for f, j in jobs.items() if f != "paused"}
         wait_until(lambda: everything_finished(app, others, batch_id, chain_id), 90, "every job finished")
+        wait_until(lambda: exists(app, fired) and app.get(fired).status.terminal, 60, "the fire's job")
         app.resume("paused.run")
         wait_until(lambda: everything_finished(app, jobs, batch_id, chain_id), 60, "the paused job finished")
     finally:
@@ -287,12 +289,11 @@ def test_every_feature_whose_message_sqs_redrove_is_brought_back_and_runs_once(a
     assert probed.status is JobStatus.SUCCEEDED
     assert app.get(jobs["breaker-deferred"], load_result=False).started_at >= probed.finished_at
     assert not exists(app, idempotent_job_id("plain", "r"))
-    # ...and neither did the schedule's fire: SQS redrove it before a worker received it, and the
-    # reconciler leaves what is not a job in the DLQ (``sqsjobs dlq`` lists it as "schedule fire of
-    # ..., not a job"); its occurrence runs only once the fire is sent back (SQS's own redrive)
-    assert not exists(app, fired)
+    # ...while the schedule's occurrence ran once, from its fire sent back, and only the foreign
+    # message is left in the DLQ
+    assert app.get(fired).status is JobStatus.SUCCEEDED and runs(log)[fired] == 1
     dlq = sqs_call(app, "receive_message", QueueUrl=queue_url(app, dlq=True), MaxNumberOfMessages=10)
-    assert sorted(m["Body"] for m in dlq.get("Messages", [])) == sorted([foreign, fire_body(log, "r")])
+    assert [m["Body"] for m in dlq.get("Messages", [])] == [foreign]
     no_record_without_a_witness(app)
 
 
