@@ -21,6 +21,7 @@
     ├── CursorError                 a listing cursor from another listing (also a ValueError)
     ├── TransactionInvalid          a transaction DynamoDB would refuse as built (also a ValueError)
     ├── ExpiryInvalid               an expires_after that cannot hold: not positive, or ends before run_at
+    ├── DedupeInvalid               dedup options that cannot hold: two modes, a window out of bounds (also a ValueError)
     ├── TransactionCancelled        DynamoDB cancelled a transaction: nothing of it was written
     ├── ChainInvalid                steps that cannot make a chain (none, over 99) (also a ValueError)
     ├── JobStateError               the job's record refused the change: an answer, not a failure
@@ -153,6 +154,18 @@ class TransactionInvalid(SqsJobsError, ValueError):
 
 class ExpiryInvalid(SqsJobsError, ValueError):
     """The job's ``expires_after`` cannot hold: it is not a positive duration, or it ends before the job may start."""
+
+
+class DedupeInvalid(SqsJobsError, ValueError):
+    """Dedup options that cannot hold: two modes at once, or a window outside ``sqsjobs.store.dedupe``'s bounds.
+
+    Attributes:
+        field: the option at fault (``dedupe_for``, ``throttle``, ``debounce``, ``debounce_max``, ``unique``).
+    """
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(frozen=True)

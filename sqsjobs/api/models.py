@@ -26,9 +26,18 @@ from pydantic import (
 
 from sqsjobs.envelope import MAX_PAYLOAD_DEPTH, TOO_DEEP_ADVICE
 from sqsjobs.ops._common import parse_duration
+from sqsjobs.store.dedupe import MAX_WINDOW_S, MIN_WINDOW_S
 
 #: Ten years: a longer delay is a mistake, not a plan (a held job waits in the table meanwhile).
 MAX_DELAY_S = 10 * 365 * 86_400.0
+#: The bounds of every request member, in one place: each model below takes its numbers from these
+#: types, and the library's own bounds (``sqsjobs.store.dedupe``) are where they come from, so a
+#: request the document allows is one ``App.enqueue`` takes, and none reaches a store unchecked.
+Delay = Annotated[float, Field(ge=0, le=MAX_DELAY_S, allow_inf_nan=False)]
+#: A dedup window, quiet period or ``debounce_max`` (``dedupe.of_options`` refuses any other).
+Window = Annotated[float, Field(ge=MIN_WINDOW_S, le=MAX_WINDOW_S, allow_inf_nan=False)]
+#: A rate (per second): positive and finite.
+Rate = Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)]
 #: The longest id or name any route takes in its path or body (a job's, a batch's, a chain's, a
 #: worker's, a job type's): sqsjobs' own ids are far shorter, and DynamoDB answers a key over 2,048
 #: bytes with an error, not "no such item". One bound, so every route answers alike: 422.
@@ -94,9 +103,7 @@ class EnqueueRequest(BaseModel):
     idempotency_key: str | None = Field(
         None, min_length=1, max_length=512, description="Same key (and payload): the same job again"
     )
-    delay: float | None = Field(
-        None, ge=0, le=MAX_DELAY_S, allow_inf_nan=False, description="Seconds before it may run"
-    )
+    delay: Delay | None = Field(None, description="Seconds before it may run")
     run_at: AwareDatetime | None = Field(
         None, description="Run no sooner than this instant (with a time zone)"
     )
@@ -117,22 +124,16 @@ class EnqueueRequest(BaseModel):
         None,
         description="The key names the live job only: once it finished, a new job (needs idempotency_key)",
     )
-    dedupe_for: float | None = Field(
-        None, gt=0, allow_inf_nan=False, description="Seconds: the key names one job per aligned window"
+    dedupe_for: Window | None = Field(None, description="Seconds: the key names one job per aligned window")
+    throttle: Window | None = Field(
+        None, description="Seconds: the first job of the key's aligned window wins"
     )
-    throttle: float | None = Field(
-        None, gt=0, allow_inf_nan=False, description="Seconds: the first job of the key's aligned window wins"
-    )
-    debounce: float | None = Field(
+    debounce: Window | None = Field(
         None,
-        gt=0,
-        allow_inf_nan=False,
         description="Seconds: the last payload of a quiet period this long wins",
     )
-    debounce_max: float | None = Field(
+    debounce_max: Window | None = Field(
         None,
-        gt=0,
-        allow_inf_nan=False,
         description="Seconds: a debounced key's job starts at the latest this long after its first enqueue",
     )
 
@@ -254,9 +255,7 @@ class ReplayRequest(BaseModel):
     )
     dry_run: StrictBool = Field(True, description="Report what would happen and change nothing")
     limit: int | None = Field(100, ge=1, description="Requeue at most this many jobs (null: no limit)")
-    rate: float | None = Field(
-        None, gt=0, allow_inf_nan=False, description="At most this many requeues per second"
-    )
+    rate: Rate | None = Field(None, description="At most this many requeues per second")
     payload: Any = Field(None, description="A corrected payload for every job replayed; needs job_id or type")
 
     @field_validator("queue")

@@ -108,6 +108,7 @@ _BY_ERROR: tuple[tuple[type[errors.SqsJobsError], str, str | None], ...] = (
     (errors.JobStateError, "invalid-transition", "job_id"),  # InvalidTransition, RecordChanged
     (errors.CursorError, "invalid-cursor", "cursor"),
     (errors.RoutingError, "invalid-routing", None),
+    (errors.DedupeInvalid, "invalid-request", None),  # its own ``field`` names the option
     (errors.AwsError, "aws-unavailable", None),
 )
 
@@ -168,6 +169,7 @@ def from_error(
     for cls, slug, field in _BY_ERROR:
         if isinstance(exc, cls):
             found: list[dict[str, Any]] = []
+            field = getattr(exc, "field", field)
             where = (aliases or {}).get(field or "", field)
             if member is not None and field in _JOB_MEMBERS:
                 where = f"{member}.{where}" if where else member

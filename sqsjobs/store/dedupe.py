@@ -16,12 +16,13 @@ The default key is one job for the record's whole retention. The modes narrow it
 
 from __future__ import annotations
 
+import math
 import uuid
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from sqsjobs._aws import Call, Flow
-from sqsjobs.errors import StoreError
+from sqsjobs.errors import DedupeInvalid, StoreError
 from sqsjobs.job import TERMINAL, JobStatus
 from sqsjobs.store.codec import av_n, av_s, idempotent_job_id, old_item
 from sqsjobs.store.conditions import Fragment, eq
@@ -78,6 +79,23 @@ class Dedupe:
     max_wait_s: float | None = None
 
 
+#: The shortest window, quiet period or ``debounce_max``: a window's slot counts whole milliseconds.
+MIN_WINDOW_S = 0.001
+#: The longest: ten years, as ``delay`` (a longer one is a mistake, and past it the clock arithmetic
+#: of a slot or a deadline overflows, in Python or in DynamoDB's numbers).
+MAX_WINDOW_S = 10 * 365 * 86_400.0
+
+
+def _bounded(name: str, seconds: float | None) -> float | None:
+    """``seconds`` if it is within the bounds (``DedupeInvalid`` naming the option if not)."""
+    if seconds is not None and not (math.isfinite(seconds) and MIN_WINDOW_S <= seconds <= MAX_WINDOW_S):
+        raise DedupeInvalid(
+            f"{name} must be between {MIN_WINDOW_S}s and {MAX_WINDOW_S:.0f}s (ten years), not {seconds}s",
+            field=name,
+        )
+    return seconds
+
+
 #: A debounce without ``debounce_max`` runs at the latest this many quiet periods after its first enqueue.
 DEFAULT_MAX_QUIETS = 10
 
@@ -91,15 +109,30 @@ def of_options(
     debounce_s: float | None = None,
     debounce_max_s: float | None = None,
 ) -> Dedupe | None:
-    """The one mode the options name (``default``, the type's, when they name none)."""
+    """The one mode the options name (``default``, the type's, when they name none).
+
+    Raises ``DedupeInvalid`` (a ``ValueError``) for two modes, or a window outside
+    ``MIN_WINDOW_S``..``MAX_WINDOW_S``.
+    """
+    dedupe_for_s = _bounded("dedupe_for", dedupe_for_s)
+    throttle_s = _bounded("throttle", throttle_s)
+    debounce_s = _bounded("debounce", debounce_s)
+    debounce_max_s = _bounded("debounce_max", debounce_max_s)
     debounce = None
     if debounce_s is not None:
-        max_wait = debounce_max_s if debounce_max_s is not None else debounce_s * DEFAULT_MAX_QUIETS
+        max_wait = (
+            debounce_max_s
+            if debounce_max_s is not None
+            else min(debounce_s * DEFAULT_MAX_QUIETS, MAX_WINDOW_S)
+        )
         if max_wait < debounce_s:
-            raise ValueError(f"debounce_max ({max_wait}s) must be at least the quiet period ({debounce_s}s)")
+            raise DedupeInvalid(
+                f"debounce_max ({max_wait}s) must be at least the quiet period ({debounce_s}s)",
+                field="debounce_max",
+            )
         debounce = Dedupe("debounce", debounce_s, max_wait)
     elif debounce_max_s is not None:
-        raise ValueError("debounce_max needs debounce (the quiet period)")
+        raise DedupeInvalid("debounce_max needs debounce (the quiet period)", field="debounce_max")
     named = [
         d
         for d in (
@@ -111,12 +144,9 @@ def of_options(
         if d is not None
     ]
     if unique is not None and unique != "while_active":
-        raise ValueError(f"unique={unique!r}: the one unique mode is 'while_active'")
+        raise DedupeInvalid(f"unique={unique!r}: the one unique mode is 'while_active'", field="unique")
     if len(named) > 1:
-        raise ValueError("give one of unique, dedupe_for, throttle and debounce")
-    for d in named:
-        if d.window_s is not None and d.window_s <= 0:
-            raise ValueError(f"a {d.mode} window must be positive, not {d.window_s}s")
+        raise DedupeInvalid("give one of unique, dedupe_for, throttle and debounce", field="idempotency_key")
     return named[0] if named else default
 
 

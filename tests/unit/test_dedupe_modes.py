@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from sqsjobs.errors import DedupeInvalid
 from sqsjobs.store import debounce, dedupe
 from sqsjobs.store.codec import av_n, av_s, idempotent_job_id
 from sqsjobs.store.enqueue import NewJob
@@ -35,12 +36,31 @@ def test_while_active_makes_a_new_id_each_time_and_the_default_keeps_the_keys():
     [
         (("once", None, None), "while_active"),
         (("while_active", 5.0, None), "one of"),
-        ((None, 0.0, None), "positive"),
+        ((None, 0.0, None), "between"),
     ],
 )
 def test_a_mode_that_cannot_work_is_refused(args, message):
     with pytest.raises(ValueError, match=message):
         dedupe.of_options(*args)
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"dedupe_for_s": 2.2e-16}, "dedupe_for"),  # rounds to a 0 ms window: a division by zero
+        ({"dedupe_for_s": 1e308}, "dedupe_for"),  # its slot overflows
+        ({"throttle_s": 1e308}, "throttle"),
+        ({"throttle_s": float("nan")}, "throttle"),
+        ({"debounce_s": 1e308}, "debounce"),
+        ({"debounce_s": 1.0, "debounce_max_s": 1e308}, "debounce_max"),  # DynamoDB's numbers overflow
+    ],
+)
+def test_a_window_out_of_bounds_is_refused_naming_its_option(options, field):
+    unique, dedupe_for, throttle = None, options.pop("dedupe_for_s", None), options.pop("throttle_s", None)
+    with pytest.raises(DedupeInvalid, match="between") as refused:
+        dedupe.of_options(unique, dedupe_for, throttle, **options)
+    assert refused.value.field == field
+    assert dedupe.of_options(None, dedupe.MAX_WINDOW_S, None) == dedupe.Dedupe("window", dedupe.MAX_WINDOW_S)
 
 
 def test_an_enqueues_mode_wins_over_the_types_default():

@@ -1,0 +1,100 @@
+"""Every request of issue 47 answers a 4xx naming the field and the rule, over real HTTP on MiniStack.
+
+Extreme dedup windows (an overflow, a window that rounds to 0 ms, a ``debounce_max`` DynamoDB cannot
+store) were 500s and 503s; an unknown queue in a chain's step or a batch's item was a 503 and an
+unknown step type a 201; a few answers were not in the document, and ``Allow`` left out methods.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from sqsjobs import App, DedupeInvalid
+from sqsjobs.store.dedupe import MAX_WINDOW_S
+from tests.api.conftest import TOKEN, Served
+from tests.api.helpers import assert_problem, client, serving
+from tests.cli import jobs_app
+from tests.cli.conftest import World, fake_aws_env
+from tests.conftest import FAST
+
+ORDER = {"type": "orders.ok", "payload": {"order_id": "o-1"}, "idempotency_key": "k"}
+
+
+@pytest.fixture(scope="module")
+def own_api(ministack_url) -> Iterator[Served]:
+    """An app of this module's own, served with a token."""
+    with fake_aws_env():
+        app = jobs_app.register(App(f"b{uuid.uuid4().hex[:10]}", endpoint_url=ministack_url, **FAST))
+        app.provision()
+    try:
+        with serving(app, token=TOKEN) as url, client(url, TOKEN) as http:
+            yield Served(World(app, ministack_url), url, http)
+    finally:
+        app.close()
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"throttle": 1e308}, "throttle"),  # was 500: OverflowError in store/dedupe.py
+        ({"dedupe_for": 1e308}, "dedupe_for"),
+        ({"debounce": 1e308}, "debounce"),  # was 500: OverflowError in store/debounce.py
+        ({"dedupe_for": 2.2e-16}, "dedupe_for"),  # was 500: a 0 ms window, ZeroDivisionError
+        ({"debounce": 1, "debounce_max": 1e308}, "debounce_max"),  # was 503: DynamoDB's number overflow
+    ],
+)
+def test_a_dedup_window_out_of_bounds_is_a_422_naming_it(own_api, options, field):
+    answer = own_api.http.post("/jobs", json={**ORDER, **options})
+    body = assert_problem(answer, 422, field)
+    assert body["type"].endswith(":invalid-request"), body
+    assert "less than or equal" in body["detail"] or "greater than or equal" in body["detail"], body
+
+
+def test_the_largest_window_the_document_allows_is_taken(own_api):
+    answer = own_api.http.post("/jobs", json={**ORDER, "idempotency_key": "max", "throttle": MAX_WINDOW_S})
+    assert answer.status_code == 202, answer.text
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"throttle": 1e308}, {"dedupe_for": 2.2e-16}, {"debounce": 1, "debounce_max": 1e308}],
+)
+def test_app_enqueue_refuses_the_same_windows_with_a_typed_error(own_api, options):
+    with pytest.raises(DedupeInvalid, match="between") as refused:
+        own_api.world.app.enqueue("orders.ok", {"order_id": "o"}, idempotency_key="k", **options)
+    assert refused.value.field == list(options)[-1]
+
+
+def test_a_chain_step_on_an_unknown_queue_is_a_422_naming_the_step(own_api):
+    steps = [
+        {"type": "orders.ok", "payload": {"order_id": "a"}},
+        {"type": "orders.ok", "payload": {"order_id": "b"}, "queue": "nope"},
+    ]
+    body = assert_problem(own_api.http.post("/chains", json={"steps": steps}), 422, "steps.1.queue")
+    assert body["type"].endswith(":no-such-queue"), body
+
+
+def test_a_chain_step_of_an_unregistered_type_is_a_422_naming_the_step(own_api):
+    steps = [{"type": "orders.ok", "payload": {"order_id": "a"}}, {"type": "no.such.type"}]
+    body = assert_problem(own_api.http.post("/chains", json={"steps": steps}), 422, "steps.1.type")
+    assert body["type"].endswith(":unknown-job-type"), body
+
+
+def test_a_chain_step_whose_payload_its_handler_refuses_is_a_422_naming_the_step(own_api):
+    steps = [{"type": "orders.ok", "payload": {"order_id": "a"}}, {"type": "orders.ok", "payload": {}}]
+    body = assert_problem(own_api.http.post("/chains", json={"steps": steps}), 422, "steps.1.payload")
+    assert body["errors"][0]["field"] == "steps.1.payload.order_id", body
+    assert body["type"].endswith(":payload-invalid"), body
+
+
+def test_a_batch_item_on_an_unknown_queue_is_a_422_naming_the_item(own_api):
+    http = own_api.http
+    created = http.post("/batches", json={"on_complete": "orders.ok"})
+    assert created.status_code == 201, created.text
+    items = [{"type": "orders.ok", "payload": {"order_id": "a"}, "queue": "nope"}]
+    answer = http.post(f"/batches/{created.json()['id']}/items", json={"items": items})
+    body = assert_problem(answer, 422, "items.0.queue")
+    assert body["type"].endswith(":no-such-queue"), body
