@@ -11,7 +11,8 @@ up to ``MAX_ITEMS`` items one after another: a request that fails part-way has a
 before the one named in the problem, so give each item a ``dedupe_key`` and send the same request
 again (each key is counted once). Refusals: 404 ``batch-not-found`` / ``chain-not-found``, 409
 ``batch-sealed`` for an item added to a sealed, complete or cancelled batch, 422 for an unknown type
-or a payload its handler refuses (``field`` names the item). Every change is audited
+or a payload its handler refuses, or a queue that does not exist, found before anything is written
+(``field`` names the item: ``sqsjobs.api.admission``). Every change is audited
 (``sqsjobs.api.audit``).
 """
 
@@ -22,12 +23,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
-from sqsjobs.api import responses
+from sqsjobs.api import admission, responses
 from sqsjobs.api.audit import audit
 from sqsjobs.api.deps import AppDep, problems
 from sqsjobs.api.models import MAX_ID_LENGTH, QUEUE_PATTERN, BatchId, ChainId, check_json
 from sqsjobs.api.problems import from_error
-from sqsjobs.errors import HandlerNotFound, SqsJobsError
+from sqsjobs.errors import SqsJobsError
 from sqsjobs.ops import batch_views
 from sqsjobs.ops.chain_views import chain_to_dict
 from sqsjobs.ops.inspect import job_to_dict
@@ -152,11 +153,11 @@ async def create_batch(body: BatchRequest, app: AppDep, request: Request) -> Any
 )
 async def add_items(batch_id: BatchId, body: ItemsRequest, app: AppDep, request: Request) -> Any:
     """Each item is a job counted in the batch (one transaction each); the answer lists their job ids in order."""
-    for n, item in enumerate(body.items):  # every type known before the first item is written
-        try:
-            app.registry.get(item.type)
-        except HandlerNotFound as exc:
-            return from_error(exc, request.url.path, member=f"items.{n}")
+    # every item valid (type, payload, queue) before the first one is written
+    items = [(f"items.{n}", item.request()) for n, item in enumerate(body.items)]
+    refused = await admission.refusal(app, items, request.url.path, aliases=_ITEM_FIELDS)
+    if refused is not None:
+        return refused
     ids: list[str] = []
     for n, item in enumerate(body.items):
         flow = batches.add_to_batch_flow(app.kernel, batch_id, item.request(), dedupe_key=item.dedupe_key)
@@ -225,7 +226,11 @@ async def cancel_batch(batch_id: BatchId, app: AppDep, request: Request) -> Any:
 )
 async def create_chain(body: ChainRequest, app: AppDep, request: Request) -> Any:
     """Its steps run one after another; a step that dies stops it. Answers the chain as ``GET /chains/{id}`` does."""
-    chain_id = await app.achain([s.request() for s in body.steps], dedupe_key=body.dedupe_key)
+    steps = [(f"steps.{n}", step.request()) for n, step in enumerate(body.steps)]
+    refused = await admission.refusal(app, steps, request.url.path)
+    if refused is not None:
+        return refused
+    chain_id = await app.achain([r for _, r in steps], dedupe_key=body.dedupe_key)
     audit(app, request, "create_chain", chain_id=chain_id, steps=len(body.steps))
     return chain_to_dict(await app.aget_chain(chain_id))
 
