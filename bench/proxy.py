@@ -42,7 +42,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from sqsjobs.observability.metrics import consumed_units
 
-__all__ = ["AwsProxy", "Exchange", "Message", "Pending", "Step"]
+__all__ = ["WRITE_ACTIONS", "AwsProxy", "Exchange", "Message", "Pending", "Step"]
 
 LOOPBACK = "127.0.0.1"
 #: Largest request/response head accepted; AWS heads are a few hundred bytes.
@@ -52,7 +52,8 @@ STREAM_LIMIT = 4 * 1024 * 1024
 _STOP_TIMEOUT_S = 5.0
 
 
-_WRITE_ACTIONS = frozenset(
+#: DynamoDB's write actions: those whose ConsumedCapacity the proxy adds up.
+WRITE_ACTIONS = frozenset(
     {
         "PutItem",
         "UpdateItem",
@@ -392,7 +393,7 @@ class AwsProxy:
                     upstream = None
                 if await self._before_answer(pending, writer) == "closed":
                     return
-                if service == "dynamodb" and action in _WRITE_ACTIONS:
+                if service == "dynamodb" and action in WRITE_ACTIONS:
                     self._add_write_units(response, registry=_REGISTRY_KEY in body)
                 # Recorded before the caller can see the answer.
                 if self.exchanges is not None and pending.fault is None:

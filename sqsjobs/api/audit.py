@@ -13,17 +13,33 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.api.auth import principal_of
+from sqsjobs.ops.requeue import KEEP, retry_flow
 
 if TYPE_CHECKING:
     from fastapi import Request
 
+    from sqsjobs._aws import Flow
     from sqsjobs.app import App
+    from sqsjobs.job import Job
 
 
 def actor_of(request: Request) -> str:
     """``<token name>@<client address>``: who asked, as far as the API can tell."""
     host = request.client.host if request.client else "unknown"
     return f"{principal_of(request).name}@{host}"
+
+
+def retry_by(app: App, job_id: str, by: str, payload: Any = KEEP) -> Flow[Job]:
+    """``App.retry``'s flow, its audit entry on the record naming ``by`` (``actor_of``) instead of the server's user."""
+    return retry_flow(
+        job_id,
+        settings=app.settings,
+        registry=app.registry,
+        queue_urls=app.queue_urls,
+        now=app.clock.now(),
+        payload=payload,
+        by=by,
+    )
 
 
 def audit(app: App, request: Request, action: str, **fields: Any) -> None:

@@ -30,7 +30,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from sqsjobs.api import dashboard_views, dead_views
-from sqsjobs.api.audit import actor_of, audit
+from sqsjobs.api.audit import actor_of, audit, retry_by
 from sqsjobs.api.chart_pages import chart_router
 from sqsjobs.api.control_pages import control_router
 from sqsjobs.api.dead_routes import retry_exact
@@ -48,7 +48,6 @@ from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops import replay as replay_ops
 from sqsjobs.ops import stats as stats_ops
 from sqsjobs.ops._common import app_queues, parse_duration
-from sqsjobs.ops.requeue import retry_flow
 from sqsjobs.ops.worker_views import drain_flow, list_workers_flow
 
 if TYPE_CHECKING:
@@ -170,18 +169,8 @@ class Dashboard:
 
     def retry(self, job_id: str, by: str) -> Response:
         """Requeue one dead or cancelled job (``App.retry``'s flow, audited as ``by``), then show its page."""
-        app = self.app
         try:
-            app.run(
-                retry_flow(
-                    job_id,
-                    settings=app.settings,
-                    registry=app.registry,
-                    queue_urls=app.queue_urls,
-                    now=app.clock.now(),
-                    by=by,
-                )
-            )
+            self.app.run(retry_by(self.app, job_id, by))
         except JobNotFound:
             return _problem(404, "Job not found", f"No job {job_id!r}.")
         except PayloadError as exc:

@@ -21,7 +21,7 @@ from fastapi import APIRouter, Body, Query, Request, Response
 
 from sqsjobs._aws import Call, Flow, together
 from sqsjobs.api import responses
-from sqsjobs.api.audit import actor_of, audit
+from sqsjobs.api.audit import actor_of, audit, retry_by
 from sqsjobs.api.deps import AppDep, problems
 from sqsjobs.api.drain import DrainMeter
 from sqsjobs.api.models import (
@@ -40,7 +40,7 @@ from sqsjobs.job import JobStatus
 from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops import waiting
 from sqsjobs.ops._common import iso
-from sqsjobs.ops.requeue import KEEP, retry_flow
+from sqsjobs.ops.requeue import KEEP
 from sqsjobs.producer import JobRequest
 
 router = APIRouter(tags=["jobs"])
@@ -237,17 +237,7 @@ async def retry_job(
         if job.type in app.registry:
             app.registry.get(job.type).dump(payload)
     try:
-        job = await app.arun(
-            retry_flow(
-                job_id,
-                settings=app.settings,
-                registry=app.registry,
-                queue_urls=app.queue_urls,
-                now=app.clock.now(),
-                payload=payload,
-                by=actor_of(request),  # the job's own audit entry names the token
-            )
-        )
+        job = await app.arun(retry_by(app, job_id, actor_of(request), payload))
     except PayloadError as exc:
         if payload is not KEEP:
             raise  # the corrected payload is at fault: 422 (or 413) naming it

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from starlette.requests import cookie_parser
@@ -39,13 +39,9 @@ from starlette.requests import cookie_parser
 from sqsjobs.api.problems import MEDIA_TYPE, PROBLEMS
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+    from collections.abc import Iterable
 
-    Scope = MutableMapping[str, Any]
-    Message = MutableMapping[str, Any]
-    Receive = Callable[[], Awaitable[Message]]
-    Send = Callable[[Message], Awaitable[None]]
-    ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 #: The policy of every HTML page: scripts and styles from this server only, no framing.

@@ -141,3 +141,12 @@ def api_process(
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait(10)
+
+
+def flat_routes(routes: Any) -> Iterator[Any]:
+    """Every route, with the routers included into the app opened up (FastAPI keeps them nested)."""
+    for route in routes:
+        if hasattr(route, "original_router"):
+            yield from flat_routes(route.original_router.routes)
+        elif hasattr(route, "path"):
+            yield route

@@ -14,7 +14,7 @@ import pytest
 
 from sqsjobs.api import auth, principals
 from tests.api.conftest import TOKEN
-from tests.api.helpers import assert_problem, client, serving
+from tests.api.helpers import assert_problem, client, flat_routes, serving
 from tests.cli.conftest import new_app
 from tests.emulators import REPO_ROOT
 
@@ -229,22 +229,13 @@ def test_sqsjobs_api_serves_on_loopback_says_it_has_no_token_and_stops_on_sigter
     assert "Traceback" not in err
 
 
-def _flat(routes):
-    """Every route, with the routers included into the app opened up (FastAPI keeps them nested)."""
-    for route in routes:
-        if hasattr(route, "original_router"):
-            yield from _flat(route.original_router.routes)
-        elif hasattr(route, "path"):
-            yield route
-
-
 def test_every_route_the_app_serves_is_in_the_guarded_list(served):
     # GIVEN every route of the API with its dashboard, as FastAPI holds them
     from sqsjobs.api.http_app import create_app
 
     served_routes = {
         (method, re.sub(r"\{[^}]+\}", "x", route.path))
-        for route in _flat(create_app(served.world.app).routes)
+        for route in flat_routes(create_app(served.world.app).routes)
         for method in (getattr(route, "methods", None) or set()) - {"HEAD"}
         if route.path not in ("/ui/login", "/ui/logout")  # outside the guard: sign-in and sign-out
     }

@@ -22,7 +22,7 @@ from sqsjobs.api.auth import SESSION_COOKIE
 from sqsjobs.api.http_app import create_app
 from sqsjobs.api.principals import ApiToken, Role, Tokens
 from sqsjobs.api.security import UNSAFE_METHODS
-from tests.api.helpers import api_process, assert_problem, client
+from tests.api.helpers import api_process, assert_problem, client, flat_routes
 from tests.cli.conftest import World, populate
 
 pytestmark = pytest.mark.slow
@@ -57,16 +57,14 @@ def world(ministack_url) -> World:
 def _routes(world: World) -> list[tuple[str, str]]:
     """``(method, path template)`` of every route the application serves, console included."""
 
-    def flat(routes):
-        for route in routes:
-            if hasattr(route, "original_router"):
-                yield from flat(route.original_router.routes)
-            elif hasattr(route, "path"):
-                yield route
-
     api = create_app(world.app, tokens=[OPERATOR])
     return sorted(
-        {(m, r.path) for r in flat(api.routes) for m in (getattr(r, "methods", None) or ()) if m != "HEAD"}
+        {
+            (m, r.path)
+            for r in flat_routes(api.routes)
+            for m in (getattr(r, "methods", None) or ())
+            if m != "HEAD"
+        }
     )
 
 

@@ -24,7 +24,7 @@ from sqsjobs.envelope import MAX_PAYLOAD_DEPTH
 from sqsjobs.limits import store as limit_store
 from sqsjobs.store.presence_items import WorkerEntry, register
 from tests.api.conftest import TOKEN, Served
-from tests.api.helpers import assert_problem, client, serving
+from tests.api.helpers import assert_problem, client, flat_routes, serving
 from tests.cli import jobs_app
 from tests.cli.conftest import World, fake_aws_env
 from tests.conftest import FAST
@@ -209,15 +209,6 @@ def test_an_id_that_is_not_a_jobs_answers_404_and_changes_nothing(foreign_items)
     assert {i: after[i] for i in items} == items
 
 
-def flat(routes):
-    """Every route, with the routers included into the app opened up (FastAPI keeps them nested)."""
-    for route in routes:
-        if hasattr(route, "original_router"):
-            yield from flat(route.original_router.routes)
-        elif hasattr(route, "path"):
-            yield route
-
-
 # ── ids far longer than any id ───────────────────────────────────────────────────────────────
 def test_a_10000_character_id_is_a_404_or_422_on_every_route_that_takes_one(own_api):
     long_id = "x" * 10_000
@@ -225,7 +216,7 @@ def test_a_10000_character_id_is_a_404_or_422_on_every_route_that_takes_one(own_
     api = create_app(own_api.world.app, token=TOKEN)
     routes = [
         (method, route.path)
-        for route in flat(api.routes)
+        for route in flat_routes(api.routes)
         if "{" in route.path
         for method in sorted((getattr(route, "methods", None) or set()) - {"HEAD"})
     ]

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from sqsjobs import JobStatus
+from sqsjobs import JobNotFound, JobStatus
 from sqsjobs import envelope as env
 from sqsjobs._aws import Call, one
 from sqsjobs.testing import all_finished, work_until
@@ -137,10 +137,18 @@ def sweep(app) -> None:
     assert done.returncode == 0, done.stderr
 
 
+def succeeded(app, job_id: str) -> bool:
+    """The job exists (a fire's job is made by the worker) and succeeded."""
+    try:
+        return app.get(job_id).status is JobStatus.SUCCEEDED
+    except JobNotFound:
+        return False
+
+
 def run_in_a_worker_process(app, job_id: str) -> None:
     proc = worker_process(app, APP, **SETTINGS)
     try:
-        wait_until(lambda: app.get(job_id).status is JobStatus.SUCCEEDED, 60, "the job succeeded")
+        wait_until(lambda: succeeded(app, job_id), 60, "the job succeeded")
     finally:
         kill_group(proc)
 
@@ -161,12 +169,7 @@ def test_a_queued_job_whose_message_sqs_redrove_is_re_dispatched_and_then_runs(a
     assert (visible(app, main), visible(app, dlq)) == (1, 0)
     assert app.get(job_id).status is JobStatus.QUEUED
     # AND a worker runs it, once
-    proc = worker_process(app, APP, **SETTINGS)
-    try:
-        wait_until(lambda: len(runs(tmp_path, job_id)) == 1, 60, "the occurrence's job ran")
-        wait_until(lambda: app.get(job_id).status is JobStatus.SUCCEEDED, 30, "the job succeeded")
-    finally:
-        kill_group(proc)
+    run_in_a_worker_process(app, job_id)
     assert len(runs(tmp_path, job_id)) == 1
 
 
@@ -385,10 +388,5 @@ def test_a_redriven_schedule_fire_is_sent_back_a_bounded_number_of_times_and_its
         ReceiptHandle=back["ReceiptHandle"],
         VisibilityTimeout=0,
     )
-    proc = worker_process(app, APP, **SETTINGS)
-    try:
-        wait_until(lambda: len(runs(tmp_path, job_id)) == 1, 60, "the occurrence's job ran")
-        wait_until(lambda: app.get(job_id).status is JobStatus.SUCCEEDED, 30, "the job succeeded")
-    finally:
-        kill_group(proc)
+    run_in_a_worker_process(app, job_id)
     assert len(runs(tmp_path, job_id)) == 1

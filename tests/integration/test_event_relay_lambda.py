@@ -22,32 +22,19 @@ import sys
 import threading
 import time
 import uuid
-from collections import defaultdict
 from typing import Any
 
 import boto3
 import pytest
 
-from bench.proxy import AwsProxy, Pending, Step
+from bench.proxy import WRITE_ACTIONS, AwsProxy, Pending, Step
 from sqsjobs import JobStatus
 from tests.integration.helpers import kill_group, wait_until, worker_env, worker_process
-from tests.integration.test_events import EXPECTED, drain, sink
+from tests.integration.test_events import drain, one_event_per_ending, sink
 
 pytestmark = pytest.mark.slow
 
 APP = "tests.apps.results:app"
-WRITES = frozenset(
-    {
-        "PutItem",
-        "UpdateItem",
-        "DeleteItem",
-        "BatchWriteItem",
-        "TransactWriteItems",
-        "BatchExecuteStatement",
-        "ExecuteStatement",
-        "ExecuteTransaction",
-    }
-)
 #: How many records the event source mapping hands the function at once (its default for streams).
 MAPPING_BATCH = 100
 
@@ -74,7 +61,7 @@ class StreamRecorder(AwsProxy):
         return items
 
     async def _before_forward(self, pending: Pending, writer: asyncio.StreamWriter) -> Step:
-        if pending.service == "dynamodb" and pending.action in WRITES:
+        if pending.service == "dynamodb" and pending.action in WRITE_ACTIONS:
             await self._writes.acquire()  # one write at a time: each record's images are its own
             self._before[id(pending)] = await asyncio.to_thread(self._items)
         return "forward"
@@ -214,22 +201,10 @@ def test_the_stream_lambda_publishes_one_event_per_terminal_transition_of_batche
     published = invoke_relay(app, [b for batch in batches for b in (batch, batch)])
     events = drain(app, url)
 
-    # THEN every job that ended has exactly one event id, of its final status, and no payload
-    ids_by_job: dict[str, set[str]] = defaultdict(set)
-    names: dict[str, str] = {}
-    for event in events:
-        detail = event["detail"]
-        assert "payload" not in detail and "result" not in detail
-        if event["detail-type"].startswith("Job"):
-            ids_by_job[detail["id"]].add(detail["event_id"])
-            names[detail["id"]] = event["detail-type"]
-    assert set(ids_by_job) == set(finals), set(finals) ^ set(ids_by_job)
-    assert all(len(ids) == 1 for ids in ids_by_job.values()), ids_by_job
-    assert all(names[j] == EXPECTED[job.status.value] for j, job in finals.items())
+    # THEN every job that ended has exactly one event id, of its final status, and no payload; the
+    # batch and the chain one completion each
+    one_event_per_ending(events, finals, batch.id, chain_id)
     assert finals[dead[0]].status is JobStatus.DEAD and finals[cancelled].status is JobStatus.CANCELLED
-    # ... the batch and the chain: one completion each
-    others = {(e["detail-type"], e["detail"]["id"]) for e in events if not e["detail-type"].startswith("Job")}
-    assert others == {("BatchCompleted", batch.id), ("ChainCompleted", chain_id)}
     # ... and each delivery of a batch published the same events again (same ids: consumers dedupe)
     unique = {e["detail"]["event_id"] for e in events}
     assert published[0::2] == published[1::2] and sum(published) == len(events) == 2 * len(unique)
