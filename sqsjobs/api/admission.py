@@ -38,7 +38,8 @@ async def refusal(
     queues: dict[str, str] = {}
     for member, request in jobs:
         try:
-            app.registry.get(request.type)  # HandlerNotFound: an App that is not strict would take it
+            if isinstance(request.type, str):  # HandlerNotFound: an App that is not strict would take it
+                app.registry.get(request.type)
             [job] = app.build_jobs([request])
         except SqsJobsError as exc:
             return from_error(exc, instance, member=member, aliases=aliases)

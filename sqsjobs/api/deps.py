@@ -1,10 +1,17 @@
-"""What the routes share: the App they serve, and the problem responses to list in the OpenAPI document."""
+"""What the routes share: the App they serve, and the problem responses to list in the OpenAPI document.
+
+A route declares the problems of its own (a 404 for its id, a 409 for its state) with ``problems``;
+``declare_shared`` adds, to every documented route, the ones the server's layers answer whatever the
+route: a bad ``Host`` (400), no or a wrong token (401), a role or an origin refused on a write (403),
+a body too large (413) or not JSON (400), a parameter out of bounds (422), an AWS failure (503). So a
+route added later declares them too, without anyone remembering to.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import Depends, FastAPI, Request
 
 from sqsjobs.api.problems import MEDIA_TYPE, PROBLEMS
 from sqsjobs.app import App
@@ -58,3 +65,38 @@ def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
             "content": {MEDIA_TYPE: {"schema": _PROBLEM_SCHEMA}},
         }
     return out
+
+
+#: Methods that change something: the browser guard and the roles refuse them (403).
+_WRITES = frozenset({"post", "put", "patch", "delete"})
+
+
+def shared_statuses(method: str, operation: dict[str, Any]) -> set[int]:
+    """The problem statuses an operation may answer whatever it does (see the module's docstring)."""
+    statuses = {400, 401, 503}  # bad-host, unauthorized, aws-unavailable
+    if method in _WRITES:
+        statuses |= {403, 413}  # forbidden, cross-origin; body-too-large
+    if operation.get("parameters") or operation.get("requestBody"):
+        statuses.add(422)
+    return statuses
+
+
+def declare_shared(api: FastAPI) -> None:
+    """Make ``api``'s document list the shared problem responses on every operation (those it lists stay).
+
+    Done on the document as FastAPI writes it, once: routers are included lazily, so there is no
+    list of routes to change beforehand, and a route added by any router gets them.
+    """
+    build = api.openapi
+
+    def openapi() -> dict[str, Any]:
+        if api.openapi_schema is None:
+            for operations in build()["paths"].values():
+                for method, operation in operations.items():
+                    answers = operation.setdefault("responses", {})
+                    for status, response in problems(*shared_statuses(method, operation)).items():
+                        answers.setdefault(str(status), response)
+        assert api.openapi_schema is not None
+        return api.openapi_schema
+
+    api.openapi = openapi  # type: ignore[method-assign]

@@ -41,6 +41,7 @@ from sqsjobs.api import (
 from sqsjobs.api.auth import DEFAULT_SESSION_S, SESSION_COOKIE, login_router, require_principal
 from sqsjobs.api.body import DEFAULT_MAX_BODY_BYTES, BodyLimit
 from sqsjobs.api.dashboard import dashboard_router
+from sqsjobs.api.deps import declare_shared
 from sqsjobs.api.docs_pages import docs_router
 from sqsjobs.api.principals import ApiToken, Tokens
 from sqsjobs.api.security import BrowserGuard, loopback_hosts
@@ -125,6 +126,7 @@ def create_app(
         api.include_router(router, dependencies=guard)
     api.include_router(login_router(credentials, session_s=session_s))  # the sign-in: outside the guard
     api.include_router(docs_router(api, guard))
+    declare_shared(api)  # every route documents the problems of the layers in front of it
     # Outermost last: the browser guard refuses before the body is read, then the body limit, then
     # the session the routes read.
     api.add_middleware(

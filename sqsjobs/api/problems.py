@@ -29,6 +29,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from sqsjobs import errors
 
@@ -242,7 +243,27 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
         slug = "malformed-json" if exc.status_code == 400 else "invalid-request"
     field = {"malformed-json": "body", "unauthorized": "Authorization"}.get(slug)
     detail = exc.detail if isinstance(exc.detail, str) else PROBLEMS[slug].title
-    return problem(slug, detail, field=field, instance=request.url.path, headers=exc.headers)
+    headers = exc.headers
+    if exc.status_code == 405:  # Starlette names the methods of the first route of the path only
+        headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(request))}
+    return problem(slug, detail, field=field, instance=request.url.path, headers=headers)
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of ``request``'s path answers (``GET /jobs`` and ``POST /jobs`` are two routes).
+
+    Each method is tried against the routes: FastAPI includes routers lazily, so there is no flat
+    list of routes to read the methods from.
+    """
+    routes = request.app.router.routes
+    return [
+        method
+        for method in _METHODS
+        if any(route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes)
+    ]
+
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 
 async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:

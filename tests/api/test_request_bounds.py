@@ -98,3 +98,36 @@ def test_a_batch_item_on_an_unknown_queue_is_a_422_naming_the_item(own_api):
     answer = http.post(f"/batches/{created.json()['id']}/items", json={"items": items})
     body = assert_problem(answer, 422, "items.0.queue")
     assert body["type"].endswith(":no-such-queue"), body
+
+
+def test_answers_the_issue_found_undocumented_are_in_the_document(own_api):
+    http, document = own_api.http, own_api.http.get("/openapi.json").json()
+    paths = document["paths"]
+    # GET /workers without a token: 401 (it declared only 200)
+    with client(own_api.url) as anonymous:
+        assert_problem(anonymous.get("/workers"), 401, "Authorization")
+    assert "401" in paths["/workers"]["get"]["responses"]
+    # a body that is not JSON: 400 malformed-json (undeclared on these two)
+    for path, documented in (("/dlq/replay", "/dlq/replay"), ("/tokens/t1", "/tokens/{token_id}")):
+        answer = http.post(path, content=b"{not json", headers={"Content-Type": "application/json"})
+        assert_problem(answer, 400, "body")
+        assert "400" in paths[documented]["post"]["responses"], documented
+
+
+def test_every_operation_declares_the_problems_every_route_can_answer(own_api):
+    document = own_api.http.get("/openapi.json").json()
+    missing = {}
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            wanted = {"400", "401", "503"} | (
+                {"403", "413"} if method in ("post", "put", "delete") else set()
+            )
+            if not wanted <= set(operation["responses"]):
+                missing[f"{method.upper()} {path}"] = sorted(wanted - set(operation["responses"]))
+    assert missing == {}
+
+
+def test_a_method_a_path_lacks_is_a_405_whose_allow_lists_every_method_of_the_path(own_api):
+    answer = own_api.http.request("OPTIONS", "/jobs")
+    assert_problem(answer, 405, None)
+    assert {m.strip() for m in answer.headers["allow"].split(",")} >= {"GET", "POST"}, answer.headers
