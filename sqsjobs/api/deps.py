@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
 
+from sqsjobs.api.document import extend
 from sqsjobs.api.problems import MEDIA_TYPE, PROBLEMS
 from sqsjobs.app import App
 
@@ -84,6 +85,8 @@ def shared_statuses(method: str, operation: dict[str, Any]) -> set[int]:
 def declare_shared(api: FastAPI) -> None:
     """Make ``api``'s document list the shared problem responses on every operation (those it lists stay).
 
+    And state what the App's registry decides (``sqsjobs.api.document``).
+
     Done on the document as FastAPI writes it, once: routers are included lazily, so there is no
     list of routes to change beforehand, and a route added by any router gets them.
     """
@@ -91,7 +94,9 @@ def declare_shared(api: FastAPI) -> None:
 
     def openapi() -> dict[str, Any]:
         if api.openapi_schema is None:
-            for operations in build()["paths"].values():
+            document = build()
+            extend(document, api.state.sqsjobs.registry, api.state.sqsjobs.settings)
+            for operations in document["paths"].values():
                 for method, operation in operations.items():
                     answers = operation.setdefault("responses", {})
                     for status, response in problems(*shared_statuses(method, operation)).items():
