@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 #: The request schemas that name a job (type, payload, queue): one job, a chain's step, a batch's item.
 _JOB_SCHEMAS = ("EnqueueRequest", "JobSpec", "BatchItem")
 _MODES = ("unique", "dedupe_for", "throttle", "debounce")
+#: ``since`` (``sqsjobs.api.models.since_seconds``): a duration (``90``, ``15m``, ``2h``, ``7d``, ``1w``,
+#: as ``parse_duration`` reads it), or an instant with its time zone.
+SINCE = {"anyOf": [{"pattern": r"^\s*\d+(\.\d+)?\s*[smhdwSMHDW]?\s*$"}, {"format": "date-time"}]}
 #: Other request members that name a registered job type: ``(schema, member)``.
 _TYPE_MEMBERS = (("BatchRequest", "on_complete"), ("BulkCancelRequest", "type"), ("PriorityRequest", "type"))
 
@@ -96,6 +99,33 @@ def extend(document: dict[str, Any], registry: Registry, settings: Settings) -> 
             for parameter in operation.get("parameters", ()):
                 if parameter.get("name") in ("job_type", "type"):
                     _enum(parameter["schema"], names)
+                elif parameter.get("name") == "queue" and parameter.get("in") == "query":
+                    _enum(parameter["schema"], queues)
+                elif parameter.get("name") == "since":
+                    for option in parameter["schema"].get("anyOf", [parameter["schema"]]):
+                        if option.get("type") == "string":
+                            option.update(SINCE)
+    _selections(components)
+
+
+def _selections(components: dict[str, Any]) -> None:
+    """Requests that must name the jobs they act on: ``POST /jobs/priority``, a replay's payload."""
+    priority = components.get("PriorityRequest")
+    if priority is not None:
+        priority["anyOf"] = [
+            {"required": ["job_ids"], "properties": {"job_ids": {"type": "array", "minItems": 1}}},
+            {"required": ["type"], "properties": {"type": {"type": "string"}}},
+        ]
+    replay = components.get("ReplayRequest")
+    if replay is not None:
+        for option in replay["properties"]["since"].get("anyOf", []):
+            if option.get("type") == "string":
+                option.update(SINCE)
+    if replay is not None:  # a corrected payload needs job_id or type to say whose it is
+        replay["not"] = {
+            "required": ["payload"],
+            "properties": {"job_id": {"maxItems": 0}, "type": {"maxItems": 0}},
+        }
 
 
 def _enum(schema: dict[str, Any], names: list[str]) -> None:
