@@ -160,10 +160,11 @@ class DedupeInvalid(SqsJobsError, ValueError):
     """Dedup options that cannot hold: two modes at once, or a window outside ``sqsjobs.store.dedupe``'s bounds.
 
     Attributes:
-        field: the option at fault (``dedupe_for``, ``throttle``, ``debounce``, ``debounce_max``, ``unique``).
+        field: the option at fault (``dedupe_for``, ``throttle``, ``debounce``, ``debounce_max``,
+            ``unique``), or None.
     """
 
-    def __init__(self, message: str, *, field: str) -> None:
+    def __init__(self, message: str | None = None, *, field: str | None = None) -> None:
         super().__init__(message)
         self.field = field
 

@@ -170,7 +170,7 @@ def from_error(
     for cls, slug, field in _BY_ERROR:
         if isinstance(exc, cls):
             found: list[dict[str, Any]] = []
-            field = getattr(exc, "field", field)
+            field = getattr(exc, "field", None) or field
             where = (aliases or {}).get(field or "", field)
             if member is not None and field in _JOB_MEMBERS:
                 where = f"{member}.{where}" if where else member
