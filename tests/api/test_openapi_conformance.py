@@ -72,6 +72,7 @@ def test_the_api_answers_every_generated_request_as_its_document_says(ministack_
                     "--max-failures",
                     "20",
                 ],
+                cwd=tmp_path,  # its example database and reports stay out of the checkout
                 capture_output=True,
                 text=True,
                 timeout=300,
