@@ -29,7 +29,7 @@ typecheck: $(BIN)/sqsjobs
 	$(BIN)/mypy
 
 test: $(BIN)/sqsjobs $(MS_VENV)/bin/ministack lint typecheck
-	SQSJOBS_MINISTACK_BIN=$(CURDIR)/$(MS_VENV)/bin/ministack $(BIN)/pytest -q -n 8 --dist worksteal --durations=30
+	SQSJOBS_MINISTACK_BIN=$(CURDIR)/$(MS_VENV)/bin/ministack $(BIN)/pytest -q -n 6 --dist worksteal --durations=30
 
 demo: $(BIN)/sqsjobs
 	$(BIN)/python -m examples.demo
