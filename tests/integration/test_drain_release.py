@@ -25,8 +25,8 @@ from tests.integration.test_stranding_matrix import APP, ENV, QUEUES, SETTINGS
 pytestmark = pytest.mark.slow
 
 #: Long against the time a released message takes to start, short against the visibility timeout.
-START_WITHIN_S = 10.0
-VISIBILITY_S = 40
+START_WITHIN_S = 25.0
+VISIBILITY_S = 60
 
 
 def _worker(app, log: Path) -> subprocess.Popen[bytes]:
