@@ -7,14 +7,18 @@ read-only tests with one server; tests that change things make their own (``fres
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx
 import pytest
 
+from sqsjobs import App
 from tests.api.helpers import client, serving
+from tests.cli import jobs_app
 from tests.cli.conftest import World, fake_aws_env, populate
+from tests.conftest import FAST
 
 TOKEN = "test-token-7f3a"
 
@@ -49,3 +53,16 @@ def fresh_api(ministack_url):
             return Served(world, url, stack.enter_context(client(url, TOKEN)))
 
         yield make
+
+
+@pytest.fixture(scope="module")
+def own_api(ministack_url) -> Iterator[Served]:
+    """An unpopulated app of the test module's own (its enqueues touch no other test's listings), served with a token."""
+    with fake_aws_env():
+        app = jobs_app.register(App(f"m{uuid.uuid4().hex[:10]}", endpoint_url=ministack_url, **FAST))
+        app.provision()
+    try:
+        with serving(app, token=TOKEN) as url, client(url, TOKEN) as http:
+            yield Served(World(app, ministack_url), url, http)
+    finally:
+        app.close()

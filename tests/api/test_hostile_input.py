@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import re
 import time
-import uuid
-from collections.abc import Iterator
 from urllib.parse import quote
 
 import pytest
@@ -23,11 +21,8 @@ from sqsjobs.api.http_app import create_app
 from sqsjobs.envelope import MAX_PAYLOAD_DEPTH
 from sqsjobs.limits import store as limit_store
 from sqsjobs.store.presence_items import WorkerEntry, register
-from tests.api.conftest import TOKEN, Served
-from tests.api.helpers import assert_problem, client, flat_routes, serving
-from tests.cli import jobs_app
-from tests.cli.conftest import World, fake_aws_env
-from tests.conftest import FAST
+from tests.api.conftest import TOKEN
+from tests.api.helpers import assert_problem, flat_routes
 from tests.integration.helpers import queue_url, sqs_call
 
 DEEP_BODY = "[" * 100_000 + "]" * 100_000
@@ -46,19 +41,6 @@ def scan(app) -> dict[str, dict]:
         one(Call("dynamodb", "scan", {"TableName": app.settings.table_name, "ConsistentRead": True}))
     )
     return {i["id"]["S"]: i for i in items["Items"]}
-
-
-@pytest.fixture(scope="module")
-def own_api(ministack_url) -> Iterator[Served]:
-    """An app of this module's own (its enqueues touch no other test's listings), served with a token."""
-    with fake_aws_env():
-        app = jobs_app.register(App(f"h{uuid.uuid4().hex[:10]}", endpoint_url=ministack_url, **FAST))
-        app.provision()
-    try:
-        with serving(app, token=TOKEN) as url, client(url, TOKEN) as http:
-            yield Served(World(app, ministack_url), url, http)
-    finally:
-        app.close()
 
 
 # ── a DLQ holding one message no parser can read ─────────────────────────────────────────────

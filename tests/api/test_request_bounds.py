@@ -7,33 +7,13 @@ unknown step type a 201; a few answers were not in the document, and ``Allow`` l
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-
 import pytest
 
-from sqsjobs import App, DedupeInvalid
+from sqsjobs import DedupeInvalid
 from sqsjobs.store.dedupe import MAX_WINDOW_S
-from tests.api.conftest import TOKEN, Served
-from tests.api.helpers import assert_problem, client, serving
-from tests.cli import jobs_app
-from tests.cli.conftest import World, fake_aws_env
-from tests.conftest import FAST
+from tests.api.helpers import assert_problem, client
 
 ORDER = {"type": "orders.ok", "payload": {"order_id": "o-1"}, "idempotency_key": "k"}
-
-
-@pytest.fixture(scope="module")
-def own_api(ministack_url) -> Iterator[Served]:
-    """An app of this module's own, served with a token."""
-    with fake_aws_env():
-        app = jobs_app.register(App(f"b{uuid.uuid4().hex[:10]}", endpoint_url=ministack_url, **FAST))
-        app.provision()
-    try:
-        with serving(app, token=TOKEN) as url, client(url, TOKEN) as http:
-            yield Served(World(app, ministack_url), url, http)
-    finally:
-        app.close()
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,7 @@ import pytest
 from bench.proxy import WRITE_ACTIONS, AwsProxy, Pending, Step
 from sqsjobs import JobStatus
 from tests.integration.helpers import kill_group, wait_until, worker_env, worker_process
-from tests.integration.test_events import drain, one_event_per_ending, sink
+from tests.integration.test_events import drain, one_event_per_ending, one_of_each_ending, sink
 
 pytestmark = pytest.mark.slow
 
@@ -158,14 +158,7 @@ def test_the_stream_lambda_publishes_one_event_per_terminal_transition_of_batche
     url = sink(app)
     # GIVEN jobs that will succeed, die and be cancelled, a batch and a chain, run by a worker process
     # that writes with batched PartiQL statements (the production default)
-    ok = [app.enqueue("add", {"a": n, "b": 1}) for n in range(10)]
-    dead = [app.enqueue("boom", {"what": f"order {n}"}) for n in range(3)]
-    cancelled = app.enqueue("add", {"a": 0, "b": 0}, delay=600)
-    app.cancel(cancelled)
-    batch = app.batch("done")
-    items = [batch.add("add", {"a": n, "b": 2}) for n in range(3)]
-    batch.seal()
-    chain_id = app.chain([("add", {"a": 1, "b": 1}), ("add", {"a": 2, "b": 2})])
+    ok, dead, cancelled, batch, items, chain_id = one_of_each_ending(app, succeeding=10, dying=3)
     worker = worker_process(app, APP, concurrency=4, SQSJOBS_BATCH_WRITES="1")
     try:
         finals = {j: app.wait(j, timeout=90) for j in [*ok, *dead, *items, cancelled]}

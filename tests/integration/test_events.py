@@ -113,14 +113,7 @@ def copy_every_message(app) -> int:
 def test_each_terminal_transition_is_one_event_id_across_sigkill_and_copied_messages(app):
     url = sink(app)
     # GIVEN jobs that will succeed, die and be cancelled, a batch and a chain; every message copied twice
-    ok = [app.enqueue("add", {"a": n, "b": 1}) for n in range(12)]
-    dead = [app.enqueue("boom", {"what": f"order {n}"}) for n in range(4)]
-    cancelled = app.enqueue("add", {"a": 0, "b": 0}, delay=600)
-    app.cancel(cancelled)
-    batch = app.batch("done")
-    items = [batch.add("add", {"a": n, "b": 2}) for n in range(3)]
-    batch.seal()
-    chain_id = app.chain([("add", {"a": 1, "b": 1}), ("add", {"a": 2, "b": 2})])
+    ok, dead, cancelled, batch, items, chain_id = one_of_each_ending(app, succeeding=12, dying=4)
     assert copy_every_message(app) >= 2 * (len(ok) + len(dead))
     # WHEN a worker is SIGKILLed the moment the first finish lands, and another runs the rest
     first = worker_process(app, APP, concurrency=4, **WORKER_ENV)
@@ -173,6 +166,20 @@ def test_each_terminal_transition_is_one_event_id_across_sigkill_and_copied_mess
     # THEN it publishes the same events again: the same ids, nothing new
     assert set(again) == {e["detail"]["event_id"] for e in events}
     assert {e["detail"]["event_id"] for e in drain(app, url)} == set(again)
+
+
+def one_of_each_ending(app, *, succeeding: int, dying: int):
+    """Jobs that will succeed and die, one cancelled, a sealed batch of three and a chain of two:
+    ``(ok, dead, cancelled, batch, items, chain_id)``."""
+    ok = [app.enqueue("add", {"a": n, "b": 1}) for n in range(succeeding)]
+    dead = [app.enqueue("boom", {"what": f"order {n}"}) for n in range(dying)]
+    cancelled = app.enqueue("add", {"a": 0, "b": 0}, delay=600)
+    app.cancel(cancelled)
+    batch = app.batch("done")
+    items = [batch.add("add", {"a": n, "b": 2}) for n in range(3)]
+    batch.seal()
+    chain_id = app.chain([("add", {"a": 1, "b": 1}), ("add", {"a": 2, "b": 2})])
+    return ok, dead, cancelled, batch, items, chain_id
 
 
 def one_event_per_ending(events: list[dict], finals: dict, batch_id: str, chain_id: str) -> None:
