@@ -108,6 +108,16 @@ def provision(app: AppOpt, endpoint_url: EndpointOpt = None, json_out: JsonOpt =
         out.print(f"queue [bold]{queue}[/bold] {level}: {url}")
 
 
+async def _ignores_conditions(app: App) -> bool:
+    """The PartiQL probe with the worker's own clients, closed after it: they belong to this loop."""
+    from sqsjobs.store import probe
+
+    try:
+        return await probe.ignores_conditions(app.arun, app.settings.table_name)
+    finally:
+        await app.async_clients.aclose()
+
+
 @cli.command()
 def worker(
     app: AppOpt,
@@ -129,7 +139,7 @@ def worker(
     if concurrency is not None:  # the setting, not only the worker's: the connection pools follow it
         loaded.configure(concurrency=concurrency)
     settings = loaded.settings
-    if settings.batch_writes and probe.ignores_conditions(loaded.run, settings.table_name):
+    if settings.batch_writes and asyncio.run(_ignores_conditions(loaded)):
         # An endpoint that ignores PartiQL conditions (moto's own server) would let a batched claim
         # or finish land where it must be refused: single writes only, said once.
         loaded.logger.warning(probe.BATCH_WRITES_OFF, extra={"endpoint": settings.endpoint_url})
