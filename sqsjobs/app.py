@@ -13,8 +13,7 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
-from sqsjobs._aws import Flow, run_async, run_sync
-from sqsjobs._clients import AsyncClients, SyncClients
+from sqsjobs._aws import AsyncClients, Flow, SyncClients, run_async, run_sync
 from sqsjobs._clock import Clock, SystemClock
 from sqsjobs.config import Settings, to_seconds
 from sqsjobs.deploy.provision import ProvisionReport, provision_flow

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import tenacity
 
 from sqsjobs._aws import Call, Flow, retrying
-from sqsjobs._clients import region_of
+from sqsjobs._client_config import region_of
 from sqsjobs.config import MAX_MESSAGE_RETENTION_S
 from sqsjobs.errors import ConfigurationError, ObjectStoreError, StoreError, TransportError
 from sqsjobs.events import setup as events_setup

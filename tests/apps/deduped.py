@@ -42,6 +42,11 @@ def main() -> None:
     parser.add_argument("--throttle", type=float)
     parser.add_argument("--debounce", type=float)
     args = parser.parse_args()
+    # botocore's JSON is read once, here, into the process's shared loader (sqsjobs._client_config): each
+    # fork still makes its own session, clients and connections, without reading it again.
+    preload = App("preload")
+    preload.sync_clients.get("dynamodb")
+    preload.sync_clients.get("sqs")
     children = []
     for tag in args.tags:
         pid = os.fork()

@@ -26,6 +26,10 @@ app.limit("weighted", concurrency=1, key="tenant", weights={"vip": 3})
 def _run(payload: dict[str, object], ctx: JobContext) -> None:
     begun = time.time()
     time.sleep(float(payload.get("sleep_s", 0.0)))  # type: ignore[arg-type]
+    # A job the test ends itself: it runs until this file exists (within its 60 s timeout).
+    release = payload.get("until")
+    while release and not os.path.exists(str(release)) and time.time() - begun < 55:
+        time.sleep(0.05)
     started = ctx.job.started_at.timestamp() if ctx.job.started_at else begun
     line = f"{ctx.job.type} {ctx.job_id} {ctx.job.tenant or '-'} {started:.6f} {begun:.6f} {time.time():.6f} {os.getpid()} {ctx.attempt}\n"
     fd = os.open(str(payload["log"]), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

@@ -1,6 +1,6 @@
 """Draining one worker from the dashboard, in a real headless Chromium, against real worker processes.
 
-The operator presses *drain* on a worker that is running a job: the worker reads the request at its
+The operator presses *drain* on a worker that is running a job (one the test ends when it chooses): the worker reads the request at its
 next registry refresh, stops receiving, finishes the job it holds, and exits; the page shows it
 draining, then gone. A job enqueued after the request is left to the other worker.
 """
@@ -42,7 +42,9 @@ def test_a_drained_worker_finishes_its_job_shows_draining_then_gone(
     first = worker_process(app, "tests.apps.limited:app", concurrency=2, SQSJOBS_REGISTRY_INTERVAL_S="1")
     other = None
     try:
-        long_job = app.enqueue("plain", {"log": str(log), "sleep_s": 15})
+        # (it runs until the test releases it: a loaded machine may take long to show the page)
+        release = tmp_path / "release"
+        long_job = app.enqueue("plain", {"log": str(log), "until": str(release)})
         wait_until(lambda: app.get(long_job).status is JobStatus.RUNNING, 30, "the long job running")
         holder = app.get(long_job).lease_owner
         with Served(app, token=TOKEN, refresh_s=1.0) as served:
@@ -61,6 +63,7 @@ def test_a_drained_worker_finishes_its_job_shows_draining_then_gone(
             wait_for(browser, lambda d: d.execute_script(STATUS, holder) == "draining", 30, "draining")
             assert app.get(long_job).status is JobStatus.RUNNING
             later = app.enqueue("plain", {"log": str(log)})
+            release.touch()  # the job ends; the draining worker then exits
             wait_for(
                 browser, lambda d: d.execute_script(STATUS, holder) is None, 60, "gone from the registry"
             )

@@ -31,7 +31,7 @@ ROLES = {
     "django",
     "steps",
 }
-#: The model and the two halves of the AWS seam (`_aws` drives flows, `_clients` makes the clients).
+#: The model, and the AWS seam in two: `_aws` drives flows with client sets, `_client_config` configures a client.
 MAX_TOP_LEVEL_MODULES = 17
 MAX_MODULE_LINES = 600
 
@@ -149,7 +149,7 @@ LAYERS: list[set[str]] = [
         "job",
         "_clock",
         "_aws",
-        "_clients",
+        "_client_config",
         "context",
         "delivery",
         "registry",
