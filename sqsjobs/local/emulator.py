@@ -6,7 +6,7 @@ under concurrent requests: its werkzeug server runs each request in its own
 thread, and the backends check-then-write without locks. Two conditional
 ``UpdateItem`` claims of one item can both succeed, a cancelled
 ``TransactWriteItems`` can wipe concurrent writes, and two concurrent SQS
-receives can hand one message out twice (see ``../shared/EMULATORS.md``, gap 1).
+receives can hand one message out twice (``docs/emulators.md``).
 sqsjobs' whole correctness story rests on those operations being atomic, as they
 are on AWS, so code run against the embedded server must never see such races.
 
@@ -31,7 +31,7 @@ Callers must pass ``WaitTimeSeconds`` explicitly (sqsjobs' transport always does
 
 PartiQL is refused. moto 5.2.5 runs a PartiQL UPDATE whose condition is false
 as a silent no-op, with no per-statement ``ConditionalCheckFailed``, and an
-``INSERT`` of an existing key overwrites it (``../shared/EMULATORS.md``). A
+``INSERT`` of an existing key overwrites it (``docs/emulators.md``). A
 batched claim would then "succeed" twice. The middleware answers every
 ``ExecuteStatement``, ``BatchExecuteStatement`` and ``ExecuteTransaction`` with
 ``UnknownOperationException`` (what dynalite answers too): sqsjobs' batched
