@@ -161,9 +161,10 @@ class SqsJobsBackend(BaseTaskBackend):
             "priority": self._priority(task),
         }
         if self.outbox:
-            conn = connections[self.database]
-            conn.ensure_connection()
-            job_id = self.app.enqueue(task.module_path, payload, connection=conn.connection, **options)
+            # Django's cursor, not its driver connection: the row is written as any query of the
+            # project is (execute wrappers, query logging, the debug toolbar see it).
+            with connections[self.database].cursor() as cursor:
+                job_id = self.app.enqueue(task.module_path, payload, connection=cursor, **options)
         else:
             key = uuid.uuid4().hex  # the id is known now; the enqueue on commit makes that job
             job_id = idempotent_job_id(task.module_path, key)

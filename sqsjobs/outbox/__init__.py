@@ -8,7 +8,8 @@ Both drive one sans-I/O ``job_flow``, which yields the statement for the connect
 relay``) moves committed rows to SQS and the job record; ``sqsjobs outbox migrate`` creates the table.
 See docs/outbox.md.
 
-Needs the optional extra ``sqsjobs[postgres]`` (psycopg 3; SQLAlchemy 2 for its sessions).
+Needs the optional extra ``sqsjobs[postgres]`` (plain psycopg 3: the application picks its libpq, e.g.
+``psycopg[binary]``); SQLAlchemy 2 sessions are taken when the application uses SQLAlchemy.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqsjobs.config import to_seconds
+from sqsjobs.errors import ConfigurationError
 from sqsjobs.outbox.tables import TABLE
 from sqsjobs.producer import build_new_job
 from sqsjobs.store import codec
@@ -111,7 +112,15 @@ def outbox_row(
 def _statement(conn: Any) -> Any:
     """The insert in ``conn``'s driver's dialect of bind parameters."""
     module = type(conn).__module__
-    if module.startswith("psycopg"):  # Connection, AsyncConnection, or one of their cursors
+    if module.startswith("psycopg2"):
+        raise ConfigurationError(
+            "the outbox writes through psycopg 3 (`pip install 'sqsjobs[postgres]'`), not psycopg2: pass a "
+            "psycopg 3 connection, a SQLAlchemy 2 Session or Connection (any driver), or use Django's "
+            "backend (sqsjobs.django), which writes through Django's own cursor"
+        )
+    # psycopg 3's Connection, AsyncConnection or their cursors; Django's CursorWrapper (its PostgreSQL
+    # backend passes the same pyformat parameters to its driver, and logs the statement as Django does)
+    if module.startswith(("psycopg", "django.db")):
         return PSYCOPG_INSERT
     if module.startswith("sqlalchemy"):  # Session, AsyncSession, Connection, AsyncConnection
         from sqlalchemy import text

@@ -66,3 +66,15 @@ def test_the_construct_depends_on_the_library_in_its_minor_series_and_on_cdk_v2(
     assert requirements["aws-cdk-lib"].specifier.contains("2.275.0")
     assert not requirements["aws-cdk-lib"].specifier.contains("3.0.0")
     assert "Framework :: AWS CDK :: 2" in (meta.get_all("Classifier") or [])
+
+
+def test_the_postgres_extra_is_plain_psycopg_alone(built):
+    # An application picks its libpq (psycopg[binary], psycopg[c], the system's) and brings SQLAlchemy
+    # only if it uses it: the library's extra forces neither (the construct has no such extra).
+    name, meta = built
+    postgres = [
+        (r.name, sorted(r.extras))
+        for r in map(Requirement, meta.get_all("Requires-Dist") or [])
+        if r.marker is not None and r.marker.evaluate({"extra": "postgres"})
+    ]
+    assert postgres == {"sqsjobs": [("psycopg", [])], "sqsjobs-cdk": []}[name]

@@ -62,10 +62,21 @@ def test_a_task_commits_with_its_transaction_runs_and_returns_its_result(project
     from django_tasks import TaskResultStatus
     from django_tasks.exceptions import TaskResultDoesNotExist
 
-    with transaction.atomic():
+    seen: list[str] = []
+
+    def record(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with transaction.atomic(), connection.execute_wrapper(record):
         with connection.cursor() as cursor:
             cursor.execute("INSERT INTO orders VALUES ('d1', 5)")
         added = project.add.enqueue(2, 3)
+    # the row went through Django's cursor: the project's execute wrappers (and query log) saw it
+    assert [sql.split("(")[0].strip() for sql in seen] == [
+        "INSERT INTO orders VALUES",
+        "INSERT INTO sqsjobs_outbox",
+    ]
     with pytest.raises(Rollback), transaction.atomic():
         rolled_back = project.add.enqueue(40, 2)
         raise Rollback()
