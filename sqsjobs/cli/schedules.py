@@ -15,6 +15,7 @@ import typer
 
 from sqsjobs.cli.common import AppOpt, EndpointOpt, JsonOpt, guarded, load_app
 from sqsjobs.cli.common import out as console
+from sqsjobs.cli.confirm import YesOpt, consent_or_exit
 from sqsjobs.schedules import expressions
 from sqsjobs.schedules.sync import apply_flow, list_flow, plan_flow
 
@@ -100,14 +101,26 @@ def _plan_json(plan: Plan) -> dict[str, Any]:
 
 
 @schedules_cli.command()
-def apply(app: AppOpt, endpoint_url: EndpointOpt = None, json_out: JsonOpt = False) -> None:
-    """Make the app's schedule group match the declarations (deletes undeclared schedules in it)."""
+def apply(
+    app: AppOpt, endpoint_url: EndpointOpt = None, json_out: JsonOpt = False, yes: YesOpt = False
+) -> None:
+    """Make the app's schedule group match the declarations (deletes undeclared schedules in it).
+
+    The plan is shown first; it is applied on ``--yes`` or a terminal's yes. Without either nothing
+    changes (exit 2): a script that means to delete what the code no longer declares says ``--yes``.
+    """
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
         result: Plan = loaded.run(plan_flow(loaded, now=loaded.clock.now()))
         if not json_out:
             print_plan(result)
         if not result.empty:
+            consent_or_exit(
+                f"apply this plan to group {result.group}?",
+                yes=yes,
+                refusal="the plan was not applied: pass --yes to apply it without a terminal "
+                "(`sqsjobs schedules plan` shows it again)",
+            )
             loaded.run(apply_flow(loaded, result))
     if json_out:
         typer.echo(json.dumps(_plan_json(result) | {"applied": not result.empty}, default=str))

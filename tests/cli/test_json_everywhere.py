@@ -62,7 +62,7 @@ def test_the_commands_that_gained_json_print_one_document(ministack_url):
     assert invoke(app, ministack_url, "sweep", "--json").code == 2  # a running sweeper has no result
     plan = json.loads(invoke(app, ministack_url, "schedules", "plan", "--json").out)
     assert plan["changes"] == [] and "group" in plan
-    applied = json.loads(invoke(app, ministack_url, "schedules", "apply", "--json").out)
+    applied = json.loads(invoke(app, ministack_url, "schedules", "apply", "--json", "--yes").out)
     assert applied["changes"] == plan["changes"]  # no schedules: at most the group is created
     again = json.loads(invoke(app, ministack_url, "schedules", "apply", "--json").out)
     assert again["group_exists"] is True and again["applied"] is False

@@ -280,11 +280,17 @@ def test_cli_plan_apply_list(ministack_url, monkeypatch):
     assert "ScheduleExpression: cron(0 2 * * ? *)" in planned.output
     assert "2 to create, 0 to update, 0 to delete" in planned.output
 
-    applied = runner.invoke(cli, ["schedules", "apply", *args])
+    # apply shows the plan and, with no terminal to ask and no --yes, changes nothing
+    refused = runner.invoke(cli, ["schedules", "apply", *args])
+    assert refused.exit_code == 2, refused.output
+    assert "+ create reports.nightly" in refused.output and "pass --yes" in refused.output
+    assert "2 to create" in runner.invoke(cli, ["schedules", "plan", *args]).output
+
+    applied = runner.invoke(cli, ["schedules", "apply", *args, "--yes"])
     assert applied.exit_code == 0, applied.output
     assert "applied" in applied.output
-    again = runner.invoke(cli, ["schedules", "apply", *args])
-    assert "nothing to apply" in again.output
+    again = runner.invoke(cli, ["schedules", "apply", *args])  # nothing to change: nothing to confirm
+    assert again.exit_code == 0 and "nothing to apply" in again.output
 
     listed = runner.invoke(cli, ["schedules", "list", *args, "--json", "--count", "2"])
     assert listed.exit_code == 0, listed.output
@@ -345,7 +351,7 @@ def test_cli_plan_and_apply_in_a_process_with_default_logging_exit_cleanly(minis
     assert "2 to create, 0 to update, 0 to delete" in planned.stdout
 
     # WHEN applied
-    applied = sqsjobs_process("schedules", "apply", *args, env=environ)
+    applied = sqsjobs_process("schedules", "apply", *args, "--yes", env=environ)
     # THEN apply exits 0 without a traceback, and its log line was really written
     output = applied.stdout + applied.stderr
     assert applied.returncode == 0, output
