@@ -111,8 +111,9 @@ def test_a_dry_run_counts_the_matching_jobs_and_changes_nothing(app, population)
 
 
 def test_killed_half_way_and_resumed_it_cancels_exactly_the_matching_jobs_once(app, population):
-    # GIVEN a bulk cancel paced at 10 cancels/s, 8 items read per page (a checkpoint after each)
-    proc = cli(app, "--type", "reports.free", "--tenant", "acme", "--rate", "10", "--page-size", "8")
+    # GIVEN a bulk cancel paced at 3 cancels/s, 8 items read per page (a checkpoint after each): the
+    # 30 take 10 s, so the kill lands mid-run even when one poll of the 30 records takes seconds
+    proc = cli(app, "--type", "reports.free", "--tenant", "acme", "--rate", "3", "--page-size", "8")
     first = proc.stdout.readline().split()
     assert first[0] == "operation", first
     op_id = first[1]
