@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 
     from sqsjobs.config import Settings
 
-
 T = TypeVar("T")
 
 SERVICES = ("dynamodb", "sqs", "scheduler", "s3", "events", "dynamodbstreams", "cloudwatch")

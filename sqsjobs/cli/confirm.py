@@ -33,9 +33,6 @@ def consent_or_exit(question: str, *, yes: bool, refusal: str) -> None:
     For a change that deletes what nobody asked to delete by name (``schedules apply`` removes every
     schedule the code no longer declares): a script that means it says ``--yes``.
     """
-    if yes:
-        return
-    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+    if not yes and not (sys.stdin.isatty() and sys.stderr.isatty()):
         raise abort(refusal, EXIT_USAGE)
-    if not typer.confirm(question, default=False, err=True):
-        raise abort("not confirmed: nothing was changed", EXIT_INTERRUPTED)
+    confirm_or_exit(question, yes=yes)

@@ -47,6 +47,7 @@ def main() -> None:
     preload = App("preload")
     preload.sync_clients.get("dynamodb")
     preload.sync_clients.get("sqs")
+    preload.close()  # its clients go; the loaded data stays in the process's loader
     children = []
     for tag in args.tags:
         pid = os.fork()
