@@ -2,8 +2,8 @@
 
 On the embedded emulator: two orders are charged (a step: once per job), each asks a manager for
 approval with a wait token and ends its run while it waits (no slot held, no attempt used). The
-script plays the manager: it approves one order (``app.complete_token``) and rejects the other
-(``app.fail_token``). The approved order ships, sleeps a second (``ctx.sleep``: the run ends again)
+script plays the manager: it approves one order (``app.tokens.complete``) and rejects the other
+(``app.tokens.fail``). The approved order ships, sleeps a second (``ctx.sleep``: the run ends again)
 and asks for a review; the rejected one is refunded. The run ends by printing each order's steps.
 """
 
@@ -80,10 +80,10 @@ async def run(stack: DevStack, timeout_s: float = 60) -> list[str]:
                     continue
                 if order == "A-100":
                     console.print(f"  manager approves {order} (token {token})")
-                    await app.acomplete_token(token, {"by": "grace"})
+                    await app.tokens.acomplete(token, {"by": "grace"})
                 else:
                     console.print(f"  manager rejects {order} (token {token})")
-                    await app.afail_token(token, "over budget")
+                    await app.tokens.afail(token, "over budget")
                 answered.add(order)
             jobs = [await app.aget(i) for i in ids]
             if all(job.status.terminal for job in jobs):

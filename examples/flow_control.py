@@ -61,7 +61,7 @@ async def run(stack: DevStack, ids: list[str]) -> float:
     waiting = [(await app.aget(i)).status for i in ids if (await app.aget(i)).type == "newsletter.send"]
     console.print(f"after 4 s, the paused newsletters are: {', '.join(map(str, waiting))}")
     resumed = time.time()
-    await app.aresume("newsletter.send")
+    await app.limits.aresume("newsletter.send")
     console.print("resumed newsletter.send")
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
@@ -80,7 +80,7 @@ def main() -> None:
     with DevStack(app, receive_wait_s=1) as stack:
         console.print(f"[bold]sqsjobs flow control[/bold] — embedded emulator at {stack.endpoint_url}\n")
         started = time.monotonic()
-        app.pause("newsletter.send", reason="switching mail provider")
+        app.limits.pause("newsletter.send", reason="switching mail provider")
         console.print("paused newsletter.send (switching mail provider)")
         ids = app.enqueue_many(
             [{"type": "geo.lookup", "payload": {"address": f"street {n}"}} for n in range(8)]

@@ -111,7 +111,7 @@ async def run_until_done(stack: DevStack, root_id: str, chain_id: str, timeout_s
                 console.print(f"  batch {st.id[:8]} → [bold]{st.status}[/bold]  {st.counts}")
                 seen[st.id] = st.status
         callback = node.status.callback_id and await app.aget(node.status.callback_id)
-        chain = await app.aget_chain(chain_id)
+        chain = await app.chains.aget(chain_id)
         if callback and callback.status.terminal and chain.status != "running":
             break
         await asyncio.sleep(0.2)
@@ -125,15 +125,15 @@ def main() -> None:
     with DevStack(app, receive_wait_s=1) as stack:
         console.print(f"[bold]sqsjobs payroll[/bold] — embedded emulator at {stack.endpoint_url}\n")
         started = time.monotonic()
-        root = app.batch("payroll.report")
-        checks = app.batch("checks.done", parent=root.id, final_stage=True)
+        root = app.batches.create("payroll.report")
+        checks = app.batches.create("checks.done", parent=root.id, final_stage=True)
         items = [
             root.add("payroll.calc", {"employee": e, "checks": checks.id}, dedupe_key=f"emp-{e}")
             for e in EMPLOYEES
         ]
         again = root.add("payroll.calc", {"employee": 1, "checks": checks.id}, dedupe_key="emp-1")
         root.seal()
-        chain_id = app.chain(
+        chain_id = app.chains.start(
             [("ledger.open", {"period": "2026-11"}), ("ledger.post", {}), ("ledger.close", {})]
         )
         console.print(
@@ -152,7 +152,7 @@ def main() -> None:
             (s.completed_at or 0, s.on_complete) for s in (node.status, *(c.status for c in node.children))
         )
         console.print("completed in this order: " + " → ".join(name for _, name in order))
-        chain = app.get_chain(chain_id)
+        chain = app.chains.get(chain_id)
         console.print(f"\n[bold]The chain[/bold] {chain_id[:8]}: {chain.status}")
         for step in chain.steps:
             job = app.get(step.job_id)

@@ -19,7 +19,7 @@ import time
 from collections.abc import Generator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, Protocol, TypeVar, cast
 
 import tenacity
 
@@ -27,11 +27,12 @@ from sqsjobs._client_config import client_kwargs, pool_connections, share_botoco
 from sqsjobs.errors import AwsError, EventsError, ObjectStoreError, SchedulerError, StoreError, TransportError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Coroutine
 
     from sqsjobs.config import Settings
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 SERVICES = ("dynamodb", "sqs", "scheduler", "s3", "events", "dynamodbstreams", "cloudwatch")
 #: Where a Call goes: an AWS service, ``clock`` for a pause the driver sleeps through, or ``flows``
@@ -490,3 +491,51 @@ async def _together_async(flows: Sequence[Flow[Any]], clients: AsyncClients) -> 
 def one(call: Call) -> Flow[Any]:
     """A flow of a single call that returns its response."""
     return (yield call)
+
+
+class FlowRunner(Protocol):
+    """What drives a verb's flow: ``run`` with boto3, ``arun`` with aiobotocore (an App, a ``Kernel``)."""
+
+    def run(self, flow: Flow[T], /) -> T:
+        """Drive ``flow`` with boto3."""
+        ...
+
+    async def arun(self, flow: Flow[T], /) -> T:
+        """Drive ``flow`` with aiobotocore."""
+        ...
+
+
+R = TypeVar("R", bound=FlowRunner)
+V = TypeVar("V", bound="Callable[..., Any]")
+
+
+def sync_verb(flow: Callable[Concatenate[R, P], Flow[T]]) -> Callable[Concatenate[R, P], T]:
+    """The blocking twin of a verb written once as a flow method, named in a class body as ``get``.
+
+    With ``async_verb`` it is the one way a public verb gets its sync and async forms, so the two
+    cannot drift: both run the same flow, one with boto3, one with aiobotocore.
+    """
+
+    def verb(self: R, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self.run(flow(self, *args, **kwargs))
+
+    return _named(verb, flow, "")
+
+
+def async_verb(
+    flow: Callable[Concatenate[R, P], Flow[T]],
+) -> Callable[Concatenate[R, P], Coroutine[Any, Any, T]]:
+    """The awaitable twin of a verb written once as a flow method, as ``sync_verb`` makes the blocking one."""
+
+    async def verb(self: R, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self.arun(flow(self, *args, **kwargs))
+
+    return _named(verb, flow, "Async: ")
+
+
+def _named(verb: V, flow: Callable[..., Any], prefix: str) -> V:
+    """The flow method's docstring and signature on its twin (``help()`` and IDEs read them)."""
+    verb.__doc__ = prefix + (flow.__doc__ or "")
+    verb.__wrapped__ = flow  # type: ignore[attr-defined]
+    verb.__qualname__ = flow.__qualname__
+    return verb

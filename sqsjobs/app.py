@@ -13,7 +13,7 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
-from sqsjobs._aws import AsyncClients, Flow, SyncClients, run_async, run_sync
+from sqsjobs._aws import AsyncClients, Flow, SyncClients, async_verb, run_async, run_sync, sync_verb
 from sqsjobs._clock import Clock, SystemClock
 from sqsjobs.config import Settings, to_seconds
 from sqsjobs.deploy.provision import ProvisionReport, provision_flow
@@ -21,13 +21,11 @@ from sqsjobs.errors import ConfigurationError
 from sqsjobs.events.stream_relay import events_plugin
 from sqsjobs.hooks.transition_hooks import hooks_plugin
 from sqsjobs.ingress.foreign import foreign_plugin
-from sqsjobs.limits.declarations import Limits
 from sqsjobs.limits.expiry import expiry_plugin
 from sqsjobs.limits.gate import limits_plugin
-from sqsjobs.limits.ops import pause_flow, resume_flow
+from sqsjobs.limits.ops import FlowControl
 from sqsjobs.observability.logs import DeferredLogger
 from sqsjobs.observability.metrics import RequestCounter
-from sqsjobs.ops import waiting
 from sqsjobs.ops.cancel_job import cancel_flow
 from sqsjobs.ops.requeue import KEEP, retry_flow
 from sqsjobs.outbox import OutboxOptions, arun_sql, enqueue_options, run_sql, write_in
@@ -37,12 +35,14 @@ from sqsjobs.runtime.kernel import Kernel, locate
 from sqsjobs.schedules.fire import fires_plugin
 from sqsjobs.schedules.specs import Schedules
 from sqsjobs.steps import steps_plugin
-from sqsjobs.steps.tokens import TokenAnswers
+from sqsjobs.steps.tokens import Tokens
+from sqsjobs.store import waiting
 from sqsjobs.transaction import Transaction
 from sqsjobs.transport.queues import QueueUrls
-from sqsjobs.workflows import batches, chains
 from sqsjobs.workflows.batch_hook import batches_plugin
+from sqsjobs.workflows.batches import Batches
 from sqsjobs.workflows.chain_hook import chains_plugin
+from sqsjobs.workflows.chains import Chains
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
@@ -54,13 +54,16 @@ if TYPE_CHECKING:
     from sqsjobs.registry import Handler, HandlerOf
     from sqsjobs.runtime.seams import Plugin
     from sqsjobs.store.enqueue import NewJob
-    from sqsjobs.workflows.chains import ChainStatus, Step
 
 T = TypeVar("T")
 
 
-class App(TokenAnswers):
-    """A named set of job types and the AWS resources they run on."""
+class App:
+    """A named set of job types and the AWS resources they run on.
+
+    The core verbs are its own (enqueue, get, wait, cancel, retry, transaction); each feature's are
+    in its namespace: ``app.chains``, ``app.batches``, ``app.tokens``, ``app.limits``.
+    """
 
     def __init__(self, name: str, *, clock: Clock | None = None, **settings: Any) -> None:
         """Create an App; ``settings`` are ``Settings`` fields that win over the environment.
@@ -76,10 +79,17 @@ class App(TokenAnswers):
         self.schedules = Schedules()
         #: ``app.schedule("name", cron=|rate=|at=, job=..., payload=...)``: see docs/schedules.md.
         self.schedule = self.schedules.add
-        self.limits = Limits()
+        #: Named fleet-wide limits, and pause/resume of a job type (docs/flow-control-limits.md).
+        self.limits = FlowControl(self._core_kernel)
         #: ``app.limit("stripe", concurrency=5, rate="20/s", key=..., breaker=Breaker(...))``: a named,
-        #: fleet-wide limit that ``@app.job(..., limits=["stripe"])`` puts types under (docs/flow-control-limits.md).
+        #: fleet-wide limit that ``@app.job(..., limits=["stripe"])`` puts types under.
         self.limit = self.limits.add
+        #: Jobs run one after another (docs/workflows-chains.md).
+        self.chains = Chains(self._core_kernel)
+        #: Jobs told once when every item is done (docs/workflows-batches.md).
+        self.batches = Batches(self._core_kernel)
+        #: Answers to a job's wait tokens (docs/steps.md).
+        self.tokens = Tokens(self._core_kernel)
         self.clock: Clock = clock or SystemClock()
         #: Every AWS call this process made through the App, by service and operation.
         self.requests = RequestCounter()
@@ -190,15 +200,10 @@ class App(TokenAnswers):
         that. Without one, nothing in the worker's pipeline calls into OpenTelemetry.
         """
         if not self._tracer_decided:
-            from sqsjobs.observability.spans import sdk_configured
+            from sqsjobs.observability.spans import tracer_for
 
-            if sdk_configured():
-                from sqsjobs.observability.spans import JobTracer, LogCorrelation
-
-                self._tracer = JobTracer(self.name)
-                self.metrics.traced = True
-                if not any(isinstance(f, LogCorrelation) for f in self.logger.filters):
-                    self.logger.addFilter(LogCorrelation())
+            self._tracer = tracer_for(self.name, self.logger)
+            self.metrics.traced = self._tracer is not None
             self._tracer_decided = True
         return self._tracer
 
@@ -313,17 +318,15 @@ class App(TokenAnswers):
             await self.arun(self._enqueue_flow([JobRequest(job_type, payload, **enqueue_options(options))]))
         )[0]
 
-    def enqueue_many(self, requests: Iterable[JobRequest[Any] | Mapping[str, Any]]) -> list[str]:
+    def _enqueue_many(self, requests: Iterable[JobRequest[Any] | Mapping[str, Any]]) -> Flow[list[str]]:
         """Enqueue many jobs; hints go to SQS in batches of ten. Returns ids in order.
 
         Each request names its type by name or by handler, like ``enqueue``; only the ``JobRequest``
         form has its payload type-checked.
         """
-        return list(self.run(self._enqueue_flow(requests_of(requests))))
+        return self._enqueue_flow(requests_of(requests))
 
-    async def aenqueue_many(self, requests: Iterable[JobRequest[Any] | Mapping[str, Any]]) -> list[str]:
-        """Async ``enqueue_many``."""
-        return list(await self.arun(self._enqueue_flow(requests_of(requests))))
+    enqueue_many, aenqueue_many = sync_verb(_enqueue_many), async_verb(_enqueue_many)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Transaction]:
@@ -362,54 +365,33 @@ class App(TokenAnswers):
             metrics=self.metrics,
         )
 
-    def get(self, job_id: str, *, load_result: bool = True) -> Job:
+    def _get(self, job_id: str, *, load_result: bool = True) -> Flow[Job]:
         """The job's record; ``JobNotFound`` if there is none.
 
         A result kept in S3 (larger than ``inline_result_bytes``) is read into ``result`` unless
         ``load_result`` is False; ``result_ref`` names its object either way.
         """
-        job: Job = self.run(get_flow(self.settings, job_id, load_result=load_result))
-        return job
+        return get_flow(self.settings, job_id, load_result=load_result)
 
-    async def aget(self, job_id: str, *, load_result: bool = True) -> Job:
-        """Async ``get``."""
-        job: Job = await self.arun(get_flow(self.settings, job_id, load_result=load_result))
-        return job
-
-    def wait(self, job_id: str, *, timeout: float | timedelta = 60.0) -> Job:
+    def _wait(self, job_id: str, *, timeout: float | timedelta = 60.0) -> Flow[Job]:
         """The job's record once it ended (succeeded, dead, cancelled or expired), its result read.
 
         ``WaitTimeout`` (its ``last``: the record as last read) when it has not ended within
         ``timeout``. A waiter reads the record with a growing pause, about 13 reads per 20 s
-        (``sqsjobs.ops.waiting``; docs/results.md says what that costs).
+        (``sqsjobs.store.waiting``; docs/results.md says what that costs).
         """
-        return self.run(waiting.job_flow(self.settings, job_id, to_seconds(timeout)))
+        return waiting.job_flow(self.settings, job_id, to_seconds(timeout))
 
-    async def await_result(self, job_id: str, *, timeout: float | timedelta = 60.0) -> Job:
-        """Async ``wait``."""
-        return await self.arun(waiting.job_flow(self.settings, job_id, to_seconds(timeout)))
-
-    def cancel(self, job_id: str) -> str:
+    def _cancel(self, job_id: str) -> Flow[str]:
         """Cancel a waiting job (``"cancelled"``) or ask a running one to stop (``"requested"``)."""
-        return str(self.run(cancel_flow(self.settings, job_id, self.clock.now())))
+        return cancel_flow(self.settings, job_id, self.clock.now())
 
-    async def acancel(self, job_id: str) -> str:
-        """Async ``cancel``."""
-        return str(await self.arun(cancel_flow(self.settings, job_id, self.clock.now())))
-
-    def retry(self, job_id: str, *, payload: Any = KEEP) -> Job:
+    def _retry(self, job_id: str, *, payload: Any = KEEP) -> Flow[Job]:
         """Put a dead or cancelled job back in its queue (attempts reset, audit entry); see ``sqsjobs.ops.requeue``.
 
         ``payload``: a corrected payload that replaces the job's (validated by the current handler,
         same job id and idempotency key; see docs/payloads.md). Default: the job's own.
         """
-        return self.run(self._retry_flow(job_id, payload))
-
-    async def aretry(self, job_id: str, *, payload: Any = KEEP) -> Job:
-        """Async ``retry``."""
-        return await self.arun(self._retry_flow(job_id, payload))
-
-    def _retry_flow(self, job_id: str, payload: Any) -> Flow[Job]:
         return retry_flow(
             job_id,
             settings=self.settings,
@@ -419,159 +401,10 @@ class App(TokenAnswers):
             payload=payload,
         )
 
-    # ── chains (sqsjobs.workflows.chains, docs/workflows-chains.md) ──────────────────────────
-    def _chain_flow(self, steps: Iterable[Step], dedupe_key: str | None) -> Flow[str]:
-        now = self.clock.now()
-        chain_id, jobs = chains.build_steps(
-            steps, registry=self.registry, settings=self.settings, now=now, dedupe_key=dedupe_key
-        )
-        return (
-            yield from chains.create_flow(
-                chain_id,
-                jobs,
-                settings=self.settings,
-                queue_urls=self.queue_urls,
-                dedupe_key=dedupe_key,
-                now=now,
-                logger=self.logger,
-            )
-        )
-
-    def chain(self, steps: Iterable[Step], *, dedupe_key: str | None = None) -> str:
-        """Run ``(type, payload)`` steps one after another; returns the chain's id.
-
-        Each step runs once the one before it succeeded and reads its result as
-        ``ctx.previous_result``; a step that dies stops the chain. ``dedupe_key``: the same key and
-        steps return the same chain, other steps raise ``IdempotencyConflict``. At most 99 steps.
-        """
-        return str(self.run(self._chain_flow(steps, dedupe_key)))
-
-    async def achain(self, steps: Iterable[Step], *, dedupe_key: str | None = None) -> str:
-        """Async ``chain``."""
-        return str(await self.arun(self._chain_flow(steps, dedupe_key)))
-
-    def get_chain(self, chain_id: str) -> ChainStatus:
-        """The chain's state and its steps' (``ChainNotFound`` if there is none)."""
-        return self.run(chains.get_flow(self.settings, chain_id))
-
-    async def aget_chain(self, chain_id: str) -> ChainStatus:
-        """Async ``get_chain``."""
-        return await self.arun(chains.get_flow(self.settings, chain_id))
-
-    def wait_chain(self, chain_id: str, *, timeout: float | timedelta = 60.0) -> ChainStatus:
-        """The chain once it succeeded, stopped or was cancelled; ``WaitTimeout`` past ``timeout``."""
-        return self.run(waiting.chain_flow(self.settings, chain_id, to_seconds(timeout)))
-
-    async def await_chain(self, chain_id: str, *, timeout: float | timedelta = 60.0) -> ChainStatus:
-        """Async ``wait_chain``."""
-        return await self.arun(waiting.chain_flow(self.settings, chain_id, to_seconds(timeout)))
-
-    def cancel_chain(self, chain_id: str) -> str:
-        """Cancel the chain: ``"cancelled"``, ``"requested"`` (its step is running) or its end state."""
-        return str(self.run(chains.cancel_flow(self.settings, chain_id, self.clock.now())))
-
-    async def acancel_chain(self, chain_id: str) -> str:
-        """Async ``cancel_chain``."""
-        return str(await self.arun(chains.cancel_flow(self.settings, chain_id, self.clock.now())))
-
-    def pause(self, job_type: str, reason: str | None = None) -> None:
-        """Stop starting ``job_type`` fleet-wide (within seconds); its jobs wait, attempts untouched."""
-        table, now = self.settings.table_name, self.clock.now()
-        self.run(pause_flow(table, self.registry, job_type, reason=reason, now=now))
-
-    async def apause(self, job_type: str, reason: str | None = None) -> None:
-        """Async ``pause``."""
-        table, now = self.settings.table_name, self.clock.now()
-        await self.arun(pause_flow(table, self.registry, job_type, reason=reason, now=now))
-
-    def resume(self, job_type: str) -> bool:
-        """Start ``job_type`` again; True if it was paused."""
-        return self.run(resume_flow(self.settings.table_name, self.registry, job_type))
-
-    async def aresume(self, job_type: str) -> bool:
-        """Async ``resume``."""
-        return await self.arun(resume_flow(self.settings.table_name, self.registry, job_type))
-
-    # ── batches: docs/workflows-batches.md, ``sqsjobs.workflows.batches`` ─────────────────────
-    def batch(
-        self,
-        on_complete: str | Handler,
-        *,
-        parent: str | None = None,
-        final_stage: bool = False,
-        dedupe_key: str | None = None,
-        max_item_failures: int | None = None,
-        shards: int | None = None,
-    ) -> batches.Batch:
-        """Create a batch whose ``on_complete`` job runs once when it is sealed and every item is done.
-
-        ``parent``: a batch that seals this one once it drains; ``final_stage``: the callback gets
-        the succeeded items' results; ``dedupe_key``: the same key is the same batch;
-        ``max_item_failures``: more failed items complete it at once as failed; ``shards``: counter
-        shards (1-64, default 16), the item throughput a batch takes (docs/workflows-batches.md).
-        """
-        options = {
-            "parent": parent,
-            "final_stage": final_stage,
-            "dedupe_key": dedupe_key,
-            "max_item_failures": max_item_failures,
-            **({"shards": shards} if shards else {}),
-        }
-        return batches.Batch(
-            self._core_kernel(), self.run(batches.new_batch_flow(self._core_kernel(), on_complete, **options))
-        )
-
-    async def abatch(
-        self,
-        on_complete: str | Handler,
-        *,
-        parent: str | None = None,
-        final_stage: bool = False,
-        dedupe_key: str | None = None,
-        max_item_failures: int | None = None,
-        shards: int | None = None,
-    ) -> batches.Batch:
-        """Async ``batch``."""
-        options = {
-            "parent": parent,
-            "final_stage": final_stage,
-            "dedupe_key": dedupe_key,
-            "max_item_failures": max_item_failures,
-            **({"shards": shards} if shards else {}),
-        }
-        return batches.Batch(
-            self._core_kernel(),
-            await self.arun(batches.new_batch_flow(self._core_kernel(), on_complete, **options)),
-        )
-
-    def get_batch(self, batch_id: str) -> batches.BatchStatus:
-        """The batch's status and counts; ``BatchNotFound`` if there is none."""
-        return self.run(batches.status_flow(batches.env_of(self._core_kernel()), batch_id))
-
-    async def aget_batch(self, batch_id: str) -> batches.BatchStatus:
-        """Async ``get_batch``."""
-        return await self.arun(batches.status_flow(batches.env_of(self._core_kernel()), batch_id))
-
-    def wait_batch(self, batch_id: str, *, timeout: float | timedelta = 60.0) -> batches.BatchStatus:
-        """The batch once complete; ``WaitTimeout`` past ``timeout``."""
-        return self.run(
-            waiting.batch_flow(batches.env_of(self._core_kernel()), batch_id, to_seconds(timeout))
-        )
-
-    async def await_batch(self, batch_id: str, *, timeout: float | timedelta = 60.0) -> batches.BatchStatus:
-        """Async ``wait_batch``."""
-        env = batches.env_of(self._core_kernel())
-        return await self.arun(waiting.batch_flow(env, batch_id, to_seconds(timeout)))
-
-    def cancel_batch(self, batch_id: str) -> batches.BatchStatus:
-        """Complete the batch at once as failed, cancel its waiting items (running ones are asked to stop) and its sub-tree."""
-        return self.run(batches.cancel_flow(batches.env_of(self._core_kernel()), batch_id, self.clock.now()))
-
-    async def acancel_batch(self, batch_id: str) -> batches.BatchStatus:
-        """Async ``cancel_batch``."""
-        return await self.arun(
-            batches.cancel_flow(batches.env_of(self._core_kernel()), batch_id, self.clock.now())
-        )
+    get, aget = sync_verb(_get), async_verb(_get)
+    wait, await_result = sync_verb(_wait), async_verb(_wait)
+    cancel, acancel = sync_verb(_cancel), async_verb(_cancel)
+    retry, aretry = sync_verb(_retry), async_verb(_retry)
 
     def provision(self, queues: list[str] | None = None) -> ProvisionReport:
         """Create the table, queues and DLQs on the configured endpoint (idempotent)."""

@@ -173,7 +173,7 @@ class JobContext:
         """A wait token (``sqsjobs.steps.tokens.Token``): hand ``token.id`` to whoever will answer it.
 
         The same token in every run of the job (it is kept as a step). Answered by
-        ``app.complete_token(id, value)``, ``app.fail_token(id, error)`` or ``POST /tokens/{id}``
+        ``app.tokens.complete(id, value)``, ``app.tokens.fail(id, error)`` or ``POST /tokens/{id}``
         before ``timeout``. From an async handler: ``await ctx.create_token(...)``.
         """
         seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
@@ -186,7 +186,7 @@ class JobContext:
     def wait_for_token(self, token: Any) -> Any:
         """The token's answer; without one, the run ends (no attempt used, no slot held) until it comes.
 
-        Raises ``TokenFailed`` (``fail_token``) or ``TokenTimeout`` (nobody answered in time) in the
+        Raises ``TokenFailed`` (``app.tokens.fail``) or ``TokenTimeout`` (nobody answered in time) in the
         job. From an async handler: ``await ctx.wait_for_token(token)``.
         """
         try:

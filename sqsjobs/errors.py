@@ -224,7 +224,7 @@ class LeaseLost(JobStateError):
 
 
 class TokenNotFound(JobNotFound):
-    """No such wait token: its id names no job, or no token its job created (``app.complete_token``)."""
+    """No such wait token: its id names no job, or no token its job created (``app.tokens.complete``)."""
 
 
 class TokenExpired(JobStateError):
@@ -373,7 +373,7 @@ class TokenTimeout(SqsJobsError):
 
 
 class TokenFailed(SqsJobsError):
-    """Raised in a job by ``ctx.wait_for_token``: the token was failed (``app.fail_token``) with this message."""
+    """Raised in a job by ``ctx.wait_for_token``: the token was failed (``app.tokens.fail``) with this message."""
 
 
 class Retry(JobControl):

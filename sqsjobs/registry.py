@@ -137,7 +137,7 @@ class HandlerSpec:
     expires_after_s: float | None = None
     #: Names of the fleet-wide limits (``app.limit``) its jobs start under; see ``sqsjobs.limits``.
     limits: tuple[str, ...] = ()
-    #: ``app.pause`` can stop it (always true under a limit): its worker reads a pause item through
+    #: ``app.limits.pause`` can stop it (always true under a limit): its worker reads a pause item through
     #: a short cache, a read the types that are neither limited nor pausable never pay.
     pausable: bool = False
     #: The type's default dedup mode for an enqueue with an idempotency key (an enqueue's own wins):
@@ -347,7 +347,7 @@ class Registry:
         ``expires_after``: a job of this type not started this long after its enqueue ends
         ``expired`` and never runs (an enqueue's own ``expires_after`` wins; docs/flow-control-expiry.md).
         ``limits`` names ``app.limit`` declarations its jobs start under (an unknown name is a
-        ``ConfigurationError`` when a worker starts); ``pausable`` lets ``app.pause`` stop a type
+        ``ConfigurationError`` when a worker starts); ``pausable`` lets ``app.limits.pause`` stop a type
         that is under no limit (docs/flow-control-limits.md).
 
         ``unique="while_active"``, ``dedupe_for``, ``throttle`` or ``debounce`` (with ``debounce_max``)

@@ -2,8 +2,8 @@
 
 The numbers are ``sqsjobs.limits.ops.state_flow``'s (``sqsjobs limits``: one BatchGetItem per 100
 control items, no Scan); the buttons POST to ``/ui/types/{type}/pause|resume`` and
-``/ui/limits/{name}/breaker/close``, which call the same flows as the HTTP routes (``App.pause``,
-``App.resume``, ``limits.ops.close_breaker_flow``), each audited, each refused from another site
+``/ui/limits/{name}/breaker/close``, which call the same flows as the HTTP routes (``app.limits.pause``,
+``app.limits.resume``, ``limits.ops.close_breaker_flow``), each audited, each refused from another site
 like every POST of the dashboard. A refusal (a type that is not pausable, a closed breaker) is a
 page saying why, with status 409.
 """
@@ -144,7 +144,7 @@ def control_router(app: App, *, refresh_s: float, headers: Mapping[str, str]) ->
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
         reason = (form.get("reason") or [""])[0][:500] or None
         try:
-            await app.apause(job_type, reason=reason)
+            await app.limits.apause(job_type, reason=reason)
         except ConfigurationError as exc:
             return refused("Pause refused", str(exc))
         audit(app, request, "pause", job_type=job_type, reason=reason)
@@ -153,7 +153,7 @@ def control_router(app: App, *, refresh_s: float, headers: Mapping[str, str]) ->
     @router.post("/ui/types/{job_type}/resume")
     async def resume(job_type: TypeName, request: Request) -> Response:
         try:
-            if await app.aresume(job_type):
+            if await app.limits.aresume(job_type):
                 audit(app, request, "resume", job_type=job_type)
         except ConfigurationError as exc:
             return refused("Resume refused", str(exc))

@@ -61,7 +61,7 @@ async def pause_type(
     """Workers stop starting the type within seconds; its jobs wait, attempts untouched. Pausing again replaces the reason."""
     reason = body.reason if body else None
     try:
-        await app.apause(job_type, reason=reason)
+        await app.limits.apause(job_type, reason=reason)
     except ConfigurationError as exc:
         return problem("not-pausable", str(exc), field="job_type", instance=request.url.path)
     audit(app, request, "pause", job_type=job_type, reason=reason)
@@ -78,7 +78,7 @@ async def pause_type(
 async def resume_type(job_type: TypeName, app: AppDep, request: Request) -> Any:
     """Workers start the type again as its messages come back; ``was_paused`` says whether it was paused."""
     try:
-        was = await app.aresume(job_type)
+        was = await app.limits.aresume(job_type)
     except ConfigurationError as exc:
         return problem("not-pausable", str(exc), field="job_type", instance=request.url.path)
     if was:

@@ -38,10 +38,10 @@ from sqsjobs.api.problems import MISSING_QUEUE, problem
 from sqsjobs.errors import PayloadError, TransportError, WaitTimeout
 from sqsjobs.job import JobStatus
 from sqsjobs.ops import inspect as inspect_ops
-from sqsjobs.ops import waiting
 from sqsjobs.ops._common import iso
 from sqsjobs.ops.requeue import KEEP
 from sqsjobs.producer import JobRequest
+from sqsjobs.store import waiting
 
 router = APIRouter(tags=["jobs"])
 

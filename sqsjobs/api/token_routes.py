@@ -1,4 +1,4 @@
-"""``/tokens``: answer a job's wait token over HTTP (``app.complete_token`` / ``fail_token``; docs/steps.md).
+"""``/tokens``: answer a job's wait token over HTTP (``app.tokens.complete`` / ``app.tokens.fail``; docs/steps.md).
 
 A webhook or an approval page posts the answer; the waiting job wakes with it. Behind the API's one
 token like every route. 404: no such token; 409: its timeout passed; a second answer is a 200 that
@@ -43,5 +43,5 @@ class TokenAnswered(BaseModel):
 )
 async def answer_token(token_id: TokenId, app: AppDep, body: Annotated[TokenAnswer, Body()]) -> TokenAnswered:
     """Complete (``value``) or fail (``error``) the token; the job waiting for it runs again at once."""
-    result = await app.acomplete_token(token_id, body.value, error=body.error)
+    result = await app.tokens.acomplete(token_id, body.value, error=body.error)
     return TokenAnswered(id=token_id, result=result)  # type: ignore[arg-type]

@@ -5,7 +5,7 @@ its counter shards per node) as nested lists, each node with its state (open, se
 failed), its counts (succeeded, failed, pending), how many of its children are complete and its
 callback (type, and its job once it ran). ``/ui/chains/{id}`` is ``sqsjobs chains get`` with each
 finished step's result or error (one GetItem per finished step). Both refresh themselves; their
-cancel buttons are ``App.cancel_batch`` and ``App.cancel_chain``, POSTs refused from another site
+cancel buttons are ``app.batches.cancel`` and ``app.chains.cancel``, POSTs refused from another site
 like every POST of the dashboard, each audited (``sqsjobs.api.audit``).
 """
 
@@ -173,14 +173,14 @@ def workflow_router(app: App, *, refresh_s: float, headers: Mapping[str, str]) -
 
     @router.post("/ui/batches/{batch_id}/cancel")
     async def cancel_batch(batch_id: BatchId, request: Request) -> Response:
-        if isinstance(done := await batch_or_404(batch_id, app.acancel_batch(batch_id)), HTMLResponse):
+        if isinstance(done := await batch_or_404(batch_id, app.batches.acancel(batch_id)), HTMLResponse):
             return done
         audit(app, request, "cancel_batch", batch_id=batch_id)
         return RedirectResponse(f"/ui/batches/{quote(batch_id, safe='')}", status_code=303, headers=secure)
 
     @router.get("/ui/chains/{chain_id}", response_class=HTMLResponse)
     async def chain_page(chain_id: ChainId) -> HTMLResponse:
-        status = await chain_or_404(chain_id, app.aget_chain(chain_id))
+        status = await chain_or_404(chain_id, app.chains.aget(chain_id))
         if isinstance(status, HTMLResponse):
             return status
         data = chain_to_dict(status)
@@ -194,7 +194,7 @@ def workflow_router(app: App, *, refresh_s: float, headers: Mapping[str, str]) -
 
     @router.post("/ui/chains/{chain_id}/cancel")
     async def cancel_chain(chain_id: ChainId, request: Request) -> Response:
-        result = await chain_or_404(chain_id, app.acancel_chain(chain_id))
+        result = await chain_or_404(chain_id, app.chains.acancel(chain_id))
         if isinstance(result, HTMLResponse):
             return result
         audit(app, request, "cancel_chain", chain_id=chain_id, result=result)

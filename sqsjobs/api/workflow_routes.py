@@ -1,7 +1,7 @@
 """Batches and chains over HTTP: create, add items, seal, read the tree, cancel; create, read, cancel.
 
-The same flows as ``App.batch``/``Batch.add``/``Batch.seal``/``App.cancel_batch`` and
-``sqsjobs batches get`` (``ops.batch_views``), and ``App.chain``/``get_chain``/``cancel_chain`` and
+The same flows as ``app.batches.create``/``Batch.add``/``Batch.seal``/``app.batches.cancel`` and
+``sqsjobs batches get`` (``ops.batch_views``), and ``app.chains.start``/``app.chains.get``/``app.chains.cancel`` and
 ``sqsjobs chains get`` (``ops.chain_views``): a Go or Node service reaches them without Python.
 
 Costs: creating a batch is one transaction (record and counter shards); each item one
@@ -40,7 +40,7 @@ router = APIRouter(tags=["workflows"])
 
 #: Items one ``POST /batches/{id}/items`` may add (more: several requests).
 MAX_ITEMS = 100
-#: Steps of a chain (``App.chain``'s own limit).
+#: Steps of a chain (``app.chains.start``'s own limit).
 MAX_STEPS = 99
 
 _FORBID = ConfigDict(extra="forbid")
@@ -77,7 +77,7 @@ class BatchItem(JobSpec):
 
 
 class BatchRequest(BaseModel):
-    """``POST /batches``: ``App.batch``'s options."""
+    """``POST /batches``: ``app.batches.create``'s options."""
 
     model_config = _FORBID
 
@@ -131,7 +131,7 @@ async def _tree(app: Any, batch_id: str) -> dict[str, Any]:
 async def create_batch(body: BatchRequest, app: AppDep, request: Request) -> Any:
     """An open batch; add items, then seal it. Its ``on_complete`` job runs once when sealed and every item is done."""
     app.registry.get(body.on_complete)  # HandlerNotFound (422) before anything is written
-    batch = await app.abatch(
+    batch = await app.batches.acreate(
         body.on_complete,
         parent=body.parent,
         final_stage=body.final_stage,
@@ -210,7 +210,7 @@ async def get_batch(batch_id: BatchId, app: AppDep) -> Any:
 )
 async def cancel_batch(batch_id: BatchId, app: AppDep, request: Request) -> Any:
     """Complete it at once as failed, cancel its waiting items (running ones are asked to stop) and its sub-tree."""
-    status = await app.acancel_batch(batch_id)
+    status = await app.batches.acancel(batch_id)
     audit(app, request, "cancel_batch", batch_id=batch_id)
     return batch_views.status_to_dict(status)
 
@@ -230,9 +230,9 @@ async def create_chain(body: ChainRequest, app: AppDep, request: Request) -> Any
     refused = await admission.refusal(app, steps, request.url.path)
     if refused is not None:
         return refused
-    chain_id = await app.achain([r for _, r in steps], dedupe_key=body.dedupe_key)
+    chain_id = await app.chains.astart([r for _, r in steps], dedupe_key=body.dedupe_key)
     audit(app, request, "create_chain", chain_id=chain_id, steps=len(body.steps))
-    return chain_to_dict(await app.aget_chain(chain_id))
+    return chain_to_dict(await app.chains.aget(chain_id))
 
 
 @router.get(
@@ -254,7 +254,7 @@ async def get_chain(
     ] = False,
 ) -> Any:
     """Its state (running, succeeded, stopped, cancelled) and each step's job id and status."""
-    out = chain_to_dict(await app.aget_chain(chain_id))
+    out = chain_to_dict(await app.chains.aget(chain_id))
     if results:
         for step in out["steps"]:
             if step["status"] in ("succeeded", "dead"):
@@ -273,6 +273,6 @@ async def get_chain(
 )
 async def cancel_chain(chain_id: ChainId, app: AppDep, request: Request) -> Any:
     """``cancelled``, ``requested`` (its step is running and stops at its next heartbeat), or the state it already ended in."""
-    result = await app.acancel_chain(chain_id)
+    result = await app.chains.acancel(chain_id)
     audit(app, request, "cancel_chain", chain_id=chain_id, result=result)
     return {"id": chain_id, "result": result}

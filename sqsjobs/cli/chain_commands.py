@@ -21,7 +21,7 @@ chains_cli = typer.Typer(no_args_is_help=True, help="See a chain's steps and whe
 
 @chains_cli.command("get")
 def chains_get(
-    chain_id: Annotated[str, typer.Argument(help="Chain id (what app.chain returned)")],
+    chain_id: Annotated[str, typer.Argument(help="Chain id (what app.chains.start returned)")],
     app: AppOpt,
     endpoint_url: EndpointOpt = None,
     json_out: JsonOpt = False,
@@ -29,7 +29,7 @@ def chains_get(
     """The chain's state, and each step's job id and state (``sqsjobs jobs get`` shows a step in full)."""
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
-        status = loaded.get_chain(chain_id)
+        status = loaded.chains.get(chain_id)
     data = chain_to_dict(status)
     if json_out:
         print_json(data)
@@ -60,7 +60,7 @@ def chains_cancel(
     """Cancel the chain: its waiting steps at once; a running step at its next heartbeat."""
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
-        outcome = loaded.cancel_chain(chain_id)
+        outcome = loaded.chains.cancel(chain_id)
     if json_out:
         print_json({"id": chain_id, "result": outcome})
         return

@@ -30,7 +30,7 @@ def pause(
     """Stop starting jobs of a type, fleet-wide, within seconds; they wait (attempts untouched)."""
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
-        loaded.pause(job_type, reason=reason)
+        loaded.limits.pause(job_type, reason=reason)
     if json_out:
         print_json({"type": job_type, "paused": True, "reason": reason})
         return
@@ -43,7 +43,7 @@ def resume(
     """Start jobs of a paused type again (waiting jobs start as their messages come back)."""
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
-        was = loaded.resume(job_type)
+        was = loaded.limits.resume(job_type)
     if json_out:
         print_json({"type": job_type, "resumed": was})
         return

@@ -13,16 +13,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs._aws import Call, Flow, one
+from sqsjobs._aws import Call, Flow, async_verb, one, sync_verb
 from sqsjobs.errors import ConfigurationError, InvalidTransition, RecordChanged, StoreError
 from sqsjobs.limits import store as limit_store
+from sqsjobs.limits.declarations import Limits
+from sqsjobs.runtime.kernel import Namespace
 from sqsjobs.store.codec import is_conflict, num_attr, str_attr
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
-    from sqsjobs.limits.declarations import Limit, Limits
+    from sqsjobs.limits.declarations import Limit
     from sqsjobs.registry import Registry
+    from sqsjobs.runtime.kernel import Kernel
     from sqsjobs.store.codec import Item
 
 
@@ -50,6 +53,26 @@ def resume_flow(table: str, registry: Registry, job_type: str) -> Flow[bool]:
     pausable(registry, job_type)
     response = yield Call("dynamodb", "delete_item", limit_store.resume(table, job_type))
     return bool(response.get("Attributes"))
+
+
+class FlowControl(Limits, Namespace):
+    """``app.limits``: the App's named limits (``app.limit`` is ``add``), and pausing a job type."""
+
+    def __init__(self, kernel: Callable[[], Kernel]) -> None:
+        Limits.__init__(self)
+        Namespace.__init__(self, kernel)
+
+    def _pause(self, job_type: str, reason: str | None = None) -> Flow[None]:
+        """Stop starting ``job_type`` fleet-wide (within seconds); its jobs wait, attempts untouched."""
+        k = self.kernel
+        return pause_flow(k.settings.table_name, k.registry, job_type, reason=reason, now=k.clock.now())
+
+    def _resume(self, job_type: str) -> Flow[bool]:
+        """Start ``job_type`` again; True if it was paused."""
+        return resume_flow(self.kernel.settings.table_name, self.kernel.registry, job_type)
+
+    pause, apause = sync_verb(_pause), async_verb(_pause)
+    resume, aresume = sync_verb(_resume), async_verb(_resume)
 
 
 @dataclass

@@ -507,3 +507,15 @@ class LogCorrelation:
             record.trace_id = f"{span_ctx.trace_id:032x}"
             record.span_id = f"{span_ctx.span_id:016x}"
         return True
+
+
+def tracer_for(name: str, logger: Any) -> JobTracer | None:
+    """The App's tracer when an SDK is configured, else None (then nothing calls into OpenTelemetry).
+
+    With one, the App's log lines carry the trace and span ids.
+    """
+    if not sdk_configured():
+        return None
+    if not any(isinstance(f, LogCorrelation) for f in logger.filters):
+        logger.addFilter(LogCorrelation())
+    return JobTracer(name)

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def chain_to_dict(status: ChainStatus) -> dict[str, Any]:
-    """Everything ``chains get`` shows, JSON-ready (step indexes are 0-based, as ``app.chain`` took them)."""
+    """Everything ``chains get`` shows, JSON-ready (step indexes are 0-based, as ``app.chains.start`` took them)."""
     return {
         "id": status.id,
         "status": status.status,

@@ -179,3 +179,28 @@ def kernel_from_path(path: str | None = None) -> Kernel:
             f"{path or os.environ.get('SQSJOBS_APP')} is not an sqsjobs App (got {type(found).__name__})"
         )
     return kernel
+
+
+class Namespace:
+    """A feature's verbs on the App (``app.chains``, ``app.batches``, ``app.tokens``, ``app.limits``).
+
+    A feature declares its side of the App here, in its own folder, instead of as methods of
+    ``App``: each verb is a flow method with twins made by ``sqsjobs._aws.sync_verb`` and
+    ``async_verb``. The kernel is read at each call, so ``App.configure`` reaches every namespace.
+    """
+
+    def __init__(self, kernel: Callable[[], Kernel]) -> None:
+        self._kernel = kernel
+
+    @property
+    def kernel(self) -> Kernel:
+        """The App's current kernel without plug-ins (what a verb's flow reads)."""
+        return self._kernel()
+
+    def run(self, flow: Flow[T], /) -> T:
+        """Drive ``flow`` with boto3."""
+        return self._kernel().run(flow)
+
+    async def arun(self, flow: Flow[T], /) -> T:
+        """Drive ``flow`` with aiobotocore."""
+        return await self._kernel().arun(flow)

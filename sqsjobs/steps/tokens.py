@@ -1,4 +1,4 @@
-"""Wait tokens: a job waits for a human or a webhook; ``app.complete_token`` / ``fail_token`` answer it.
+"""Wait tokens: a job waits for a human or a webhook; ``app.tokens.complete`` / ``fail`` answer it.
 
 ``ctx.create_token(timeout=)`` records the token as the step ``token-<n>`` (its id and timeout): the
 id names the job (``<job id>.t<n>``), so an answer needs no index and no item of its own.
@@ -16,71 +16,42 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
-from sqsjobs._aws import Call, one
+from sqsjobs._aws import Call, async_verb, one, sync_verb
 from sqsjobs.errors import AwsError, StoreError, TokenExpired, TokenNotFound
 from sqsjobs.producer import route_of
+from sqsjobs.runtime.kernel import Namespace
 from sqsjobs.steps.records import ANSWER_PREFIX, answer, steps_of, wake
 from sqsjobs.store import enqueue, requests
 from sqsjobs.store.codec import canonical_json, is_conflict, job_from_item
 
 if TYPE_CHECKING:
     from sqsjobs._aws import Flow
-    from sqsjobs._clock import Clock
     from sqsjobs.config import Settings
     from sqsjobs.transport.queues import QueueUrls
 
-T = TypeVar("T")
 
+class Tokens(Namespace):
+    """``app.tokens``: answer a job's wait token (docs/steps.md)."""
 
-class _Answering(Protocol):
-    """What answering a token needs of the App."""
-
-    @property
-    def settings(self) -> Settings: ...
-    @property
-    def queue_urls(self) -> QueueUrls: ...
-
-    clock: Clock
-
-    def run(self, flow: Flow[T]) -> T: ...
-    async def arun(self, flow: Flow[T]) -> T: ...
-
-
-class TokenAnswers:
-    """The App's answers to wait tokens (``App`` inherits these; docs/steps.md)."""
-
-    def complete_token(
-        self: _Answering, token_id: str, value: Any = None, *, error: str | None = None
-    ) -> str:
+    def _complete(self, token_id: str, value: Any = None, *, error: str | None = None) -> Flow[str]:
         """Answer a job's wait token: ``"answered"`` or ``"already answered"`` (the first answer stands).
 
-        ``error``: fail it instead (``fail_token``). ``TokenNotFound``; ``TokenExpired`` past its timeout.
+        ``error``: fail it instead (``fail``). ``TokenNotFound``; ``TokenExpired`` past its timeout.
         """
-        return str(
-            self.run(answer_flow(self.settings, self.queue_urls, token_id, self.clock.now(), value, error))
-        )
+        k = self.kernel
+        return answer_flow(k.settings, k.queue_urls, token_id, k.clock.now(), value, error)
 
-    async def acomplete_token(
-        self: _Answering, token_id: str, value: Any = None, *, error: str | None = None
-    ) -> str:
-        """Async ``complete_token``."""
-        flow = answer_flow(self.settings, self.queue_urls, token_id, self.clock.now(), value, error)
-        return str(await self.arun(flow))
-
-    def fail_token(self: _Answering, token_id: str, error: str) -> str:
+    def _fail(self, token_id: str, error: str) -> Flow[str]:
         """Fail a job's wait token: its ``wait_for_token`` raises ``TokenFailed(error)`` in the job."""
-        return str(
-            self.run(answer_flow(self.settings, self.queue_urls, token_id, self.clock.now(), error=error))
-        )
+        k = self.kernel
+        return answer_flow(k.settings, k.queue_urls, token_id, k.clock.now(), error=error)
 
-    async def afail_token(self: _Answering, token_id: str, error: str) -> str:
-        """Async ``fail_token``."""
-        flow = answer_flow(self.settings, self.queue_urls, token_id, self.clock.now(), error=error)
-        return str(await self.arun(flow))
+    complete, acomplete = sync_verb(_complete), async_verb(_complete)
+    fail, afail = sync_verb(_fail), async_verb(_fail)
 
 
 @dataclass(frozen=True)

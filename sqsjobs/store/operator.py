@@ -78,7 +78,7 @@ def cancel(
 ) -> Write:
     """Queued | retry_scheduled → cancelled.
 
-    A chain step is refused unless ``chain_step`` (``cancel_chain``, which ends the chain in the same
+    A chain step is refused unless ``chain_step`` (``app.chains.cancel``, which ends the chain in the same
     transaction): cancelled alone, it would leave its chain running with steps that never run. A
     batch item's cancel must count on its batch in the same transaction (``sqsjobs.workflows``):
     without ``batch_key`` the write is refused for one, and the refusal shows its ``batch_key``.
@@ -145,7 +145,7 @@ def not_cancellable(job: Job) -> InvalidTransition:
     if job.chain_id is not None and not job.status.terminal:
         return InvalidTransition(
             f"job {job.id} is step {job.chain_step} of chain {job.chain_id}: cancel the chain "
-            f"(app.cancel_chain, or sqsjobs chains cancel {job.chain_id})"
+            f"(app.chains.cancel, or sqsjobs chains cancel {job.chain_id})"
         )
     return InvalidTransition(
         f"job {job.id} is {job.status}; only queued, scheduled or running jobs can be cancelled"

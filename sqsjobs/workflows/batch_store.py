@@ -81,7 +81,7 @@ def shard_of_key(batch_key: str) -> tuple[str, str]:
 # ── the record ──────────────────────────────────────────────────────────────────────────────
 @dataclass(frozen=True)
 class BatchSpec:
-    """What ``App.batch`` asks for; ``create_entries`` turns it into the creating transaction."""
+    """What ``app.batches.create`` asks for; ``create_entries`` turns it into the creating transaction."""
 
     id: str
     on_complete: str

@@ -2,11 +2,11 @@
 
 ::
 
-    b = app.batch(on_complete="payroll.report", final_stage=True)
-    b.add("payroll.calc", {"employee": 1}, dedupe_key="emp-1")   # one transaction: the job + its count
-    child = app.batch(on_complete="checks.done", parent=b.id)    # sealed by its parent once it drains
-    b.seal()                                                     # no more items; complete when all are done
-    app.get_batch(b.id).counts                                   # {"pending": .., "succeeded": .., "failed": ..}
+    b = app.batches.create(on_complete="payroll.report", final_stage=True)
+    b.add("payroll.calc", {"employee": 1}, dedupe_key="emp-1")  # one transaction: the job + its count
+    child = app.batches.create(on_complete="checks.done", parent=b.id)  # sealed by its parent once it drains
+    b.seal()                                                    # no more items; complete when all are done
+    app.batches.get(b.id).counts                                # {"pending": .., "succeeded": .., "failed": ..}
 
 An item is written like a transactional enqueue's job (``sqsjobs.transaction``): its record with its
 payload and a ``pending`` attention entry, and ``ADD added 1`` on its counter shard conditional on the
@@ -21,10 +21,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs._aws import Call, Flow
+from sqsjobs._aws import Call, Flow, async_verb, sync_verb
+from sqsjobs.config import to_seconds
 from sqsjobs.errors import BatchNotFound, BatchSealed, ConfigurationError, IdempotencyConflict
 from sqsjobs.producer import JobRequest, build_new_job, route_of, write_objects
-from sqsjobs.store import dedupe, transact
+from sqsjobs.runtime.kernel import Namespace
+from sqsjobs.store import dedupe, transact, waiting
 from sqsjobs.store.codec import av_s, idempotent_job_id, nonce
 from sqsjobs.workflows import batch_store
 from sqsjobs.workflows.completion import (
@@ -39,9 +41,10 @@ from sqsjobs.workflows.completion import (
 )
 
 if TYPE_CHECKING:
-    from datetime import datetime
+    from collections.abc import Callable
+    from datetime import datetime, timedelta
 
-    from sqsjobs.registry import Registry
+    from sqsjobs.registry import Handler, Registry
     from sqsjobs.runtime.kernel import Kernel
 
 
@@ -50,7 +53,7 @@ _CONDITION_FAILED = "ConditionalCheckFailed"
 
 @dataclass(frozen=True)
 class BatchStatus:
-    """A batch as ``App.get_batch`` reads it: its record, and its counts summed over its shards."""
+    """A batch as ``app.batches.get`` reads it: its record, and its counts summed over its shards."""
 
     id: str
     #: ``open`` (takes items), ``sealed`` (takes none; completes when all are done) or ``complete``.
@@ -126,7 +129,7 @@ def create_flow(
     env: BatchEnv,
     registry: Registry,
     *,
-    on_complete: str,
+    on_complete: str | Handler,
     parent: str | None,
     final_stage: bool,
     dedupe_key: str | None,
@@ -256,16 +259,16 @@ def list_flow(env: BatchEnv, *, limit: int = 50) -> Flow[list[BatchStatus]]:
     return out
 
 
-class Batch:
-    """A handle on one batch (``App.batch``): add items, seal it, read it."""
+class Batch(Namespace):
+    """A handle on one batch (``app.batches.create``): add items, seal it, read it."""
 
-    def __init__(self, kernel: Kernel, record: batch_store.BatchRecord) -> None:
-        self._kernel = kernel
+    def __init__(self, kernel: Callable[[], Kernel], record: batch_store.BatchRecord) -> None:
+        super().__init__(kernel)
         self._record = record
 
     @property
     def id(self) -> str:
-        """The batch id (``App.get_batch``, ``parent=``, ``ctx.add_to_batch``)."""
+        """The batch id (``app.batches.get``, ``parent=``, ``ctx.add_to_batch``)."""
         return self._record.id
 
     @property
@@ -276,44 +279,31 @@ class Batch:
     def __repr__(self) -> str:
         return f"Batch({self.id!r})"
 
-    def add(
-        self, job_type: Any, payload: Any = None, *, dedupe_key: str | None = None, **options: Any
-    ) -> str:
+    def _add(
+        self, /, job_type: Any, payload: Any = None, *, dedupe_key: str | None = None, **options: Any
+    ) -> Flow[str]:
         """Add an item (``App.enqueue``'s options: tenant, delay, run_at, queue, parent_id); its job id.
 
         ``dedupe_key``: the same key again returns the same item (counted once); with another
         payload, ``IdempotencyConflict``. ``BatchSealed`` once the batch is sealed.
         """
-        return self._kernel.run(self._add(job_type, payload, dedupe_key, options))
-
-    async def aadd(
-        self, job_type: Any, payload: Any = None, *, dedupe_key: str | None = None, **options: Any
-    ) -> str:
-        """Async ``add``."""
-        return await self._kernel.arun(self._add(job_type, payload, dedupe_key, options))
-
-    def _add(self, job_type: Any, payload: Any, dedupe_key: str | None, options: dict[str, Any]) -> Flow[str]:
+        k = self.kernel
         request = JobRequest(job_type, payload, **options)
         return add_flow(
-            env_of(self._kernel),
-            self._kernel.registry,
-            self._record,
-            request,
-            dedupe_key=dedupe_key,
-            now=self._kernel.clock.now(),
+            env_of(k), k.registry, self._record, request, dedupe_key=dedupe_key, now=k.clock.now()
         )
 
-    def seal(self) -> None:
+    def _seal(self) -> Flow[None]:
         """No more items: the batch completes once every item is done (at once if none is pending)."""
-        self._kernel.run(seal_flow(env_of(self._kernel), self.id, self._kernel.clock.now()))
+        return seal_flow(env_of(self.kernel), self.id, self.kernel.clock.now())
 
-    async def aseal(self) -> None:
-        """Async ``seal``."""
-        await self._kernel.arun(seal_flow(env_of(self._kernel), self.id, self._kernel.clock.now()))
+    def _status(self) -> Flow[BatchStatus]:
+        """The batch's status and counts (``app.batches.get(self.id)``)."""
+        return status_flow(env_of(self.kernel), self.id)
 
-    def status(self) -> BatchStatus:
-        """``App.get_batch(self.id)``."""
-        return self._kernel.run(status_flow(env_of(self._kernel), self.id))
+    add, aadd = sync_verb(_add), async_verb(_add)
+    seal, aseal = sync_verb(_seal), async_verb(_seal)
+    status, astatus = sync_verb(_status), async_verb(_status)
 
 
 def env_of(kernel: Kernel) -> BatchEnv:
@@ -334,12 +324,63 @@ def add_to_batch_flow(
     )
 
 
-def new_batch_flow(kernel: Kernel, on_complete: Any, **options: Any) -> Flow[batch_store.BatchRecord]:
-    """``App.batch``'s flow (its keyword options, ``shards`` defaulting to ``DEFAULT_SHARDS``)."""
-    options.setdefault("shards", batch_store.DEFAULT_SHARDS)
-    return create_flow(
-        env_of(kernel), kernel.registry, on_complete=on_complete, now=kernel.clock.now(), **options
-    )
+# ── the App's namespace: ``app.batches`` ─────────────────────────────────────────────────────
+class Batches(Namespace):
+    """``app.batches``: create a batch, read it, wait for it, cancel it (docs/workflows-batches.md)."""
+
+    def _create(
+        self,
+        on_complete: str | Handler,
+        *,
+        parent: str | None = None,
+        final_stage: bool = False,
+        dedupe_key: str | None = None,
+        max_item_failures: int | None = None,
+        shards: int | None = None,
+    ) -> Flow[Batch]:
+        """Create a batch whose ``on_complete`` job runs once when it is sealed and every item is done.
+
+        ``parent``: a batch that seals this one once it drains; ``final_stage``: the callback gets
+        the succeeded items' results; ``dedupe_key``: the same key is the same batch;
+        ``max_item_failures``: more failed items complete it at once as failed; ``shards``: counter
+        shards (1-64, default 16), the item throughput a batch takes (docs/workflows-batches.md).
+        """
+        k = self.kernel
+        record = yield from create_flow(
+            env_of(k),
+            k.registry,
+            on_complete=on_complete,
+            now=k.clock.now(),
+            parent=parent,
+            final_stage=final_stage,
+            dedupe_key=dedupe_key,
+            max_item_failures=max_item_failures,
+            shards=shards or batch_store.DEFAULT_SHARDS,
+        )
+        return Batch(self._kernel, record)
+
+    def _get(self, batch_id: str) -> Flow[BatchStatus]:
+        """The batch's status and counts; ``BatchNotFound`` if there is none."""
+        return status_flow(env_of(self.kernel), batch_id)
+
+    def _wait(self, batch_id: str, *, timeout: float | timedelta = 60.0) -> Flow[BatchStatus]:
+        """The batch once complete; ``WaitTimeout`` past ``timeout``."""
+        env = env_of(self.kernel)
+        return waiting.poll_flow(
+            lambda _first: status_flow(env, batch_id),
+            lambda batch: batch.status == "complete",
+            to_seconds(timeout),
+            f"batch {batch_id}",
+        )
+
+    def _cancel(self, batch_id: str) -> Flow[BatchStatus]:
+        """Complete the batch at once as failed, cancel its waiting items (running ones are asked to stop) and its sub-tree."""
+        return cancel_flow(env_of(self.kernel), batch_id, self.kernel.clock.now())
+
+    create, acreate = sync_verb(_create), async_verb(_create)
+    get, aget = sync_verb(_get), async_verb(_get)
+    wait, await_result = sync_verb(_wait), async_verb(_wait)
+    cancel, acancel = sync_verb(_cancel), async_verb(_cancel)
 
 
 class ItemStream:

@@ -2,7 +2,7 @@
 
 Before the handler (``before_step``): one strongly consistent GetItem of the predecessor's record
 (1 read unit up to 4 KB), plus one S3 GET when its result is an object. The same read says whether
-``cancel_chain`` asked the predecessor to stop: a predecessor that succeeded anyway does not start
+``app.chains.cancel`` asked the predecessor to stop: a predecessor that succeeded anyway does not start
 this step, which ends cancelled (and ends the chain).
 
 With the finish (``ChainHook``, the chains feature's ``FinishHook``; ``chains_plugin`` registers both)::
@@ -17,7 +17,7 @@ With the finish (``ChainHook``, the chains feature's ``FinishHook``; ``chains_pl
 
 A crash after the commit and before the hint leaves step n+1 queued with its ``pending`` entry:
 the sweeper sends the hint at ``due``. A crash before the later steps are dropped leaves them
-``waiting``: they never run (nothing unblocks them; ``get_chain`` shows the chain stopped), and
+``waiting``: they never run (nothing unblocks them; ``app.chains.get`` shows the chain stopped), and
 they stay until an operator deletes them. ``entries`` reads the chain record and step n+1's record
 first (one BatchGetItem, 2 read units): a step replayed by an operator after its chain ended runs
 alone, with no entries, and the hint needs step n+1's fields.

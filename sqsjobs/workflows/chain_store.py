@@ -9,8 +9,8 @@ job; its own state is ``chain_state``::
     chain_state  running ──step n succeeds (n < last)──▶ running (current = n + 1)
                    │ ──last step succeeds──▶ succeeded
                    │ ──step n dies──▶ stopped (stopped_at = n, stop_reason)
-                   │ ──step n cancelled, or app.cancel_chain──▶ cancelled (stopped_at = n)
-                   └ app.cancel_chain while step n runs: cancel_requested (the step stops at its
+                   │ ──step n cancelled, or app.chains.cancel──▶ cancelled (stopped_at = n)
+                   └ app.chains.cancel while step n runs: cancel_requested (the step stops at its
                      next heartbeat, or its successor refuses to start)
 
 Step records: step 0 is written ``queued`` (a transactional enqueue's record: payload and a
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 #: Key prefix of chain records.
 CHAIN_PREFIX = "chain#"
 #: The longest chain: its record and every step fit one TransactWriteItems (100 items), which
-#: ``cancel_chain`` needs when it cancels the current step and every waiting one at once.
+#: ``app.chains.cancel`` needs when it cancels the current step and every waiting one at once.
 #: https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html
 MAX_STEPS = 99
 #: Keys in one BatchGetItem.

@@ -2,10 +2,10 @@
 
 ::
 
-    chain_id = app.chain([("a.fetch", {"url": u}), ("a.transform", {}), ("a.store", {})])
+    chain_id = app.chains.start([("a.fetch", {"url": u}), ("a.transform", {}), ("a.store", {})])
     # each handler reads ctx.previous_result: the step before's result (None for the first)
-    app.get_chain(chain_id)     # ChainStatus: running | succeeded | stopped | cancelled, and its steps
-    app.cancel_chain(chain_id)
+    app.chains.get(chain_id)     # ChainStatus: running | succeeded | stopped | cancelled, and its steps
+    app.chains.cancel(chain_id)
 
 Creation is one TransactWriteItems (``chain_store``): the chain record, step 0 as a transactional
 job (payload and a ``pending`` entry until its hint is sent, as ``sqsjobs.transaction`` writes it)
@@ -22,18 +22,20 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from sqsjobs._aws import Call, Flow
+from sqsjobs._aws import Call, Flow, async_verb, sync_verb
+from sqsjobs.config import to_seconds
 from sqsjobs.errors import ChainInvalid, ChainNotFound, IdempotencyConflict, StoreError, TransactionInvalid
 from sqsjobs.job import JobStatus
 from sqsjobs.producer import JobRequest, build_new_job, hint_written, route_of, write_objects
-from sqsjobs.store import dedupe, operator, transact
+from sqsjobs.runtime.kernel import Namespace
+from sqsjobs.store import dedupe, operator, transact, waiting
 from sqsjobs.store.codec import nonce, str_attr, to_datetime
 from sqsjobs.workflows import chain_store
 from sqsjobs.workflows.chain_store import ChainState
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
-    from datetime import datetime
+    from datetime import datetime, timedelta
 
     from sqsjobs.config import Settings
     from sqsjobs.registry import Registry
@@ -41,14 +43,16 @@ if TYPE_CHECKING:
     from sqsjobs.store.enqueue import NewJob
     from sqsjobs.transport.queues import QueueUrls
 
-#: A step as ``app.chain`` takes it: ``(type, payload)``, or a ``JobRequest`` for a queue or tenant.
+#: A step as ``app.chains.start`` takes it: ``(type, payload)``, or a ``JobRequest`` for a queue or tenant.
 Step = tuple[Any, Any] | JobRequest[Any]
-#: Tries of ``cancel_chain`` when the chain moves under it (a step claimed or finished meanwhile).
+#: Tries of ``app.chains.cancel`` when the chain moves under it (a step claimed or finished meanwhile).
 CANCEL_TRIES = 5
+#: The chain states after which nothing more runs.
+CHAIN_ENDED = frozenset({"succeeded", "stopped", "cancelled"})
 
 
 class ChainStep(NamedTuple):
-    """One step as ``get_chain`` shows it: ``(position, type, job_id, status)``."""
+    """One step as ``app.chains.get`` shows it: ``(position, type, job_id, status)``."""
 
     #: The step's 0-based index in the chain (``index`` is the tuple's own method).
     position: int
@@ -73,7 +77,7 @@ class ChainStatus:
     reason: str | None
     created_at: datetime | None
     finished_at: datetime | None
-    #: ``cancel_chain`` asked the running step to stop; the chain ends ``cancelled`` when it does.
+    #: ``app.chains.cancel`` asked the running step to stop; the chain ends ``cancelled`` when it does.
     cancel_requested: bool = False
 
 
@@ -309,4 +313,54 @@ def cancel_flow(settings: Settings, chain_id: str, now: float) -> Flow[str]:
                 raise
             continue  # the step was claimed or finished meanwhile: read again
         return outcome
-    raise StoreError(f"chain {chain_id} kept moving under cancel_chain; try again", code="ChainMoving")
+    raise StoreError(f"chain {chain_id} kept moving under app.chains.cancel; try again", code="ChainMoving")
+
+
+# ── the App's namespace: ``app.chains`` ──────────────────────────────────────────────────────
+class Chains(Namespace):
+    """``app.chains``: start a chain, read it, wait for its end, cancel it (docs/workflows-chains.md)."""
+
+    def _start(self, steps: Iterable[Step], *, dedupe_key: str | None = None) -> Flow[str]:
+        """Run ``(type, payload)`` steps one after another; returns the chain's id.
+
+        Each step runs once the one before it succeeded and reads its result as
+        ``ctx.previous_result``; a step that dies stops the chain. ``dedupe_key``: the same key and
+        steps return the same chain, other steps raise ``IdempotencyConflict``. At most 99 steps.
+        """
+        k = self.kernel
+        now = k.clock.now()
+        chain_id, jobs = build_steps(
+            steps, registry=k.registry, settings=k.settings, now=now, dedupe_key=dedupe_key
+        )
+        return create_flow(
+            chain_id,
+            jobs,
+            settings=k.settings,
+            queue_urls=k.queue_urls,
+            dedupe_key=dedupe_key,
+            now=now,
+            logger=k.logger,
+        )
+
+    def _get(self, chain_id: str) -> Flow[ChainStatus]:
+        """The chain's state and its steps' (``ChainNotFound`` if there is none)."""
+        return get_flow(self.kernel.settings, chain_id)
+
+    def _wait(self, chain_id: str, *, timeout: float | timedelta = 60.0) -> Flow[ChainStatus]:
+        """The chain once it succeeded, stopped or was cancelled; ``WaitTimeout`` past ``timeout``."""
+        settings = self.kernel.settings
+        return waiting.poll_flow(
+            lambda _first: get_flow(settings, chain_id),
+            lambda chain: chain.status in CHAIN_ENDED,
+            to_seconds(timeout),
+            f"chain {chain_id}",
+        )
+
+    def _cancel(self, chain_id: str) -> Flow[str]:
+        """Cancel the chain: ``"cancelled"``, ``"requested"`` (its step is running) or its end state."""
+        return cancel_flow(self.kernel.settings, chain_id, self.kernel.clock.now())
+
+    start, astart = sync_verb(_start), async_verb(_start)
+    get, aget = sync_verb(_get), async_verb(_get)
+    wait, await_result = sync_verb(_wait), async_verb(_wait)
+    cancel, acancel = sync_verb(_cancel), async_verb(_cancel)

@@ -143,9 +143,9 @@ def write_items_that_are_not_jobs(app: App) -> dict[str, dict]:
         one(Call("dynamodb", "update_item", limit_store.record_failure(table, "breaker#payments", now=now)))
     )
     app.run(one(Call("dynamodb", "put_item", limit_store.pause(table, "orders.ok", reason="hold", now=now))))
-    batch = app.batch("orders.ok")
+    batch = app.batches.create("orders.ok")
     batch.add("orders.ok", {"order_id": "b1"})
-    chain = app.chain([("orders.ok", {"order_id": "c1"}), ("orders.ok", {"order_id": "c2"})])
+    chain = app.chains.start([("orders.ok", {"order_id": "c1"}), ("orders.ok", {"order_id": "c2"})])
     entry = WorkerEntry(
         worker_id="w-hostile",
         host="h",

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from sqsjobs.ops.waiting import MAX_HTTP_WAIT_S
+from sqsjobs.store.waiting import MAX_HTTP_WAIT_S
 from tests.api.helpers import assert_problem, client, serving
 from tests.integration.helpers import kill_group, worker_process
 

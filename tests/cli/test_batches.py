@@ -22,11 +22,11 @@ def tree(ministack_url, make_app, tmp_path, monkeypatch):
     app = make_app(ministack_url)
     app.registry.include(tb.app.registry)
     app.provision()
-    root = app.batch("report", final_stage=True)
-    child = app.batch("report", parent=root.id)
+    root = app.batches.create("report", final_stage=True)
+    child = app.batches.create("report", parent=root.id)
     items = [root.add("calc", {"n": n, "stream": 1, "into": child.id}) for n in range(2)]
     root.seal()
-    work_until(app, lambda: app.get_batch(root.id).complete, timeout_s=30)
+    work_until(app, lambda: app.batches.get(root.id).complete, timeout_s=30)
     tb.current = app
     return app, root.id, child.id, items
 

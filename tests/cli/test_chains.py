@@ -11,7 +11,7 @@ from tests.cli.conftest import invoke, new_app
 def chained(ministack_url):
     app = new_app(ministack_url)
     app.provision()
-    chain_id = app.chain([("orders.ok", {"order_id": "o-1"}), ("orders.ok", {"order_id": "o-2"})])
+    chain_id = app.chains.start([("orders.ok", {"order_id": "o-1"}), ("orders.ok", {"order_id": "o-2"})])
     return app, ministack_url, chain_id
 
 
@@ -31,7 +31,7 @@ def test_chains_get_shows_each_step_with_its_job_id_and_state(chained):
 
 def test_jobs_get_names_a_steps_chain_and_index(chained):
     app, url, chain_id = chained
-    step = app.get_chain(chain_id).steps[1].job_id
+    step = app.chains.get(chain_id).steps[1].job_id
     assert invoke(app, url, "jobs", "get", step, "--json").json["chain"] == {
         "id": chain_id,
         "step": 1,
@@ -71,7 +71,7 @@ def test_jobs_list_and_stats_take_waiting_steps_and_never_show_the_chain_record(
 
 def test_cancelling_one_queued_or_waiting_step_alone_is_refused_and_names_the_chain(chained):
     app, url, chain_id = chained
-    for step in app.get_chain(chain_id).steps:  # queued step 0, waiting step 1
+    for step in app.chains.get(chain_id).steps:  # queued step 0, waiting step 1
         run = invoke(app, url, "jobs", "cancel", step.job_id)
         assert run.code == 4 and f"sqsjobs chains cancel {chain_id}" in run.err
-    assert [s.status.value for s in app.get_chain(chain_id).steps] == ["queued", "waiting"]
+    assert [s.status.value for s in app.chains.get(chain_id).steps] == ["queued", "waiting"]

@@ -46,14 +46,14 @@ def test_batch_tree_and_chain_pages_show_counts_results_and_cancel(
     app.registry.include(tb.app.registry)
     app.provision()
     # GIVEN a root batch (3 items, one failing for good, one streaming 2 items into a child batch)
-    root = app.batch("report")
-    child = app.batch("report", parent=root.id)
+    root = app.batches.create("report")
+    child = app.batches.create("report", parent=root.id)
     root.add("calc", {"n": 1})
     root.add("calc", {"fail": True})
     root.add("calc", {"n": 2, "stream": 2, "into": child.id})
     root.seal()
-    chain = app.chain([("calc", {"n": 3}), ("calc", {"n": 4})])
-    doomed = app.chain([("calc", {"n": 5}), ("calc", {"n": 6})])
+    chain = app.chains.start([("calc", {"n": 3}), ("calc", {"n": 4})])
+    doomed = app.chains.start([("calc", {"n": 5}), ("calc", {"n": 6})])
     with Served(app, token=TOKEN, refresh_s=1.0) as served:
         browser.get(f"{served.url}/ui/login")
         browser.find_element(By.NAME, "token").send_keys(TOKEN)
@@ -78,7 +78,7 @@ def test_batch_tree_and_chain_pages_show_counts_results_and_cancel(
             assert node_counts(browser, root.id) == {"succeeded": 2, "failed": 1, "pending": 0}
             assert node_counts(browser, child.id) == {"succeeded": 2, "failed": 0, "pending": 0}
             assert node_state(browser, child.id) == "complete"
-            status = app.get_batch(root.id)
+            status = app.batches.get(root.id)
             assert status.callback_id in text_of(browser, f".node[data-batch='{root.id}']")
             assert "children 1/1 complete" in text_of(browser, f".node[data-batch='{root.id}']")
             assert not browser.find_elements(By.ID, "cancel-batch")  # a complete batch has nothing to cancel
@@ -90,7 +90,7 @@ def test_batch_tree_and_chain_pages_show_counts_results_and_cancel(
             screenshot(browser, "chain")
             # ... and the cancelled chain ran nothing
             runs = {r["job"] for r in tb.read(tmp_path, "runs")}
-            assert not runs & {s.job_id for s in app.get_chain(doomed).steps}
-            assert app.get_chain(doomed).status == "cancelled"
+            assert not runs & {s.job_id for s in app.chains.get(doomed).steps}
+            assert app.chains.get(doomed).status == "cancelled"
         finally:
             kill_group(worker)

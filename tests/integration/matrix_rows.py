@@ -76,11 +76,11 @@ def one_of_each(app, log: Path, **extra: object) -> tuple[dict[str, str], str, s
         "s3 payload": app.enqueue("plain", {**p, "blob": "x" * 4096}),
         "limited": app.enqueue("limited.run", p),
     }
-    batch = app.batch("batch.done")
+    batch = app.batches.create("batch.done")
     jobs["batch item"] = batch.add("plain", p)
     batch.seal()
-    chain_id = app.chain([("plain", p), ("plain", {"runs": str(log)})])
-    jobs["chain step"] = app.get_chain(chain_id).steps[0].job_id
+    chain_id = app.chains.start([("plain", p), ("plain", {"runs": str(log)})])
+    jobs["chain step"] = app.chains.get(chain_id).steps[0].job_id
     with app.transaction() as tx:
         jobs["transaction"] = tx.enqueue("plain", p)
     assert set(jobs) == set(FEATURES)
@@ -190,8 +190,8 @@ def waiting_on_token(app, log: Path, job_id: str) -> bool:
 
 
 def answer(app, log: Path, job_id: str) -> None:
-    """The token's answer, as a person gives it (``app.complete_token``): the job wakes."""
-    assert app.complete_token(str(token_of(log, job_id)), "go") == "answered"
+    """The token's answer, as a person gives it (``app.tokens.complete``): the job wakes."""
+    assert app.tokens.complete(str(token_of(log, job_id)), "go") == "answered"
 
 
 def hooked(app, log: Path, job_type: str = "hooked.run", **hook: object) -> str:

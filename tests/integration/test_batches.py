@@ -78,7 +78,7 @@ def drained_queue(app) -> bool:
 # ── exactly once, counted once ───────────────────────────────────────────────────────────────
 def test_counts_are_exact_and_the_callback_runs_once_when_every_item_message_is_delivered_twice(app, runs):
     # GIVEN a sealed batch of 20 items, and a copy of each item's message sent straight into the queue
-    b = app.batch("report")
+    b = app.batches.create("report")
     ids = [b.add("calc", {"n": n, "sleep_s": 0.2}) for n in range(20)]
     b.seal()
     copy_messages(app, len(ids), copies=1)
@@ -93,7 +93,7 @@ def test_counts_are_exact_and_the_callback_runs_once_when_every_item_message_is_
 
     # THEN each item ran once and counted once, and the callback ran once with the exact counts
     assert item_runs(runs) == dict.fromkeys(ids, 1)
-    status = app.get_batch(b.id)
+    status = app.batches.get(b.id)
     assert status.complete and not status.failed
     assert status.counts == {"pending": 0, "succeeded": 20, "failed": 0}
     assert shards(app, b.id) == bs.Counts(added=20, succeeded=20, failed=0, sealed=True)
@@ -106,7 +106,7 @@ def test_a_worker_killed_between_the_last_finish_and_the_completion_check_is_rep
     app, runs
 ):
     # GIVEN a sealed batch whose one item is run by a worker that dies right after the item's finish
-    b = app.batch("report")
+    b = app.batches.create("report")
     item = b.add("calc", {"n": 1})
     b.seal()
     victim = start_worker(app, runs, TEST_DIE_AFTER_FINISH="1")
@@ -116,18 +116,18 @@ def test_a_worker_killed_between_the_last_finish_and_the_completion_check_is_rep
         stop(victim)
     # THEN the finish and its count landed together, and nothing completed the batch
     assert app.get(item).status is JobStatus.SUCCEEDED
-    status = app.get_batch(b.id)
+    status = app.batches.get(b.id)
     assert status.status == "sealed" and status.counts == {"pending": 0, "succeeded": 1, "failed": 0}
     # AND a worker alone does not complete it (the item is finished: no message will bring it back)
     worker = start_worker(app, runs)
     try:
         time.sleep(4)
-        assert app.get_batch(b.id).status == "sealed" and callbacks(runs) == []
+        assert app.batches.get(b.id).status == "sealed" and callbacks(runs) == []
         # WHEN the sweeper runs once the batch's repair entry is due (stale_after_s = 2)
         sweep = [sys.executable, "-m", "sqsjobs", "sweep", "--once", "--app", APP]
         subprocess.run(sweep, env=worker_env(app, TEST_RUNS_DIR=str(runs)), check=True, capture_output=True)
         # THEN it completes the batch, and the callback runs once
-        assert app.get_batch(b.id).complete
+        assert app.batches.get(b.id).complete
         wait_until(lambda: len(callbacks(runs, b.id)) == 1, 30, "the callback ran")
     finally:
         stop(worker)
@@ -138,7 +138,7 @@ def test_a_batch_sealed_while_its_last_item_finishes_completes_exactly_once(app,
     # GIVEN a worker, and eight batches of one 0.5 s item each, started together
     worker = start_worker(app, runs, concurrency=8)
     try:
-        handles = [app.batch("report") for _ in range(8)]
+        handles = [app.batches.create("report") for _ in range(8)]
         for h in handles:
             h.add("calc", {"n": 1, "sleep_s": 0.5})
         # WHEN each is sealed at a different moment around its item's finish (before, during, after)
@@ -152,7 +152,7 @@ def test_a_batch_sealed_while_its_last_item_finishes_completes_exactly_once(app,
         stop(worker)
     # THEN each batch completed once: one callback each
     assert Counter(c["batch"] for c in callbacks(runs)) == {h.id: 1 for h in handles}
-    assert all(app.get_batch(h.id).counts == {"pending": 0, "succeeded": 1, "failed": 0} for h in handles)
+    assert all(app.batches.get(h.id).counts == {"pending": 0, "succeeded": 1, "failed": 0} for h in handles)
 
 
 def test_two_workers_finishing_the_last_two_items_at_once_produce_one_callback(app, runs):
@@ -168,7 +168,7 @@ def test_two_workers_finishing_the_last_two_items_at_once_produce_one_callback(a
         spread = []
         for _ in range(4):
             # WHEN a sealed batch's two items run at the same moment, one on each worker
-            b = app.batch("report")
+            b = app.batches.create("report")
             pair = [b.add("calc", {"n": k, "sleep_s": 0.3}) for k in range(2)]
             b.seal()
             wait_until(lambda b=b: len(callbacks(runs, b.id)) == 1, 30, "the callback ran")
@@ -183,13 +183,13 @@ def test_two_workers_finishing_the_last_two_items_at_once_produce_one_callback(a
 
 def test_a_second_detector_that_read_before_the_first_completed_is_refused_whole(app, runs):
     # GIVEN a drained batch, and what a second checker read before the first one completed it
-    b = app.batch("report")
+    b = app.batches.create("report")
     b.add("calc", {"n": 1})
     work_until(app, lambda: shards(app, b.id).done == 1, timeout_s=30)
     env = env_of(app)
     stale = app.run(completion.read_record_flow(env, b.id))
     b.seal()  # the sealer's check completes it
-    first = app.get_batch(b.id)
+    first = app.batches.get(b.id)
     assert first.complete
     # WHEN the second completes from its stale read
     items = app.run(completion.read_shards_flow(env, stale))
@@ -201,20 +201,20 @@ def test_a_second_detector_that_read_before_the_first_completed_is_refused_whole
     )
     # THEN its transaction is cancelled whole: no second callback, the record unchanged
     assert again is False
-    assert app.get_batch(b.id).completed_at == first.completed_at
+    assert app.batches.get(b.id).completed_at == first.completed_at
     work_until(app, lambda: len(callbacks(runs, b.id)) == 1, timeout_s=30)
     assert len(callbacks(runs, b.id)) == 1
 
 
 # ── failures ─────────────────────────────────────────────────────────────────────────────────
 def test_a_dead_item_counts_as_failed_and_the_callback_says_so(app, runs):
-    b = app.batch("report")
+    b = app.batches.create("report")
     b.add("calc", {"n": 1})
     dead = b.add("calc", {"fail": True})
     b.seal()
     work_until(app, lambda: len(callbacks(runs, b.id)) == 1, timeout_s=30)
     assert app.get(dead).status is JobStatus.DEAD
-    status = app.get_batch(b.id)
+    status = app.batches.get(b.id)
     assert status.complete and not status.failed  # done, one item failed: not an early failure
     assert status.counts == {"pending": 0, "succeeded": 1, "failed": 1}
     assert callbacks(runs, b.id)[0]["payload"]["counts"] == status.counts
@@ -222,14 +222,14 @@ def test_a_dead_item_counts_as_failed_and_the_callback_says_so(app, runs):
 
 def test_more_failures_than_max_item_failures_fail_the_batch_at_once_and_cancel_its_pending_items(app, runs):
     # GIVEN an open batch allowing one failure: two items that fail, three that wait a minute
-    b = app.batch("report", max_item_failures=1)
+    b = app.batches.create("report", max_item_failures=1)
     b.add("calc", {"fail": True})
     b.add("calc", {"fail": True})
     waiting = [b.add("calc", {"n": k}, delay=60) for k in range(3)]
     # WHEN both failures are recorded (the batch was never sealed)
     work_until(app, lambda: len(callbacks(runs, b.id)) == 1, timeout_s=30)
     # THEN it completed at once as failed, its callback says why, and its waiting items are cancelled
-    status = app.get_batch(b.id)
+    status = app.batches.get(b.id)
     assert status.complete and status.failed and "max_item_failures=1" in (status.reason or "")
     payload = callbacks(runs, b.id)[0]["payload"]
     assert (
@@ -243,21 +243,21 @@ def test_more_failures_than_max_item_failures_fail_the_batch_at_once_and_cancel_
 
 
 def test_an_unknown_item_type_is_rejected_and_counted_as_failed(app, runs):
-    b = app.batch("report")
+    b = app.batches.create("report")
     ghost = b.add("not.registered", {"x": 1}, queue="default")
     b.seal()
     work_until(app, lambda: len(callbacks(runs, b.id)) == 1, timeout_s=30)
     assert app.get(ghost).status is JobStatus.DEAD
-    assert app.get_batch(b.id).counts == {"pending": 0, "succeeded": 0, "failed": 1}
+    assert app.batches.get(b.id).counts == {"pending": 0, "succeeded": 0, "failed": 1}
 
 
 # ── trees ────────────────────────────────────────────────────────────────────────────────────
 def test_a_three_level_tree_with_streamed_items_completes_root_last(app, runs):
     # GIVEN root → child → grandchild, created up front; the root's items stream two items each into
     # the child, whose items stream two each into the grandchild
-    root = app.batch("report")
-    child = app.batch("report", parent=root.id)
-    grandchild = app.batch("report", parent=child.id)
+    root = app.batches.create("report")
+    child = app.batches.create("report", parent=root.id)
+    grandchild = app.batches.create("report", parent=child.id)
     for k in range(2):
         root.add(
             "calc", {"n": k, "stream": 2, "into": child.id, "child": {"stream": 2, "into": grandchild.id}}
@@ -269,7 +269,7 @@ def test_a_three_level_tree_with_streamed_items_completes_root_last(app, runs):
     finally:
         stop(*procs)
     statuses = {
-        name: app.get_batch(h.id) for name, h in (("root", root), ("child", child), ("grand", grandchild))
+        name: app.batches.get(h.id) for name, h in (("root", root), ("child", child), ("grand", grandchild))
     }
     assert {n: s.counts["succeeded"] for n, s in statuses.items()} == {"root": 2, "child": 4, "grand": 8}
     assert all(s.complete and not s.failed for s in statuses.values())
@@ -283,46 +283,46 @@ def test_a_three_level_tree_with_streamed_items_completes_root_last(app, runs):
 
 
 def test_cancelling_a_batch_cancels_its_pending_items_and_its_sub_tree(app, runs):
-    b = app.batch("report")
-    child = app.batch("report", parent=b.id)
+    b = app.batches.create("report")
+    child = app.batches.create("report", parent=b.id)
     waiting = [b.add("calc", {"n": k}, delay=60) for k in range(3)]
     child_item = child.add("calc", {"n": 9}, delay=60)
-    status = app.cancel_batch(b.id)
+    status = app.batches.cancel(b.id)
     assert status.complete and status.failed and status.reason == "cancelled by request"
     assert {app.get(i).status for i in [*waiting, child_item]} == {JobStatus.CANCELLED}
-    assert app.get_batch(child.id).failed
-    assert app.get_batch(b.id).children_complete == 1
+    assert app.batches.get(child.id).failed
+    assert app.batches.get(b.id).children_complete == 1
     with pytest.raises(BatchSealed):
         b.add("calc", {"n": 1})
 
 
 def test_an_operator_cancel_of_one_item_counts_it_and_a_retry_puts_it_back(app, runs):
-    b = app.batch("report")
+    b = app.batches.create("report")
     keep = b.add("calc", {"n": 1}, delay=60)
     drop = b.add("calc", {"n": 2}, delay=60)
     assert app.cancel(drop) == "cancelled"
-    assert app.get_batch(b.id).counts == {"pending": 1, "succeeded": 0, "failed": 1}
+    assert app.batches.get(b.id).counts == {"pending": 1, "succeeded": 0, "failed": 1}
     app.retry(drop)  # back to pending on its batch while it is not complete
-    assert app.get_batch(b.id).counts == {"pending": 2, "succeeded": 0, "failed": 0}
+    assert app.batches.get(b.id).counts == {"pending": 2, "succeeded": 0, "failed": 0}
     assert app.get(keep).status is JobStatus.QUEUED
 
 
 # ── dedupe ───────────────────────────────────────────────────────────────────────────────────
 def test_dedupe_keys_name_one_batch_and_one_item(app, runs):
-    b = app.batch("report", dedupe_key="payroll-2026-11")
-    assert app.batch("report", dedupe_key="payroll-2026-11").id == b.id
+    b = app.batches.create("report", dedupe_key="payroll-2026-11")
+    assert app.batches.create("report", dedupe_key="payroll-2026-11").id == b.id
     with pytest.raises(IdempotencyConflict):
-        app.batch("other.callback", dedupe_key="payroll-2026-11")
+        app.batches.create("other.callback", dedupe_key="payroll-2026-11")
     first = b.add("calc", {"n": 1}, dedupe_key="emp-1")
     assert b.add("calc", {"n": 1}, dedupe_key="emp-1") == first
     with pytest.raises(IdempotencyConflict):
         b.add("calc", {"n": 2}, dedupe_key="emp-1")
-    assert app.get_batch(b.id).counts == {"pending": 1, "succeeded": 0, "failed": 0}
+    assert app.batches.get(b.id).counts == {"pending": 1, "succeeded": 0, "failed": 0}
     assert shards(app, b.id).added == 1
 
 
 def test_adding_from_many_threads_counts_every_item_once(app, runs):
-    b = app.batch("report", shards=4)
+    b = app.batches.create("report", shards=4)
     added: list[str] = []
 
     def add(k: int) -> None:
@@ -348,7 +348,7 @@ def test_write_units_per_item_counted_by_dynamodb(ministack_url, make_app, runs)
     app.registry.include(tb.app.registry)
     app.provision()
     before = dict(app.requests.capacity)
-    b = app.batch("report")
+    b = app.batches.create("report")
     # (creating it: the record and its 16 shards in one transaction, 17 x 2, and its list entry)
     assert _spent(app, before) == {("write", "table"): 34.0, ("write", "index:batch_items"): 1.0}
     # WHEN an item is added: one transaction (its record + ADD added on its shard, 2 + 2), then the

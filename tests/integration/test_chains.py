@@ -57,16 +57,16 @@ def step(name: str, add: int, runs_dir: Path, **extra) -> tuple[str, dict]:
 
 def test_a_three_step_chain_runs_in_order_and_each_step_sees_the_previous_result(app, tmp_path):
     # GIVEN a chain of three steps, and a worker process
-    chain_id = app.chain(
+    chain_id = app.chains.start(
         [step("fetch", 1, tmp_path), step("transform", 10, tmp_path), step("store", 100, tmp_path)]
     )
     proc = start_worker(app)
     try:
-        wait_until(lambda: app.get_chain(chain_id).status == "succeeded", 60, "chain succeeded")
+        wait_until(lambda: app.chains.get(chain_id).status == "succeeded", 60, "chain succeeded")
     finally:
         kill(proc)
     # THEN each step ran once, in order, each seeing the one before's result
-    status = app.get_chain(chain_id)
+    status = app.chains.get(chain_id)
     log = all_runs(tmp_path)
     assert [r["step"] for r in log] == [0, 1, 2]
     assert [r["previous"] for r in log] == [
@@ -84,7 +84,7 @@ def test_a_three_step_chain_runs_in_order_and_each_step_sees_the_previous_result
 
 def test_a_step_that_dies_stops_the_chain_and_the_later_steps_never_run(app, tmp_path):
     # GIVEN a chain whose second step dies (no retry), and a worker
-    chain_id = app.chain(
+    chain_id = app.chains.start(
         [
             step("fetch", 1, tmp_path),
             ("chain.boom", {"name": "transform", "runs_dir": str(tmp_path)}),
@@ -93,13 +93,15 @@ def test_a_step_that_dies_stops_the_chain_and_the_later_steps_never_run(app, tmp
     )
     proc = start_worker(app)
     try:
-        wait_until(lambda: app.get_chain(chain_id).status != "running", 60, "chain ended")
-        wait_until(lambda: all(s.status.terminal for s in app.get_chain(chain_id).steps), 30, "steps dropped")
+        wait_until(lambda: app.chains.get(chain_id).status != "running", 60, "chain ended")
+        wait_until(
+            lambda: all(s.status.terminal for s in app.chains.get(chain_id).steps), 30, "steps dropped"
+        )
         time.sleep(2)  # a third step that ran anyway would have written its line by now
     finally:
         kill(proc)
     # THEN the chain says where and why it stopped, and the third step never ran
-    status = app.get_chain(chain_id)
+    status = app.chains.get(chain_id)
     assert status.status == "stopped" and status.stopped_at == 1
     assert "boom at transform" in (status.reason or "") and "chain.boom" in (status.reason or "")
     assert [s.status for s in status.steps] == [JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED]
@@ -111,10 +113,10 @@ def test_a_step_whose_worker_is_killed_mid_run_is_rescued_and_the_chain_goes_on_
     app, tmp_path
 ):
     # GIVEN a chain whose first step runs 4 s, and two worker processes
-    chain_id = app.chain(
+    chain_id = app.chains.start(
         [step("fetch", 1, tmp_path, sleep_s=4), step("transform", 10, tmp_path), step("store", 100, tmp_path)]
     )
-    first = app.get_chain(chain_id).steps[0].job_id
+    first = app.chains.get(chain_id).steps[0].job_id
     procs = [start_worker(app), start_worker(app)]
     try:
         wait_until(lambda: len(runs(tmp_path, first)) == 1, 30, "first step started")
@@ -123,14 +125,14 @@ def test_a_step_whose_worker_is_killed_mid_run_is_rescued_and_the_chain_goes_on_
         os.killpg(victim.pid, signal.SIGKILL)
         victim.wait(10)
         # THEN the other worker rescues it once its lease expires, and the chain runs to its end
-        wait_until(lambda: app.get_chain(chain_id).status == "succeeded", 60, "chain succeeded")
+        wait_until(lambda: app.chains.get(chain_id).status == "succeeded", 60, "chain succeeded")
     finally:
         for p in procs:
             kill(p)
     log = all_runs(tmp_path)
     assert [(r["step"], r["attempt"]) for r in log] == [(0, 1), (0, 2), (1, 1), (2, 1)]
     assert log[1]["pid"] != log[0]["pid"]
-    assert app.get(app.get_chain(chain_id).steps[2].job_id).result == {
+    assert app.get(app.chains.get(chain_id).steps[2].job_id).result == {
         "total": 111,
         "path": ["fetch", "transform", "store"],
     }
@@ -140,7 +142,7 @@ def step_bodies(app, chain_id: str) -> list[str]:
     """The message each step's hint carries, built from its record as the chain hook builds it."""
     from sqsjobs.store import enqueue
 
-    return [enqueue.envelope_of(app.get(s.job_id)).to_body() for s in app.get_chain(chain_id).steps]
+    return [enqueue.envelope_of(app.get(s.job_id)).to_body() for s in app.chains.get(chain_id).steps]
 
 
 def send_copies(app, bodies: list[str], copies: int) -> None:
@@ -168,14 +170,14 @@ def queue_drained(app) -> bool:
 
 def test_copies_of_every_step_message_never_run_a_waiting_step_early_nor_any_step_twice(app, tmp_path):
     # GIVEN a chain, and three copies of each later step's message in the queue while those steps wait
-    chain_id = app.chain(
+    chain_id = app.chains.start(
         [step("fetch", 1, tmp_path, sleep_s=2), step("transform", 10, tmp_path), step("store", 100, tmp_path)]
     )
     bodies = step_bodies(app, chain_id)  # the waiting records keep their payloads: these are the real hints
     send_copies(app, bodies[1:], copies=3)
     proc = start_worker(app, concurrency=8)
     try:
-        wait_until(lambda: app.get_chain(chain_id).status == "succeeded", 60, "chain succeeded")
+        wait_until(lambda: app.chains.get(chain_id).status == "succeeded", 60, "chain succeeded")
         # WHEN copies of every step's message are put back after the chain finished
         send_copies(app, bodies, copies=2)
         wait_until(lambda: queue_drained(app), 30, "copies consumed")
@@ -201,8 +203,8 @@ def test_a_crash_between_a_steps_commit_and_the_next_hint_is_repaired_by_the_swe
     app = make_app(ministack_url, lease_s=3.0, visibility_timeout_s=2, stale_after_s=1.0)
     app.registry.include(chain_app.app.registry)
     app.provision()
-    chain_id = app.chain([step("fetch", 1, tmp_path), step("transform", 10, tmp_path)])
-    second = app.get_chain(chain_id).steps[1].job_id
+    chain_id = app.chains.start([step("fetch", 1, tmp_path), step("transform", 10, tmp_path)])
+    second = app.chains.get(chain_id).steps[1].job_id
 
     class CrashesAfterCommit(ChainHook):
         async def landed(self, finish):  # the process dies right after the commit: no hint, no clear
@@ -227,12 +229,12 @@ def test_a_crash_between_a_steps_commit_and_the_next_hint_is_repaired_by_the_swe
     )["Item"]
     assert record["status"]["S"] == "queued" and record["attn"]["S"].startswith("pending#")
     assert queue_drained(app)
-    assert app.get_chain(chain_id).current == 1
+    assert app.chains.get(chain_id).current == 1
     # AND the sweeper, once the entry is due, sends the hint; a worker runs step 1 and the chain ends
     wait_until(lambda: second in asyncio.run(_sweep(app, sweep_once)).redispatched, 10, "sweeper sent step 1")
     proc = start_worker(app)
     try:
-        wait_until(lambda: app.get_chain(chain_id).status == "succeeded", 60, "chain succeeded")
+        wait_until(lambda: app.chains.get(chain_id).status == "succeeded", 60, "chain succeeded")
     finally:
         kill(proc)
     assert [(r["step"], r["previous"]) for r in all_runs(tmp_path)] == [
@@ -250,38 +252,38 @@ async def _sweep(app, sweep_once):
 
 def test_a_dedupe_key_names_one_chain_and_other_steps_under_it_conflict(app, tmp_path):
     steps = [step("fetch", 1, tmp_path), step("store", 2, tmp_path)]
-    chain_id = app.chain(steps, dedupe_key="order-7")
+    chain_id = app.chains.start(steps, dedupe_key="order-7")
     # WHEN the same key comes again with the same steps, and then with other steps
-    assert app.chain(steps, dedupe_key="order-7") == chain_id
+    assert app.chains.start(steps, dedupe_key="order-7") == chain_id
     with pytest.raises(IdempotencyConflict, match="order-7"):
-        app.chain([step("fetch", 1, tmp_path), step("store", 3, tmp_path)], dedupe_key="order-7")
-    assert app.chain(steps, dedupe_key="order-8") != chain_id
+        app.chains.start([step("fetch", 1, tmp_path), step("store", 3, tmp_path)], dedupe_key="order-7")
+    assert app.chains.start(steps, dedupe_key="order-8") != chain_id
     # THEN the chain ran once
     proc = start_worker(app)
     try:
-        wait_until(lambda: app.get_chain(chain_id).status == "succeeded", 60, "chain succeeded")
+        wait_until(lambda: app.chains.get(chain_id).status == "succeeded", 60, "chain succeeded")
     finally:
         kill(proc)
-    assert [len(runs(tmp_path, s.job_id)) for s in app.get_chain(chain_id).steps] == [1, 1]
+    assert [len(runs(tmp_path, s.job_id)) for s in app.chains.get(chain_id).steps] == [1, 1]
 
 
 def test_more_than_99_steps_are_refused_before_anything_is_written(app, tmp_path):
     app.requests.reset()
     with pytest.raises(ChainInvalid, match="1 to 99 steps"):
-        app.chain([step(f"s{n}", 1, tmp_path) for n in range(100)])
+        app.chains.start([step(f"s{n}", 1, tmp_path) for n in range(100)])
     with pytest.raises(ChainInvalid, match="1 to 99"):
-        app.chain([])
+        app.chains.start([])
     assert not [k for k in app.requests.counts if k[0] == "dynamodb"]
     # 99 fit one transaction with the chain record
-    chain_id = app.chain([step(f"s{n}", 1, tmp_path) for n in range(99)])
-    status = app.get_chain(chain_id)
+    chain_id = app.chains.start([step(f"s{n}", 1, tmp_path) for n in range(99)])
+    status = app.chains.get(chain_id)
     assert len(status.steps) == 99 and status.steps[98].status is JobStatus.WAITING
 
 
 def test_large_step_payloads_and_results_go_through_s3(app, tmp_path):
     # GIVEN steps whose payloads are over the record's inline limit, and a step whose result is over the record's
     blob = "p" * (app.settings.held_inline_payload_bytes * 3)
-    chain_id = app.chain(
+    chain_id = app.chains.start(
         [
             (
                 "chain.big",
@@ -294,13 +296,13 @@ def test_large_step_payloads_and_results_go_through_s3(app, tmp_path):
             ("chain.measure", {"runs_dir": str(tmp_path), "blob": blob}),
         ]
     )
-    steps = app.get_chain(chain_id).steps
+    steps = app.chains.get(chain_id).steps
     assert (
         app.get(steps[1].job_id).payload_ref is not None
     )  # the waiting record keeps a reference, not the payload
     proc = start_worker(app)
     try:
-        wait_until(lambda: app.get_chain(chain_id).status == "succeeded", 60, "chain succeeded")
+        wait_until(lambda: app.chains.get(chain_id).status == "succeeded", 60, "chain succeeded")
     finally:
         kill(proc)
     # THEN step 1 saw step 0's result (read from S3) and its own payload, whole
@@ -312,36 +314,38 @@ def test_large_step_payloads_and_results_go_through_s3(app, tmp_path):
 
 
 def test_cancel_of_a_chain_whose_step_is_queued_cancels_every_step_and_nothing_runs(app, tmp_path):
-    chain_id = app.chain(
+    chain_id = app.chains.start(
         [step("fetch", 1, tmp_path), step("transform", 10, tmp_path), step("store", 100, tmp_path)]
     )
-    assert app.cancel_chain(chain_id) == "cancelled"
+    assert app.chains.cancel(chain_id) == "cancelled"
     proc = start_worker(app)
     try:
         wait_until(lambda: queue_drained(app), 30, "step 0's message consumed")
     finally:
         kill(proc)
-    status = app.get_chain(chain_id)
+    status = app.chains.get(chain_id)
     assert (status.status, status.stopped_at) == ("cancelled", 0)
     assert [s.status for s in status.steps] == [JobStatus.CANCELLED] * 3
     assert all_runs(tmp_path) == []
-    assert app.cancel_chain(chain_id) == "cancelled"  # again: its end state, nothing written
+    assert app.chains.cancel(chain_id) == "cancelled"  # again: its end state, nothing written
 
 
 def test_cancel_of_a_chain_whose_step_is_running_stops_it_at_its_heartbeat(app, tmp_path):
-    chain_id = app.chain([step("fetch", 1, tmp_path, sleep_s=20), step("transform", 10, tmp_path)])
-    first = app.get_chain(chain_id).steps[0].job_id
+    chain_id = app.chains.start([step("fetch", 1, tmp_path, sleep_s=20), step("transform", 10, tmp_path)])
+    first = app.chains.get(chain_id).steps[0].job_id
     proc = start_worker(app)
     try:
         wait_until(lambda: len(runs(tmp_path, first)) == 1, 30, "first step started")
-        assert app.cancel_chain(chain_id) == "requested"
-        assert app.get_chain(chain_id).cancel_requested
-        wait_until(lambda: app.get_chain(chain_id).status == "cancelled", 30, "chain cancelled")
+        assert app.chains.cancel(chain_id) == "requested"
+        assert app.chains.get(chain_id).cancel_requested
+        wait_until(lambda: app.chains.get(chain_id).status == "cancelled", 30, "chain cancelled")
         # the later steps are dropped after the finish that ended the chain (its landed()), not with it
-        wait_until(lambda: all(s.status.terminal for s in app.get_chain(chain_id).steps), 30, "steps dropped")
+        wait_until(
+            lambda: all(s.status.terminal for s in app.chains.get(chain_id).steps), 30, "steps dropped"
+        )
     finally:
         kill(proc)
-    status = app.get_chain(chain_id)
+    status = app.chains.get(chain_id)
     assert status.stopped_at == 0 and [s.status for s in status.steps] == [JobStatus.CANCELLED] * 2
     assert [r["step"] for r in all_runs(tmp_path)] == [0]
 
@@ -353,20 +357,22 @@ def test_a_step_that_succeeds_after_its_chain_was_cancelled_does_not_start_the_n
     app = make_app(ministack_url, lease_s=60.0, visibility_timeout_s=2)
     app.registry.include(chain_app.app.registry)
     app.provision()
-    chain_id = app.chain(
+    chain_id = app.chains.start(
         [step("fetch", 1, tmp_path, sleep_s=3), step("transform", 10, tmp_path), step("store", 1, tmp_path)]
     )
-    first = app.get_chain(chain_id).steps[0].job_id
+    first = app.chains.get(chain_id).steps[0].job_id
     proc = start_worker(app)
     try:
         wait_until(lambda: len(runs(tmp_path, first)) == 1, 30, "first step started")
-        assert app.cancel_chain(chain_id) == "requested"
-        wait_until(lambda: app.get_chain(chain_id).status == "cancelled", 30, "chain cancelled")
-        wait_until(lambda: all(s.status.terminal for s in app.get_chain(chain_id).steps), 30, "steps dropped")
+        assert app.chains.cancel(chain_id) == "requested"
+        wait_until(lambda: app.chains.get(chain_id).status == "cancelled", 30, "chain cancelled")
+        wait_until(
+            lambda: all(s.status.terminal for s in app.chains.get(chain_id).steps), 30, "steps dropped"
+        )
     finally:
         kill(proc)
     # THEN step 0 finished its work, step 1 refused to start, step 2 was dropped
-    status = app.get_chain(chain_id)
+    status = app.chains.get(chain_id)
     assert [s.status for s in status.steps] == [JobStatus.SUCCEEDED, JobStatus.CANCELLED, JobStatus.CANCELLED]
     assert status.stopped_at == 1 and "cancel" in (status.reason or "")
     assert [r["step"] for r in all_runs(tmp_path)] == [0]
@@ -384,10 +390,10 @@ def measure_chain(ministack_url, make_app, tmp_path, *, steps: int, pad_bytes: i
     worker = make_app(ministack_url, name, measure_capacity=True, receive_wait_s=20)
     worker.registry.include(chain_app.app.registry)
     producer.requests.reset()
-    chain_id = producer.chain([step("s", 1, tmp_path, pad="p" * pad_bytes) for _ in range(steps)])
+    chain_id = producer.chains.start([step("s", 1, tmp_path, pad="p" * pad_bytes) for _ in range(steps)])
     created = producer.requests.units("write")
     ran = work_until(
-        worker, lambda: producer.get_chain(chain_id).status == "succeeded", concurrency=4, timeout_s=120
+        worker, lambda: producer.chains.get(chain_id).status == "succeeded", concurrency=4, timeout_s=120
     )
     run = worker.requests.units("write") - sum(ran.presence.capacity.values())
     reads = {op: n for (svc, op), n in worker.requests.counts.items() if op in ("GetItem", "BatchGetItem")}
@@ -435,14 +441,14 @@ def test_each_step_goes_to_its_own_queue_level_or_key_and_a_worker_killed_betwee
         step("transform", 10, tmp_path),
         step("store", 100, tmp_path),
     )
-    chain_id = app.chain(
+    chain_id = app.chains.start(
         [
             fetch,
             JobRequest(*transform, queue="work", priority="high"),
             JobRequest(*store, queue="device", serialize_key="k1"),
         ]
     )
-    ids = [s.job_id for s in app.get_chain(chain_id).steps]
+    ids = [s.job_id for s in app.chains.get(chain_id).steps]
 
     def waiting_on(route: str) -> int:
         url = app.run(app.queue_urls.flow([route]))[route]
@@ -471,6 +477,6 @@ def test_each_step_goes_to_its_own_queue_level_or_key_and_a_worker_killed_betwee
     assert [(r["step"], r["attempt"]) for r in log] == [(0, 1), (1, 1), (2, 1)]
     assert [r["pid"] for r in log] == pids
     assert [app.get(i).queue for i in ids] == ["default", "work", "device"]
-    assert app.get_chain(chain_id).status == "succeeded"
+    assert app.chains.get(chain_id).status == "succeeded"
     assert app.get(ids[2]).result == {"total": 111, "path": ["fetch", "transform", "store"]}
     assert find_stranded(app.run, app.settings, time.time(), segments=1, grace_s=0.0).stranded == []

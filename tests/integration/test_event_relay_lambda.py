@@ -164,8 +164,8 @@ def test_the_stream_lambda_publishes_one_event_per_terminal_transition_of_batche
         finals = {j: app.wait(j, timeout=90) for j in [*ok, *dead, *items, cancelled]}
 
         def settled() -> bool:
-            callback = app.get_batch(batch.id).callback_id
-            chain = app.get_chain(chain_id)
+            callback = app.batches.get(batch.id).callback_id
+            chain = app.chains.get(chain_id)
             return (
                 callback is not None
                 and app.get(callback, load_result=False).status.terminal
@@ -175,10 +175,10 @@ def test_the_stream_lambda_publishes_one_event_per_terminal_transition_of_batche
         wait_until(settled, 60, "the batch's callback and the chain", every_s=0.5)
     finally:
         kill_group(worker)
-    callback = app.get_batch(batch.id).callback_id
+    callback = app.batches.get(batch.id).callback_id
     assert callback is not None
     finals[callback] = app.get(callback)
-    finals.update({s.job_id: app.get(s.job_id) for s in app.get_chain(chain_id).steps})
+    finals.update({s.job_id: app.get(s.job_id) for s in app.chains.get(chain_id).steps})
     with recorder.guard:
         records, made_by = list(recorder.records), list(recorder.made_by)
     # ... the terminal transitions were written by batched statements, which MiniStack's stream omits

@@ -134,8 +134,8 @@ def test_each_terminal_transition_is_one_event_id_across_sigkill_and_copied_mess
 
         def swept_and_settled() -> bool:
             early.append(asyncio.run(_closing(app, sweep_once(app))))
-            callback = app.get_batch(batch.id).callback_id
-            chain = app.get_chain(chain_id)
+            callback = app.batches.get(batch.id).callback_id
+            chain = app.chains.get(chain_id)
             return (
                 callback is not None
                 and app.get(callback, load_result=False).status.terminal
@@ -144,10 +144,10 @@ def test_each_terminal_transition_is_one_event_id_across_sigkill_and_copied_mess
             )
 
         wait_until(swept_and_settled, 60, "the batch's callback and the chain", every_s=0.5)
-        callback = app.get_batch(batch.id).callback_id
+        callback = app.batches.get(batch.id).callback_id
         assert callback is not None
         finals[callback] = app.get(callback)
-        finals.update({s.job_id: app.get(s.job_id) for s in app.get_chain(chain_id).steps})
+        finals.update({s.job_id: app.get(s.job_id) for s in app.chains.get(chain_id).steps})
     finally:
         kill_group(first, *([second] if second else []))
     # ... and the relay reads the change stream once the jobs have ended
@@ -175,10 +175,10 @@ def one_of_each_ending(app, *, succeeding: int, dying: int):
     dead = [app.enqueue("boom", {"what": f"order {n}"}) for n in range(dying)]
     cancelled = app.enqueue("add", {"a": 0, "b": 0}, delay=600)
     app.cancel(cancelled)
-    batch = app.batch("done")
+    batch = app.batches.create("done")
     items = [batch.add("add", {"a": n, "b": 2}) for n in range(3)]
     batch.seal()
-    chain_id = app.chain([("add", {"a": 1, "b": 1}), ("add", {"a": 2, "b": 2})])
+    chain_id = app.chains.start([("add", {"a": 1, "b": 1}), ("add", {"a": 2, "b": 2})])
     return ok, dead, cancelled, batch, items, chain_id
 
 

@@ -343,7 +343,7 @@ def test_pause_stops_starts_fleet_wide_within_seconds_and_resume_restores_them(a
     warm = app.enqueue("report", {"log": str(log)})
     wait_until(lambda: finished(app, [warm]), 30, "a first report")
     # WHEN the type is paused, then jobs of it are enqueued
-    app.pause("report", reason="maintenance")
+    app.limits.pause("report", reason="maintenance")
     time.sleep(3)  # the workers' pause cache (2 s) has caught up
     ids = app.enqueue_many([{"type": "report", "payload": {"log": str(log)}} for _ in range(5)])
     time.sleep(6)
@@ -351,7 +351,7 @@ def test_pause_stops_starts_fleet_wide_within_seconds_and_resume_restores_them(a
     assert all(app.get(i).status is JobStatus.QUEUED and app.get(i).attempt == 0 for i in ids)
     assert {e["reason"] for e in workers.events("job deferred")} == {"paused"}
     # WHEN resumed, they all run
-    assert app.resume("report") is True
+    assert app.limits.resume("report") is True
     took = wait_until(lambda: finished(app, ids), 60, "reports after resume")
     print(f"\nresume → all 5 finished in {took:.1f} s")
     assert all(app.get(i).status is JobStatus.SUCCEEDED and app.get(i).attempt == 1 for i in ids)

@@ -41,7 +41,7 @@ def test_a_paused_type_shows_its_oldest_waiting_job_growing_though_none_starts(
     app.registry.include(limited.app.registry)
     app.limits.include(limited.app.limits)
     app.provision()
-    app.pause("report", reason="maintenance")
+    app.limits.pause("report", reason="maintenance")
     ids = app.enqueue_many([{"type": "report", "payload": {"log": str(tmp_path / "runs.log")}}] * 3)
     out = tmp_path / "worker.out"
     with out.open("wb") as log:

@@ -70,7 +70,7 @@ def test_jobs_that_wait_past_the_message_retention_keep_a_witness_and_run(minist
         wait_until(lambda: runs(log)[holder] == 1, 60, "the limit's holder started")
         started = time.monotonic()
         # WHEN a job is enqueued due 90 s later, one of a paused type, and one behind the held limit
-        app.pause("plain")
+        app.limits.pause("plain")
         jobs = {
             "due later": app.enqueue("limited.run", p, delay=timedelta(seconds=90)),
             "paused": app.enqueue("plain", p),
@@ -79,7 +79,7 @@ def test_jobs_that_wait_past_the_message_retention_keep_a_witness_and_run(minist
         # ...and the pause outlasts every message the paused job was first sent with
         wait_until(lambda: time.monotonic() - started > RETENTION_S + 15, 120, "the pause outlived a message")
         assert [runs(log)[j] for j in jobs.values()] == [0, 0, 0]
-        app.resume("plain")
+        app.limits.resume("plain")
 
         # THEN each job runs once its wait ends, and succeeds
         def statuses() -> dict[str, JobStatus]:

@@ -222,7 +222,7 @@ def test_priority_and_key_pick_the_queue_and_the_record_keeps_them(app):
 def test_jobs_written_inside_another_transaction_go_to_their_level_or_key_queue(app):
     # GIVEN jobs whose records another write carries (a batch item, a transaction's jobs),
     # each with a priority level or a serialize key
-    batch = app.batch("work.run")
+    batch = app.batches.create("work.run")
     item_high = batch.add("work.run", {"label": "item"}, priority="high")
     item_keyed = batch.add("device.command", {"label": "item-k"}, serialize_key="dev-7")
     with app.transaction() as tx:

@@ -112,7 +112,7 @@ def test_keys_start_in_enqueue_order_after_deferrals_past_the_redrive_limit_and_
         app.enqueue("hold", {"release": str(release), "started": str(started)})
         wait_until(started.exists, 30, "the holder's start")
     elif wait == "pause":
-        app.pause(job_type)
+        app.limits.pause(job_type)
     else:  # opened by a failure, then half-open while its probe runs
         dead.add(app.enqueue("trip", {}))
         wait_until(lambda: breaker(app) == "open", 30, "the breaker open")
@@ -143,7 +143,7 @@ def test_keys_start_in_enqueue_order_after_deferrals_past_the_redrive_limit_and_
             lambda: sum(deferrals(logs)) >= 3 * REDRIVE * len(KEYS), 120, "three redrive limits' worth"
         )
         if wait == "pause":
-            app.resume(job_type)
+            app.limits.resume(job_type)
         else:  # the holder ends; the probe succeeds and closes the breaker
             release.touch()
         wait_until(
@@ -221,7 +221,7 @@ def test_a_keyed_job_waiting_on_a_token_lets_its_key_go_on_and_its_record_says_s
         assert "order yielded" in shown and "waits on a token" in shown, shown
         assert app.get(later[0]).extra.get("order_yielded") is None
         # AND once answered it runs, after them
-        app.complete_token(token.read_text(), "yes")
+        app.tokens.complete(token.read_text(), "yes")
         wait_until(lambda: app.get(first).status is JobStatus.SUCCEEDED, 30, "the first job's run")
     finally:
         kill_group(worker)

@@ -156,13 +156,13 @@ def everything_finished(app, jobs: dict[str, str], batch_id: str, chain_id: str)
     The callback is a job of its own, enqueued when the batch completes: until it has run, it is a
     queued record whose witness is its message, which the audit (no grace) cannot see.
     """
-    batch = app.get_batch(batch_id)
+    batch = app.batches.get(batch_id)
     return (
         all(app.get(j, load_result=False).status is JobStatus.SUCCEEDED for j in jobs.values())
         and batch.status == "complete"
         and batch.callback_id is not None
         and app.get(batch.callback_id, load_result=False).status is JobStatus.SUCCEEDED
-        and app.get_chain(chain_id).status == "succeeded"
+        and app.chains.get(chain_id).status == "succeeded"
     )
 
 
@@ -221,7 +221,7 @@ def test_every_feature_whose_message_sqs_redrove_is_brought_back_and_runs_once(a
         # ...one job of every feature, a paused type's and the dependency's among them, a foreign
         # message, and no worker on their queues
         jobs, batch_id, chain_id = one_of_each(app, log)
-        app.pause("paused.run")
+        app.limits.pause("paused.run")
         jobs["paused"] = app.enqueue("paused.run", {"runs": str(log)})
         jobs["breaker-deferred"] = app.enqueue("breaker.run", {"runs": str(log)})
         foreign = json.dumps(
@@ -271,7 +271,7 @@ def test_every_feature_whose_message_sqs_redrove_is_brought_back_and_runs_once(a
         others = {f: j for f, j in jobs.items() if f != "paused"}
         wait_until(lambda: everything_finished(app, others, batch_id, chain_id), 90, "every job finished")
         wait_until(lambda: exists(app, fired) and app.get(fired).status.terminal, 60, "the fire's job")
-        app.resume("paused.run")
+        app.limits.resume("paused.run")
         wait_until(lambda: everything_finished(app, jobs, batch_id, chain_id), 60, "the paused job finished")
     finally:
         kill_group(*(p for p in (prober, relay, worker) if p is not None))
@@ -317,7 +317,7 @@ def test_every_feature_whose_worker_is_killed_mid_job_runs_again_without_the_swe
         waiting = wait_on_token(app, log)
         tripped = app.enqueue("breaker.trip", {})
         wait_until(lambda: app.get(tripped, load_result=False).status is JobStatus.DEAD, 60, "breaker opened")
-        app.pause("paused.run")
+        app.limits.pause("paused.run")
         p = {"runs": str(log), "sleep_first_s": 30}
         jobs, batch_id, chain_id = one_of_each(app, log, sleep_first_s=30)
         jobs["breaker-deferred"] = app.enqueue("breaker.run", p)
@@ -345,7 +345,7 @@ def test_every_feature_whose_worker_is_killed_mid_job_runs_again_without_the_swe
         regather(app, log, jobs, "kill", 4)
         assert set(jobs) == set(MATRIX_ROWS)
         rescuer = worker_process(app, APP, concurrency=22, queues=QUEUES, **ENV)
-        app.resume("paused.run")
+        app.limits.resume("paused.run")
         answer(app, log, waiting)
         # THEN every job runs again once its lease expires (the paused one, deferred by the dead
         # worker, runs once), and its workflow goes on
@@ -420,8 +420,8 @@ def test_every_feature_deferred_20_times_keeps_its_message_and_runs_once(app, tm
         waiting_at, waiting = time.time(), wait_on_token(app, log)
         wait_until(lambda: asleep_now(app, log, asleep), 30, "the job fell asleep")
         wait_until(lambda: waiting_on_token(app, log, waiting), 30, "the job waiting on its token")
-        app.pause("stepped.run")
-        app.pause("token.run")
+        app.limits.pause("stepped.run")
+        app.limits.pause("token.run")
         tripped = app.enqueue("breaker.trip", {})
         wait_until(lambda: app.get(tripped, load_result=False).status is JobStatus.DEAD, 60, "breaker opened")
         blockers = [app.enqueue("breaker.run", {"runs": str(log), "sleep_first_s": BLOCK_S})] + [
@@ -430,7 +430,7 @@ def test_every_feature_deferred_20_times_keeps_its_message_and_runs_once(app, tm
         wait_until(lambda: all(runs(log)[j] == 1 for j in blockers), 60, "the slots and the probe taken")
         paused = ("plain", "work.run", "device.run", "paused.run", "batched.run", "stepped.run", "hook.run")
         for job_type in paused:
-            app.pause(job_type)
+            app.limits.pause(job_type)
         # WHEN one job of every feature waits behind them, with a redrive limit of 3 receives
         enqueued = time.time()
         p = {"runs": str(log)}
@@ -460,7 +460,7 @@ def test_every_feature_deferred_20_times_keeps_its_message_and_runs_once(app, tm
             "the blockers finished",
         )
         for job_type in (*paused, "token.run"):
-            app.resume(job_type)
+            app.limits.resume(job_type)
         # THEN every job runs once: none was moved to a DLQ while it only waited
         wait_until(lambda: everything_finished(app, jobs, batch_id, chain_id), 90, "every job finished")
     finally:
@@ -505,7 +505,7 @@ def test_every_feature_expired_by_the_sweeper_ends_expired_and_its_workflow_hear
     # a paused type's, and a foreign message that a worker turned into a held job
     p = {"runs": str(tmp_path / "runs")}
     later = {"delay": 1000, "expires_after": 1001}
-    app.pause("paused.run")
+    app.limits.pause("paused.run")
     jobs = {
         "plain": app.enqueue("plain", p, **later),
         "priority level": app.enqueue("work.run", p, priority="high", **later),
@@ -515,14 +515,14 @@ def test_every_feature_expired_by_the_sweeper_ends_expired_and_its_workflow_hear
         "paused": app.enqueue("paused.run", p, **later),
         "breaker-deferred": app.enqueue("breaker.run", p, **later),
     }
-    batch = app.batch("batch.done")
+    batch = app.batches.create("batch.done")
     jobs["batch item"] = batch.add("plain", p, **later)
     batch.seal()
     # a chain step cannot be held, and an unblocked step's witness is its hint (its pending entry is
     # cleared once the hint is sent): the sweeper never sees it. Its second step, on a queue no
     # worker serves yet, waits past its deadline; the worker that then receives it expires it.
-    chain_id = app.chain([("plain", p), ("aside.run", p)])
-    jobs["chain step"] = app.get_chain(chain_id).steps[1].job_id
+    chain_id = app.chains.start([("plain", p), ("aside.run", p)])
+    jobs["chain step"] = app.chains.get(chain_id).steps[1].job_id
     with app.transaction() as tx:
         jobs["transaction"] = tx.enqueue("plain", p, **later)
     send_raw(
@@ -544,7 +544,7 @@ def test_every_feature_expired_by_the_sweeper_ends_expired_and_its_workflow_hear
     try:
         wait_until(lambda: relayed(dsn), 60, "the relay moved the outbox row")
         wait_until(lambda: exists(app, jobs["foreign message"]), 60, "the foreign message became a job")
-        wait_until(lambda: app.get_chain(chain_id).current == 1, 60, "the chain's first step succeeded")
+        wait_until(lambda: app.chains.get(chain_id).current == 1, 60, "the chain's first step succeeded")
         # a job that starts, then sleeps past its deadline (expiry bounds a first start only), and
         # one that waits on a token past it (a token that outlives the sweeper's clock)
         jobs["asleep"] = fall_asleep(app, tmp_path / "runs", 18, expires_after=15)
@@ -573,7 +573,7 @@ def test_every_feature_expired_by_the_sweeper_ends_expired_and_its_workflow_hear
         report = sweep(app, now=time.time() + 1070)
         aside = worker_process(app, APP, concurrency=1, queues="aside", **ENV)
         try:
-            wait_until(lambda: app.get_chain(chain_id).status != "running", 60, "the chain step expired")
+            wait_until(lambda: app.chains.get(chain_id).status != "running", 60, "the chain step expired")
             for row in ("hook's job", "schedule fire"):
                 wait_until(
                     lambda r=row: app.get(jobs[r], load_result=False).status in TERMINAL,
@@ -603,8 +603,8 @@ def test_every_feature_expired_by_the_sweeper_ends_expired_and_its_workflow_hear
     assert all(
         "not started by its deadline" in (j.reason or "") for f, j in ended.items() if f not in started
     ), {f: j.reason for f, j in ended.items()}
-    assert app.get_batch(batch.id).counts["failed"] == 1
-    assert app.get_chain(chain_id).status == "stopped"
+    assert app.batches.get(batch.id).counts["failed"] == 1
+    assert app.chains.get(chain_id).status == "stopped"
     # ...and the dedup modes' keys no longer name them: the next enqueue of each key is a new job
     p = {"runs": str(tmp_path / "runs")}
     live = app.enqueue("plain", p, idempotency_key="wa-far", unique="while_active", **later)
@@ -648,7 +648,7 @@ def test_every_feature_retried_past_the_message_retention_is_held_and_runs_again
         # a dependency whose breaker one failed run opened, and a paused type
         tripped = app.enqueue("breaker.trip", {})
         wait_until(lambda: app.get(tripped, load_result=False).status is JobStatus.DEAD, 60, "breaker opened")
-        app.pause("paused.run")
+        app.limits.pause("paused.run")
         # WHEN one job of every feature asks, on its first attempt, to run again 60 s later:
         # later than its message lives
         p = {"runs": str(log), "retry_first_s": 60}
@@ -670,7 +670,7 @@ def test_every_feature_retried_past_the_message_retention_is_held_and_runs_again
         assert set(jobs) == set(MATRIX_ROWS)
         others = [j for f, j in jobs.items() if f != "paused"]
         wait_until(lambda: all(runs(log)[j] == 1 for j in others), 60, "every other row ran once")
-        app.resume("paused.run")  # it was deferred meanwhile
+        app.limits.resume("paused.run")  # it was deferred meanwhile
         # THEN each is held in its record (no message could wait so long): between its two runs its
         # record keeps its payload and an attention entry, the witness the sweeper brings it back by
         held = {}
@@ -734,7 +734,7 @@ def test_every_feature_enqueued_as_a_worker_drains_is_released_and_runs_on_the_n
     try:
         tripped = app.enqueue("breaker.trip", {})
         wait_until(lambda: app.get(tripped, load_result=False).status is JobStatus.DEAD, 60, "breaker opened")
-        app.pause("paused.run")
+        app.limits.pause("paused.run")
         # (the asleep row's job falls asleep on it, and wakes on the next; the token's job waits on
         # it, answered once the next one runs)
         asleep = fall_asleep(app, log, 4)
@@ -772,7 +772,7 @@ def test_every_feature_enqueued_as_a_worker_drains_is_released_and_runs_on_the_n
         # THEN the next worker runs each (the paused one once resumed), nothing hidden by a poll
         others = {f: j for f, j in jobs.items() if f != "paused"}
         wait_until(lambda: everything_finished(app, others, batch_id, chain_id), 60, "every job finished")
-        app.resume("paused.run")
+        app.limits.resume("paused.run")
         wait_until(lambda: everything_finished(app, jobs, batch_id, chain_id), 60, "the paused job finished")
         assert first.wait(40) == 0
     finally:

@@ -1,5 +1,5 @@
 """Wait tokens attacked from outside: a real worker process, answers over HTTP from another process,
-``app.complete_token``, and a token nobody answers (MiniStack).
+``app.tokens.complete``, and a token nobody answers (MiniStack).
 """
 
 from __future__ import annotations
@@ -84,21 +84,19 @@ def test_a_job_waiting_on_a_token_is_woken_by_an_http_post_from_another_process(
     assert (calls(tmp_path, job_id, "charge"), calls(tmp_path, job_id, "ship")) == (1, 1)
 
 
-def test_app_complete_token_wakes_the_job_fail_token_fails_it_and_an_unknown_token_is_not_found(
-    app, tmp_path
-):
+def test_app_tokens_complete_wakes_the_job_fail_fails_it_and_an_unknown_token_is_not_found(app, tmp_path):
     job_id = app.enqueue("approval", {"runs_dir": str(tmp_path), "timeout_s": 120})
     refused = app.enqueue("approval", {"runs_dir": str(tmp_path), "timeout_s": 120})
     proc = worker_process(app, APP, concurrency=2)
     try:
         token = _asleep_on_its_token(app, tmp_path, job_id)
-        assert app.fail_token(_asleep_on_its_token(app, tmp_path, refused), "card declined") == "answered"
-        assert app.complete_token(token, {"by": "ops"}) == "answered"
-        assert app.complete_token(token, {"by": "someone else"}) == "already answered"
+        assert app.tokens.fail(_asleep_on_its_token(app, tmp_path, refused), "card declined") == "answered"
+        assert app.tokens.complete(token, {"by": "ops"}) == "answered"
+        assert app.tokens.complete(token, {"by": "someone else"}) == "already answered"
         with pytest.raises(TokenNotFound):
-            app.complete_token(f"{job_id}.t2", 1)
+            app.tokens.complete(f"{job_id}.t2", 1)
         with pytest.raises(TokenNotFound):
-            app.complete_token("no-such-token", 1)
+            app.tokens.complete("no-such-token", 1)
         wait_until(lambda: app.get(job_id).status is JobStatus.SUCCEEDED, 30, "shipped")
         wait_until(lambda: app.get(refused).status is JobStatus.DEAD, 30, "failed")
     finally:
@@ -131,7 +129,7 @@ def test_a_token_nobody_answers_times_out_in_the_job_and_refuses_a_late_answer(a
     assert job.last_error is not None and job.last_error.error_class == "TokenTimeout"
     assert calls(tmp_path, job_id, "ship") == 0
     with pytest.raises(TokenExpired):
-        app.complete_token(token, "too late")
+        app.tokens.complete(token, "too late")
 
 
 def waits_on_a_token(pending: Pending, body: str) -> bool:
@@ -158,7 +156,7 @@ def test_a_token_answered_as_its_job_begins_to_wait_runs_the_job_on_at_once_on_i
             # GIVEN the job has read that its token is unanswered and is about to wait for it ...
             assert proxy.held.wait(30), "the job never began to wait"
             # WHEN the answer lands first, and only then the job's wait reaches DynamoDB
-            assert app.complete_token(str(token_of(tmp_path, job_id)), {"by": "ops"}) == "answered"
+            assert app.tokens.complete(str(token_of(tmp_path, job_id)), {"by": "ops"}) == "answered"
             proxy.release.set()
             # THEN the wait is refused, and the job runs on at once with the answer, on its one attempt
             wait_until(lambda: app.get(job_id).status.terminal, 30, "the job's end")

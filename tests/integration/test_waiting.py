@@ -13,7 +13,7 @@ import concurrent.futures
 import pytest
 
 from sqsjobs import JobStatus, WaitTimeout
-from sqsjobs.ops.waiting import reads_within
+from sqsjobs.store.waiting import reads_within
 from tests.integration.helpers import kill_group, wait_until, worker_process
 
 pytestmark = pytest.mark.slow
@@ -123,16 +123,16 @@ def test_a_thousand_concurrent_waiters_read_within_their_bound_and_cost_less_tha
 
 def test_a_batch_and_a_chain_are_waited_for_until_they_complete(app):
     # GIVEN a sealed batch of three items and a chain of two steps, waited for before any worker runs
-    batch = app.batch("done")
+    batch = app.batches.create("done")
     for n in range(3):
         batch.add("add", {"a": n, "b": 1})
     batch.seal()
-    chain_id = app.chain([("add", {"a": 1, "b": 1}), ("nap", {"sleep_s": 0.2})])
+    chain_id = app.chains.start([("add", {"a": 1, "b": 1}), ("nap", {"sleep_s": 0.2})])
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        batch_wait = pool.submit(app.wait_batch, batch.id, timeout=60)
-        chain_wait = pool.submit(app.wait_chain, chain_id, timeout=60)
+        batch_wait = pool.submit(app.batches.wait, batch.id, timeout=60)
+        chain_wait = pool.submit(app.chains.wait, chain_id, timeout=60)
         with pytest.raises(WaitTimeout):
-            app.wait_chain(chain_id, timeout=0.5)  # nothing runs them yet
+            app.chains.wait(chain_id, timeout=0.5)  # nothing runs them yet
         assert not batch_wait.done() and not chain_wait.done()
         # WHEN a worker process runs them
         worker = worker_process(app, APP, concurrency=2)

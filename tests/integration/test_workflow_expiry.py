@@ -62,20 +62,20 @@ def wait_past(deadline: float) -> None:
 
 
 def test_an_expired_batch_item_counts_as_failed_and_its_batch_completes_once(app):
-    batch = app.batch("wf.done")
+    batch = app.batches.create("wf.done")
     ran = batch.add("wf.item", {"n": 1})
     late = batch.add("wf.item", {"n": 2}, expires_after=1)
     batch.seal()
     wait_past(app.get(late).start_by.timestamp())  # no worker ran before its deadline
 
     def completed() -> bool:
-        st = app.get_batch(batch.id)
+        st = app.batches.get(batch.id)
         return (
             st.status == "complete" and st.callback_id is not None and app.get(st.callback_id).status.terminal
         )
 
     work_until(app, completed, timeout_s=60)
-    st = app.get_batch(batch.id)
+    st = app.batches.get(batch.id)
     assert app.get(late).status is JobStatus.EXPIRED
     assert app.get(ran).status is JobStatus.SUCCEEDED
     assert st.counts == {"pending": 0, "succeeded": 1, "failed": 1}
@@ -86,24 +86,24 @@ def test_an_expired_batch_item_counts_as_failed_and_its_batch_completes_once(app
 
 def test_a_chain_steps_deadline_counts_from_when_it_may_start(app):
     # GIVEN step 2's type expires 5 s after it may start, and step 1 takes longer than that
-    chain_id = app.chain([("wf.slow", {"sleep_s": 6}), ("wf.quick", {})])
+    chain_id = app.chains.start([("wf.slow", {"sleep_s": 6}), ("wf.quick", {})])
     # THEN step 2 still runs once step 1 succeeded: its deadline counts from its unblock
-    work_until(app, lambda: app.get_chain(chain_id).status != "running", timeout_s=60)
-    chain = app.get_chain(chain_id)
+    work_until(app, lambda: app.chains.get(chain_id).status != "running", timeout_s=60)
+    chain = app.chains.get(chain_id)
     assert chain.status == "succeeded", chain
     assert app.get(chain.steps[1].job_id).result == "after slept"
 
 
 def test_an_expired_chain_step_stops_its_chain(app):
     # GIVEN a chain whose second step runs on a queue no worker serves until after its deadline
-    chain_id = app.chain([("wf.item", {"n": 1}), ("wf.elsewhere", {}), ("wf.item", {"n": 3})])
-    first, second, third = (s.job_id for s in app.get_chain(chain_id).steps)
+    chain_id = app.chains.start([("wf.item", {"n": 1}), ("wf.elsewhere", {}), ("wf.item", {"n": 3})])
+    first, second, third = (s.job_id for s in app.chains.get(chain_id).steps)
     work_until(app, lambda: app.get(second).status is JobStatus.QUEUED, queues=["default"], timeout_s=60)
     wait_past(app.get(second).start_by.timestamp())
     # WHEN a worker of both queues meets its message
-    work_until(app, lambda: app.get_chain(chain_id).status != "running", queues=["default", "elsewhere"])
+    work_until(app, lambda: app.chains.get(chain_id).status != "running", queues=["default", "elsewhere"])
     # THEN it expired without a run, the chain stopped there, and the step after it never runs
-    chain = app.get_chain(chain_id)
+    chain = app.chains.get(chain_id)
     assert app.get(first).status is JobStatus.SUCCEEDED
     assert app.get(second).status is JobStatus.EXPIRED and app.get(second).result is None
     assert chain.status == "stopped" and chain.stopped_at == 1, chain
@@ -114,7 +114,7 @@ def test_an_expired_chain_step_stops_its_chain(app):
 
 def test_a_held_batch_item_the_sweeper_expires_counts_as_failed(app):
     # GIVEN a sealed batch whose one item is held (due in 1,000 s) and expires 1 s after it is due
-    batch = app.batch("wf.done")
+    batch = app.batches.create("wf.done")
     held = batch.add("wf.item", {"n": 1}, delay=1000, expires_after=1001)
     batch.seal()
     # WHEN the sweeper first reaches it after its deadline (its clock 1,002 s ahead)
@@ -122,7 +122,7 @@ def test_a_held_batch_item_the_sweeper_expires_counts_as_failed(app):
     # THEN it expired instead of being sent, counted failed with it, and the batch completed
     assert report.expired == [held] and report.dispatched_held == []
     assert app.get(held).status is JobStatus.EXPIRED
-    st = app.get_batch(batch.id)
+    st = app.batches.get(batch.id)
     assert st.counts == {"pending": 0, "succeeded": 0, "failed": 1}
     assert st.status == "complete" and st.callback_id is not None
 
@@ -138,8 +138,8 @@ def test_a_chain_step_the_sweeper_expires_stops_its_chain(ministack_url, make_ap
         ("chain.quick", {"runs_dir": runs}),
         ("chain.add", {"name": "c", "add": 3, "runs_dir": runs}),
     ]
-    chain_id = app.chain(steps)
-    first, second, third = (s.job_id for s in app.get_chain(chain_id).steps)
+    chain_id = app.chains.start(steps)
+    first, second, third = (s.job_id for s in app.chains.get(chain_id).steps)
 
     class LosesTheHint(ChainHook):
         async def landed(self, finish):  # the worker dies right after step 0's commit: step 1's hint is lost
@@ -166,8 +166,8 @@ def test_a_chain_step_the_sweeper_expires_stops_its_chain(ministack_url, make_ap
     subprocess.run(sweep, env=env, check=True, capture_output=True, timeout=120)
     # THEN step 1 expired, the chain stopped there, and the step after it will never run
     assert app.get(second).status is JobStatus.EXPIRED
-    chain = app.get_chain(chain_id)
+    chain = app.chains.get(chain_id)
     assert chain.status == "stopped" and chain.stopped_at == 1, chain
     assert "expired" in (chain.reason or "")
     assert app.get(third).status is JobStatus.CANCELLED
-    assert app.cancel_chain(chain_id) == "stopped"
+    assert app.chains.cancel(chain_id) == "stopped"

@@ -8,7 +8,7 @@ import pytest
 
 from sqsjobs import WaitTimeout
 from sqsjobs._aws import Call
-from sqsjobs.ops.waiting import FIRST_PAUSE_S, MAX_PAUSE_S, poll_flow, reads_within
+from sqsjobs.store.waiting import FIRST_PAUSE_S, MAX_PAUSE_S, poll_flow, reads_within
 
 
 def drive(timeout_s: float, ends_after: int | None = None):

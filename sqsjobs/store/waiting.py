@@ -22,7 +22,8 @@ measurement over 1,000 concurrent waiters).
 
 Time: the deadline is read from ``time.monotonic`` (a wait is real time, whatever clock the App's
 leases read); the pauses are ``sleep_call`` steps the driver sleeps through, so one flow serves
-``App.wait`` (boto3, ``time.sleep``) and ``App.await_result`` (aioboto3, ``asyncio.sleep``).
+``App.wait`` (boto3, ``time.sleep``) and ``App.await_result`` (aioboto3, ``asyncio.sleep``). A
+feature's waits (``app.chains.wait``, ``app.batches.wait``) are ``poll_flow`` over its own read.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from sqsjobs._aws import Call, sleep_call
 from sqsjobs.errors import JobNotFound, PayloadMissing, WaitTimeout
 from sqsjobs.store import codec, requests
 from sqsjobs.transport import objects
-from sqsjobs.workflows import batches, chains
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from sqsjobs._aws import Flow
     from sqsjobs.config import Settings
     from sqsjobs.job import Job
-    from sqsjobs.workflows.completion import BatchEnv
 
 T = TypeVar("T")
 
@@ -57,8 +56,6 @@ MAX_PAUSE_S = 10.0
 #: The longest wait an HTTP request may ask for (``GET /jobs/{id}?wait=``): API Gateway ends a
 #: request at 29 s, and a client's default read timeout is often 30 s.
 MAX_HTTP_WAIT_S = 20
-#: The chain states after which nothing more runs.
-CHAIN_ENDED = frozenset({"succeeded", "stopped", "cancelled"})
 
 
 def pauses() -> Iterator[float]:
@@ -130,24 +127,4 @@ def job_flow(settings: Settings, job_id: str, timeout_s: float) -> Flow[Job]:
         lambda job: job.status.terminal,
         timeout_s,
         f"job {job_id}",
-    )
-
-
-def batch_flow(env: BatchEnv, batch_id: str, timeout_s: float) -> Flow[batches.BatchStatus]:
-    """The batch once complete (every item done, or failed early, or cancelled)."""
-    return poll_flow(
-        lambda _first: batches.status_flow(env, batch_id),
-        lambda batch: batch.status == "complete",
-        timeout_s,
-        f"batch {batch_id}",
-    )
-
-
-def chain_flow(settings: Settings, chain_id: str, timeout_s: float) -> Flow[chains.ChainStatus]:
-    """The chain once it succeeded, stopped (a step ended without success) or was cancelled."""
-    return poll_flow(
-        lambda _first: chains.get_flow(settings, chain_id),
-        lambda chain: chain.status in CHAIN_ENDED,
-        timeout_s,
-        f"chain {chain_id}",
     )
