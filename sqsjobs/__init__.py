@@ -63,8 +63,12 @@ from sqsjobs.registry import (
     BatchOptions,
     BatchRetry,
     BatchSuccess,
+    Debounce,
+    DedupeFor,
     HandlerSpec,
     Registry,
+    Throttle,
+    WhileActive,
 )
 from sqsjobs.retry import Backoff, RetryPolicy
 from sqsjobs.runtime.sweeper import SweepReport, sweep_once
@@ -97,6 +101,8 @@ __all__ = [
     "ChainStep",
     "Clock",
     "ConfigurationError",
+    "Debounce",
+    "DedupeFor",
     "DedupeInvalid",
     "DuplicateHandler",
     "EnvelopeError",
@@ -135,6 +141,7 @@ __all__ = [
     "StoreError",
     "SweepReport",
     "SystemClock",
+    "Throttle",
     "Transaction",
     "TransactionCancelled",
     "TransactionInvalid",
@@ -142,6 +149,7 @@ __all__ = [
     "UnknownEnvelopeVersion",
     "UpcastError",
     "WaitTimeout",
+    "WhileActive",
     "Worker",
     "sweep_once",
 ]

@@ -22,6 +22,7 @@ from sqsjobs._aws import Call, Flow, together
 from sqsjobs.config import to_seconds
 from sqsjobs.envelope import DEEP_PAYLOAD, payload_depth_error
 from sqsjobs.errors import (
+    DedupeInvalid,
     JobNotFound,
     PayloadInvalid,
     PayloadMissing,
@@ -30,7 +31,7 @@ from sqsjobs.errors import (
     TransportError,
 )
 from sqsjobs.observability.tracing import current_trace, message_attributes
-from sqsjobs.registry import P
+from sqsjobs.registry import Dedupe, P
 from sqsjobs.store import (
     codec,
     deadlines,
@@ -79,14 +80,9 @@ class JobRequest(Generic[P]):
     priority: str | None = None
     #: Jobs with one key run one at a time, in enqueue order (``serialized_queues``).
     serialize_key: str | None = None
-    #: Dedup modes of ``idempotency_key`` (one at most; default: the type's). See docs/dedupe.md.
-    unique: str | None = None
-    dedupe_for: timedelta | float | None = None
-    throttle: timedelta | float | None = None
-    #: The last payload of a quiet period this long wins, started at the latest ``debounce_max``
-    #: (default: ten quiet periods) after the key's first enqueue.
-    debounce: timedelta | float | None = None
-    debounce_max: timedelta | float | None = None
+    #: How long ``idempotency_key`` names one job: ``DedupeFor``, ``Throttle``, ``WhileActive`` or
+    #: ``Debounce`` (default: the type's ``@app.job(dedupe=)``). See docs/dedupe.md.
+    dedupe: Dedupe | None = None
 
 
 class EnqueueOptions(TypedDict, total=False):
@@ -102,11 +98,7 @@ class EnqueueOptions(TypedDict, total=False):
     expires_after: timedelta | float | None
     priority: str | None
     serialize_key: str | None
-    unique: str | None
-    dedupe_for: timedelta | float | None
-    throttle: timedelta | float | None
-    debounce: timedelta | float | None
-    debounce_max: timedelta | float | None
+    dedupe: Dedupe | None
 
 
 def requests_of(items: Iterable[JobRequest[Any] | Mapping[str, Any]]) -> list[JobRequest[Any]]:
@@ -185,17 +177,14 @@ def build_new_job(
     return _claim_checked(dedupe.with_mode(job, mode), settings, in_record=in_record or job.held)
 
 
-def _dedupe_of(request: JobRequest[Any], spec: HandlerSpec | None) -> dedupe.Dedupe | None:
-    """The request's dedup mode, else its type's (``@app.job(unique=|dedupe_for=|throttle=)``)."""
-    default = dedupe.of_options(spec.unique, spec.dedupe_for_s, spec.throttle_s) if spec is not None else None
-    return dedupe.of_options(
-        request.unique,
-        to_seconds(request.dedupe_for) if request.dedupe_for is not None else None,
-        to_seconds(request.throttle) if request.throttle is not None else None,
-        default,
-        debounce_s=to_seconds(request.debounce) if request.debounce is not None else None,
-        debounce_max_s=to_seconds(request.debounce_max) if request.debounce_max is not None else None,
-    )
+def _dedupe_of(request: JobRequest[Any], spec: HandlerSpec | None) -> Dedupe | None:
+    """The request's dedup mode, else its type's (``@app.job(dedupe=)``)."""
+    if request.dedupe is not None and not isinstance(request.dedupe, Dedupe):
+        raise DedupeInvalid(
+            f"dedupe={request.dedupe!r}: give DedupeFor(window), Throttle(window), WhileActive() or Debounce(quiet)",
+            field="dedupe",
+        )
+    return request.dedupe if request.dedupe is not None else spec.dedupe if spec is not None else None
 
 
 def _claim_checked(job: enqueue.NewJob, settings: Settings, *, in_record: bool) -> enqueue.NewJob:

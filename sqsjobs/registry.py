@@ -10,17 +10,25 @@ from __future__ import annotations
 
 import copy
 import inspect
+import math
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeAlias, TypeVar
+from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
 from sqsjobs.config import to_seconds
 from sqsjobs.context import JobContext
 from sqsjobs.envelope import DEEP_PAYLOAD, payload_depth_error
-from sqsjobs.errors import ConfigurationError, DuplicateHandler, HandlerNotFound, PayloadInvalid, UpcastError
+from sqsjobs.errors import (
+    ConfigurationError,
+    DedupeInvalid,
+    DuplicateHandler,
+    HandlerNotFound,
+    PayloadInvalid,
+    UpcastError,
+)
 from sqsjobs.retry import RetryPolicy
 
 if typing.TYPE_CHECKING:
@@ -41,6 +49,89 @@ Upcast = Callable[[Any], Any]
 DEFAULT_QUEUE = "default"
 DEFAULT_MAX_ATTEMPTS = 5
 DEFAULT_TIMEOUT_S = 300.0
+
+
+# ── dedup modes: ``@app.job(dedupe=...)`` and an enqueue's ``dedupe=`` (``sqsjobs.store.dedupe``) ──
+#: The modes a job type or an enqueue may name (``NewJob.dedupe``).
+Mode = Literal["window", "throttle", "while_active", "debounce"]
+
+
+@dataclass(frozen=True, eq=False)
+class Dedupe:
+    """A dedup mode with its window (seconds; None for ``while_active``): one of the four below."""
+
+    mode: Mode
+    window_s: float | None = None
+    #: ``debounce``: the longest a key's first enqueue waits for a quiet period.
+    max_wait_s: float | None = None
+
+    def _fields(self) -> tuple[str, float | None, float | None]:
+        return (self.mode, self.window_s, self.max_wait_s)
+
+    def __eq__(self, other: object) -> bool:
+        """The same mode and windows, whichever constructor made it (``Throttle(9)`` is ``Dedupe("throttle", 9)``)."""
+        return isinstance(other, Dedupe) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+
+#: The shortest window, quiet period or ``debounce_max``: a window's slot counts whole milliseconds.
+MIN_WINDOW_S = 0.001
+#: The longest: ten years, as ``delay`` (a longer one is a mistake, and past it the clock arithmetic
+#: of a slot or a deadline overflows, in Python or in DynamoDB's numbers).
+MAX_WINDOW_S = 10 * 365 * 86_400.0
+
+
+def _bounded(name: str, seconds: float | None) -> float | None:
+    """``seconds`` if it is within the bounds (``DedupeInvalid`` naming the option if not)."""
+    if seconds is not None and not (math.isfinite(seconds) and MIN_WINDOW_S <= seconds <= MAX_WINDOW_S):
+        raise DedupeInvalid(
+            f"{name} must be between {MIN_WINDOW_S}s and {MAX_WINDOW_S:.0f}s (ten years), not {seconds}s",
+            field=name,
+        )
+    return seconds
+
+
+#: A debounce without ``max`` runs at the latest this many quiet periods after its first enqueue.
+DEFAULT_MAX_QUIETS = 10
+
+
+class DedupeFor(Dedupe):
+    """The key names one job within this window (aligned); another payload in it is ``IdempotencyConflict``."""
+
+    def __init__(self, window: timedelta | float) -> None:
+        super().__init__("window", _bounded("dedupe_for", to_seconds(window)))
+
+
+class Throttle(Dedupe):
+    """The first enqueue of the key in this window (aligned) wins; later ones, any payload, get its id."""
+
+    def __init__(self, window: timedelta | float) -> None:
+        super().__init__("throttle", _bounded("throttle", to_seconds(window)))
+
+
+class WhileActive(Dedupe):
+    """The key names the live job only: once it has finished, the next enqueue makes a new job."""
+
+    def __init__(self) -> None:
+        super().__init__("while_active")
+
+
+class Debounce(Dedupe):
+    """The last payload of a quiet period this long wins; ``max`` (default ten quiet periods) bounds the wait."""
+
+    def __init__(self, quiet: timedelta | float, *, max: timedelta | float | None = None) -> None:
+        quiet_s = _bounded("debounce", to_seconds(quiet))
+        assert quiet_s is not None
+        max_s = _bounded("debounce_max", to_seconds(max)) if max is not None else None
+        max_wait = max_s if max_s is not None else min(quiet_s * DEFAULT_MAX_QUIETS, MAX_WINDOW_S)
+        if max_wait < quiet_s:
+            raise DedupeInvalid(
+                f"debounce max ({max_wait}s) must be at least the quiet period ({quiet_s}s)",
+                field="debounce_max",
+            )
+        super().__init__("debounce", quiet_s, max_wait)
 
 
 @dataclass(frozen=True)
@@ -141,12 +232,8 @@ class HandlerSpec:
     #: a short cache, a read the types that are neither limited nor pausable never pay.
     pausable: bool = False
     #: The type's default dedup mode for an enqueue with an idempotency key (an enqueue's own wins):
-    #: ``unique="while_active"``, or a window in seconds (``dedupe_for_s``, ``throttle_s``); see docs/dedupe.md.
-    unique: str | None = None
-    dedupe_for_s: float | None = None
-    throttle_s: float | None = None
-    debounce_s: float | None = None
-    debounce_max_s: float | None = None
+    #: ``DedupeFor``, ``Throttle``, ``WhileActive`` or ``Debounce``; see docs/dedupe.md.
+    dedupe: Dedupe | None = None
     #: ``@job(events=...)``: the events its jobs publish when they end (``JOB_EVENTS`` names); None:
     #: the App's ``events`` setting decides (docs/events.md).
     events: frozenset[str] | None = None
@@ -324,11 +411,7 @@ class Registry:
         limits: Sequence[str] = (),
         pausable: bool = False,
         priority: str | None = None,
-        unique: str | None = None,
-        dedupe_for: timedelta | float | None = None,
-        throttle: timedelta | float | None = None,
-        debounce: timedelta | float | None = None,
-        debounce_max: timedelta | float | None = None,
+        dedupe: Dedupe | None = None,
         events: bool | Iterable[str] | None = None,
         on_dead: str | None = None,
         on_succeeded: str | None = None,
@@ -350,8 +433,9 @@ class Registry:
         ``ConfigurationError`` when a worker starts); ``pausable`` lets ``app.limits.pause`` stop a type
         that is under no limit (docs/flow-control-limits.md).
 
-        ``unique="while_active"``, ``dedupe_for``, ``throttle`` or ``debounce`` (with ``debounce_max``)
-        is the type's default dedup mode for an enqueue with an idempotency key (docs/dedupe.md).
+        ``dedupe``: ``DedupeFor(window)``, ``Throttle(window)``, ``WhileActive()`` or
+        ``Debounce(quiet, max=)``, the type's default dedup mode for an enqueue with an idempotency
+        key (docs/dedupe.md).
         ``events``: the events its jobs publish on the App's ``event_bus`` when they end: True (all of
         ``JOB_EVENTS``), False (none), or names from it; None leaves it to the App's ``events``
         setting (docs/events.md). ``on_dead``/``on_succeeded`` name a job type that runs once per
@@ -359,10 +443,11 @@ class Registry:
         an unregistered name is a ``ConfigurationError`` when a worker starts. ``batch``: the
         handler is ``fn(items: list[BatchItem[P]])`` and runs many jobs per call (docs/batch-handlers.md).
         """
-        if unique not in (None, "while_active"):
-            raise ValueError(f"unique must be 'while_active', got {unique!r}")
-        if sum(x is not None for x in (unique, dedupe_for, throttle, debounce)) > 1:
-            raise ValueError("give one of unique, dedupe_for, throttle and debounce")
+        if dedupe is not None and not isinstance(dedupe, Dedupe):
+            raise ConfigurationError(
+                f"job {name!r}: dedupe={dedupe!r}: give DedupeFor(window), Throttle(window), WhileActive() "
+                "or Debounce(quiet)"
+            )
         chosen = _checked_events(name, events)
         expires_after_s = None if expires_after is None else to_seconds(expires_after)
         if expires_after_s is not None and not expires_after_s > 0:
@@ -397,11 +482,7 @@ class Registry:
                 limits=tuple(limits),
                 pausable=pausable or bool(limits),
                 priority=priority,
-                unique=unique,
-                dedupe_for_s=None if dedupe_for is None else to_seconds(dedupe_for),
-                throttle_s=None if throttle is None else to_seconds(throttle),
-                debounce_s=None if debounce is None else to_seconds(debounce),
-                debounce_max_s=None if debounce_max is None else to_seconds(debounce_max),
+                dedupe=dedupe,
                 events=chosen,
                 on_dead=on_dead,
                 on_succeeded=on_succeeded,

@@ -41,7 +41,7 @@ from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops._common import iso
 from sqsjobs.ops.requeue import KEEP
 from sqsjobs.producer import JobRequest
-from sqsjobs.store import waiting
+from sqsjobs.store import dedupe, waiting
 
 router = APIRouter(tags=["jobs"])
 
@@ -100,11 +100,13 @@ async def enqueue(body: EnqueueRequest, app: AppDep, response: Response) -> Any:
         tenant=body.tenant,
         priority=body.priority,
         serialize_key=body.serialize_key,
-        unique=body.unique,
-        dedupe_for=body.dedupe_for,
-        throttle=body.throttle,
-        debounce=body.debounce,
-        debounce_max=body.debounce_max,
+        dedupe=dedupe.of_options(
+            body.unique,
+            body.dedupe_for,
+            body.throttle,
+            debounce_s=body.debounce,
+            debounce_max_s=body.debounce_max,
+        ),
     )
     [job] = app.build_jobs([request])  # the App's own enqueue path: build, then enqueue_jobs_flow
     due_now = not job.held and job.run_at <= job.now

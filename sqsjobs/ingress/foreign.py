@@ -38,6 +38,7 @@ from sqsjobs.observability.tracing import parse as parse_trace
 from sqsjobs.producer import JobRequest, build_new_job, enqueue_jobs_flow
 from sqsjobs.runtime.seams import Plugin
 from sqsjobs.schedules.specs import empty_payload
+from sqsjobs.store import dedupe
 
 if TYPE_CHECKING:
     from sqsjobs.delivery import Delivery
@@ -90,11 +91,13 @@ def job_of(kernel: Kernel, message: Foreign, delivery: Delivery) -> NewJob:
         serialize_key=message.serialize_key,
         run_at=datetime.fromtimestamp(delivery.sent_at + message.delay_s, UTC),
         trace=sender_trace(delivery),  # None: the worker's own (current_trace), as for any enqueue
-        unique=message.unique,
-        dedupe_for=message.dedupe_for,
-        throttle=message.throttle,
-        debounce=message.debounce,
-        debounce_max=message.debounce_max,
+        dedupe=dedupe.of_options(
+            message.unique,
+            message.dedupe_for,
+            message.throttle,
+            debounce_s=message.debounce,
+            debounce_max_s=message.debounce_max,
+        ),
     )
     return build_new_job(
         request,

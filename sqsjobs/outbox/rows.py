@@ -40,7 +40,7 @@ SqlFlow = Generator[tuple[Any, dict[str, str]], None, T]
 PASSED_ON = ("queue", "tenant", "parent_id", "trace", "priority", "serialize_key")
 #: Dedup modes make an id that depends on the enqueue time or on another job holding the key: the
 #: id this helper returns at the write could then differ from the one the relay's enqueue makes.
-UNSUPPORTED = ("unique", "dedupe_for", "throttle", "debounce", "debounce_max")
+UNSUPPORTED = ("dedupe",)
 
 _COLUMNS = ("job_id", "job_type", "payload", "options", "partition")
 #: One statement per driver family: psycopg's ``%(name)s`` and SQLAlchemy ``text()``'s ``:name``.
@@ -86,7 +86,7 @@ def outbox_row(
             raise ValueError(f"the outbox does not take {name}= (its job id must be known at the write)")
     job_type = registry.name_of(request.type)
     spec = registry.get(job_type) if job_type in registry else None
-    if spec is not None and (spec.unique or spec.dedupe_for_s or spec.throttle_s or spec.debounce_s):
+    if spec is not None and spec.dedupe is not None:
         raise ValueError(
             f"{job_type!r} has a dedup mode: enqueue it with App.enqueue, not through the outbox"
         )

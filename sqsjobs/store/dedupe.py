@@ -1,13 +1,16 @@
 """Dedup modes of an idempotency key: how long a key names one job (docs/dedupe.md).
 
-The default key is one job for the record's whole retention. The modes narrow it:
+The default key is one job for the record's whole retention. The modes narrow it; a job type
+(``@app.job(dedupe=...)``) or an enqueue (``dedupe=``) names one as a typed value: ``DedupeFor``,
+``Throttle``, ``WhileActive`` or ``Debounce``. The HTTP API and foreign messages carry the same
+modes as flat JSON fields (``of_options`` reads them).
 
-- ``dedupe_for`` / ``throttle`` (a window): the window's slot is part of the key, so the job id
+- ``DedupeFor`` / ``Throttle`` (a window): the window's slot is part of the key, so the job id
   still comes from the key alone and the enqueue stays the one conditional put it always was. The
   windows are aligned (slot = ``floor(now / window)``): two enqueues either side of a boundary
   are two jobs. ``dedupe_for`` keeps ``IdempotencyConflict`` for another payload; ``throttle``
   does not (the first enqueue of the window wins, later ones get its id whatever their payload).
-- ``unique="while_active"``: the key maps to the live job. A *key item* (``unique#<key id>``)
+- ``WhileActive``: the key maps to the live job. A *key item* (``unique#<key id>``)
   names the job holding the key; it is written before the job's message (one conditional put on
   the happy path, then the job's own writes). A refused put reads the holder's record: live (or
   not yet written), the enqueue returns the holder; finished, it takes the key over with a put
@@ -16,14 +19,20 @@ The default key is one job for the record's whole retention. The modes narrow it
 
 from __future__ import annotations
 
-import math
 import uuid
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from sqsjobs._aws import Call, Flow
 from sqsjobs.errors import DedupeInvalid, StoreError
 from sqsjobs.job import TERMINAL, JobStatus
+from sqsjobs.registry import (
+    Debounce,
+    Dedupe,
+    DedupeFor,
+    Throttle,
+    WhileActive,
+)
 from sqsjobs.store.codec import av_n, av_s, idempotent_job_id, old_item
 from sqsjobs.store.conditions import Fragment, eq
 from sqsjobs.store.schema import TTL_ATTRIBUTE
@@ -35,8 +44,6 @@ if TYPE_CHECKING:
     from sqsjobs.store.codec import Item
     from sqsjobs.store.enqueue import NewJob
 
-#: The modes a job type or an enqueue may name (``NewJob.dedupe``).
-Mode = Literal["window", "throttle", "while_active", "debounce"]
 #: The modes whose job takes a key item before anything else is written.
 KEYED = frozenset({"while_active", "debounce"})
 #: The prefix of a ``while_active`` key item's id (a job id is hex, so the two never meet).
@@ -69,85 +76,33 @@ class EnqueuedId(str):
         return out
 
 
-@dataclass(frozen=True)
-class Dedupe:
-    """A dedup mode with its window (seconds; None for ``while_active``)."""
-
-    mode: Mode
-    window_s: float | None = None
-    #: ``debounce``: the longest a key's first enqueue waits for a quiet period.
-    max_wait_s: float | None = None
-
-
-#: The shortest window, quiet period or ``debounce_max``: a window's slot counts whole milliseconds.
-MIN_WINDOW_S = 0.001
-#: The longest: ten years, as ``delay`` (a longer one is a mistake, and past it the clock arithmetic
-#: of a slot or a deadline overflows, in Python or in DynamoDB's numbers).
-MAX_WINDOW_S = 10 * 365 * 86_400.0
-
-
-def _bounded(name: str, seconds: float | None) -> float | None:
-    """``seconds`` if it is within the bounds (``DedupeInvalid`` naming the option if not)."""
-    if seconds is not None and not (math.isfinite(seconds) and MIN_WINDOW_S <= seconds <= MAX_WINDOW_S):
-        raise DedupeInvalid(
-            f"{name} must be between {MIN_WINDOW_S}s and {MAX_WINDOW_S:.0f}s (ten years), not {seconds}s",
-            field=name,
-        )
-    return seconds
-
-
-#: A debounce without ``debounce_max`` runs at the latest this many quiet periods after its first enqueue.
-DEFAULT_MAX_QUIETS = 10
-
-
 def of_options(
     unique: str | None,
     dedupe_for_s: float | None,
     throttle_s: float | None,
-    default: Dedupe | None = None,
     *,
     debounce_s: float | None = None,
     debounce_max_s: float | None = None,
 ) -> Dedupe | None:
-    """The one mode the options name (``default``, the type's, when they name none).
+    """The one mode flat options name (the HTTP API's and a foreign message's JSON fields), or None.
 
     Raises ``DedupeInvalid`` (a ``ValueError``) for two modes, or a window outside
     ``MIN_WINDOW_S``..``MAX_WINDOW_S``.
     """
-    dedupe_for_s = _bounded("dedupe_for", dedupe_for_s)
-    throttle_s = _bounded("throttle", throttle_s)
-    debounce_s = _bounded("debounce", debounce_s)
-    debounce_max_s = _bounded("debounce_max", debounce_max_s)
-    debounce = None
-    if debounce_s is not None:
-        max_wait = (
-            debounce_max_s
-            if debounce_max_s is not None
-            else min(debounce_s * DEFAULT_MAX_QUIETS, MAX_WINDOW_S)
-        )
-        if max_wait < debounce_s:
-            raise DedupeInvalid(
-                f"debounce_max ({max_wait}s) must be at least the quiet period ({debounce_s}s)",
-                field="debounce_max",
-            )
-        debounce = Dedupe("debounce", debounce_s, max_wait)
-    elif debounce_max_s is not None:
-        raise DedupeInvalid("debounce_max needs debounce (the quiet period)", field="debounce_max")
-    named = [
-        d
-        for d in (
-            Dedupe("while_active") if unique is not None else None,
-            Dedupe("window", dedupe_for_s) if dedupe_for_s is not None else None,
-            Dedupe("throttle", throttle_s) if throttle_s is not None else None,
-            debounce,
-        )
-        if d is not None
-    ]
     if unique is not None and unique != "while_active":
         raise DedupeInvalid(f"unique={unique!r}: the one unique mode is 'while_active'", field="unique")
-    if len(named) > 1:
+    if debounce_s is None and debounce_max_s is not None:
+        raise DedupeInvalid("debounce_max needs debounce (the quiet period)", field="debounce_max")
+    named = [
+        WhileActive() if unique is not None else None,
+        DedupeFor(dedupe_for_s) if dedupe_for_s is not None else None,
+        Throttle(throttle_s) if throttle_s is not None else None,
+        Debounce(debounce_s, max=debounce_max_s) if debounce_s is not None else None,
+    ]
+    chosen = [d for d in named if d is not None]
+    if len(chosen) > 1:
         raise DedupeInvalid("give one of unique, dedupe_for, throttle and debounce", field="idempotency_key")
-    return named[0] if named else default
+    return chosen[0] if chosen else None
 
 
 def job_id(job_type: str, key: str, tenant: str | None, dedupe: Dedupe | None, now: float) -> str:

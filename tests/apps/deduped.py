@@ -20,7 +20,8 @@ import time
 import traceback
 from pathlib import Path
 
-from sqsjobs import App, IdempotencyConflict, JobContext
+from sqsjobs import App, Debounce, DedupeFor, IdempotencyConflict, JobContext, Throttle, WhileActive
+from sqsjobs.registry import Dedupe
 
 app = App(os.environ.get("TEST_APP_NAME", "deduped"))
 
@@ -65,6 +66,19 @@ def main() -> None:
     raise SystemExit(1 if failed else 0)
 
 
+def dedupe_mode(args: argparse.Namespace) -> Dedupe | None:
+    """The mode the command line names (one at most)."""
+    if args.unique:
+        return WhileActive()
+    if args.dedupe_for:
+        return DedupeFor(args.dedupe_for)
+    if args.throttle:
+        return Throttle(args.throttle)
+    if args.debounce:
+        return Debounce(args.debounce, max=60.0)
+    return None
+
+
 def enqueue_one(args: argparse.Namespace, tag: str) -> None:
     """One enqueuer: ready, then released with the others by the start file; prints what it got."""
     app.settings  # noqa: B018  (resolve the settings and the clients before the start line)
@@ -79,11 +93,7 @@ def enqueue_one(args: argparse.Namespace, tag: str) -> None:
             "dedupe.record",
             {"tag": args.payload or tag},
             idempotency_key=args.key,
-            unique="while_active" if args.unique else None,
-            dedupe_for=args.dedupe_for,
-            throttle=args.throttle,
-            debounce=args.debounce,
-            debounce_max=60.0 if args.debounce else None,
+            dedupe=dedupe_mode(args),
         )
     except IdempotencyConflict:
         say({"tag": tag, "conflict": True})

@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from sqsjobs import JobStatus
+from sqsjobs import Debounce, JobStatus, WhileActive
 from sqsjobs.envelope import Fire
 from sqsjobs.schedules.expressions import parse_instant
 from sqsjobs.schedules.fire import idempotency_key
@@ -97,7 +97,7 @@ def newest(
     return {
         "batch handler": app.enqueue("batched.run", p, **o),
         "stepped": app.enqueue("stepped.run", p, **o),
-        "while_active": app.enqueue("plain", p, idempotency_key=f"wa-{tag}", unique="while_active", **o),
+        "while_active": app.enqueue("plain", p, idempotency_key=f"wa-{tag}", dedupe=WhileActive(), **o),
     }
 
 
@@ -117,10 +117,13 @@ def asleep_now(app, log: Path, job_id: str) -> bool:
     )
 
 
-def debounce_first(app, log: Path, tag: str, quiet_s: float, **options: object) -> str:
+def debounce_first(
+    app, log: Path, tag: str, quiet_s: float, max_s: float | None = None, **options: object
+) -> str:
     """A debounced job's first enqueue: its payload logs to a file no cell counts (``stale``)."""
     stale = {"runs": str(log.with_name("stale"))}
-    return app.enqueue("plain", stale, idempotency_key=f"db-{tag}", debounce=quiet_s, **options)
+    mode = Debounce(quiet_s, max=max_s)
+    return app.enqueue("plain", stale, idempotency_key=f"db-{tag}", dedupe=mode, **options)
 
 
 def regather(
@@ -130,6 +133,7 @@ def regather(
     tag: str,
     quiet_s: float,
     extra: dict | None = None,
+    max_s: float | None = None,
     **options: object,
 ) -> None:
     """The keys enqueued again while their jobs wait: the same jobs, the debounced one's last payload.
@@ -138,9 +142,10 @@ def regather(
     if it ran that one.
     """
     last = {"runs": str(log), **(extra or {})}
-    debounced = app.enqueue("plain", last, idempotency_key=f"db-{tag}", debounce=quiet_s, **options)
+    mode = Debounce(quiet_s, max=max_s)
+    debounced = app.enqueue("plain", last, idempotency_key=f"db-{tag}", dedupe=mode, **options)
     assert (debounced, debounced.deduplicated) == (jobs["debounced"], True), "its window had closed"
-    live = app.enqueue("plain", {"runs": str(log)}, idempotency_key=f"wa-{tag}", unique="while_active")
+    live = app.enqueue("plain", {"runs": str(log)}, idempotency_key=f"wa-{tag}", dedupe=WhileActive())
     assert (live, live.deduplicated) == (jobs["while_active"], True)
 
 
@@ -152,7 +157,9 @@ def keep_gathering(app, log: Path, jobs: dict[str, str], tag: str, quiet_s: floa
     """
     for _ in range(times):
         time.sleep(quiet_s / 4)  # the burst's pace: it is the disturbance, not a wait for a condition
-        again = app.enqueue("plain", {"runs": str(log)}, idempotency_key=f"db-{tag}", debounce=quiet_s)
+        again = app.enqueue(
+            "plain", {"runs": str(log)}, idempotency_key=f"db-{tag}", dedupe=Debounce(quiet_s)
+        )
         assert (again, again.deduplicated) == (jobs["debounced"], True), "its window had closed"
 
 

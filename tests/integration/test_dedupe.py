@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sqsjobs import IdempotencyConflict, JobStatus
+from sqsjobs import Debounce, DedupeFor, IdempotencyConflict, JobStatus
 from tests.integration.helpers import kill_group, worker_env, worker_process
 
 pytestmark = pytest.mark.slow
@@ -143,15 +143,15 @@ def test_dedupe_for_is_one_job_per_window_and_another_payload_in_it_still_confli
     slot = int(time.time() // window)
     while int(time.time() // window) == slot:
         time.sleep(0.05)
-    a = app.enqueue(TYPE, {"tag": "w"}, queue="default", idempotency_key="w", dedupe_for=window)
-    b = app.enqueue(TYPE, {"tag": "w"}, queue="default", idempotency_key="w", dedupe_for=window)
+    a = app.enqueue(TYPE, {"tag": "w"}, queue="default", idempotency_key="w", dedupe=DedupeFor(window))
+    b = app.enqueue(TYPE, {"tag": "w"}, queue="default", idempotency_key="w", dedupe=DedupeFor(window))
     with pytest.raises(IdempotencyConflict):
-        app.enqueue(TYPE, {"tag": "x"}, queue="default", idempotency_key="w", dedupe_for=window)
+        app.enqueue(TYPE, {"tag": "x"}, queue="default", idempotency_key="w", dedupe=DedupeFor(window))
     assert a == b
     slot = int(time.time() // window)
     while int(time.time() // window) == slot:
         time.sleep(0.05)
-    c = app.enqueue(TYPE, {"tag": "w"}, queue="default", idempotency_key="w", dedupe_for=window)
+    c = app.enqueue(TYPE, {"tag": "w"}, queue="default", idempotency_key="w", dedupe=DedupeFor(window))
     assert c != a
     run_until_finished(app, runs, {a, c, job})
     assert {k: len(v) for k, v in ran(runs).items()} == {a: 1, c: 1, job: 1}
@@ -164,7 +164,7 @@ def test_debounce_runs_the_last_payload_of_a_burst_once_and_a_steady_stream_with
     # (no worker yet: on a loaded machine the burst may outlast the quiet period, and a job that
     # started would rightly make the next enqueue a new job)
     burst = race(app, runs, "doc-9", [f"r{i}" for i in range(19)], "--debounce", "5")
-    last = app.enqueue(TYPE, {"tag": "last"}, queue="default", idempotency_key="doc-9", debounce=5)
+    last = app.enqueue(TYPE, {"tag": "last"}, queue="default", idempotency_key="doc-9", dedupe=Debounce(5))
     worker = worker_process(app, "tests.apps.deduped:app", concurrency=2, DEDUPE_DIR=str(runs))
     try:
         # THEN one job gathered them all, and it ran once, with the last payload
@@ -181,7 +181,7 @@ def test_debounce_runs_the_last_payload_of_a_burst_once_and_a_steady_stream_with
         # WHEN a steady stream (an enqueue every 0.5 s, quiet period 2 s, maximum wait 4 s) never goes quiet
         first_at = time.time()
         stream = app.enqueue(
-            TYPE, {"tag": "s0"}, queue="default", idempotency_key="feed", debounce=2, debounce_max=4
+            TYPE, {"tag": "s0"}, queue="default", idempotency_key="feed", dedupe=Debounce(2, max=4)
         )
         successors = []
         n = 1
@@ -189,7 +189,7 @@ def test_debounce_runs_the_last_payload_of_a_burst_once_and_a_steady_stream_with
             assert time.monotonic() < deadline, "the stream's job never started"
             time.sleep(0.5)
             got = app.enqueue(
-                TYPE, {"tag": f"s{n}"}, queue="default", idempotency_key="feed", debounce=2, debounce_max=4
+                TYPE, {"tag": f"s{n}"}, queue="default", idempotency_key="feed", dedupe=Debounce(2, max=4)
             )
             if got != stream:
                 successors.append(got)

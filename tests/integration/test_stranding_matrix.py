@@ -67,7 +67,7 @@ from pathlib import Path
 
 import pytest
 
-from sqsjobs import JobStatus
+from sqsjobs import JobStatus, WhileActive
 from sqsjobs.errors import JobNotFound
 from sqsjobs.job import TERMINAL
 from sqsjobs.ops.stranded import find_stranded
@@ -535,7 +535,7 @@ def test_every_feature_expired_by_the_sweeper_ends_expired_and_its_workflow_hear
     jobs |= newest(app, tmp_path / "runs", "far", options=later)
     # a debounced job whose window (1,000 s, at most) is open when its deadline passes: its bare hint
     # is delayed 900 s (SQS's most), its attention entry due a minute after its maximum wait
-    debounce_far = {"debounce_max": 1000, "expires_after": 1001}
+    debounce_far = {"max_s": 1000, "expires_after": 1001}
     jobs["debounced"] = debounce_first(app, tmp_path / "runs", "far", 1000, **debounce_far)
     regather(app, tmp_path / "runs", jobs, "far", 1000, **debounce_far)
     jobs["outbox row"] = outboxed(app, dsn, tmp_path / "runs", options=later)
@@ -607,7 +607,7 @@ def test_every_feature_expired_by_the_sweeper_ends_expired_and_its_workflow_hear
     assert app.chains.get(chain_id).status == "stopped"
     # ...and the dedup modes' keys no longer name them: the next enqueue of each key is a new job
     p = {"runs": str(tmp_path / "runs")}
-    live = app.enqueue("plain", p, idempotency_key="wa-far", unique="while_active", **later)
+    live = app.enqueue("plain", p, idempotency_key="wa-far", dedupe=WhileActive(), **later)
     debounced = debounce_first(app, tmp_path / "runs", "far", 1000, **debounce_far)
     assert (live.replaced, debounced.replaced) == (jobs["while_active"], jobs["debounced"])
     no_record_without_a_witness(app)

@@ -18,7 +18,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.orm import Session
 
-from sqsjobs import App, JobContext, JobNotFound, JobStatus
+from sqsjobs import App, DedupeFor, JobContext, JobNotFound, JobStatus
 from sqsjobs.errors import HandlerNotFound, PayloadInvalid
 from sqsjobs.outbox import OutboxRelay, write_job
 from sqsjobs.outbox.dead import dead_rows
@@ -139,8 +139,10 @@ def test_the_payload_is_validated_before_the_commit_and_a_thin_producer_names_th
             app.enqueue("orders.ship", {"order_id": 5}, connection=conn)
         with pytest.raises(HandlerNotFound), conn.transaction():
             thin.enqueue("orders.ship", {"order_id": "t"}, connection=conn)
-        with pytest.raises(ValueError, match="dedupe_for"), conn.transaction():
-            app.enqueue("orders.ship", {"order_id": "t"}, idempotency_key="k", dedupe_for=60, connection=conn)
+        with pytest.raises(ValueError, match="does not take dedupe="), conn.transaction():
+            app.enqueue(
+                "orders.ship", {"order_id": "t"}, idempotency_key="k", dedupe=DedupeFor(60), connection=conn
+            )
         with conn.transaction():
             thin_id = thin.enqueue("orders.ship", {"order_id": "t1"}, queue="default", connection=conn)
     relay = relay_of(app, dsn)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from sqsjobs.errors import DedupeInvalid
+from sqsjobs import App, Debounce, DedupeFor, JobRequest, Throttle, WhileActive
+from sqsjobs.errors import ConfigurationError, DedupeInvalid
+from sqsjobs.producer import build_new_job
+from sqsjobs.registry import DEFAULT_MAX_QUIETS, MAX_WINDOW_S, Dedupe
 from sqsjobs.store import debounce, dedupe
 from sqsjobs.store.codec import av_n, av_s, idempotent_job_id
 from sqsjobs.store.enqueue import NewJob
@@ -60,13 +63,36 @@ def test_a_window_out_of_bounds_is_refused_naming_its_option(options, field):
     with pytest.raises(DedupeInvalid, match="between") as refused:
         dedupe.of_options(unique, dedupe_for, throttle, **options)
     assert refused.value.field == field
-    assert dedupe.of_options(None, dedupe.MAX_WINDOW_S, None) == dedupe.Dedupe("window", dedupe.MAX_WINDOW_S)
+    assert dedupe.of_options(None, MAX_WINDOW_S, None) == DedupeFor(MAX_WINDOW_S)
 
 
-def test_an_enqueues_mode_wins_over_the_types_default():
-    default = dedupe.Dedupe("while_active")
-    assert dedupe.of_options(None, None, None, default) is default
-    assert dedupe.of_options(None, None, 9.0, default) == dedupe.Dedupe("throttle", 9.0)
+def test_the_typed_modes_are_the_flat_options_modes():
+    assert dedupe.of_options("while_active", None, None) == WhileActive() == Dedupe("while_active")
+    assert dedupe.of_options(None, 60.0, None) == DedupeFor(60) == Dedupe("window", 60.0)
+    assert dedupe.of_options(None, None, 9.0) == Throttle(9) == Dedupe("throttle", 9.0)
+    assert dedupe.of_options(None, None, None, debounce_s=5.0, debounce_max_s=30.0) == Debounce(5, max=30)
+    assert dedupe.of_options(None, None, None) is None
+    with pytest.raises(DedupeInvalid, match="between") as refused:
+        Throttle(0)
+    assert refused.value.field == "throttle"
+
+
+def test_an_enqueues_mode_wins_over_the_types_default_and_anything_else_is_refused():
+    app = App("dedupe-modes", region="us-east-1")
+
+    @app.job("t", dedupe=WhileActive())
+    def t(payload: dict, ctx) -> None: ...
+
+    def mode_of(**options) -> str | None:
+        request = JobRequest("t", {}, idempotency_key="k", **options)
+        return build_new_job(request, registry=app.registry, settings=app.settings, now=NOW).dedupe
+
+    assert mode_of() == "while_active"
+    assert mode_of(dedupe=Throttle(9)) == "throttle"
+    with pytest.raises(DedupeInvalid, match="give DedupeFor"):
+        mode_of(dedupe="while_active")
+    with pytest.raises(ConfigurationError, match="give DedupeFor"):
+        app.job("u", dedupe=60)(t)
 
 
 def test_a_holder_lets_go_when_its_job_finished_or_its_record_never_came():
@@ -83,7 +109,7 @@ def test_debounce_is_due_a_quiet_period_after_each_enqueue_never_past_the_maximu
     assert debounce.due(NOW, 5.0, NOW + 60) == NOW + 5
     assert debounce.due(NOW + 58, 5.0, NOW + 60) == NOW + 60
     mode = dedupe.of_options(None, None, None, debounce_s=5.0)
-    assert mode == dedupe.Dedupe("debounce", 5.0, 5.0 * dedupe.DEFAULT_MAX_QUIETS)
+    assert mode == Debounce(5) == Dedupe("debounce", 5.0, 5.0 * DEFAULT_MAX_QUIETS)
     with pytest.raises(ValueError, match="at least the quiet period"):
         dedupe.of_options(None, None, None, debounce_s=5.0, debounce_max_s=1.0)
     with pytest.raises(ValueError, match="needs debounce"):
