@@ -135,6 +135,21 @@ class Debounce(Dedupe):
 
 
 @dataclass(frozen=True)
+class Hooks:
+    """``@app.job(hooks=Hooks(...))``: job types that run once per end of a job of this type (``sqsjobs.hooks``).
+
+    Each is enqueued with the ended job's summary in the finish's own transaction, so a worker
+    killed right after the finish cannot lose it; a name no handler registers is a
+    ``ConfigurationError`` when a worker starts.
+    """
+
+    #: Run when a job of the type dies (its attempts spent, a permanent error, rejected).
+    on_dead: str | None = None
+    #: Run when a job of the type succeeds.
+    on_succeeded: str | None = None
+
+
+@dataclass(frozen=True)
 class BatchOptions:
     """``@job(batch=BatchOptions(max_size=50, max_wait_s=2))``: one handler call runs many jobs (docs/batch-handlers.md).
 
@@ -237,10 +252,9 @@ class HandlerSpec:
     #: ``@job(events=...)``: the events its jobs publish when they end (``JOB_EVENTS`` names); None:
     #: the App's ``events`` setting decides (docs/events.md).
     events: frozenset[str] | None = None
-    #: ``@job(on_dead=..., on_succeeded=...)``: a job type enqueued with the finish, in its
-    #: transaction, when a job of this type dies or succeeds (``sqsjobs.hooks``; docs/events.md).
-    on_dead: str | None = None
-    on_succeeded: str | None = None
+    #: ``@job(hooks=Hooks(on_dead=..., on_succeeded=...))``: the job types enqueued with the finish,
+    #: in its transaction, when a job of this type dies or succeeds (``sqsjobs.hooks``; docs/events.md).
+    hooks: Hooks = field(default_factory=lambda: Hooks())
     #: ``@job(batch=...)``: the handler takes a list of ``BatchItem`` and returns an outcome per job.
     batch: BatchOptions | None = None
 
@@ -404,7 +418,6 @@ class Registry:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         timeout: timedelta | float | None = None,
         retry: RetryPolicy | None = None,
-        max_age: timedelta | float | None = None,
         version: int = 1,
         upcast: Mapping[int, Upcast] | None = None,
         expires_after: timedelta | float | None = None,
@@ -413,8 +426,7 @@ class Registry:
         priority: str | None = None,
         dedupe: Dedupe | None = None,
         events: bool | Iterable[str] | None = None,
-        on_dead: str | None = None,
-        on_succeeded: str | None = None,
+        hooks: Hooks | None = None,
         batch: BatchOptions | None = None,
     ) -> Callable[[H], H]:
         """Register a handler ``fn(payload, ctx)``; the function itself is returned unchanged.
@@ -438,9 +450,9 @@ class Registry:
         key (docs/dedupe.md).
         ``events``: the events its jobs publish on the App's ``event_bus`` when they end: True (all of
         ``JOB_EVENTS``), False (none), or names from it; None leaves it to the App's ``events``
-        setting (docs/events.md). ``on_dead``/``on_succeeded`` name a job type that runs once per
-        such end with the job's summary, enqueued in the finish's own transaction (``sqsjobs.hooks``);
-        an unregistered name is a ``ConfigurationError`` when a worker starts. ``batch``: the
+        setting (docs/events.md). ``hooks``: ``Hooks(on_dead=, on_succeeded=)``, job types that run
+        once per such end with the job's summary (``sqsjobs.hooks``). ``retry``: the backoff, and
+        ``RetryPolicy(max_age_s=)`` to stop retrying a job older than that. ``batch``: the
         handler is ``fn(items: list[BatchItem[P]])`` and runs many jobs per call (docs/batch-handlers.md).
         """
         if dedupe is not None and not isinstance(dedupe, Dedupe):
@@ -458,13 +470,9 @@ class Registry:
             raise ValueError(f"priority must be 'high', 'normal' or 'low', got {priority!r}")
         upcasts = _checked_upcasts(name, version, upcast)
         policy = retry or RetryPolicy()
-        if max_age is not None:
-            policy = RetryPolicy(
-                backoff=policy.backoff,
-                base_s=policy.base_s,
-                max_delay_s=policy.max_delay_s,
-                jitter=policy.jitter,
-                max_age_s=to_seconds(max_age),
+        if hooks is not None and not isinstance(hooks, Hooks):
+            raise ConfigurationError(
+                f"job {name!r}: hooks={hooks!r}: give Hooks(on_dead=..., on_succeeded=...)"
             )
 
         def register(fn: H) -> H:
@@ -484,8 +492,7 @@ class Registry:
                 priority=priority,
                 dedupe=dedupe,
                 events=chosen,
-                on_dead=on_dead,
-                on_succeeded=on_succeeded,
+                hooks=hooks or Hooks(),
                 batch=batch,
             )
             self.add(spec)

@@ -1,4 +1,4 @@
-"""``@app.job(..., on_dead="alerts.page", on_succeeded="billing.record")``: Python that runs once per end.
+"""``@app.job(..., hooks=Hooks(on_dead="alerts.page", on_succeeded="billing.record"))``: Python that runs once per end.
 
 For teams that want a handler rather than an EventBridge rule. When a job of a hooked type ends
 ``dead`` (or ``succeeded``), the hook job — a job of the named type whose payload is the ended
@@ -71,7 +71,7 @@ class TransitionHooks:
         registry = self._kernel.registry
         if field is None or finish.job.type not in registry:
             return None
-        name = getattr(registry.get(finish.job.type), field)
+        name = getattr(registry.get(finish.job.type).hooks, field)
         return None if name is None else registry.get(name)
 
     async def entries(self, finish: Finish) -> Sequence[Mapping[str, Any]]:
@@ -131,7 +131,7 @@ def hooks_plugin(kernel: Kernel) -> Plugin:
     """Hooks: the types that name ``on_dead``/``on_succeeded`` are this feature's; their targets must exist."""
     hooked: set[str] = set()
     for spec in kernel.registry:
-        for target in (spec.on_dead, spec.on_succeeded):
+        for target in (spec.hooks.on_dead, spec.hooks.on_succeeded):
             if target is None:
                 continue
             if target not in kernel.registry:

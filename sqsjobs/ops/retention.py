@@ -105,7 +105,7 @@ def type_retention_checks(settings: Settings, registry: Registry) -> list[Check]
                     f"{duration(spec.timeout_s)}, backoffs up to {duration(spec.retry.max_delay_s)}) but the "
                     f"queues keep messages {duration(retention)}: a retry would find its message gone",
                     f"on @app.job({spec.name!r}, ...): lower max_attempts, timeout or the retry policy's "
-                    f"max_delay_s, or set max_age= at most {duration(max(retention - spec.timeout_s, 0))}"
+                    f"max_delay_s, or set RetryPolicy(max_age_s=) at most {duration(max(retention - spec.timeout_s, 0))}"
                     f"{raise_it}",
                 )
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sqsjobs import App, JobContext, PermanentError
+from sqsjobs import App, Hooks, JobContext, PermanentError
 
 app = App(os.environ.get("TEST_APP_NAME", "hooked"))
 RUNS = os.environ.get("TEST_RUNS_DIR", "")
@@ -20,13 +20,13 @@ def _record(summary: dict[str, object], hook: str) -> None:
         os.close(fd)
 
 
-@app.job("work", on_succeeded="after_ok", on_dead="after_dead")
+@app.job("work", hooks=Hooks(on_succeeded="after_ok", on_dead="after_dead"))
 def work(payload: dict[str, int], ctx: JobContext) -> int:
     """Succeeds: its on_succeeded hook runs once."""
     return payload["n"]
 
 
-@app.job("fail", max_attempts=2, on_dead="after_dead", on_succeeded="after_ok")
+@app.job("fail", max_attempts=2, hooks=Hooks(on_dead="after_dead", on_succeeded="after_ok"))
 def fail(payload: dict[str, str], ctx: JobContext) -> None:
     """Dies at once: its on_dead hook runs once."""
     raise PermanentError(f"cannot do {payload['what']}")

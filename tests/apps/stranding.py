@@ -11,7 +11,7 @@ import os
 import tempfile
 import time
 
-from sqsjobs import App, BatchItem, BatchOptions, BatchRetry, BatchSuccess, Breaker, JobContext, Retry
+from sqsjobs import App, BatchItem, BatchOptions, BatchRetry, BatchSuccess, Breaker, Hooks, JobContext, Retry
 
 app = App(os.environ.get("TEST_APP_NAME", "stranding"))
 app.limit("one", concurrency=1)
@@ -212,7 +212,9 @@ def _hook(summary: dict[str, object], ctx: JobContext) -> None:
 #: redrive column's only worker, its hook's job left for SQS to redrive); and with its hook on the
 #: queue no matrix worker serves, expiring a second after its enqueue (the expiry column's).
 app.job("hook.run", max_attempts=2, timeout=60, pausable=True)(_hook)
-app.job("hooked.run", max_attempts=2, timeout=60, on_succeeded="hook.run")(_hooked)
-app.job("hooked.deps", queue="deps", max_attempts=2, timeout=60, on_succeeded="hook.run")(_hooked)
+app.job("hooked.run", max_attempts=2, timeout=60, hooks=Hooks(on_succeeded="hook.run"))(_hooked)
+app.job("hooked.deps", queue="deps", max_attempts=2, timeout=60, hooks=Hooks(on_succeeded="hook.run"))(
+    _hooked
+)
 app.job("hook.aside", queue="aside", max_attempts=2, timeout=60, expires_after=1)(_hook)
-app.job("hooked.aside", max_attempts=2, timeout=60, on_succeeded="hook.aside")(_hooked)
+app.job("hooked.aside", max_attempts=2, timeout=60, hooks=Hooks(on_succeeded="hook.aside"))(_hooked)

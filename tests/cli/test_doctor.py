@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-from sqsjobs import JobStatus
+from sqsjobs import JobStatus, RetryPolicy
 from sqsjobs._aws import Call, one
 from sqsjobs.cli.common import EXIT_ERROR
 from sqsjobs.store.schema import LISTED
@@ -272,7 +272,7 @@ def test_doctor_fails_on_a_type_whose_retries_or_expiry_cannot_fit_the_retention
     @app.job("reports.nightly", max_attempts=30, timeout=3600)
     def nightly(payload: None, ctx: object) -> None: ...
 
-    @app.job("reports.bounded", max_attempts=30, timeout=3600, max_age=12 * 3600)
+    @app.job("reports.bounded", max_attempts=30, timeout=3600, retry=RetryPolicy(max_age_s=12 * 3600))
     def bounded(payload: None, ctx: object) -> None: ...
 
     @app.job("reports.patient", expires_after=2 * 86_400)
@@ -291,7 +291,7 @@ def test_doctor_fails_on_a_type_whose_retries_or_expiry_cannot_fit_the_retention
     assert "30 attempts of up to 1 h" in nightly_check["detail"]
     assert "the queues keep messages 1 d" in nightly_check["detail"]
     assert "@app.job('reports.nightly', ...)" in nightly_check["fix"]
-    assert "max_age= at most 23 h" in nightly_check["fix"]
+    assert "RetryPolicy(max_age_s=) at most 23 h" in nightly_check["fix"]
     assert "SQSJOBS_MESSAGE_RETENTION_S" in nightly_check["fix"]
     assert "expires_after 2 d > the queues' retention 1 d" in failed["expiry reports.patient"]["detail"]
     assert "set expires_after to at most 1 d" in failed["expiry reports.patient"]["fix"]

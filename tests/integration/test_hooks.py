@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from sqsjobs import ConfigurationError, JobStatus, sweep_once
+from sqsjobs import ConfigurationError, Hooks, JobStatus, sweep_once
 from tests.integration.helpers import depth, kill_group, wait_until, worker_process
 from tests.integration.test_events import copy_every_message
 from tests.integration.test_waiting import closing
@@ -75,7 +75,7 @@ def test_each_end_runs_its_hook_once_across_sigkill_and_copied_messages(app, tmp
 def test_a_hook_naming_no_registered_type_fails_when_the_worker_starts(ministack_url, make_app):
     app = make_app(ministack_url)
 
-    @app.job("work", on_dead="nobody")
+    @app.job("work", hooks=Hooks(on_dead="nobody"))
     def work(payload: dict, ctx) -> None: ...
 
     with pytest.raises(ConfigurationError, match="nobody"):

@@ -32,7 +32,7 @@ def test_a_backoff_beyond_the_visibility_cap_starts_a_new_message():
 
 
 def test_max_age_bounds_the_span():
-    spec = _spec(max_attempts=50, timeout=600, max_age=3600)
+    spec = _spec(max_attempts=50, timeout=600, retry=RetryPolicy(max_age_s=3600))
     assert message_span_s(spec) == 3600 + 600
 
 
