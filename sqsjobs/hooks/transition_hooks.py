@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from sqsjobs.delivery import Finish
     from sqsjobs.registry import HandlerSpec
     from sqsjobs.runtime.kernel import Kernel
+    from sqsjobs.store.write import Entry
 
 #: The outcome each hook follows, and the ``HandlerSpec`` field naming it.
 HOOKS = {AttemptOutcome.DEAD: "on_dead", AttemptOutcome.SUCCEEDED: "on_succeeded"}
@@ -74,7 +75,7 @@ class TransitionHooks:
         name = getattr(registry.get(finish.job.type).hooks, field)
         return None if name is None else registry.get(name)
 
-    async def entries(self, finish: Finish) -> Sequence[Mapping[str, Any]]:
+    async def entries(self, finish: Finish) -> Sequence[Entry]:
         """The hook job's ``Put`` (kept pending for the sweeper until its message is sent)."""
         hook = self._hook_of(finish)
         if hook is None:
@@ -95,12 +96,12 @@ class TransitionHooks:
             parent_id=finish.job.id,
             root_id=finish.job.root_id or finish.job.id,
         )
-        put = transact.job_entry(
+        put = transact.job_put(
             settings.table_name, job, token=nonce(), pending_until=now + settings.stale_after_s
         )
         if len(self._pending) >= MAX_PENDING:
             self._pending.clear()  # the sweeper sends what was written and not sent
-        self._pending[finish.job.id] = (job, put["Put"]["Item"])
+        self._pending[finish.job.id] = (job, dict(put.item))
         return [put]
 
     async def landed(self, finish: Finish) -> None:

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from sqsjobs.registry import HandlerSpec
     from sqsjobs.runtime.kernel import Kernel
     from sqsjobs.store.codec import Item
+    from sqsjobs.store.write import Entry
 
 #: How long a read of a limit's items serves admissions (slots, rate log, breaker).
 CACHE_S = 1.0
@@ -391,7 +392,7 @@ class Gate:
             return False
 
     # ── FinishHook ────────────────────────────────────────────────────────────────────────
-    async def entries(self, finish: Finish) -> Sequence[Mapping[str, Any]]:
+    async def entries(self, finish: Finish) -> Sequence[Entry]:
         """None: a slot's release need not commit with the finish (a crash leaves it to its lease)."""
         return ()
 

@@ -36,7 +36,7 @@ from sqsjobs.store.job_store import ClaimRefusal, Landed, Refusal, Refused
 from sqsjobs.transport import lifespan, sqs
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
     from sqsjobs.delivery import Delivery
     from sqsjobs.envelope import Envelope
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from sqsjobs.runtime.kernel import Kernel
     from sqsjobs.runtime.seams import ExpireInstead, FinishHook
     from sqsjobs.store.job_store import JobStore
+    from sqsjobs.store.write import Entry
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ def unrun(envelope: Envelope, outcome: AttemptOutcome, error: FailureRecord | No
 async def commit(
     hooks: Sequence[FinishHook],
     finish: Finish | None,
-    transition: Callable[[Sequence[Mapping[str, Any]]], Awaitable[Landed | Refused]],
+    transition: Callable[[Sequence[Entry]], Awaitable[Landed | Refused]],
 ) -> Landed | Refused:
     """Apply ``transition`` with what ``hooks`` add for ``finish``; they hear of it once it landed.
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from sqsjobs.registry import HandlerSpec
     from sqsjobs.store.codec import Item
     from sqsjobs.store.conditions import Fragment
+    from sqsjobs.store.write import Entry
 
 
 class Admitted(Protocol):
@@ -111,8 +112,8 @@ class ClaimGuard(Protocol):
 class FinishHook(Protocol):
     """Writes that follow a job's finish, a worker's or the sweeper's (see ``sqsjobs.runtime.record_stage``)."""
 
-    async def entries(self, finish: Finish) -> Sequence[Mapping[str, Any]]:
-        """``TransactWriteItems`` entries (``{"Update": {...}}``...) to commit with the finish; empty: none."""
+    async def entries(self, finish: Finish) -> Sequence[Entry]:
+        """Typed writes (``Write``, ``Put``...) to commit with the finish, in its transaction; empty: none."""
         ...
 
     async def landed(self, finish: Finish) -> None:

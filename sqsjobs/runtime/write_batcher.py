@@ -36,7 +36,7 @@ from sqsjobs.errors import NotBatchable, StoreError
 from sqsjobs.store import statements, transact
 from sqsjobs.store.codec import CCF, nonce
 from sqsjobs.store.job_store import Landed
-from sqsjobs.store.write import Write
+from sqsjobs.store.write import Entry, Write, transact_entry
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -138,7 +138,7 @@ class WriteBatcher:
         response: Mapping[str, Any] = await self._arun(one(Call("dynamodb", "update_item", params)))
         return response.get("Attributes")
 
-    async def transact(self, single: Write, entries: Sequence[Mapping[str, Any]]) -> None:
+    async def transact(self, single: Write, entries: Sequence[Entry]) -> None:
         """Apply the UpdateItem ``single`` and ``entries`` in one ``TransactWriteItems``, all or nothing.
 
         Raises exactly what ``single`` alone would have raised when its own condition refused it (a
@@ -151,7 +151,8 @@ class WriteBatcher:
         wid = single.value(":wid")
         if wid is None:
             raise ValueError("a transacted write must carry its write id (requests.with_write_id)")
-        request = transact.transact_write([{"Update": single.transact_item()}, *entries], token=wid["S"])
+        rendered = [transact_entry(e) for e in entries]
+        request = transact.transact_write([{"Update": single.transact_item()}, *rendered], token=wid["S"])
         try:
             for tries_left in reversed(range(TRANSACTION_CONFLICT_TRIES)):
                 try:

@@ -23,12 +23,12 @@ from sqsjobs.store.job_store import Refused
 from sqsjobs.transport import lifespan, sqs
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping, Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
     from sqsjobs.delivery import Delivery
     from sqsjobs.job import Job
     from sqsjobs.store.job_store import JobStore, Landed
-    from sqsjobs.store.write import Write
+    from sqsjobs.store.write import Entry, Write
 
 
 class SleepOutcome:
@@ -81,7 +81,7 @@ def _noting(
 ) -> Callable[..., Awaitable[Landed | Refused]]:
     """The sleep's transition, keeping its refusal: the record it met says why."""
 
-    async def transition(*, entries: Sequence[Mapping[str, Any]] = ()) -> Landed | Refused:
+    async def transition(*, entries: Sequence[Entry] = ()) -> Landed | Refused:
         outcome = await store.transition(job, write, entries=entries)
         if isinstance(outcome, Refused):
             refusals.append(outcome)

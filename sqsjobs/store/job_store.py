@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from sqsjobs.envelope import Envelope
     from sqsjobs.job import FailureRecord
     from sqsjobs.store.conditions import Fragment
-    from sqsjobs.store.write import Write
+    from sqsjobs.store.write import Entry, Write
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ class Applier(Protocol):
         """Apply ``write`` alone, now; its ``Attributes``."""
         ...
 
-    async def transact(self, write: Write, entries: Sequence[Mapping[str, Any]]) -> None:
+    async def transact(self, write: Write, entries: Sequence[Entry]) -> None:
         """Apply ``write`` and ``entries`` all or nothing; a refusal of ``write`` reads as its own."""
         ...
 
@@ -344,7 +344,7 @@ class JobStore:
         result: Any,
         retention_s: float,
         result_ref: str | None = None,
-        entries: Sequence[Mapping[str, Any]] = (),
+        entries: Sequence[Entry] = (),
     ) -> Landed | Refused:
         """Running → succeeded (``entries``: what commits with it, in one transaction)."""
         write = runs.complete(
@@ -367,7 +367,7 @@ class JobStore:
         error: FailureRecord,
         held: bool,
         payload: Any = None,
-        entries: Sequence[Mapping[str, Any]] = (),
+        entries: Sequence[Entry] = (),
     ) -> Landed | Refused:
         """Running → retry_scheduled (``held``: the record keeps the job, see ``runs.schedule_retry``)."""
         write = runs.schedule_retry(
@@ -384,7 +384,7 @@ class JobStore:
         reason: str,
         retention_s: float,
         payload: Any = None,
-        entries: Sequence[Mapping[str, Any]] = (),
+        entries: Sequence[Entry] = (),
     ) -> Landed | Refused:
         """Running → dead."""
         write = runs.fail(
@@ -407,7 +407,7 @@ class JobStore:
         reason: str,
         retention_s: float,
         payload: Any = None,
-        entries: Sequence[Mapping[str, Any]] = (),
+        entries: Sequence[Entry] = (),
     ) -> Landed | Refused:
         """Running → cancelled (the handler stopped on a cancel request)."""
         write = runs.abort(
@@ -421,9 +421,7 @@ class JobStore:
         )
         return await self._fenced(job, write, entries)
 
-    async def release(
-        self, job: Job, *, now: float, entries: Sequence[Mapping[str, Any]] = ()
-    ) -> Landed | Refused:
+    async def release(self, job: Job, *, now: float, entries: Sequence[Entry] = ()) -> Landed | Refused:
         """Running → queued, the attempt given back (shutdown, or a payload newer than the code)."""
         write = requests.release(self.table, job, owner=self.owner, now=now)
         return await self._fenced(job, write, entries)
@@ -435,7 +433,7 @@ class JobStore:
         now: float,
         reason: str,
         retention_s: float,
-        entries: Sequence[Mapping[str, Any]] = (),
+        entries: Sequence[Entry] = (),
     ) -> Landed | Refused:
         """Running → expired, the attempt given back: claimed ahead of a slot, its deadline passed first."""
         write = requests.expire_claimed(
@@ -443,13 +441,11 @@ class JobStore:
         )
         return await self._fenced(job, write, entries)
 
-    async def transition(
-        self, job: Job, write: Write, *, entries: Sequence[Mapping[str, Any]] = ()
-    ) -> Landed | Refused:
+    async def transition(self, job: Job, write: Write, *, entries: Sequence[Entry] = ()) -> Landed | Refused:
         """A feature's own fenced transition of a run (a durable sleep), read alike as the kernel's."""
         return await self._fenced(job, write, entries)
 
-    async def _fenced(self, job: Job, write: Write, entries: Sequence[Mapping[str, Any]]) -> Landed | Refused:
+    async def _fenced(self, job: Job, write: Write, entries: Sequence[Entry]) -> Landed | Refused:
         """Apply a fenced write; its refusals read alike for every transition of a run.
 
         Refused only by its own earlier try (the record shows this write's nonce): ``confirmed``.
@@ -498,7 +494,7 @@ class JobStore:
         error: FailureRecord,
         reason: str,
         retention_s: float,
-        entries: Sequence[Mapping[str, Any]] = (),
+        entries: Sequence[Entry] = (),
     ) -> Landed | Refused:
         """A job that must not run → dead, unclaimed (``requests.reject``).
 
@@ -525,7 +521,7 @@ class JobStore:
         reason: str,
         retention_s: float,
         type_bound_s: float | None,
-        entries: Sequence[Mapping[str, Any]] = (),
+        entries: Sequence[Entry] = (),
     ) -> Landed | Refused:
         """Queued (never started, deadline passed) → expired, unclaimed (``deadlines.expire``).
 
@@ -547,7 +543,7 @@ class JobStore:
             return Refused(Refusal.NOT_EXPIRED, job_from_item(old) if old else None, exc)
         return Landed()
 
-    async def _unrun(self, write: Write, entries: Sequence[Mapping[str, Any]]) -> None:
+    async def _unrun(self, write: Write, entries: Sequence[Entry]) -> None:
         """A transition without a run: alone, or with ``entries`` under a write id of its own."""
         if entries:
             await self.applier.transact(requests.with_write_id(write), entries)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from sqsjobs.store.codec import WRITE_ID, av_s
 from sqsjobs.store.enqueue import is_same_job, put_job
 from sqsjobs.store.schema import UNCHANGED_ENTRY
-from sqsjobs.store.write import Write
+from sqsjobs.store.write import Put, Write
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -57,10 +57,15 @@ def transact_write(entries: Sequence[Mapping[str, Any]], *, token: str) -> dict[
     return {"TransactItems": list(entries), "ClientRequestToken": token}
 
 
-def job_entry(table: str, job: NewJob, *, token: str, pending_until: float) -> dict[str, Any]:
-    """The ``Put`` of a job record inside the transaction (``put_job``, kept for the sweeper, with ``wid``)."""
+def job_put(table: str, job: NewJob, *, token: str, pending_until: float) -> Put:
+    """The put of a job record inside a transaction (``put_job``, kept for the sweeper, with ``wid``)."""
     put = put_job(table, job, pending_until=pending_until)
-    return {"Put": replace(put, item={**put.item, WRITE_ID: av_s(token)}).put_item()}
+    return replace(put, item={**put.item, WRITE_ID: av_s(token)})
+
+
+def job_entry(table: str, job: NewJob, *, token: str, pending_until: float) -> dict[str, Any]:
+    """``job_put`` as a ``TransactWriteItems`` entry (``{"Put": ...}``)."""
+    return {"Put": job_put(table, job, token=token, pending_until=pending_until).put_item()}
 
 
 def clear_sent(table: str, record: Mapping[str, Any]) -> Write:

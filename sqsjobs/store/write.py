@@ -25,7 +25,7 @@ import operator
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
 from sqsjobs.errors import NotBatchable
 from sqsjobs.store.conditions import (
@@ -230,6 +230,29 @@ class Check:
         params["ConditionExpression"] = guards_expression(self.guards, names, used)
         values: dict[str, AV] = {k: v for f in self.guards for k, v in f.values.items()}
         return finish(params, names, used, values, "NONE", old_on_refusal=False)
+
+
+#: A write that commits inside another's ``TransactWriteItems`` (a finish hook's, a transaction's).
+Entry: TypeAlias = Write | Put | Delete | Check
+
+
+def transact_entry(write: Entry) -> dict[str, Any]:
+    """``write`` as one entry of a ``TransactWriteItems``: ``{"Update": ...}``, ``{"Put": ...}``...
+
+    The one place a typed write becomes a transaction's entry, so the features' hooks hand the
+    kernel typed writes and never a request of their own making.
+    """
+    if isinstance(write, Write):
+        params = write.update_item()
+        params.pop("ReturnValues", None)  # a transaction's entries return nothing
+        return {"Update": params}
+    if isinstance(write, Put):
+        return {"Put": write.put_item()}
+    if isinstance(write, Delete):
+        params = write.delete_item()
+        params.pop("ReturnValues", None)
+        return {"Delete": params}
+    return {"ConditionCheck": write.transact_item()}
 
 
 def new_id_only(table: str, item: Mapping[str, AV], *, old_on_refusal: bool = True) -> Put:

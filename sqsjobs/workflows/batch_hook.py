@@ -11,7 +11,7 @@ repaired by the sweeper (the batch's ``batch`` attention entry).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqsjobs.job import AttemptOutcome
 from sqsjobs.runtime.seams import Plugin
@@ -20,10 +20,11 @@ from sqsjobs.workflows.batches import ItemStream
 from sqsjobs.workflows.completion import BatchEnv, after_finish_flow, repair_flow
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from sqsjobs.delivery import Finish
     from sqsjobs.runtime.kernel import Kernel
+    from sqsjobs.store.write import Entry
 
 #: The counter each terminal outcome adds to.
 COUNTED = {
@@ -40,12 +41,12 @@ class BatchHook:
     def __init__(self, kernel: Kernel) -> None:
         self._kernel = kernel
 
-    async def entries(self, finish: Finish) -> Sequence[Mapping[str, Any]]:
+    async def entries(self, finish: Finish) -> Sequence[Entry]:
         """``ADD succeeded|failed 1`` on the item's shard, for a terminal outcome of a batch item."""
         counter = COUNTED.get(finish.outcome)
         if counter is None or finish.job.batch_key is None:
             return []
-        return [batch_store.count_entry(self._kernel.settings.table_name, finish.job.batch_key, counter)]
+        return [batch_store.count_write(self._kernel.settings.table_name, finish.job.batch_key, counter)]
 
     async def landed(self, finish: Finish) -> None:
         """Read the item's shard and check the batch when it is done; never raises."""

@@ -304,9 +304,14 @@ def add_entry(table: str, batch_key: str) -> dict[str, Any]:
 
 
 def count_entry(table: str, batch_key: str, field_name: str, by: int = 1) -> dict[str, Any]:
-    """``ADD succeeded|failed <by>`` on the item's shard: the entry a terminal write commits with."""
+    """``count_write`` as a ``TransactWriteItems`` entry."""
+    return {"Update": count_write(table, batch_key, field_name, by).update_item()}
+
+
+def count_write(table: str, batch_key: str, field_name: str, by: int = 1) -> Write:
+    """``ADD succeeded|failed <by>`` on the item's shard: the write a terminal write commits with."""
     _, shard = shard_of_key(batch_key)
-    write = Write(
+    return Write(
         table,
         {"id": av_s(shard)},
         adds=((field_name, ":by"),),
@@ -314,7 +319,6 @@ def count_entry(table: str, batch_key: str, field_name: str, by: int = 1) -> dic
         values={":by": av_n(by)},
         old_on_refusal=False,
     )
-    return {"Update": write.update_item()}
 
 
 _EXISTS = Exists("id")

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from sqsjobs.delivery import Finish
     from sqsjobs.job import Job
     from sqsjobs.runtime.kernel import Kernel
-    from sqsjobs.store.write import Write
+    from sqsjobs.store.write import Entry, Write
 
 #: Finishes whose entries are kept for their ``landed`` at once, at most (a refused finish never lands).
 MAX_PENDING_LANDINGS = 10_000
@@ -86,7 +86,7 @@ class ChainHook:
         #: claim token → the next step's record (read in ``entries``) and its unblock, for ``landed``.
         self._next: dict[str, tuple[Item, Write] | None] = {}
 
-    async def entries(self, finish: Finish) -> Sequence[Mapping[str, Any]]:
+    async def entries(self, finish: Finish) -> Sequence[Entry]:
         """The chain's writes that commit with this finish (none for retries, releases, other jobs)."""
         job = finish.job
         if job.chain_id is None or job.chain_step is None or job.chain_steps is None:
@@ -114,16 +114,9 @@ class ChainHook:
         retention = self.kernel.settings.retention_s
         if finish.outcome is AttemptOutcome.SUCCEEDED and last:
             return [
-                {
-                    "Update": chain_store.end(
-                        table,
-                        job.chain_id,
-                        step=step,
-                        state=ChainState.SUCCEEDED,
-                        now=now,
-                        retention_s=retention,
-                    )
-                }
+                chain_store.end(
+                    table, job.chain_id, step=step, state=ChainState.SUCCEEDED, now=now, retention_s=retention
+                )
             ]
         if finish.outcome is AttemptOutcome.SUCCEEDED:
             following = items.get(next_id)
@@ -138,10 +131,7 @@ class ChainHook:
                 start_by=self._deadline(following, now),
             )
             self._remember(job, (following, unblock))
-            return [
-                {"Update": unblock.update_item()},
-                {"Update": chain_store.advance(table, job.chain_id, step=step, now=now)},
-            ]
+            return [unblock, chain_store.advance(table, job.chain_id, step=step, now=now)]
         dead = finish.outcome in (AttemptOutcome.DEAD, AttemptOutcome.EXPIRED)
         error = finish.error
         why = f": {error.error_class}: {error.message}" if dead and error else ""
@@ -152,11 +142,9 @@ class ChainHook:
         state = ChainState.STOPPED if dead else ChainState.CANCELLED
         self._remember(job, None)
         return [
-            {
-                "Update": chain_store.end(
-                    table, job.chain_id, step=step, state=state, now=now, retention_s=retention, reason=reason
-                )
-            }
+            chain_store.end(
+                table, job.chain_id, step=step, state=state, now=now, retention_s=retention, reason=reason
+            )
         ]
 
     def _deadline(self, step: Item, now: float) -> float | None:

@@ -195,7 +195,7 @@ _AT_STEP = All((eq("chain_state", ":running"), eq("current", ":step")))
 
 def _at_step(
     table: str, chain_id: str, step: int, sets: tuple[tuple[str, Expr], ...], values: dict[str, Any]
-) -> dict[str, Any]:
+) -> Write:
     values = {":running": av_s(ChainState.RUNNING), ":step": av_n(step), **values}
     return Write(
         table,
@@ -204,10 +204,10 @@ def _at_step(
         guards=(Fragment("at_step", _AT_STEP, values),),
         values=values,
         old_on_refusal=False,
-    ).update_item()
+    )
 
 
-def advance(table: str, chain_id: str, *, step: int, now: float) -> dict[str, Any]:
+def advance(table: str, chain_id: str, *, step: int, now: float) -> Write:
     """The chain record's current step goes from ``step`` to the next."""
     return _at_step(
         table,
@@ -227,7 +227,7 @@ def end(
     now: float,
     retention_s: float,
     reason: str = "",
-) -> dict[str, Any]:
+) -> Write:
     """The chain record ends at ``step``: succeeded, stopped or cancelled (TTL set as a job's is)."""
     sets: tuple[tuple[str, Expr], ...] = (
         ("chain_state", ":state"),
@@ -242,7 +242,7 @@ def end(
     return _at_step(table, chain_id, step, sets, values)
 
 
-def cancel_requested(table: str, chain_id: str, *, step: int, now: float) -> dict[str, Any]:
+def cancel_requested(table: str, chain_id: str, *, step: int, now: float) -> Write:
     """Mark the chain as asked to stop while step ``step`` runs (leaves ``chain_state`` and ``current``)."""
     return _at_step(
         table,

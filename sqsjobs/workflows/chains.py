@@ -286,7 +286,7 @@ def cancel_flow(settings: Settings, chain_id: str, now: float) -> Flow[str]:
                 operator.cancel(
                     table, step.job_id, now=now, retention_s=settings.retention_s, chain_step=True
                 ).transact_item(),
-                end,
+                end.update_item(),
                 *(
                     chain_store.drop(
                         table, s.job_id, now=now, reason=reason, retention_s=settings.retention_s
@@ -298,7 +298,7 @@ def cancel_flow(settings: Settings, chain_id: str, now: float) -> Flow[str]:
             outcome = "requested"
             updates = [
                 operator.request_cancel(table, step.job_id, now=now).transact_item(),
-                chain_store.cancel_requested(table, chain_id, step=step.position, now=now),
+                chain_store.cancel_requested(table, chain_id, step=step.position, now=now).update_item(),
             ]
         else:
             continue  # between two writes of a finish: read again

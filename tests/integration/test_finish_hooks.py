@@ -17,6 +17,8 @@ from sqsjobs.delivery import LEAVE
 from sqsjobs.job import AttemptOutcome
 from sqsjobs.runtime.execution import Execution
 from sqsjobs.store.codec import av_n, av_s
+from sqsjobs.store.conditions import Exists, Fragment
+from sqsjobs.store.write import Write
 from sqsjobs.transport import sqs
 from tests.integration.helpers import queue_url, sqs_call
 
@@ -32,17 +34,19 @@ class CountingHook:
         self.landed_ids: list[str] = []
 
     async def entries(self, finish):
+        # A hook hands the kernel typed writes (``FinishHook.entries``), never a request of its own.
         if finish.outcome is not AttemptOutcome.SUCCEEDED:
             return []
-        update = {
-            "TableName": self.table,
-            "Key": {"id": av_s(COUNTER)},
-            "UpdateExpression": "ADD finished :one",
-            "ExpressionAttributeValues": {":one": av_n(1)},
-        }
-        if self.refuse:
-            update["ConditionExpression"] = "attribute_exists(never_there)"
-        return [{"Update": update}]
+        guards = (Fragment("never", Exists("never_there")),) if self.refuse else ()
+        return [
+            Write(
+                self.table,
+                {"id": av_s(COUNTER)},
+                adds=(("finished", ":one"),),
+                guards=guards,
+                values={":one": av_n(1)},
+            )
+        ]
 
     async def landed(self, finish):
         self.landed_ids.append(finish.job.id)

@@ -478,6 +478,7 @@ NOT_REQUESTS = {
     "kept_payload",
     "op_key",  # a key, not a request
     "job_entry",  # one item of a transaction, checked inside transact_write's case
+    "job_put",  # the same item typed (job_entry renders it), checked there too
     "inlined",  # one statement of a batch, checked inside batch's case
 }
 
