@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from sqsjobs import DedupeInvalid
+from sqsjobs import Debounce, DedupeFor, DedupeInvalid, Throttle
 from sqsjobs.registry import MAX_WINDOW_S
 from tests.api.helpers import assert_problem, client
 
@@ -39,13 +39,19 @@ def test_the_largest_window_the_document_allows_is_taken(own_api):
 
 
 @pytest.mark.parametrize(
-    "options",
-    [{"throttle": 1e308}, {"dedupe_for": 2.2e-16}, {"debounce": 1, "debounce_max": 1e308}],
+    ("make", "field"),
+    [
+        (lambda: Throttle(1e308), "throttle"),
+        (lambda: DedupeFor(2.2e-16), "dedupe_for"),
+        (lambda: Debounce(1, max=1e308), "debounce_max"),
+    ],
+    ids=["throttle", "dedupe_for", "debounce_max"],
 )
-def test_app_enqueue_refuses_the_same_windows_with_a_typed_error(own_api, options):
+def test_app_enqueue_refuses_the_same_windows_with_a_typed_error(own_api, make, field):
+    # The typed mode refuses the window where it is made, before anything is sent.
     with pytest.raises(DedupeInvalid, match="between") as refused:
-        own_api.world.app.enqueue("orders.ok", {"order_id": "o"}, idempotency_key="k", **options)
-    assert refused.value.field == list(options)[-1]
+        own_api.world.app.enqueue("orders.ok", {"order_id": "o"}, idempotency_key="k", dedupe=make())
+    assert refused.value.field == field
 
 
 def test_a_chain_step_on_an_unknown_queue_is_a_422_naming_the_step(own_api):
