@@ -100,13 +100,7 @@ async def enqueue(body: EnqueueRequest, app: AppDep, response: Response) -> Any:
         tenant=body.tenant,
         priority=body.priority,
         serialize_key=body.serialize_key,
-        dedupe=dedupe.of_options(
-            body.unique,
-            body.dedupe_for,
-            body.throttle,
-            debounce_s=body.debounce,
-            debounce_max_s=body.debounce_max,
-        ),
+        dedupe=dedupe.of_fields(body),
     )
     [job] = app.build_jobs([request])  # the App's own enqueue path: build, then enqueue_jobs_flow
     due_now = not job.held and job.run_at <= job.now

@@ -91,13 +91,7 @@ def job_of(kernel: Kernel, message: Foreign, delivery: Delivery) -> NewJob:
         serialize_key=message.serialize_key,
         run_at=datetime.fromtimestamp(delivery.sent_at + message.delay_s, UTC),
         trace=sender_trace(delivery),  # None: the worker's own (current_trace), as for any enqueue
-        dedupe=dedupe.of_options(
-            message.unique,
-            message.dedupe_for,
-            message.throttle,
-            debounce_s=message.debounce,
-            debounce_max_s=message.debounce_max,
-        ),
+        dedupe=dedupe.of_fields(message),
     )
     return build_new_job(
         request,

@@ -36,7 +36,7 @@ from sqsjobs.errors import NotBatchable, StoreError
 from sqsjobs.store import statements, transact
 from sqsjobs.store.codec import CCF, nonce
 from sqsjobs.store.job_store import Landed
-from sqsjobs.store.write import Entry, Write, transact_entry
+from sqsjobs.store.write import Entry, Write
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -151,7 +151,7 @@ class WriteBatcher:
         wid = single.value(":wid")
         if wid is None:
             raise ValueError("a transacted write must carry its write id (requests.with_write_id)")
-        rendered = [transact_entry(e) for e in entries]
+        rendered = [transact.entry_of(e) for e in entries]
         request = transact.transact_write([{"Update": single.transact_item()}, *rendered], token=wid["S"])
         try:
             for tries_left in reversed(range(TRANSACTION_CONFLICT_TRIES)):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from sqsjobs._aws import Call, Flow
 from sqsjobs.errors import DedupeInvalid, StoreError
@@ -74,6 +74,46 @@ class EnqueuedId(str):
         out.deduplicated = deduplicated
         out.replaced = replaced
         return out
+
+
+class FlatModes(Protocol):
+    """An object carrying the modes as flat JSON fields (``POST /jobs``'s body, a foreign message)."""
+
+    @property
+    def unique(self) -> str | None:
+        """``"while_active"`` or None."""
+        ...
+
+    @property
+    def dedupe_for(self) -> float | None:
+        """A ``DedupeFor`` window (s)."""
+        ...
+
+    @property
+    def throttle(self) -> float | None:
+        """A ``Throttle`` window (s)."""
+        ...
+
+    @property
+    def debounce(self) -> float | None:
+        """A ``Debounce`` quiet period (s)."""
+        ...
+
+    @property
+    def debounce_max(self) -> float | None:
+        """A ``Debounce``'s longest wait (s)."""
+        ...
+
+
+def of_fields(source: FlatModes) -> Dedupe | None:
+    """The one mode ``source``'s flat fields name, or None (``of_options`` over its fields)."""
+    return of_options(
+        source.unique,
+        source.dedupe_for,
+        source.throttle,
+        debounce_s=source.debounce,
+        debounce_max_s=source.debounce_max,
+    )
 
 
 def of_options(

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from sqsjobs.store.codec import WRITE_ID, av_s
 from sqsjobs.store.enqueue import is_same_job, put_job
 from sqsjobs.store.schema import UNCHANGED_ENTRY
-from sqsjobs.store.write import Put, Write
+from sqsjobs.store.write import Delete, Entry, Put, Write
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -55,6 +55,25 @@ def transact_write(entries: Sequence[Mapping[str, Any]], *, token: str) -> dict[
     token (moto: the retry is cancelled) is covered by ``landed_before``.
     """
     return {"TransactItems": list(entries), "ClientRequestToken": token}
+
+
+def entry_of(write: Entry) -> dict[str, Any]:
+    """``write`` as one entry of a ``TransactWriteItems``: ``{"Update": ...}``, ``{"Put": ...}``...
+
+    The one place a typed write becomes a transaction's entry, so the features' hooks hand the
+    kernel typed writes and never a request of their own making.
+    """
+    if isinstance(write, Write):
+        params = write.update_item()
+        params.pop("ReturnValues", None)  # a transaction's entries return nothing
+        return {"Update": params}
+    if isinstance(write, Put):
+        return {"Put": write.put_item()}
+    if isinstance(write, Delete):
+        params = write.delete_item()
+        params.pop("ReturnValues", None)
+        return {"Delete": params}
+    return {"ConditionCheck": write.transact_item()}
 
 
 def job_put(table: str, job: NewJob, *, token: str, pending_until: float) -> Put:

@@ -236,25 +236,6 @@ class Check:
 Entry: TypeAlias = Write | Put | Delete | Check
 
 
-def transact_entry(write: Entry) -> dict[str, Any]:
-    """``write`` as one entry of a ``TransactWriteItems``: ``{"Update": ...}``, ``{"Put": ...}``...
-
-    The one place a typed write becomes a transaction's entry, so the features' hooks hand the
-    kernel typed writes and never a request of their own making.
-    """
-    if isinstance(write, Write):
-        params = write.update_item()
-        params.pop("ReturnValues", None)  # a transaction's entries return nothing
-        return {"Update": params}
-    if isinstance(write, Put):
-        return {"Put": write.put_item()}
-    if isinstance(write, Delete):
-        params = write.delete_item()
-        params.pop("ReturnValues", None)
-        return {"Delete": params}
-    return {"ConditionCheck": write.transact_item()}
-
-
 def new_id_only(table: str, item: Mapping[str, AV], *, old_on_refusal: bool = True) -> Put:
     """A put that creates the item only if its ``id`` is new."""
     return Put(table, item, (Fragment("new_id", Missing("id")),), old_on_refusal)

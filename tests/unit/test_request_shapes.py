@@ -479,6 +479,7 @@ NOT_REQUESTS = {
     "op_key",  # a key, not a request
     "job_entry",  # one item of a transaction, checked inside transact_write's case
     "job_put",  # the same item typed (job_entry renders it), checked there too
+    "entry_of",  # a typed write as a transaction entry, each kind checked in its own case
     "inlined",  # one statement of a batch, checked inside batch's case
 }
 
