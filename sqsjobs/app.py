@@ -202,7 +202,7 @@ class App:
         if not self._tracer_decided:
             from sqsjobs.observability.spans import tracer_for
 
-            self._tracer = tracer_for(self.name, self.logger)
+            self._tracer = tracer_for(self.name, lambda: self.logger)
             self.metrics.traced = self._tracer is not None
             self._tracer_decided = True
         return self._tracer

@@ -39,7 +39,7 @@ from sqsjobs._aws import CARRIED_FOR
 from sqsjobs.observability.tracing import delivered_trace, parse
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
     from sqsjobs._aws import Call
     from sqsjobs.delivery import Ack, Delivery
@@ -509,13 +509,15 @@ class LogCorrelation:
         return True
 
 
-def tracer_for(name: str, logger: Any) -> JobTracer | None:
+def tracer_for(name: str, logger_of: Callable[[], Any]) -> JobTracer | None:
     """The App's tracer when an SDK is configured, else None (then nothing calls into OpenTelemetry).
 
-    With one, the App's log lines carry the trace and span ids.
+    With one, the App's log lines carry the trace and span ids. ``logger_of`` makes the App's
+    logger only then: a thin producer without an SDK never loads Powertools.
     """
     if not sdk_configured():
         return None
+    logger = logger_of()
     if not any(isinstance(f, LogCorrelation) for f in logger.filters):
         logger.addFilter(LogCorrelation())
     return JobTracer(name)

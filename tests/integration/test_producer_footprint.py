@@ -69,6 +69,9 @@ def test_a_thin_producer_loads_no_logger_until_a_refused_send_is_logged(ministac
             if producer.poll() is None:
                 producer.kill()
                 producer.wait()
+            for pipe in (producer.stdin, producer.stdout, producer.stderr):
+                if pipe is not None:  # closed even when an assertion above failed: no warning leaks
+                    pipe.close()  # into whichever test this worker runs next
         # THEN the logger is made then, and the refusal is logged
         assert second["powertools"] is True
         assert "enqueue: message not sent, the record is kept for the sweeper" in stderr
