@@ -172,7 +172,7 @@ def test_a_stripped_copy_is_refused_by_the_claim_condition_while_the_record_is_s
 
 
 def test_a_thin_producer_cannot_weaken_the_types_bound(app, start_worker, tmp_path):
-    # GIVEN a producer process that has no handler code enqueues a type whose bound is 5 s
+    # GIVEN a producer process that has no handler code enqueues a type whose bound is 15 s
     def thin_enqueue() -> str:
         out = subprocess.run(
             [sys.executable, "-m", "tests.apps.thin_producer", "reports.build", str(tmp_path)],
@@ -200,7 +200,7 @@ def test_a_thin_producer_cannot_weaken_the_types_bound(app, start_worker, tmp_pa
 
 
 def test_a_producer_with_the_handler_writes_the_types_deadline_and_an_enqueues_own_wins(app):
-    # GIVEN the type's bound of 5 s, and an enqueue that asks for 60 s
+    # GIVEN the type's bound of 15 s, and an enqueue that asks for 60 s
     typed = app.get(app.enqueue("reports.build", {"runs_dir": "/nowhere"}))
     own = app.get(app.enqueue("reports.build", {"runs_dir": "/nowhere"}, expires_after=60))
     # THEN each record carries its deadline from its enqueue time
@@ -209,12 +209,12 @@ def test_a_producer_with_the_handler_writes_the_types_deadline_and_an_enqueues_o
     assert round(own.start_by.timestamp() - own.created_at.timestamp(), 3) == 60
     # AND a job that would expire before it may start is refused at enqueue, nothing written
     with pytest.raises(ExpiryInvalid, match="before it may start"):
-        app.enqueue("reports.build", {"runs_dir": "/nowhere"}, delay=10)
+        app.enqueue("reports.build", {"runs_dir": "/nowhere"}, delay=expiring.TYPE_BOUND_S + 5)
 
 
 def test_a_held_job_past_its_deadline_is_expired_by_the_sweeper_not_sent(app, tmp_path):
     # GIVEN two held jobs (run_at beyond the 15 min SQS delay): one with its own deadline just after
-    # its run_at, one from a thin producer (no deadline in the record: the type's 5 s bound applies)
+    # its run_at, one from a thin producer (no deadline in the record: the type's 15 s bound applies)
     own = app.enqueue("reports.free", {"runs_dir": str(tmp_path)}, delay=1000, expires_after=1001)
     thin = subprocess.run(
         [sys.executable, "-m", "tests.apps.thin_producer", "reports.build", str(tmp_path), "--delay", "1000"],
