@@ -31,7 +31,7 @@ from sqsjobs.errors import (
     TransportError,
 )
 from sqsjobs.observability.tracing import current_trace, message_attributes
-from sqsjobs.registry import Dedupe, P
+from sqsjobs.registry import DEDUPE_MODES, Dedupe, P
 from sqsjobs.store import (
     codec,
     deadlines,
@@ -180,10 +180,7 @@ def build_new_job(
 def _dedupe_of(request: JobRequest[Any], spec: HandlerSpec | None) -> Dedupe | None:
     """The request's dedup mode, else its type's (``@app.job(dedupe=)``)."""
     if request.dedupe is not None and not isinstance(request.dedupe, Dedupe):
-        raise DedupeInvalid(
-            f"dedupe={request.dedupe!r}: give DedupeFor(window), Throttle(window), WhileActive() or Debounce(quiet)",
-            field="dedupe",
-        )
+        raise DedupeInvalid(f"dedupe={request.dedupe!r}: {DEDUPE_MODES}", field="dedupe")
     return request.dedupe if request.dedupe is not None else spec.dedupe if spec is not None else None
 
 

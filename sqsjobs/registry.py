@@ -93,6 +93,8 @@ def _bounded(name: str, seconds: float | None) -> float | None:
     return seconds
 
 
+#: What a ``dedupe=`` that is not one of the four modes is told (``@app.job`` and an enqueue alike).
+DEDUPE_MODES = "give DedupeFor(window), Throttle(window), WhileActive() or Debounce(quiet)"
 #: A debounce without ``max`` runs at the latest this many quiet periods after its first enqueue.
 DEFAULT_MAX_QUIETS = 10
 
@@ -254,7 +256,7 @@ class HandlerSpec:
     events: frozenset[str] | None = None
     #: ``@job(hooks=Hooks(on_dead=..., on_succeeded=...))``: the job types enqueued with the finish,
     #: in its transaction, when a job of this type dies or succeeds (``sqsjobs.hooks``; docs/events.md).
-    hooks: Hooks = field(default_factory=lambda: Hooks())
+    hooks: Hooks = field(default_factory=Hooks)
     #: ``@job(batch=...)``: the handler takes a list of ``BatchItem`` and returns an outcome per job.
     batch: BatchOptions | None = None
 
@@ -456,10 +458,7 @@ class Registry:
         handler is ``fn(items: list[BatchItem[P]])`` and runs many jobs per call (docs/batch-handlers.md).
         """
         if dedupe is not None and not isinstance(dedupe, Dedupe):
-            raise ConfigurationError(
-                f"job {name!r}: dedupe={dedupe!r}: give DedupeFor(window), Throttle(window), WhileActive() "
-                "or Debounce(quiet)"
-            )
+            raise ConfigurationError(f"job {name!r}: dedupe={dedupe!r}: {DEDUPE_MODES}")
         chosen = _checked_events(name, events)
         expires_after_s = None if expires_after is None else to_seconds(expires_after)
         if expires_after_s is not None and not expires_after_s > 0:
