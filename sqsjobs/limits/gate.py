@@ -462,7 +462,10 @@ class Gate:
     async def _read(self, ids: Sequence[str], max_age_s: float) -> dict[str, Item | None]:
         """The items, from the cache when read within ``max_age_s``, else in one BatchGetItem per 100."""
         now = self.kernel.clock.now()
-        stale = [i for i in dict.fromkeys(ids) if i not in self._cache or now - self._cache[i][0] > max_age_s]
+        # Taken before the first await: another delivery on this loop may drop an entry (a slot
+        # released, a breaker moved) while this one reads, so the answer never re-reads the cache.
+        fresh = {i: c[1] for i in ids if (c := self._cache.get(i)) is not None and now - c[0] <= max_age_s}
+        stale = [i for i in dict.fromkeys(ids) if i not in fresh]
         for start in range(0, len(stale), limit_store.MAX_BATCH_GET):
             chunk = stale[start : start + limit_store.MAX_BATCH_GET]
             response = await self.kernel.arun(
@@ -470,8 +473,9 @@ class Gate:
             )
             found = limit_store.batch_items(self._table, response)
             for i in chunk:
-                self._remember(i, found.get(i))
-        return {i: self._cache[i][1] for i in ids}
+                fresh[i] = found.get(i)
+                self._remember(i, fresh[i])
+        return {i: fresh[i] for i in ids}
 
     def _remember(self, item_id: str, item: Item | None) -> None:
         self._cache[item_id] = (self.kernel.clock.now(), item)
