@@ -25,7 +25,9 @@ class SlowBatchReads(AwsProxy):
         return "forward"
 
 
-def test_a_read_that_overlaps_a_release_of_an_entry_it_read_answers_from_what_it_read(ministack_url, make_app):
+def test_a_read_that_overlaps_a_release_of_an_entry_it_read_answers_from_what_it_read(
+    ministack_url, make_app
+):
     proxy = SlowBatchReads(ministack_url)
     app = make_app(proxy.start())
     try:
