@@ -60,7 +60,7 @@ def library(frame: str) -> str:
 #: Steps of the worker's per-job path, by a frame their stacks contain; the first match wins.
 STEPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
     # (name, frames that must all be in the stack, frames that must not be)
-    # Claims and finishes grouped by runtime/write_batcher.py: one BatchExecuteStatement per group
+    # Claims and finishes grouped by store/write_batcher.py: one BatchExecuteStatement per group
     # (or the group's single UpdateItem), sent from a task of their own.
     ("claims and finishes, grouped (BatchExecuteStatement or UpdateItem)", ("WriteBatcher._send",), ()),
     ("complete: UpdateItem (fenced)", ("Execution._succeeded", "App.arun"), ()),

@@ -97,7 +97,7 @@ class AsyncRunner(Protocol):
 
 
 #: The contexts of the other writers whose writes the call being made carries (a worker's batched
-#: DynamoDB request, ``runtime/write_batcher.py``): the tracer gives each of their runs a span of the
+#: DynamoDB request, ``store/write_batcher.py``): the tracer gives each of their runs a span of the
 #: request too. Empty for every other call.
 CARRIED_FOR: contextvars.ContextVar[tuple[contextvars.Context, ...]] = contextvars.ContextVar(
     "sqsjobs_carried_for", default=()

@@ -163,7 +163,7 @@ class Settings:
     #: already final, so a late delete costs nothing but a redelivery the claim discards.
     ack_linger_s: float = 0.1
     #: A run's finish write waits at most this long to share its DynamoDB request with the next
-    #: claims or other finishes (``runtime/write_batcher.py``); claims never wait. The slot is free
+    #: claims or other finishes (``store/write_batcher.py``); claims never wait. The slot is free
     #: already; the record shows the outcome that much later. 0: every finish leaves at once.
     finish_linger_s: float = 0.02
     #: When some jobs run and the last receive came back full (a backlog), a receive waits at most this

@@ -48,9 +48,9 @@
 
 Refusals and failures are apart on purpose: ``except AwsError`` (or ``StoreError``) means "the
 call did not work, try again later", and never swallows a refusal the caller must act on; catch
-``JobStateError`` (or one of its leaves) for those. A refused conditional write reaches the store's
-interpreters as a ``StoreError`` with ``code == ConditionalCheckFailedException``; they turn it into
-the refusal (``sqsjobs.store.job_store``).
+``JobStateError`` (or one of its leaves) for those. A refused conditional write reaches only the
+store (``sqsjobs.store.apply``, ``sqsjobs.store.job_store``), which answers ``Refused`` with the
+record as it was; everything outside ``store/`` reads that answer, never DynamoDB's error code.
 
 ``ExpressionError`` and ``CursorError`` are ``ValueError`` too, for callers that validate input
 with ``except ValueError``. An exception's docstring is its default message.

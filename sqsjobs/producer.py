@@ -42,6 +42,7 @@ from sqsjobs.store import (
     statements,
     transact,
 )
+from sqsjobs.store.apply import Refused, apply, apply_batched
 from sqsjobs.transport import lifespan, objects, routes, sqs
 
 if TYPE_CHECKING:
@@ -337,11 +338,7 @@ def _keep_unsent(settings: Settings, job: enqueue.NewJob) -> Flow[None]:
 
     Refused when the record has a witness already (a repeated key's earlier message claimed it).
     """
-    try:
-        yield Call("dynamodb", "update_item", enqueue.mark_unsent(settings.table_name, job).update_item())
-    except StoreError as exc:
-        if exc.code != codec.CCF:
-            raise
+    yield from apply(enqueue.mark_unsent(settings.table_name, job))
 
 
 def write_objects(jobs: Sequence[enqueue.NewJob]) -> Flow[None]:
@@ -454,9 +451,9 @@ def hint_written(
         if _held(job) or job.id in unsent:
             continue
         try:
-            yield Call("dynamodb", "update_item", transact.clear_sent(table, item).update_item())
+            yield from apply(transact.clear_sent(table, item))  # refused: claimed already, nothing to clear
         except StoreError as exc:
-            if exc.code != codec.CCF and logger is not None:
+            if logger is not None:
                 logger.warning(
                     "the sent job's pending entry was not cleared; the sweeper may send it again",
                     extra={"job_id": job.id, "code": exc.code},
@@ -482,23 +479,20 @@ def _put_all(settings: Settings, puts: list[tuple[enqueue.NewJob, Put]]) -> Flow
             (alone if job.id in seen else firsts).append((job, put))
             seen.add(job.id)
         for group in sqs.chunks(firsts, statements.MAX_STATEMENTS):
-            try:
-                request = statements.batch([put.statement() for _, put in group])
-                answers = (yield Call("dynamodb", "batch_execute_statement", request))["Responses"]
-            except StoreError:
-                answers = [{"Error": {"Code": "BatchFailed"}}] * len(group)
-            for (job, put), answer in zip(group, answers, strict=True):
-                if statements.statement_error(answer) is None:
+            inserted = yield from apply_batched([put for _, put in group])
+            for (job, put), new in zip(group, inserted, strict=True):
+                if new:
                     created.append(job)
                 else:
                     alone.append((job, put))
     else:
         alone = puts
     for job, put in alone:
-        try:
-            yield Call("dynamodb", "put_item", put.put_item())
-        except StoreError as exc:
-            enqueue.interpret_put_conflict(job, exc)  # raises IdempotencyConflict unless it is the same job
+        put_alone = yield from apply(put)
+        if isinstance(put_alone, Refused):
+            if put_alone.item is None:  # the id condition cannot fail without a record: not a refusal
+                raise put_alone.as_error()
+            enqueue.interpret_put_conflict(job, put_alone.item)  # IdempotencyConflict unless the same job
         else:
             created.append(job)
     return created

@@ -37,7 +37,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, NoReturn, Unpack, overload
 
-from sqsjobs._aws import Call, Flow
 from sqsjobs.errors import (
     CancellationReason,
     IdempotencyConflict,
@@ -47,6 +46,7 @@ from sqsjobs.errors import (
 )
 from sqsjobs.producer import EnqueueOptions, JobRequest, build_new_job, hint_written, route_of, write_objects
 from sqsjobs.store import dedupe, transact
+from sqsjobs.store.apply import Refused, apply_all
 from sqsjobs.store.codec import av_s, nonce
 
 if TYPE_CHECKING:
@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         UpdateTypeDef,
     )
 
+    from sqsjobs._aws import Flow
     from sqsjobs.config import Settings
     from sqsjobs.observability.metrics import JobMetrics
     from sqsjobs.registry import Handler, HandlerOf, P, Registry
@@ -232,15 +233,14 @@ class Transaction:
         # Before anything is written: a queue that does not resolve fails the transaction, not its send.
         yield from self._queue_urls.flow({route_of(j) for j in jobs if not j.held})
         yield from write_objects(jobs)  # payloads over the record's limit, before the record names them
-        request = transact.transact_write(
-            [{item.operation: item.params} for item in self._items], token=self.token
-        )
+        entries = [{item.operation: item.params} for item in self._items]
+        job_indexes = [n for n, i in enumerate(self._items) if i.job is not None]
         try:
-            yield Call("dynamodb", "transact_write_items", request)
+            committed = yield from apply_all(entries, wid=self.token, own=job_indexes)
         except StoreError as exc:
-            job_indexes = [n for n, i in enumerate(self._items) if i.job is not None]
-            if not transact.landed_before(exc, job_indexes, self.token):
-                self._raise_refusal(exc)
+            self._raise_invalid(exc)
+        if isinstance(committed, Refused):
+            self._raise_refusal(committed)
         self.committed = True
         if self._metrics is not None:
             for job in jobs:
@@ -255,8 +255,8 @@ class Transaction:
         )
         return [j.id for j in jobs]
 
-    def _raise_refusal(self, exc: StoreError) -> NoReturn:
-        """Raise what the caller can act on for a refused transaction, chained to DynamoDB's answer."""
+    def _raise_invalid(self, exc: StoreError) -> NoReturn:
+        """Raise what the caller can act on for a transaction DynamoDB would not take as built."""
         if exc.code == "ValidationException":  # a bad expression, a size over the limits, one item twice...
             hint = (
                 " (two of its operations target one item: two puts of one key cannot be told apart "
@@ -267,9 +267,11 @@ class Transaction:
             raise TransactionInvalid(
                 f"DynamoDB refused the transaction as built{hint}, nothing was written: {exc}"
             ) from exc
-        if exc.code != "TransactionCanceledException":
-            raise exc
-        raw = transact.cancellation_reasons(exc)
+        raise exc
+
+    def _raise_refusal(self, refused: Refused) -> NoReturn:
+        """Raise what the caller can act on for a cancelled transaction, chained to DynamoDB's answer."""
+        exc, raw = refused.as_error(), refused.reasons
         reasons = []
         conflicts = []
         for index, (item, answer) in enumerate(zip(self._items, raw, strict=False)):

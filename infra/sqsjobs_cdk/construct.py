@@ -31,7 +31,6 @@ from sqsjobs import App
 from sqsjobs.deploy.provision import redrive_count
 from sqsjobs.deploy.rules import (
     API_ACTIONS,
-    ECS_WORKER_ACTIONS,
     PRODUCER_ACTIONS,
     SWEEPER_ACTIONS,
     WORKER_ACTIONS,
@@ -197,7 +196,7 @@ class SqsJobs(Construct):
             worker_role = _task_role(self, "WorkerTaskRole", "sqsjobs ECS worker")
             allow(
                 worker_role,
-                ECS_WORKER_ACTIONS,  # the Lambda worker's, and its registry item's delete at exit
+                WORKER_ACTIONS,  # the Lambda worker's: the same state machine, plus its registry item
                 table_arns=table_arns,
                 queue_arns=queue_arns,
                 object_arns=bucket_arns,

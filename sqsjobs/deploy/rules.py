@@ -63,6 +63,9 @@ WORKER_ACTIONS: Mapping[str, tuple[str, ...]] = {
         "dynamodb:BatchGetItem",
         "dynamodb:Query",
         "dynamodb:ConditionCheckItem",
+        # A limit's concurrency slot is given back by deleting it (``limits/gate.py``, both workers);
+        # the ECS worker also deletes its registry item at exit (``runtime/presence.py``).
+        "dynamodb:DeleteItem",
     ),
     "sqs": (
         "sqs:ReceiveMessage",
@@ -73,12 +76,6 @@ WORKER_ACTIONS: Mapping[str, tuple[str, ...]] = {
     ),
     # The claim-check bucket: read payloads, write results (and payloads of jobs a handler enqueues).
     "s3": ("s3:GetObject", "s3:PutObject"),
-}
-#: The ECS worker also keeps its worker registry item (``runtime/presence.py``): put, update, and the
-#: delete at exit. The Lambda worker registers nothing, so it is not granted the delete.
-ECS_WORKER_ACTIONS: Mapping[str, tuple[str, ...]] = {
-    **WORKER_ACTIONS,
-    "dynamodb": (*WORKER_ACTIONS["dynamodb"], "dynamodb:DeleteItem"),
 }
 #: The ECS worker's task scale-in protection (``runtime/protection.py``): the worker asks the ECS
 #: agent, which calls this action with the task role, on the task's own ARN.
@@ -138,6 +135,8 @@ API_ACTIONS: Mapping[str, tuple[str, ...]] = {
         "dynamodb:BatchGetItem",
         # cancel or retry of a batch item: its count in a transaction, its batch's completion
         "dynamodb:ConditionCheckItem",
+        # POST /types/{type}/resume deletes the type's pause item (``limits/ops.py``).
+        "dynamodb:DeleteItem",
     ),
     "sqs": (
         "sqs:SendMessage",

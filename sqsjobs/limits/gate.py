@@ -33,11 +33,12 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, one
 from sqsjobs.delivery import Ack
-from sqsjobs.errors import AwsError, LimitWait, StoreError
+from sqsjobs.errors import AwsError, LimitWait
 from sqsjobs.job import AttemptOutcome
 from sqsjobs.limits import store as limit_store
 from sqsjobs.runtime.seams import Plugin
-from sqsjobs.store.codec import is_conflict, job_from_item, nonce, num_attr, old_item, str_attr
+from sqsjobs.store.apply import Landed, Refused, apply
+from sqsjobs.store.codec import job_from_item, nonce, num_attr, str_attr
 from sqsjobs.store.requests import get as get_record
 from sqsjobs.transport import lifespan
 
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
     from sqsjobs.registry import HandlerSpec
     from sqsjobs.runtime.kernel import Kernel
     from sqsjobs.store.codec import Item
-    from sqsjobs.store.write import Entry
+    from sqsjobs.store.write import Delete, Entry, Put, Write
 
 #: How long a read of a limit's items serves admissions (slots, rate log, breaker).
 CACHE_S = 1.0
@@ -229,12 +230,12 @@ class Gate:
         token = nonce()
         lease_s = self.kernel.settings.lease_s
         for slot in free[:MAX_TRIES]:
-            params = limit_store.take_slot(
+            put = limit_store.take_slot(
                 self._table, slot, job_id=held.job_id, token=token, now=now, lease_s=lease_s
             )
-            if await self._conditional("put_item", params, lim.name, items, slot, token=token):
+            if await self._conditional(put, lim.name, items, slot, token=token):
                 held.slots.append((slot, token))
-                self._remember(slot, params["Item"])
+                self._remember(slot, dict(put.item))
                 return
         raise LimitWait("concurrency", lim.name, self._slot_wait())
 
@@ -243,7 +244,7 @@ class Gate:
 
     async def _become_probe(self, held: Held, lim: Limit, item: Item | None) -> None:
         bid = limit_store.breaker_id(lim.name)
-        params = limit_store.become_probe(
+        write = limit_store.become_probe(
             self._table,
             bid,
             version=limit_store.version_of(item),
@@ -252,7 +253,7 @@ class Gate:
             lease_s=self.kernel.settings.lease_s,
         )
         items: dict[str, Item | None] = {}
-        if not await self._conditional("update_item", params, lim.name, items, bid, probe=held.job_id):
+        if not await self._conditional(write, lim.name, items, bid, probe=held.job_id):
             self._breaker_wait(lim, items.get(bid), self.kernel.clock.now())
             raise LimitWait("breaker", lim.name, random.uniform(1.0, 3.0))
         held.probes.append(bid)
@@ -271,7 +272,7 @@ class Gate:
             if limit_store.next_start(starts, allowed=allowed, window_s=lim.rate.window_s) > now:
                 self._rate_wait(lim, item, now, shard, key)
             wid = nonce()
-            params = limit_store.record_start(
+            write = limit_store.record_start(
                 self._table,
                 rid,
                 starts=starts,
@@ -280,19 +281,15 @@ class Gate:
                 allowed=allowed,
                 wid=wid,
             )
-            if await self._conditional("update_item", params, lim.name, items, rid, wid=wid):
-                kept = params["ExpressionAttributeValues"][":s"]
-                self._remember(
-                    rid, {"id": {"S": rid}, "starts": kept, "v": params["ExpressionAttributeValues"][":n"]}
-                )
+            if await self._conditional(write, lim.name, items, rid, wid=wid):
+                self._remember(rid, {"id": {"S": rid}, "starts": write.value(":s"), "v": write.value(":n")})
                 return
             held.at = self.kernel.clock.now()
         raise LimitWait("rate", lim.name, lim.rate.window_s / lim.rate.starts + random.uniform(0.0, 0.5))
 
     async def _conditional(
         self,
-        op: str,
-        params: dict[str, Any],
+        write: Write | Put,
         limit: str,
         items: dict[str, Item | None],
         item_id: str,
@@ -303,19 +300,13 @@ class Gate:
         A refusal that shows this very write (``own``: its token, probe or nonce — botocore retried
         a write whose answer was lost) counts as landed.
         """
-        try:
-            await self.kernel.arun(one(Call("dynamodb", op, params)))
+        outcome = await self.kernel.arun(apply(write, own=lambda found: _shows(found, own)))
+        if isinstance(outcome, Landed):
             return True
-        except StoreError as exc:
-            if not is_conflict(exc):
-                raise
-            found = old_item(exc)
-            if found is not None and all(str_attr(found, k) == v for k, v in own.items()):
-                return True
-            self.refused_writes[limit] += 1
-            self._remember(item_id, found)
-            items[item_id] = found
-            return False
+        self.refused_writes[limit] += 1
+        self._remember(item_id, outcome.item)
+        items[item_id] = outcome.item
+        return False
 
     async def _defer(self, spec: HandlerSpec, envelope: Envelope, delivery: Delivery, wait: LimitWait) -> Ack:
         delay = max(1, math.ceil(wait.delay_s))
@@ -356,7 +347,7 @@ class Gate:
 
     async def _release(self, held: Held) -> None:
         for slot, token in held.slots:
-            await self._quiet(limit_store.give_back_slot(self._table, slot, token=token), op="delete_item")
+            await self._quiet(limit_store.give_back_slot(self._table, slot, token=token))
             self._cache.pop(slot, None)
         held.slots = []
 
@@ -379,17 +370,18 @@ class Gate:
             ]
         await asyncio.gather(*(self._quiet(w, lost="limit slot lost at renewal") for w in writes))
 
-    async def _quiet(self, params: dict[str, Any], *, op: str = "update_item", lost: str = "") -> bool:
+    async def _quiet(self, write: Write | Delete, *, lost: str = "") -> bool:
         """A write whose failure is logged, never raised (a slot left behind expires with its lease)."""
         try:
-            await self.kernel.arun(one(Call("dynamodb", op, params)))
-            return True
+            outcome = await self.kernel.arun(apply(write))
         except AwsError as exc:
-            if lost or not (isinstance(exc, StoreError) and is_conflict(exc)):
-                self.kernel.logger.warning(
-                    lost or "limit write failed", extra={"item": params["Key"], "error": str(exc)}
-                )
+            self.kernel.logger.warning(
+                lost or "limit write failed", extra={"item": write.key, "error": str(exc)}
+            )
             return False
+        if isinstance(outcome, Refused) and lost:
+            self.kernel.logger.warning(lost, extra={"item": write.key, "error": str(outcome.error)})
+        return isinstance(outcome, Landed)
 
     # ── FinishHook ────────────────────────────────────────────────────────────────────────
     async def entries(self, finish: Finish) -> Sequence[Entry]:
@@ -423,14 +415,14 @@ class Gate:
             return  # no longer this job's verdict (its probe lease ran out and another took over)
         version, now = limit_store.version_of(item), self.kernel.clock.now()
         if outcome is AttemptOutcome.SUCCEEDED:
-            params = limit_store.close_breaker(self._table, bid, version=version)
+            verdict = limit_store.close_breaker(self._table, bid, version=version)
         elif outcome in (AttemptOutcome.RETRY, AttemptOutcome.DEAD):
-            params = limit_store.open_breaker(
+            verdict = limit_store.open_breaker(
                 self._table, bid, version=version, now=now, cooldown_s=lim.breaker.cooldown_s
             )
         else:
-            params = limit_store.end_probe(self._table, bid, job_id=job_id)
-        if await self._quiet(params):
+            verdict = limit_store.end_probe(self._table, bid, job_id=job_id)
+        if await self._quiet(verdict):
             self._cache.pop(bid, None)
             self.kernel.logger.info(
                 "breaker probe decided", extra={"limit": lim.name, "outcome": str(outcome)}
@@ -439,17 +431,15 @@ class Gate:
     async def _count_failure(self, lim: Limit) -> None:
         assert lim.breaker is not None
         bid, now = limit_store.breaker_id(lim.name), self.kernel.clock.now()
-        response = await self.kernel.arun(
-            one(Call("dynamodb", "update_item", limit_store.record_failure(self._table, bid, now=now)))
-        )
-        item = response.get("Attributes") or {}
+        landed = await self.kernel.arun(apply(limit_store.record_failure(self._table, bid, now=now)))
+        item = dict(landed.attributes or {}) if isinstance(landed, Landed) else {}
         recent = [t for t in limit_store.failures_of(item) if t >= now - lim.breaker.window_s]
         version = limit_store.version_of(item)
         if limit_store.breaker_state(item) == limit_store.CLOSED and len(recent) >= lim.breaker.failures:
-            params = limit_store.open_breaker(
+            opening = limit_store.open_breaker(
                 self._table, bid, version=version, now=now, cooldown_s=lim.breaker.cooldown_s
             )
-            if await self._quiet(params):
+            if await self._quiet(opening):
                 self._cache.pop(bid, None)
                 self.kernel.logger.warning(
                     "breaker opened",
@@ -517,3 +507,8 @@ def limits_plugin(kernel: Kernel, limits: Limits) -> Plugin:
     gate = Gate(kernel, limits)
     gated = frozenset(s.name for s in kernel.registry if s.pausable)  # only these are admitted
     return Plugin("limits", guard=gate, finish=gate, types=gated)
+
+
+def _shows(found: Item, own: Mapping[str, str]) -> bool:
+    """True when a refused write's item carries what only that write wrote (a token, a probe, a wid)."""
+    return all(str_attr(found, k) == v for k, v in own.items())

@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, Flow, async_verb, one, sync_verb
-from sqsjobs.errors import ConfigurationError, InvalidTransition, RecordChanged, StoreError
+from sqsjobs.errors import ConfigurationError, InvalidTransition, RecordChanged
 from sqsjobs.limits import store as limit_store
 from sqsjobs.limits.declarations import Limits
 from sqsjobs.runtime.kernel import Namespace
-from sqsjobs.store.codec import is_conflict, num_attr, str_attr
+from sqsjobs.store.apply import Landed, Refused, apply
+from sqsjobs.store.codec import num_attr, str_attr
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -45,14 +46,14 @@ def pause_flow(
 ) -> Flow[None]:
     """Pause ``job_type`` fleet-wide: its workers stop starting it within ``PAUSE_CACHE_S``."""
     pausable(registry, job_type)
-    yield Call("dynamodb", "put_item", limit_store.pause(table, job_type, reason=reason, now=now))
+    yield from apply(limit_store.pause(table, job_type, reason=reason, now=now))
 
 
 def resume_flow(table: str, registry: Registry, job_type: str) -> Flow[bool]:
     """Resume ``job_type``; True if it was paused."""
     pausable(registry, job_type)
-    response = yield Call("dynamodb", "delete_item", limit_store.resume(table, job_type))
-    return bool(response.get("Attributes"))
+    removed = yield from apply(limit_store.resume(table, job_type))
+    return isinstance(removed, Landed) and bool(removed.attributes)
 
 
 class FlowControl(Limits, Namespace):
@@ -208,16 +209,9 @@ def close_breaker_flow(table: str, limits: Limits, name: str) -> Flow[str]:
     state = limit_store.breaker_state(item)
     if state == limit_store.CLOSED:
         raise InvalidTransition(f"the breaker of limit {name!r} is already closed")
-    try:
-        yield Call(
-            "dynamodb",
-            "update_item",
-            limit_store.close_breaker(table, item_id, version=limit_store.version_of(item)),
-        )
-    except StoreError as exc:
-        if is_conflict(exc):
-            raise RecordChanged(
-                f"the breaker of limit {name!r} changed meanwhile; read it and try again"
-            ) from exc
-        raise
+    closed = yield from apply(limit_store.close_breaker(table, item_id, version=limit_store.version_of(item)))
+    if isinstance(closed, Refused):
+        raise RecordChanged(
+            f"the breaker of limit {name!r} changed meanwhile; read it and try again"
+        ) from closed.error
     return state

@@ -81,17 +81,17 @@ def batch_items(table: str, response: Mapping[str, Any]) -> dict[str, Item]:
 
 
 # ── pause ─────────────────────────────────────────────────────────────────────────────────
-def pause(table: str, job_type: str, *, reason: str | None, now: float) -> dict[str, Any]:
+def pause(table: str, job_type: str, *, reason: str | None, now: float) -> Put:
     """PutItem: the type is paused (again: the reason and time are replaced)."""
     item = {"id": av_s(pause_id(job_type)), "type": av_s(job_type), "paused_at": av_n(now)}
     if reason:
         item["reason"] = av_s(reason[:500])
-    return {"TableName": table, "Item": item}
+    return Put(table, item)
 
 
-def resume(table: str, job_type: str) -> dict[str, Any]:
+def resume(table: str, job_type: str) -> Delete:
     """DeleteItem: the type runs again (a type that was not paused stays so)."""
-    return Delete(table, _key(pause_id(job_type)), returns="ALL_OLD").delete_item()
+    return Delete(table, _key(pause_id(job_type)), returns="ALL_OLD")
 
 
 # ── concurrency slots ─────────────────────────────────────────────────────────────────────
@@ -100,9 +100,7 @@ def slot_is_free(item: Mapping[str, Any] | None, now: float) -> bool:
     return item is None or (num_attr(item, "lease_until") or 0.0) < now
 
 
-def take_slot(
-    table: str, item_id: str, *, job_id: str, token: str, now: float, lease_s: float
-) -> dict[str, Any]:
+def take_slot(table: str, item_id: str, *, job_id: str, token: str, now: float, lease_s: float) -> Put:
     """PutItem: take a free slot for ``job_id`` until ``now + lease_s``."""
     until = now + lease_s
     item = {
@@ -114,7 +112,7 @@ def take_slot(
         TTL_ATTRIBUTE: av_n(int(until) + SLOT_TTL_S),
     }
     free = Fragment("free", _FREE, {":now": av_n(now)})
-    return Put(table, item, (free,), old_on_refusal=True).put_item()
+    return Put(table, item, (free,), old_on_refusal=True)
 
 
 #: A slot no one holds: no item yet, or its lease ran out.
@@ -124,7 +122,7 @@ _HOLDER = eq("token", ":t")
 _PROBE = eq("probe", ":p")
 
 
-def renew_slot(table: str, item_id: str, *, token: str, now: float, lease_s: float) -> dict[str, Any]:
+def renew_slot(table: str, item_id: str, *, token: str, now: float, lease_s: float) -> Write:
     """UpdateItem: extend a slot this holder (``token``) still has."""
     until = now + lease_s
     values = {":t": av_s(token), ":u": av_n(until), ":x": av_n(int(until) + SLOT_TTL_S)}
@@ -135,12 +133,12 @@ def renew_slot(table: str, item_id: str, *, token: str, now: float, lease_s: flo
         guards=(Fragment("holder", _HOLDER, values),),
         values=values,
         old_on_refusal=False,
-    ).update_item()
+    )
 
 
-def give_back_slot(table: str, item_id: str, *, token: str) -> dict[str, Any]:
+def give_back_slot(table: str, item_id: str, *, token: str) -> Delete:
     """DeleteItem: free a slot this holder still has (a slot taken over since is left alone)."""
-    return Delete(table, _key(item_id), (Fragment("holder", _HOLDER, {":t": av_s(token)}),)).delete_item()
+    return Delete(table, _key(item_id), (Fragment("holder", _HOLDER, {":t": av_s(token)}),))
 
 
 # ── rate: a log of the last N start times ─────────────────────────────────────────────────
@@ -170,7 +168,7 @@ def next_start(starts: Sequence[float], *, allowed: int, window_s: float) -> flo
 
 def record_start(
     table: str, item_id: str, *, starts: Sequence[float], version: int, now: float, allowed: int, wid: str
-) -> dict[str, Any]:
+) -> Write:
     """UpdateItem: append ``now`` to the log read at ``version`` (dropping what it no longer needs)."""
     kept = [*starts, now][-allowed:]
     values: dict[str, Any] = {
@@ -184,7 +182,7 @@ def record_start(
         (("starts", ":s"), ("v", ":n"), ("wid", ":w")),
         guards=(_at_version(version),),
         values=values,
-    ).update_item()
+    )
 
 
 def _at_version(version: int) -> Fragment:
@@ -211,7 +209,7 @@ def _versioned(
     sets: tuple[tuple[str, Expr], ...],
     values: dict[str, Any],
     removes: tuple[str, ...] = (),
-) -> dict[str, Any]:
+) -> Write:
     """An UpdateItem that lands only on the item as read at ``version`` (0: not created yet)."""
     return Write(
         table,
@@ -220,12 +218,10 @@ def _versioned(
         removes,
         guards=(_at_version(version),),
         values={**values, ":n": av_n(version + 1)},
-    ).update_item()
+    )
 
 
-def become_probe(
-    table: str, item_id: str, *, version: int, job_id: str, now: float, lease_s: float
-) -> dict[str, Any]:
+def become_probe(table: str, item_id: str, *, version: int, job_id: str, now: float, lease_s: float) -> Write:
     """UpdateItem: the open breaker (read at ``version``, cooldown over) lets this one job try."""
     return _versioned(
         table,
@@ -236,7 +232,7 @@ def become_probe(
     )
 
 
-def record_failure(table: str, item_id: str, *, now: float) -> dict[str, Any]:
+def record_failure(table: str, item_id: str, *, now: float) -> Write:
     """UpdateItem: append one failure time (unconditional: failures only add); returns the item."""
     return Write(
         table,
@@ -248,7 +244,7 @@ def record_failure(table: str, item_id: str, *, now: float) -> dict[str, Any]:
         values={":e": {"L": []}, ":f": {"L": [av_n(round(now, 3))]}, ":z": av_n(0), ":one": av_n(1)},
         returns="ALL_NEW",
         old_on_refusal=False,
-    ).update_item()
+    )
 
 
 def failures_of(item: Mapping[str, Any] | None) -> list[float]:
@@ -258,7 +254,7 @@ def failures_of(item: Mapping[str, Any] | None) -> list[float]:
     return [float(v["N"]) for v in item["failures"]["L"]]
 
 
-def open_breaker(table: str, item_id: str, *, version: int, now: float, cooldown_s: float) -> dict[str, Any]:
+def open_breaker(table: str, item_id: str, *, version: int, now: float, cooldown_s: float) -> Write:
     """UpdateItem: open (from closed, or from half-open when its probe failed) until ``now + cooldown_s``."""
     return _versioned(
         table,
@@ -270,7 +266,7 @@ def open_breaker(table: str, item_id: str, *, version: int, now: float, cooldown
     )
 
 
-def close_breaker(table: str, item_id: str, *, version: int) -> dict[str, Any]:
+def close_breaker(table: str, item_id: str, *, version: int) -> Write:
     """UpdateItem: the probe succeeded: closed, failures forgotten."""
     return _versioned(
         table,
@@ -282,7 +278,7 @@ def close_breaker(table: str, item_id: str, *, version: int) -> dict[str, Any]:
     )
 
 
-def end_probe(table: str, item_id: str, *, job_id: str) -> dict[str, Any]:
+def end_probe(table: str, item_id: str, *, job_id: str) -> Write:
     """UpdateItem: the probe ended without a verdict (released, cancelled): the next job may probe."""
     values = {":p": av_s(job_id), ":z": av_n(0)}
     return Write(
@@ -292,10 +288,10 @@ def end_probe(table: str, item_id: str, *, job_id: str) -> dict[str, Any]:
         guards=(Fragment("probe", _PROBE, values),),
         values=values,
         old_on_refusal=False,
-    ).update_item()
+    )
 
 
-def renew_probe(table: str, item_id: str, *, job_id: str, now: float, lease_s: float) -> dict[str, Any]:
+def renew_probe(table: str, item_id: str, *, job_id: str, now: float, lease_s: float) -> Write:
     """UpdateItem: the probe still runs: keep others from probing."""
     values = {":p": av_s(job_id), ":u": av_n(now + lease_s)}
     return Write(
@@ -305,13 +301,13 @@ def renew_probe(table: str, item_id: str, *, job_id: str, now: float, lease_s: f
         guards=(Fragment("probe", _PROBE, values),),
         values=values,
         old_on_refusal=False,
-    ).update_item()
+    )
 
 
 #: What a breaker's verdict removes: the probe it let through.
 _PROBING = ("probe", "probe_until")
 
 
-def trim_failures(table: str, item_id: str, *, version: int, keep: Sequence[float]) -> dict[str, Any]:
+def trim_failures(table: str, item_id: str, *, version: int, keep: Sequence[float]) -> Write:
     """UpdateItem: drop failure times that left the window (the list stays short)."""
     return _versioned(table, item_id, version, (("failures", ":f"),), {":f": {"L": [av_n(t) for t in keep]}})

@@ -17,7 +17,7 @@ One job's trace, in the messaging conventions' names (``messaging.operation.type
                  ├─ DynamoDB.UpdateItem (CLIENT): the claim, made at the I/O seam (``_aws.py``)
                  ├─ the handler's own spans (its boto3 calls, the child jobs it enqueues)
                  └─ DynamoDB.UpdateItem (CLIENT): the finish
-               a write the worker batched with others' (``runtime/write_batcher.py``) is one
+               a write the worker batched with others' (``store/write_batcher.py``) is one
                DynamoDB.BatchExecuteStatement request, with a CLIENT span of it in each run it carries
 """
 

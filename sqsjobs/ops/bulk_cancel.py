@@ -32,11 +32,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, Flow, sleep_call
-from sqsjobs.errors import InvalidTransition, JobNotFound, RecordChanged, StoreError
+from sqsjobs.errors import InvalidTransition, JobNotFound, RecordChanged
 from sqsjobs.job import JobStatus
 from sqsjobs.ops._common import actor
 from sqsjobs.store import bulk
-from sqsjobs.store.codec import is_conflict, old_item, str_attr
+from sqsjobs.store.apply import Landed, Refused, apply
+from sqsjobs.store.codec import str_attr
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -197,11 +198,9 @@ def bulk_cancel_flow(
         raise ValueError(f"--rate must be positive, got {spec.rate}")
     by = by or actor()
     if resume is None and not spec.dry_run:
-        yield Call(
-            "dynamodb",
-            "put_item",
-            bulk.put_op(table, op_id, filters=spec.filters(), by=by, now=clock.now()).put_item(),
-        )
+        started = yield from apply(bulk.put_op(table, op_id, filters=spec.filters(), by=by, now=clock.now()))
+        if isinstance(started, Refused):
+            raise RecordChanged(f"bulk operation {op_id} exists already: resume it instead")
     if on_start is not None:
         on_start(op_id)
 
@@ -255,26 +254,19 @@ def bulk_cancel_flow(
             report.done = not last
             stopped = report.done
         if not spec.dry_run:
-            try:
-                yield Call(
-                    "dynamodb",
-                    "update_item",
-                    bulk.checkpoint(
-                        table,
-                        op_id,
-                        seq=seq,
-                        position=position,
-                        counts=report.counts(),
-                        state="done" if report.done else "running",
-                        now=clock.now(),
-                    ).update_item(),
-                )
-            except StoreError as exc:
-                if is_conflict(exc):
-                    raise RecordChanged(
-                        f"bulk operation {op_id} was checkpointed by another process: run it from one place"
-                    ) from exc
-                raise
+            checkpoint = bulk.checkpoint(
+                table,
+                op_id,
+                seq=seq,
+                position=position,
+                counts=report.counts(),
+                state="done" if report.done else "running",
+                now=clock.now(),
+            )
+            if isinstance(kept := (yield from apply(checkpoint)), Refused):
+                raise RecordChanged(
+                    f"bulk operation {op_id} was checkpointed by another process: run it from one place"
+                ) from kept.error
             seq += 1
         if on_page is not None:
             on_page(report)
@@ -286,7 +278,7 @@ def _cancel_one(
 ) -> Flow[str]:
     """``cancelled``, or why the job was skipped."""
     audit = {"action": "bulk_cancel", "op": op_id, "at": now, "by": by, "from": spec.status.value}
-    params = bulk.cancel_matching(
+    write = bulk.cancel_matching(
         settings.table_name,
         job_id,
         job_type=spec.job_type,
@@ -296,18 +288,10 @@ def _cancel_one(
         audit=audit,
         now=now,
         retention_s=settings.retention_s,
-    ).update_item()
-    try:
-        yield Call("dynamodb", "update_item", params)
-    except StoreError as exc:
-        if not is_conflict(exc):
-            raise
-        old = old_item(exc)
-        if (
-            old is not None and str_attr(old, "cancel_op") == op_id
-        ):  # our own write, retried after a lost answer
-            return "cancelled"
-        return _skip_reason(old)
+    )
+    # A refusal showing this operation's id is its own write, retried after a lost answer.
+    cancelled = yield from apply(write, own=lambda old: str_attr(old, "cancel_op") == op_id)
+    return "cancelled" if isinstance(cancelled, Landed) else _skip_reason(cancelled.item)
     return "cancelled"
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sqsjobs._aws import Call, Flow
-from sqsjobs.errors import StoreError
 from sqsjobs.job import JobStatus
 from sqsjobs.store import codec, operator, requests
+from sqsjobs.store.apply import Landed, Refused, apply
 from sqsjobs.transport.queues import QueueUrls
 from sqsjobs.workflows.completion import BatchEnv, cancel_item_flow
 
@@ -21,17 +21,12 @@ if TYPE_CHECKING:
 
 def cancel_flow(settings: Settings, job_id: str, now: float) -> Flow[str]:
     """Cancel a waiting job (``cancelled``), or ask a running one to stop (``requested``)."""
-    try:
-        yield Call(
-            "dynamodb",
-            "update_item",
-            operator.cancel(
-                settings.table_name, job_id, now=now, retention_s=settings.retention_s
-            ).update_item(),
-        )
+    cancelled = yield from apply(
+        operator.cancel(settings.table_name, job_id, now=now, retention_s=settings.retention_s)
+    )
+    if isinstance(cancelled, Landed):
         return "cancelled"
-    except StoreError as exc:
-        job = operator.interpret_cancel_refusal(job_id, exc)
+    job = operator.interpret_cancel_refusal(job_id, cancelled)
     if job.batch_key is not None and job.status in (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED):
         # A batch item: refused above, cancelled here with its count on the batch (one transaction).
         env = BatchEnv(settings, QueueUrls(settings))
@@ -42,12 +37,7 @@ def cancel_flow(settings: Settings, job_id: str, now: float) -> Flow[str]:
         )
     if job.status is not JobStatus.RUNNING:
         raise operator.not_cancellable(job)
-    try:
-        yield Call(
-            "dynamodb",
-            "update_item",
-            operator.request_cancel(settings.table_name, job_id, now=now).update_item(),
-        )
-    except StoreError as exc:
-        raise operator.not_cancellable(operator.interpret_cancel_refusal(job_id, exc)) from None
+    asked = yield from apply(operator.request_cancel(settings.table_name, job_id, now=now))
+    if isinstance(asked, Refused):
+        raise operator.not_cancellable(operator.interpret_cancel_refusal(job_id, asked))
     return "requested"

@@ -43,11 +43,12 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, Flow
 from sqsjobs.envelope import Envelope
-from sqsjobs.errors import EnvelopeError, StoreError
+from sqsjobs.errors import EnvelopeError
 from sqsjobs.job import JobStatus
 from sqsjobs.ops._common import actor
 from sqsjobs.producer import route_of
 from sqsjobs.store import bulk, codec, operator, requests
+from sqsjobs.store.apply import Refused, apply
 from sqsjobs.transport import sqs
 
 if TYPE_CHECKING:
@@ -227,17 +228,13 @@ def move_flow(
             now=now,
             audit=audit,
         )
-        try:
-            landed = yield Call("dynamodb", "update_item", write.update_item())
-        except StoreError as exc:
-            if not codec.is_conflict(exc):
-                raise
-            old = codec.old_item(exc)
-            status = codec.str_attr(old, "status") if old else None
+        landed = yield from apply(write)
+        if isinstance(landed, Refused):
+            status = codec.str_attr(landed.item, "status") if landed.item else None
             report.skipped[job_id] = f"job is {status}" if status else "job is gone"
             continue
         report.moved.append(job_id)
-        moved.setdefault(route_of(job), {})[job_id] = codec.job_from_item(landed["Attributes"])
+        moved.setdefault(route_of(job), {})[job_id] = codec.job_from_item(dict(landed.attributes or {}))
     for source, jobs in moved.items():
         found_ids = yield from _move_messages(queue_urls, source, jobs, clock.now())
         report.messages_moved += [i for i in jobs if i in found_ids]

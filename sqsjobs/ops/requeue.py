@@ -31,12 +31,12 @@ from sqsjobs.errors import (
     PayloadInvalid,
     PayloadTooLarge,
     RecordChanged,
-    StoreError,
 )
 from sqsjobs.job import TRANSITIONS
 from sqsjobs.ops._common import actor
 from sqsjobs.producer import route_of
 from sqsjobs.store import codec, enqueue, operator, requests
+from sqsjobs.store.apply import Refused, apply
 from sqsjobs.store.codec import canonical_json
 from sqsjobs.store.operator import NewPayload
 from sqsjobs.transport import objects
@@ -254,7 +254,7 @@ def requeue_flow(
         in_its_message = job.payload_in_message_only and change is None
         if change is not None and change.new.ref is not None:  # before the record names it
             yield from objects.put_flow(change.new.ref, canonical_json(change.new.payload).encode())
-        params = operator.replay(
+        replay = operator.replay(
             table,
             job,
             seen_updated=operator.updated_raw(item),
@@ -264,20 +264,17 @@ def requeue_flow(
             recheck_at=now + settings.stale_after_s,  # the sweeper re-sends if this hint is lost
             pending=not in_its_message,
             payload=change.new if change else None,
-        ).update_item()
-        try:
-            if job.batch_key is None:
-                written = yield Call("dynamodb", "update_item", params)
-            else:  # a batch item goes back to pending on its batch (sqsjobs.workflows.completion)
-                written = yield from replay_write_flow(BatchEnv(settings, queue_urls), job, params)
-        except StoreError as exc:
-            if not codec.is_conflict(exc):
-                raise
-            current = operator.interpret_replay_refusal(job_id, exc)
+        )
+        if job.batch_key is None:
+            written = yield from apply(replay)
+        else:  # a batch item goes back to pending on its batch (sqsjobs.workflows.completion)
+            written = yield from replay_write_flow(BatchEnv(settings, queue_urls), job, replay)
+        if isinstance(written, Refused):
+            current = operator.interpret_replay_refusal(job_id, written)
             if current.status in REPLAYABLE:
-                raise RecordChanged from exc  # changed under us (e.g. a concurrent cancel): read again
+                raise RecordChanged from written.error  # changed under us (a concurrent cancel): read again
             return Requeue(job_id, "not_replayable", current, reason=f"job is {current.status.value}")
-        queued = codec.job_from_item(written["Attributes"])
+        queued = codec.job_from_item(dict(written.attributes or {}))
         if in_its_message:  # its message is still in the queue and brings it back
             return Requeue(job_id, "requeued", queued, hint_sent=False)
         sent = yield from hint_flow(queue_urls, queued)

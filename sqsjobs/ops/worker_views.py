@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, Flow
-from sqsjobs.errors import StoreError
 from sqsjobs.ops._common import iso
 from sqsjobs.ops.inspect import batch_get_flow
 from sqsjobs.store import presence_items
-from sqsjobs.store.codec import is_conflict, num_attr, old_item, str_attr
+from sqsjobs.store.apply import Refused, apply
+from sqsjobs.store.codec import num_attr, str_attr
 from sqsjobs.store.schema import TTL_ATTRIBUTE
 
 if TYPE_CHECKING:
@@ -173,11 +173,7 @@ def drain_flow(settings: Settings, worker_id: str, now: float, *, by: str) -> Fl
     A worker the platform restarts (ECS keeps its desired count) comes back as a new worker id.
     """
     write = presence_items.request_drain(settings.table_name, worker_id, now=now, by=by)
-    try:
-        yield Call("dynamodb", "update_item", write.update_item())
-    except StoreError as exc:
-        if not is_conflict(exc):
-            raise
-        old = old_item(exc)
-        return "not_registered" if old is None else "draining"
+    asked = yield from apply(write)
+    if isinstance(asked, Refused):
+        return "not_registered" if asked.item is None else "draining"
     return "requested"

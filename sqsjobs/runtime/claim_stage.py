@@ -22,7 +22,7 @@ from sqsjobs.job import AttemptOutcome, JobStatus
 from sqsjobs.observability.metrics import CLAIMS_REFUSED
 from sqsjobs.runtime.seams import ExpireInstead
 from sqsjobs.store import codec, deadlines
-from sqsjobs.store.job_store import ClaimRefusal, Refusal, Refused
+from sqsjobs.store.apply import ClaimRefusal, Refusal, Refused
 from sqsjobs.transport import lifespan, sqs
 
 if TYPE_CHECKING:

@@ -38,8 +38,8 @@ from sqsjobs.runtime.kernel import kernel_of
 from sqsjobs.runtime.outliving import OutlivingRuns
 from sqsjobs.runtime.record_stage import Recorder
 from sqsjobs.runtime.run_stage import Runner
-from sqsjobs.runtime.write_batcher import WriteBatcher
 from sqsjobs.store.job_store import JobStore
+from sqsjobs.store.write_batcher import WriteBatcher
 from sqsjobs.transport.lifespan import fresh_copy_instead, in_key, keep_witness
 
 if TYPE_CHECKING:

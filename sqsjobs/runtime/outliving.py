@@ -16,10 +16,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from sqsjobs._aws import Call, one
-from sqsjobs.errors import AwsError, StoreError
+from sqsjobs.errors import AwsError
 from sqsjobs.store import outlived
-from sqsjobs.store.codec import is_conflict
+from sqsjobs.store.apply import Refused, apply
 from sqsjobs.transport import lifespan
 
 if TYPE_CHECKING:
@@ -76,15 +75,15 @@ class OutlivingRuns:
             self.kernel.settings.table_name, job, payload=job.payload, due=lease_end, now=now
         )
         try:
-            await self.kernel.arun(one(Call("dynamodb", "update_item", write.update_item())))
+            marked = await self.kernel.arun(apply(write))
         except AwsError as exc:
-            if isinstance(exc, StoreError) and is_conflict(exc):
-                return True  # marked already (a retry whose answer was lost), or its lease was lost
             self.kernel.logger.warning(
                 "run outliving its message not marked; the next heartbeat tries again",
                 extra={"job_id": job.id, "error": str(exc)},
             )
             return False
+        if isinstance(marked, Refused):
+            return True  # marked already (a retry whose answer was lost), or its lease was lost
         self.kernel.logger.info(
             "run outlives its message: its record keeps the payload and an attention entry",
             extra={"job_id": job.id, "due": lease_end},

@@ -20,16 +20,16 @@ from collections import defaultdict
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs._aws import Call, one
-from sqsjobs.errors import AwsError, StoreError
+from sqsjobs.errors import AwsError
 from sqsjobs.observability.metrics import consumed_units
 from sqsjobs.store import presence_items
-from sqsjobs.store.codec import is_conflict
+from sqsjobs.store.apply import Landed, Refused, apply
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from sqsjobs.runtime.kernel import Kernel
+    from sqsjobs.store.write import Delete, Put, Write
 
 #: At exit, the draining write and the delete get this long together; a hung call must not hold the
 #: exit past the platform's kill (the item then goes silent and expires by TTL).
@@ -117,9 +117,7 @@ class Presence:
         async with self._lock:  # after any write in flight: nothing re-creates the item once deleted
             self._closed = True
             table = self.kernel.settings.table_name
-            await self._call(
-                Call("dynamodb", "delete_item", presence_items.deregister(table, self.entry.worker_id))
-            )
+            await self._apply(presence_items.deregister(table, self.entry.worker_id))
 
     async def _write(self, *, register: bool = False) -> None:
         """Register or refresh; an item that is gone (expired during a stall) is registered again."""
@@ -131,21 +129,19 @@ class Presence:
             running = self._running()
             try:
                 if not register:
-                    try:
-                        params = presence_items.refresh(
-                            table, self.entry, now=now, state=self._state, running=running
-                        )
-                        written = await self._call(Call("dynamodb", "update_item", params.update_item()))
-                        self._drain_if_asked(written.get("Attributes") or {})
-                    except StoreError as exc:
-                        if not is_conflict(exc):
-                            raise
-                        register = True
-                if register:
-                    put = presence_items.register(
+                    refresh = presence_items.refresh(
                         table, self.entry, now=now, state=self._state, running=running
                     )
-                    await self._call(Call("dynamodb", "put_item", put.put_item()))
+                    refreshed = await self._apply(refresh)
+                    if isinstance(refreshed, Landed):
+                        self._drain_if_asked(dict(refreshed.attributes or {}))
+                    register = isinstance(refreshed, Refused)  # the item is gone: register again
+                if register:
+                    await self._apply(
+                        presence_items.register(
+                            table, self.entry, now=now, state=self._state, running=running
+                        )
+                    )
             except AwsError as exc:
                 self.kernel.logger.warning(
                     "worker registry write failed; trying again at the next interval",
@@ -164,10 +160,11 @@ class Presence:
             )
             self.on_drain()
 
-    async def _call(self, call: Call) -> dict[str, Any]:
-        response: dict[str, Any] = await self.kernel.arun(one(call))
+    async def _apply(self, write: Write | Put | Delete) -> Landed | Refused:
+        outcome = await self.kernel.arun(apply(write))
         # With Settings.measure_capacity DynamoDB reports what each write consumed: kept apart, so a
         # cost test can tell the per-worker registry from the per-job path.
-        for part, units in consumed_units(response.get("ConsumedCapacity") or []):
-            self.capacity[part] += units
-        return response
+        if isinstance(outcome, Landed):
+            for part, units in consumed_units(outcome.consumed):
+                self.capacity[part] += units
+        return outcome

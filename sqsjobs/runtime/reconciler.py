@@ -61,10 +61,11 @@ from typing import TYPE_CHECKING
 
 from sqsjobs import envelope as envelope_format
 from sqsjobs._aws import Call, Flow
-from sqsjobs.errors import EnvelopeError, StoreError
+from sqsjobs.errors import EnvelopeError
 from sqsjobs.job import JobStatus
 from sqsjobs.store import redrive
-from sqsjobs.store.codec import is_conflict, job_from_item
+from sqsjobs.store.apply import Refused, apply
+from sqsjobs.store.codec import job_from_item
 from sqsjobs.store.operator import audit_entries
 from sqsjobs.store.requests import get
 from sqsjobs.transport import dead_letters, routes, sqs
@@ -242,15 +243,10 @@ def _requeued_since(job: Job, m: DlqMessage) -> bool:
 def _redispatch(run: _Pass, m: DlqMessage, job: Job, item: Item) -> Flow[None]:
     """Count the re-dispatch in the record, send the message's body back to its queue, delete the copy."""
     write = redrive.count_redispatch(run.settings.table_name, item)
-    try:
-        yield Call("dynamodb", "update_item", write.update_item())
-    except StoreError as exc:
-        if not redrive.counted(write, exc):
-            if is_conflict(exc):  # the record moved on since the read: the next pass sees where to
-                run.report.left += 1
-                run.unsettled = True
-                return
-            raise
+    if isinstance((yield from apply(write)), Refused):  # moved on since the read: the next pass sees where
+        run.report.left += 1
+        run.unsettled = True
+        return
     yield from run.queue_urls.send_flow(
         routes.job_route(job.queue, job.priority, job.serialize_key),
         m.body,
@@ -307,16 +303,13 @@ def _make_dead(
     write = redrive.redriven(
         run.settings.table_name, envelope, now=run.now, reason=reason, retention_s=run.settings.retention_s
     )
-    try:
-        landed = yield Call("dynamodb", "update_item", write.update_item())
-    except StoreError as exc:
-        if not is_conflict(exc):
-            raise
+    landed = yield from apply(write)
+    if isinstance(landed, Refused) or landed.attributes is None:
         run.report.left += 1  # claimed or finished meanwhile (or this write landed and its answer
         run.unsettled = True  # was lost): the next pass sees the record as it is now
         return
     run.report.dead.append(envelope.job_id)
-    yield from _dead_copy(run, m, job_from_item(landed["Attributes"]))
+    yield from _dead_copy(run, m, job_from_item(dict(landed.attributes)))
 
 
 def _dead_copy(run: _Pass, m: DlqMessage, job: Job) -> Flow[None]:

@@ -23,7 +23,6 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from sqsjobs._aws import Call, one
 from sqsjobs.delivery import DELETE, LEAVE, RELEASE, Ack, Finish, dead_letter, failure_record
 from sqsjobs.errors import AwsError, Cancel, PayloadInvalid, PermanentError, Retry, StoreError
 from sqsjobs.job import AttemptOutcome, JobStatus
@@ -31,8 +30,8 @@ from sqsjobs.observability.metrics import DEAD, EXPIRED, on_transition
 from sqsjobs.observability.tracing import trace_id
 from sqsjobs.retry import decide
 from sqsjobs.store import yielded as yielded_note
-from sqsjobs.store.codec import is_conflict, job_from_item, record_of
-from sqsjobs.store.job_store import ClaimRefusal, Landed, Refusal, Refused
+from sqsjobs.store.apply import ClaimRefusal, Landed, Refusal, Refused, apply
+from sqsjobs.store.codec import job_from_item, record_of
 from sqsjobs.transport import lifespan, sqs
 
 if TYPE_CHECKING:
@@ -150,10 +149,11 @@ class Recorder:
             kernel.settings.table_name, job_id, reason=reason, now=kernel.clock.now()
         )
         try:
-            await kernel.arun(one(Call("dynamodb", "update_item", write.update_item())))
+            noted = await kernel.arun(apply(write))
         except AwsError as exc:
-            if not (isinstance(exc, StoreError) and is_conflict(exc)):  # conflict: started or ended since
-                kernel.logger.warning("order_yielded not noted", extra={"job_id": job_id, "error": str(exc)})
+            kernel.logger.warning("order_yielded not noted", extra={"job_id": job_id, "error": str(exc)})
+            return
+        if isinstance(noted, Refused):  # started or ended since
             return
         kernel.logger.warning(
             "serialized job yields its place in its key", extra={"job_id": job_id, "reason": reason}
@@ -470,6 +470,8 @@ class Recorder:
             )
             return LEAVE
         if isinstance(expired, Refused):  # read by JobStore.expire
+            if expired.reason is Refusal.ENTRY_REFUSED:  # a hook's entry (its chain moved on): read it again
+                return LEAVE
             return DELETE if expired.reason is Refusal.ALREADY_EXPIRED else None
         kernel.logger.info(
             "job expired",

@@ -34,7 +34,7 @@ from sqsjobs.errors import (
 )
 from sqsjobs.runtime import payloads
 from sqsjobs.runtime.batching import Collectors, call_one
-from sqsjobs.store.job_store import Landed, Refusal, Refused
+from sqsjobs.store.apply import Landed, Refusal, Refused
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence

@@ -34,15 +34,15 @@ from typing import TYPE_CHECKING
 
 from sqsjobs._aws import Call, Flow
 from sqsjobs.delivery import Finish
-from sqsjobs.errors import StoreError
 from sqsjobs.job import AttemptOutcome, JobStatus
 from sqsjobs.producer import route_of
 from sqsjobs.runtime.kernel import kernel_of
 from sqsjobs.runtime.reconciler import DlqScope, ReconcileReport, reconcile_flow
 from sqsjobs.runtime.record_stage import commit, finish_hooks
-from sqsjobs.runtime.write_batcher import WriteBatcher
 from sqsjobs.store import codec, deadlines, enqueue, outlived, requests, schema
-from sqsjobs.store.job_store import JobStore, Landed
+from sqsjobs.store.apply import Landed, Refused, apply
+from sqsjobs.store.job_store import JobStore
+from sqsjobs.store.write_batcher import WriteBatcher
 from sqsjobs.transport import lifespan, sqs
 
 if TYPE_CHECKING:
@@ -166,15 +166,10 @@ def _dispatch(
     mark = schema.mark_dispatched(
         settings.table_name, record, now=now, recheck_at=max(now, record.run_at) + settings.stale_after_s
     )
-    try:
-        yield Call("dynamodb", "update_item", mark.update_item())
-    except StoreError as exc:
-        # Refused: it changed since the query and someone else acts on it — unless the change is
-        # this very write, retried by botocore after its answer was lost.
-        if not schema.dispatch_landed(mark, exc):
-            if codec.is_conflict(exc):
-                return ""
-            raise
+    # Refused: it changed since the query and someone else acts on it (a write of its own that
+    # botocore retried after a lost answer reads as landed: the mark carries a nonce).
+    if isinstance((yield from apply(mark)), Refused):
+        return ""
     yield from queue_urls.send_flow(
         route_of(job),
         enqueue.envelope_of(job).to_body(),
@@ -198,11 +193,7 @@ def _follow_outlived_run(settings: Settings, record: schema.DueRecord, job: Job,
         write = outlived.clear(settings.table_name, record)
     else:
         return False
-    try:
-        yield Call("dynamodb", "update_item", write.update_item())
-    except StoreError as exc:
-        if not codec.is_conflict(exc):  # refused: the entry changed since the query (a claim took it)
-            raise
+    yield from apply(write)  # a refusal: the entry changed since the query (a claim took it)
     return True
 
 
@@ -214,24 +205,19 @@ async def expire(kernel: Kernel, store: JobStore, job: Job, now: float, deadline
     """
     bound = kernel.registry.get(job.type).expires_after_s if job.type in kernel.registry else None
     envelope = enqueue.envelope_of(job)
-    try:
-        expired = await commit(
-            finish_hooks(kernel, job),
-            Finish(job, AttemptOutcome.EXPIRED),
-            lambda entries: store.expire(
-                envelope,
-                now=now,
-                reason=deadlines.reason(deadline),
-                retention_s=kernel.settings.retention_s,
-                type_bound_s=bound,
-                entries=entries,
-            ),
-        )
-    except StoreError as exc:  # a hook's entry refused (the chain moved on): nothing landed
-        if not (codec.is_conflict(exc) or exc.code == "TransactionCanceledException"):
-            raise
-        return False
-    return isinstance(expired, Landed)
+    expired = await commit(
+        finish_hooks(kernel, job),
+        Finish(job, AttemptOutcome.EXPIRED),
+        lambda entries: store.expire(
+            envelope,
+            now=now,
+            reason=deadlines.reason(deadline),
+            retention_s=kernel.settings.retention_s,
+            type_bound_s=bound,
+            entries=entries,
+        ),
+    )
+    return isinstance(expired, Landed)  # refused: the record, or a hook's entry (a chain moved on)
 
 
 def expiry_bounds(kernel: Kernel) -> dict[str, float]:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic_core import to_jsonable_python
 
 from sqsjobs._aws import Call, Outcome, one, run_async, run_sync, sleep_call
-from sqsjobs.errors import JobControl, LeaseLost, Sleep, StepError, StoreError, TokenFailed, TokenTimeout
+from sqsjobs.errors import JobControl, LeaseLost, Sleep, StepError, TokenFailed, TokenTimeout
 from sqsjobs.steps.records import (
     ANSWER_PREFIX,
     INLINE_STEP_BYTES,
@@ -38,7 +38,8 @@ from sqsjobs.steps.records import (
 )
 from sqsjobs.steps.tokens import Token, answer_of, parse, token_id
 from sqsjobs.store import requests
-from sqsjobs.store.codec import canonical_json, is_conflict
+from sqsjobs.store.apply import Refused, apply
+from sqsjobs.store.codec import canonical_json
 from sqsjobs.transport import objects
 
 #: A woken run this close to its sleep's end waits out the rest in-process (a claim may come 1 s early).
@@ -383,14 +384,11 @@ class StepBook(Book):
             )
             inline = None
         write = record_step(settings.table_name, ctx.job, record, inline)
-        try:
-            yield from one(Call("dynamodb", "update_item", write.update_item()))
-        except StoreError as exc:
-            if is_conflict(exc):
-                raise LeaseLost(
-                    f"step {record.name!r} of job {ctx.job_id} was not recorded: this run no longer holds the job"
-                ) from exc
-            raise
+        recorded = yield from apply(write)
+        if isinstance(recorded, Refused):
+            raise LeaseLost(
+                f"step {record.name!r} of job {ctx.job_id} was not recorded: this run no longer holds the job"
+            ) from recorded.error
 
 
 class MemoryBook(Book):

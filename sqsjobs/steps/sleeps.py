@@ -19,7 +19,7 @@ from sqsjobs.errors import Sleep
 from sqsjobs.job import AttemptOutcome, JobStatus
 from sqsjobs.steps import records
 from sqsjobs.store import yielded
-from sqsjobs.store.job_store import Refused
+from sqsjobs.store.apply import Refused
 from sqsjobs.transport import lifespan, sqs
 
 if TYPE_CHECKING:
@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
     from sqsjobs.delivery import Delivery
     from sqsjobs.job import Job
-    from sqsjobs.store.job_store import JobStore, Landed
+    from sqsjobs.store.apply import Landed
+    from sqsjobs.store.job_store import JobStore
     from sqsjobs.store.write import Entry, Write
 
 

@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING, Any
 from pydantic_core import to_jsonable_python
 
 from sqsjobs._aws import Call, async_verb, one, sync_verb
-from sqsjobs.errors import AwsError, StoreError, TokenExpired, TokenNotFound
+from sqsjobs.errors import AwsError, TokenExpired, TokenNotFound
 from sqsjobs.producer import route_of
 from sqsjobs.runtime.kernel import Namespace
 from sqsjobs.steps.records import ANSWER_PREFIX, answer, steps_of, wake
 from sqsjobs.store import enqueue, requests
-from sqsjobs.store.codec import canonical_json, is_conflict, job_from_item
+from sqsjobs.store.apply import Refused, apply
+from sqsjobs.store.codec import canonical_json, job_from_item
 
 if TYPE_CHECKING:
     from sqsjobs._aws import Flow
@@ -97,21 +98,13 @@ def answer_flow(
         raise TokenExpired(f"token {token!r} timed out: job {job_id} stopped waiting for it")
     text = None if error is not None else canonical_json(to_jsonable_python(value))
     write = answer(settings.table_name, job_id, n, now=now, value=text, error=error)
-    try:
-        yield from one(Call("dynamodb", "update_item", write.update_item()))
-    except StoreError as exc:
-        if is_conflict(exc):
-            return "already answered"  # a concurrent answer landed first
-        raise
-    try:  # a job asleep on the token runs now; one still running reads the answer itself
-        woke = yield from one(
-            Call("dynamodb", "update_item", wake(settings.table_name, job_id, now).update_item())
-        )
-    except StoreError as exc:
-        if not is_conflict(exc):
-            raise
+    if isinstance((yield from apply(write)), Refused):
+        return "already answered"  # a concurrent answer landed first
+    # A job asleep on the token runs now; one still running (a refusal) reads the answer itself.
+    woke = yield from apply(wake(settings.table_name, job_id, now))
+    if isinstance(woke, Refused) or woke.attributes is None:
         return "answered"
-    job = job_from_item(woke["Attributes"])
+    job = job_from_item(dict(woke.attributes))
     try:  # the held entry is due now: if SQS refuses this hint, the sweeper sends one
         body = enqueue.envelope_of(job).to_body()
         yield from queue_urls.send_flow(

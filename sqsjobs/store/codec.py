@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from sqsjobs.store.write import Write
 
 CCF = "ConditionalCheckFailedException"
+#: A TransactWriteItems refused as a whole (an entry's condition, or a conflict with another transaction).
+TRANSACTION_CANCELED = "TransactionCanceledException"
 
 Item = dict[str, Any]  # DynamoDB wire format: {"attr": {"S": "..."}}
 

@@ -22,7 +22,6 @@ from sqsjobs.store.codec import (
     av_s,
     canonical_json,
     chain_fields,
-    old_item,
     payload_hash,
 )
 from sqsjobs.store.conditions import All, Missing, eq
@@ -32,8 +31,6 @@ from sqsjobs.transport import objects
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-
-    from sqsjobs.errors import StoreError
 
 
 @dataclass(frozen=True)
@@ -205,14 +202,11 @@ def is_same_job(old: Mapping[str, Any], job: NewJob) -> bool:
     return old.get("payload_hash") == av_s(job.payload_hash) and old.get("type") == av_s(job.type)
 
 
-def interpret_put_conflict(job: NewJob, error: StoreError) -> str:
-    """A put refused by the id condition: the same payload is the same job; anything else conflicts.
+def interpret_put_conflict(job: NewJob, old: Item) -> str:
+    """A put refused by the id condition: the same payload in ``old`` is the same job, else a conflict.
 
     Under ``throttle`` the first job of the key's window wins whatever the payload: its id is the answer.
     """
-    old = old_item(error)
-    if old is None:
-        raise error
     if is_same_job(old, job) or (job.dedupe == "throttle" and old.get("type") == av_s(job.type)):
         return str(old["id"]["S"])
     raise IdempotencyConflict(

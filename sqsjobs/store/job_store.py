@@ -2,7 +2,7 @@
 
 ``JobStore`` applies the writes of ``job.TRANSITIONS`` (claim, complete, schedule_retry, fail, abort,
 release, heartbeat, reject, expire, keep_payload) through an ``Applier`` — the worker's write batcher
-(``runtime/write_batcher.py``) — and answers ``Landed`` or ``Refused(reason, the record as it was)``.
+(``store/write_batcher.py``) — and answers ``Landed`` or ``Refused(reason, the record as it was)``.
 A refused write returns the record as it was (``ReturnValuesOnConditionCheckFailure=ALL_OLD``), so
 reading a refusal costs no request. What is not a refusal (throttling, an outage) is raised as the
 ``StoreError`` it was: the caller leaves the message for redelivery.
@@ -19,15 +19,15 @@ are sent by request flows, not by a worker's applier; their refusals are read ne
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sqsjobs.errors import LeaseLost, StoreError
 from sqsjobs.job import Job, JobStatus
 from sqsjobs.store import deadlines, operator, requests, runs
+from sqsjobs.store.apply import ClaimRefusal, Landed, Refusal, Refused
 from sqsjobs.store.codec import (
     CCF,
+    TRANSACTION_CANCELED,
     av_s,
     is_conflict,
     job_from_item,
@@ -44,51 +44,6 @@ if TYPE_CHECKING:
     from sqsjobs.job import FailureRecord
     from sqsjobs.store.conditions import Fragment
     from sqsjobs.store.write import Entry, Write
-
-
-@dataclass(frozen=True)
-class Landed:
-    """A write that took effect.
-
-    ``attributes``: what a single write returned (None from a batch); ``job``: the record it made,
-    when the transition knows it (a claim, a heartbeat); ``confirmed``: refused only by its own
-    earlier try, whose answer was lost (see the module docstring).
-    """
-
-    attributes: Mapping[str, Any] | None = None
-    job: Job | None = None
-    confirmed: bool = False
-
-
-class Refusal(enum.StrEnum):
-    """Why a transition other than a claim was refused (a claim's reasons are ``ClaimRefusal``)."""
-
-    #: A fenced write met another run's claim, or no running record (``LeaseLost`` says which).
-    LEASE_LOST = "lease_lost"
-    #: A heartbeat met its owner's own later transition (same claim, no longer running): expected.
-    MOVED_ON = "moved_on"
-    #: A claim met a job that never started and whose own deadline passed: ``Refused.deadline``.
-    EXPIRED = "expired"
-    #: An expire met a record expired already (a copy of the message).
-    ALREADY_EXPIRED = "already_expired"
-    #: An expire met a record that is not expired (another deadline of its own, started, finished).
-    NOT_EXPIRED = "not_expired"
-    #: The record changed since it was read (a payload kept already, a job retried meanwhile).
-    CHANGED = "changed"
-
-
-@dataclass(frozen=True)
-class Refused:
-    """A write whose condition was false, why, and the record as it was (None: no record)."""
-
-    reason: ClaimRefusal | Refusal
-    job: Job | None = None
-    #: The refusal as DynamoDB answered it (for logs).
-    error: StoreError | None = field(default=None, compare=False, repr=False)
-    #: What the refusal means, for a log line (a lost lease's owner and epoch).
-    detail: str = field(default="", compare=False)
-    #: ``EXPIRED``: the deadline that passed.
-    deadline: float | None = None
 
 
 class Applier(Protocol):
@@ -120,24 +75,6 @@ class Applier(Protocol):
 
 
 # ── claim ────────────────────────────────────────────────────────────────────────────────────
-class ClaimRefusal(enum.StrEnum):
-    """Why a claim did not take the job; the record it found decides what the message is worth."""
-
-    #: No record: the message outlived its job (or was never backed by one).
-    MISSING = "missing"
-    #: The job is succeeded, dead or cancelled.
-    FINISHED = "finished"
-    #: Queued or retry_scheduled, but ``run_at`` is still ahead (beyond the clock-skew allowance).
-    NOT_DUE = "not_due"
-    #: Running under a live lease: another worker (or this one, for a duplicate message) owns it.
-    HELD_ELSEWHERE = "held_elsewhere"
-    #: Every attempt was used by runs that never finished (their workers died).
-    EXHAUSTED = "exhausted"
-    #: The message's payload is not the record's: a conflicting enqueue with the same key sent it
-    #: before its write was refused, or a retry ``--payload`` replaced it since. It names no job to run.
-    CONFLICT = "conflict"
-
-
 def interpret_claim_refusal(
     error: StoreError, now: float, max_attempts: int, payload_hash: str | None = None
 ) -> Refused:
@@ -534,6 +471,8 @@ class JobStore:
         try:
             await self._unrun(write, entries)
         except StoreError as exc:
+            if exc.code == TRANSACTION_CANCELED:  # an entry committed with it was refused: nothing landed
+                return Refused(Refusal.ENTRY_REFUSED, None, exc)
             if not is_conflict(exc):
                 raise
             expired = already_expired(exc)

@@ -16,9 +16,7 @@ from sqsjobs.store.codec import (
     av_n,
     av_s,
     canonical_json,
-    is_conflict,
     job_from_item,
-    old_item,
     payload_hash,
 )
 from sqsjobs.store.conditions import All, Missing, OneOf, eq
@@ -28,7 +26,7 @@ from sqsjobs.store.write import Write
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from sqsjobs.errors import StoreError
+    from sqsjobs.store.apply import Refused
     from sqsjobs.store.conditions import Expr
 
 #: Operator actions (retry, replay) kept in the record's ``audit`` list; older ones are dropped.
@@ -130,14 +128,11 @@ def keep_payload(table: str, job_id: str, *, payload: Any, now: float) -> Write:
     )
 
 
-def interpret_cancel_refusal(job_id: str, error: StoreError) -> Job:
-    """The record that refused a cancel; ``JobNotFound`` when there is none."""
-    if not is_conflict(error):
-        raise error
-    old = old_item(error)
-    if old is None:
+def interpret_cancel_refusal(job_id: str, refused: Refused) -> Job:
+    """The record that refused a cancel or a replay (changed since it was read); ``JobNotFound`` when gone."""
+    if refused.item is None:
         raise JobNotFound(f"no job with id {job_id!r}")
-    return job_from_item(old)
+    return job_from_item(refused.item)
 
 
 def not_cancellable(job: Job) -> InvalidTransition:
@@ -247,9 +242,9 @@ def updated_raw(item: Mapping[str, Any]) -> str:
     return str(item["updated_at"]["N"])
 
 
-def interpret_replay_refusal(job_id: str, error: StoreError) -> Job:
+def interpret_replay_refusal(job_id: str, refused: Refused) -> Job:
     """The record that refused a replay (changed since it was read); ``JobNotFound`` when gone."""
-    return interpret_cancel_refusal(job_id, error)
+    return interpret_cancel_refusal(job_id, refused)
 
 
 #: What a priority change may move: a waiting job, unchanged since the operator read it.

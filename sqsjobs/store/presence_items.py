@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from sqsjobs.store.codec import av_n, av_s
 from sqsjobs.store.conditions import Compare, Exists
 from sqsjobs.store.schema import ATTENTION_INDEX, TTL_ATTRIBUTE
-from sqsjobs.store.write import Put, Write
+from sqsjobs.store.write import Delete, Put, Write
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -171,9 +171,9 @@ def request_drain(table: str, worker_id: str, *, now: float, by: str) -> Write:
     )
 
 
-def deregister(table: str, worker_id: str) -> dict[str, Any]:
+def deregister(table: str, worker_id: str) -> Delete:
     """DeleteItem: the worker exits cleanly."""
-    return {"TableName": table, "Key": {"id": av_s(item_id(worker_id))}}
+    return Delete(table, {"id": av_s(item_id(worker_id))})
 
 
 def query_workers(table: str, start_key: Mapping[str, Any] | None = None) -> dict[str, Any]:

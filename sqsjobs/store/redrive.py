@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.job import FailureRecord, JobStatus
-from sqsjobs.store.codec import WRITE_ID, av_error, av_json, av_n, av_s, nonce, num_attr, shows_own_write
+from sqsjobs.store.codec import WRITE_ID, av_error, av_json, av_n, av_s, nonce, num_attr
 from sqsjobs.store.conditions import All, Missing, eq
 from sqsjobs.store.requests import REJECTABLE
 from sqsjobs.store.schema import DEAD, attention_key
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from sqsjobs.envelope import Envelope
-    from sqsjobs.errors import StoreError
     from sqsjobs.store.codec import Item
     from sqsjobs.store.conditions import Expr
 
@@ -63,11 +62,6 @@ def count_redispatch(table: str, item: Item) -> Write:
     return write.guard(
         "as_read", unchanged, seen if count else {k: v for k, v in seen.items() if k != ":count"}
     )
-
-
-def counted(write: Write, error: StoreError) -> bool:
-    """True when a refused count is this very write, retried by botocore after its answer was lost."""
-    return shows_own_write(write, error)
 
 
 def reason(receives: int | None, redispatched: int) -> str:

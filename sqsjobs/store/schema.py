@@ -27,14 +27,13 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs.store.codec import WRITE_ID, av_n, av_s, nonce, shows_own_write
+from sqsjobs.store.codec import WRITE_ID, av_n, av_s, nonce
 from sqsjobs.store.conditions import All, eq
 from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from sqsjobs.errors import StoreError
     from sqsjobs.store.codec import Item
 
 ATTENTION_INDEX = "attention"
@@ -141,7 +140,7 @@ def mark_dispatched(table: str, record: DueRecord, *, now: float, recheck_at: fl
 
     Conditional on the entry being unchanged, so two sweepers never both send; if the hint is lost,
     the next sweep after ``recheck_at`` sends another, and the claim the hint brings removes it. A
-    refusal that shows this write's own ``wid`` is its own earlier try (``dispatch_landed``).
+    refusal that shows this write's own ``wid`` is its own earlier try (``store/apply.py`` reads it as landed).
     """
     sets: tuple[tuple[str, str], ...] = (
         ("attn", ":pending"),
@@ -159,11 +158,6 @@ def mark_dispatched(table: str, record: DueRecord, *, now: float, recheck_at: fl
     return Write(table, {"id": av_s(record.id)}, sets, values=values).guard(
         "unchanged_entry", UNCHANGED_ENTRY, entry
     )
-
-
-def dispatch_landed(write: Write, error: StoreError) -> bool:
-    """True when a refused ``mark_dispatched`` met its own earlier try (a retry after a lost answer)."""
-    return shows_own_write(write, error)
 
 
 def table_definition(table: str) -> dict[str, Any]:

@@ -52,7 +52,7 @@ def transact_write(entries: Sequence[Mapping[str, Any]], *, token: str) -> dict[
 
     AWS applies a request with a ``ClientRequestToken`` it has seen in the last 10 minutes only
     once, so botocore's retry after a lost answer is safe. An emulator that does not honour the
-    token (moto: the retry is cancelled) is covered by ``landed_before``.
+    token (moto: the retry is cancelled) is covered by ``apply.apply_all``'s ``own``.
     """
     return {"TransactItems": list(entries), "ClientRequestToken": token}
 
@@ -97,21 +97,6 @@ def clear_sent(table: str, record: Mapping[str, Any]) -> Write:
     """
     write = Write(table, {"id": record["id"]}, removes=("payload", "attn", "due"), old_on_refusal=False)
     return write.guard("unchanged_entry", UNCHANGED_ENTRY, {":attn": record["attn"], ":due": record["due"]})
-
-
-def landed_before(error: StoreError, job_indexes: Sequence[int], token: str) -> bool:
-    """True when a cancelled transaction shows one of its own job records: it committed on an earlier try.
-
-    Only this transaction writes its token into a record (``wid``), and a transaction is all or
-    nothing, so one record of it means all of it landed.
-    """
-    reasons = cancellation_reasons(error)
-    for index in job_indexes:
-        reason = reasons[index] if index < len(reasons) else {}
-        old = reason.get("Item") or {}
-        if reason.get("Code") == CONDITION_FAILED and old.get(WRITE_ID) == av_s(token):
-            return True
-    return False
 
 
 def cancellation_reasons(error: StoreError) -> list[dict[str, Any]]:

@@ -367,7 +367,7 @@ def _seal_shard(table: str, batch_id: str, n: int) -> dict[str, Any]:
     return {"Update": write.update_item()}
 
 
-def drain(table: str, batch_id: str, *, now: float) -> dict[str, Any]:
+def drain(table: str, batch_id: str, *, now: float) -> Write:
     """Mark the batch drained (its children are sealed next); once, so no child is added after."""
     return Write(
         table,
@@ -376,7 +376,7 @@ def drain(table: str, batch_id: str, *, now: float) -> dict[str, Any]:
         guards=(Fragment("undrained", Missing("drained_at")),),
         values={":now": av_n(now)},
         old_on_refusal=False,
-    ).update_item()
+    )
 
 
 def complete_entries(
@@ -453,7 +453,7 @@ def complete_entries(
 _SHARD_UNCHANGED = All((eq("sealed", ":true"), eq("added", ":a"), eq("succeeded", ":s"), eq("failed", ":f")))
 
 
-def push_repair(table: str, record: BatchRecord, *, next_due: float) -> dict[str, Any]:
+def push_repair(table: str, record: BatchRecord, *, next_due: float) -> Write:
     """The sweeper checked a batch that is not complete yet: its entry is due again later (unchanged-entry condition)."""
     values = {":attn": av_s(record.attn or ""), ":due": {"N": record.due_raw or "0"}, ":next": av_n(next_due)}
     return Write(
@@ -463,7 +463,7 @@ def push_repair(table: str, record: BatchRecord, *, next_due: float) -> dict[str
         guards=(Fragment("same_entry", _SAME_ENTRY, values),),
         values=values,
         old_on_refusal=False,
-    ).update_item()
+    )
 
 
 _SAME_ENTRY = All((eq("attn", ":attn"), eq("due", ":due")))

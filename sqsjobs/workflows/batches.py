@@ -27,7 +27,9 @@ from sqsjobs.errors import BatchNotFound, BatchSealed, ConfigurationError, Idemp
 from sqsjobs.producer import JobRequest, build_new_job, route_of, write_objects
 from sqsjobs.runtime.kernel import Namespace
 from sqsjobs.store import dedupe, transact, waiting
+from sqsjobs.store.apply import Refused, apply_all
 from sqsjobs.store.codec import av_s, idempotent_job_id, nonce
+from sqsjobs.store.transact import CONDITION_FAILED
 from sqsjobs.workflows import batch_store
 from sqsjobs.workflows.completion import (
     BatchEnv,
@@ -35,9 +37,7 @@ from sqsjobs.workflows.completion import (
     items_flow,
     read_record_flow,
     read_shards_flow,
-    reason_code,
     seal_flow,
-    transact_flow,
 )
 
 if TYPE_CHECKING:
@@ -46,9 +46,6 @@ if TYPE_CHECKING:
 
     from sqsjobs.registry import Handler, Registry
     from sqsjobs.runtime.kernel import Kernel
-
-
-_CONDITION_FAILED = "ConditionalCheckFailed"
 
 
 @dataclass(frozen=True)
@@ -166,24 +163,23 @@ def create_flow(
     )
     entries = batch_store.create_entries(env.table, spec)
     entries[0]["Put"]["Item"]["batch_key"] = av_s(batch_store.list_key(batch_id))  # found by ``batches list``
-    refused = yield from transact_flow(entries)
-    if refused is not None:
-        reasons = transact.cancellation_reasons(refused)
-        if reason_code(refused, 0) == _CONDITION_FAILED:
-            existing = batch_store.read_record(reasons[0]["Item"])
+    refused = yield from apply_all(entries)
+    if isinstance(refused, Refused):
+        if refused.code(0) == CONDITION_FAILED and (found := refused.item_at(0)) is not None:
+            existing = batch_store.read_record(found)
             if existing.config_hash == spec.config_hash:
                 return existing
             raise IdempotencyConflict(
                 f"dedupe key {dedupe_key!r} already names batch {batch_id} with another configuration "
                 "(callback, parent, final_stage, max_item_failures or shards); reuse it or choose a new key"
             )
-        if parent and reason_code(refused, len(entries) - 1) == _CONDITION_FAILED:
-            if not reasons[-1].get("Item"):
+        if parent and refused.code(len(entries) - 1) == CONDITION_FAILED:
+            if refused.item_at(len(entries) - 1) is None:
                 raise BatchNotFound(f"no batch with id {parent!r} in table {env.table}")
             raise BatchSealed(
                 f"batch {parent} has drained (its children are sealed) or completed: it takes no new child"
             )
-        raise refused
+        raise refused.as_error()
     return batch_store.read_record(entries[0]["Put"]["Item"])
 
 
@@ -212,9 +208,9 @@ def add_flow(
     put = transact.job_entry(
         env.table, job, token=token, pending_until=job.run_at + env.settings.stale_after_s
     )
-    refused = yield from transact_flow([put, batch_store.add_entry(env.table, job.batch_key)])
-    if refused is not None and not transact.landed_before(refused, [0], token):
-        reasons = transact.cancellation_reasons(refused)
+    refused = yield from apply_all([put, batch_store.add_entry(env.table, job.batch_key)], wid=token, own=[0])
+    if isinstance(refused, Refused):
+        reasons = refused.reasons
         same = transact.existing_job(reasons[0], job) if reasons else None
         if same is True:
             return job.id  # added before: counted then, not again
@@ -223,11 +219,11 @@ def add_flow(
                 f"dedupe key {dedupe_key!r} already names item {job.id} of batch {batch.id} with a "
                 "different payload; reuse the same payload or choose a new key"
             )
-        if reason_code(refused, 1) == _CONDITION_FAILED:
-            if not reasons[1].get("Item"):
+        if refused.code(1) == CONDITION_FAILED:
+            if refused.item_at(1) is None:
                 raise BatchNotFound(f"batch {batch.id} has no counter shard for this item: it does not exist")
             raise BatchSealed(f"batch {batch.id} is sealed: it takes no more items")
-        raise refused
+        raise refused.as_error()
     yield from env.hint(job, put)
     return job.id
 

@@ -34,7 +34,8 @@ from sqsjobs.job import AttemptOutcome, JobStatus
 from sqsjobs.producer import hint_written
 from sqsjobs.runtime.seams import Plugin
 from sqsjobs.store import codec, requests
-from sqsjobs.store.codec import CCF, Item, num_attr, str_attr, to_datetime
+from sqsjobs.store.apply import apply
+from sqsjobs.store.codec import Item, num_attr, str_attr, to_datetime
 from sqsjobs.transport import objects
 from sqsjobs.workflows import chain_store
 from sqsjobs.workflows.chain_store import ChainState
@@ -202,18 +203,14 @@ class ChainHook:
         reason = f"chain ended at step {step}"
         now, table = self.kernel.clock.now(), self.kernel.settings.table_name
         for index in range(step + 1, length):
-            params = chain_store.drop(
+            drop = chain_store.drop(
                 table,
                 chain_store.step_job_id(chain_id, index),
                 now=now,
                 reason=reason,
                 retention_s=self.kernel.settings.retention_s,
-            ).update_item()
-            try:
-                await self.kernel.arun(one(Call("dynamodb", "update_item", params)))
-            except Exception as exc:  # refused: dropped already (a repeated landing), nothing to do
-                if getattr(exc, "code", None) != CCF:
-                    raise
+            )
+            await self.kernel.arun(apply(drop))  # refused: dropped already (a repeated landing)
 
 
 class PreviousResult:

@@ -29,6 +29,7 @@ from sqsjobs.job import JobStatus
 from sqsjobs.producer import JobRequest, build_new_job, hint_written, route_of, write_objects
 from sqsjobs.runtime.kernel import Namespace
 from sqsjobs.store import dedupe, operator, transact, waiting
+from sqsjobs.store.apply import Refused, apply_all
 from sqsjobs.store.codec import nonce, str_attr, to_datetime
 from sqsjobs.workflows import chain_store
 from sqsjobs.workflows.chain_store import ChainState
@@ -155,10 +156,15 @@ def create_flow(
         *(chain_store.waiting_put(table, job, token=token) for job in jobs[1:]),
     ]
     try:
-        yield Call("dynamodb", "transact_write_items", transact.transact_write(entries, token=token))
+        created = yield from apply_all(entries, wid=token, own=range(len(entries)))
     except StoreError as exc:
-        if not transact.landed_before(exc, range(len(entries)), token):
-            return _refused(exc, chain_id, jobs, dedupe_key)
+        if exc.code == "ValidationException":  # the transaction as built: a size over the limits...
+            raise TransactionInvalid(
+                f"DynamoDB refused the chain as built, nothing was written: {exc}"
+            ) from exc
+        raise
+    if isinstance(created, Refused):
+        return _refused(created, chain_id, jobs, dedupe_key)
     yield from hint_written(
         [(first, first_put["Put"]["Item"])],
         table=table,
@@ -169,22 +175,17 @@ def create_flow(
     return chain_id
 
 
-def _refused(exc: StoreError, chain_id: str, jobs: Sequence[NewJob], dedupe_key: str | None) -> str:
-    """A creation DynamoDB refused: the chain the dedupe key names already, a conflict, or a bad request."""
-    if exc.code == "ValidationException":
-        raise TransactionInvalid(f"DynamoDB refused the chain as built, nothing was written: {exc}") from exc
-    reasons = transact.cancellation_reasons(exc)
-    existing = (
-        reasons[0].get("Item") if reasons and reasons[0].get("Code") == transact.CONDITION_FAILED else None
-    )
+def _refused(refused: Refused, chain_id: str, jobs: Sequence[NewJob], dedupe_key: str | None) -> str:
+    """A creation DynamoDB refused: the chain the dedupe key names already, or a conflict."""
+    existing = refused.item_at(0) if refused.code(0) == transact.CONDITION_FAILED else None
     if not existing:
-        raise exc
+        raise refused.as_error()
     if str_attr(existing, "steps_hash") == chain_store.steps_hash(jobs):
         return chain_id
     raise IdempotencyConflict(
         f"dedupe key {dedupe_key!r} already names chain {chain_id} with other steps; reuse the same steps "
         "or choose a new key"
-    ) from exc
+    ) from refused.error
 
 
 # ── reading ──────────────────────────────────────────────────────────────────────────────────
@@ -302,15 +303,7 @@ def cancel_flow(settings: Settings, chain_id: str, now: float) -> Flow[str]:
             ]
         else:
             continue  # between two writes of a finish: read again
-        try:
-            yield Call(
-                "dynamodb",
-                "transact_write_items",
-                transact.transact_write([{"Update": u} for u in updates], token=nonce()),
-            )
-        except StoreError as exc:
-            if exc.code != "TransactionCanceledException":
-                raise
+        if isinstance((yield from apply_all([{"Update": u} for u in updates])), Refused):
             continue  # the step was claimed or finished meanwhile: read again
         return outcome
     raise StoreError(f"chain {chain_id} kept moving under app.chains.cancel; try again", code="ChainMoving")

@@ -26,19 +26,19 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-import tenacity
-
-from sqsjobs._aws import Call, Flow, retrying
-from sqsjobs.errors import BatchNotFound, StoreError
+from sqsjobs._aws import Call, Flow
+from sqsjobs.errors import BatchNotFound
 from sqsjobs.job import JobStatus
 from sqsjobs.producer import hint_written
 from sqsjobs.store import transact
-from sqsjobs.store.codec import CCF, av_s, idempotent_job_id, nonce
+from sqsjobs.store.apply import Landed, Refusal, Refused, apply, apply_all
+from sqsjobs.store.codec import av_s, idempotent_job_id, nonce
 from sqsjobs.store.conditions import Compare, Fragment
 from sqsjobs.store.enqueue import NewJob
 from sqsjobs.store.operator import cancel, request_cancel
 from sqsjobs.store.schema import BATCH, attention_partitions, due_records, query_due
-from sqsjobs.store.write import Check
+from sqsjobs.store.transact import CONDITION_FAILED
+from sqsjobs.store.write import Check, Write
 from sqsjobs.transport import objects
 from sqsjobs.workflows import batch_store
 
@@ -48,24 +48,6 @@ if TYPE_CHECKING:
     from sqsjobs.config import Settings
     from sqsjobs.job import Job
     from sqsjobs.transport.queues import QueueUrls
-
-#: A transaction cancelled because another one held one of its items (AWS: ``TransactionConflict``;
-#: shards are shared by every item of the batch) is tried again this many times.
-CONFLICT_TRIES = 4
-
-
-def _lost_to_another(exc: BaseException) -> bool:
-    """A transaction cancelled because a concurrent one held one of its items: a passing fault."""
-    reasons = transact.cancellation_reasons(exc) if isinstance(exc, StoreError) else []
-    return any(r.get("Code") == "TransactionConflict" for r in reasons)
-
-
-_ON_CONFLICT = tenacity.Retrying(
-    stop=tenacity.stop_after_attempt(CONFLICT_TRIES),
-    wait=tenacity.wait_random(0.01, 0.1),
-    retry=tenacity.retry_if_exception(_lost_to_another),
-    reraise=True,
-)
 
 
 @dataclass(frozen=True)
@@ -100,28 +82,6 @@ class BatchEnv:
             self.logger.info(event, extra=fields)
 
 
-def transact_flow(entries: Sequence[Mapping[str, Any]]) -> Flow[StoreError | None]:
-    """One TransactWriteItems, tried again on a conflict; the cancellation when it was refused, else None."""
-
-    def attempt() -> Flow[StoreError | None]:
-        token = nonce()
-        try:
-            yield Call("dynamodb", "transact_write_items", transact.transact_write(entries, token=token))
-        except StoreError as exc:
-            if _lost_to_another(exc) or exc.code != "TransactionCanceledException":
-                raise
-            return exc
-        return None
-
-    return (yield from retrying(attempt, _ON_CONFLICT))
-
-
-def reason_code(error: StoreError, index: int) -> str:
-    """The cancellation code of entry ``index`` (``None`` when that entry was not the refusal)."""
-    reasons = transact.cancellation_reasons(error)
-    return str(reasons[index].get("Code", "None")) if index < len(reasons) else "None"
-
-
 def read_record_flow(env: BatchEnv, batch_id: str) -> Flow[batch_store.BatchRecord]:
     """The batch record (consistent read); ``BatchNotFound`` when there is none."""
     found = yield Call("dynamodb", "get_item", batch_store.get_record(env.table, batch_id))
@@ -149,10 +109,10 @@ def seal_flow(env: BatchEnv, batch_id: str, now: float) -> Flow[None]:
         entries = batch_store.seal_entries(
             env.table, record, now=now, repair_at=now + env.settings.stale_after_s
         )
-        refused = yield from transact_flow(entries)
-        if refused is not None and reason_code(refused, 0) != "ConditionalCheckFailed":
-            raise refused  # not "sealed already": a shard is missing, or something else is wrong
-        if refused is None:
+        sealed = yield from apply_all(entries)
+        if isinstance(sealed, Refused) and sealed.code(0) != CONDITION_FAILED:
+            raise sealed.as_error()  # not "sealed already": a shard is missing
+        if isinstance(sealed, Landed):
             env.log("batch sealed", batch_id=batch_id)
     yield from check_flow(env, batch_id, now)
 
@@ -195,8 +155,8 @@ def check_flow(
         return False
     if record.children_done < record.children:
         if record.drained_at is None:
-            with contextlib.suppress(StoreError):  # refused: drained by another checker already
-                yield Call("dynamodb", "update_item", batch_store.drain(env.table, record.id, now=now))
+            drained = yield from apply(batch_store.drain(env.table, record.id, now=now))
+            if isinstance(drained, Landed):  # refused: drained by another checker already
                 env.log("batch drained, sealing its children", batch_id=batch_id, children=list(record.kids))
         elif not seal_children:
             return False
@@ -259,8 +219,10 @@ def _complete(
         failed=failed,
         reason=reason,
     )
-    refused = yield from transact_flow(entries)
-    if refused is not None and not transact.landed_before(refused, [1], token):
+    completed = yield from apply_all(entries, wid=token, own=[1])
+    if isinstance(completed, Refused):
+        if completed.reason is Refusal.CONTENDED:
+            raise completed.as_error()
         return False  # completed by another, or an item moved back to pending since the read
     env.log("batch complete", batch_id=record.id, failed=failed, counts=counts.as_dict(), callback=job.id)
     yield from env.hint(job, put)
@@ -359,8 +321,10 @@ def cancel_item_flow(env: BatchEnv, job: Job, now: float) -> Flow[bool]:
         {"Update": params.transact_item()},
         batch_store.count_entry(env.table, job.batch_key, "failed"),
     ]
-    refused = yield from transact_flow(entries)
-    if refused is not None:
+    cancelled = yield from apply_all(entries)
+    if isinstance(cancelled, Refused):
+        if cancelled.reason is Refusal.CONTENDED:
+            raise cancelled.as_error()
         return False
     yield from after_finish_flow(env, job.batch_key, failed=True, now=now)
     return True
@@ -381,36 +345,30 @@ def stop_items_flow(env: BatchEnv, record: batch_store.BatchRecord, now: float) 
                 retention_s=env.settings.retention_s,
                 batch_key=item["batch_key"]["S"],
             )
-            refused = yield from transact_flow(
+            cancelled = yield from apply_all(
                 [
                     {"Update": params.transact_item()},
                     batch_store.count_entry(env.table, item["batch_key"]["S"], "failed"),
                 ]
             )
-            done["cancelled"] += refused is None
+            done["cancelled"] += isinstance(cancelled, Landed)
         elif status == JobStatus.RUNNING:
-            with contextlib.suppress(StoreError):
-                yield Call(
-                    "dynamodb",
-                    "update_item",
-                    request_cancel(env.table, item["id"]["S"], now=now).update_item(),
-                )
-                done["requested"] += 1
+            asked = yield from apply(request_cancel(env.table, item["id"]["S"], now=now))
+            done["requested"] += isinstance(asked, Landed)  # refused: it finished meanwhile
     return done
 
 
 # ── replay of an item ───────────────────────────────────────────────────────────────────────
-def replay_write_flow(env: BatchEnv, job: Job, params: Mapping[str, Any]) -> Flow[dict[str, Any]]:
+def replay_write_flow(env: BatchEnv, job: Job, write: Write) -> Flow[Landed | Refused]:
     """The replay's write for a batch item: back to pending on its batch while the batch is not complete.
 
     One transaction: the replay, ``ADD failed -1`` on its shard (it was counted when it died or was
     cancelled) and a check that the batch record is not complete. Once the batch is complete, the
     item is replayed alone: it runs, but the batch's counts and callback stay as they were.
-    Answers like ``update_item`` with ``ReturnValues=ALL_NEW`` (a refusal of the replay itself as its
-    ``ConditionalCheckFailedException``), so the caller reads both alike.
+    Answers as ``apply(write)`` does (a refusal of the replay itself as ``Refused`` with the record),
+    so the caller reads both alike.
     """
     assert job.batch_key is not None and job.batch_id is not None
-    update = {k: v for k, v in params.items() if k != "ReturnValues"}
     not_complete = Compare("status", "<>", ":complete")
     record_check = {
         "ConditionCheck": Check(
@@ -420,23 +378,19 @@ def replay_write_flow(env: BatchEnv, job: Job, params: Mapping[str, Any]) -> Flo
         ).transact_item()
     }
     entries = [
-        {"Update": update},
+        {"Update": write.transact_item()},
         batch_store.count_entry(env.table, job.batch_key, "failed", by=-1),
         record_check,
     ]
-    refused = yield from transact_flow(entries)
-    if refused is not None:
-        if reason_code(refused, 0) == "ConditionalCheckFailed":
-            item = transact.cancellation_reasons(refused)[0].get("Item")
-            response: dict[str, Any] = {"Error": {"Code": CCF, "Message": "the replay's condition"}}
-            if item:
-                response["Item"] = item
-            raise StoreError(f"dynamodb {CCF}: the replay's condition", code=CCF, response=response)
-        return dict((yield Call("dynamodb", "update_item", dict(params))))  # the batch is complete
+    replayed = yield from apply_all(entries)
+    if isinstance(replayed, Refused):
+        if replayed.code(0) == CONDITION_FAILED:
+            return Refused(Refusal.CHANGED, item=replayed.item_at(0), error=replayed.error)
+        return (yield from apply(write))  # the batch is complete
     found = yield Call(
         "dynamodb", "get_item", {"TableName": env.table, "Key": {"id": av_s(job.id)}, "ConsistentRead": True}
     )
-    return {"Attributes": found["Item"]}
+    return Landed(attributes=found["Item"])
 
 
 # ── repair ──────────────────────────────────────────────────────────────────────────────────
@@ -463,12 +417,8 @@ def repair_flow(env: BatchEnv, now: float) -> Flow[list[str]]:
                     continue
                 if record.status != batch_store.COMPLETE and record.attn is not None:
                     next_due = now + env.settings.stale_after_s
-                    with contextlib.suppress(StoreError):  # changed meanwhile: its new entry stands
-                        yield Call(
-                            "dynamodb",
-                            "update_item",
-                            batch_store.push_repair(env.table, record, next_due=next_due),
-                        )
+                    # A refusal: it changed meanwhile, and its new entry stands.
+                    yield from apply(batch_store.push_repair(env.table, record, next_due=next_due))
             start = page.get("LastEvaluatedKey")
             if not start:
                 break

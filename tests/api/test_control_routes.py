@@ -14,9 +14,9 @@ import time
 import pytest
 
 from sqsjobs import JobStatus
-from sqsjobs._aws import Call, one
 from sqsjobs.limits import gate
 from sqsjobs.limits import store as ls
+from sqsjobs.store.apply import apply
 from tests.api.conftest import TOKEN
 from tests.api.helpers import assert_problem, client, serving
 from tests.apps import limited
@@ -73,15 +73,7 @@ def test_a_breaker_closed_by_hand_lets_its_jobs_start_before_the_cooldown_ends(a
     table, log, mode = app.settings.table_name, tmp_path / "runs.log", tmp_path / "mode"
     mode.write_text("ok")
     # GIVEN the crm breaker open for ten minutes, and a job of it deferred by a worker process
-    app.run(
-        one(
-            Call(
-                "dynamodb",
-                "update_item",
-                ls.open_breaker(table, ls.breaker_id("crm"), version=0, now=time.time(), cooldown_s=600),
-            )
-        )
-    )
+    app.run(apply(ls.open_breaker(table, ls.breaker_id("crm"), version=0, now=time.time(), cooldown_s=600)))
     crm = {lim["name"]: lim for lim in http.get("/limits").json()["limits"]}["crm"]
     assert crm["breaker"] == "open" and crm["breaker_until"] > time.time() + 500
     first = app.enqueue("crm.call", {"log": str(log), "mode": str(mode)})

@@ -9,8 +9,9 @@ from __future__ import annotations
 import uuid
 
 from sqsjobs import App, Breaker
-from sqsjobs._aws import Call, one
 from sqsjobs.limits import store as ls
+from sqsjobs.store.apply import apply
+from sqsjobs.store.write import Put, Write
 from tests.cli.conftest import invoke
 from tests.conftest import FAST
 
@@ -29,8 +30,8 @@ def _app(endpoint: str) -> App:
     return app
 
 
-def _write(app: App, op: str, params: dict) -> None:
-    app.run(one(Call("dynamodb", op, params)))
+def _write(app: App, write: Write | Put) -> None:
+    app.run(apply(write))
 
 
 def test_pause_and_resume_show_in_limits_and_stats(ministack_url):
@@ -68,7 +69,6 @@ def test_limits_shows_running_slots_rate_breaker_and_waiting_jobs(ministack_url)
     for n, until in ((0, 60), (1, 60), (2, -5)):
         _write(
             app,
-            "put_item",
             ls.take_slot(
                 table,
                 ls.slot_id("stripe", n, None),
@@ -80,17 +80,13 @@ def test_limits_shows_running_slots_rate_breaker_and_waiting_jobs(ministack_url)
         )
     _write(
         app,
-        "put_item",
         ls.take_slot(table, ls.slot_id("per-tenant", 0, "acme"), job_id="j9", token="t", now=now, lease_s=60),
     )
     _write(
         app,
-        "update_item",
         ls.record_start(table, ls.rate_id("stripe", 0), starts=[], version=0, now=now, allowed=600, wid="w"),
     )
-    _write(
-        app, "update_item", ls.open_breaker(table, ls.breaker_id("crm"), version=0, now=now, cooldown_s=30)
-    )
+    _write(app, ls.open_breaker(table, ls.breaker_id("crm"), version=0, now=now, cooldown_s=30))
     app.enqueue_many([{"type": "payments.charge", "payload": {}} for _ in range(3)])
     # WHEN the operator asks
     state = {

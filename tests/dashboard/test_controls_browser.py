@@ -11,8 +11,8 @@ import time
 import pytest
 
 from sqsjobs import JobStatus
-from sqsjobs._aws import Call, one
 from sqsjobs.limits import store as ls
+from sqsjobs.store.apply import apply
 from tests.apps import limited
 from tests.dashboard.conftest import Served, click, screenshot
 from tests.dashboard.test_browser import TOKEN, browser, text_of, wait_for  # noqa: F401 (browser: a fixture)
@@ -78,17 +78,13 @@ def test_pausing_from_the_page_stops_starts_resuming_restarts_them_and_a_breaker
             assert len(log.read_text().splitlines()) == 3
             # WHEN the crm breaker is open, the page offers to close it, and closing it closes it
             app.run(
-                one(
-                    Call(
-                        "dynamodb",
-                        "update_item",
-                        ls.open_breaker(
-                            app.settings.table_name,
-                            ls.breaker_id("crm"),
-                            version=0,
-                            now=time.time(),
-                            cooldown_s=600,
-                        ),
+                apply(
+                    ls.open_breaker(
+                        app.settings.table_name,
+                        ls.breaker_id("crm"),
+                        version=0,
+                        now=time.time(),
+                        cooldown_s=600,
                     )
                 )
             )

@@ -18,7 +18,6 @@ from sqsjobs.deploy.packaging import HANDLER
 from sqsjobs.deploy.provision import redrive_count
 from sqsjobs.deploy.rules import (
     API_ACTIONS,
-    ECS_WORKER_ACTIONS,
     FARGATE_MAX_STOP_TIMEOUT_S,
     LAMBDA_VISIBILITY_FACTOR,
     PRODUCER_ACTIONS,
@@ -631,9 +630,8 @@ def test_each_principal_gets_exactly_its_action_list(full):
         return {a for names in spec.values() for a in names}
 
     # ... and the task scale-in protection the ECS agent sets for it (test_capacity_options.py)
-    worker = listed(ECS_WORKER_ACTIONS) | set(TASK_PROTECTION_ACTIONS)
+    worker = listed(WORKER_ACTIONS) | set(TASK_PROTECTION_ACTIONS)
     assert actions(statements(full, role_of_task(full, "worker"))) == worker
-    assert listed(ECS_WORKER_ACTIONS) - listed(WORKER_ACTIONS) == {"dynamodb:DeleteItem"}  # its registry item
     assert actions(statements(full, role_of_task(full, "sweeper"))) == listed(SWEEPER_ACTIONS)
     lambda_actions = actions(statements(full, logical_id(function(full, HANDLER)["Role"])))
     consume = {

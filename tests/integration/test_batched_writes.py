@@ -22,10 +22,10 @@ from sqsjobs.delivery import failure_record
 from sqsjobs.envelope import parse
 from sqsjobs.errors import StoreError
 from sqsjobs.producer import JobRequest, build_new_job
-from sqsjobs.runtime.write_batcher import WriteBatcher
 from sqsjobs.store import codec, enqueue, job_store, requests, runs, statements
-from sqsjobs.store.job_store import ClaimRefusal
+from sqsjobs.store.apply import ClaimRefusal, Landed
 from sqsjobs.store.write import Put, Write
+from sqsjobs.store.write_batcher import WriteBatcher
 
 NOW = time.time()
 ERROR = failure_record(ValueError("boom"))
@@ -375,5 +375,5 @@ def test_finishes_ending_one_by_one_share_one_request_and_a_lone_finish_leaves_a
 
     assert app.settings.finish_linger_s > 0
     landed = asyncio.run(go())
-    assert all(isinstance(x, job_store.Landed) for x in landed), landed
+    assert all(isinstance(x, Landed) for x in landed), landed
     assert {codec.job_from_item(_item(app, j.id)).status for j in jobs} == {JobStatus.SUCCEEDED}

@@ -243,7 +243,7 @@ import json, sys
 from tests.apps import traced
 from opentelemetry import trace
 from sqsjobs.runtime.lambda_sqs import LambdaWorker
-from tests.integration.lambda_events import FakeContext, event_from, receive
+from tests.integration.lambda_events import FakeContext, event_from, receive, settle
 
 app = traced.app
 with trace.get_tracer("producer").start_as_current_span("request") as request:
@@ -254,7 +254,8 @@ try:
         context = FakeContext()
         context.invoked_function_arn = "arn:aws:lambda:us-east-1:000000000000:function:sqsjobs-test"
         context.memory_limit_in_mb = 512
-        worker(event_from(app, receive(app, 1)), context)
+        event = event_from(app, receive(app, 1))
+        settle(app, event, worker(event, context))  # the parent's message is gone before the child's receive
 finally:
     worker.close()
 print(json.dumps({"job_id": job_id, "child_id": app.get(job_id).result}))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import re
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,7 @@ WORKER_MODULES = [
     "runtime/execution.py",
     "runtime/worker.py",
     "runtime/lambda_sqs.py",
-    "runtime/write_batcher.py",
+    "store/write_batcher.py",
     "transport/sqs.py",
     "transport/queues.py",
     "transport/objects.py",
@@ -37,6 +39,10 @@ WORKER_MODULES = [
     "workflows/chains.py",  # the hook's reads; a handler may start a chain
     "workflows/batches.py",  # ctx.add_to_batch
     "workflows/completion.py",  # the batch hook's completion check
+    "limits/gate.py",  # a limit's slots, rate log and breaker
+    "runtime/record_stage.py",  # a serialized job's note that it yielded its place
+    "runtime/outliving.py",  # a run that outlives its message
+    "steps/book.py",  # ctx.step's records
 ]
 ECS_WORKER_MODULES = [*WORKER_MODULES, "runtime/presence.py", "store/probe.py"]  # the PartiQL probe at start
 SWEEPER_MODULES = [
@@ -65,6 +71,14 @@ API_MODULES = [
     "transport/queues.py",
     "transport/objects.py",
     "workflows/completion.py",  # cancel and retry of a batch item
+    "ops/cancel_job.py",
+    "ops/bulk_cancel.py",
+    "ops/reprioritize.py",
+    "ops/worker_views.py",  # a worker's drain
+    "limits/ops.py",  # pause, resume, a breaker's close
+    "steps/tokens.py",  # a token's answer
+    "workflows/chains.py",
+    "workflows/batches.py",
 ]
 #: In those modules but never called by the API: producer.py's batched INSERTs are enqueue_many's,
 #: and the API enqueues one job per request (a single PutItem; test_an_api_enqueue_is_one_put).
@@ -72,11 +86,43 @@ API_NEVER_CALLS = {"dynamodb:PartiQLInsert", "dynamodb:PartiQLUpdate"}
 
 
 def actions_called(modules: list[str]) -> set[str]:
+    """The IAM actions of the calls the modules make: literal ``Call``s, and the typed writes they ``apply``."""
     found = set()
     for module in modules:
-        for service, operation in _CALL.findall((SQSJOBS / module).read_text()):
+        source = (SQSJOBS / module).read_text()
+        calls = _CALL.findall(source)
+        if "apply(" in source:
+            calls += [("dynamodb", op) for op in typed_writes(module, source)]
+        calls += [("dynamodb", op) for flow, op in _APPLIED_MANY.items() if f"{flow}(" in source]
+        for service, operation in calls:
             found.update(d.iam_actions(service, operation))
     return found
+
+
+#: What ``store.apply.apply`` sends for each typed write.
+_APPLIED = {"Write": "update_item", "Put": "put_item", "Delete": "delete_item"}
+#: What ``store.apply``'s other flows send: a transaction, a batch of PartiQL statements.
+_APPLIED_MANY = {"apply_all": "transact_write_items", "apply_batched": "batch_execute_statement"}
+_CALLED = re.compile(r"\b(?:(\w+)\.)?(\w+)\(")
+
+
+def typed_writes(module: str, source: str) -> set[str]:
+    """The operations of the typed writes a module builds: by each builder's declared return type.
+
+    A module that applies ``limit_store.give_back_slot(...)`` sends a DeleteItem because that builder
+    returns a ``Delete``: read from the builder itself, so a new builder needs no entry here.
+    """
+    loaded = importlib.import_module("sqsjobs." + module.removesuffix(".py").replace("/", "."))
+    ops = set()
+    for owner, name in _CALLED.findall(source):
+        holder = getattr(loaded, owner, None) if owner else loaded
+        target = getattr(holder, name, None)
+        if inspect.isclass(target) and name in _APPLIED:  # a write built in place: Delete(...)
+            ops.add(_APPLIED[name])
+        elif inspect.isfunction(target):
+            returns = str(inspect.signature(target).return_annotation)
+            ops.update(op for kind, op in _APPLIED.items() if re.search(rf"\b{kind}\b", returns))
+    return ops
 
 
 def granted(actions: dict[str, tuple[str, ...]]) -> set[str]:
@@ -128,7 +174,7 @@ def test_an_api_enqueue_is_one_put(monkeypatch):
     ("actions", "modules"),
     [
         (d.WORKER_ACTIONS, WORKER_MODULES),
-        (d.ECS_WORKER_ACTIONS, ECS_WORKER_MODULES),
+        (d.WORKER_ACTIONS, ECS_WORKER_MODULES),
         (d.SWEEPER_ACTIONS, SWEEPER_MODULES),
     ],
     ids=["worker", "ecs-worker", "sweeper"],

@@ -9,7 +9,7 @@ import pytest
 
 from sqsjobs.context import InterruptReason, JobContext
 from sqsjobs.job import AttemptOutcome
-from sqsjobs.store.job_store import ClaimRefusal
+from sqsjobs.store.apply import ClaimRefusal
 
 
 @pytest.mark.parametrize(

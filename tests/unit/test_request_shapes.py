@@ -32,7 +32,7 @@ from sqsjobs.store import (
     statements,
     transact,
 )
-from sqsjobs.store.write import Put, Write
+from sqsjobs.store.write import Delete, Put, Write
 from sqsjobs.transport import objects, sqs
 
 NOW = 1_800_000_000.0
@@ -101,11 +101,13 @@ def statement_of(write: Write | Put) -> dict[str, typing.Any]:
 
 
 def _request(built: typing.Any) -> dict[str, typing.Any]:
-    """A builder's request: a typed write rendered as the UpdateItem or PutItem it sends alone."""
+    """A builder's request: a typed write rendered as the UpdateItem, PutItem or DeleteItem it sends alone."""
     if isinstance(built, Write):
         return built.update_item()
     if isinstance(built, Put):
         return built.put_item()
+    if isinstance(built, Delete):
+        return built.delete_item()
     return built
 
 
@@ -462,7 +464,7 @@ def _builders() -> set[str]:
             if name.startswith("_") or fn.__module__ != module.__name__:
                 continue
             returns = inspect.signature(fn).return_annotation
-            if returns in ("dict[str, Any]", "Write", "Put") and name not in NOT_REQUESTS:
+            if returns in ("dict[str, Any]", "Write", "Put", "Delete") and name not in NOT_REQUESTS:
                 found.add(name)
     return found
 

@@ -8,6 +8,7 @@ from sqsjobs import IdempotencyConflict, JobStatus
 from sqsjobs.errors import StoreError
 from sqsjobs.job import FailureRecord
 from sqsjobs.store import codec, enqueue, job_store, requests, runs, schema
+from sqsjobs.store.apply import ClaimRefusal
 from sqsjobs.transport import sqs
 
 NOW = 1_800_000_000.0
@@ -75,9 +76,9 @@ def test_idempotency_keys_scope_by_type_and_tenant():
 
 def test_a_refused_put_with_the_same_payload_is_the_same_job_and_otherwise_a_conflict():
     existing = enqueue.put_job("t", new_job(idempotency_key="k")).item
-    assert enqueue.interpret_put_conflict(new_job(idempotency_key="k"), refusal(existing)) == "j1"
+    assert enqueue.interpret_put_conflict(new_job(idempotency_key="k"), dict(existing)) == "j1"
     with pytest.raises(IdempotencyConflict):
-        enqueue.interpret_put_conflict(new_job(idempotency_key="k", payload={"a": 2}), refusal(existing))
+        enqueue.interpret_put_conflict(new_job(idempotency_key="k", payload={"a": 2}), dict(existing))
 
 
 def test_errors_other_than_a_false_condition_are_not_mistaken_for_conflicts():
@@ -97,12 +98,12 @@ def _item(status: str, **extra) -> dict:
 @pytest.mark.parametrize(
     ("item", "reason"),
     [
-        (None, job_store.ClaimRefusal.MISSING),
-        (_item("succeeded"), job_store.ClaimRefusal.FINISHED),
-        (_item("queued", run_at=NOW + 60), job_store.ClaimRefusal.NOT_DUE),
-        (_item("running", lease_expires=NOW + 30, lease_owner="w"), job_store.ClaimRefusal.HELD_ELSEWHERE),
-        (_item("running", lease_expires=NOW - 1, attempt=3), job_store.ClaimRefusal.EXHAUSTED),
-        (_item("retry_scheduled", attempt=3), job_store.ClaimRefusal.EXHAUSTED),
+        (None, ClaimRefusal.MISSING),
+        (_item("succeeded"), ClaimRefusal.FINISHED),
+        (_item("queued", run_at=NOW + 60), ClaimRefusal.NOT_DUE),
+        (_item("running", lease_expires=NOW + 30, lease_owner="w"), ClaimRefusal.HELD_ELSEWHERE),
+        (_item("running", lease_expires=NOW - 1, attempt=3), ClaimRefusal.EXHAUSTED),
+        (_item("retry_scheduled", attempt=3), ClaimRefusal.EXHAUSTED),
     ],
 )
 def test_a_refused_claim_says_what_the_message_is_worth(item, reason):

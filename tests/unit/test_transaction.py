@@ -7,6 +7,7 @@ import pytest
 from sqsjobs import App, IdempotencyConflict, PayloadInvalid, TransactionInvalid
 from sqsjobs.errors import StoreError
 from sqsjobs.store import transact
+from sqsjobs.store.apply import CONFLICT_TRIES, Landed, Refusal, Refused, apply_all
 from sqsjobs.store.codec import WRITE_ID, av_s
 
 
@@ -108,10 +109,39 @@ def test_a_cancellation_that_shows_the_transactions_own_record_is_its_earlier_co
         reasons = [{"Code": "ConditionalCheckFailed"}, {"Code": "ConditionalCheckFailed", "Item": item}]
         return StoreError("x", code="TransactionCanceledException", response={"CancellationReasons": reasons})
 
-    assert transact.landed_before(cancelled({"id": av_s("j1"), WRITE_ID: av_s("tok")}), [1], "tok")
-    assert not transact.landed_before(cancelled({"id": av_s("j1"), WRITE_ID: av_s("other")}), [1], "tok")
-    assert not transact.landed_before(cancelled({"id": av_s("j1")}), [1], "tok")
-    assert not transact.landed_before(cancelled({"id": av_s("j1"), WRITE_ID: av_s("tok")}), [0], "tok")
+    def answer(error, own):
+        flow = apply_all([{"Put": {}}, {"Put": {}}], wid="tok", own=own)
+        call = next(flow)
+        assert call.operation == "transact_write_items" and call.params["ClientRequestToken"] == "tok"
+        with pytest.raises(StopIteration) as ended:
+            flow.throw(error)
+        return ended.value.value
+
+    assert answer(cancelled({"id": av_s("j1"), WRITE_ID: av_s("tok")}), [1]) == Landed(confirmed=True)
+    assert isinstance(answer(cancelled({"id": av_s("j1"), WRITE_ID: av_s("other")}), [1]), Refused)
+    assert isinstance(answer(cancelled({"id": av_s("j1")}), [1]), Refused)
+    assert isinstance(answer(cancelled({"id": av_s("j1"), WRITE_ID: av_s("tok")}), [0]), Refused)
+
+
+def test_a_transaction_held_by_another_is_tried_again_with_a_fresh_token_then_answered_contended():
+    held = StoreError(
+        "x",
+        code="TransactionCanceledException",
+        response={"CancellationReasons": [{"Code": "None"}, {"Code": "TransactionConflict"}]},
+    )
+    flow = apply_all([{"Put": {}}, {"Put": {}}], wid="tok")
+    tokens, step = [], next(flow)
+    with pytest.raises(StopIteration) as ended:
+        while True:
+            if step.operation == "transact_write_items":
+                tokens.append(step.params["ClientRequestToken"])
+                step = flow.throw(held)
+            else:  # the wait between tries, performed by the driver
+                step = flow.send(None)
+    refused = ended.value.value
+    assert isinstance(refused, Refused) and refused.reason is Refusal.CONTENDED
+    assert refused.code(1) == "TransactionConflict"
+    assert len(tokens) == CONFLICT_TRIES and tokens[0] == "tok" and len(set(tokens)) == CONFLICT_TRIES
 
 
 def test_a_discarded_transaction_takes_nothing_more(app):

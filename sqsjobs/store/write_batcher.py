@@ -27,15 +27,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import CARRIED_FOR, Call, one
 from sqsjobs.errors import NotBatchable, StoreError
 from sqsjobs.store import statements, transact
-from sqsjobs.store.codec import CCF, nonce
-from sqsjobs.store.job_store import Landed
+from sqsjobs.store.apply import Landed, apply_all
+from sqsjobs.store.codec import CCF
 from sqsjobs.store.write import Entry, Write
 
 if TYPE_CHECKING:
@@ -45,9 +44,6 @@ if TYPE_CHECKING:
 
 #: Batches a worker keeps in flight at once; more writes wait for one of them (and join the next).
 MAX_IN_FLIGHT = 2
-#: Tries of a finish's transaction cancelled by a ``TransactionConflict`` (a concurrent transaction on
-#: an item they share, such as a batch's counter shard): a passing fault, not a refusal.
-TRANSACTION_CONFLICT_TRIES = 4
 
 
 @dataclass
@@ -151,33 +147,20 @@ class WriteBatcher:
         wid = single.value(":wid")
         if wid is None:
             raise ValueError("a transacted write must carry its write id (requests.with_write_id)")
-        rendered = [transact.entry_of(e) for e in entries]
-        request = transact.transact_write([{"Update": single.transact_item()}, *rendered], token=wid["S"])
-        try:
-            for tries_left in reversed(range(TRANSACTION_CONFLICT_TRIES)):
-                try:
-                    await self._arun(one(Call("dynamodb", "transact_write_items", request)))
-                    break
-                except StoreError as exc:
-                    # Another transaction held a shared item (a batch's counter shard): nothing was
-                    # written, try again soon rather than leave the job to rerun after its lease.
-                    codes = {r.get("Code") for r in transact.cancellation_reasons(exc)}
-                    if "TransactionConflict" not in codes or not tries_left:
-                        raise
-                    await asyncio.sleep(random.uniform(0.01, 0.1))
-                    # A fresh token: the cancelled request's may not be reused (the record's ``wid``,
-                    # not the token, tells a landed try after a lost answer).
-                    request = {**request, "ClientRequestToken": nonce()}
-        except StoreError as exc:
-            reasons = transact.cancellation_reasons(exc)
-            if reasons and reasons[0].get("Code") == transact.CONDITION_FAILED:
-                response: dict[str, Any] = {"Error": {"Code": CCF, "Message": "the finish's condition"}}
-                if reasons[0].get("Item"):
-                    response["Item"] = reasons[0]["Item"]
-                raise StoreError(
-                    f"dynamodb {CCF}: the finish's condition", code=CCF, response=response
-                ) from exc
-            raise
+        rendered = [{"Update": single.transact_item()}, *(transact.entry_of(e) for e in entries)]
+        # Another transaction holding a shared item (a batch's counter shard) wrote nothing: apply_all
+        # tries again soon rather than leave the job to rerun after its lease.
+        outcome = await self._arun(apply_all(rendered, wid=wid["S"]))
+        if isinstance(outcome, Landed):
+            return
+        if outcome.code(0) == transact.CONDITION_FAILED:
+            response: dict[str, Any] = {"Error": {"Code": CCF, "Message": "the finish's condition"}}
+            if (found := outcome.item_at(0)) is not None:
+                response["Item"] = found
+            raise StoreError(f"dynamodb {CCF}: the finish's condition", code=CCF, response=response) from (
+                outcome.error
+            )
+        raise outcome.as_error()
 
     def _kick(self) -> None:
         if not self._waiting or self._scheduled or self._in_flight >= self._max_in_flight:
