@@ -54,7 +54,7 @@ class Landed:
     job: Job | None = None
     confirmed: bool = False
     #: The ``ConsumedCapacity`` a single write reported (asked for by ``Settings.measure_capacity``).
-    consumed: Sequence[Mapping[str, Any]] = field(default=(), compare=False, repr=False)
+    consumed: list[Mapping[str, Any]] = field(default_factory=list, compare=False, repr=False)
 
 
 class Refusal(enum.StrEnum):
@@ -150,7 +150,8 @@ def apply(
         if mine or (own is not None and found is not None and own(found)):
             return Landed(attributes=found, confirmed=True)
         return Refused(reason, item=found, error=exc)
-    return Landed(attributes=response.get("Attributes"), consumed=response.get("ConsumedCapacity") or ())
+    consumed = response.get("ConsumedCapacity")  # one entry for a single write
+    return Landed(attributes=response.get("Attributes"), consumed=[consumed] if consumed else [])
 
 
 def _call(write: Write | Put | Delete) -> Call:
