@@ -78,7 +78,7 @@ class Settings:
     #: ``SQSJOBS_EVENT_BUS``.
     event_bus: str = ""
     #: The events every job type publishes: comma-separated names (``JobDead,BatchCompleted``) or
-    #: ``all``; a type's ``@job(events=...)`` wins for its own jobs. ``SQSJOBS_EVENTS``.
+    #: ``all``; a type's ``@job(hooks=Hooks(events=...))`` wins for its own jobs. ``SQSJOBS_EVENTS``.
     events: str = ""
     #: The sweeper relays the table's change stream to the bus itself (``sqsjobs dev``, tests); in
     #: AWS a Lambda on the stream does (infra/). ``SQSJOBS_EVENT_RELAY``.

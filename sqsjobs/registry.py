@@ -138,17 +138,35 @@ class Debounce(Dedupe):
 
 @dataclass(frozen=True)
 class Hooks:
-    """``@app.job(hooks=Hooks(...))``: job types that run once per end of a job of this type (``sqsjobs.hooks``).
+    """``@app.job(hooks=Hooks(...))``: what the end of a job of this type sets off.
 
-    Each is enqueued with the ended job's summary in the finish's own transaction, so a worker
-    killed right after the finish cannot lose it; a name no handler registers is a
-    ``ConfigurationError`` when a worker starts.
+    Hook job types (``sqsjobs.hooks``) are enqueued with the ended job's summary in the finish's own
+    transaction, so a worker killed right after the finish cannot lose them; a name no handler
+    registers is a ``ConfigurationError`` when a worker starts. Events go to the App's
+    ``event_bus`` (docs/events.md).
     """
 
     #: Run when a job of the type dies (its attempts spent, a permanent error, rejected).
     on_dead: str | None = None
     #: Run when a job of the type succeeds.
     on_succeeded: str | None = None
+    #: The events its jobs publish when they end: True (all of ``JOB_EVENTS``), False (none), or
+    #: names from it; None leaves it to the App's ``events`` setting.
+    events: bool | Iterable[str] | None = None
+
+
+@dataclass(frozen=True)
+class PayloadVersion:
+    """``@job(version=PayloadVersion(3, upcast={1: v1_to_v2, 2: v2_to_v3}))``: the payload schema's version.
+
+    ``upcast[n]`` turns a version-n payload (JSON data as stored) into a version n + 1 one, so a
+    worker runs jobs enqueued before the schema changed; a payload older than the first step is
+    refused, which is how a version is retired. A plain ``version=3`` has no steps: an older payload
+    is validated as it is.
+    """
+
+    number: int
+    upcast: Mapping[int, Upcast] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -362,7 +380,7 @@ def _summarise(exc: ValidationError) -> str:
 
 
 def _checked_upcasts(name: str, version: int, upcast: Mapping[int, Upcast] | None) -> dict[int, Upcast]:
-    """The upcast steps of ``@job(version=..., upcast=...)``, or ``ConfigurationError`` saying what is wrong.
+    """The upcast steps of ``@job(version=PayloadVersion(...))``, or ``ConfigurationError`` saying what is wrong.
 
     Keys are versions 1..``version - 1`` with no gap up to ``version - 1`` (a payload older than the
     first key is refused by the worker, which is how a version is retired); values are callables.
@@ -420,14 +438,12 @@ class Registry:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         timeout: timedelta | float | None = None,
         retry: RetryPolicy | None = None,
-        version: int = 1,
-        upcast: Mapping[int, Upcast] | None = None,
+        version: int | PayloadVersion = 1,
         expires_after: timedelta | float | None = None,
         limits: Sequence[str] = (),
         pausable: bool = False,
         priority: str | None = None,
         dedupe: Dedupe | None = None,
-        events: bool | Iterable[str] | None = None,
         hooks: Hooks | None = None,
         batch: BatchOptions | None = None,
     ) -> Callable[[H], H]:
@@ -437,9 +453,8 @@ class Registry:
         remaining time on Lambda; give one only when the job must be cut off sooner.
 
         ``version`` is the payload schema's version, stamped on every job enqueued with this
-        handler; ``upcast[n]`` turns a version-n payload (JSON data as stored) into a version n + 1
-        one, so a worker can run jobs enqueued before the schema changed (``HandlerSpec.load``).
-        A missing step raises ``ConfigurationError`` here, at import.
+        handler; ``PayloadVersion(n, upcast=...)`` adds the steps that upgrade older payloads
+        (``HandlerSpec.load``). A missing step raises ``ConfigurationError`` here, at import.
 
         ``expires_after``: a job of this type not started this long after its enqueue ends
         ``expired`` and never runs (an enqueue's own ``expires_after`` wins; docs/flow-control-expiry.md).
@@ -450,16 +465,21 @@ class Registry:
         ``dedupe``: ``DedupeFor(window)``, ``Throttle(window)``, ``WhileActive()`` or
         ``Debounce(quiet, max=)``, the type's default dedup mode for an enqueue with an idempotency
         key (docs/dedupe.md).
-        ``events``: the events its jobs publish on the App's ``event_bus`` when they end: True (all of
-        ``JOB_EVENTS``), False (none), or names from it; None leaves it to the App's ``events``
-        setting (docs/events.md). ``hooks``: ``Hooks(on_dead=, on_succeeded=)``, job types that run
-        once per such end with the job's summary (``sqsjobs.hooks``). ``retry``: the backoff, and
+        ``hooks``: ``Hooks(on_dead=, on_succeeded=, events=)``, what a job's end sets off: job types
+        run with its summary (``sqsjobs.hooks``) and the events it publishes on the App's
+        ``event_bus`` (docs/events.md). ``retry``: the backoff, and
         ``RetryPolicy(max_age_s=)`` to stop retrying a job older than that. ``batch``: the
         handler is ``fn(items: list[BatchItem[P]])`` and runs many jobs per call (docs/batch-handlers.md).
         """
         if dedupe is not None and not isinstance(dedupe, Dedupe):
             raise ConfigurationError(f"job {name!r}: dedupe={dedupe!r}: {DEDUPE_MODES}")
-        chosen = _checked_events(name, events)
+        if hooks is not None and not isinstance(hooks, Hooks):
+            raise ConfigurationError(
+                f"job {name!r}: hooks={hooks!r}: give Hooks(on_dead=..., on_succeeded=..., events=...)"
+            )
+        hooks = hooks or Hooks()
+        chosen = _checked_events(name, hooks.events)
+        versioned = version if isinstance(version, PayloadVersion) else PayloadVersion(version)
         expires_after_s = None if expires_after is None else to_seconds(expires_after)
         if expires_after_s is not None and not expires_after_s > 0:
             raise ConfigurationError(f"job {name!r}: expires_after must be positive, got {expires_after!r}")
@@ -467,12 +487,8 @@ class Registry:
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
         if priority not in (None, "high", "normal", "low"):
             raise ValueError(f"priority must be 'high', 'normal' or 'low', got {priority!r}")
-        upcasts = _checked_upcasts(name, version, upcast)
+        upcasts = _checked_upcasts(name, versioned.number, versioned.upcast)
         policy = retry or RetryPolicy()
-        if hooks is not None and not isinstance(hooks, Hooks):
-            raise ConfigurationError(
-                f"job {name!r}: hooks={hooks!r}: give Hooks(on_dead=..., on_succeeded=...)"
-            )
 
         def register(fn: H) -> H:
             spec = HandlerSpec(
@@ -482,7 +498,7 @@ class Registry:
                 max_attempts=max_attempts,
                 explicit_timeout_s=None if timeout is None else to_seconds(timeout),
                 retry=policy,
-                version=version,
+                version=versioned.number,
                 payload_type=_item_type(fn) if batch is not None else _payload_type(fn),
                 upcasts=upcasts,
                 expires_after_s=expires_after_s,
@@ -491,7 +507,7 @@ class Registry:
                 priority=priority,
                 dedupe=dedupe,
                 events=chosen,
-                hooks=hooks or Hooks(),
+                hooks=hooks,
                 batch=batch,
             )
             self.add(spec)
@@ -567,7 +583,7 @@ JOB_EVENTS = {
 
 
 def _checked_events(name: str, events: bool | Iterable[str] | None) -> frozenset[str] | None:
-    """``@job(events=...)`` as names; an unknown name is a ``ConfigurationError`` at import."""
+    """``Hooks(events=...)`` as names; an unknown name is a ``ConfigurationError`` at import."""
     if events is None:
         return None
     if isinstance(events, bool):

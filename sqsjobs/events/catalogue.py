@@ -58,7 +58,7 @@ class Event:
 
 @dataclass(frozen=True)
 class Choice:
-    """Which events are published: the App's ``events`` setting, and each type's ``@job(events=...)``."""
+    """Which events are published: the App's ``events`` setting, and each type's ``Hooks(events=...)``."""
 
     app: frozenset[str]
     types: Mapping[str, frozenset[str]]

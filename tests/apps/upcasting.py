@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from sqsjobs import App, JobContext, PermanentError
+from sqsjobs import App, JobContext, PayloadVersion, PermanentError
 
 
 class Profile(BaseModel):
@@ -33,11 +33,11 @@ def v2_to_v3(p: dict[str, Any]) -> dict[str, Any]:
 
 
 def register(app: App) -> App:
-    @app.job("profile.update", version=3, upcast={1: v1_to_v2, 2: v2_to_v3}, max_attempts=2)
+    @app.job("profile.update", version=PayloadVersion(3, upcast={1: v1_to_v2, 2: v2_to_v3}), max_attempts=2)
     def update(payload: Profile, ctx: JobContext) -> dict[str, Any]:
         return payload.model_dump()
 
-    @app.job("profile.retired", version=3, upcast={2: v2_to_v3}, max_attempts=2)
+    @app.job("profile.retired", version=PayloadVersion(3, upcast={2: v2_to_v3}), max_attempts=2)
     def retired(payload: Profile, ctx: JobContext) -> dict[str, Any]:
         return payload.model_dump()
 

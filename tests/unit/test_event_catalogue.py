@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sqsjobs import App, ConfigurationError
+from sqsjobs import App, ConfigurationError, Hooks
 from sqsjobs.events.catalogue import ALL_EVENTS, Choice, choice_of, events_of
 
 EVERYTHING = Choice(ALL_EVENTS, {})
@@ -75,10 +75,10 @@ def test_the_event_id_is_the_transition_and_a_replayed_job_ending_again_is_a_new
 def test_per_type_events_win_over_the_apps_and_unknown_names_are_refused():
     app = App("events-unit", event_bus="bus", events="JobDead")
 
-    @app.job("reports.build", events=["JobSucceeded"])
+    @app.job("reports.build", hooks=Hooks(events=["JobSucceeded"]))
     def build(payload: dict, ctx) -> None: ...
 
-    @app.job("quiet", events=False)
+    @app.job("quiet", hooks=Hooks(events=False))
     def quiet(payload: dict, ctx) -> None: ...
 
     choice = choice_of(app.settings, app.registry)
@@ -89,7 +89,7 @@ def test_per_type_events_win_over_the_apps_and_unknown_names_are_refused():
         "JobSucceeded"
     ]
     with pytest.raises(ConfigurationError):
-        app.job("bad", events=["JobExploded"])
+        app.job("bad", hooks=Hooks(events=["JobExploded"]))
     with pytest.raises(ValueError, match="unknown events"):
         choice_of(App("x", events="JobExploded").settings, app.registry)
 

@@ -1,4 +1,4 @@
-"""Payload versioning: ``@job(version=N, upcast={...})`` is checked at import, and an older payload is
+"""Payload versioning: ``@job(version=PayloadVersion(N, upcast={...}))`` is checked at import, and an older payload is
 upgraded step by step before validation (``HandlerSpec.load``, what the worker and ``run_job`` apply)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from sqsjobs import App, ConfigurationError, PayloadInvalid, Registry, UpcastError
+from sqsjobs import App, ConfigurationError, PayloadInvalid, PayloadVersion, Registry, UpcastError
 from sqsjobs.testing import run_job
 
 
@@ -37,7 +37,7 @@ def handle(payload: Profile, ctx: Any) -> dict[str, Any]:
 @pytest.fixture
 def app() -> App:
     app = App("unit-upcast")
-    app.job("profile.update", version=3, upcast={1: v1_to_v2, 2: v2_to_v3})(handle)
+    app.job("profile.update", version=PayloadVersion(3, upcast={1: v1_to_v2, 2: v2_to_v3}))(handle)
     return app
 
 
@@ -50,7 +50,7 @@ def test_a_missing_step_is_an_error_at_import_naming_the_step():
     registry = Registry()
     with pytest.raises(ConfigurationError, match=r"'x' \(version 3\): upcast lacks the step 2→3"):
 
-        @registry.job("x", version=3, upcast={1: v1_to_v2})
+        @registry.job("x", version=PayloadVersion(3, upcast={1: v1_to_v2}))
         def x(payload: Any, ctx: Any) -> None: ...
 
     assert "x" not in registry
@@ -69,12 +69,12 @@ def test_a_missing_step_is_an_error_at_import_naming_the_step():
 )
 def test_keys_are_versions_1_to_version_minus_1_and_values_callables(upcast, match):
     with pytest.raises(ConfigurationError, match=match):
-        Registry().job("x", version=3, upcast=upcast)
+        Registry().job("x", version=PayloadVersion(3, upcast=upcast))
 
 
 def test_steps_may_start_above_1_which_retires_the_older_versions():
     registry = Registry()
-    registry.job("x", version=3, upcast={2: v2_to_v3})(handle)
+    registry.job("x", version=PayloadVersion(3, upcast={2: v2_to_v3}))(handle)
     spec = registry.get("x")
     assert dict(spec.upcasts) == {2: v2_to_v3}
 
