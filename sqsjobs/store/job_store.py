@@ -14,7 +14,8 @@ claim by the same worker in the same millisecond for a copy of the message (docs
 a write answers ``Landed(confirmed=True)``.
 
 The operator's transitions (cancel, request_cancel, replay: ``store/operator.py``) and the sweeper's
-are sent by request flows, not by a worker's applier; their refusals are read next to their builders.
+are sent by request flows with ``store/apply.py``, which answers with the same ``Landed`` and
+``Refused`` (defined there); what a refusal means is read next to each write's builder.
 """
 
 from __future__ import annotations
