@@ -105,7 +105,9 @@ def test_keys_start_in_enqueue_order_after_deferrals_past_the_redrive_limit_and_
     app.provision()
     job_type = f"keyed.{wait}"
     release, started = tmp_path / "release", tmp_path / "started"
-    others = [worker_process(app, APP, concurrency=2, queues="default", **ENV)]
+    # The holder and the probe run under a long lease: on a loaded machine a late renewal of a 5 s
+    # lease let the probe's lapse and a keyed job take the breaker's probe (CI: no deferrals).
+    others = [worker_process(app, APP, concurrency=2, queues="default", **ENV, SQSJOBS_LEASE_S="60")]
     # ... and what holds the keyed jobs back: the limit's only slot taken, the type paused, the breaker open
     dead: set[str] = set()  # the jobs meant to end in a DLQ
     if wait == "limit":
