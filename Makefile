@@ -11,15 +11,15 @@ BIN := $(VENV)/bin
 $(BIN)/sqsjobs: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade 'pip>=25.1'  # 25.1: --group (PEP 735 dependency groups)
-	$(BIN)/pip install -q --no-compile -e '.[api,postgres,django]' --group dev
+	$(BIN)/pip install -q -e '.[api,postgres,django]' --group dev
 	touch $@
 
-# --no-compile (every install here): pip would byte-compile every module of every package (aws-cdk-lib's
+# (every install here): pip would byte-compile every module of every package (aws-cdk-lib's
 # are huge); Python compiles what a run imports, once, on first import.
 # MiniStack pins botocore exactly, so it lives in its own virtualenv (see tests/emulators.py).
 $(MS_VENV)/bin/ministack:
 	$(PY) -m venv $(MS_VENV)
-	$(MS_VENV)/bin/pip install -q --no-compile 'ministack==1.5.33'
+	$(MS_VENV)/bin/pip install -q 'ministack==1.5.33'
 
 LINTED := $(wildcard sqsjobs tests examples lambda_handlers bench infra)
 

@@ -8,7 +8,7 @@ BENCH_ENV := PYTHONPATH=$(CURDIR) SQSJOBS_MINISTACK_BIN=$(CURDIR)/$(MS_VENV)/bin
 
 $(BENCH_PY): bench/requirements-peers.txt
 	$(PY) -m venv $(BENCH_VENV)
-	$(BENCH_VENV)/bin/pip install -q --no-compile -r bench/requirements-peers.txt
+	$(BENCH_VENV)/bin/pip install -q -r bench/requirements-peers.txt
 	touch $@
 
 bench-venv: $(BENCH_PY)
