@@ -300,7 +300,8 @@ class Gate:
         A refusal that shows this very write (``own``: its token, probe or nonce — botocore retried
         a write whose answer was lost) counts as landed.
         """
-        outcome = await self.kernel.arun(apply(write, own=lambda found: _shows(found, own)))
+        shows_own = (lambda found: _shows(found, own)) if own else None  # no mark: nothing shows it
+        outcome = await self.kernel.arun(apply(write, own=shows_own))
         if isinstance(outcome, Landed):
             return True
         self.refused_writes[limit] += 1

@@ -130,12 +130,9 @@ class ClaimRefusal(enum.StrEnum):
 
 
 def apply(
-    write: Write | Put | Delete,
-    *,
-    own: Callable[[Item], bool] | None = None,
-    reason: Refusal = Refusal.CHANGED,
+    write: Write | Put | Delete, *, own: Callable[[Item], bool] | None = None
 ) -> Flow[Landed | Refused]:
-    """Send ``write`` alone: ``Landed`` (with what it returned) or ``Refused(reason, item=as it was)``.
+    """Send ``write`` alone: ``Landed`` (with what it returned) or ``Refused(CHANGED, item=as it was)``.
 
     ``own``: true of an item only this write could have left (its token, its probe), for writes
     without a ``wid``. Anything but a refusal is raised.
@@ -149,7 +146,7 @@ def apply(
         mine = isinstance(write, Write) and shows_own_write(write, exc)
         if mine or (own is not None and found is not None and own(found)):
             return Landed(attributes=found, confirmed=True)
-        return Refused(reason, item=found, error=exc)
+        return Refused(Refusal.CHANGED, item=found, error=exc)
     consumed = response.get("ConsumedCapacity")  # one entry for a single write
     return Landed(attributes=response.get("Attributes"), consumed=[consumed] if consumed else [])
 
