@@ -27,7 +27,11 @@ def sqsjobs_app(request: Request) -> App:
 #: A route parameter ``app: AppDep`` receives the App.
 AppDep = Annotated[App, Depends(sqsjobs_app)]
 
+#: The problem body's component: one schema every problem response refers to, so a generated client
+#: has one ``Problem`` class, not one per operation and status.
+PROBLEM = "Problem"
 _PROBLEM_SCHEMA = {
+    "title": PROBLEM,
     "type": "object",
     "properties": {
         "type": {"type": "string", "enum": sorted(k.type for k in PROBLEMS.values())},
@@ -63,7 +67,7 @@ def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
         titles = sorted(k.title for k in PROBLEMS.values() if k.status == status)
         out[status] = {
             "description": "; ".join(titles),
-            "content": {MEDIA_TYPE: {"schema": _PROBLEM_SCHEMA}},
+            "content": {MEDIA_TYPE: {"schema": {"$ref": f"#/components/schemas/{PROBLEM}"}}},
         }
     return out
 
@@ -96,6 +100,7 @@ def declare_shared(api: FastAPI) -> None:
         if api.openapi_schema is None:
             document = build()
             extend(document, api.state.sqsjobs.registry, api.state.sqsjobs.settings)
+            document.setdefault("components", {}).setdefault("schemas", {})[PROBLEM] = _PROBLEM_SCHEMA
             for operations in document["paths"].values():
                 for method, operation in operations.items():
                     answers = operation.setdefault("responses", {})

@@ -12,10 +12,12 @@ without ``debounce``).
 
 from __future__ import annotations
 
+import copy
 import itertools
+import re
 from typing import TYPE_CHECKING, Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 if TYPE_CHECKING:
     from sqsjobs.config import Settings
@@ -42,7 +44,10 @@ def _exclusions(settings: Settings) -> dict[str, Any]:
         ("serialize_key", settings.serialized_queues),
         ("priority", settings.priority_queues),
     ):
-        refused.append({"required": [member], "properties": {"queue": {"not": {"enum": sorted(queues)}}}})
+        if queues:
+            refused.append({"required": [member], "properties": {"queue": {"not": {"enum": sorted(queues)}}}})
+        else:  # no queue takes it (an empty ``enum`` is no valid schema)
+            refused.append({"required": [member]})
     refused.append({"required": ["delay", "run_at"]})
     refused.append({"required": ["debounce_max"], "not": {"required": ["debounce"]}})
     refused.extend({"required": [mode], "not": {"required": ["idempotency_key"]}} for mode in _MODES)
@@ -55,11 +60,63 @@ def _payload_schema(spec_type: Any, components: dict[str, Any]) -> tuple[dict[st
     schema = adapter.json_schema(ref_template="#/components/schemas/{model}")
     for name, definition in schema.pop("$defs", {}).items():
         components.setdefault(name, definition)
+    title = schema.get("title")
+    is_model = (
+        isinstance(spec_type, type) and issubclass(spec_type, BaseModel) and title == spec_type.__name__
+    )
+    # A model payload becomes a component of its own, so every request naming it shares one class.
+    if is_model and isinstance(title, str) and components.setdefault(title, schema) == schema:
+        schema = {"$ref": f"#/components/schemas/{title}"}
     try:
         adapter.validate_python(None)
     except ValidationError:
         return schema, False
     return schema, True
+
+
+def _branch_name(base: str, job_type: str, taken: set[str]) -> str:
+    """``EnqueueRequest`` + ``receipts.send`` -> ``EnqueueRequestReceiptsSend`` (a component name, unique)."""
+    words = "".join(w[:1].upper() + w[1:] for w in re.split(r"[^A-Za-z0-9]+", job_type) if w)
+    name = f"{base}{words}"
+    n = 2
+    while name in taken:
+        name, n = f"{base}{words}{n}", n + 1
+    taken.add(name)
+    return name
+
+
+def _per_type(
+    name: str, schema: dict[str, Any], specs: list[Any], components: dict[str, Any]
+) -> dict[str, Any]:
+    """``schema`` as a ``oneOf`` of one named object per job type, told apart by ``type``.
+
+    Each branch is the whole request (every member, every exclusion) with ``type`` fixed to one
+    name and ``payload`` that type's schema: a generated client gets one class per type whose
+    payload is typed, where a ``type`` enum beside an untyped payload would accept any pairing.
+    """
+    branches: list[dict[str, Any]] = []
+    mapping: dict[str, str] = {}
+    for spec in specs:
+        payload, optional = _payload_schema(spec.payload_type, components)
+        branch = copy.deepcopy(schema)
+        branch["title"] = f"{schema.get('title', name)} of {spec.name}"
+        branch["properties"]["type"] = {"type": "string", "const": spec.name, "title": "Type"}
+        if "$ref" not in payload:  # beside a $ref, a generator would copy the model rather than name it
+            payload["description"] = schema["properties"]["payload"].get("description", "")
+        branch["properties"]["payload"] = payload
+        required = [m for m in branch.get("required", []) if m != "payload"]
+        branch["required"] = required if optional else [*required, "payload"]
+        branch_name = _branch_name(name, spec.name, set(components))
+        components[branch_name] = branch
+        ref = f"#/components/schemas/{branch_name}"
+        branches.append({"$ref": ref})
+        mapping[spec.name] = ref
+    return {
+        "title": schema.get("title", name),
+        "description": schema.get("description", ""),
+        "oneOf": branches,
+        "discriminator": {"propertyName": "type", "mapping": mapping},
+    }
 
 
 def extend(document: dict[str, Any], registry: Registry, settings: Settings) -> None:
@@ -68,26 +125,18 @@ def extend(document: dict[str, Any], registry: Registry, settings: Settings) -> 
     specs = sorted(registry, key=lambda s: s.name)
     names = [s.name for s in specs]
     queues = registry.queues()
-    branches = []
-    for spec in specs:
-        payload, optional = _payload_schema(spec.payload_type, components)
-        branch: dict[str, Any] = {"properties": {"type": {"const": spec.name}, "payload": payload}}
-        if not optional:
-            branch["required"] = ["type", "payload"]
-        branches.append(branch)
+    if "EnqueueRequest" in components:
+        components["EnqueueRequest"].update(_exclusions(settings))
     for name in _JOB_SCHEMAS:
         schema = components.get(name)
         if schema is None or not names:
             continue
-        schema["properties"]["type"]["enum"] = names
         queue = schema["properties"].get("queue")
         if queue is not None:
             for option in queue.get("anyOf", [queue]):
                 if option.get("type") == "string":
                     option["enum"] = queues
-        schema["oneOf"] = branches
-    if "EnqueueRequest" in components:
-        components["EnqueueRequest"].update(_exclusions(settings))
+        components[name] = _per_type(name, schema, specs, components)
     if not names:
         return
     for name, member in _TYPE_MEMBERS:
@@ -112,10 +161,19 @@ def _selections(components: dict[str, Any]) -> None:
     """Requests that must name the jobs they act on: ``POST /jobs/priority``, a replay's payload."""
     priority = components.get("PriorityRequest")
     if priority is not None:
-        priority["anyOf"] = [
-            {"required": ["job_ids"], "properties": {"job_ids": {"type": "array", "minItems": 1}}},
-            {"required": ["type"], "properties": {"type": {"type": "string"}}},
-        ]
+        # job_ids (at least one) or type: written as "not neither", which JSON Schema reads as the
+        # anyOf it is; a generator reads an anyOf of partial objects as a union it cannot build.
+        priority["not"] = {
+            "allOf": [
+                {
+                    "not": {
+                        "required": ["job_ids"],
+                        "properties": {"job_ids": {"type": "array", "minItems": 1}},
+                    }
+                },
+                {"not": {"required": ["type"], "properties": {"type": {"type": "string"}}}},
+            ]
+        }
     replay = components.get("ReplayRequest")
     if replay is not None:
         for option in replay["properties"]["since"].get("anyOf", []):

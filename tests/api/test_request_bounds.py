@@ -121,21 +121,26 @@ def test_a_method_a_path_lacks_is_a_405_whose_allow_lists_every_method_of_the_pa
 
 def test_the_document_states_the_types_payloads_queues_and_exclusive_options_the_server_enforces(own_api):
     schemas = own_api.http.get("/openapi.json").json()["components"]["schemas"]
-    enqueue = schemas["EnqueueRequest"]
+
+    def resolve(schema):
+        return schemas[schema["$ref"].rsplit("/", 1)[1]] if "$ref" in schema else schema
+
     types = sorted(spec.name for spec in own_api.world.app.registry)
-    assert enqueue["properties"]["type"]["enum"] == types
-    # one branch per type, pairing it with its handler's payload schema
-    branches = {b["properties"]["type"]["const"]: b for b in enqueue["oneOf"]}
-    assert sorted(branches) == types
-    assert branches["orders.ok"]["properties"]["payload"]["required"] == ["order_id"]
-    assert branches["orders.ok"]["required"] == ["type", "payload"]
-    # the options that exclude each other, and the bounds
+    for name in ("EnqueueRequest", "JobSpec", "BatchItem"):
+        # one named request per type, told apart by ``type``, pairing it with its handler's payload
+        union = schemas[name]
+        assert sorted(union["discriminator"]["mapping"]) == types
+        branches = {resolve(b)["properties"]["type"]["const"]: resolve(b) for b in union["oneOf"]}
+        assert sorted(branches) == types
+        ok = branches["orders.ok"]
+        assert resolve(ok["properties"]["payload"])["required"] == ["order_id"]
+        assert "payload" in ok["required"]
+        queue = next(o for o in ok["properties"]["queue"]["anyOf"] if o.get("type") == "string")
+        assert queue["enum"] == own_api.world.app.registry.queues()
+    enqueue = resolve(schemas["EnqueueRequest"]["oneOf"][0])
+    # the options that exclude each other, and the bounds, in every type's request
     refused = enqueue["not"]["anyOf"]
     assert {"required": ["throttle", "debounce"]} in refused
     assert {"required": ["delay", "run_at"]} in refused
     throttle = next(o for o in enqueue["properties"]["throttle"]["anyOf"] if o.get("type") == "number")
     assert throttle["minimum"] == 0.001 and throttle["maximum"] == MAX_WINDOW_S
-    for name in ("JobSpec", "BatchItem"):
-        assert schemas[name]["properties"]["type"]["enum"] == types
-        queue = next(o for o in schemas[name]["properties"]["queue"]["anyOf"] if o.get("type") == "string")
-        assert queue["enum"] == own_api.world.app.registry.queues()
