@@ -292,7 +292,11 @@ def enqueue_many_flow(
     takes a second write (``enqueue.mark_unsent``), and a producer killed after its put landed and
     before SQS took the message leaves a record no message brings (docs/lifecycle.md).
     """
-    spans = tracer.producer(jobs) if tracer is not None and jobs else None
+    spans = (
+        tracer.producer(jobs, lambda j: routes.queue_name(settings, route_of(j)))
+        if tracer is not None and jobs
+        else None
+    )
     if spans is not None:
         jobs = spans.jobs
     try:

@@ -128,6 +128,37 @@ def traceparent_of(span_ctx: trace.SpanContext) -> str:
     return f"00-{span_ctx.trace_id:032x}-{span_ctx.span_id:016x}-{int(span_ctx.trace_flags):02x}"
 
 
+def carrier_of(message_attributes: Mapping[str, Any]) -> dict[str, str]:
+    """A message's string attributes, as the carrier a propagator's ``extract`` reads."""
+    return {
+        name: value["StringValue"]
+        for name, value in message_attributes.items()
+        if isinstance(value, dict) and isinstance(value.get("StringValue"), str)
+    }
+
+
+def _producer_of(
+    envelope: Envelope, delivery: Delivery
+) -> tuple[otel_context.Context | None, trace.SpanContext | None]:
+    """The producer's context as the application's propagator reads it from the message, and its span.
+
+    ``propagate.extract`` with the global propagator (W3C trace context and baggage by default, or
+    the application's own: B3, X-Ray, a vendor's), so ``tracestate`` and baggage arrive with the
+    span. A message it finds no span in (a re-send from the record, an X-Ray-only producer) is
+    given the span the record or ``AWSTraceHeader`` names, beside whatever else was extracted.
+    """
+    carrier = carrier_of(delivery.message_attributes)
+    extracted = propagate.extract(carrier) if carrier else None
+    if extracted is not None:
+        span_ctx = trace.get_current_span(extracted).get_span_context()
+        if span_ctx.is_valid:
+            return extracted, span_ctx
+    remote = _remote(delivered_trace(delivery.message_attributes, delivery.attributes) or envelope.trace)
+    if remote is None:
+        return extracted, None
+    return trace.set_span_in_context(trace.NonRecordingSpan(remote), extracted), remote
+
+
 class ProducerSpans(Generic[J]):
     """The spans of one enqueue: ``send`` for one message, ``create`` per message plus one ``send`` for several.
 
@@ -136,7 +167,7 @@ class ProducerSpans(Generic[J]):
     propagator injected for each (``traceparent``, ``tracestate``, ``baggage``).
     """
 
-    def __init__(self, tracer: trace.Tracer, jobs: Sequence[J]) -> None:
+    def __init__(self, tracer: trace.Tracer, jobs: Sequence[J], destination: Callable[[J], str]) -> None:
         import dataclasses
 
         self._tracer = tracer
@@ -147,15 +178,17 @@ class ProducerSpans(Generic[J]):
         traced = []
         for job in jobs:
             operation = "send" if single else "create"
+            queue = destination(job)
             span = tracer.start_span(
-                f"{operation} {job.queue}",
+                f"{operation} {queue}",
                 context=_parent_of(job.trace),
                 kind=SpanKind.PRODUCER,
                 attributes={
                     "messaging.system": SYSTEM,
                     "messaging.operation.type": operation,
                     "messaging.operation.name": operation,
-                    "messaging.destination.name": job.queue,
+                    "messaging.destination.name": queue,
+                    "sqsjobs.queue": job.queue,
                     "sqsjobs.job.id": job.id,
                     "sqsjobs.job.type": job.type,
                 },
@@ -296,9 +329,13 @@ class JobTracer:
         self._lock = threading.Lock()
 
     # ── producer ────────────────────────────────────────────────────────────────────────────
-    def producer(self, jobs: Sequence[J]) -> ProducerSpans[J]:
-        """Open the spans of one enqueue (children of the caller's current span)."""
-        return ProducerSpans(self.tracer, jobs)
+    def producer(self, jobs: Sequence[J], destination: Callable[[J], str]) -> ProducerSpans[J]:
+        """Open the spans of one enqueue (children of the caller's current span).
+
+        ``destination``: the SQS queue a job's message goes to (the conventions' destination name;
+        the App's logical queue is ``sqsjobs.queue``).
+        """
+        return ProducerSpans(self.tracer, jobs, destination)
 
     # ── sqsjobs' own AWS calls ──────────────────────────────────────────────────────────────
     def call_started(self, call: Call, api_name: str, region: str | None) -> Any:
@@ -404,9 +441,7 @@ class JobTracer:
         Linked to the receive that brought the message, or to the span current here (the Lambda
         invocation's).
         """
-        producer = _remote(
-            delivered_trace(delivery.message_attributes, delivery.attributes) or envelope.trace
-        )
+        extracted, producer = _producer_of(envelope, delivery)
         links: list[Link] = []
         with self._lock:
             received = self._received.pop(delivery.message_id, None)
@@ -419,16 +454,18 @@ class JobTracer:
         late = delivery.receive_count > 1 or (created is not None and time.time() - created > LINK_AFTER_S)
         parent: otel_context.Context | None = None  # none: the current span's child (a Lambda invocation's)
         if producer is not None and not late:
-            parent = trace.set_span_in_context(trace.NonRecordingSpan(producer))
+            parent = extracted
         elif producer is not None:
             links.append(Link(producer, {"sqsjobs.link": "producer"}))
-            parent = otel_context.Context()
-        queue = envelope.queue or delivery.queue  # the App's name, as the send span has it (SQS's on receive)
+            # a trace of its own, keeping what else the producer's propagator carried (baggage)
+            parent = trace.set_span_in_context(trace.INVALID_SPAN, extracted or otel_context.Context())
+        queue = delivery.queue_url.rsplit("/", 1)[-1] or envelope.queue or delivery.queue  # SQS's name
         attributes: dict[str, Any] = {
             "messaging.system": SYSTEM,
             "messaging.operation.type": "process",
             "messaging.operation.name": "process",
             "messaging.destination.name": queue,
+            "sqsjobs.queue": envelope.queue or delivery.queue,
             "messaging.message.id": delivery.message_id,
             "sqsjobs.message.receive_count": delivery.receive_count,
             "sqsjobs.app": self.service,
@@ -437,23 +474,32 @@ class JobTracer:
         }
         if envelope.tenant:
             attributes["sqsjobs.tenant"] = envelope.tenant
-        with self.tracer.start_as_current_span(
-            f"process {queue}",
-            context=parent,
-            kind=SpanKind.CONSUMER,
-            links=links,
-            attributes=attributes,
-        ) as span:
-            state = ProcessSpan(span)
-            token = _CURRENT.set(state)
-            try:
-                yield state
-            except BaseException:  # the host logs it and leaves the message; the span records it as it ends
-                if not state.outcome:
-                    span.set_attribute("sqsjobs.job.outcome", "error")
-                raise
-            finally:
-                _CURRENT.reset(token)
+        # The producer's context is made current around the span, not only its parent: the span
+        # becomes current in whatever context is current, and the run must see the baggage too.
+        carried = otel_context.attach(parent) if parent is not None else None
+        try:
+            with self.tracer.start_as_current_span(
+                f"process {queue}",
+                context=parent,
+                kind=SpanKind.CONSUMER,
+                links=links,
+                attributes=attributes,
+            ) as span:
+                state = ProcessSpan(span)
+                token = _CURRENT.set(state)
+                try:
+                    yield state
+                except (
+                    BaseException
+                ):  # the host logs it and leaves the message; the span records it as it ends
+                    if not state.outcome:
+                        span.set_attribute("sqsjobs.job.outcome", "error")
+                    raise
+                finally:
+                    _CURRENT.reset(token)
+        finally:
+            if carried is not None:
+                otel_context.detach(carried)
 
     # ── Lambda: one span per invocation ────────────────────────────────────────────────────
     @contextlib.contextmanager

@@ -194,7 +194,11 @@ def test_a_failed_run_records_its_outcome_and_error_on_its_process_span(traced_a
     messages, _ = run_lambda(app, 1)
     assert messages[0]["MessageAttributes"]["traceparent"]["StringValue"] == traceparent
 
-    span = next(s for s in otel_spans.get_finished_spans() if s.name == "process default")
+    span = next(
+        s
+        for s in otel_spans.get_finished_spans()
+        if s.name == f"process {app.settings.queue_name('default')}"
+    )
     assert span.context.trace_id == request.get_span_context().trace_id
     assert span.parent is not None and span.parent.span_id == send.context.span_id
     assert span.kind is trace.SpanKind.CONSUMER
@@ -206,6 +210,116 @@ def test_a_failed_run_records_its_outcome_and_error_on_its_process_span(traced_a
     assert event.attributes["exception.message"] == "the first attempt always fails"
     assert "Retry: the first attempt always fails" in event.attributes["exception.stacktrace"]
     assert span.status.description == "Retry: the first attempt always fails"
+
+
+class VendorPropagator:
+    """A user's own trace header (as B3's or a vendor's is): ``x-vendor-trace: <trace>.<span>.<tier>``.
+
+    It carries a vendor state entry that only it writes and reads: a worker that parsed
+    ``traceparent`` itself, instead of extracting with the application's propagator, loses it.
+    """
+
+    HEADER = "x-vendor-trace"
+
+    def inject(self, carrier, context=None, setter=None):
+        from opentelemetry import trace
+
+        span_ctx = trace.get_current_span(context).get_span_context()
+        if span_ctx.is_valid:
+            tier = span_ctx.trace_state.get("vendor") or "none"
+            carrier[self.HEADER] = f"{span_ctx.trace_id:032x}.{span_ctx.span_id:016x}.{tier}"
+
+    def extract(self, carrier, context=None, getter=None):
+        from opentelemetry import context as otel_context
+        from opentelemetry import trace
+        from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState
+
+        value = carrier.get(self.HEADER)
+        if not value:
+            return context if context is not None else otel_context.get_current()
+        trace_id, span_id, tier = value.split(".")
+        remote = SpanContext(
+            int(trace_id, 16),
+            int(span_id, 16),
+            is_remote=True,
+            trace_flags=TraceFlags(TraceFlags.SAMPLED),
+            trace_state=TraceState([("vendor", tier)]),
+        )
+        return trace.set_span_in_context(NonRecordingSpan(remote), context)
+
+    @property
+    def fields(self):
+        return {self.HEADER}
+
+
+@pytest.fixture
+def vendor_propagation():
+    """The application's global propagator: its own trace header, and W3C baggage."""
+    from opentelemetry import propagate
+    from opentelemetry.baggage.propagation import W3CBaggagePropagator
+    from opentelemetry.propagators.composite import CompositePropagator
+
+    before = propagate.get_global_textmap()
+    propagate.set_global_textmap(CompositePropagator([VendorPropagator(), W3CBaggagePropagator()]))
+    yield
+    propagate.set_global_textmap(before)
+
+
+def test_the_application_s_propagator_carries_the_trace_its_state_and_baggage_to_the_run(
+    traced_app, otel_spans, vendor_propagation
+):
+    # GIVEN a producer whose application propagates with its own header and W3C baggage, inside a
+    # span whose trace state names a vendor tier, with baggage set
+    from opentelemetry import baggage, trace
+    from opentelemetry import context as otel_context
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState
+
+    app = traced_app()
+
+    @app.job("carried")
+    def carried(payload: dict, ctx) -> dict:
+        span_ctx = trace.get_current_span().get_span_context()
+        return {"baggage": dict(baggage.get_all()), "vendor": span_ctx.trace_state.get("vendor")}
+
+    upstream = SpanContext(
+        0x5759E988BD862E3FE1BE46A994272793,
+        0x53995C3F42CD8AD8,
+        is_remote=True,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+        trace_state=TraceState([("vendor", "gold")]),
+    )
+    scope = baggage.set_baggage("customer.id", "c-42", trace.set_span_in_context(NonRecordingSpan(upstream)))
+    token = otel_context.attach(baggage.set_baggage("customer.tier", "gold", scope))
+    try:
+        job_id = app.enqueue("carried", {})
+    finally:
+        otel_context.detach(token)
+    send = next(s for s in otel_spans.get_finished_spans() if s.attributes.get("sqsjobs.job.id") == job_id)
+
+    # WHEN a worker of the same application runs it
+    messages, _ = run_lambda(app, 1)
+    assert VendorPropagator.HEADER in messages[0]["MessageAttributes"], messages[0]["MessageAttributes"]
+    assert "baggage" in messages[0]["MessageAttributes"], messages[0]["MessageAttributes"]
+
+    # THEN its process span continues the send span, with the trace state the vendor's header carried
+    process = next(
+        s
+        for s in otel_spans.get_finished_spans()
+        if s.kind is trace.SpanKind.CONSUMER and s.attributes.get("sqsjobs.job.id") == job_id
+    )
+    assert process.context.trace_id == upstream.trace_id
+    assert process.parent is not None and process.parent.span_id == send.context.span_id
+    assert process.context.trace_state.get("vendor") == "gold"
+    # ... in the SQS queue's name, as the messaging conventions and botocore's spans name it
+    queue = app.settings.queue_name("default")
+    assert process.name == f"process {queue}" and send.name == f"send {queue}"
+    assert process.attributes["messaging.destination.name"] == queue
+    assert process.attributes["sqsjobs.queue"] == "default"
+    # ... and the handler runs with the producer's baggage and trace state
+    assert app.get(job_id).result == {
+        "baggage": {"customer.id": "c-42", "customer.tier": "gold"},
+        "vendor": "gold",
+    }
 
 
 def test_a_retry_starts_a_trace_of_its_own_linked_to_the_producer(traced_app, otel_spans):
@@ -260,7 +374,11 @@ def test_a_request_carrying_several_runs_writes_shows_in_each_run_s_trace(traced
 
     # THEN each run's trace has the DynamoDB request that carried its claim, before its handler ran
     spans = otel_spans.get_finished_spans()
-    process = {s.attributes["sqsjobs.job.id"]: s for s in spans if s.name == "process default"}
+    process = {
+        s.attributes["sqsjobs.job.id"]: s
+        for s in spans
+        if s.name == f"process {app.settings.queue_name('default')}"
+    }
     assert set(process) == set(ids)
     carried = {}
     for job_id, run in process.items():

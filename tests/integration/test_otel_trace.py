@@ -151,11 +151,13 @@ def test_one_trace_from_the_http_request_through_a_worker_process_to_the_child_j
         return out
 
     # ... the producer span of the enqueue, inside the request, in the messaging conventions' names
-    assert send["name"] == "send default" and send["trace_id"] == trace_id
+    queue = app.settings.queue_name("default")  # the SQS queue's name, as botocore's spans have it
+    assert send["name"] == f"send {queue}" and send["trace_id"] == trace_id
     assert server["span_id"] in ancestors(send)
     assert send["attributes"]["messaging.system"] == "aws_sqs"
     assert send["attributes"]["messaging.operation.type"] == "send"
-    assert send["attributes"]["messaging.destination.name"] == "default"
+    assert send["attributes"]["messaging.destination.name"] == queue
+    assert send["attributes"]["sqsjobs.queue"] == "default"
     assert send["attributes"]["messaging.message.id"]
     # ... sqsjobs' own calls of the enqueue as client spans of the request: the message and the record
     own = [
@@ -171,7 +173,7 @@ def test_one_trace_from_the_http_request_through_a_worker_process_to_the_child_j
 
     # ... the worker's process span: the send span's child, linked to the receive that brought it
     process = one_of(spans, kind="CONSUMER", **{"sqsjobs__job__id": parent_id})
-    assert process["name"] == "process default" and process["trace_id"] == trace_id
+    assert process["name"] == f"process {queue}" and process["trace_id"] == trace_id
     assert process["parent_id"] == send["span_id"] and process["pid"] == worker.pid
     assert process["attributes"]["messaging.operation.type"] == "process"
     assert process["attributes"]["sqsjobs.job.outcome"] == "succeeded"
