@@ -7,6 +7,7 @@ The work is done by ``sqsjobs.ops.stats`` and ``sqsjobs.ops.doctor``; errors go 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from typing import TYPE_CHECKING, Annotated
 
@@ -16,6 +17,7 @@ from rich.table import Table
 
 from sqsjobs.cli.common import EXIT_ERROR, AppOpt, EndpointOpt, JsonOpt, duration_option, guarded, load_app
 from sqsjobs.cli.limits import flow_view, waiting_by_type
+from sqsjobs.cli.progress import progress_bar
 from sqsjobs.cli.render import ago, print_json, stdout_console
 from sqsjobs.limits.ops import FlowState, count_waiting, state_flow
 from sqsjobs.ops import doctor as doctor_ops
@@ -186,9 +188,25 @@ def doctor(
 
 def _stranded(loaded: App, json_out: bool, *, grace_s: float, segments: int) -> None:
     """``doctor --stranded``: the records without a witness (``ops/stranded.py``)."""
-    with guarded(loaded):
+    # A Scan of the whole table, in parallel segments: the bar counts the items read as pages come.
+    with guarded(loaded), progress_bar("scan", json_out=json_out, counted=False) as progress:
+        task = progress.add_task("", total=None)
+        read = [0]
+        lock = threading.Lock()  # the segments' threads each report their pages
+
+        def on_page(items: int) -> None:
+            with lock:
+                read[0] += items
+                so_far = read[0]
+            progress.update(task, description=f"{so_far} read")
+
         found = stranded_ops.find_stranded(
-            loaded.run, loaded.settings, loaded.clock.now(), segments=segments, grace_s=grace_s
+            loaded.run,
+            loaded.settings,
+            loaded.clock.now(),
+            segments=segments,
+            grace_s=grace_s,
+            on_page=on_page,
         )
     if json_out:
         print_json(found.to_dict())

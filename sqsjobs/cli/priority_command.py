@@ -27,6 +27,7 @@ from sqsjobs.cli.common import (
     out,
 )
 from sqsjobs.cli.confirm import YesOpt, confirm_or_exit
+from sqsjobs.cli.progress import progress_bar
 from sqsjobs.cli.render import print_json
 from sqsjobs.ops import reprioritize
 
@@ -60,7 +61,21 @@ def priority(
         else:
             assert job_type is not None
             loaded.registry.get(job_type)
-            found, _ = loaded.run(reprioritize.find_flow(loaded.settings, job_type, to, tenant=tenant))
+            # A Scan (no index serves a type and a status): minutes on a large table, so it shows
+            # what it has read and matched, page by page, on stderr.
+            with progress_bar("scan", json_out=json_out, counted=False) as progress:
+                task = progress.add_task("", total=None)
+                found, _ = loaded.run(
+                    reprioritize.find_flow(
+                        loaded.settings,
+                        job_type,
+                        to,
+                        tenant=tenant,
+                        on_page=lambda read, matched: progress.update(
+                            task, description=f"{read} read, {matched} waiting"
+                        ),
+                    )
+                )
         ids = [c.job_id for c in found if not c.reason]
         if dry_run or not ids:
             if json_out:

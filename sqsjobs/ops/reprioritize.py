@@ -52,6 +52,8 @@ from sqsjobs.store.apply import Refused, apply
 from sqsjobs.transport import sqs
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sqsjobs._clock import Clock
     from sqsjobs.config import Settings
     from sqsjobs.job import Job
@@ -156,9 +158,16 @@ def candidates_flow(settings: Settings, job_ids: list[str], to: str) -> Flow[lis
 
 
 def find_flow(
-    settings: Settings, job_type: str, to: str, *, tenant: str | None = None
+    settings: Settings,
+    job_type: str,
+    to: str,
+    *,
+    tenant: str | None = None,
+    on_page: Callable[[int, int], None] | None = None,
 ) -> Flow[tuple[list[Candidate], int]]:
     """The dry run by filter: the waiting jobs of a type (and tenant), judged; and the items read.
+
+    ``on_page(read, matched)`` is told the totals after each page (``priority --type``'s bar).
 
     A Scan (``store.bulk.scan_page``, the bulk cancel's filter: no index serves a type and a
     status), at most ``MAX_SCANNED`` items, for each waiting status; the first ``MAX_IDS`` matches
@@ -185,6 +194,8 @@ def find_flow(
             )
             read += int(page.get("ScannedCount", 0))
             ids += [i["id"]["S"] for i in page.get("Items", []) if i["status"]["S"] == status.value]
+            if on_page is not None:
+                on_page(read, len(ids))
             start = page.get("LastEvaluatedKey")
             if not start:
                 break

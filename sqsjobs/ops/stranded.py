@@ -110,9 +110,17 @@ def judge(record: stranded_scan.Unwitnessed, settings: Settings, now: float, gra
 
 
 def segment_flow(
-    settings: Settings, now: float, grace_s: float, segment: int, segments: int
+    settings: Settings,
+    now: float,
+    grace_s: float,
+    segment: int,
+    segments: int,
+    on_page: Callable[[int], None] | None = None,
 ) -> Flow[tuple[list[Stranded], list[stranded_scan.Unwitnessed], int, float]]:
-    """One segment, every page: the stranded records, the waiting steps to look into, items and units read."""
+    """One segment, every page: the stranded records, the waiting steps to look into, items and units read.
+
+    ``on_page``: told the items each page read, as it comes (a progress bar's count).
+    """
     found: list[Stranded] = []
     waiting: list[stranded_scan.Unwitnessed] = []
     scanned, units = 0, 0.0
@@ -125,6 +133,8 @@ def segment_flow(
         )
         scanned += int(page.get("ScannedCount", 0))
         units += float(page.get("ConsumedCapacity", {}).get("CapacityUnits", 0.0))
+        if on_page is not None:
+            on_page(int(page.get("ScannedCount", 0)))
         for item in page.get("Items", []):
             record = stranded_scan.unwitnessed(item)
             if record.status is JobStatus.WAITING:
@@ -179,14 +189,21 @@ def find_stranded(
     *,
     segments: int = DEFAULT_SEGMENTS,
     grace_s: float = DEFAULT_GRACE_S,
+    on_page: Callable[[int], None] | None = None,
 ) -> Audit:
-    """Scan the table in ``segments`` parallel segments with ``run`` (``App.run``) and judge what it returns."""
+    """Scan the table in ``segments`` parallel segments with ``run`` (``App.run``) and judge what it returns.
+
+    ``on_page`` is told the items each page read, from the segments' threads (a minutes-long Scan
+    of a large table shows its progress: ``doctor --stranded``'s bar).
+    """
     if segments < 1:
         raise ValueError(f"segments must be at least 1, got {segments}")
     result = Audit(segments=segments)
     with ThreadPoolExecutor(max_workers=segments, thread_name_prefix="sqsjobs-audit") as pool:
         parts = list(
-            pool.map(lambda n: run(segment_flow(settings, now, grace_s, n, segments)), range(segments))
+            pool.map(
+                lambda n: run(segment_flow(settings, now, grace_s, n, segments, on_page)), range(segments)
+            )
         )
     waiting: list[stranded_scan.Unwitnessed] = []
     for found, steps, scanned, units in parts:
