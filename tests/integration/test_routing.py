@@ -323,9 +323,9 @@ def test_a_key_keeps_its_order_when_the_worker_running_its_job_is_killed(app, st
 
 
 def test_a_draining_worker_puts_back_the_key_members_it_had_not_started(ministack_url, make_app, tmp_path):
-    # GIVEN a worker (30 s visibility: a message it kept in flight would come back only after that)
+    # GIVEN a worker (90 s visibility: a message it kept in flight would come back only after that)
     # that received three jobs of one key in one batch and runs the first
-    app = make_app(ministack_url, visibility_timeout_s=30, **ROUTED)
+    app = make_app(ministack_url, visibility_timeout_s=90, **ROUTED)
     app.registry.include(routing.app.registry)
     app.provision()
     log = tmp_path / "runs.jsonl"
@@ -357,14 +357,15 @@ def test_a_draining_worker_puts_back_the_key_members_it_had_not_started(ministac
         assert first.wait(30) == 0
     finally:
         first.kill()
-    # THEN a new worker runs the other two, in order, well before a 30 s visibility timeout could
+    # THEN a new worker runs the other two, in order, well before a 90 s visibility timeout could
     # have brought them back: the draining worker put them back
     t0 = time.monotonic()
     second = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_until(lambda: len(read_log(log)) == 3, 60, "all three jobs")
+        wait_until(lambda: len(read_log(log)) == 3, 120, "all three jobs")
     finally:
         second.kill()
         second.wait(10)
     assert [r["label"] for r in starts(log)] == ["j0", "j1", "j2"]
-    assert min(r["start"] for r in read_log(started) if r["label"] == "j1") - t0 < 20
+    # (60 s: far from the 90 s a kept message takes, whatever the machine's load; one came at 24 s)
+    assert min(r["start"] for r in read_log(started) if r["label"] == "j1") - t0 < 60
