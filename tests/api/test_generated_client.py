@@ -5,11 +5,13 @@ mypy --strict then checks calls of it kept in ``tests/api/client_calls``: one th
 the shop's job types type-checks, and the mismatches the server would refuse (a payload of another
 type, a request naming another type, a field of the wrong type, an unregistered type) are refused
 by the checker where they are written. The document is what makes that possible: one request class
-per job type (a ``oneOf`` told apart by ``type``), each payload's model, one ``Problem`` class.
+per job type (a ``oneOf`` told apart by ``type``), each payload's model, one ``Problem`` class; and
+on the way back, a class for every record an answer holds (a page's rows, a job's history), not a dict.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import subprocess
@@ -93,3 +95,29 @@ def test_every_operation_is_generated_and_problems_share_one_class(generated):
     models = {p.stem for p in (generated / "shop_client" / "models").glob("*.py")}
     assert "problem" in models
     assert not [m for m in models if re.search(r"_response_\d{3}", m)]
+
+
+def attributes(root: Path, module: str) -> dict[str, str]:
+    """The members a generated model class declares, each with its type as written."""
+    tree = ast.parse((root / "shop_client" / "models" / f"{module}.py").read_text())
+    [model] = [node for node in tree.body if isinstance(node, ast.ClassDef)]
+    return {
+        node.target.id: ast.unparse(node.annotation)
+        for node in model.body
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+    }
+
+
+def test_a_page_of_jobs_and_a_jobs_history_come_back_as_typed_records_not_dicts(generated):
+    # GET /jobs: each row of the page is a class of its own, its members typed
+    assert attributes(generated, "job_page")["jobs"] == "list[JobRow]"
+    row = attributes(generated, "job_row")
+    assert {"id": "str", "status": "str", "type_": "str", "queue": "str"}.items() <= row.items()
+    assert row["attempt"] == "int | None"
+    # GET /jobs/{job_id}: each attempt of the history likewise, and the last error
+    record = attributes(generated, "job_record")
+    assert record["history"] == "list[JobAttempt] | Unset"
+    assert record["last_error"] == "JobError | None | Unset"
+    attempt = attributes(generated, "job_attempt")
+    assert {"attempt": "int", "outcome": "str", "worker": "str"}.items() <= attempt.items()
+    assert attempt["started_at"] == "None | str" and attempt["error"] == "None | str"
