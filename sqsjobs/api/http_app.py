@@ -125,6 +125,7 @@ def create_app(
     for router in routers:
         api.include_router(router, dependencies=guard)
     api.include_router(login_router(credentials, session_s=session_s))  # the sign-in: outside the guard
+    api.include_router(token_routes.open_router)  # a token's own URL: its key is the credential
     api.include_router(docs_router(api, guard))
     declare_shared(api)  # every route documents the problems of the layers in front of it
     # Outermost last: the browser guard refuses before the body is read, then the body limit, then

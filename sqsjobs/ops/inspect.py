@@ -514,7 +514,7 @@ def job_to_dict(job: Job) -> dict[str, Any]:
                 "attempt": step.attempt,
                 "started_at": iso(step.started_at),
                 "duration_s": step.duration_s,
-                "result": step.result,
+                "result": shown_step_result(step.name, step.result),
                 "result_ref": step.ref,
             }
             for step in in_order(steps_of(job.extra))
@@ -546,3 +546,14 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         "batch_id": job.batch_id,
         "trace": job.trace,
     }
+
+
+def shown_step_result(name: str, result: Any) -> Any:
+    """A step's result as a reader sees it: a wait token's answer key left out.
+
+    The key is the credential of the token's answer URL (``Token.path``): whoever may read a job
+    (a read-only API token, the console) must not be able to answer its tokens with it.
+    """
+    if name.startswith("token-") and isinstance(result, dict) and "key" in result:
+        return {k: v for k, v in result.items() if k != "key"}
+    return result

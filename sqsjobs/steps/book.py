@@ -19,6 +19,7 @@ import functools
 import hashlib
 import inspect
 import json
+import secrets
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,8 @@ from sqsjobs.transport import objects
 
 #: A woken run this close to its sleep's end waits out the rest in-process (a claim may come 1 s early).
 EARLY_WAKE_S = 1.0
+#: Random bytes of a token's answer key (``Token.key``, 192 bits): what its URL's holder is trusted by.
+ANSWER_KEY_BYTES = 24
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Generator
@@ -153,9 +156,14 @@ class Book:
         done, value = yield from self._begin(ctx, name)
         if not done:
             now = self._now()
-            made = {"id": token_id(ctx.job_id, state.tokens), "timeout_at": round(now + timeout_s, 3)}
+            made = {
+                "id": token_id(ctx.job_id, state.tokens),
+                "timeout_at": round(now + timeout_s, 3),
+                "key": secrets.token_urlsafe(ANSWER_KEY_BYTES),
+            }
             value = yield from self._end(ctx, name, now, made)
-        return Token(str(value["id"]), float(value["timeout_at"]))
+        key = value.get("key")
+        return Token(str(value["id"]), float(value["timeout_at"]), str(key) if key else None)
 
     def _answers(self, ctx: JobContext) -> Flow[dict[str, Any]]:
         raise NotImplementedError

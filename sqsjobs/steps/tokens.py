@@ -14,9 +14,11 @@ job asleep on it is made due now and its hint sent. A second answer is accepted 
 
 from __future__ import annotations
 
+import hmac
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from pydantic_core import to_jsonable_python
 
@@ -38,13 +40,16 @@ if TYPE_CHECKING:
 class Tokens(Namespace):
     """``app.tokens``: answer a job's wait token (docs/steps.md)."""
 
-    def _complete(self, token_id: str, value: Any = None, *, error: str | None = None) -> Flow[str]:
+    def _complete(
+        self, token_id: str, value: Any = None, *, error: str | None = None, key: str | None = None
+    ) -> Flow[str]:
         """Answer a job's wait token: ``"answered"`` or ``"already answered"`` (the first answer stands).
 
-        ``error``: fail it instead (``fail``). ``TokenNotFound``; ``TokenExpired`` past its timeout.
+        ``error``: fail it instead (``fail``). ``key``: the token's answer key (its URL's), checked
+        when given. ``TokenNotFound``; ``TokenExpired`` past its timeout.
         """
         k = self.kernel
-        return answer_flow(k.settings, k.queue_urls, token_id, k.clock.now(), value, error)
+        return answer_flow(k.settings, k.queue_urls, token_id, k.clock.now(), value, error, key=key)
 
     def _fail(self, token_id: str, error: str) -> Flow[str]:
         """Fail a job's wait token: its ``wait_for_token`` raises ``TokenFailed(error)`` in the job."""
@@ -57,11 +62,28 @@ class Tokens(Namespace):
 
 @dataclass(frozen=True)
 class Token:
-    """A wait token: hand ``id`` to whoever answers (a person, a webhook's URL)."""
+    """A wait token: hand ``id`` to whoever answers with credentials, or ``url(...)`` to whoever has none."""
 
     id: str
     #: Epoch seconds after which an answer is refused and the waiting job raises ``TokenTimeout``.
     timeout_at: float
+    #: The token's answer key: 192 random bits kept in the job's record with the token, which the
+    #: answer URL carries. None for a token made before keys existed (it has no URL).
+    key: str | None = None
+
+    @property
+    def path(self) -> str:
+        """``/tokens/<id>/answer?key=<key>``: POSTing the answer there needs no API token.
+
+        The key is the credential: the path answers this token only, and only until its timeout.
+        """
+        if self.key is None:
+            raise TokenNotFound(f"token {self.id!r} was made without an answer key: it has no URL")
+        return f"/tokens/{quote(self.id, safe='')}/answer?key={quote(self.key, safe='')}"
+
+    def url(self, api_url: str) -> str:
+        """The answer URL on the API served at ``api_url`` (``https://jobs.example.com``)."""
+        return api_url.rstrip("/") + self.path
 
 
 def token_id(job_id: str, n: int) -> str:
@@ -84,17 +106,28 @@ def answer_flow(
     now: float,
     value: Any = None,
     error: str | None = None,
+    *,
+    key: str | None = None,
 ) -> Flow[str]:
-    """Answer ``token``: ``"answered"``, or ``"already answered"`` (the first answer stands)."""
+    """Answer ``token``: ``"answered"``, or ``"already answered"`` (the first answer stands).
+
+    ``key``: the answer key of the token's URL (``Token.path``), for a caller without credentials;
+    a wrong one reads as no such token, before anything about the token is told.
+    """
     job_id, n = parse(token)
     read = requests.get(settings.table_name, job_id)
     item = (yield from one(Call("dynamodb", "get_item", read))).get("Item")
     created = steps_of(item or {}).get(f"token-{n}")
-    if item is None or created is None or not isinstance(created.result, dict):
+    kept = created.result if item is not None and created is not None else None
+    made: dict[str, Any] | None = kept if isinstance(kept, dict) else None
+    if key is not None and not (made is not None and _key_matches(made.get("key"), key)):
+        # one answer for both: a URL's holder learns nothing of a token that is not its own
+        raise TokenNotFound(f"no such token, or not its key: {token!r} (use the URL its job made)")
+    if item is None or made is None:
         raise TokenNotFound(f"no such token: {token!r}")
     if f"{ANSWER_PREFIX}{n}" in item:
         return "already answered"
-    if now > float(created.result["timeout_at"]):
+    if now > float(made["timeout_at"]):
         raise TokenExpired(f"token {token!r} timed out: job {job_id} stopped waiting for it")
     text = None if error is not None else canonical_json(to_jsonable_python(value))
     write = answer(settings.table_name, job_id, n, now=now, value=text, error=error)
@@ -113,6 +146,11 @@ def answer_flow(
     except AwsError:
         pass
     return "answered"
+
+
+def _key_matches(kept: Any, given: str) -> bool:
+    """Compared in constant time: how long a wrong key took tells nothing of the right one."""
+    return isinstance(kept, str) and bool(kept) and hmac.compare_digest(kept.encode(), given.encode())
 
 
 def answer_of(item: dict[str, Any], n: int) -> tuple[bool, Any, str | None]:

@@ -129,8 +129,9 @@ def barrier(payload: dict[str, Any], ctx: JobContext) -> int:
     return int(payload["of"])
 
 
-def publish(runs_dir: str, job_id: str, token_id: str) -> str:
-    """Hand the token's id out (a file the test reads, as an email would carry it to a person)."""
+def publish(runs_dir: str, job_id: str, token_id: str, path: str) -> str:
+    """Hand the token's id and its URL's path out (files the test reads, as an email would carry them)."""
+    (Path(runs_dir) / f"{job_id}.path").write_text(path)
     (Path(runs_dir) / f"{job_id}.token").write_text(token_id)
     return token_id
 
@@ -141,7 +142,7 @@ def approval(payload: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     runs_dir = str(payload["runs_dir"])
     ctx.step("charge", mark, runs_dir, ctx.job_id, "charge", ctx.attempt)
     token = ctx.create_token(timeout=float(payload["timeout_s"]))
-    ctx.step("publish", publish, runs_dir, ctx.job_id, token.id)
+    ctx.step("publish", publish, runs_dir, ctx.job_id, token.id, token.path)
     decision = ctx.wait_for_token(token)
     ctx.step("ship", mark, runs_dir, ctx.job_id, "ship", ctx.attempt)
     return {"decision": decision}

@@ -9,6 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import httpx
 import pytest
 
 from bench.proxy import Pending
@@ -165,3 +166,85 @@ def test_a_token_answered_as_its_job_begins_to_wait_runs_the_job_on_at_once_on_i
     job = app.get(job_id)
     assert (job.status, job.result, job.attempt) == (JobStatus.SUCCEEDED, {"decision": {"by": "ops"}}, 1)
     assert (calls(tmp_path, job_id, "charge"), calls(tmp_path, job_id, "ship")) == (1, 1)
+
+
+def path_of(runs_dir: Path, job_id: str) -> str:
+    return (runs_dir / f"{job_id}.path").read_text()
+
+
+def test_a_token_s_own_url_answers_it_without_credentials_and_nothing_else(app, tmp_path):
+    # GIVEN an API that wants a bearer token, a worker, and an order asleep on its approval token,
+    # whose URL the job handed out (as an email to service B would carry it)
+    job_id = app.enqueue("approval", {"runs_dir": str(tmp_path), "timeout_s": 120})
+    other = app.enqueue("approval", {"runs_dir": str(tmp_path), "timeout_s": 120})
+    proc = worker_process(app, APP, concurrency=2)
+    try:
+        token = _asleep_on_its_token(app, tmp_path, job_id)
+        other_token = _asleep_on_its_token(app, tmp_path, other)
+        path, other_path = path_of(tmp_path, job_id), path_of(tmp_path, other)
+        key = path.split("key=", 1)[1]
+        with serving(app, token="s3cret") as url:
+            # WHEN service B, with no credentials, posts to altered URLs, then to the real one, twice
+            tampered = key[:-1] + ("A" if key[-1] != "A" else "B")
+            other_key = other_path.split("key=", 1)[1]
+            with httpx.Client(base_url=url, timeout=30) as http:
+                refused = [
+                    http.post(f"/tokens/{token}/answer", params={"key": tampered}, json={"value": "x"}),
+                    http.post(f"/tokens/{token}/answer", params={"key": other_key}, json={"value": "x"}),
+                    http.post(f"/tokens/{other_token}/answer", params={"key": key}, json={"value": "x"}),
+                    http.post(f"/tokens/{job_id}.t9/answer", params={"key": key}, json={"value": "x"}),
+                    http.post(f"/tokens/{token}/answer", json={"value": "x"}),
+                    http.post(
+                        f"/tokens/{token}", json={"value": "x"}
+                    ),  # the credentialed route still wants one
+                ]
+                answered = [http.post(path, json={"value": d}) for d in ("approved", "rejected")]
+                # ... and a reader of the job sees the token, never its key
+                record = http.get(f"/jobs/{job_id}", headers={"Authorization": "Bearer s3cret"}).json()
+
+            # THEN every altered URL is refused as no such token, telling nothing; the real one answers
+            assert [r.status_code for r in refused] == [404, 404, 404, 404, 422, 401], [
+                r.text for r in refused
+            ]
+            assert not any(key in r.text for r in refused), [r.text for r in refused]
+            # (a wrong key and a token that does not exist read alike: nothing to probe with)
+            details = {r.json()["detail"].split(":")[0] for r in refused[:4]}
+            assert details == {"no such token, or not its key"}, details
+            assert [(r.status_code, r.json()["result"]) for r in answered] == [
+                (200, "answered"),
+                (200, "already answered"),
+            ]
+            steps = {s["name"]: s["result"] for s in record["steps"]}
+            assert steps["token-1"]["id"] == token and "key" not in steps["token-1"], steps
+            assert key not in str(record)
+            # ... the job wakes with the first answer; the other job still waits for its own
+            wait_until(lambda: app.get(job_id).status is JobStatus.SUCCEEDED, 30, "shipped")
+            assert app.get(job_id).result == {"decision": "approved"}
+            assert app.get(other).status is JobStatus.QUEUED
+    finally:
+        kill_group(proc)
+
+
+def test_a_token_s_url_expires_with_its_wait(app, tmp_path):
+    # GIVEN a job waiting on a token for 3 s, whose URL nobody used in time (a sweeper: the held
+    # record's witness, which brings the job back at its timeout)
+    job_id = app.enqueue("approval", {"runs_dir": str(tmp_path), "timeout_s": 3})
+    sweeper = subprocess.Popen(
+        [sys.executable, "-m", "sqsjobs", "sweep", "--app", APP],
+        env=worker_env(app, SQSJOBS_SWEEP_INTERVAL_S="1"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    proc = worker_process(app, APP, concurrency=2)
+    try:
+        wait_until(lambda: (tmp_path / f"{job_id}.path").exists(), 30, "the token's URL")
+        path = path_of(tmp_path, job_id)
+        wait_until(lambda: app.get(job_id).status.terminal, 60, "the wait's timeout")
+        with serving(app, token="s3cret") as url:
+            late = httpx.post(url + path, json={"value": "approved"}, timeout=30)
+    finally:
+        kill_group(proc, sweeper)
+    # THEN the late answer is refused (its timeout passed) and the job ended on its timeout
+    assert late.status_code == 409, late.text
+    assert app.get(job_id).status is JobStatus.DEAD

@@ -37,6 +37,7 @@ PINNED = {
     ("GET", "/queues"): "queues",
     ("GET", "/series"): "job_series",
     ("POST", "/tokens/{token_id}"): "answer_token",
+    ("POST", "/tokens/{token_id}/answer"): "answer_token_by_url",
     ("POST", "/types/{job_type}/pause"): "pause_type",
     ("POST", "/types/{job_type}/resume"): "resume_type",
     ("GET", "/workers"): "workers",
