@@ -43,6 +43,17 @@ def app(ministack_url, make_app):
     return app
 
 
+def sweeper_process(app) -> subprocess.Popen[bytes]:
+    """``sqsjobs sweep`` every second: the witness of a record held asleep on its token."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "sqsjobs", "sweep", "--app", APP],
+        env=worker_env(app, SQSJOBS_SWEEP_INTERVAL_S="1"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
 def _asleep_on_its_token(app, tmp_path, job_id) -> str:
     wait_until(
         lambda: token_of(tmp_path, job_id) and app.get(job_id).status is JobStatus.QUEUED, 30, "waiting"
@@ -111,14 +122,7 @@ def test_app_tokens_complete_wakes_the_job_fail_fails_it_and_an_unknown_token_is
 def test_a_token_nobody_answers_times_out_in_the_job_and_refuses_a_late_answer(app, tmp_path):
     # GIVEN a job waiting on a 4 s token, a worker and a sweeper (the held record's witness)
     job_id = app.enqueue("approval", {"runs_dir": str(tmp_path), "timeout_s": 4})
-    env = worker_env(app, SQSJOBS_SWEEP_INTERVAL_S="1")
-    sweeper = subprocess.Popen(
-        [sys.executable, "-m", "sqsjobs", "sweep", "--app", APP],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    sweeper = sweeper_process(app)
     proc = worker_process(app, APP, concurrency=2)
     try:
         token = _asleep_on_its_token(app, tmp_path, job_id)
@@ -229,13 +233,7 @@ def test_a_token_s_url_expires_with_its_wait(app, tmp_path):
     # GIVEN a job waiting on a token for 3 s, whose URL nobody used in time (a sweeper: the held
     # record's witness, which brings the job back at its timeout)
     job_id = app.enqueue("approval", {"runs_dir": str(tmp_path), "timeout_s": 3})
-    sweeper = subprocess.Popen(
-        [sys.executable, "-m", "sqsjobs", "sweep", "--app", APP],
-        env=worker_env(app, SQSJOBS_SWEEP_INTERVAL_S="1"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    sweeper = sweeper_process(app)
     proc = worker_process(app, APP, concurrency=2)
     try:
         wait_until(lambda: (tmp_path / f"{job_id}.path").exists(), 30, "the token's URL")
