@@ -420,8 +420,11 @@ def test_write_units_per_step_counted_with_consumed_capacity(
     assert created == 2 * 1 + 2 * units * steps + 1 + (units + 1)
     # Each step but the last: claim 1; its finish transaction: complete 2, next step unblocked
     # 2 * units, its pending index entry 1, chain record 2; the next step's clear units + 1 (index).
-    # The last: claim 1, complete 2, chain record 2.
-    assert run == (steps - 1) * (1 + 2 + 2 * units + 1 + 2 + units + 1) + (1 + 2 + 2)
+    # The last: claim 1, complete 2, chain record 2. A claim that reaches the next step before its
+    # clear lands (the hint goes first, so the payload is never lost) is billed on the item still
+    # holding the payload: units instead of 1 (seen once under load: 123 for 122).
+    floor = (steps - 1) * (1 + 2 + 2 * units + 1 + 2 + units + 1) + (1 + 2 + 2)
+    assert floor <= run <= floor + (steps - 1) * (units - 1)
     # Reads: one GetItem of the predecessor per step after the first, one BatchGetItem per finish.
     assert reads == {"GetItem": steps - 1, "BatchGetItem": steps}
 
