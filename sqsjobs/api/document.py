@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 if TYPE_CHECKING:
+    from collections.abc import Container
+
     from sqsjobs.config import Settings
     from sqsjobs.registry import Registry
 
@@ -74,19 +76,21 @@ def _payload_schema(spec_type: Any, components: dict[str, Any]) -> tuple[dict[st
     return schema, True
 
 
-def _branch_name(base: str, job_type: str, taken: set[str]) -> str:
-    """``EnqueueRequest`` + ``receipts.send`` -> ``EnqueueRequestReceiptsSend`` (a component name, unique)."""
+def _branch_name(base: str, job_type: str, taken: Container[str]) -> str:
+    """``EnqueueRequest`` + ``receipts.send`` -> ``EnqueueRequestReceiptsSend`` (a component name not ``taken``)."""
     words = "".join(w[:1].upper() + w[1:] for w in re.split(r"[^A-Za-z0-9]+", job_type) if w)
     name = f"{base}{words}"
     n = 2
     while name in taken:
         name, n = f"{base}{words}{n}", n + 1
-    taken.add(name)
     return name
 
 
 def _per_type(
-    name: str, schema: dict[str, Any], specs: list[Any], components: dict[str, Any]
+    name: str,
+    schema: dict[str, Any],
+    payloads: dict[str, tuple[dict[str, Any], bool]],
+    components: dict[str, Any],
 ) -> dict[str, Any]:
     """``schema`` as a ``oneOf`` of one named object per job type, told apart by ``type``.
 
@@ -96,21 +100,21 @@ def _per_type(
     """
     branches: list[dict[str, Any]] = []
     mapping: dict[str, str] = {}
-    for spec in specs:
-        payload, optional = _payload_schema(spec.payload_type, components)
+    for job_type, (shared, optional) in payloads.items():
+        payload = copy.deepcopy(shared)
         branch = copy.deepcopy(schema)
-        branch["title"] = f"{schema.get('title', name)} of {spec.name}"
-        branch["properties"]["type"] = {"type": "string", "const": spec.name, "title": "Type"}
+        branch["title"] = f"{schema.get('title', name)} of {job_type}"
+        branch["properties"]["type"] = {"type": "string", "const": job_type, "title": "Type"}
         if "$ref" not in payload:  # beside a $ref, a generator would copy the model rather than name it
             payload["description"] = schema["properties"]["payload"].get("description", "")
         branch["properties"]["payload"] = payload
         required = [m for m in branch.get("required", []) if m != "payload"]
         branch["required"] = required if optional else [*required, "payload"]
-        branch_name = _branch_name(name, spec.name, set(components))
+        branch_name = _branch_name(name, job_type, components)
         components[branch_name] = branch
         ref = f"#/components/schemas/{branch_name}"
         branches.append({"$ref": ref})
-        mapping[spec.name] = ref
+        mapping[job_type] = ref
     return {
         "title": schema.get("title", name),
         "description": schema.get("description", ""),
@@ -127,6 +131,8 @@ def extend(document: dict[str, Any], registry: Registry, settings: Settings) -> 
     queues = registry.queues()
     if "EnqueueRequest" in components:
         components["EnqueueRequest"].update(_exclusions(settings))
+    # Each type's payload schema, made once for the three requests that name a job.
+    payloads = {s.name: _payload_schema(s.payload_type, components) for s in specs}
     for name in _JOB_SCHEMAS:
         schema = components.get(name)
         if schema is None or not names:
@@ -136,7 +142,7 @@ def extend(document: dict[str, Any], registry: Registry, settings: Settings) -> 
             for option in queue.get("anyOf", [queue]):
                 if option.get("type") == "string":
                     option["enum"] = queues
-        components[name] = _per_type(name, schema, specs, components)
+        components[name] = _per_type(name, schema, payloads, components)
     if not names:
         return
     for name, member in _TYPE_MEMBERS:
