@@ -6,9 +6,10 @@ import time
 
 import pytest
 
+from sqsjobs import JobStatus
 from sqsjobs.store.waiting import MAX_HTTP_WAIT_S
 from tests.api.helpers import assert_problem, client, serving
-from tests.integration.helpers import kill_group, worker_process
+from tests.integration.helpers import kill_group, wait_until, worker_process
 
 pytestmark = pytest.mark.slow
 
@@ -27,10 +28,12 @@ def test_a_wait_is_answered_when_the_job_ends_and_a_job_still_waiting_is_answere
         answer = http.get(f"/jobs/{waiting}", params={"wait": 1})
         assert answer.status_code == 200, answer.text
         assert answer.json()["status"] == "queued"
-        # WHEN a worker runs a job that naps 2 s, while a request waits up to 20 s for it
+        # WHEN a worker runs a job that naps 2 s, while a request waits up to 20 s for it (timed from
+        # the job's start: a worker process starting on a loaded machine is not what is measured)
         napping = app.enqueue("nap", {"sleep_s": 2.0})
         worker = worker_process(app, "tests.apps.results:app", concurrency=2)
         try:
+            wait_until(lambda: app.get(napping).status is not JobStatus.QUEUED, 60, "the nap to start")
             start = time.monotonic()
             answer = http.get(
                 f"/jobs/{napping}", params={"wait": MAX_HTTP_WAIT_S}, timeout=MAX_HTTP_WAIT_S + 10

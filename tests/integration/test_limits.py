@@ -154,23 +154,22 @@ def test_a_concurrency_limit_holds_fleet_wide_over_three_workers_of_eight_slots(
 
 
 def test_a_partitioned_limit_holds_per_tenant_and_does_not_starve_a_small_tenant(app, workers, tmp_path):
-    # GIVEN tenant "big" with a backlog of 30 jobs, enqueued first, and tenant "small" with 4 jobs
+    # GIVEN tenant "big" holding both its slots with two 5 s jobs, and a backlog of 28 more behind them
     log = tmp_path / "runs.log"
-    big = app.enqueue_many(
-        [
-            {"type": "tenanted", "payload": {"log": str(log), "sleep_s": 0.5}, "tenant": "big"}
-            for _ in range(30)
-        ]
-    )
-    small = app.enqueue_many(
-        [
-            {"type": "tenanted", "payload": {"log": str(log), "sleep_s": 0.5}, "tenant": "small"}
-            for _ in range(4)
-        ]
-    )
-    t0 = time.time()
+
+    def jobs(tenant: str, count: int, sleep_s: float) -> list[dict]:
+        payload = {"log": str(log), "sleep_s": sleep_s}
+        return [{"type": "tenanted", "payload": payload, "tenant": tenant} for _ in range(count)]
+
     workers.start(2, concurrency=8)
-    # WHEN they run under concurrency=2 per tenant
+    holding = app.enqueue_many(jobs("big", 2, 5.0))
+    wait_until(
+        lambda: all(app.get(i).status is JobStatus.RUNNING for i in holding), 60, "big's two long jobs"
+    )
+    big = holding + app.enqueue_many(jobs("big", 28, 0.5))
+    # WHEN tenant "small" enqueues 4 jobs after that backlog, under concurrency=2 per tenant
+    t0 = time.time()
+    small = app.enqueue_many(jobs("small", 4, 0.5))
     wait_until(lambda: finished(app, small), 60, "the small tenant's jobs")
     small_done = time.time()
     wait_until(lambda: finished(app, big), 180, "the big tenant's backlog")
@@ -178,7 +177,7 @@ def test_a_partitioned_limit_holds_per_tenant_and_does_not_starve_a_small_tenant
     by_tenant = defaultdict(list)
     for r in rows:
         by_tenant[r["tenant"]].append(r)
-    # THEN at most 2 per tenant ran at once, and both tenants ran 2 at once side by side
+    # THEN at most 2 per tenant ran at once, and the small tenant ran beside the big one's full slots
     assert max_overlap(by_tenant["big"]) == 2
     assert max_overlap(by_tenant["small"]) <= 2
     assert max_overlap(rows) >= 3
