@@ -6,9 +6,9 @@ BENCH_ENV := PYTHONPATH=$(CURDIR) SQSJOBS_MINISTACK_BIN=$(CURDIR)/$(MS_VENV)/bin
 
 .PHONY: bench bench-smoke bench-venv bench-profile bench-scale
 
-$(BENCH_PY): bench/requirements-peers.txt
-	$(PY) -m venv $(BENCH_VENV)
-	$(BENCH_VENV)/bin/pip install -q -r bench/requirements-peers.txt
+$(BENCH_PY): bench/requirements-peers.txt | $(UV)
+	$(VENV_WITH) $(BENCH_VENV)
+	$(UV) pip install -q --python $(BENCH_PY) -r bench/requirements-peers.txt
 	touch $@
 
 bench-venv: $(BENCH_PY)

@@ -13,8 +13,8 @@ CDK_ENV := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
 # The construct is installed as users install it (its own distribution, infra/pyproject.toml),
 # editable, with infra/requirements.txt as the lock of its ranged dependencies.
 $(CDK_STAMP): infra/requirements.txt infra/pyproject.toml pyproject.toml | $(BIN)/sqsjobs
-	test -x $(CDK_VENV)/bin/python || $(PY) -m venv $(CDK_VENV)
-	$(CDK_VENV)/bin/pip install -q -r infra/requirements.txt -e . -e './infra[nag]'
+	$(VENV_WITH) $(CDK_VENV)
+	$(UV) pip install -q --python $(CDK_VENV)/bin/python -r infra/requirements.txt -e . -e './infra[nag]'
 	touch $@
 
 infra-venv: $(CDK_STAMP)
