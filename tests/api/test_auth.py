@@ -93,7 +93,7 @@ GUARDED = [
     ids=["missing", "wrong", "basic scheme", "no scheme", "longer", "empty"],
 )
 def test_every_route_refuses_a_request_without_the_right_token(served, headers):
-    with httpx.Client(base_url=served.url, trust_env=False) as anonymous:
+    with httpx.Client(base_url=served.url, trust_env=False, verify=False) as anonymous:
         for method, path in GUARDED:
             response = anonymous.request(method, path, headers=headers, json={})
             problem = assert_problem(response, 401, "Authorization")
@@ -103,7 +103,7 @@ def test_every_route_refuses_a_request_without_the_right_token(served, headers):
 
 def test_a_browser_signs_in_once_and_its_cookie_is_a_signed_session_not_the_token(served):
     own = {"Origin": served.url}
-    with httpx.Client(base_url=served.url, trust_env=False) as browser:
+    with httpx.Client(base_url=served.url, trust_env=False, verify=False) as browser:
         # GIVEN a browser without the token: the dashboard says where to sign in
         assert "sign in at /ui/login" in browser.get("/").text
         assert browser.get("/ui/login").status_code == 200
@@ -126,7 +126,9 @@ def test_a_browser_signs_in_once_and_its_cookie_is_a_signed_session_not_the_toke
         (auth.SESSION_COOKIE, TOKEN),
         ("sqsjobs_token", TOKEN),
     ):
-        with httpx.Client(base_url=served.url, trust_env=False, cookies={name: value}) as forged:
+        with httpx.Client(
+            base_url=served.url, trust_env=False, verify=False, cookies={name: value}
+        ) as forged:
             assert_problem(forged.get("/jobs"), 401, "Authorization")
 
 

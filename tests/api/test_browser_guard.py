@@ -86,7 +86,7 @@ def unsafe_routes(world: World) -> list[tuple[str, str]]:
 
 def sign_in(url: str, token: str) -> str:
     """The session cookie a browser gets from the console's sign-in form."""
-    with httpx.Client(base_url=url, trust_env=False) as browser:
+    with httpx.Client(base_url=url, trust_env=False, verify=False) as browser:
         signed = browser.post("/ui/login", data={"token": token}, headers={"Origin": url})
         assert signed.status_code == 303, signed.text
         return str(signed.cookies[SESSION_COOKIE])
@@ -102,7 +102,9 @@ def test_a_cross_origin_form_with_the_session_cookie_changes_nothing_on_any_rout
     with api_process(world.app, tmp_path / "api.log", SQSJOBS_API_TOKENS=TOKENS_JSON) as url:
         cookie = sign_in(url, OPERATOR.token)
         routes = unsafe_routes(world)
-        with httpx.Client(base_url=url, trust_env=False, cookies={SESSION_COOKIE: cookie}) as browser:
+        with httpx.Client(
+            base_url=url, trust_env=False, verify=False, cookies={SESSION_COOKIE: cookie}
+        ) as browser:
             # GIVEN the cookie admits the browser (a GET from the console's own page)
             assert browser.get("/workers").status_code == 200
             for method, path in routes:
@@ -127,7 +129,7 @@ def test_a_cross_origin_form_with_the_session_cookie_changes_nothing_on_any_rout
 def test_without_a_token_a_page_elsewhere_changes_nothing_and_a_rebound_name_is_refused(world, tmp_path):
     with (
         api_process(world.app, tmp_path / "api.log") as url,
-        httpx.Client(base_url=url, trust_env=False) as browser,
+        httpx.Client(base_url=url, trust_env=False, verify=False) as browser,
     ):
         for method, path in unsafe_routes(world):
             for attack, headers in ATTACKS.items():
@@ -205,7 +207,9 @@ def test_a_session_expires_a_tampered_or_stale_cookie_is_refused_and_sign_out_en
         cookie = sign_in(url, OPERATOR.token)
 
         def status(value: str) -> int:
-            with httpx.Client(base_url=url, trust_env=False, cookies={SESSION_COOKIE: value}) as browser:
+            with httpx.Client(
+                base_url=url, trust_env=False, verify=False, cookies={SESSION_COOKIE: value}
+            ) as browser:
                 return browser.get("/workers").status_code
 
         # GIVEN a fresh session admits the browser, and so does one signed the same way by the test
@@ -227,7 +231,7 @@ def test_a_session_expires_a_tampered_or_stale_cookie_is_refused_and_sign_out_en
         renamed = ApiToken(name="olga", role=Role.OPERATOR, token="another-secret-for-olga-000")
         assert status(_session(tokens, renamed, expires=time.time() + 60)) == 401
         # THEN each is refused; and signing out clears the browser's cookie
-        with httpx.Client(base_url=url, trust_env=False) as browser:
+        with httpx.Client(base_url=url, trust_env=False, verify=False) as browser:
             browser.post("/ui/login", data={"token": OPERATOR.token}, headers={"Origin": url})
             assert browser.get("/workers").status_code == 200
             out = browser.post("/ui/logout", headers={"Origin": url})
@@ -237,7 +241,10 @@ def test_a_session_expires_a_tampered_or_stale_cookie_is_refused_and_sign_out_en
     changed = json.dumps([{**json.loads(TOKENS_JSON)[0], "token": "olga-rotated-token-0123456789"}])
     with api_process(world.app, tmp_path / "api2.log", SQSJOBS_API_TOKENS=changed) as url:
         assert (
-            httpx.get(f"{url}/workers", cookies={SESSION_COOKIE: cookie}, trust_env=False).status_code == 401
+            httpx.get(
+                f"{url}/workers", cookies={SESSION_COOKIE: cookie}, trust_env=False, verify=False
+            ).status_code
+            == 401
         )
 
 
@@ -246,7 +253,9 @@ def test_a_session_lasts_session_s_from_sign_in(world):
 
     with serving(world.app, token=OPERATOR.token, session_s=2) as url:
         cookie = sign_in(url, OPERATOR.token)
-        with httpx.Client(base_url=url, trust_env=False, cookies={SESSION_COOKIE: cookie}) as browser:
+        with httpx.Client(
+            base_url=url, trust_env=False, verify=False, cookies={SESSION_COOKIE: cookie}
+        ) as browser:
             assert browser.get("/workers").status_code == 200
             time.sleep(3)
             assert browser.get("/workers").status_code == 401
@@ -278,5 +287,5 @@ def test_every_html_page_carries_the_security_headers_and_loads_nothing_from_els
                 assert "<script>" not in answer.text, path  # no inline script
             assert checked >= 10 and "/docs" in pages and "/redoc" in pages
         # the sign-in page too, before any token
-        login = httpx.get(f"{url}/ui/login", trust_env=False)
+        login = httpx.get(f"{url}/ui/login", trust_env=False, verify=False)
         assert "frame-ancestors 'none'" in login.headers["content-security-policy"]

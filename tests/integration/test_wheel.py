@@ -112,12 +112,18 @@ def quick_start(venv: Path, project: Path) -> None:
     url = f"http://localhost:{port}"
     try:
         wait_until(lambda: answers(f"{url}/queues", dev), 60, "sqsjobs dev's API")
-        sent = httpx.post(f"{url}/jobs", json={"type": "greet", "payload": {"name": "Ada"}}, timeout=30)
+        sent = httpx.post(
+            f"{url}/jobs", json={"type": "greet", "payload": {"name": "Ada"}}, timeout=30, verify=False
+        )
         assert sent.status_code == 202 and sent.json()["status"] == "queued", sent.text
         job_url = f"{url}/jobs/{sent.json()['id']}"
-        wait_until(lambda: httpx.get(job_url, timeout=10).json()["status"] == "succeeded", 60, "the job")
-        assert httpx.get(job_url, timeout=10).json()["result"] == "hello, Ada (attempt 1)"
-        console = httpx.get(f"{url}/", timeout=10, follow_redirects=True)
+        wait_until(
+            lambda: httpx.get(job_url, timeout=10, verify=False).json()["status"] == "succeeded",
+            60,
+            "the job",
+        )
+        assert httpx.get(job_url, timeout=10, verify=False).json()["result"] == "hello, Ada (attempt 1)"
+        console = httpx.get(f"{url}/", timeout=10, follow_redirects=True, verify=False)
         assert console.status_code == 200 and "text/html" in console.headers["content-type"]
     finally:
         os.killpg(dev.pid, signal.SIGTERM)
@@ -128,6 +134,6 @@ def quick_start(venv: Path, project: Path) -> None:
 def answers(url: str, proc: subprocess.Popen[bytes]) -> bool:
     assert proc.poll() is None, "sqsjobs dev exited"
     try:
-        return httpx.get(url, timeout=2).status_code == 200
+        return httpx.get(url, timeout=2, verify=False).status_code == 200
     except httpx.TransportError:
         return False
