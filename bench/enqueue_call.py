@@ -39,7 +39,7 @@ def _split(app: Any) -> list[float]:
     """Wrap the sync clients' methods so each call adds its CPU to the returned one-item list."""
     inside = [0.0]
     for service in ("sqs", "dynamodb"):
-        client = app.sync_clients.get(service)
+        client = app.clients.boto3.get(service)
         for operation in ("send_message_batch", "put_item", "batch_execute_statement"):
             method = getattr(client, operation, None)
             if method is None:
@@ -78,7 +78,7 @@ def _child(endpoint: str, name: str, n: int, warmup: int, size: int, api: str, s
             await aone()
             latencies.append(time.perf_counter() - start)
         used = time.process_time() - cpu
-        await app.async_clients.aclose()
+        await app.clients.aiobotocore.aclose()
         return used
 
     botocore_s: float | None = None

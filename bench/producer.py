@@ -30,8 +30,8 @@ def _sqsjobs() -> tuple[Enqueue, Enqueue]:
     from bench.apps.sqsjobs_app import app
 
     # Clients and queue URLs are made before the clock starts, as in a long-lived producer.
-    app.sync_clients.get("dynamodb")
-    app.sync_clients.get("sqs")
+    app.clients.boto3.get("dynamodb")
+    app.clients.boto3.get("sqs")
     app.run(app.queue_urls.flow(["default"]))
 
     def bulk(payloads: list[dict[str, Any]]) -> None:

@@ -264,11 +264,11 @@ class PerJob:
         ]
         self._parse = env.parse
         self._devnull = open(os.devnull, "w")  # noqa: SIM115 - closed in close()
-        logger = app.logger
+        logger = app.telemetry.logger
         for handler in getattr(logger, "handlers", None) or logger._logger.handlers:
             if isinstance(handler, logging.StreamHandler):
                 handler.setStream(self._devnull)
-        app.metrics._write = lambda line: None
+        app.telemetry.metrics._write = lambda line: None
 
     def close(self) -> None:
         """Close /dev/null."""
@@ -284,7 +284,7 @@ class PerJob:
         from sqsjobs.job import AttemptOutcome
         from sqsjobs.observability.tracing import trace_id
 
-        logger = self.app.logger
+        logger = self.app.telemetry.logger
         for job in self.jobs[:n]:
             logger.info(
                 "job claimed",
@@ -308,7 +308,7 @@ class PerJob:
         from sqsjobs.job import AttemptOutcome
         from sqsjobs.observability.metrics import on_transition
 
-        metrics = self.app.metrics
+        metrics = self.app.telemetry.metrics
         for job in self.jobs[:n]:
             on_transition(metrics, job, {"outcome": AttemptOutcome.STARTED, "wait_s": 0.1})
             on_transition(metrics, job, {"outcome": AttemptOutcome.SUCCEEDED, "duration_s": 0.01})
@@ -318,7 +318,7 @@ class PerJob:
         """The trace id of two log lines and an idle span, for ``n`` jobs."""
         from sqsjobs.observability.tracing import trace_id
 
-        tracer = self.app.tracer
+        tracer = self.app.telemetry.tracer
         for job in self.jobs[:n]:
             trace_id(job.trace)
             trace_id(job.trace)
@@ -369,7 +369,7 @@ def _child(app_name: str, endpoint: str, op: str, n: int, concurrency: int, item
     from sqsjobs import App
 
     app = App(app_name, endpoint_url=endpoint)
-    app.logger  # noqa: B018 - Powertools imported and set up, as in a worker
+    app.telemetry.logger  # noqa: B018 - Powertools imported and set up, as in a worker
     if op in PER_JOB:
         jobs = PerJob(app, items)
         getattr(jobs, op)(10)

@@ -8,7 +8,7 @@ BENCH_ENV := PYTHONPATH=$(CURDIR) SQSJOBS_MINISTACK_BIN=$(CURDIR)/$(MS_VENV)/bin
 
 $(BENCH_PY): bench/requirements-peers.txt | $(UV)
 	$(VENV_WITH) $(BENCH_VENV)
-	$(UV) pip install -q --python $(BENCH_PY) -r bench/requirements-peers.txt
+	$(UV_INSTALL) --python $(BENCH_PY) -r bench/requirements-peers.txt
 	touch $@
 
 bench-venv: $(BENCH_PY)

@@ -7,13 +7,11 @@ connects to nothing; settings are resolved on first use.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import threading
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
-from sqsjobs._aws import AsyncClients, Flow, SyncClients, async_verb, run_async, run_sync, sync_verb
+from sqsjobs._aws import Flow, async_verb, sync_verb
 from sqsjobs._clock import Clock, SystemClock
 from sqsjobs.config import Settings, to_seconds
 from sqsjobs.deploy.provision import ProvisionReport, provision_flow
@@ -24,12 +22,12 @@ from sqsjobs.ingress.foreign import foreign_plugin
 from sqsjobs.limits.expiry import expiry_plugin
 from sqsjobs.limits.gate import limits_plugin
 from sqsjobs.limits.ops import FlowControl
-from sqsjobs.observability.logs import DeferredLogger
 from sqsjobs.observability.metrics import RequestCounter
+from sqsjobs.observability.telemetry import Telemetry
 from sqsjobs.ops.cancel_job import cancel_flow
 from sqsjobs.ops.requeue import KEEP, retry_flow
 from sqsjobs.outbox import OutboxOptions, arun_sql, enqueue_options, run_sql, write_in
-from sqsjobs.producer import JobRequest, build_new_job, enqueue_jobs_flow, get_flow, requests_of
+from sqsjobs.producer import JobRequest, Producer, get_flow, requests_of
 from sqsjobs.registry import P, Registry
 from sqsjobs.runtime.kernel import Kernel, locate
 from sqsjobs.schedules.fire import fires_plugin
@@ -38,6 +36,7 @@ from sqsjobs.steps import steps_plugin
 from sqsjobs.steps.tokens import Tokens
 from sqsjobs.store import waiting
 from sqsjobs.transaction import Transaction
+from sqsjobs.transport.clients import Clients
 from sqsjobs.transport.queues import QueueUrls
 from sqsjobs.workflows.batch_hook import batches_plugin
 from sqsjobs.workflows.batches import Batches
@@ -45,15 +44,12 @@ from sqsjobs.workflows.chain_hook import chains_plugin
 from sqsjobs.workflows.chains import Chains
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+    from collections.abc import Iterable, Mapping
     from datetime import timedelta
 
     from sqsjobs.job import Job
-    from sqsjobs.observability.metrics import JobMetrics
-    from sqsjobs.observability.spans import JobTracer
     from sqsjobs.registry import Handler, HandlerOf
     from sqsjobs.runtime.seams import Plugin
-    from sqsjobs.store.enqueue import NewJob
 
 T = TypeVar("T")
 
@@ -93,21 +89,19 @@ class App:
         self.clock: Clock = clock or SystemClock()
         #: Every AWS call this process made through the App, by service and operation.
         self.requests = RequestCounter()
+        #: Its logger, EMF metrics and OpenTelemetry tracer, each made on first use.
+        self.telemetry = Telemetry(name, lambda: self.settings)
+        #: Its boto3 and aiobotocore clients, made on first use and again after ``configure``.
+        self.clients = Clients(lambda: self.settings, self.requests, lambda: self.telemetry.tracer)
+        #: Its enqueue path: requests built and validated, then sent (``producer.Producer``).
+        self.producer = Producer(
+            lambda: self.registry, lambda: self.settings, lambda: self.queue_urls, self.telemetry, self.clock
+        )
         self._explicit = settings
         self._settings: Settings | None = None
-        self._sync: SyncClients | None = None
-        self._async: AsyncClients | None = None
         self._queue_urls: QueueUrls | None = None
-        self._logger: Any = None
-        #: What enqueues log with: the logger only once a refused message needs it.
-        self._enqueue_logger = DeferredLogger(lambda: self.logger)
-        self._metrics: JobMetrics | None = None
-        self._tracer: JobTracer | None = None
-        self._tracer_decided = False
         self._core: Kernel | None = None
         self._kernel: Kernel | None = None
-        #: Sync handlers run in threads and may enqueue at once: one set of clients, not one each.
-        self._clients_lock = threading.Lock()
 
     # ── configuration ──────────────────────────────────────────────────────────────────────
     @property
@@ -122,10 +116,7 @@ class App:
         Settings.check_names(settings)
         self._explicit = {**self._explicit, **settings}
         self._settings = None
-        if self._sync is not None:
-            self._sync.close()
-        self._sync = None
-        self._async = None
+        self.clients.reset()
         self._queue_urls = None
         self._core = self._kernel = None
 
@@ -165,70 +156,22 @@ class App:
                 clock=self.clock,
                 registry=self.registry,
                 run=self.run,
-                arun=self.async_clients.run,  # the worker's calls go straight to the clients
+                arun=self.clients.aiobotocore.run,  # the worker's calls go straight to the clients
                 aclose=self.aclose,
-                logger=self.logger,
-                metrics=self.metrics,
-                tracer=self.tracer,
+                logger=self.telemetry.logger,
+                metrics=self.telemetry.metrics,
+                tracer=self.telemetry.tracer,
                 queue_urls=self.queue_urls,
             )
         return self._core
 
-    @property
-    def logger(self) -> Any:
-        """Powertools JSON logger: one line per job transition."""
-        if self._logger is None:
-            from sqsjobs.observability.logs import make_logger
-
-            self._logger = make_logger(self.name)
-        return self._logger
-
-    @property
-    def metrics(self) -> JobMetrics:
-        """EMF metrics per job type (``sqsjobs.observability.metrics``); flushed by the worker and the Lambda entry."""
-        if self._metrics is None:
-            from sqsjobs.observability.metrics import JobMetrics
-
-            self._metrics = JobMetrics(self.name, flush_interval_s=self.settings.metrics_interval_s)
-        return self._metrics
-
-    @property
-    def tracer(self) -> JobTracer | None:
-        """The App's OpenTelemetry spans (``sqsjobs.observability.spans``); None when no SDK is configured.
-
-        Decided once, on first use (the kernel's build, a first enqueue): configure the SDK before
-        that. Without one, nothing in the worker's pipeline calls into OpenTelemetry.
-        """
-        if not self._tracer_decided:
-            from sqsjobs.observability.spans import tracer_for
-
-            self._tracer = tracer_for(self.name, lambda: self.logger)
-            self.metrics.traced = self._tracer is not None
-            self._tracer_decided = True
-        return self._tracer
-
-    @property
-    def sync_clients(self) -> SyncClients:
-        """boto3 clients for the sync API."""
-        with self._clients_lock:
-            if self._sync is None:
-                self._sync = SyncClients(self.settings, self.requests, tracer=self.tracer)
-            return self._sync
-
-    @property
-    def async_clients(self) -> AsyncClients:
-        """The async API's and the worker's aiobotocore clients (bound to the running loop)."""
-        if self._async is None:
-            self._async = AsyncClients(self.settings, self.requests, tracer=self.tracer)
-        return self._async
-
     def run(self, flow: Flow[T]) -> T:
         """Run a sans-I/O flow with boto3."""
-        return run_sync(flow, self.sync_clients)
+        return self.clients.run(flow)
 
     async def arun(self, flow: Flow[T]) -> T:
         """Run a sans-I/O flow with aiobotocore."""
-        return await run_async(flow, self.async_clients)
+        return await self.clients.arun(flow)
 
     @property
     def queue_urls(self) -> QueueUrls:
@@ -238,30 +181,6 @@ class App:
         return self._queue_urls
 
     # ── producer API: sync and async twins over the same flows ─────────────────────────────
-    def build_jobs(self, requests: Sequence[JobRequest[Any]]) -> list[NewJob]:
-        """The jobs ``requests`` make, validated, at one clock reading: the first half of every enqueue.
-
-        Every producer path of this App (``enqueue``, ``enqueue_many``, ``POST /jobs``, which needs
-        the built job's id and times for its start estimate) builds here and sends with
-        ``enqueue_jobs_flow``, so a change to either reaches all of them.
-        """
-        now = self.clock.now()
-        return [build_new_job(r, registry=self.registry, settings=self.settings, now=now) for r in requests]
-
-    def _enqueue_flow(self, requests: list[JobRequest[Any]]) -> Flow[list[str]]:
-        return (yield from self.enqueue_jobs_flow(self.build_jobs(requests)))
-
-    def enqueue_jobs_flow(self, jobs: Sequence[NewJob]) -> Flow[list[str]]:
-        """Enqueue jobs already built and validated (``build_new_job``): a schedule fire's, a foreign message's."""
-        return enqueue_jobs_flow(
-            jobs,
-            settings=self.settings,
-            queue_urls=self.queue_urls,
-            logger=self._enqueue_logger,
-            metrics=self.metrics,
-            tracer=self.tracer,
-        )
-
     # ``job_type`` is the type's name (any payload), or its handler: then mypy checks the payload
     # against the handler's annotation, as dramatiq's ``Actor.send`` checks its arguments.
     @overload
@@ -271,36 +190,15 @@ class App:
     def enqueue(self, job_type: str | Handler, payload: Any = None, **options: Unpack[OutboxOptions]) -> str:
         """Enqueue one job and return its id (the same id again for a repeated idempotency key).
 
-        Args:
-            job_type: the registered name, or the handler itself (``HandlerNotFound`` if this App
-                does not have it).
-            payload: validated against the handler's annotation, then stored as JSON.
-            idempotency_key: the job's identity: the same key and payload return the same job.
-            delay: run no sooner than this from now.
-            run_at: run no sooner than this instant (timezone-aware).
-            queue: override the handler's queue (needed for a type this App does not register).
-            tenant: recorded, and part of the idempotency identity.
-            parent_id: the job that enqueued this one.
-            trace: the producer's trace header; default: the current trace, if any.
-            expires_after: not started this long after now, the job ends ``expired`` and never
-                runs (wins over the type's ``@job(expires_after=)``; docs/flow-control-expiry.md).
-            unique: ``"while_active"``: the key names the live job only; once it has finished, the
-                next enqueue makes a new job (docs/dedupe.md). The id returned is then an
-                ``EnqueuedId`` saying ``deduplicated`` and ``replaced`` (the finished job).
-            dedupe_for: the key names one job within this window (aligned; another payload in it
-                raises ``IdempotencyConflict``).
-            throttle: the first enqueue of the key in this window (aligned) wins; later ones, any
-                payload, return its id.
-            debounce: the last payload of a quiet period this long wins; ``debounce_max`` (default
-                ten quiet periods) bounds the wait from the key's first enqueue.
-            connection: a psycopg 3 connection or SQLAlchemy 2 session: the job goes into the outbox
-                table in its open transaction; the relay enqueues it once committed (docs/outbox.md).
+        ``options`` are ``JobRequest``'s fields (idempotency key, delay, tenant, dedupe...), and
+        ``connection``: a psycopg 3 connection, a SQLAlchemy 2 session or connection, or a Django
+        cursor, whose open transaction the job joins through the outbox table (docs/outbox.md).
         """
         if (
             outbox := write_in(options, self.registry, self.settings, job_type, payload, self.clock.now())
         ) is not None:
             return run_sql(*outbox)
-        return self.run(self._enqueue_flow([JobRequest(job_type, payload, **enqueue_options(options))]))[0]
+        return self.run(self.producer.flow([JobRequest(job_type, payload, **enqueue_options(options))]))[0]
 
     @overload
     async def aenqueue(self, job_type: str, payload: Any = None, **options: Unpack[OutboxOptions]) -> str: ...
@@ -315,7 +213,7 @@ class App:
         ) is not None:
             return await arun_sql(*outbox)
         return (
-            await self.arun(self._enqueue_flow([JobRequest(job_type, payload, **enqueue_options(options))]))
+            await self.arun(self.producer.flow([JobRequest(job_type, payload, **enqueue_options(options))]))
         )[0]
 
     def _enqueue_many(self, requests: Iterable[JobRequest[Any] | Mapping[str, Any]]) -> Flow[list[str]]:
@@ -324,46 +222,30 @@ class App:
         Each request names its type by name or by handler, like ``enqueue``; only the ``JobRequest``
         form has its payload type-checked.
         """
-        return self._enqueue_flow(requests_of(requests))
+        return self.producer.flow(requests_of(requests))
 
     enqueue_many, aenqueue_many = sync_verb(_enqueue_many), async_verb(_enqueue_many)
 
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[Transaction]:
+    def transaction(self) -> Transaction:
         """``with app.transaction() as tx:`` your DynamoDB writes and jobs, committed together on a clean exit.
 
         One TransactWriteItems carries ``tx.put``/``update``/``delete``/``condition_check`` (boto3
         client shapes) and the records of ``tx.enqueue``'s jobs; their messages go after it. An
-        exception in the block writes nothing. See ``sqsjobs.transaction`` and docs/payloads.md.
+        exception in the block writes nothing. ``async with`` commits with the async clients (and
+        ``app.atransaction()`` says so where it is read). See ``sqsjobs.transaction``, docs/payloads.md.
         """
-        tx = self._transaction()
-        try:
-            yield tx
-        except BaseException:
-            tx.discard()
-            raise
-        self.run(tx.commit_flow())
-
-    @contextlib.asynccontextmanager
-    async def atransaction(self) -> AsyncIterator[Transaction]:
-        """Async ``transaction``: ``async with app.atransaction() as tx:``."""
-        tx = self._transaction()
-        try:
-            yield tx
-        except BaseException:
-            tx.discard()
-            raise
-        await self.arun(tx.commit_flow())
-
-    def _transaction(self) -> Transaction:
         return Transaction(
             registry=self.registry,
             settings=self.settings,
             queue_urls=self.queue_urls,
             now=self.clock.now,
-            logger=self.logger,
-            metrics=self.metrics,
+            logger=self.telemetry.logger,
+            metrics=self.telemetry.metrics,
+            run=self.run,
+            arun=self.arun,
         )
+
+    atransaction = transaction
 
     def _get(self, job_id: str, *, load_result: bool = True) -> Flow[Job]:
         """The job's record; ``JobNotFound`` if there is none.
@@ -412,15 +294,12 @@ class App:
         return report
 
     def close(self) -> None:
-        """Close the sync clients (made again if used)."""
-        if self._sync is not None:
-            self._sync.close()
-            self._sync = None
+        """Close the boto3 clients (made again if used)."""
+        self.clients.close()
 
     async def aclose(self) -> None:
-        """Close the async clients."""
-        if self._async is not None:  # kept: it opens new clients on the next use (the kernel holds it)
-            await self._async.aclose()
+        """Close the aiobotocore clients."""
+        await self.clients.aclose()
 
     @staticmethod
     def from_path(path: str | None = None) -> App:

@@ -46,13 +46,15 @@ from sqsjobs.store.apply import Refused, apply, apply_batched
 from sqsjobs.transport import lifespan, objects, routes, sqs
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
     from datetime import datetime, timedelta
 
+    from sqsjobs._clock import Clock
     from sqsjobs.config import Settings
     from sqsjobs.job import Job
     from sqsjobs.observability.metrics import JobMetrics
     from sqsjobs.observability.spans import JobTracer, ProducerSpans
+    from sqsjobs.observability.telemetry import Telemetry
     from sqsjobs.registry import HandlerOf, HandlerSpec, Registry
     from sqsjobs.store.write import Put
     from sqsjobs.transport.queues import QueueUrls
@@ -66,14 +68,24 @@ class JobRequest(Generic[P]):
     against the handler's annotation (``None`` always passes: it is the default).
     """
 
+    #: The registered name, or the handler itself (``HandlerNotFound`` if the App does not have it).
     type: str | HandlerOf[P]
+    #: Validated against the handler's annotation, then stored as JSON.
     payload: P | None = None
+    #: The job's identity: the same key and payload return the same job (``IdempotencyConflict``
+    #: for another payload).
     idempotency_key: str | None = None
+    #: Run no sooner than this from now.
     delay: timedelta | float | None = None
+    #: Run no sooner than this instant (timezone-aware).
     run_at: datetime | None = None
+    #: Override the handler's queue (needed for a type this App does not register).
     queue: str | None = None
+    #: Recorded, part of the idempotency identity, and the key of a partitioned limit.
     tenant: str | None = None
+    #: The job that enqueued this one.
     parent_id: str | None = None
+    #: The producer's trace header; default: the current trace, if any.
     trace: str | None = None
     #: Not started this long after the enqueue, the job expires and never runs (wins over the type's).
     expires_after: timedelta | float | None = None
@@ -87,7 +99,7 @@ class JobRequest(Generic[P]):
 
 
 class EnqueueOptions(TypedDict, total=False):
-    """The keyword options of ``App.enqueue``/``aenqueue``, typed once (see ``JobRequest``)."""
+    """The keyword options of ``App.enqueue``/``aenqueue``, typed once; each is documented on ``JobRequest``."""
 
     idempotency_key: str | None
     delay: timedelta | float | None
@@ -218,6 +230,51 @@ def _claim_checked(job: enqueue.NewJob, settings: Settings, *, in_record: bool) 
             f"{settings.payload_object_days - settings.retention_days} days, not at {job.run_at:.0f}"
         )
     return dataclasses.replace(job, payload_bucket=settings.payload_bucket)
+
+
+class Producer:
+    """An App's enqueue path: every request is built (validated, at one clock reading) and sent here.
+
+    Every producer path of the App (``enqueue``, ``enqueue_many``, ``POST /jobs``, which needs the
+    built job's id and times for its start estimate) goes through ``build`` and ``send_flow``, so a
+    change to either reaches all of them.
+    """
+
+    def __init__(
+        self,
+        registry: Callable[[], Registry],
+        settings: Callable[[], Settings],
+        queue_urls: Callable[[], QueueUrls],
+        telemetry: Telemetry,
+        clock: Clock,
+    ) -> None:
+        """Each callable reads the App's own, as it is at the enqueue (a test may swap its registry)."""
+        self._registry = registry
+        self._settings = settings
+        self._queue_urls = queue_urls
+        self._telemetry = telemetry
+        self._clock = clock
+
+    def build(self, requests: Sequence[JobRequest[Any]]) -> list[enqueue.NewJob]:
+        """The jobs ``requests`` make, validated, at one clock reading: the first half of every enqueue."""
+        now, settings = self._clock.now(), self._settings()
+        registry = self._registry()
+        return [build_new_job(r, registry=registry, settings=settings, now=now) for r in requests]
+
+    def send_flow(self, jobs: Sequence[enqueue.NewJob]) -> Flow[list[str]]:
+        """Enqueue jobs already built and validated (``build``, ``build_new_job``)."""
+        return enqueue_jobs_flow(
+            jobs,
+            settings=self._settings(),
+            queue_urls=self._queue_urls(),
+            logger=self._telemetry.deferred_logger,
+            metrics=self._telemetry.metrics,
+            tracer=self._telemetry.tracer,
+        )
+
+    def flow(self, requests: Sequence[JobRequest[Any]]) -> Flow[list[str]]:
+        """Build ``requests`` and enqueue them; their ids, in order."""
+        return (yield from self.send_flow(self.build(requests)))
 
 
 def enqueue_jobs_flow(

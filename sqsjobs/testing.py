@@ -171,7 +171,7 @@ async def arun_job(
         job=job,
         worker_id=TEST_WORKER_ID,
         deadline=app.clock.now() + spec.timeout_s,
-        logger=app.logger,
+        logger=app.telemetry.logger,
         # What a chain step's handler reads: as the worker gives it, JSON round-tripped as the record stores it.
         previous_result=json.loads(storable_result(previous_result, app.settings.max_result_bytes)[1]),
         # Steps simulated: the ones given are recorded (replayed without a call), new ones are kept here.

@@ -50,7 +50,7 @@ from sqsjobs.store.apply import Refused, apply_all
 from sqsjobs.store.codec import av_s, nonce
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from mypy_boto3_dynamodb.type_defs import (
         ConditionCheckTypeDef,
@@ -113,8 +113,11 @@ class Transaction:
         now: Callable[[], float],
         logger: Any = None,
         metrics: JobMetrics | None = None,
+        run: Callable[[Flow[list[str]]], list[str]],
+        arun: Callable[[Flow[list[str]]], Awaitable[list[str]]],
     ) -> None:
         self._registry = registry
+        self._run, self._arun = run, arun
         self._settings = settings
         self._queue_urls = queue_urls
         self._now = now
@@ -185,6 +188,26 @@ class Transaction:
         )["Put"]
         self._add(_Item("Put", entry, {"id": av_s(job.id)}, transact.item_size(entry["Item"]), job))
         return job.id
+
+    # ``with app.transaction() as tx:`` commits with the sync clients on a clean exit, ``async with``
+    # with the async ones; an exception in the block writes nothing and propagates.
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        if exc_type is not None:
+            self.discard()
+        else:
+            self._run(self.commit_flow())
+
+    async def __aenter__(self) -> Transaction:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        if exc_type is not None:
+            self.discard()
+        else:
+            await self._arun(self.commit_flow())
 
     def discard(self) -> None:
         """Drop everything added; nothing was or will be written."""

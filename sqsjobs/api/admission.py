@@ -1,6 +1,6 @@
 """One check for every job a request names (``POST /chains`` steps, ``POST /batches/{id}/items``).
 
-``POST /jobs`` builds its job with ``App.build_jobs`` and learns of a missing queue from the send;
+``POST /jobs`` builds its job with ``app.producer.build`` and learns of a missing queue from the send;
 a chain or a batch writes records before any message, so an unknown queue would fail inside a
 transaction (a 503 "AWS call failed") and an unknown step type would be written and never run. Here
 each job is built as ``App.enqueue`` builds it (type registered, payload valid, dedup options and
@@ -40,7 +40,7 @@ async def refusal(
         try:
             if isinstance(request.type, str):  # HandlerNotFound: an App that is not strict would take it
                 app.registry.get(request.type)
-            [job] = app.build_jobs([request])
+            [job] = app.producer.build([request])
         except SqsJobsError as exc:
             return from_error(exc, instance, member=member, aliases=aliases)
         if request.queue is not None:

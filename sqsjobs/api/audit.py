@@ -44,7 +44,7 @@ def retry_by(app: App, job_id: str, by: str, payload: Any = KEEP) -> Flow[Job]:
 
 def audit(app: App, request: Request, action: str, **fields: Any) -> None:
     """Log that ``action`` was done, with ``fields`` (ids, names, counts) and who asked."""
-    app.logger.info(
+    app.telemetry.logger.info(
         "operator action",
         extra={"action": action, "by": actor_of(request), "route": request.url.path, **fields},
     )

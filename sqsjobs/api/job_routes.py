@@ -102,9 +102,9 @@ async def enqueue(body: EnqueueRequest, app: AppDep, response: Response) -> Any:
         serialize_key=body.serialize_key,
         dedupe=dedupe.of_fields(body),
     )
-    [job] = app.build_jobs([request])  # the App's own enqueue path: build, then enqueue_jobs_flow
+    [job] = app.producer.build([request])  # the App's own enqueue path: build, then send_flow
     due_now = not job.held and job.run_at <= job.now
-    flows: list[Flow[Any]] = [app.enqueue_jobs_flow([job])]
+    flows: list[Flow[Any]] = [app.producer.send_flow([job])]
     if due_now:  # the queue's depth is read while the job is enqueued: no round trip of its own
         flows.append(depth_flow(app.queue_urls, job.queue))
     outcomes = await app.arun(together(*flows))

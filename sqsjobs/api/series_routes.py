@@ -65,8 +65,8 @@ def series_flow(
                     window=window,
                     job_types=types,
                     queues=names,
-                    namespace=app.metrics.namespace,
-                    service=app.metrics.service,
+                    namespace=app.telemetry.metrics.namespace,
+                    service=app.telemetry.metrics.service,
                 )
             )
         except AwsError as exc:

@@ -115,7 +115,7 @@ async def _ignores_conditions(app: App) -> bool:
     try:
         return await probe.ignores_conditions(app.arun, app.settings.table_name)
     finally:
-        await app.async_clients.aclose()
+        await app.clients.aiobotocore.aclose()
 
 
 @cli.command()
@@ -142,7 +142,7 @@ def worker(
     if settings.batch_writes and asyncio.run(_ignores_conditions(loaded)):
         # An endpoint that ignores PartiQL conditions (moto's own server) would let a batched claim
         # or finish land where it must be refused: single writes only, said once.
-        loaded.logger.warning(probe.BATCH_WRITES_OFF, extra={"endpoint": settings.endpoint_url})
+        loaded.telemetry.logger.warning(probe.BATCH_WRITES_OFF, extra={"endpoint": settings.endpoint_url})
         loaded.configure(batch_writes=False)  # before the worker's kernel is built from it
     with guarded(loaded):
         w = Worker(loaded, queues=queues.split(",") if queues else None, concurrency=concurrency)

@@ -33,7 +33,7 @@ ECS) turns it into metrics. Who flushes:
 - the Lambda entry point, at the end of every invocation;
 - the ECS worker, every ``Settings.metrics_interval_s`` and when it stops;
 - any process, on the next transition once ``metrics_interval_s`` has passed since the last flush,
-  so a producer that only enqueues still reports (call ``app.metrics.flush()`` before it exits).
+  so a producer that only enqueues still reports (call ``app.telemetry.metrics.flush()`` before it exits).
 
 ``POWERTOOLS_METRICS_DISABLED=true`` turns the output off, as it does for Powertools itself.
 
@@ -115,7 +115,7 @@ class JobMetrics:
         self.service = os.environ.get("POWERTOOLS_SERVICE_NAME") or service
         self.namespace = namespace or os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or DEFAULT_NAMESPACE
         self.flush_interval_s = flush_interval_s
-        #: The App makes OpenTelemetry spans (``App.tracer``): each transition also tells the job's span.
+        #: The App makes OpenTelemetry spans (``app.telemetry.tracer``): each transition also tells the job's span.
         self.traced = False
         self._write = write
         self._monotonic = monotonic

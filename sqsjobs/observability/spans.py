@@ -3,7 +3,7 @@
 sqsjobs depends on the OpenTelemetry API only; the application chooses the SDK and the exporter
 (ADOT, Application Signals, OTLP to X-Ray or any backend: docs/observability.md). Whether spans are
 made is decided once, when the App builds its kernel: with no SDK's tracer provider installed by
-then, ``App.tracer`` is None and the worker's pipeline calls nothing here nor in OpenTelemetry.
+then, ``app.telemetry.tracer`` is None and the worker's pipeline calls nothing here nor in OpenTelemetry.
 
 One job's trace, in the messaging conventions' names (``messaging.operation.type``)::
 
@@ -542,7 +542,7 @@ class JobTracer:
 class LogCorrelation:
     """A logging filter that puts the current span's ``trace_id`` and ``span_id`` on each line.
 
-    Installed on the App's logger only when spans are made (``App.tracer``); a line logged inside a
+    Installed on the App's logger only when spans are made (``app.telemetry.tracer``); a line logged inside a
     job's ``process`` span names that span, so a log search and a trace lead to each other.
     """
 

@@ -101,7 +101,10 @@ def test_the_series_from_cloudwatch_agree_with_the_records_of_the_same_run(minis
     assert lines, out.read_text()[-2000:]
     # ... its EMF lines ingested as CloudWatch would, and noise in another namespace and another service
     assert sum(ingest(app, doc) for doc in lines) > 0
-    noise = [{"Name": "service", "Value": app.metrics.service}, {"Name": "job_type", "Value": "work.run"}]
+    noise = [
+        {"Name": "service", "Value": app.telemetry.metrics.service},
+        {"Name": "job_type", "Value": "work.run"},
+    ]
     now = datetime.now(UTC)
     for namespace, dims in (("other", noise), ("sqsjobs", [{**noise[0], "Value": "another-app"}, noise[1]])):
         metric = {"MetricName": "JobsStarted", "Dimensions": dims, "Timestamp": now, "Value": 100.0}

@@ -46,8 +46,8 @@ def main() -> None:
     # botocore's JSON is read once, here, into the process's shared loader (sqsjobs._client_config): each
     # fork still makes its own session, clients and connections, without reading it again.
     preload = App("preload")
-    preload.sync_clients.get("dynamodb")
-    preload.sync_clients.get("sqs")
+    preload.clients.boto3.get("dynamodb")
+    preload.clients.boto3.get("sqs")
     preload.close()  # its clients go; the loaded data stays in the process's loader
     children = []
     for tag in args.tags:
@@ -82,8 +82,8 @@ def dedupe_mode(args: argparse.Namespace) -> Dedupe | None:
 def enqueue_one(args: argparse.Namespace, tag: str) -> None:
     """One enqueuer: ready, then released with the others by the start file; prints what it got."""
     app.settings  # noqa: B018  (resolve the settings and the clients before the start line)
-    app.sync_clients.get("dynamodb")
-    app.sync_clients.get("sqs")
+    app.clients.boto3.get("dynamodb")
+    app.clients.boto3.get("sqs")
     start = Path(args.start)
     Path(f"{start}.ready.{tag}").touch()
     while not start.exists():

@@ -45,7 +45,7 @@ def main() -> None:
         ("before-call", args.hold, hold),
     ):
         if call:
-            client = app.sync_clients.get(SERVICE_OF[call])
+            client = app.clients.boto3.get(SERVICE_OF[call])
             client.meta.events.register(f"{when}.{SERVICE_OF[call]}.{call}", act)
     job_id = app.enqueue("large.echo", {"blob": "x" * args.size}, queue="default", idempotency_key=args.key)
     print(job_id, flush=True)

@@ -199,7 +199,7 @@ def held_item(app: App, job_id: str) -> dict[str, Any]:
     """The job's record once no message is left for it (a held record's witness is its attention entry)."""
     wait_until(lambda: depth(app) == {"visible": 0, "in_flight": 0, "delayed": 0}, 30, "message deleted")
     return dict(
-        app.sync_clients.get("dynamodb").get_item(
+        app.clients.boto3.get("dynamodb").get_item(
             TableName=app.settings.table_name, Key={"id": {"S": job_id}}, ConsistentRead=True
         )["Item"]
     )

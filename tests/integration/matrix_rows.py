@@ -208,7 +208,7 @@ def hooked(app, log: Path, job_type: str = "hooked.run", **hook: object) -> str:
 
 def hook_of(app, ended_id: str) -> str | None:
     """The hook's job of ``ended_id`` (its id derives from the finish's claim token: found by its parent)."""
-    ddb = app.sync_clients.get("dynamodb")
+    ddb = app.clients.boto3.get("dynamodb")
     params = {
         "TableName": app.settings.table_name,
         "FilterExpression": "parent_id = :p",

@@ -245,7 +245,7 @@ def test_a_refused_fresh_claim_is_read_as_the_single_claim_would_be(app, situati
 
 def _transitions_round(app: App, params: list[dict[str, Any]]) -> list[Any]:
     async def go() -> list[Any]:
-        writes = WriteBatcher(app.arun, batch=app.settings.batch_writes, logger=app.logger)
+        writes = WriteBatcher(app.arun, batch=app.settings.batch_writes, logger=app.telemetry.logger)
         try:
             return await asyncio.gather(*(writes.write(p) for p in params), return_exceptions=True)
         finally:
@@ -351,7 +351,7 @@ def test_finishes_ending_one_by_one_share_one_request_and_a_lone_finish_leaves_a
             WriteBatcher(
                 app.arun,
                 batch=app.settings.batch_writes,
-                logger=app.logger,
+                logger=app.telemetry.logger,
                 finish_linger_s=app.settings.finish_linger_s,
             ),
             app.settings.table_name,

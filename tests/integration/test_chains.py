@@ -224,7 +224,7 @@ def test_a_crash_between_a_steps_commit_and_the_next_hint_is_repaired_by_the_swe
     assert asyncio.run(run_once()).kind == "delete"
     sqs_call(app, "delete_message", QueueUrl=url, ReceiptHandle=delivery.receipt_handle)
     # THEN step 1 is queued with a pending entry and no message, and the chain says step 1 is current
-    record = app.sync_clients.get("dynamodb").get_item(
+    record = app.clients.boto3.get("dynamodb").get_item(
         TableName=app.settings.table_name, Key={"id": {"S": second}}, ConsistentRead=True
     )["Item"]
     assert record["status"]["S"] == "queued" and record["attn"]["S"].startswith("pending#")

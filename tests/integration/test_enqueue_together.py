@@ -109,7 +109,7 @@ def test_the_message_and_the_record_are_in_flight_at_once_and_the_record_is_ther
                 try:
                     return await app.aenqueue("notes.keep", {"n": 1}, idempotency_key="k1")
                 finally:
-                    await app.async_clients.aclose()
+                    await app.clients.aiobotocore.aclose()
 
             job_id = asyncio.run(enqueue())
 

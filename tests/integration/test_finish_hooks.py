@@ -66,7 +66,7 @@ def app(ministack_url, make_app):
 
 def counter(app) -> int:
     item = (
-        app.sync_clients.get("dynamodb")
+        app.clients.boto3.get("dynamodb")
         .get_item(TableName=app.settings.table_name, Key={"id": av_s(COUNTER)}, ConsistentRead=True)
         .get("Item")
     )
@@ -122,7 +122,7 @@ def test_a_stale_runs_finish_writes_nothing_of_the_hooks(app):
 
     class StealingHook(CountingHook):
         async def entries(self, finish):
-            app.sync_clients.get(
+            app.clients.boto3.get(
                 "dynamodb"
             ).update_item(  # a rescue by another worker, just before the finish
                 TableName=table,

@@ -69,7 +69,7 @@ def test_an_idle_worker_sends_the_claim_before_its_next_long_poll(ministack_url,
     async def scenario() -> None:
         # The worker's own clients, made on this loop before it starts: every request it sends is seen.
         for service in ("sqs", "dynamodb"):
-            client = await app.async_clients.get(service)
+            client = await app.clients.aiobotocore.get(service)
             client.meta.events.register(
                 "before-send.*.*", lambda event_name, **kwargs: sent.append(event_name.rsplit(".", 1)[1])
             )

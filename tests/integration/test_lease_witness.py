@@ -65,7 +65,7 @@ def spawn(app, out, *argv: str) -> subprocess.Popen[bytes]:
 
 
 def record(app, job_id: str) -> dict:
-    return app.sync_clients.get("dynamodb").get_item(
+    return app.clients.boto3.get("dynamodb").get_item(
         TableName=app.settings.table_name, Key={"id": {"S": job_id}}, ConsistentRead=True
     )["Item"]
 

@@ -131,7 +131,7 @@ try:
 finally:
     worker.close()
 print(json.dumps({
-    "sdk": app.tracer is not None,
+    "sdk": app.telemetry.tracer is not None,
     "trace": app.get(job_id).trace,
     "traceparent": messages[0]["MessageAttributes"]["traceparent"]["StringValue"],
 }))

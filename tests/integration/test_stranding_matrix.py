@@ -298,7 +298,7 @@ def test_every_feature_whose_message_sqs_redrove_is_brought_back_and_runs_once(a
 
 
 def record_of(app, job_id: str) -> dict:
-    return app.sync_clients.get("dynamodb").get_item(
+    return app.clients.boto3.get("dynamodb").get_item(
         TableName=app.settings.table_name, Key={"id": {"S": job_id}}, ConsistentRead=True
     )["Item"]
 

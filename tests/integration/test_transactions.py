@@ -175,7 +175,7 @@ def test_a_producer_killed_between_commit_and_send_loses_nothing(app, tmp_path):
         def die(**kwargs):
             os.kill(os.getpid(), signal.SIGKILL)
 
-        sqs = app.sync_clients.get("sqs")
+        sqs = app.clients.boto3.get("sqs")
         for operation in ("SendMessageBatch", "SendMessage"):
             sqs.meta.events.register(f"before-call.sqs.{operation}", die)
         with app.transaction() as tx:

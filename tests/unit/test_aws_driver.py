@@ -25,7 +25,7 @@ def _app(**settings: Any) -> App:
 
 def test_the_sync_driver_counts_each_call_by_its_api_name():
     app = _app()
-    client = app.sync_clients.get("sqs")
+    client = app.clients.boto3.get("sqs")
     with Stubber(client) as stub:
         stub.add_response("get_queue_url", {"QueueUrl": URL}, {"QueueName": "q"})
         stub.add_response("get_queue_url", {"QueueUrl": URL}, {"QueueName": "q"})
@@ -42,7 +42,7 @@ def test_the_async_driver_counts_each_call_and_registers_no_event_hook_per_reque
     app = _app()
 
     async def main() -> None:
-        client = await app.async_clients.get("dynamodb")
+        client = await app.clients.aiobotocore.get("dynamodb")
         # The SDK's own handlers only: the counter is the driver's, not a hook run inside each request.
         hooks = client.meta.events._emitter._handlers.prefix_search("before-call.dynamodb.GetItem")
         assert not [h for h in hooks if "sqsjobs" in getattr(h, "__module__", "")]
@@ -62,7 +62,7 @@ def test_the_async_driver_counts_each_call_and_registers_no_event_hook_per_reque
 
 def test_measuring_capacity_asks_dynamodb_for_it_and_adds_it_up():
     app = _app(measure_capacity=True)
-    client = app.sync_clients.get("dynamodb")
+    client = app.clients.boto3.get("dynamodb")
     sent: list[dict[str, Any]] = []
     client.meta.events.register_last(
         "before-parameter-build.dynamodb.UpdateItem", lambda params, **_: sent.append(dict(params))
@@ -85,8 +85,8 @@ def test_measuring_capacity_asks_dynamodb_for_it_and_adds_it_up():
 
 def test_the_sync_clients_share_one_session_so_botocore_loads_its_data_once():
     app = _app()
-    dynamodb, sqs = app.sync_clients.get("dynamodb"), app.sync_clients.get("sqs")
-    assert dynamodb is app.sync_clients.get("dynamodb")
+    dynamodb, sqs = app.clients.boto3.get("dynamodb"), app.clients.boto3.get("sqs")
+    assert dynamodb is app.clients.boto3.get("dynamodb")
     # One session: one loader, whose cache holds the endpoints and models for every client.
     assert dynamodb._loader is sqs._loader
     app.close()
@@ -97,10 +97,10 @@ def test_the_connection_pools_fit_the_concurrency(concurrency: int, pool: int):
     # A worker's running jobs each have a request in flight: past the pool's limit, aiohttp would
     # queue them for a connection and urllib3 would open throwaway ones.
     app = _app(concurrency=concurrency)
-    assert app.sync_clients.get("dynamodb").meta.config.max_pool_connections == pool
+    assert app.clients.boto3.get("dynamodb").meta.config.max_pool_connections == pool
 
     async def main() -> int:
-        client = await app.async_clients.get("sqs")
+        client = await app.clients.aiobotocore.get("sqs")
         await app.aclose()
         return int(client.meta.config.max_pool_connections)
 

@@ -187,8 +187,8 @@ def test_the_app_logs_json_lines_with_plain_and_json_messages(
 ):
     monkeypatch.setenv("SQSJOBS_LOG_LEVEL", "INFO")
     app = App("logs", endpoint_url="http://127.0.0.1:9")
-    app.logger.info("job claimed", extra={"job_id": "j1"})
-    app.logger.info('{"embedded": true}')
+    app.telemetry.logger.info("job claimed", extra={"job_id": "j1"})
+    app.telemetry.logger.info('{"embedded": true}')
     first, second = (json.loads(line) for line in capsys.readouterr().err.splitlines())
     assert first["message"] == "job claimed" and first["job_id"] == "j1" and first["service"] == "logs"
     assert second["message"] == {"embedded": True}
@@ -197,7 +197,7 @@ def test_the_app_logs_json_lines_with_plain_and_json_messages(
 def test_two_apps_of_one_name_share_a_working_logger(monkeypatch):
     """A second Powertools Logger of a service name skips its formatter; the LambdaWorker's append_keys then failed."""
     first, second = App("same-name-logger"), App("same-name-logger")
-    first.logger.info("first")
-    second.logger.append_keys(function_request_id="r1")
-    second.logger.info("second")
-    assert first.logger is second.logger
+    first.telemetry.logger.info("first")
+    second.telemetry.logger.append_keys(function_request_id="r1")
+    second.telemetry.logger.info("second")
+    assert first.telemetry.logger is second.telemetry.logger

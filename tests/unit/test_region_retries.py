@@ -21,7 +21,7 @@ PROBE = textwrap.dedent(
     import json, sys
     from sqsjobs import App
     app = App("t", **json.loads(sys.argv[1]))
-    client = app.sync_clients.get("sqs")
+    client = app.clients.boto3.get("sqs")
     print(json.dumps({"region": client.meta.region_name, "retries": client.meta.config.retries}))
     """
 )

@@ -22,7 +22,7 @@ def app():
 
 
 def _tx(app):
-    return app._transaction()
+    return app.transaction()
 
 
 def _put(pk: str, table: str = "orders", **extra) -> dict:
