@@ -105,7 +105,7 @@ async def run_until_done(stack: DevStack, root_id: str, chain_id: str, timeout_s
     deadline = time.monotonic() + timeout_s
     seen: dict[str, str] = {}
     while time.monotonic() < deadline:
-        node = await asyncio.to_thread(app.run, tree_flow(env_of(app), root_id))
+        node = await asyncio.to_thread(app.run, tree_flow(env_of(app.kernel), root_id))
         for st in (node.status, *(c.status for c in node.children)):
             if seen.get(st.id) != st.status:
                 console.print(f"  batch {st.id[:8]} → [bold]{st.status}[/bold]  {st.counts}")
@@ -143,7 +143,7 @@ def main() -> None:
         )
         asyncio.run(run_until_done(stack, root.id, chain_id))
 
-        node = app.run(tree_flow(env_of(app), root.id))
+        node = app.run(tree_flow(env_of(app.kernel), root.id))
         tree = Tree(line(node.status))
         draw(tree, node)
         console.print("\n[bold]The tree[/bold]")

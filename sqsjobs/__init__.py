@@ -54,7 +54,7 @@ from sqsjobs.errors import (
     WaitTimeout,
 )
 from sqsjobs.job import RENAMED as _RENAMED
-from sqsjobs.job import FailureRecord, Job, JobStatus
+from sqsjobs.job import BatchPlace, ChainPlace, FailureRecord, Job, JobStatus
 from sqsjobs.limits.declarations import Breaker, Limit
 from sqsjobs.producer import JobRequest
 from sqsjobs.registry import (
@@ -90,6 +90,7 @@ __all__ = [
     "BatchNotFound",
     "BatchOptions",
     "BatchOutcomeError",
+    "BatchPlace",
     "BatchRetry",
     "BatchSealed",
     "BatchStatus",
@@ -99,6 +100,7 @@ __all__ = [
     "CancellationReason",
     "ChainInvalid",
     "ChainNotFound",
+    "ChainPlace",
     "ChainStatus",
     "ChainStep",
     "Clock",

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from sqsjobs.errors import EnvelopeError, MalformedJson, UnknownEnvelopeVersion
+from sqsjobs.job import BatchPlace, ChainPlace
 
 ENVELOPE_VERSION = 2
 #: A job whose payload is an S3 object (``ref``).
@@ -72,10 +73,6 @@ _OPTIONAL = {
     "root": "root_id",
     "max": "max_attempts",
     "start_by": "start_by",
-    "chain": "chain_id",
-    "step": "chain_step",
-    "steps": "chain_steps",
-    "batch": "batch_key",
     "prio": "priority",
     "skey": "serialize_key",
 }
@@ -105,8 +102,8 @@ class Envelope:
     parent_id: str | None = None
     root_id: str | None = None
     max_attempts: int | None = None
-    #: ``<batch id>#<shard>`` of a batch item (``Job.batch_key``): the claim rebuilds the record from it.
-    batch_key: str | None = None
+    #: A batch item's place (``Job.batch``): the claim rebuilds the record from it.
+    batch: BatchPlace | None = None
     #: Routing, so a record made from the message (and a replay of it) goes back to the same queue.
     priority: str | None = None
     serialize_key: str | None = None
@@ -115,10 +112,8 @@ class Envelope:
     payload_size: int | None = None
     #: The job's deadline (epoch seconds): a worker that meets the message later expires the job.
     start_by: float | None = None
-    #: A chain step's chain, index and chain length: a batched claim rebuilds the record from them.
-    chain_id: str | None = None
-    chain_step: int | None = None
-    chain_steps: int | None = None
+    #: A chain step's place (``Job.chain``): a batched claim rebuilds the record from it.
+    chain: ChainPlace | None = None
 
     def to_body(self) -> str:
         """Serialise for SendMessage."""
@@ -138,6 +133,10 @@ class Envelope:
                 value = getattr(self, attr)
                 if value is not None:
                     data[key] = value
+            if self.batch is not None:
+                data["batch"] = self.batch.key
+            if self.chain is not None:
+                data |= {"chain": self.chain.id, "step": self.chain.step, "steps": self.chain.steps}
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
@@ -171,8 +170,16 @@ class Envelope:
         optional = {attr: data[key] for key, attr in _OPTIONAL.items() if data.get(key) is not None}
         if "start_by" in optional and not _number(optional["start_by"]):
             raise EnvelopeError(f"envelope's start_by is not a time in epoch seconds: {body[:80]!r}")
-        if not all(isinstance(optional.get(a, 0), int) for a in ("chain_step", "chain_steps")):
-            raise EnvelopeError(f"envelope's chain step is not a number: {body[:80]!r}")
+        batch, chain = data.get("batch"), data.get("chain")
+        if batch is not None:
+            if not isinstance(batch, str):
+                raise EnvelopeError(f"envelope's batch is not a batch item's key: {body[:80]!r}")
+            optional["batch"] = BatchPlace(batch)
+        step, steps = data.get("step"), data.get("steps")
+        if (chain, step, steps) != (None, None, None):  # a chain step's three fields come together
+            if not isinstance(chain, str) or not _integer(step) or not _integer(steps):
+                raise EnvelopeError(f"envelope's chain step is not a chain id and two numbers: {body[:80]!r}")
+            optional["chain"] = ChainPlace(chain, step, steps)
         if data["v"] >= REF_ENVELOPE_VERSION:
             reference, size = data.get("ref"), data.get("size")
             if not isinstance(reference, str) or not reference or not _number(size):
@@ -195,6 +202,10 @@ class Envelope:
 
 def _number(value: Any) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _integer(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 #: EventBridge Scheduler replaces this with the occurrence's time (``2026-12-01T08:00:00Z``);

@@ -203,6 +203,29 @@ class AttemptRecord:
 
 
 @dataclass(frozen=True)
+class BatchPlace:
+    """A job's place in a batch (``sqsjobs.workflows``): its key in the batch's item index."""
+
+    #: ``<batch id>#<shard>``: the shard of the batch's counters this item counts on.
+    key: str
+
+    @property
+    def id(self) -> str:
+        """The batch's id."""
+        return self.key.rpartition("#")[0]
+
+
+@dataclass(frozen=True)
+class ChainPlace:
+    """A job's place in a chain (``sqsjobs.workflows.chains``): the chain, its step and the chain's length."""
+
+    id: str
+    #: 0-based.
+    step: int
+    steps: int
+
+
+@dataclass(frozen=True)
 class Job:
     """A job as stored in DynamoDB; change it only through store transitions."""
 
@@ -252,10 +275,8 @@ class Job:
     serialize_key: str | None = None
     parent_id: str | None = None
     root_id: str | None = None
-    #: The batch this job is an item of (``sqsjobs.workflows``), and its key in the batch's item
-    #: index: ``<batch id>#<shard>`` (the shard of the batch's counters this item counts on).
-    batch_id: str | None = None
-    batch_key: str | None = None
+    #: The batch this job is an item of; None outside any batch.
+    batch: BatchPlace | None = None
     #: Trace context from the producer (e.g. an X-Ray trace header).
     trace: str | None = None
     #: An operator asked a running job to stop; it sees this at its next heartbeat.
@@ -272,11 +293,8 @@ class Job:
     #: worker reads it. ``result_ref`` likewise for a result too large for the record.
     payload_ref: str | None = None
     result_ref: str | None = None
-    #: The chain this job is a step of (``sqsjobs.workflows.chains``), its 0-based index and the
-    #: chain's length; None for a job outside any chain.
-    chain_id: str | None = None
-    chain_step: int | None = None
-    chain_steps: int | None = None
+    #: The chain this job is a step of; None outside any chain.
+    chain: ChainPlace | None = None
     #: Extra fields that a newer sqsjobs wrote; kept so nothing is lost.
     extra: dict[str, Any] = field(default_factory=dict)
 

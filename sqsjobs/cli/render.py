@@ -109,8 +109,8 @@ def render_job(job: Job, data: dict[str, Any]) -> None:
         rows.append(("cancel", "requested; the worker stops at its next heartbeat"))
     if data.get("order_yielded"):  # a serialized job that lost its place in its key
         rows.append(("order yielded", escape(str(data["order_yielded"]))))
-    if job.chain_id is not None and job.chain_step is not None:  # 0-based index, as app.chains.get shows it
-        rows.append(("chain", f"{escape(job.chain_id)} step {job.chain_step} of {job.chain_steps}"))
+    if job.chain is not None:  # 0-based index, as app.chains.get shows it
+        rows.append(("chain", f"{escape(job.chain.id)} step {job.chain.step} of {job.chain.steps}"))
     for label, key in (
         ("tenant", "tenant"),
         ("idempotency key", "idempotency_key"),

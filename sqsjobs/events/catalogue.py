@@ -131,8 +131,8 @@ def _job_event(new: Mapping[str, Any], old: Mapping[str, Any], choice: Choice) -
         "reason": job.reason,
         "error_class": job.last_error.error_class if job.last_error else None,
         "result_ref": job.result_ref,
-        "batch_id": job.batch_id,
-        "chain_id": job.chain_id,
+        "batch_id": job.batch.id if job.batch else None,
+        "chain_id": job.chain.id if job.chain else None,
         "finished_at": finished.isoformat(),
     }
     event_id = f"job:{job.id}:{status}:{job.attempt}:{int(finished.timestamp() * 1000)}"

@@ -55,8 +55,8 @@ def summary(finish: Finish) -> dict[str, Any]:
         "error_class": finish.error.error_class if finish.error else None,
         "error": finish.error.message if finish.error else None,
         "result_ref": finish.result_ref,
-        "batch_id": job.batch_id,
-        "chain_id": job.chain_id,
+        "batch_id": job.batch.id if job.batch else None,
+        "chain_id": job.chain.id if job.chain else None,
     }
 
 

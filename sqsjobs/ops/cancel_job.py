@@ -27,7 +27,7 @@ def cancel_flow(settings: Settings, job_id: str, now: float) -> Flow[str]:
     if isinstance(cancelled, Landed):
         return "cancelled"
     job = operator.interpret_cancel_refusal(job_id, cancelled)
-    if job.batch_key is not None and job.status in (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED):
+    if job.batch is not None and job.status in (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED):
         # A batch item: refused above, cancelled here with its count on the batch (one transaction).
         env = BatchEnv(settings, QueueUrls(settings))
         if (yield from cancel_item_flow(env, job, now)):

@@ -500,7 +500,7 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         # A serialized job that gave up its place in its key: when and why (``store/yielded.py``).
         "order_yielded": job.extra.get(ORDER_YIELDED, {}).get("S"),
         "chain": (
-            {"id": job.chain_id, "step": job.chain_step, "steps": job.chain_steps} if job.chain_id else None
+            {"id": job.chain.id, "step": job.chain.step, "steps": job.chain.steps} if job.chain else None
         ),
         "payload": job.payload,
         "payload_version": job.payload_version,
@@ -543,7 +543,7 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         "tenant": job.tenant,
         "parent_id": job.parent_id,
         "root_id": job.root_id,
-        "batch_id": job.batch_id,
+        "batch_id": job.batch.id if job.batch else None,
         "trace": job.trace,
     }
 

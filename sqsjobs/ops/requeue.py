@@ -265,7 +265,7 @@ def requeue_flow(
             pending=not in_its_message,
             payload=change.new if change else None,
         )
-        if job.batch_key is None:
+        if job.batch is None:
             written = yield from apply(replay)
         else:  # a batch item goes back to pending on its batch (sqsjobs.workflows.completion)
             written = yield from replay_write_flow(BatchEnv(settings, queue_urls), job, replay)

@@ -174,7 +174,7 @@ class Plugin:
     outcomes: Mapping[type[BaseException], RunOutcome] = field(default_factory=dict)
     #: Envelope classes (``sqsjobs.envelope.Fire``...) this feature handles, and how.
     kinds: Mapping[type, MessageKind] = field(default_factory=dict)
-    #: The job fields whose value makes a job this feature's (``batch_key``, ``chain_id``...).
+    #: The job fields whose value makes a job this feature's (``batch``, ``chain``...).
     fields: tuple[str, ...] | None = None
     #: The job types that are this feature's whatever their fields (empty: none).
     types: frozenset[str] | None = None

@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.errors import JobNotFound
-from sqsjobs.job import AttemptRecord, FailureRecord, Job, JobStatus
+from sqsjobs.job import AttemptRecord, BatchPlace, ChainPlace, FailureRecord, Job, JobStatus
 from sqsjobs.store.conditions import IfNotExists
 
 if TYPE_CHECKING:
@@ -227,15 +227,12 @@ def job_from_item(item: Mapping[str, Any], message: Envelope | None = None) -> J
         serialize_key=str_attr(item, "serialize_key"),
         parent_id=str_attr(item, "parent_id"),
         root_id=str_attr(item, "root_id"),
-        batch_id=(str_attr(item, "batch_key") or "").rpartition("#")[0] or None,
-        batch_key=str_attr(item, "batch_key"),
+        batch=BatchPlace(batch_key) if (batch_key := str_attr(item, "batch_key")) else None,
         trace=str_attr(item, "trace"),
         cancel_requested=bool(item.get("cancel_requested", {}).get("BOOL", False)),
         reason=str_attr(item, "reason"),
         start_by=to_datetime(num_attr(item, "start_by")),
-        chain_id=str_attr(item, "chain_id"),
-        chain_step=_optional_int(num_attr(item, "chain_step")),
-        chain_steps=_optional_int(num_attr(item, "chain_steps")),
+        chain=_chain_place(item),
         extra={k: v for k, v in item.items() if k not in KNOWN_ATTRIBUTES},
     )
 
@@ -292,7 +289,6 @@ OPTIONAL_STRINGS = (
     "parent_id",
     "root_id",
     "trace",
-    "batch_key",
     "priority",
     "serialize_key",
 )
@@ -331,14 +327,28 @@ def record_of(envelope: Envelope) -> Item:
         value = getattr(envelope, name)
         if value is not None:
             item[name] = av_s(value)
-    return item | chain_fields(envelope.chain_id, envelope.chain_step, envelope.chain_steps)
+    return item | place_fields(envelope.batch, envelope.chain)
 
 
-def chain_fields(chain_id: str | None, chain_step: int | None, chain_steps: int | None) -> Item:
-    """A chain step's ``chain_id``, ``chain_step`` and ``chain_steps`` attributes (none outside a chain)."""
-    if chain_id is None or chain_step is None or chain_steps is None:
-        return {}
-    return {"chain_id": av_s(chain_id), "chain_step": av_n(chain_step), "chain_steps": av_n(chain_steps)}
+def place_fields(batch: BatchPlace | None, chain: ChainPlace | None) -> Item:
+    """A job's place in its batch (``batch_key``) and chain (``chain_id``, ``chain_step``, ``chain_steps``)."""
+    item: Item = {}
+    if batch is not None:
+        item["batch_key"] = av_s(batch.key)
+    if chain is not None:
+        item |= {"chain_id": av_s(chain.id), "chain_step": av_n(chain.step), "chain_steps": av_n(chain.steps)}
+    return item
+
+
+def _chain_place(item: Mapping[str, Any]) -> ChainPlace | None:
+    chain_id, step, steps = (
+        str_attr(item, "chain_id"),
+        num_attr(item, "chain_step"),
+        num_attr(item, "chain_steps"),
+    )
+    if chain_id is None or step is None or steps is None:
+        return None
+    return ChainPlace(chain_id, int(step), int(steps))
 
 
 #: What a claim or reject sets itself rather than taking from the message (``creates_from``).

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.envelope import Envelope
 from sqsjobs.errors import IdempotencyConflict
-from sqsjobs.job import Job, JobStatus
+from sqsjobs.job import BatchPlace, ChainPlace, Job, JobStatus
 from sqsjobs.store.codec import (
     OPTIONAL_STRINGS,
     Item,
@@ -21,8 +21,8 @@ from sqsjobs.store.codec import (
     av_n,
     av_s,
     canonical_json,
-    chain_fields,
     payload_hash,
+    place_fields,
 )
 from sqsjobs.store.conditions import All, Missing, eq
 from sqsjobs.store.schema import HELD, PENDING, attention_key
@@ -56,12 +56,10 @@ class NewJob:
     parent_id: str | None = None
     root_id: str | None = None
     trace: str | None = None
-    #: A chain step's chain, index and chain length (``sqsjobs.workflows.chains``).
-    chain_id: str | None = None
-    chain_step: int | None = None
-    chain_steps: int | None = None
-    #: ``<batch id>#<shard>`` of a batch item: also the key of its entry in the batch's item index.
-    batch_key: str | None = None
+    #: A chain step's place (``sqsjobs.workflows.chains``).
+    chain: ChainPlace | None = None
+    #: A batch item's place: its key is also that of its entry in the batch's item index.
+    batch: BatchPlace | None = None
     #: Set when the payload is too large for the message (or for the record of a held job): it is
     #: then an S3 object in this bucket (``payload_ref``), written before the message is sent.
     payload_bucket: str | None = None
@@ -134,7 +132,7 @@ def put_job(table: str, job: NewJob, *, unsent: bool = False, pending_until: flo
         value = getattr(job, name)
         if value is not None:
             item[name] = av_s(value)
-    item |= chain_fields(job.chain_id, job.chain_step, job.chain_steps)
+    item |= place_fields(job.batch, job.chain)
     return new_id_only(table, item)
 
 
@@ -161,12 +159,10 @@ def envelope_of(job: NewJob | Job) -> Envelope:
             payload_ref=job.payload_ref,
             payload_size=len(job.payload_json) if in_s3 else None,
             start_by=job.start_by,
-            batch_key=job.batch_key,
+            batch=job.batch,
             priority=job.priority,
             serialize_key=job.serialize_key,
-            chain_id=job.chain_id,
-            chain_step=job.chain_step,
-            chain_steps=job.chain_steps,
+            chain=job.chain,
         )
     if job.payload_hash is None:  # a record of the first layout: the claim reads its payload
         return Envelope(job.id, job.type)
@@ -188,12 +184,10 @@ def envelope_of(job: NewJob | Job) -> Envelope:
         payload_ref=job.payload_ref,
         payload_size=job.payload_size if job.payload_ref else None,
         start_by=job.start_by.timestamp() if job.start_by else None,
-        batch_key=job.batch_key,
+        batch=job.batch,
         priority=job.priority,
         serialize_key=job.serialize_key,
-        chain_id=job.chain_id,
-        chain_step=job.chain_step,
-        chain_steps=job.chain_steps,
+        chain=job.chain,
     )
 
 

@@ -137,10 +137,10 @@ def interpret_cancel_refusal(job_id: str, refused: Refused) -> Job:
 
 def not_cancellable(job: Job) -> InvalidTransition:
     """The error for cancelling a finished job, or a waiting chain step on its own."""
-    if job.chain_id is not None and not job.status.terminal:
+    if job.chain is not None and not job.status.terminal:
         return InvalidTransition(
-            f"job {job.id} is step {job.chain_step} of chain {job.chain_id}: cancel the chain "
-            f"(app.chains.cancel, or sqsjobs chains cancel {job.chain_id})"
+            f"job {job.id} is step {job.chain.step} of chain {job.chain.id}: cancel the chain "
+            f"(app.chains.cancel, or sqsjobs chains cancel {job.chain.id})"
         )
     return InvalidTransition(
         f"job {job.id} is {job.status}; only queued, scheduled or running jobs can be cancelled"

@@ -44,28 +44,27 @@ class BatchHook:
     async def entries(self, finish: Finish) -> Sequence[Entry]:
         """``ADD succeeded|failed 1`` on the item's shard, for a terminal outcome of a batch item."""
         counter = COUNTED.get(finish.outcome)
-        if counter is None or finish.job.batch_key is None:
+        if counter is None or finish.job.batch is None:
             return []
-        return [batch_store.count_write(self._kernel.settings.table_name, finish.job.batch_key, counter)]
+        return [batch_store.count_write(self._kernel.settings.table_name, finish.job.batch.key, counter)]
 
     async def landed(self, finish: Finish) -> None:
         """Read the item's shard and check the batch when it is done; never raises."""
         counter = COUNTED.get(finish.outcome)
-        if counter is None or finish.job.batch_key is None:
+        batch = finish.job.batch
+        if counter is None or batch is None:
             return
         env = BatchEnv(
             self._kernel.settings, self._kernel.queue_urls, self._kernel.logger, self._kernel.clock.now
         )
         try:
             await self._kernel.arun(
-                after_finish_flow(
-                    env, finish.job.batch_key, failed=counter == "failed", now=self._kernel.clock.now()
-                )
+                after_finish_flow(env, batch.key, failed=counter == "failed", now=self._kernel.clock.now())
             )
         except Exception as exc:  # the count landed; the sweeper completes the batch if this check did not
             self._kernel.logger.warning(
                 "batch completion check failed; the sweeper repeats it",
-                extra={"job_id": finish.job.id, "batch_id": finish.job.batch_id, "error": repr(exc)},
+                extra={"job_id": finish.job.id, "batch_id": batch.id, "error": repr(exc)},
             )
 
 
@@ -91,6 +90,6 @@ def batches_plugin(kernel: Kernel) -> Plugin:
         "batches",
         finish=BatchHook(kernel),
         sweep=Repair(kernel),
-        fields=("batch_key",),
+        fields=("batch",),
         context={"batches": ItemStream(kernel)},
     )

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from sqsjobs._aws import Call, Flow, async_verb, sync_verb
 from sqsjobs.config import to_seconds
 from sqsjobs.errors import BatchNotFound, BatchSealed, ConfigurationError, IdempotencyConflict
+from sqsjobs.job import BatchPlace
 from sqsjobs.producer import JobRequest, build_new_job, route_of, write_objects
 from sqsjobs.runtime.kernel import Namespace
 from sqsjobs.store import dedupe, transact, waiting
@@ -198,17 +199,15 @@ def add_flow(
     if dedupe_key is not None:
         item_id = idempotent_job_id(job.type, f"{batch.id}\0{dedupe_key}", job.tenant)
         job = dataclasses.replace(job, id=item_id, idempotency_key=dedupe_key)
-    job = dataclasses.replace(
-        job, root_id=batch.root_id, batch_key=batch_store.item_key(batch.id, job.id, batch.shards)
-    )
-    assert job.batch_key is not None
+    place = BatchPlace(batch_store.item_key(batch.id, job.id, batch.shards))
+    job = dataclasses.replace(job, root_id=batch.root_id, batch=place)
     yield from env.queue_urls.flow([] if job.held else [route_of(job)])  # fails the add, not its send
     yield from write_objects([job])
     token = nonce()
     put = transact.job_entry(
         env.table, job, token=token, pending_until=job.run_at + env.settings.stale_after_s
     )
-    refused = yield from apply_all([put, batch_store.add_entry(env.table, job.batch_key)], wid=token, own=[0])
+    refused = yield from apply_all([put, batch_store.add_entry(env.table, place.key)], wid=token, own=[0])
     if isinstance(refused, Refused):
         reasons = refused.reasons
         same = transact.existing_job(reasons[0], job) if reasons else None

@@ -61,9 +61,9 @@ async def before_step(kernel: Kernel, job: Job) -> Any:
     """
     if job.cancel_requested:
         raise Cancel("chain cancelled: this step was asked to stop before it started")
-    if not job.chain_id or not job.chain_step:
+    if job.chain is None or not job.chain.step:
         return None
-    previous_id = chain_store.step_job_id(job.chain_id, job.chain_step - 1)
+    previous_id = chain_store.step_job_id(job.chain.id, job.chain.step - 1)
     read = requests.get(kernel.settings.table_name, previous_id) | {
         "ProjectionExpression": "#r, result_ref, cancel_requested",
         "ExpressionAttributeNames": {"#r": "result"},
@@ -71,7 +71,7 @@ async def before_step(kernel: Kernel, job: Job) -> Any:
     response = await kernel.arun(one(Call("dynamodb", "get_item", read)))
     item = response.get("Item") or {}
     if item.get("cancel_requested", {}).get("BOOL"):
-        raise Cancel(f"chain cancelled while step {job.chain_step - 1} ran")
+        raise Cancel(f"chain cancelled while step {job.chain.step - 1} ran")
     reference = str_attr(item, "result_ref")
     if reference is not None:
         return json.loads(await kernel.arun(objects.get_flow(reference)))
@@ -90,7 +90,7 @@ class ChainHook:
     async def entries(self, finish: Finish) -> Sequence[Entry]:
         """The chain's writes that commit with this finish (none for retries, releases, other jobs)."""
         job = finish.job
-        if job.chain_id is None or job.chain_step is None or job.chain_steps is None:
+        if job.chain is None:
             return []
         if finish.outcome not in (
             AttemptOutcome.SUCCEEDED,
@@ -99,10 +99,10 @@ class ChainHook:
             AttemptOutcome.EXPIRED,
         ):
             return []
-        table, now, step = self.kernel.settings.table_name, self.kernel.clock.now(), job.chain_step
-        last = step + 1 >= job.chain_steps
-        next_id = chain_store.step_job_id(job.chain_id, step + 1)
-        chain_id = f"{chain_store.CHAIN_PREFIX}{job.chain_id}"
+        table, now, step = self.kernel.settings.table_name, self.kernel.clock.now(), job.chain.step
+        last = step + 1 >= job.chain.steps
+        next_id = chain_store.step_job_id(job.chain.id, step + 1)
+        chain_id = f"{chain_store.CHAIN_PREFIX}{job.chain.id}"
         wanted = [chain_id] if last or finish.outcome is not AttemptOutcome.SUCCEEDED else [chain_id, next_id]
         items = await self.kernel.arun(read_items(table, wanted))
         chain = items.get(chain_id)
@@ -116,7 +116,7 @@ class ChainHook:
         if finish.outcome is AttemptOutcome.SUCCEEDED and last:
             return [
                 chain_store.end(
-                    table, job.chain_id, step=step, state=ChainState.SUCCEEDED, now=now, retention_s=retention
+                    table, job.chain.id, step=step, state=ChainState.SUCCEEDED, now=now, retention_s=retention
                 )
             ]
         if finish.outcome is AttemptOutcome.SUCCEEDED:
@@ -132,7 +132,7 @@ class ChainHook:
                 start_by=self._deadline(following, now),
             )
             self._remember(job, (following, unblock))
-            return [unblock, chain_store.advance(table, job.chain_id, step=step, now=now)]
+            return [unblock, chain_store.advance(table, job.chain.id, step=step, now=now)]
         dead = finish.outcome in (AttemptOutcome.DEAD, AttemptOutcome.EXPIRED)
         error = finish.error
         why = f": {error.error_class}: {error.message}" if dead and error else ""
@@ -144,7 +144,7 @@ class ChainHook:
         self._remember(job, None)
         return [
             chain_store.end(
-                table, job.chain_id, step=step, state=state, now=now, retention_s=retention, reason=reason
+                table, job.chain.id, step=step, state=state, now=now, retention_s=retention, reason=reason
             )
         ]
 
@@ -170,17 +170,17 @@ class ChainHook:
         if str(job.claim_token) not in self._next:
             return
         landing = self._next.pop(str(job.claim_token))
-        if job.chain_id is None or job.chain_step is None or job.chain_steps is None:
+        if job.chain is None:
             return
         try:
             if landing is not None:
                 await self._send_next(*landing)
             else:
-                await self._drop_later(job.chain_id, job.chain_step, job.chain_steps)
+                await self._drop_later(job.chain.id, job.chain.step, job.chain.steps)
         except Exception as exc:
             self.kernel.logger.warning(
                 "chain: follow-up after a step's finish failed",
-                extra={"job_id": job.id, "chain_id": job.chain_id, "error": f"{type(exc).__name__}: {exc}"},
+                extra={"job_id": job.id, "chain_id": job.chain.id, "error": f"{type(exc).__name__}: {exc}"},
             )
 
     async def _send_next(self, following: Item, unblock: Write) -> None:
@@ -221,11 +221,11 @@ class PreviousResult:
 
     async def prepare(self, job: Job) -> Mapping[str, Any]:
         """``previous_result`` for a chain step; nothing outside chains. Raises what ``before_step`` raises."""
-        if not job.chain_id:
+        if job.chain is None:
             return {}
         return {"previous_result": await before_step(self.kernel, job)}
 
 
 def chains_plugin(kernel: Kernel) -> Plugin:
     """Chains: the previous step's result before a step runs, the next step unblocked with its finish."""
-    return Plugin("chains", finish=ChainHook(kernel), prepare=PreviousResult(kernel), fields=("chain_id",))
+    return Plugin("chains", finish=ChainHook(kernel), prepare=PreviousResult(kernel), fields=("chain",))

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from sqsjobs._aws import Call, Flow, async_verb, sync_verb
 from sqsjobs.config import to_seconds
 from sqsjobs.errors import ChainInvalid, ChainNotFound, IdempotencyConflict, StoreError, TransactionInvalid
-from sqsjobs.job import JobStatus
+from sqsjobs.job import ChainPlace, JobStatus
 from sqsjobs.producer import JobRequest, build_new_job, hint_written, route_of, write_objects
 from sqsjobs.runtime.kernel import Namespace
 from sqsjobs.store import dedupe, operator, transact, waiting
@@ -107,9 +107,7 @@ def build_steps(
             dataclasses.replace(
                 job,
                 id=chain_store.step_job_id(chain_id, index),
-                chain_id=chain_id,
-                chain_step=index,
-                chain_steps=len(requests),
+                chain=ChainPlace(chain_id, index, len(requests)),
             )
         )
     return chain_id, jobs

@@ -315,18 +315,19 @@ def cancel_item_flow(env: BatchEnv, job: Job, now: float) -> Flow[bool]:
 
     False when the item is no longer waiting (it started, or finished): nothing was written.
     """
-    assert job.batch_key is not None and job.batch_id is not None
-    params = cancel(env.table, job.id, now=now, retention_s=env.settings.retention_s, batch_key=job.batch_key)
+    assert job.batch is not None
+    key = job.batch.key
+    params = cancel(env.table, job.id, now=now, retention_s=env.settings.retention_s, batch_key=key)
     entries = [
         {"Update": params.transact_item()},
-        batch_store.count_entry(env.table, job.batch_key, "failed"),
+        batch_store.count_entry(env.table, key, "failed"),
     ]
     cancelled = yield from apply_all(entries)
     if isinstance(cancelled, Refused):
         if cancelled.reason is Refusal.CONTENDED:
             raise cancelled.as_error()
         return False
-    yield from after_finish_flow(env, job.batch_key, failed=True, now=now)
+    yield from after_finish_flow(env, key, failed=True, now=now)
     return True
 
 
@@ -368,18 +369,18 @@ def replay_write_flow(env: BatchEnv, job: Job, write: Write) -> Flow[Landed | Re
     Answers as ``apply(write)`` does (a refusal of the replay itself as ``Refused`` with the record),
     so the caller reads both alike.
     """
-    assert job.batch_key is not None and job.batch_id is not None
+    assert job.batch is not None
     not_complete = Compare("status", "<>", ":complete")
     record_check = {
         "ConditionCheck": Check(
             env.table,
-            {"id": av_s(batch_store.record_id(job.batch_id))},
+            {"id": av_s(batch_store.record_id(job.batch.id))},
             (Fragment("not_complete", not_complete, {":complete": av_s(batch_store.COMPLETE)}),),
         ).transact_item()
     }
     entries = [
         {"Update": write.transact_item()},
-        batch_store.count_entry(env.table, job.batch_key, "failed", by=-1),
+        batch_store.count_entry(env.table, job.batch.key, "failed", by=-1),
         record_check,
     ]
     replayed = yield from apply_all(entries)

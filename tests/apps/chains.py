@@ -20,7 +20,7 @@ app = App(os.environ.get("TEST_APP_NAME", "chains"))
 
 def record_run(payload: dict[str, Any], ctx: JobContext) -> None:
     line = {
-        "step": ctx.job.chain_step,
+        "step": ctx.job.chain.step if ctx.job.chain else None,
         "attempt": ctx.attempt,
         "pid": os.getpid(),
         "previous": ctx.previous_result,

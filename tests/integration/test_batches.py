@@ -66,8 +66,8 @@ def item_runs(runs) -> Counter[str]:
 
 
 def shards(app, batch_id: str) -> bs.Counts:
-    record = app.run(completion.read_record_flow(env_of(app), batch_id))
-    return bs.read_counts(app.run(completion.read_shards_flow(env_of(app), record)))
+    record = app.run(completion.read_record_flow(env_of(app.kernel), batch_id))
+    return bs.read_counts(app.run(completion.read_shards_flow(env_of(app.kernel), record)))
 
 
 def drained_queue(app) -> bool:
@@ -186,7 +186,7 @@ def test_a_second_detector_that_read_before_the_first_completed_is_refused_whole
     b = app.batches.create("report")
     b.add("calc", {"n": 1})
     work_until(app, lambda: shards(app, b.id).done == 1, timeout_s=30)
-    env = env_of(app)
+    env = env_of(app.kernel)
     stale = app.run(completion.read_record_flow(env, b.id))
     b.seal()  # the sealer's check completes it
     first = app.batches.get(b.id)
@@ -278,8 +278,8 @@ def test_a_three_level_tree_with_streamed_items_completes_root_last(app, runs):
     assert {c["batch"] for c in callbacks(runs)} == {root.id, child.id, grandchild.id}
     assert {s.root_id for s in statuses.values()} == {root.id}
     # AND a streamed item's parent is the job that added it, its root the tree's root batch
-    streamed = app.get(next(j for j in item_runs(runs) if app.get(j).batch_id == grandchild.id))
-    assert streamed.root_id == root.id and app.get(streamed.parent_id).batch_id == child.id
+    streamed = app.get(next(j for j in item_runs(runs) if app.get(j).batch.id == grandchild.id))
+    assert streamed.root_id == root.id and app.get(streamed.parent_id).batch.id == child.id
 
 
 def test_cancelling_a_batch_cancels_its_pending_items_and_its_sub_tree(app, runs):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sqsjobs import ChainInvalid, IdempotencyConflict, JobRequest, JobStatus
+from sqsjobs import ChainInvalid, ChainPlace, IdempotencyConflict, JobRequest, JobStatus
 from sqsjobs.ops.stranded import find_stranded
 from sqsjobs.transport import routes
 from tests.apps import chains as chain_app
@@ -79,7 +79,7 @@ def test_a_three_step_chain_runs_in_order_and_each_step_sees_the_previous_result
     assert app.get(status.steps[2].job_id).result == {"total": 111, "path": ["fetch", "transform", "store"]}
     assert status.stopped_at is None and status.finished_at is not None
     job = app.get(status.steps[1].job_id)
-    assert (job.chain_id, job.chain_step, job.chain_steps) == (chain_id, 1, 3)
+    assert job.chain == ChainPlace(chain_id, 1, 3)
 
 
 def test_a_step_that_dies_stops_the_chain_and_the_later_steps_never_run(app, tmp_path):

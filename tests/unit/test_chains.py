@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sqsjobs import App, ChainInvalid, EnvelopeError, JobContext, JobRequest
+from sqsjobs import App, ChainInvalid, ChainPlace, EnvelopeError, JobContext, JobRequest
 from sqsjobs.envelope import Envelope
 from sqsjobs.store import codec, enqueue, runs
 from sqsjobs.testing import run_job
@@ -32,7 +32,7 @@ def build(app, steps, dedupe_key=None):
 def test_step_ids_come_from_the_chain_id_and_a_dedupe_key_fixes_the_chain_id(app):
     chain_id, jobs = build(app, [("a.add", {"n": 1}), ("a.add", {"n": 2})], dedupe_key="k1")
     assert [j.id for j in jobs] == [f"{chain_id}-00", f"{chain_id}-01"]
-    assert [(j.chain_id, j.chain_step, j.chain_steps) for j in jobs] == [(chain_id, 0, 2), (chain_id, 1, 2)]
+    assert [j.chain for j in jobs] == [ChainPlace(chain_id, 0, 2), ChainPlace(chain_id, 1, 2)]
     assert build(app, [("a.add", {"n": 9})], dedupe_key="k1")[0] == chain_id
     assert build(app, [("a.add", {"n": 1})])[0] != build(app, [("a.add", {"n": 1})])[0]
     assert "#" not in jobs[0].id and chain_store.chain_key(chain_id)["id"]["S"].startswith("chain#")
@@ -65,7 +65,7 @@ def test_the_envelope_carries_the_chain_so_a_batched_claim_rebuilds_the_step(app
     _, jobs = build(app, [("a.add", {"n": 1}), ("a.add", {"n": 2})])
     body = enqueue.envelope_of(jobs[1]).to_body()
     envelope = Envelope.from_body(body)
-    assert (envelope.chain_id, envelope.chain_step, envelope.chain_steps) == (jobs[1].chain_id, 1, 2)
+    assert envelope.chain == jobs[1].chain and (envelope.chain.step, envelope.chain.steps) == (1, 2)
     fresh = runs.fresh_claim(
         "t",
         envelope,
@@ -78,8 +78,8 @@ def test_the_envelope_carries_the_chain_so_a_batched_claim_rebuilds_the_step(app
         clock_skew_s=1,
     )
     claimed = runs.claimed_job(envelope, fresh)
-    assert (claimed.chain_id, claimed.chain_step, claimed.chain_steps) == (jobs[1].chain_id, 1, 2)
-    assert codec.job_from_item(enqueue.put_job("t", jobs[1]).item).chain_step == 1
+    assert claimed.chain == jobs[1].chain
+    assert codec.job_from_item(enqueue.put_job("t", jobs[1]).item).chain == jobs[1].chain
 
 
 def test_an_envelope_whose_chain_step_is_not_a_number_is_refused():
