@@ -55,11 +55,25 @@ def lambda_zip(
             help="Bytecode compiled by python<version> beside the sources (faster cold starts)",
         ),
     ] = True,
+    slim: Annotated[
+        bool,
+        typer.Option(
+            help="Keep botocore's data only for the AWS services sqsjobs calls and the --aws-service ones"
+        ),
+    ] = False,
+    aws_service: Annotated[
+        list[str] | None,
+        typer.Option(help="With --slim: an AWS service the app's own code calls, e.g. ses (repeatable)"),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Build the deployment zip of a Lambda SQS worker (handler sqsjobs.runtime.lambda_handlers.sqs_worker)."""
     if app is None and not deps_only:
         raise abort("--app (or SQSJOBS_APP) is required", EXIT_USAGE)
+    if aws_service and not slim:
+        raise abort(
+            "--aws-service names what --slim keeps; without --slim every service's data is kept", EXIT_USAGE
+        )
     with guarded():
         build = LambdaBuild(
             app=app or "",
@@ -74,6 +88,7 @@ def lambda_zip(
             offline=offline,
             compress_level=compress_level,
             bytecode=bytecode,
+            aws_services=frozenset(aws_service or ()) if slim else None,
         )
         if deps_only:
             deps = install_deps(build)

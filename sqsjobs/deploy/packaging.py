@@ -39,6 +39,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sqsjobs._aws import SERVICES
 from sqsjobs.deploy import bytecode
 from sqsjobs.errors import ConfigurationError
 from sqsjobs.runtime.lambda_handlers import SQS_WORKER_HANDLER
@@ -60,6 +61,11 @@ CLI_ONLY = frozenset({"typer", "rich"})
 #: and what of them only a local process needs.
 LAMBDA_EXTRAS = frozenset({"api"})
 SERVER_ONLY = frozenset({"uvicorn"})
+#: The AWS services whose botocore data a slim zip keeps (``LambdaBuild.aws_services``): the ones
+#: sqsjobs calls, and STS, which botocore's credential providers may call for an assumed role.
+SQSJOBS_SERVICES = frozenset({*SERVICES, "sts"})
+#: Where botocore keeps one directory of JSON per service (27 MB of the zip unzipped, for 400+).
+_BOTOCORE_DATA = "botocore/data/"
 #: Never shipped: caches and the console scripts pip puts in ``--target``/bin.
 _SKIP_DIRS = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 _SKIP_TOP = frozenset({"bin"})
@@ -92,6 +98,10 @@ class LambdaBuild:
     #: Put bytecode compiled for ``python_version`` beside the sources (``deploy/bytecode.py``): a
     #: cold start then imports instead of compiling. False: sources only.
     bytecode: bool = True
+    #: Keep botocore's data only for these services and sqsjobs' own (``SQSJOBS_SERVICES``); None
+    #: keeps all of it. The app's own handlers calling another service (SES, SNS...) name it here:
+    #: a client for a service whose data is gone fails with botocore's ``UnknownServiceError``.
+    aws_services: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -249,9 +259,10 @@ def build_lambda_zip(build: LambdaBuild) -> BuildReport:
     import sqsjobs
 
     deps = install_deps(build)
+    kept = None if build.aws_services is None else SQSJOBS_SERVICES | build.aws_services
     entries: dict[str, Path | str] = {}
     for path, name in _tree(deps, ""):
-        if name.split("/", 1)[0] not in _SKIP_TOP and name != ".complete":
+        if name.split("/", 1)[0] not in _SKIP_TOP and name != ".complete" and _kept(name, kept):
             entries[name] = path
     for path, name in _tree(Path(sqsjobs.__file__).parent, "sqsjobs"):
         entries[name] = path
@@ -277,6 +288,14 @@ def build_lambda_zip(build: LambdaBuild) -> BuildReport:
             warnings += _add_bytecode(build, deps, entries, Path(scratch))
         report = _write_zip(build, entries, deps, warnings)
     return report
+
+
+def _kept(name: str, services: frozenset[str] | None) -> bool:
+    """False for a file of a service's botocore data when only ``services``' is kept."""
+    if services is None or not name.startswith(_BOTOCORE_DATA):
+        return True
+    service, separator, _ = name.removeprefix(_BOTOCORE_DATA).partition("/")
+    return not separator or service in services  # the files beside the services (endpoints...) stay
 
 
 def _add_bytecode(build: LambdaBuild, deps: Path, entries: dict[str, Path | str], scratch: Path) -> list[str]:

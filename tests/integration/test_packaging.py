@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -147,3 +148,61 @@ def test_the_unpacked_zip_imports_the_entry_from_its_bytecode_and_compiles_nothi
         ln.startswith("# code object from") and ln.rstrip("'").endswith("lambda_handlers.py")
         for ln in _imports(bare).splitlines()
     )
+
+
+def _clients(root, *services: str) -> dict[str, str]:
+    """Each service's client made by boto3 from the unpacked zip alone: ``"ok"`` or the error's name."""
+    script = (
+        f"import sys, json; sys.path.insert(0, {str(root)!r}); import boto3\n"
+        "session = boto3.session.Session(region_name='us-east-1', aws_access_key_id='x', "
+        "aws_secret_access_key='x')\nmade = {}\n"
+        f"for service in {list(services)!r}:\n"
+        "    try:\n        session.client(service); made[service] = 'ok'\n"
+        "    except Exception as exc:\n        made[service] = type(exc).__name__\n"
+        "print(json.dumps(made))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-B", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": os.environ.get("PATH", "")},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dict(json.loads(done.stdout))
+
+
+def test_a_slim_zip_keeps_botocore_data_for_the_services_sqsjobs_and_the_app_call_and_no_other(
+    tmp_path, monkeypatch
+):
+    # GIVEN a full zip and a slim one whose app also calls SES
+    monkeypatch.chdir(REPO_ROOT)
+    full = _build(tmp_path, "full", "--no-bytecode")
+    slim = _build(tmp_path, "slim", "--no-bytecode", "--slim", "--aws-service", "ses")
+
+    def data_dirs(root) -> set[str]:
+        return {p.name for p in (root / "botocore" / "data").iterdir() if p.is_dir()}
+
+    def size(root) -> int:
+        return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+    # THEN the slim zip holds the data of sqsjobs' services, STS and SES, and what sits beside them
+    sqsjobs_services = {"dynamodb", "sqs", "s3", "scheduler", "events", "dynamodbstreams", "cloudwatch"}
+    assert data_dirs(slim) == sqsjobs_services | {"sts", "ses"}
+    assert len(data_dirs(full)) > 300
+    assert (slim / "botocore" / "data" / "endpoints.json").exists()
+    assert size(full) - size(slim) > 10_000_000, (size(full), size(slim))
+    # AND boto3 run from the slim zip alone makes a client for each of those, and refuses another
+    kept = _clients(slim, *sorted(sqsjobs_services | {"sts", "ses"}), "ec2")
+    assert kept == {
+        **dict.fromkeys(sorted(sqsjobs_services | {"sts", "ses"}), "ok"),
+        "ec2": "UnknownServiceError",
+    }
+    assert _clients(full, "ec2") == {"ec2": "ok"}
+
+
+def test_aws_service_without_slim_is_refused():
+    result = CliRunner().invoke(
+        cli, ["package", "lambda", "--app", "tests.apps.lambda_app:app", "--aws-service", "ses", "--offline"]
+    )
+    assert result.exit_code == 2 and "--slim" in result.output
