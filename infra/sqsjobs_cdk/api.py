@@ -1,7 +1,9 @@
 """The HTTP API (``sqsjobs.api``) as a Lambda function behind API Gateway's HTTP API, authorised with IAM.
 
-Every request, on every path (one ``$default`` route), must be signed (SigV4) by a principal allowed
-``execute-api:Invoke`` on the API (``SqsJobs.grant_invoke_api``); the function runs the same zip as
+Every request (the ``$default`` route) must be signed (SigV4) by a principal allowed
+``execute-api:Invoke`` on the API (``SqsJobs.grant_invoke_api``), but on the routes that carry their
+own credential (``sqsjobs.deploy.rules.OPEN_ROUTES``: a wait token's answer URL and its key), each a
+route of its own that API Gateway leaves to the function; the function runs the same zip as
 the Lambda worker, whose dependencies include the ``api`` extra's (``sqsjobs.deploy.packaging``).
 Its role gets ``sqsjobs.deploy.rules.API_ACTIONS``, on the table, the attention index, the queues
 and DLQs and the payload bucket's two prefixes, and ``cloudwatch:GetMetricData``: the dashboard's
@@ -19,6 +21,7 @@ from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
 from aws_cdk import aws_iam as iam
 
+from sqsjobs.deploy.rules import OPEN_ROUTES
 from sqsjobs.errors import ConfigurationError
 from sqsjobs.runtime.lambda_handlers import API_HANDLER, API_MAX_BODY_ENV
 
@@ -83,14 +86,28 @@ def http_api(
         log_group=log_group,
         description="sqsjobs HTTP API (API Gateway, IAM-authorised)",
     )
+    integration = integrations.HttpLambdaIntegration("ApiIntegration", function)
     api = apigwv2.HttpApi(
         scope,
         "HttpApi",
         description="sqsjobs HTTP API: enqueue, jobs, queues, DLQ (IAM-authorised)",
         create_default_stage=False,
-        default_integration=integrations.HttpLambdaIntegration("ApiIntegration", function),
+        default_integration=integration,
         default_authorizer=authorizers.HttpIamAuthorizer(),
     )
+    for method, path in OPEN_ROUTES:
+        for route in api.add_routes(
+            path=path,
+            methods=[apigwv2.HttpMethod(method)],
+            integration=integration,
+            authorizer=apigwv2.HttpNoneAuthorizer(),
+        ):
+            acknowledge(
+                route,
+                "AwsSolutions-APIG4",
+                f"{method} {path} carries its own credential: a wait token's 192-bit key in the URL, "
+                "compared in constant time by the function (docs/api.md); IAM cannot sign a webhook's call.",
+            )
     # The stage as CloudFormation has it (the L2 stage takes its access log settings as a jsii
     # interface only): $default, deployed on every change, throttled, one JSON line per request.
     apigwv2.CfnStage(

@@ -120,6 +120,11 @@ PRODUCER_ACTIONS: Mapping[str, tuple[str, ...]] = {
     "s3": ("s3:PutObject",),
 }
 
+#: The HTTP API's routes that carry their own credential (``sqsjobs.api.token_routes.open_router``:
+#: a wait token's answer URL holds its key, which a webhook sender has and IAM cannot sign for), as
+#: (method, path): the deployed API leaves them outside its IAM authorisation, one route each.
+OPEN_ROUTES: tuple[tuple[str, str], ...] = (("POST", "/tokens/{token_id}/answer"),)
+
 #: What the HTTP API's function calls (``sqsjobs.api``; infra's ``HttpApi`` option): enqueue one job
 #: per request and read it back, read, list (Scan; Query of the attention index) and cancel jobs,
 #: retry them, read queue depths and the counts' Scan, browse DLQs without loss and replay them

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from sqsjobs.api import auth, principals, token_routes
+from sqsjobs.deploy.rules import OPEN_ROUTES
 from tests.api.conftest import TOKEN
 from tests.api.helpers import assert_problem, client, flat_routes, serving
 from tests.cli.conftest import new_app
@@ -252,3 +253,10 @@ def test_every_route_the_app_serves_is_in_the_guarded_list(served):
     }
     missing = sorted(served_routes - listed)
     assert not missing, f"add these routes to GUARDED: {missing}"
+
+
+def test_the_deployed_api_leaves_outside_iam_exactly_the_routes_with_their_own_credential():
+    # The construct reads OPEN_ROUTES (infra/sqsjobs_cdk/api.py): a route added to the open router and
+    # not there would be unreachable behind IAM; one there and not in the router would be open for nothing.
+    served = {(method, route.path) for route in token_routes.open_router.routes for method in route.methods}
+    assert served == set(OPEN_ROUTES)

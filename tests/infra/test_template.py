@@ -20,6 +20,7 @@ from sqsjobs.deploy.rules import (
     API_ACTIONS,
     FARGATE_MAX_STOP_TIMEOUT_S,
     LAMBDA_VISIBILITY_FACTOR,
+    OPEN_ROUTES,
     PRODUCER_ACTIONS,
     SCHEDULER_ACTIONS,
     SWEEPER_ACTIONS,
@@ -683,13 +684,23 @@ def test_the_api_function_runs_the_worker_zip_behind_an_iam_authorised_http_api(
     # the same zip as the Lambda worker, within API Gateway's 30 s
     assert api["Code"] == worker["Code"] and api["Timeout"] <= 29
     assert api["Environment"]["Variables"]["SQSJOBS_APP"] == "examples.shop:app"
-    # ... behind one HTTP API whose every route is IAM-authorised and proxies to it
+    # ... behind one HTTP API whose every route is IAM-authorised and proxies to it, but the routes
+    # that carry their own credential (a wait token's answer URL), each a route of its own
     http_api = full.one("AWS::ApiGatewayV2::Api")
     assert http_api["ProtocolType"] == "HTTP"
-    routes = [r["Properties"] for r in full.resources("AWS::ApiGatewayV2::Route").values()]
-    assert routes and all(r["AuthorizationType"] == "AWS_IAM" for r in routes)
-    assert {r["RouteKey"] for r in routes} == {"$default"}
+    routes = {
+        r["Properties"]["RouteKey"]: r["Properties"]
+        for r in full.resources("AWS::ApiGatewayV2::Route").values()
+    }
+    open_keys = {f"{method} {path}" for method, path in OPEN_ROUTES}
+    assert set(routes) == {"$default"} | open_keys
+    assert {k: r["AuthorizationType"] for k, r in routes.items()} == {
+        "$default": "AWS_IAM",
+        **dict.fromkeys(open_keys, "NONE"),
+    }
     integration = full.one("AWS::ApiGatewayV2::Integration")
+    [integration_id] = full.resources("AWS::ApiGatewayV2::Integration")
+    assert all(integration_id in json.dumps(r["Target"]) for r in routes.values())  # one function
     assert integration["IntegrationType"] == "AWS_PROXY" and integration["PayloadFormatVersion"] == "2.0"
     [api_id] = [
         k
