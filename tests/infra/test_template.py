@@ -56,6 +56,8 @@ ACKNOWLEDGED_PATTERNS = [
     "AwsSolutions-SQS3",
     # the relay's dynamodb:ListStreams on its table's streams, as the DynamoDB developer guide grants it
     r"AwsSolutions-IAM5\[Resource::<\w+\.Arn>/stream/\*\]",
+    # the routes outside IAM (OPEN_ROUTES: a wait token's answer URL, whose key is its credential)
+    "AwsSolutions-APIG4",
     # grant_invoke_api: any method and path of the one stage of the one API
     r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:<\w+>/\*/\*/\*\]",
     # the key prefixes of the payload bucket (ours, or one passed as payload_bucket=)
