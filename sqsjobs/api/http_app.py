@@ -58,6 +58,12 @@ dead-letter queues: the Python producer API and the `sqsjobs` CLI, over HTTP.
 
 Errors are [RFC 9457](https://www.rfc-editor.org/rfc/rfc9457) problem bodies
 (`application/problem+json`) whose `field` names what to fix.
+
+**Authentication.** Served by `sqsjobs api`, every operation but a token's answer URL takes an API
+token (`Authorization: Bearer ...`, the `HTTPBearer` scheme) or a console session. Deployed with
+the CDK construct (`infra/`), API Gateway also requires each request to be signed with AWS
+Signature Version 4 by a principal allowed `execute-api:Invoke` on the API (IAM authorisation):
+every route but `POST /tokens/{{token_id}}/answer`, whose key is its credential.
 """
 
 

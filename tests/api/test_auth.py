@@ -12,7 +12,9 @@ import time
 import httpx
 import pytest
 
+from sqsjobs import App
 from sqsjobs.api import auth, principals, token_routes
+from sqsjobs.api.http_app import create_app
 from sqsjobs.deploy.rules import OPEN_ROUTES
 from tests.api.conftest import TOKEN
 from tests.api.helpers import assert_problem, client, flat_routes, serving
@@ -260,3 +262,10 @@ def test_the_deployed_api_leaves_outside_iam_exactly_the_routes_with_their_own_c
     # not there would be unreachable behind IAM; one there and not in the router would be open for nothing.
     served = {(method, route.path) for route in token_routes.open_router.routes for method in route.methods}
     assert served == set(OPEN_ROUTES)
+
+
+def test_the_document_says_how_the_deployed_api_authenticates_and_which_routes_it_leaves_open():
+    # A client generated from the document must learn that API Gateway wants SigV4, and where not
+    described = create_app(App("doc-auth"), token=TOKEN).openapi()["info"]["description"]
+    assert "Signature Version 4" in described and "execute-api:Invoke" in described
+    assert all(f"{method} {path}" in described for method, path in OPEN_ROUTES)
