@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from sqsjobs.job import AttemptOutcome
 from sqsjobs.runtime.seams import Plugin
 from sqsjobs.workflows import batch_store
-from sqsjobs.workflows.batches import ItemStream
-from sqsjobs.workflows.completion import BatchEnv, after_finish_flow, repair_flow
+from sqsjobs.workflows.batches import ItemStream, env_of
+from sqsjobs.workflows.completion import after_finish_flow, repair_flow
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -54,12 +54,11 @@ class BatchHook:
         batch = finish.job.batch
         if counter is None or batch is None:
             return
-        env = BatchEnv(
-            self._kernel.settings, self._kernel.queue_urls, self._kernel.logger, self._kernel.clock.now
-        )
         try:
             await self._kernel.arun(
-                after_finish_flow(env, batch.key, failed=counter == "failed", now=self._kernel.clock.now())
+                after_finish_flow(
+                    env_of(self._kernel), batch.key, failed=counter == "failed", now=self._kernel.clock.now()
+                )
             )
         except Exception as exc:  # the count landed; the sweeper completes the batch if this check did not
             self._kernel.logger.warning(
@@ -77,9 +76,7 @@ class Repair:
     async def sweep(self, now: float) -> list[str]:
         """The batches this pass completed (a crash between an item's finish and its check, a drain)."""
         kernel = self._kernel
-        completed: list[str] = await kernel.arun(
-            repair_flow(BatchEnv(kernel.settings, kernel.queue_urls, kernel.logger, kernel.clock.now), now)
-        )
+        completed: list[str] = await kernel.arun(repair_flow(env_of(kernel), now))
         return completed
 
 
