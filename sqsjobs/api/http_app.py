@@ -45,6 +45,7 @@ from sqsjobs.api.deps import declare_shared
 from sqsjobs.api.docs_pages import docs_router
 from sqsjobs.api.principals import ApiToken, Tokens
 from sqsjobs.api.security import BrowserGuard, loopback_hosts
+from sqsjobs.deploy.rules import OPEN_ROUTES
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -63,7 +64,7 @@ Errors are [RFC 9457](https://www.rfc-editor.org/rfc/rfc9457) problem bodies
 token (`Authorization: Bearer ...`, the `HTTPBearer` scheme) or a console session. Deployed with
 the CDK construct (`infra/`), API Gateway also requires each request to be signed with AWS
 Signature Version 4 by a principal allowed `execute-api:Invoke` on the API (IAM authorisation):
-every route but `POST /tokens/{{token_id}}/answer`, whose key is its credential.
+every route but {open_routes}, which carry their own credential (a token's key).
 """
 
 
@@ -102,7 +103,9 @@ def create_app(
     api = FastAPI(
         title=f"sqsjobs: {app.name}",
         version=API_VERSION,
-        description=_DESCRIPTION.format(name=app.name),
+        description=_DESCRIPTION.format(
+            name=app.name, open_routes=", ".join(f"`{method} {path}`" for method, path in OPEN_ROUTES)
+        ),
         openapi_url=None,  # served by docs_pages, behind the guard
         docs_url=None,
         redoc_url=None,

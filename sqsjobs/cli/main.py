@@ -115,7 +115,7 @@ async def _ignores_conditions(app: App) -> bool:
     try:
         return await probe.ignores_conditions(app.arun, app.settings.table_name)
     finally:
-        await app.clients.aiobotocore.aclose()
+        await app.aclose()
 
 
 @cli.command()
