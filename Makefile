@@ -13,7 +13,7 @@ BIN := $(VENV)/bin
 # It lands in build/ from PyPI through the machine's own pip; nothing is installed globally.
 UV_DIR := build/uv
 UV := $(UV_DIR)/bin/uv
-VENV_WITH := $(UV) venv -q --allow-existing
+UV_VENV := $(UV) venv -q --allow-existing
 # Bytecode is compiled at install, once: left to first import, six pytest workers and the worker
 # processes they start compile the same modules side by side, and a CDK synth compiles aws-cdk-lib
 # inside a timed test (in a fresh-clone run without it, the infra tests ran a minute longer each).
@@ -25,13 +25,13 @@ $(UV):
 # pip is seeded into .venv: the wheel tests and Lambda packaging run `python -m pip` as users do.
 # --group needs a PEP 735 installer: uv reads dependency groups.
 $(BIN)/sqsjobs: pyproject.toml | $(UV)
-	$(VENV_WITH) --seed $(VENV)
+	$(UV_VENV) --seed $(VENV)
 	$(UV_INSTALL) --python $(BIN)/python -e '.[api,postgres,django]' --group dev
 	touch $@
 
 # MiniStack pins botocore exactly, so it lives in its own virtualenv (see tests/emulators.py).
 $(MS_VENV)/bin/ministack: | $(UV)
-	$(VENV_WITH) $(MS_VENV)
+	$(UV_VENV) $(MS_VENV)
 	$(UV_INSTALL) --python $(MS_VENV)/bin/python 'ministack==1.5.33'
 
 LINTED := $(wildcard sqsjobs tests examples lambda_handlers bench infra)

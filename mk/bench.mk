@@ -7,7 +7,7 @@ BENCH_ENV := PYTHONPATH=$(CURDIR) SQSJOBS_MINISTACK_BIN=$(CURDIR)/$(MS_VENV)/bin
 .PHONY: bench bench-smoke bench-venv bench-profile bench-scale
 
 $(BENCH_PY): bench/requirements-peers.txt | $(UV)
-	$(VENV_WITH) $(BENCH_VENV)
+	$(UV_VENV) $(BENCH_VENV)
 	$(UV_INSTALL) --python $(BENCH_PY) -r bench/requirements-peers.txt
 	touch $@
 

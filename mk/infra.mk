@@ -13,7 +13,7 @@ CDK_ENV := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
 # The construct is installed as users install it (its own distribution, infra/pyproject.toml),
 # editable, with infra/requirements.txt as the lock of its ranged dependencies.
 $(CDK_STAMP): infra/requirements.txt infra/pyproject.toml pyproject.toml | $(BIN)/sqsjobs
-	$(VENV_WITH) $(CDK_VENV)
+	$(UV_VENV) $(CDK_VENV)
 	$(UV_INSTALL) --python $(CDK_VENV)/bin/python -r infra/requirements.txt -e . -e './infra[nag]'
 	touch $@
 
