@@ -398,8 +398,9 @@ def deferrals(log: Path) -> Counter[str]:
     return found
 
 
-#: How long the blockers of the deferral column hold their limit, breaker probe and pause.
-BLOCK_S = 40
+#: How long the blockers of the deferral column may hold their limit, breaker probe and pause: they
+#: end sooner, once every row was deferred ``MIN_DEFERRALS`` times.
+BLOCK_S = 180
 #: The deferral column's recheck (``defer_recheck_max_s``, its floor): about one deferral a second.
 RECHECK_S = 1
 #: Deferrals every row must reach: far past the redrive limit (3), as often as the issue asked.
@@ -424,9 +425,10 @@ def test_every_feature_deferred_20_times_keeps_its_message_and_runs_once(app, tm
         app.limits.pause("token.run")
         tripped = app.enqueue("breaker.trip", {})
         wait_until(lambda: app.get(tripped, load_result=False).status is JobStatus.DEAD, 60, "breaker opened")
-        blockers = [app.enqueue("breaker.run", {"runs": str(log), "sleep_first_s": BLOCK_S})] + [
-            app.enqueue("limited.run", {"runs": str(log), "sleep_first_s": BLOCK_S}) for _ in range(2)
-        ]
+        # (the blockers hold until the test lets them end: until every row was deferred often enough)
+        release = tmp_path / "release"
+        block = {"runs": str(log), "sleep_first_s": BLOCK_S, "until": str(release)}
+        blockers = [app.enqueue("breaker.run", block)] + [app.enqueue("limited.run", block) for _ in range(2)]
         wait_until(lambda: all(runs(log)[j] == 1 for j in blockers), 60, "the slots and the probe taken")
         paused = ("plain", "work.run", "device.run", "paused.run", "batched.run", "stepped.run", "hook.run")
         for job_type in paused:
@@ -453,10 +455,16 @@ def test_every_feature_deferred_20_times_keeps_its_message_and_runs_once(app, tm
         regather(app, log, jobs, "wait", 2)
         assert set(jobs) == set(MATRIX_ROWS)
         answer(app, log, waiting)  # its type paused for seconds: longer than a pause takes to be seen
-        # ...until the blockers end (the pause lifts then)
+        # ...until every one was deferred MIN_DEFERRALS times and the blockers end (the pause lifts then)
+        wait_until(
+            lambda: min(deferrals(worker_log)[j] for j in jobs.values()) >= MIN_DEFERRALS,
+            BLOCK_S - 30,
+            "every job deferred often enough",
+        )
+        release.touch()
         wait_until(
             lambda: all(app.get(j, load_result=False).status is JobStatus.SUCCEEDED for j in blockers),
-            BLOCK_S + 60,
+            60,
             "the blockers finished",
         )
         for job_type in (*paused, "token.run"):
