@@ -72,6 +72,8 @@ class App:
         self.registry = Registry()
         #: ``@app.job("name", queue=..., max_attempts=..., timeout=...)``.
         self.job = self.registry.job
+        #: ``app.external("name", queue=..., payload=...)``: a type HTTP workers run (docs/http-workers.md).
+        self.external = self.registry.external
         self.schedules = Schedules()
         #: ``app.schedule("name", cron=|rate=|at=, job=..., payload=...)``: see docs/schedules.md.
         self.schedule = self.schedules.add

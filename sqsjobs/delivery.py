@@ -79,9 +79,20 @@ def dead_letter(
 
 
 def failure_record(exc: BaseException) -> FailureRecord:
-    """Class, message and the last frames of the traceback, truncated to keep the item small."""
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3))
-    return FailureRecord(error_class=type(exc).__name__, message=str(exc)[:1000], traceback=tb[-2000:])
+    """Class, message and the last frames of the traceback, truncated to keep the item small.
+
+    An error an HTTP worker reported (``RemoteError``) keeps the class and stack it sent.
+    """
+    error_class = getattr(exc, "error_class", None) or type(exc).__name__
+    stack = getattr(exc, "stack", None)
+    tb = (
+        stack
+        if stack is not None
+        else "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-3))
+    )
+    return FailureRecord(
+        error_class=str(error_class)[:200], message=str(exc)[:1000], traceback=str(tb)[-2000:]
+    )
 
 
 @dataclass(frozen=True)

@@ -388,6 +388,37 @@ class Cancel(JobControl):
     """The job was cancelled."""
 
 
+class RemoteError(SqsJobsError):
+    """An HTTP worker's run failed (``fail_lease``): recorded under the error class and stack it reported.
+
+    Retried by the job type's policy, as a Python handler's exception is; ``PermanentRemoteError``
+    kills the job at once, ``RetryRemoteError`` asks for its own delay.
+    """
+
+    def __init__(self, message: str, *, error_class: str = "Error", stack: str | None = None) -> None:
+        super().__init__(message)
+        self.error_class = error_class
+        self.stack = stack
+
+
+class LeaseInvalid(SqsJobsError):
+    """An HTTP worker's lease was not issued by this server's key: altered, forged, or signed with another key."""
+
+
+class PermanentRemoteError(RemoteError, PermanentError):
+    """An HTTP worker said its job cannot succeed: dead at once, with the error it reported."""
+
+
+class RetryRemoteError(RemoteError, Retry):
+    """An HTTP worker asked for its job to run again after ``delay_s`` (attempts still count)."""
+
+    def __init__(
+        self, message: str, *, delay_s: float, error_class: str = "Error", stack: str | None = None
+    ) -> None:
+        RemoteError.__init__(self, message, error_class=error_class, stack=stack)
+        self.delay_s = delay_s
+
+
 class StartTooLate(SqsJobsError):
     """A job's deadline passed while it waited in its batch collector: never called, it ends expired.
 

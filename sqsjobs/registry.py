@@ -14,9 +14,9 @@ import math
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeAlias, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeAlias, TypeVar
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import AfterValidator, TypeAdapter, ValidationError, WithJsonSchema
 
 from sqsjobs.config import to_seconds
 from sqsjobs.context import JobContext
@@ -277,6 +277,9 @@ class HandlerSpec:
     hooks: Hooks = field(default_factory=Hooks)
     #: ``@job(batch=...)``: the handler takes a list of ``BatchItem`` and returns an outcome per job.
     batch: BatchOptions | None = None
+    #: ``app.external(...)``: no Python handler; HTTP workers in any language lease its jobs
+    #: (``sqsjobs.remote``, docs/http-workers.md) from its queue, which no Python worker receives.
+    external: bool = False
 
     @property
     def timeout_s(self) -> float:
@@ -404,6 +407,51 @@ def _checked_upcasts(name: str, version: int, upcast: Mapping[int, Upcast] | Non
     return steps
 
 
+def _runs_elsewhere(name: str) -> Handler:
+    """The stand-in handler of an external type: a Python worker never calls it (its queue is not theirs)."""
+
+    def runs_elsewhere(payload: Any, ctx: JobContext) -> Any:
+        raise ConfigurationError(
+            f"job type {name!r} is external: HTTP workers lease its jobs (POST /leases), Python workers do not run it"
+        )
+
+    return runs_elsewhere
+
+
+def payload_type_of(name: str, payload: Any) -> Any:
+    """The payload type of an external type: pydantic's own, or a JSON Schema given as a ``dict``.
+
+    A JSON Schema is checked with ``jsonschema`` (the ``sqsjobs[jsonschema]`` extra, in ``api``) and
+    is what the OpenAPI document shows for the type.
+    """
+    if payload is None:
+        return Any
+    if not isinstance(payload, Mapping):
+        return payload
+    try:
+        import jsonschema
+    except ImportError as exc:  # pragma: no cover - the api extra installs it
+        raise ConfigurationError(
+            f"job {name!r}: a JSON Schema payload needs the jsonschema package: pip install 'sqsjobs[jsonschema]'"
+        ) from exc
+    schema = dict(payload)
+    try:
+        validator_class = jsonschema.validators.validator_for(schema)
+        validator_class.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise ConfigurationError(f"job {name!r}: payload is not a valid JSON Schema: {exc.message}") from exc
+    validator = validator_class(schema)
+
+    def conforms(value: Any) -> Any:
+        error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path) or "<root>"
+            raise ValueError(f"{where}: {error.message}")
+        return value
+
+    return Annotated[Any, AfterValidator(conforms), WithJsonSchema(schema)]
+
+
 def _payload_type(fn: Handler) -> Any:
     params = list(inspect.signature(fn).parameters.values())
     if not params:
@@ -422,6 +470,58 @@ def _item_type(fn: Handler) -> Any:
         if typing.get_origin(arg) is BatchItem:
             return typing.get_args(arg)[0]
     return Any
+
+
+def _options(
+    name: str,
+    *,
+    queue: str,
+    max_attempts: int,
+    timeout: timedelta | float | None,
+    retry: RetryPolicy | None,
+    version: int | PayloadVersion,
+    expires_after: timedelta | float | None,
+    limits: Sequence[str],
+    pausable: bool,
+    priority: str | None,
+    dedupe: Dedupe | None,
+    hooks: Hooks | None,
+) -> dict[str, Any]:
+    """A job type's options, checked (``ConfigurationError`` at import), as ``HandlerSpec`` fields."""
+    if dedupe is not None and not isinstance(dedupe, Dedupe):
+        raise ConfigurationError(f"job {name!r}: dedupe={dedupe!r}: {DEDUPE_MODES}")
+    if hooks is not None and not isinstance(hooks, Hooks):
+        raise ConfigurationError(
+            f"job {name!r}: hooks={hooks!r}: give Hooks(on_dead=..., on_succeeded=..., events=...)"
+        )
+    hooks = hooks or Hooks()
+    chosen = _checked_events(name, hooks.events)
+    versioned = version if isinstance(version, PayloadVersion) else PayloadVersion(version)
+    expires_after_s = None if expires_after is None else to_seconds(expires_after)
+    if expires_after_s is not None and not expires_after_s > 0:
+        raise ConfigurationError(f"job {name!r}: expires_after must be positive, got {expires_after!r}")
+    if max_attempts < 1:
+        raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
+    if priority not in (None, "high", "normal", "low"):
+        raise ValueError(f"priority must be 'high', 'normal' or 'low', got {priority!r}")
+    upcasts = _checked_upcasts(name, versioned.number, versioned.upcast)
+    policy = retry or RetryPolicy()
+    return {
+        "name": name,
+        "queue": queue,
+        "max_attempts": max_attempts,
+        "explicit_timeout_s": None if timeout is None else to_seconds(timeout),
+        "retry": policy,
+        "version": versioned.number,
+        "upcasts": upcasts,
+        "expires_after_s": expires_after_s,
+        "limits": tuple(limits),
+        "pausable": pausable or bool(limits),
+        "priority": priority,
+        "dedupe": dedupe,
+        "events": chosen,
+        "hooks": hooks,
+    }
 
 
 class Registry:
@@ -471,54 +571,83 @@ class Registry:
         ``RetryPolicy(max_age_s=)`` to stop retrying a job older than that. ``batch``: the
         handler is ``fn(items: list[BatchItem[P]])`` and runs many jobs per call (docs/batch-handlers.md).
         """
-        if dedupe is not None and not isinstance(dedupe, Dedupe):
-            raise ConfigurationError(f"job {name!r}: dedupe={dedupe!r}: {DEDUPE_MODES}")
-        if hooks is not None and not isinstance(hooks, Hooks):
-            raise ConfigurationError(
-                f"job {name!r}: hooks={hooks!r}: give Hooks(on_dead=..., on_succeeded=..., events=...)"
-            )
-        hooks = hooks or Hooks()
-        chosen = _checked_events(name, hooks.events)
-        versioned = version if isinstance(version, PayloadVersion) else PayloadVersion(version)
-        expires_after_s = None if expires_after is None else to_seconds(expires_after)
-        if expires_after_s is not None and not expires_after_s > 0:
-            raise ConfigurationError(f"job {name!r}: expires_after must be positive, got {expires_after!r}")
-        if max_attempts < 1:
-            raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
-        if priority not in (None, "high", "normal", "low"):
-            raise ValueError(f"priority must be 'high', 'normal' or 'low', got {priority!r}")
-        upcasts = _checked_upcasts(name, versioned.number, versioned.upcast)
-        policy = retry or RetryPolicy()
+        options = _options(
+            name,
+            queue=queue,
+            max_attempts=max_attempts,
+            timeout=timeout,
+            retry=retry,
+            version=version,
+            expires_after=expires_after,
+            limits=limits,
+            pausable=pausable,
+            priority=priority,
+            dedupe=dedupe,
+            hooks=hooks,
+        )
 
         def register(fn: H) -> H:
-            spec = HandlerSpec(
-                name=name,
-                fn=fn,
-                queue=queue,
-                max_attempts=max_attempts,
-                explicit_timeout_s=None if timeout is None else to_seconds(timeout),
-                retry=policy,
-                version=versioned.number,
-                payload_type=_item_type(fn) if batch is not None else _payload_type(fn),
-                upcasts=upcasts,
-                expires_after_s=expires_after_s,
-                limits=tuple(limits),
-                pausable=pausable or bool(limits),
-                priority=priority,
-                dedupe=dedupe,
-                events=chosen,
-                hooks=hooks,
-                batch=batch,
-            )
-            self.add(spec)
+            payload_type = _item_type(fn) if batch is not None else _payload_type(fn)
+            self.add(HandlerSpec(fn=fn, payload_type=payload_type, batch=batch, **options))
             return fn
 
         return register
 
+    def external(
+        self,
+        name: str,
+        *,
+        queue: str,
+        payload: Any = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        timeout: timedelta | float | None = None,
+        retry: RetryPolicy | None = None,
+        version: int = 1,
+        expires_after: timedelta | float | None = None,
+        limits: Sequence[str] = (),
+        pausable: bool = False,
+        priority: str | None = None,
+        dedupe: Dedupe | None = None,
+        hooks: Hooks | None = None,
+    ) -> None:
+        """Declare a job type whose handler runs outside this process: in an HTTP worker, any language.
+
+        Python producers enqueue it validated against ``payload`` (a pydantic model or any type
+        pydantic reads, or a JSON Schema as a ``dict``; None: any JSON), and ``GET /types`` lists
+        it; its jobs go to ``queue``, which carries external types only, so no Python worker ever
+        receives one. HTTP workers lease them (``POST /leases``, docs/http-workers.md); every other
+        option means what it means for ``job``, enforced by the server that hands the jobs out.
+        """
+        options = _options(
+            name,
+            queue=queue,
+            max_attempts=max_attempts,
+            timeout=timeout,
+            retry=retry,
+            version=version,
+            expires_after=expires_after,
+            limits=limits,
+            pausable=pausable,
+            priority=priority,
+            dedupe=dedupe,
+            hooks=hooks,
+        )
+        payload_type = payload_type_of(name, payload)
+        self.add(HandlerSpec(fn=_runs_elsewhere(name), payload_type=payload_type, external=True, **options))
+
     def add(self, spec: HandlerSpec) -> None:
-        """Register a prepared spec."""
+        """Register a prepared spec; a queue carries Python types or external ones, never both."""
         if spec.name in self._specs:
             raise DuplicateHandler(f"a handler named {spec.name!r} is already registered")
+        mixed = [
+            s.name for s in self._specs.values() if s.queue == spec.queue and s.external != spec.external
+        ]
+        if mixed:
+            python, remote = (mixed[0], spec.name) if spec.external else (spec.name, mixed[0])
+            raise ConfigurationError(
+                f"queue {spec.queue!r} would carry Python type {python!r} and external type {remote!r}: "
+                "Python workers would receive jobs they cannot run; give external types a queue of their own"
+            )
         self._specs[spec.name] = spec
 
     def include(self, other: Registry, prefix: str = "") -> None:
@@ -567,6 +696,14 @@ class Registry:
     def queues(self) -> list[str]:
         """Logical queues used by any handler, sorted."""
         return sorted({s.queue for s in self._specs.values()})
+
+    def worker_queues(self) -> list[str]:
+        """The queues a Python worker receives from: those of types with a Python handler, sorted."""
+        return sorted({s.queue for s in self._specs.values() if not s.external})
+
+    def external_queues(self) -> list[str]:
+        """The queues HTTP workers lease from: those of external types, sorted."""
+        return sorted({s.queue for s in self._specs.values() if s.external})
 
     def max_attempts(self) -> int:
         """The largest ``max_attempts`` of any handler (for the redrive backstop)."""

@@ -30,11 +30,13 @@ from sqsjobs.api import (
     dead_routes,
     dlq_routes,
     job_routes,
+    lease_routes,
     priority_routes,
     problems,
     queue_routes,
     series_routes,
     token_routes,
+    type_routes,
     worker_routes,
     workflow_routes,
 )
@@ -46,6 +48,8 @@ from sqsjobs.api.docs_pages import docs_router
 from sqsjobs.api.principals import ApiToken, Tokens
 from sqsjobs.api.security import BrowserGuard, loopback_hosts
 from sqsjobs.deploy.rules import OPEN_ROUTES
+from sqsjobs.remote import lease as leases
+from sqsjobs.remote.server import LeaseServer
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -79,6 +83,7 @@ def create_app(
     allowed_hosts: Sequence[str] | None = None,
     session_s: float = DEFAULT_SESSION_S,
     secure_cookies: bool = False,
+    lease_key: str | None = None,
 ) -> FastAPI:
     """The API of ``app``.
 
@@ -97,6 +102,8 @@ def create_app(
             token is configured, else loopback names only (``sqsjobs.api.security``).
         session_s: how long a console session lasts from sign-in.
         secure_cookies: mark the session cookie ``Secure`` (served over HTTPS only).
+        lease_key: what HTTP workers' leases are signed with (``sqsjobs.remote.lease.lease_key``:
+            ``SQSJOBS_LEASE_KEY`` when None, else one derived from the tokens, else random).
     """
     credentials = Tokens([*tokens, *Tokens.single(token)])
     guard = [Depends(require_principal(credentials))]
@@ -114,9 +121,18 @@ def create_app(
         generate_unique_id_function=lambda route: route.name,
     )
     api.state.sqsjobs = app
+    if lease_key is None:
+        lease_key, origin = leases.lease_key(credentials.session_secret() if credentials else None)
+        if origin.startswith("random"):
+            app.telemetry.logger.info(
+                "HTTP workers' leases are signed with a random key: they last as long as this server",
+                extra={"setting": leases.LEASE_KEY_ENV},
+            )
+    api.state.sqsjobs_leases = LeaseServer(app, leases.LeaseSealer(lease_key))
     problems.install(api)
     routers = [
         job_routes.router,
+        lease_routes.router,
         bulk_routes.router,
         priority_routes.router,
         queue_routes.router,
@@ -127,6 +143,7 @@ def create_app(
         series_routes.router,
         workflow_routes.router,
         token_routes.router,
+        type_routes.router,
         *extra_routers,
     ]
     if dashboard:

@@ -65,6 +65,7 @@ PROBLEMS: dict[str, Kind] = {
     k.slug: k
     for k in (
         Kind("malformed-json", 400, "Malformed JSON"),
+        Kind("lease-invalid", 400, "Lease altered or not issued by this server"),
         Kind("bad-host", 400, "Host name not served"),
         Kind("unauthorized", 401, "Missing or wrong bearer token"),
         Kind("forbidden", 403, "The token's role does not allow this"),
@@ -81,6 +82,7 @@ PROBLEMS: dict[str, Kind] = {
         Kind("payload-refused", 409, "The current code refuses the job's payload"),
         Kind("batch-sealed", 409, "The batch takes no more items"),
         Kind("invalid-state", 409, "The current state does not allow this"),
+        Kind("lease-conflict", 409, "The lease no longer holds its job"),
         Kind("body-too-large", 413, "Request body too large"),
         Kind("payload-too-large", 413, "Payload too large"),
         Kind("invalid-request", 422, "Invalid request"),
@@ -98,6 +100,7 @@ PROBLEMS: dict[str, Kind] = {
 #: The library's refusals: (error class, problem, field at fault). First match wins.
 _BY_ERROR: tuple[tuple[type[errors.SqsJobsError], str, str | None], ...] = (
     (errors.HandlerNotFound, "unknown-job-type", "type"),
+    (errors.LeaseInvalid, "lease-invalid", "lease"),
     (errors.PayloadInvalid, "payload-invalid", "payload"),
     (errors.PayloadTooLarge, "payload-too-large", "payload"),
     (errors.PayloadMissing, "payload-refused", "job_id"),

@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 
     from sqsjobs.context import InterruptReason, JobContext
     from sqsjobs.delivery import Delivery
+    from sqsjobs.job import Job
+    from sqsjobs.registry import HandlerSpec
     from sqsjobs.runtime.batching import Collectors
     from sqsjobs.runtime.kernel import Kernel, SupportsKernel
     from sqsjobs.runtime.run_stage import HandlerSlot
@@ -102,35 +104,55 @@ class Execution:
 
     async def handle(self, delivery: Delivery) -> Ack:
         """Decide and record the fate of one delivery; never raises for bad input."""
+        envelope = await self.parse(delivery)
+        if isinstance(envelope, Ack):
+            return envelope
+        if self.app.tracer is None:
+            return await self._job(envelope, delivery)
+        with self.app.tracer.process(
+            envelope, delivery
+        ) as span:  # the claim's call is inside the job's trace
+            return span.acked(await self._job(envelope, delivery))
+
+    async def parse(self, delivery: Delivery) -> envelope_format.Envelope | Ack:
+        """The job message ``delivery`` carries, or the ``Ack`` of any other message.
+
+        A malformed one goes to the DLQ; a plug-in's kind (a schedule fire, a foreign message) is
+        handled whole here.
+        """
         kernel = self.app
         try:
             envelope = envelope_format.parse(delivery.body)
         except EnvelopeError as exc:
             kernel.logger.warning("message rejected", extra={"queue": delivery.queue, "reason": str(exc)})
             return dead_letter(f"malformed message: {exc}", error=failure_record(exc), queue=delivery.queue)
-        # A schedule fire, a foreign message: a plug-in's kind.
-        if not isinstance(envelope, envelope_format.Envelope):
-            kind = kernel.kinds.get(type(envelope))
-            if kind is None:
-                reason = f"no plug-in handles {type(envelope).__name__} messages"
-                kernel.logger.warning("message rejected", extra={"queue": delivery.queue, "reason": reason})
-                return dead_letter(reason, queue=delivery.queue)
-            return await kind.handle(envelope, delivery)
-        if kernel.tracer is None:
-            return await self._job(envelope, delivery)
-        with kernel.tracer.process(envelope, delivery) as span:  # the claim's call is inside the job's trace
-            return span.acked(await self._job(envelope, delivery))
+        if isinstance(envelope, envelope_format.Envelope):
+            return envelope
+        kind = kernel.kinds.get(type(envelope))
+        if kind is None:
+            reason = f"no plug-in handles {type(envelope).__name__} messages"
+            kernel.logger.warning("message rejected", extra={"queue": delivery.queue, "reason": reason})
+            return dead_letter(reason, queue=delivery.queue)
+        return await kind.handle(envelope, delivery)
 
-    async def _job(self, envelope: envelope_format.Envelope, delivery: Delivery) -> Ack:
+    async def claim(
+        self, envelope: envelope_format.Envelope, delivery: Delivery
+    ) -> tuple[HandlerSpec, Job] | Ack:
+        """Claim the job ``envelope`` names (``runtime/claim_stage.py``): its type and the job, or the ``Ack`` of a refusal."""
         try:
             spec = self.app.registry.get(envelope.job_type)
         except HandlerNotFound as exc:
             reason = f"unknown job type {envelope.job_type!r}"
             return await self.recorder.reject(envelope, delivery, exc, reason=reason)
         claimed = await self.claimer.claim(spec, envelope, delivery)
+        return claimed if isinstance(claimed, Ack) else (spec, claimed)
+
+    async def _job(self, envelope: envelope_format.Envelope, delivery: Delivery) -> Ack:
+        claimed = await self.claim(envelope, delivery)
         if isinstance(claimed, Ack):
             return claimed
-        return await self.runner.run(spec, claimed, delivery)
+        spec, job = claimed
+        return await self.runner.run(spec, job, delivery)
 
     async def renew_leases(self, running: Iterable[JobContext]) -> None:
         """Renew the lease of every job past half of it (and what its admission holds)."""

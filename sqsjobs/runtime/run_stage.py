@@ -115,6 +115,39 @@ class Runner:
 
     async def run(self, spec: HandlerSpec, job: Job, delivery: Delivery | None) -> Ack:
         """Run the claimed ``job`` and record how it ended; the ``Ack`` its message is worth."""
+        prepared = await self.prepare(spec, job, delivery)
+        if isinstance(prepared, Ack):
+            return prepared
+        payload, fields = prepared
+        kernel, recorder = self.kernel, self.recorder
+        timeout_s = (
+            spec.run_timeout_s(self._default_timeout_s()) if self._default_timeout_s else spec.timeout_s
+        )
+        ctx = JobContext(
+            job=job,
+            worker_id=recorder.worker_id,
+            deadline=kernel.clock.now() + timeout_s,
+            logger=kernel.logger,
+            delivery=delivery,
+            **fields,
+        )
+        if self._on_run:
+            self._on_run(ctx)
+        try:
+            return await self._outcome(spec, job, payload, ctx, delivery, timeout_s)
+        finally:
+            if self._on_done:
+                self._on_done(ctx)
+
+    async def prepare(
+        self, spec: HandlerSpec, job: Job, delivery: Delivery | None
+    ) -> tuple[Any, dict[str, Any]] | Ack:
+        """What a claimed job's handler is called with: its payload and the context fields the features add.
+
+        Or the ``Ack`` of a job that cannot start: a payload newer than the handler (released), one
+        that no longer validates (dead), an S3 object or a feature's read that failed (retried).
+        An HTTP worker's lease (``sqsjobs.remote``) is made of the same.
+        """
         kernel, recorder = self.kernel, self.recorder
         if job.payload_version > spec.version:
             await recorder.release(job)
@@ -134,25 +167,7 @@ class Runner:
                 fields.update(await preparation.prepare(job))
         except Exception as exc:  # Cancel: cancelled; a failed read: the type's retry policy
             return await recorder.failed(spec, job, exc, delivery)
-
-        timeout_s = (
-            spec.run_timeout_s(self._default_timeout_s()) if self._default_timeout_s else spec.timeout_s
-        )
-        ctx = JobContext(
-            job=job,
-            worker_id=recorder.worker_id,
-            deadline=kernel.clock.now() + timeout_s,
-            logger=kernel.logger,
-            delivery=delivery,
-            **fields,
-        )
-        if self._on_run:
-            self._on_run(ctx)
-        try:
-            return await self._outcome(spec, job, payload, ctx, delivery, timeout_s)
-        finally:
-            if self._on_done:
-                self._on_done(ctx)
+        return payload, fields
 
     async def _outcome(
         self,

@@ -93,7 +93,12 @@ class Worker:
         """``app``: the App (or its kernel) whose jobs this worker runs."""
         self.kernel = kernel = kernel_of(app)
         self.settings = kernel.settings
-        self.queues = queues or kernel.registry.queues() or ["default"]
+        self.queues = queues or kernel.registry.worker_queues() or ["default"]
+        if remote := sorted(set(self.queues) & set(kernel.registry.external_queues())):
+            raise ConfigurationError(
+                f"queue {remote[0]!r} carries external job types: HTTP workers lease them (POST /leases), "
+                "a Python worker does not receive from it"
+            )
         self.concurrency = concurrency or self.settings.concurrency
         if self.concurrency < 1:
             raise ConfigurationError(f"concurrency must be at least 1, got {self.concurrency}")

@@ -1,0 +1,147 @@
+"""A lease: what an HTTP worker holds for one claimed job, and hands back with each heartbeat and its end.
+
+The server that hands jobs out stays stateless (it may be one of many Lambda instances), so
+everything it needs later travels inside the lease: the job, the claim it made (owner and fencing
+epoch: the record's claim token is read again, never sent out), the message (receipt handle, body,
+when it was sent) and the run's deadline. The lease is signed with the server's key
+(``itsdangerous``, HMAC-SHA256 over the compressed JSON): a worker can read it, but any change, or
+a lease made up from scratch, fails the signature and is refused before anything is read or
+written. A valid but stale lease (the job ran out its lease and was claimed again, or finished) is
+caught by the fenced write itself: the record's epoch or owner no longer matches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from itsdangerous import BadSignature, URLSafeSerializer
+
+from sqsjobs.delivery import Delivery
+from sqsjobs.errors import LeaseInvalid
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+#: The server's signing key (any string; the same on every instance that serves one App's workers).
+LEASE_KEY_ENV = "SQSJOBS_LEASE_KEY"
+#: A file holding the key (a mounted secret).
+LEASE_KEY_FILE_ENV = "SQSJOBS_LEASE_KEY_FILE"
+SALT = "sqsjobs.lease.v1"
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One claimed job as its HTTP worker holds it."""
+
+    job_id: str
+    job_type: str
+    #: The claim: the record's ``lease_owner`` (``http:<worker id>``) and fencing epoch.
+    owner: str
+    epoch: int
+    #: The message that brought the job, as ``sqsjobs.delivery.Delivery`` fields.
+    queue: str
+    queue_url: str
+    message_id: str
+    receipt_handle: str
+    body: str
+    receive_count: int
+    sent_at: float
+    #: Epoch seconds: when the run started, and past which it is a timeout (the type's ``timeout``).
+    started_at: float
+    deadline: float
+    attributes: dict[str, Any] = field(default_factory=dict)
+    message_attributes: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        job_id: str,
+        job_type: str,
+        owner: str,
+        epoch: int,
+        delivery: Delivery,
+        *,
+        started_at: float,
+        deadline: float,
+    ) -> Lease:
+        """The lease of a job claimed from ``delivery``."""
+        return cls(
+            job_id=job_id,
+            job_type=job_type,
+            owner=owner,
+            epoch=epoch,
+            queue=delivery.queue,
+            queue_url=delivery.queue_url,
+            message_id=delivery.message_id,
+            receipt_handle=delivery.receipt_handle,
+            body=delivery.body,
+            receive_count=delivery.receive_count,
+            sent_at=delivery.sent_at,
+            started_at=started_at,
+            deadline=deadline,
+            attributes=dict(delivery.attributes),
+            message_attributes=dict(delivery.message_attributes),
+        )
+
+    @property
+    def delivery(self) -> Delivery:
+        """The message as the runtime's recorder and acks take it."""
+        return Delivery(
+            queue=self.queue,
+            queue_url=self.queue_url,
+            message_id=self.message_id,
+            receipt_handle=self.receipt_handle,
+            body=self.body,
+            receive_count=self.receive_count,
+            sent_at=self.sent_at,
+            attributes=self.attributes,
+            message_attributes=self.message_attributes,
+        )
+
+
+class LeaseSealer:
+    """Signs leases into opaque strings and opens them again, refusing any it did not sign."""
+
+    def __init__(self, key: str) -> None:
+        if not key:
+            raise ValueError("a lease key must not be empty")
+        self._serializer = URLSafeSerializer(key, salt=SALT)
+
+    def seal(self, lease: Lease) -> str:
+        """The lease as the string an HTTP worker holds."""
+        return str(self._serializer.dumps(asdict(lease)))
+
+    def open(self, sealed: str) -> Lease:
+        """The lease ``sealed`` carries; ``LeaseInvalid`` unless this key signed it unchanged."""
+        try:
+            data: Mapping[str, Any] = self._serializer.loads(sealed)
+        except BadSignature:
+            raise LeaseInvalid("the lease was altered or was not issued by this server") from None
+        try:
+            return Lease(**data)
+        except TypeError:  # signed by this key with another layout: a lease of another release
+            raise LeaseInvalid("the lease is not one this server reads") from None
+
+
+def lease_key(
+    fallback_secret: str | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[str, str]:
+    """The key leases are signed with, and where it came from.
+
+    ``SQSJOBS_LEASE_KEY`` (or the file ``SQSJOBS_LEASE_KEY_FILE`` names) first: set it wherever
+    several servers hand out one App's jobs. Otherwise a key derived from ``fallback_secret`` (the
+    API tokens': stable while they are), else a random key: leases then last as long as this process.
+    """
+    env = os.environ if environ is None else environ
+    if key := env.get(LEASE_KEY_ENV, ""):
+        return key, LEASE_KEY_ENV
+    if path := env.get(LEASE_KEY_FILE_ENV, ""):
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip(), LEASE_KEY_FILE_ENV
+    if fallback_secret:
+        return hashlib.sha256(f"{SALT}:{fallback_secret}".encode()).hexdigest(), "the API tokens"
+    return secrets.token_hex(32), "random (this process only)"
