@@ -56,8 +56,7 @@ from sqsjobs.errors import (
 from sqsjobs.job import RENAMED as _RENAMED
 from sqsjobs.job import BatchPlace, ChainPlace, FailureRecord, Job, JobStatus
 from sqsjobs.limits.declarations import Breaker, Limit
-from sqsjobs.producer import JobRequest
-from sqsjobs.registry import (
+from sqsjobs.options import (
     BatchDead,
     BatchItem,
     BatchOptions,
@@ -65,13 +64,13 @@ from sqsjobs.registry import (
     BatchSuccess,
     Debounce,
     DedupeFor,
-    HandlerSpec,
     Hooks,
     PayloadVersion,
-    Registry,
     Throttle,
     WhileActive,
 )
+from sqsjobs.producer import JobRequest
+from sqsjobs.registry import HandlerSpec, Registry
 from sqsjobs.retry import Backoff, RetryPolicy
 from sqsjobs.runtime.sweeper import SweepReport, sweep_once
 from sqsjobs.runtime.worker import Worker

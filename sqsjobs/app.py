@@ -28,7 +28,7 @@ from sqsjobs.ops.cancel_job import cancel_flow
 from sqsjobs.ops.requeue import KEEP, retry_flow
 from sqsjobs.outbox import OutboxOptions, arun_sql, enqueue_options, run_sql, write_in
 from sqsjobs.producer import JobRequest, Producer, get_flow, requests_of
-from sqsjobs.registry import P, Registry
+from sqsjobs.registry import Registry
 from sqsjobs.runtime.kernel import Kernel, locate
 from sqsjobs.schedules.fire import fires_plugin
 from sqsjobs.schedules.specs import Schedules
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from datetime import timedelta
 
     from sqsjobs.job import Job
+    from sqsjobs.options import P
     from sqsjobs.registry import Handler, HandlerOf
     from sqsjobs.runtime.seams import Plugin
 

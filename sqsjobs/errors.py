@@ -388,6 +388,17 @@ class Cancel(JobControl):
     """The job was cancelled."""
 
 
+class LeaseConflict(JobStateError):
+    """An HTTP worker's lease no longer holds its job: the record moved on (finished, claimed again, timed out).
+
+    ``job`` is the record as it is now (None: there is none).
+    """
+
+    def __init__(self, message: str = "the lease no longer holds its job", job: Any = None) -> None:
+        super().__init__(message)
+        self.job = job
+
+
 class RemoteError(SqsJobsError):
     """An HTTP worker's run failed (``fail_lease``): recorded under the error class and stack it reported.
 
@@ -395,7 +406,13 @@ class RemoteError(SqsJobsError):
     kills the job at once, ``RetryRemoteError`` asks for its own delay.
     """
 
-    def __init__(self, message: str, *, error_class: str = "Error", stack: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str = "the HTTP worker's run failed",
+        *,
+        error_class: str = "Error",
+        stack: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.error_class = error_class
         self.stack = stack
@@ -413,7 +430,12 @@ class RetryRemoteError(RemoteError, Retry):
     """An HTTP worker asked for its job to run again after ``delay_s`` (attempts still count)."""
 
     def __init__(
-        self, message: str, *, delay_s: float, error_class: str = "Error", stack: str | None = None
+        self,
+        message: str = "the HTTP worker asked to run its job again later",
+        *,
+        delay_s: float = 0.0,
+        error_class: str = "Error",
+        stack: str | None = None,
     ) -> None:
         RemoteError.__init__(self, message, error_class=error_class, stack=stack)
         self.delay_s = delay_s

@@ -31,7 +31,7 @@ from sqsjobs.errors import (
     TransportError,
 )
 from sqsjobs.observability.tracing import current_trace, message_attributes
-from sqsjobs.registry import DEDUPE_MODES, Dedupe, P
+from sqsjobs.options import DEDUPE_MODES, Dedupe, P
 from sqsjobs.store import (
     codec,
     deadlines,

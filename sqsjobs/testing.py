@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 
     from sqsjobs.app import App
     from sqsjobs.job import Job
-    from sqsjobs.registry import Handler, HandlerOf, P
+    from sqsjobs.options import P
+    from sqsjobs.registry import Handler, HandlerOf
 
 #: The lease owner and ``ctx.worker_id`` of jobs made here.
 TEST_WORKER_ID = "sqsjobs-testing"

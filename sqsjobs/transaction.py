@@ -62,7 +62,8 @@ if TYPE_CHECKING:
     from sqsjobs._aws import Flow
     from sqsjobs.config import Settings
     from sqsjobs.observability.metrics import JobMetrics
-    from sqsjobs.registry import Handler, HandlerOf, P, Registry
+    from sqsjobs.options import P
+    from sqsjobs.registry import Handler, HandlerOf, Registry
     from sqsjobs.store.enqueue import NewJob
     from sqsjobs.transport.queues import QueueUrls
 

@@ -49,7 +49,7 @@ from sqsjobs.api.principals import ApiToken, Tokens
 from sqsjobs.api.security import BrowserGuard, loopback_hosts
 from sqsjobs.deploy.rules import OPEN_ROUTES
 from sqsjobs.remote import lease as leases
-from sqsjobs.remote.server import LeaseServer
+from sqsjobs.remote.lease_server import LeaseServer
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

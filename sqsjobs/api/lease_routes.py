@@ -5,7 +5,7 @@ its payload, attempt, deadline and a sealed lease; ``POST /leases/heartbeat`` (`
 keeps the lease and says whether a cancel was requested; ``POST /leases/complete``
 (``complete_lease``) and ``POST /leases/fail`` (``fail_lease``) end the run. A lease that no longer
 holds its job is a 409 ``lease-conflict`` with the record's state; one altered or not issued here is
-a 400 ``lease-invalid``. The server keeps nothing between requests (``sqsjobs.remote.server``).
+a 400 ``lease-invalid``. The server keeps nothing between requests (``sqsjobs.remote.lease_server``).
 """
 
 from __future__ import annotations
@@ -18,14 +18,20 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sqsjobs.api.deps import AppDep, problems
 from sqsjobs.api.problems import problem
-from sqsjobs.errors import ConfigurationError, PermanentRemoteError, RemoteError, RetryRemoteError
-from sqsjobs.remote.server import MAX_JOBS, MAX_WAIT_S, LeaseConflict, LeaseServer
+from sqsjobs.errors import (
+    ConfigurationError,
+    LeaseConflict,
+    PermanentRemoteError,
+    RemoteError,
+    RetryRemoteError,
+)
+from sqsjobs.remote.lease_server import MAX_JOBS, MAX_WAIT_S, LeaseServer
 
 if TYPE_CHECKING:
     from fastapi.responses import JSONResponse
 
     from sqsjobs.job import Job
-    from sqsjobs.remote.server import Leased
+    from sqsjobs.remote.lease_server import Leased
 
 router = APIRouter(tags=["http workers"])
 

@@ -26,7 +26,7 @@ from pydantic import (
 
 from sqsjobs.envelope import MAX_PAYLOAD_DEPTH, TOO_DEEP_ADVICE
 from sqsjobs.ops._common import parse_duration
-from sqsjobs.registry import MAX_WINDOW_S, MIN_WINDOW_S
+from sqsjobs.options import MAX_WINDOW_S, MIN_WINDOW_S
 
 #: Ten years: a longer delay is a mistake, not a plan (a held job waits in the table meanwhile).
 MAX_DELAY_S = 10 * 365 * 86_400.0

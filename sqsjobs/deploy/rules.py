@@ -128,13 +128,17 @@ OPEN_ROUTES: tuple[tuple[str, str], ...] = (("POST", "/tokens/{token_id}/answer"
 #: What the HTTP API's function calls (``sqsjobs.api``; infra's ``HttpApi`` option): enqueue one job
 #: per request and read it back, read, list (Scan; Query of the attention index) and cancel jobs,
 #: retry them, read queue depths and the counts' Scan, browse DLQs without loss and replay them
-#: (receive, hide and release, delete, requeue), and read and write payloads and results in S3.
-#: No PartiQL: the API enqueues one job per request, which is a single PutItem, never a batch.
+#: (receive, hide and release, delete, requeue), and read and write payloads and results in S3. The
+#: HTTP worker protocol (``POST /leases``: ``sqsjobs.remote``) claims and finishes external types'
+#: jobs with the worker's own stages: its write batcher sends the claims of one lease request as
+#: batched PartiQL UPDATEs (an enqueue is still one PutItem per request).
 API_ACTIONS: Mapping[str, tuple[str, ...]] = {
     "dynamodb": (
         "dynamodb:GetItem",
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",
+        "dynamodb:PartiQLInsert",
+        "dynamodb:PartiQLUpdate",
         "dynamodb:Query",
         "dynamodb:Scan",
         "dynamodb:BatchGetItem",

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.job import JobStatus
-from sqsjobs.registry import JOB_EVENTS
+from sqsjobs.options import JOB_EVENTS
 from sqsjobs.store import codec
 from sqsjobs.workflows import batch_store, chain_store
 

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.context import InterruptReason
 from sqsjobs.errors import BatchOutcomeError, PermanentError, Retry, StartTooLate
-from sqsjobs.registry import BatchDead, BatchItem, BatchRetry, BatchSuccess
+from sqsjobs.options import BatchDead, BatchItem, BatchRetry, BatchSuccess
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 from sqsjobs._aws import Call, Flow
 from sqsjobs.errors import DedupeInvalid, StoreError
 from sqsjobs.job import TERMINAL, JobStatus
-from sqsjobs.registry import (
+from sqsjobs.options import (
     Debounce,
     Dedupe,
     DedupeFor,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from sqsjobs import Debounce, DedupeFor, DedupeInvalid, Throttle
-from sqsjobs.registry import MAX_WINDOW_S
+from sqsjobs.options import MAX_WINDOW_S
 from tests.api.helpers import assert_problem, client
 
 ORDER = {"type": "orders.ok", "payload": {"order_id": "o-1"}, "idempotency_key": "k"}

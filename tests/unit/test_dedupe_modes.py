@@ -6,8 +6,8 @@ import pytest
 
 from sqsjobs import App, Debounce, DedupeFor, JobRequest, Throttle, WhileActive
 from sqsjobs.errors import ConfigurationError, DedupeInvalid
+from sqsjobs.options import DEFAULT_MAX_QUIETS, MAX_WINDOW_S, Dedupe
 from sqsjobs.producer import build_new_job
-from sqsjobs.registry import DEFAULT_MAX_QUIETS, MAX_WINDOW_S, Dedupe
 from sqsjobs.store import debounce, dedupe
 from sqsjobs.store.codec import av_n, av_s, idempotent_job_id
 from sqsjobs.store.enqueue import NewJob

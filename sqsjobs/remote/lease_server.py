@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from sqsjobs._aws import Call, one
 from sqsjobs.context import InterruptReason, JobContext
 from sqsjobs.delivery import LEAVE, Ack, dead_letter
-from sqsjobs.errors import ConfigurationError, HandlerNotFound, JobNotFound, RemoteError
+from sqsjobs.errors import ConfigurationError, HandlerNotFound, JobNotFound, LeaseConflict, RemoteError
 from sqsjobs.job import JobStatus
 from sqsjobs.producer import get_flow
 from sqsjobs.remote.lease import Lease, LeaseSealer
@@ -47,14 +47,6 @@ MAX_JOBS = sqs.MAX_BATCH
 WORKER_ID = re.compile(r"^[A-Za-z0-9._:@-]{1,100}$")
 #: With several queues to watch (priority levels, several types' queues), each long poll is this short.
 _SHARED_POLL_S = 2
-
-
-class LeaseConflict(Exception):
-    """The lease no longer holds its job: the record moved on (finished, claimed again, timed out)."""
-
-    def __init__(self, message: str, job: Job | None) -> None:
-        super().__init__(message)
-        self.job = job
 
 
 @dataclass(frozen=True)
