@@ -8,11 +8,6 @@ BIN := $(VENV)/bin
 
 .PHONY: test lint typecheck unit demo clean
 
-# Python writes the bytecode of what it imports, as it does by default. A machine whose environment
-# says PYTHONDONTWRITEBYTECODE=1 (this one's does) made every process the suite starts compile
-# sqsjobs and the test apps from source again: 0.35 s of CPU per worker or CLI start, ~500 starts.
-unexport PYTHONDONTWRITEBYTECODE
-
 # uv builds every virtualenv here: its resolver and unpacking run in Rust. The four virtualenvs
 # took pip about 300 s of CPU and 230 s on 2 cores; uv, bytecode included, 150 s and 93 s.
 # It lands in build/ from PyPI through the machine's own pip; nothing is installed globally.
