@@ -143,6 +143,10 @@ def extend(document: dict[str, Any], registry: Registry, settings: Settings) -> 
                 if option.get("type") == "string":
                     option["enum"] = queues
         components[name] = _per_type(name, schema, payloads, components)
+    external = [s.name for s in specs if s.external]
+    lease = components.get("LeaseRequest")
+    if lease is not None and external:  # only external types are leased (docs/http-workers.md)
+        _enum(lease["properties"]["types"], external)
     if not names:
         return
     for name, member in _TYPE_MEMBERS:

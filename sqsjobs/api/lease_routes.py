@@ -204,7 +204,7 @@ async def lease_jobs(app: AppDep, request: Request, body: Annotated[LeaseRequest
 @router.post(
     "/leases/heartbeat",
     response_model=HeartbeatAnswer,
-    responses=problems(409, 422),
+    responses=problems(400, 409, 422),
     summary="Keep a lease: the job stays this worker's, its message hidden",
     operation_id="heartbeat_lease",
 )
@@ -224,7 +224,7 @@ async def heartbeat_lease(app: AppDep, request: Request, body: Annotated[LeaseHe
 @router.post(
     "/leases/complete",
     response_model=Finished,
-    responses=problems(409, 422),
+    responses=problems(400, 409, 422),
     summary="End a lease's run with its result",
     operation_id="complete_lease",
 )
@@ -240,7 +240,7 @@ async def complete_lease(request: Request, body: Annotated[Completion, Body()]) 
 @router.post(
     "/leases/fail",
     response_model=Finished,
-    responses=problems(409, 422),
+    responses=problems(400, 409, 422),
     summary="End a lease's run with an error: retried, dead or cancelled by the type's policy",
     operation_id="fail_lease",
 )

@@ -25,6 +25,11 @@ from tests.emulators import REPO_ROOT
 #: its credential (tests/integration/test_tokens.py attacks it).
 OUTSIDE_GUARD = {"/ui/login", "/ui/logout", *(r.path for r in token_routes.open_router.routes)}
 GUARDED = [
+    ("GET", "/types"),
+    ("POST", "/leases"),
+    ("POST", "/leases/heartbeat"),
+    ("POST", "/leases/complete"),
+    ("POST", "/leases/fail"),
     ("GET", "/jobs"),
     ("POST", "/jobs"),
     ("GET", "/jobs/x"),
