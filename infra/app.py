@@ -66,13 +66,13 @@ def build(
         local = _choice(context, "local", "SQSJOBS_INFRA_LOCAL").lower() in ("1", "true", "yes")
 
     from sqsjobs import App
-    from sqsjobs.deploy.rules import LAMBDA_VISIBILITY_FACTOR, lambda_timeout_s, queues_of
+    from sqsjobs.deploy.rules import LAMBDA_VISIBILITY_FACTOR, lambda_timeout_s
 
     jobs = App.from_path(app_path)
     if lambda_zip:
         # The Lambda worker consumes every queue, with the shortest timeout that starts every job
         # type; the queues must then hide a batch for 6x that.
-        timeout = lambda_timeout_s(jobs.registry, queues_of(jobs.registry))
+        timeout = lambda_timeout_s(jobs.registry, jobs.registry.worker_queues())
         visibility = max(jobs.settings.visibility_timeout_s, LAMBDA_VISIBILITY_FACTOR * timeout)
         jobs.configure(visibility_timeout_s=visibility)
 
@@ -88,7 +88,7 @@ def build(
                 str(REPO_ROOT), file="Dockerfile", platform=ecr_assets.Platform.LINUX_AMD64
             ),
             # With a Lambda worker too, both consume every queue: the claim decides who runs a job.
-            queues=queues_of(jobs.registry) if lambda_zip else None,
+            queues=jobs.registry.worker_queues() if lambda_zip else None,
             # One task on regular Fargate, the rest on Spot: a reclaim's two minutes fit the drain.
             spot=True,
             on_demand_base=1,

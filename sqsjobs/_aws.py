@@ -34,11 +34,20 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 P = ParamSpec("P")
 
-SERVICES = ("dynamodb", "sqs", "scheduler", "s3", "events", "dynamodbstreams", "cloudwatch")
+SERVICES = ("dynamodb", "sqs", "scheduler", "s3", "events", "dynamodbstreams", "cloudwatch", "secretsmanager")
 #: Where a Call goes: an AWS service, ``clock`` for a pause the driver sleeps through, or ``flows``
 #: for flows the driver runs at once (``together``).
 Service = Literal[
-    "dynamodb", "sqs", "scheduler", "s3", "events", "dynamodbstreams", "cloudwatch", "clock", "flows"
+    "dynamodb",
+    "sqs",
+    "scheduler",
+    "s3",
+    "events",
+    "dynamodbstreams",
+    "cloudwatch",
+    "secretsmanager",
+    "clock",
+    "flows",
 ]
 
 

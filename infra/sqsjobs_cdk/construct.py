@@ -24,6 +24,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
@@ -42,6 +43,7 @@ from sqsjobs.deploy.rules import (
     stop_timeout_s,
 )
 from sqsjobs.errors import ConfigurationError
+from sqsjobs.remote.lease import LEASE_KEY_SECRET_ENV
 from sqsjobs.store.schema import TTL_ATTRIBUTE, table_definition
 
 from . import fargate as fg
@@ -140,13 +142,17 @@ class SqsJobs(Construct):
             )
 
         names = queues_of(app.registry, queues)
+        # External types' queues are leased by HTTP workers through the API (docs/http-workers.md):
+        # neither worker consumes them.
+        external = app.registry.external_queues()
+        consumed = [n for n in names if n not in external]
         lambda_queues: list[str] = []
         if lambda_worker is not None:
-            lambda_queues = _pick(lambda_worker.queues or names, names, "lambda_worker")
+            lambda_queues = _pick(lambda_worker.queues or consumed, names, "lambda_worker", external)
         fargate_queues: list[str] = []
         if fargate is not None:
             fargate_queues = _pick(
-                fargate.queues or [n for n in names if n not in lambda_queues], names, "fargate"
+                fargate.queues or [n for n in consumed if n not in lambda_queues], names, "fargate", external
             )
             if not fargate_queues:
                 raise ConfigurationError(
@@ -288,12 +294,30 @@ class SqsJobs(Construct):
                 access_log_group=logs.LogGroup(self, "ApiAccessLogs", retention=retention),
             )
             assert self.api_function.role is not None
+            # The key HTTP workers' leases are signed with: one secret every API instance reads at
+            # its start, so a lease one instance issued is honoured by the next (docs/http-workers.md).
+            self.lease_key = secretsmanager.Secret(
+                self,
+                "LeaseKey",
+                description="sqsjobs: the key HTTP workers' leases are signed with",
+                generate_secret_string=secretsmanager.SecretStringGenerator(
+                    password_length=64, exclude_punctuation=True
+                ),
+            )
+            acknowledge(
+                self.lease_key,
+                "AwsSolutions-SMG4",
+                "Rotating the lease key ends every open lease (409); their jobs come back when their "
+                "leases run out. Rotate it by hand at a quiet time instead.",
+            )
+            self.api_function.add_environment(LEASE_KEY_SECRET_ENV, self.lease_key.secret_arn)
             allow(
                 self.api_function.role,
                 API_ACTIONS,
                 table_arns=[*table_arns, *index_arns],
                 queue_arns=queue_arns,
                 object_arns=bucket_arns,
+                secret_arns=[self.lease_key.secret_arn],
             )
             grant_metric_reads(self.api_function.role)
             CfnOutput(self, "ApiUrl", value=self.http_api.api_endpoint, description="the HTTP API (IAM)")
@@ -524,11 +548,18 @@ def _task_role(scope: Construct, construct_id: str, description: str) -> iam.Rol
     )
 
 
-def _pick(chosen: Sequence[str], names: Sequence[str], option: str) -> list[str]:
+def _pick(
+    chosen: Sequence[str], names: Sequence[str], option: str, external: Sequence[str] = ()
+) -> list[str]:
     unknown = sorted(set(chosen) - set(names))
     if unknown:
         raise ConfigurationError(
             f"{option}.queues names {unknown}, which the App does not have (it has {list(names)})"
+        )
+    if leased := sorted(set(chosen) & set(external)):
+        raise ConfigurationError(
+            f"{option}.queues names {leased}, which carry external job types: HTTP workers lease them "
+            "through the API (docs/http-workers.md), no Python worker consumes them"
         )
     return list(chosen)
 

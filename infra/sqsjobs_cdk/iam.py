@@ -28,13 +28,19 @@ def allow(
     table_arns: Sequence[str] = (),
     queue_arns: Sequence[str] = (),
     object_arns: Sequence[str] = (),
+    secret_arns: Sequence[str] = (),
 ) -> None:
     """Add one statement per service: its actions on the table (and indexes), the queues, or the objects.
 
     ``object_arns`` are key-prefix ARNs of the payload bucket (``bucket.object_arns``); their
     wildcard is acknowledged to cdk-nag on ``principal`` (when it is a construct of this app).
     """
-    resources = {"dynamodb": list(table_arns), "sqs": list(queue_arns), "s3": list(object_arns)}
+    resources = {
+        "dynamodb": list(table_arns),
+        "sqs": list(queue_arns),
+        "s3": list(object_arns),
+        "secretsmanager": list(secret_arns),
+    }
     for service, names in actions.items():
         bad = [a for a in names if "*" in a or not a.startswith(f"{service}:")]
         if bad:

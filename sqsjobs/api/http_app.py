@@ -102,8 +102,9 @@ def create_app(
             token is configured, else loopback names only (``sqsjobs.api.security``).
         session_s: how long a console session lasts from sign-in.
         secure_cookies: mark the session cookie ``Secure`` (served over HTTPS only).
-        lease_key: what HTTP workers' leases are signed with (``sqsjobs.remote.lease.lease_key``:
-            ``SQSJOBS_LEASE_KEY`` when None, else one derived from the tokens, else random).
+        lease_key: what HTTP workers' leases are signed with (``sqsjobs.remote.lease.lease_key``
+            when None: ``SQSJOBS_LEASE_KEY``, its file or its Secrets Manager secret, else one
+            derived from the tokens, else random).
     """
     credentials = Tokens([*tokens, *Tokens.single(token)])
     guard = [Depends(require_principal(credentials))]
@@ -122,7 +123,9 @@ def create_app(
     )
     api.state.sqsjobs = app
     if lease_key is None:
-        lease_key, origin = leases.lease_key(credentials.session_secret() if credentials else None)
+        lease_key, origin = leases.lease_key(
+            credentials.session_secret() if credentials else None, run=app.run
+        )
         if origin.startswith("random"):
             app.telemetry.logger.info(
                 "HTTP workers' leases are signed with a random key: they last as long as this server",

@@ -156,6 +156,8 @@ API_ACTIONS: Mapping[str, tuple[str, ...]] = {
         "sqs:DeleteMessage",
     ),
     "s3": ("s3:GetObject", "s3:PutObject"),
+    # The key HTTP workers' leases are signed with, read once at a cold start (``remote/lease.py``).
+    "secretsmanager": ("secretsmanager:GetSecretValue",),
 }
 
 #: SQS batch APIs are authorised by the single-message action.

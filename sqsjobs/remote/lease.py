@@ -20,16 +20,19 @@ from typing import TYPE_CHECKING, Any
 
 from itsdangerous import BadSignature, URLSafeSerializer
 
+from sqsjobs._aws import Call, Flow
 from sqsjobs.delivery import Delivery
 from sqsjobs.errors import LeaseInvalid
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
 #: The server's signing key (any string; the same on every instance that serves one App's workers).
 LEASE_KEY_ENV = "SQSJOBS_LEASE_KEY"
 #: A file holding the key (a mounted secret).
 LEASE_KEY_FILE_ENV = "SQSJOBS_LEASE_KEY_FILE"
+#: A Secrets Manager secret holding the key (infra's API function: its ``LeaseKey`` secret).
+LEASE_KEY_SECRET_ENV = "SQSJOBS_LEASE_KEY_SECRET_ARN"
 SALT = "sqsjobs.lease.v1"
 
 
@@ -127,14 +130,24 @@ class LeaseSealer:
             raise LeaseInvalid("the lease is not one this server reads") from None
 
 
+def secret_flow(arn: str) -> Flow[str]:
+    """The lease key kept in Secrets Manager under ``arn`` (one GetSecretValue, at the server's start)."""
+    response = yield Call("secretsmanager", "get_secret_value", {"SecretId": arn})
+    return str(response["SecretString"])
+
+
 def lease_key(
-    fallback_secret: str | None = None, environ: Mapping[str, str] | None = None
+    fallback_secret: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    run: Callable[[Flow[str]], str] | None = None,
 ) -> tuple[str, str]:
     """The key leases are signed with, and where it came from.
 
-    ``SQSJOBS_LEASE_KEY`` (or the file ``SQSJOBS_LEASE_KEY_FILE`` names) first: set it wherever
-    several servers hand out one App's jobs. Otherwise a key derived from ``fallback_secret`` (the
-    API tokens': stable while they are), else a random key: leases then last as long as this process.
+    ``SQSJOBS_LEASE_KEY`` (or the file ``SQSJOBS_LEASE_KEY_FILE`` names, or the Secrets Manager
+    secret ``SQSJOBS_LEASE_KEY_SECRET_ARN`` names, read with ``run``) first: set one wherever several
+    servers hand out one App's jobs. Otherwise a key derived from ``fallback_secret`` (the API
+    tokens': stable while they are), else a random key: leases then last as long as this process.
     """
     env = os.environ if environ is None else environ
     if key := env.get(LEASE_KEY_ENV, ""):
@@ -142,6 +155,8 @@ def lease_key(
     if path := env.get(LEASE_KEY_FILE_ENV, ""):
         with open(path, encoding="utf-8") as handle:
             return handle.read().strip(), LEASE_KEY_FILE_ENV
+    if (arn := env.get(LEASE_KEY_SECRET_ENV, "")) and run is not None:
+        return run(secret_flow(arn)), LEASE_KEY_SECRET_ENV
     if fallback_secret:
         return hashlib.sha256(f"{SALT}:{fallback_secret}".encode()).hexdigest(), "the API tokens"
     return secrets.token_hex(32), "random (this process only)"

@@ -81,6 +81,7 @@ API_MODULES = [
     "workflows/batches.py",
     # The HTTP worker protocol (POST /leases...): the claim and record stages a worker runs, from the API.
     "remote/lease_server.py",
+    "remote/lease.py",  # the lease key's secret
     *(m for m in WORKER_MODULES if m not in ("runtime/worker.py", "runtime/lambda_sqs.py", "steps/book.py")),
 ]
 
