@@ -18,8 +18,6 @@ import secrets
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from itsdangerous import BadSignature, URLSafeSerializer
-
 from sqsjobs._aws import Call, Flow
 from sqsjobs.delivery import Delivery
 from sqsjobs.errors import LeaseInvalid
@@ -110,6 +108,9 @@ class LeaseSealer:
     """Signs leases into opaque strings and opens them again, refusing any it did not sign."""
 
     def __init__(self, key: str) -> None:
+        """Sign with ``key``; itsdangerous (the ``api`` extra) is imported here, so deployments read this module without it."""
+        from itsdangerous import URLSafeSerializer
+
         if not key:
             raise ValueError("a lease key must not be empty")
         self._serializer = URLSafeSerializer(key, salt=SALT)
@@ -120,6 +121,8 @@ class LeaseSealer:
 
     def open(self, sealed: str) -> Lease:
         """The lease ``sealed`` carries; ``LeaseInvalid`` unless this key signed it unchanged."""
+        from itsdangerous import BadSignature
+
         try:
             data: Mapping[str, Any] = self._serializer.loads(sealed)
         except BadSignature:
