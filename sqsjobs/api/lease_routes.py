@@ -192,12 +192,12 @@ def _leased_job(app: Any, leased: Leased) -> LeasedJob:
 )
 async def lease_jobs(app: AppDep, request: Request, body: Annotated[LeaseRequest, Body()]) -> Any:
     """Long-polls up to ``wait_s`` for up to ``max_jobs`` jobs; each is claimed by the same conditional write a Python worker makes."""
+    server = _server(request.app)
     try:
-        leased = await _server(request.app).lease(
-            body.worker_id, body.types, max_jobs=body.max_jobs, wait_s=body.wait_s
-        )
+        server.specs(body.types)
     except ConfigurationError as exc:
         return problem("unknown-job-type", str(exc), field="types", instance=request.url.path)
+    leased = await server.lease(body.worker_id, body.types, max_jobs=body.max_jobs, wait_s=body.wait_s)
     return Leases(leases=[_leased_job(app, one) for one in leased])
 
 

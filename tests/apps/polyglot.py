@@ -1,7 +1,7 @@
 """An app whose external types run in HTTP workers (Node, or raw HTTP from a test) beside a Python type.
 
-``render.thumbnail`` (a pydantic payload) and ``render.count`` (a JSON Schema payload) live on queue
-``render``, which no Python worker receives; ``py.caption`` runs in a Python worker and records each
+``render.thumbnail`` (a pydantic payload), ``render.count`` (a JSON Schema payload) and
+``render.gpu`` (under a limit of one) live on queue ``render``, which no Python worker receives; ``py.caption`` runs in a Python worker and records each
 run in ``<runs_dir>/<job id>`` (one JSON line per run, O_APPEND) with the result of the step before.
 """
 
@@ -47,6 +47,10 @@ app.external(
         "required": ["n"],
     },
 )
+
+#: One render at a time on the GPU, fleet-wide: HTTP workers' claims start under it as a Python worker's do.
+app.limit("gpu", concurrency=1)
+app.external("render.gpu", queue="render", limits=["gpu"], max_attempts=2)
 
 
 @app.job("py.caption", max_attempts=2, timeout=60)

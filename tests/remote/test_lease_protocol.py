@@ -14,6 +14,7 @@ from itsdangerous import URLSafeSerializer
 
 from sqsjobs import JobStatus
 from sqsjobs.errors import PayloadInvalid
+from sqsjobs.limits.gate import PAUSE_CACHE_S
 from sqsjobs.remote.lease import SALT
 from tests.api.helpers import serving
 from tests.apps import polyglot
@@ -29,6 +30,7 @@ KEY = "k" * 32
 def app(ministack_url, make_app):
     app = make_app(ministack_url, lease_s=3.0, visibility_timeout_s=2)
     app.registry.include(polyglot.app.registry)
+    app.limits.include(polyglot.app.limits)
     app.provision()
     return app
 
@@ -221,3 +223,29 @@ def test_a_python_worker_never_receives_an_external_queue(app, api, tmp_path):
         kill_group(worker)
     [leased] = lease(api)
     assert leased["job_id"] == job_id
+
+
+def test_flow_control_holds_for_leased_jobs_a_limit_a_pause_and_an_expiry(app, api):
+    # a limit of one: two jobs enqueued, one leased; the other only once the first ended
+    first, second = app.enqueue("render.gpu", {}), app.enqueue("render.gpu", {})
+    held = lease(api, types=("render.gpu",), max_jobs=2, wait_s=3)
+    assert len(held) == 1 and held[0]["job_id"] in (first, second)
+    assert lease(api, types=("render.gpu",), wait_s=2, worker_id="w2") == []
+    assert api.post("/leases/complete", json={"lease": held[0]["lease"]}).json()["status"] == "succeeded"
+    [other] = lease(api, types=("render.gpu",), wait_s=20, worker_id="w2")
+    assert {held[0]["job_id"], other["job_id"]} == {first, second}
+    assert api.post("/leases/complete", json={"lease": other["lease"]}).status_code == 200
+    # a pause (seen within PAUSE_CACHE_S, as by a Python worker): nothing is handed out until it resumes
+    app.limits.pause("render.gpu")
+    time.sleep(PAUSE_CACHE_S)
+    paused = app.enqueue("render.gpu", {})
+    assert lease(api, types=("render.gpu",), wait_s=3) == []
+    app.limits.resume("render.gpu")
+    [resumed] = lease(api, types=("render.gpu",), wait_s=20)
+    assert resumed["job_id"] == paused
+    assert api.post("/leases/complete", json={"lease": resumed["lease"]}).status_code == 200
+    # an expiry: a job not started in time ends expired, never leased
+    late = app.enqueue("render.count", {"n": 1}, expires_after=1)
+    time.sleep(1.5)
+    assert lease(api, types=("render.count",), wait_s=3) == []
+    assert app.get(late).status is JobStatus.EXPIRED

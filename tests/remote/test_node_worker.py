@@ -32,6 +32,7 @@ NODE = shutil.which("node")
 def app(ministack_url, make_app):
     app = make_app(ministack_url, lease_s=3.0, visibility_timeout_s=2)
     app.registry.include(polyglot.app.registry)
+    app.limits.include(polyglot.app.limits)
     app.provision()
     return app
 
