@@ -187,7 +187,16 @@ def test_a_slim_zip_keeps_botocore_data_for_the_services_sqsjobs_and_the_app_cal
         return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
     # THEN the slim zip holds the data of sqsjobs' services, STS and SES, and what sits beside them
-    sqsjobs_services = {"dynamodb", "sqs", "s3", "scheduler", "events", "dynamodbstreams", "cloudwatch"}
+    sqsjobs_services = {
+        "dynamodb",
+        "sqs",
+        "s3",
+        "scheduler",
+        "events",
+        "dynamodbstreams",
+        "cloudwatch",
+        "secretsmanager",
+    }
     assert data_dirs(slim) == sqsjobs_services | {"sts", "ses"}
     assert len(data_dirs(full)) > 300
     assert (slim / "botocore" / "data" / "endpoints.json").exists()
