@@ -12,6 +12,7 @@ between requests: the lease carries what the next one needs.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -129,7 +130,9 @@ class LeaseServer:
                     wait = (
                         0
                         if not last
-                        else max(0, min(int(remaining), _SHARED_POLL_S if len(keys) > 1 else MAX_WAIT_S))
+                        else max(
+                            0, min(math.ceil(remaining), _SHARED_POLL_S if len(keys) > 1 else MAX_WAIT_S)
+                        )
                     )
                     response = await kernel.arun(
                         one(
@@ -178,7 +181,7 @@ class LeaseServer:
             )
             return None
         if spec is not None and spec.name not in wanted:  # another fleet's type on a shared queue
-            await apply(Ack("release"), delivery, dlq_url, ops)
+            await apply(Ack("rearm", delay_s=1), delivery, dlq_url, ops)  # not this request's again at once
             return None
         claimed = await execution.claim(envelope, delivery)
         if isinstance(claimed, Ack):
