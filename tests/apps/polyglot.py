@@ -63,3 +63,9 @@ def caption(payload: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
     finally:
         os.close(fd)
     return {"caption": f"{payload['title']}: {(ctx.previous_result or {}).get('thumbnail')}"}
+
+
+@app.job("py.collect", timeout=60)
+def collect(payload: dict[str, Any], ctx: JobContext) -> dict[str, Any]:
+    """A batch's completion callback (its items may be external types)."""
+    return payload

@@ -249,3 +249,30 @@ def test_flow_control_holds_for_leased_jobs_a_limit_a_pause_and_an_expiry(app, a
     time.sleep(1.5)
     assert lease(api, types=("render.count",), wait_s=3) == []
     assert app.get(late).status is JobStatus.EXPIRED
+
+
+def test_external_jobs_are_batch_items_and_each_end_is_counted_on_the_batch(app, api):
+    batch = app.batches.create("py.collect")
+    items = [batch.add("render.count", {"n": n}) for n in range(3)]
+    batch.seal()
+    leased: list[dict] = []
+    while len(leased) < 3:
+        leased += lease(api, types=("render.count",), max_jobs=3, wait_s=20)
+    assert sorted(one["job_id"] for one in leased) == sorted(items)
+    first, *rest = leased
+    error = {"type": "ValueError", "message": "no"}
+    assert (
+        api.post(
+            "/leases/fail", json={"lease": first["lease"], "error": error, "retryable": False}
+        ).status_code
+        == 200
+    )
+    for one in rest:
+        assert (
+            api.post(
+                "/leases/complete", json={"lease": one["lease"], "result": one["payload"]["n"]}
+            ).status_code
+            == 200
+        )
+    wait_until(lambda: app.batches.get(batch.id).complete, 30, "the batch completed")
+    assert app.batches.get(batch.id).counts == {"pending": 0, "succeeded": 2, "failed": 1}
