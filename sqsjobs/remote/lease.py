@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, Flow
@@ -43,65 +43,11 @@ class Lease:
     #: The claim: the record's ``lease_owner`` (``http:<worker id>``) and fencing epoch.
     owner: str
     epoch: int
-    #: The message that brought the job, as ``sqsjobs.delivery.Delivery`` fields.
-    queue: str
-    queue_url: str
-    message_id: str
-    receipt_handle: str
-    body: str
-    receive_count: int
-    sent_at: float
+    #: The message that brought the job: its ack, a retry's re-arm and a dead letter need it.
+    delivery: Delivery
     #: Epoch seconds: when the run started, and past which it is a timeout (the type's ``timeout``).
     started_at: float
     deadline: float
-    attributes: dict[str, Any] = field(default_factory=dict)
-    message_attributes: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def of(
-        cls,
-        job_id: str,
-        job_type: str,
-        owner: str,
-        epoch: int,
-        delivery: Delivery,
-        *,
-        started_at: float,
-        deadline: float,
-    ) -> Lease:
-        """The lease of a job claimed from ``delivery``."""
-        return cls(
-            job_id=job_id,
-            job_type=job_type,
-            owner=owner,
-            epoch=epoch,
-            queue=delivery.queue,
-            queue_url=delivery.queue_url,
-            message_id=delivery.message_id,
-            receipt_handle=delivery.receipt_handle,
-            body=delivery.body,
-            receive_count=delivery.receive_count,
-            sent_at=delivery.sent_at,
-            started_at=started_at,
-            deadline=deadline,
-            attributes=dict(delivery.attributes),
-            message_attributes=dict(delivery.message_attributes),
-        )
-
-    @property
-    def delivery(self) -> Delivery:
-        """The message as the runtime's recorder and acks take it."""
-        return Delivery(
-            queue=self.queue,
-            queue_url=self.queue_url,
-            message_id=self.message_id,
-            receipt_handle=self.receipt_handle,
-            body=self.body,
-            receive_count=self.receive_count,
-            sent_at=self.sent_at,
-            attributes=self.attributes,
-            message_attributes=self.message_attributes,
-        )
 
 
 class LeaseSealer:
@@ -128,8 +74,8 @@ class LeaseSealer:
         except BadSignature:
             raise LeaseInvalid("the lease was altered or was not issued by this server") from None
         try:
-            return Lease(**data)
-        except TypeError:  # signed by this key with another layout: a lease of another release
+            return Lease(**{**data, "delivery": Delivery(**data["delivery"])})
+        except (TypeError, KeyError):  # signed by this key with another layout: a lease of another release
             raise LeaseInvalid("the lease is not one this server reads") from None
 
 

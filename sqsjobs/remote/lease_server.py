@@ -195,7 +195,7 @@ class LeaseServer:
         payload, fields = prepared
         now = kernel.clock.now()
         deadline = now + spec.timeout_s
-        lease = Lease.of(
+        lease = Lease(
             job.id,
             job.type,
             execution.worker_id,
@@ -319,7 +319,7 @@ class LeaseServer:
             or (record.status is JobStatus.RUNNING and record.lease_epoch == lease.epoch)
         ):
             raise LeaseConflict("the finish was refused: the lease no longer holds its job", record)
-        logical = routes.split(lease.queue)[0]
+        logical = routes.split(lease.delivery.queue)[0]
         urls = await kernel.arun(kernel.queue_urls.flow([logical]))
         ops = sqs.MessageOps(kernel.arun, linger_s=0.0, logger=kernel.logger)
         try:

@@ -17,22 +17,12 @@ from sqsjobs.errors import PayloadInvalid
 from sqsjobs.limits.gate import PAUSE_CACHE_S
 from sqsjobs.remote.lease import SALT
 from tests.api.helpers import serving
-from tests.apps import polyglot
 from tests.integration.helpers import kill_group, wait_until, worker_process
 
 pytestmark = pytest.mark.slow
 
 TOKEN = "test-token-lease-protocol"
 KEY = "k" * 32
-
-
-@pytest.fixture
-def app(ministack_url, make_app):
-    app = make_app(ministack_url, lease_s=3.0, visibility_timeout_s=2)
-    app.registry.include(polyglot.app.registry)
-    app.limits.include(polyglot.app.limits)
-    app.provision()
-    return app
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ import pytest
 
 from sqsjobs import JobStatus
 from tests.api.helpers import serving
-from tests.apps import polyglot
 from tests.integration.helpers import kill_group, wait_until, worker_process
 
 pytestmark = pytest.mark.slow
@@ -26,15 +25,6 @@ REPO = Path(__file__).resolve().parents[2]
 CLIENT = REPO / "clients" / "node"
 TOKEN = "test-token-node-worker"
 NODE = shutil.which("node")
-
-
-@pytest.fixture
-def app(ministack_url, make_app):
-    app = make_app(ministack_url, lease_s=3.0, visibility_timeout_s=2)
-    app.registry.include(polyglot.app.registry)
-    app.limits.include(polyglot.app.limits)
-    app.provision()
-    return app
 
 
 @pytest.fixture
