@@ -28,6 +28,18 @@ from tests.wheels import exclusive
 CDK_VENV = Path(os.environ.get("SQSJOBS_CDK_VENV") or REPO_ROOT / ".venv-cdk")
 STACK = "SqsJobsExample"
 SYNTH_TIMEOUT_S = 240
+#: A test here may be the one whose setup synthesizes the shared assemblies (a Lambda zip and three
+#: stacks through jsii: 70-100 s on 2 loaded cores, past the suite's 120 s once): its own timeout
+#: outlasts the synth's, so a slow synth fails with the synth's message rather than a bare timeout.
+INFRA_TEST_TIMEOUT_S = SYNTH_TIMEOUT_S + 60
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test of this folder gets ``INFRA_TEST_TIMEOUT_S`` (unless it names its own)."""
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.is_relative_to(here) and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(INFRA_TEST_TIMEOUT_S))
 
 
 @dataclass(frozen=True)
