@@ -54,7 +54,7 @@ from sqsjobs.errors import (
     WaitTimeout,
 )
 from sqsjobs.job import RENAMED as _RENAMED
-from sqsjobs.job import BatchPlace, ChainPlace, FailureRecord, Job, JobStatus
+from sqsjobs.job import BatchPlace, ChainPlace, FailureRecord, Job, JobStatus, Notify
 from sqsjobs.limits.declarations import Breaker, Limit
 from sqsjobs.options import (
     BatchDead,
@@ -127,6 +127,7 @@ __all__ = [
     "LeaseLost",
     "Limit",
     "MalformedJson",
+    "Notify",
     "ObjectStoreError",
     "PayloadError",
     "PayloadInvalid",

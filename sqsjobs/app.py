@@ -22,6 +22,8 @@ from sqsjobs.ingress.foreign import foreign_plugin
 from sqsjobs.limits.expiry import expiry_plugin
 from sqsjobs.limits.gate import limits_plugin
 from sqsjobs.limits.ops import FlowControl
+from sqsjobs.notify.end_hook import notify_plugin
+from sqsjobs.notify.sender import delivery_spec
 from sqsjobs.observability.metrics import RequestCounter
 from sqsjobs.observability.telemetry import Telemetry
 from sqsjobs.ops.cancel_job import cancel_flow
@@ -75,6 +77,7 @@ class App:
         self.job = self.registry.job
         #: ``app.external("name", queue=..., payload=...)``: a type HTTP workers run (docs/http-workers.md).
         self.external = self.registry.external
+        self.registry.add_built_in(delivery_spec(lambda: self.kernel))  # enqueue(notify=...)'s deliveries
         self.schedules = Schedules()
         #: ``app.schedule("name", cron=|rate=|at=, job=..., payload=...)``: see docs/schedules.md.
         self.schedule = self.schedules.add
@@ -136,6 +139,7 @@ class App:
             hooks_plugin(core),  # on_dead/on_succeeded: a hook job written with the finish
             steps_plugin(core),  # durable steps: ctx.step runs a function once per job, across attempts
             events_plugin(core),  # job events: the change stream relayed to the bus by the sweeper (local)
+            notify_plugin(core),  # enqueue(notify=...): a delivery job written with the job's end
         ]
 
     @property

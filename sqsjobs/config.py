@@ -105,6 +105,9 @@ class Settings:
     lower_priority_every: int = 4
     #: Logical queues with a FIFO queue for jobs with a ``serialize_key``. ``SQSJOBS_SERIALIZED_QUEUES``.
     serialized_queues: frozenset[str] = frozenset()
+    #: Hosts, addresses and CIDR blocks a notify webhook may reach although they are not public (and
+    #: over plain http): ``SQSJOBS_WEBHOOK_ALLOW=10.0.0.0/8,hooks.internal``. Empty: public HTTPS only.
+    webhook_allow: frozenset[str] = frozenset()
     #: Give a job's tenant as ``MessageGroupId`` on standard queues (SQS fair queues: a tenant with a
     #: deep backlog does not hold up the others' messages). Off only for a consumer that rejects it.
     fair_queues: bool = True
@@ -255,7 +258,7 @@ class Settings:
             raise ConfigurationError(
                 f"charts_source must be auto, records or cloudwatch, got {self.charts_source!r}"
             )
-        for name in ("priority_queues", "serialized_queues"):
+        for name in ("priority_queues", "serialized_queues", "webhook_allow"):
             object.__setattr__(self, name, frozenset(getattr(self, name)))
         if self.lower_priority_every < 2:
             raise ConfigurationError(
@@ -332,7 +335,7 @@ class Settings:
         for f in dataclasses.fields(cls):
             if f.name in ("app_name", "endpoint_url", "region", "queue_concurrency"):
                 continue
-            if f.name in ("priority_queues", "serialized_queues"):
+            if f.name in ("priority_queues", "serialized_queues", "webhook_allow"):
                 listed = env.get(f"SQSJOBS_{f.name.upper()}")
                 if listed is not None:
                     values[f.name] = frozenset(filter(None, (q.strip() for q in listed.split(","))))

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from sqsjobs.errors import EnvelopeError, MalformedJson, UnknownEnvelopeVersion
-from sqsjobs.job import BatchPlace, ChainPlace
+from sqsjobs.job import BatchPlace, ChainPlace, Notify
 
 ENVELOPE_VERSION = 2
 #: A job whose payload is an S3 object (``ref``).
@@ -114,6 +114,8 @@ class Envelope:
     start_by: float | None = None
     #: A chain step's place (``Job.chain``): a batched claim rebuilds the record from it.
     chain: ChainPlace | None = None
+    #: Where the job's end is told (``Job.notify``).
+    notify: Notify | None = None
 
     def to_body(self) -> str:
         """Serialise for SendMessage."""
@@ -137,6 +139,8 @@ class Envelope:
                 data["batch"] = self.batch.key
             if self.chain is not None:
                 data |= {"chain": self.chain.id, "step": self.chain.step, "steps": self.chain.steps}
+            if self.notify is not None:
+                data["notify"] = self.notify.to_json()
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
@@ -180,6 +184,11 @@ class Envelope:
             if not isinstance(chain, str) or not _integer(step) or not _integer(steps):
                 raise EnvelopeError(f"envelope's chain step is not a chain id and two numbers: {body[:80]!r}")
             optional["chain"] = ChainPlace(chain, step, steps)
+        if data.get("notify") is not None:
+            try:
+                optional["notify"] = Notify.of(data["notify"])
+            except (TypeError, ValueError) as exc:
+                raise EnvelopeError(f"envelope's notify target is not one: {exc}: {body[:80]!r}") from None
         if data["v"] >= REF_ENVELOPE_VERSION:
             reference, size = data.get("ref"), data.get("size")
             if not isinstance(reference, str) or not reference or not _number(size):

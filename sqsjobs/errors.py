@@ -156,6 +156,14 @@ class ExpiryInvalid(SqsJobsError, ValueError):
     """The job's ``expires_after`` cannot hold: it is not a positive duration, or it ends before the job may start."""
 
 
+class NotifyInvalid(SqsJobsError, ValueError):
+    """A notify target that is not one: none or two of url, queue and bus, a URL that is not http(s), a secret without a URL."""
+
+    def __init__(self, message: str | None = None, *, field: str | None = "notify") -> None:
+        super().__init__(message)
+        self.field = field
+
+
 class DedupeInvalid(SqsJobsError, ValueError):
     """Dedup options that cannot hold: two modes at once, or a window outside ``sqsjobs.store.dedupe``'s bounds.
 
@@ -439,6 +447,14 @@ class RetryRemoteError(RemoteError, Retry):
     ) -> None:
         RemoteError.__init__(self, message, error_class=error_class, stack=stack)
         self.delay_s = delay_s
+
+
+class WebhookRefused(PermanentError):
+    """A notify webhook this worker may not reach: not http(s), plain http, or an address that is not public."""
+
+
+class DeliveryFailed(SqsJobsError):
+    """A notification's target did not take it now (a 5xx, no answer): the delivery is retried."""
 
 
 class StartTooLate(SqsJobsError):

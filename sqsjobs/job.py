@@ -225,6 +225,52 @@ class ChainPlace:
     steps: int
 
 
+#: The longest webhook URL, queue URL or bus name a notify target may name.
+MAX_TARGET_CHARS = 2048
+
+
+@dataclass(frozen=True)
+class Notify:
+    """Where a job's end is told (``enqueue(notify=...)``): a signed webhook, an SQS queue or an EventBridge bus.
+
+    Exactly one of ``url`` (an HTTPS webhook, signed per Standard Webhooks with the secret
+    configured under the name ``secret``: the record holds the name, never the secret), ``queue``
+    (an SQS queue URL) or ``bus`` (an EventBridge bus name or ARN). ``Notify.of`` reads the JSON
+    form ``POST /jobs`` takes; ``ValueError`` says what is wrong.
+    """
+
+    url: str | None = None
+    secret: str | None = None
+    queue: str | None = None
+    bus: str | None = None
+
+    def __post_init__(self) -> None:
+        targets = [n for n in ("url", "queue", "bus") if getattr(self, n) is not None]
+        if len(targets) != 1:
+            raise ValueError(f"notify names exactly one of url, queue or bus, not {targets or 'none'}")
+        for name in (*targets, "secret"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not 0 < len(value) <= MAX_TARGET_CHARS):
+                raise ValueError(f"notify {name} must be a string of 1 to {MAX_TARGET_CHARS} characters")
+        if self.url is not None and not self.url.startswith(("https://", "http://")):
+            raise ValueError("notify url must be an https:// URL")
+        if self.secret is not None and self.url is None:
+            raise ValueError("notify secret signs a webhook: give it with a url")
+
+    @classmethod
+    def of(cls, data: object) -> Notify:
+        """The target a JSON object names (``{"url": ..., "secret": ...}``, ``{"queue": ...}``, ``{"bus": ...}``)."""
+        if isinstance(data, Notify):
+            return data
+        if not isinstance(data, dict) or set(data) - {"url", "secret", "queue", "bus"}:
+            raise ValueError('notify is an object with "url" (and "secret"), "queue" or "bus"')
+        return cls(**data)
+
+    def to_json(self) -> dict[str, str]:
+        """The JSON form kept in the record and the message."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
 @dataclass(frozen=True)
 class Job:
     """A job as stored in DynamoDB; change it only through store transitions."""
@@ -295,6 +341,8 @@ class Job:
     result_ref: str | None = None
     #: The chain this job is a step of; None outside any chain.
     chain: ChainPlace | None = None
+    #: Where its end is told (``sqsjobs.notify``); None: nowhere.
+    notify: Notify | None = None
     #: Extra fields that a newer sqsjobs wrote; kept so nothing is lost.
     extra: dict[str, Any] = field(default_factory=dict)
 

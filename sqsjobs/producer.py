@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import json
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypedDict
 
@@ -24,12 +25,14 @@ from sqsjobs.envelope import DEEP_PAYLOAD, payload_depth_error
 from sqsjobs.errors import (
     DedupeInvalid,
     JobNotFound,
+    NotifyInvalid,
     PayloadInvalid,
     PayloadMissing,
     PayloadTooLarge,
     StoreError,
     TransportError,
 )
+from sqsjobs.job import Notify
 from sqsjobs.observability.tracing import current_trace, message_attributes
 from sqsjobs.options import DEDUPE_MODES, Dedupe, P
 from sqsjobs.store import (
@@ -46,7 +49,7 @@ from sqsjobs.store.apply import Refused, apply, apply_batched
 from sqsjobs.transport import lifespan, objects, routes, sqs
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from datetime import datetime, timedelta
 
     from sqsjobs._clock import Clock
@@ -96,6 +99,9 @@ class JobRequest(Generic[P]):
     #: How long ``idempotency_key`` names one job: ``DedupeFor``, ``Throttle``, ``WhileActive`` or
     #: ``Debounce`` (default: the type's ``@app.job(dedupe=)``). See docs/dedupe.md.
     dedupe: Dedupe | None = None
+    #: Where the job's end is told: ``Notify(url=, secret=)`` (a signed webhook), ``Notify(queue=)``
+    #: or ``Notify(bus=)``, or that as a dict. See docs/http-workers.md, "Hearing back".
+    notify: Notify | Mapping[str, str] | None = None
 
 
 class EnqueueOptions(TypedDict, total=False):
@@ -112,6 +118,7 @@ class EnqueueOptions(TypedDict, total=False):
     priority: str | None
     serialize_key: str | None
     dedupe: Dedupe | None
+    notify: Notify | Mapping[str, str] | None
 
 
 def requests_of(items: Iterable[JobRequest[Any] | Mapping[str, Any]]) -> list[JobRequest[Any]]:
@@ -186,8 +193,19 @@ def build_new_job(
             if spec
             else None,
         ),
+        notify=_notify_of(request),
     )
     return _claim_checked(dedupe.with_mode(job, mode), settings, in_record=in_record or job.held)
+
+
+def _notify_of(request: JobRequest[Any]) -> Notify | None:
+    """The request's notify target; ``NotifyInvalid`` says what is wrong with one."""
+    if request.notify is None:
+        return None
+    try:
+        return Notify.of(dict(request.notify) if isinstance(request.notify, Mapping) else request.notify)
+    except (TypeError, ValueError) as exc:
+        raise NotifyInvalid(str(exc), field="notify") from None
 
 
 def _dedupe_of(request: JobRequest[Any], spec: HandlerSpec | None) -> Dedupe | None:

@@ -49,6 +49,8 @@ Handler = Callable[..., Any]
 HandlerOf: TypeAlias = Callable[[P, JobContext], Any]
 #: Any handler; the decorator returns it with its own type, so its signature reaches the type checker.
 H = TypeVar("H", bound=Handler)
+#: The job types sqsjobs registers in every App itself (``Registry.add_built_in``) are named with it.
+BUILT_IN_PREFIX = "sqsjobs."
 #: Defaults for ``@job`` options; settings-wide values live in ``sqsjobs.config``.
 DEFAULT_QUEUE = "default"
 DEFAULT_MAX_ATTEMPTS = 5
@@ -351,6 +353,8 @@ class Registry:
 
     def __init__(self) -> None:
         self._specs: dict[str, HandlerSpec] = {}
+        #: sqsjobs' own types (``sqsjobs.notify``): found by ``get``, never listed, counted or included.
+        self._built_in: dict[str, HandlerSpec] = {}
 
     def job(
         self,
@@ -472,15 +476,21 @@ class Registry:
             )
         self._specs[spec.name] = spec
 
+    def add_built_in(self, spec: HandlerSpec) -> None:
+        """Register one of sqsjobs' own types (named ``sqsjobs.*``): runnable, but no part of the App's list of types."""
+        if not spec.name.startswith(BUILT_IN_PREFIX):
+            raise ConfigurationError(f"a built-in job type is named {BUILT_IN_PREFIX}*, not {spec.name!r}")
+        self._built_in[spec.name] = spec
+
     def include(self, other: Registry, prefix: str = "") -> None:
-        """Register every handler of ``other``, names prefixed with ``prefix``."""
+        """Register every handler of ``other``, names prefixed with ``prefix`` (its built-in types stay its own)."""
         for spec in other:
             self.add(HandlerSpec(**{**spec.__dict__, "name": prefix + spec.name}))
 
     def get(self, name: str) -> HandlerSpec:
         """The spec for ``name``; ``HandlerNotFound`` lists what is registered."""
         try:
-            return self._specs[name]
+            return self._specs.get(name) or self._built_in[name]
         except KeyError:
             known = ", ".join(sorted(self._specs)) or "none"
             raise HandlerNotFound(
@@ -510,7 +520,7 @@ class Registry:
         return names[0]
 
     def __contains__(self, name: object) -> bool:
-        return name in self._specs
+        return name in self._specs or name in self._built_in
 
     def __iter__(self) -> Iterator[HandlerSpec]:
         return iter(self._specs.values())

@@ -101,6 +101,7 @@ async def enqueue(body: EnqueueRequest, app: AppDep, response: Response) -> Any:
         priority=body.priority,
         serialize_key=body.serialize_key,
         dedupe=dedupe.of_fields(body),
+        notify=body.notify.model_dump(exclude_none=True) if body.notify is not None else None,
     )
     [job] = app.producer.build([request])  # the App's own enqueue path: build, then send_flow
     due_now = not job.held and job.run_at <= job.now

@@ -93,6 +93,36 @@ def since_seconds(text: str, now: float) -> float:
     return max(0.0, now - at.timestamp())
 
 
+class NotifyWebhook(BaseModel):
+    """Tell the job's end to an HTTPS webhook, signed per Standard Webhooks with a configured secret."""
+
+    model_config = _FORBID
+
+    url: str = Field(pattern=r"^https?://[^\s]+$", max_length=2048, description="Where to POST the job's end")
+    secret: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="The name of a configured signing secret (never the secret)",
+    )
+
+
+class NotifyQueue(BaseModel):
+    """Tell the job's end to an SQS queue (its URL)."""
+
+    model_config = _FORBID
+
+    queue: str = Field(pattern=r"^https://\S+$", max_length=2048, description="The SQS queue's URL")
+
+
+class NotifyBus(BaseModel):
+    """Tell the job's end to an EventBridge bus (its name or ARN)."""
+
+    model_config = _FORBID
+
+    bus: str = Field(pattern=r"^[\w./:+-]+$", max_length=1600, description="The event bus's name or ARN")
+
+
 class EnqueueRequest(BaseModel):
     """``POST /jobs``: one job, as ``App.enqueue`` takes it."""
 
@@ -135,6 +165,9 @@ class EnqueueRequest(BaseModel):
     debounce_max: Window | None = Field(
         None,
         description="Seconds: a debounced key's job starts at the latest this long after its first enqueue",
+    )
+    notify: NotifyWebhook | NotifyQueue | NotifyBus | None = Field(
+        None, description="Where the job's end is told, once, after it succeeded, died or was cancelled"
     )
 
     @field_validator("payload")

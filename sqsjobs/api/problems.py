@@ -113,6 +113,7 @@ _BY_ERROR: tuple[tuple[type[errors.SqsJobsError], str, str | None], ...] = (
     (errors.CursorError, "invalid-cursor", "cursor"),
     (errors.RoutingError, "invalid-routing", None),
     (errors.DedupeInvalid, "invalid-request", None),  # its own ``field`` names the option
+    (errors.NotifyInvalid, "invalid-request", None),  # its ``field``: notify
     (errors.AwsError, "aws-unavailable", None),
 )
 

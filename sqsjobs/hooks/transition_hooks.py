@@ -21,14 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.errors import ConfigurationError
 from sqsjobs.job import AttemptOutcome
-from sqsjobs.producer import hint_written
+from sqsjobs.runtime.follow_ups import FollowUps
 from sqsjobs.runtime.seams import Plugin
-from sqsjobs.store import transact
-from sqsjobs.store.codec import idempotent_job_id, nonce
+from sqsjobs.store.codec import idempotent_job_id
 from sqsjobs.store.enqueue import NewJob
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from sqsjobs.delivery import Finish
     from sqsjobs.registry import HandlerSpec
@@ -37,9 +36,6 @@ if TYPE_CHECKING:
 
 #: The outcome each hook follows, and the ``HandlerSpec`` field naming it.
 HOOKS = {AttemptOutcome.DEAD: "on_dead", AttemptOutcome.SUCCEEDED: "on_succeeded"}
-#: Hook jobs written and not yet sent, at most: a finish refused after its entries were made never
-#: reaches ``landed``, and its entry would otherwise stay.
-MAX_PENDING = 10_000
 
 
 def summary(finish: Finish) -> dict[str, Any]:
@@ -65,7 +61,7 @@ class TransitionHooks:
 
     def __init__(self, kernel: Kernel) -> None:
         self._kernel = kernel
-        self._pending: dict[str, tuple[NewJob, Mapping[str, Any]]] = {}
+        self._follow_ups = FollowUps(kernel, "hook job")
 
     def _hook_of(self, finish: Finish) -> HandlerSpec | None:
         field = HOOKS.get(finish.outcome)
@@ -80,7 +76,7 @@ class TransitionHooks:
         hook = self._hook_of(finish)
         if hook is None:
             return []
-        settings, now = self._kernel.settings, self._kernel.clock.now()
+        now = self._kernel.clock.now()
         key = f"{HOOKS[finish.outcome]}:{finish.job.id}:{finish.job.claim_token or finish.job.attempt}"
         job = NewJob(
             id=idempotent_job_id(hook.name, key),
@@ -96,36 +92,11 @@ class TransitionHooks:
             parent_id=finish.job.id,
             root_id=finish.job.root_id or finish.job.id,
         )
-        put = transact.job_put(
-            settings.table_name, job, token=nonce(), pending_until=now + settings.stale_after_s
-        )
-        if len(self._pending) >= MAX_PENDING:
-            self._pending.clear()  # the sweeper sends what was written and not sent
-        self._pending[finish.job.id] = (job, dict(put.item))
-        return [put]
+        return [self._follow_ups.put(finish.job.id, job)]
 
     async def landed(self, finish: Finish) -> None:
         """Send the hook job's message and clear its pending entry; never raises (the sweeper resends)."""
-        pending = self._pending.pop(finish.job.id, None)
-        if pending is None:
-            return
-        job, item = pending
-        kernel = self._kernel
-        try:
-            await kernel.arun(
-                hint_written(
-                    [(job, item)],
-                    table=kernel.settings.table_name,
-                    queue_urls=kernel.queue_urls,
-                    settings=kernel.settings,
-                    logger=kernel.logger,
-                )
-            )
-        except Exception as exc:
-            kernel.logger.warning(
-                "hook job not sent; the sweeper sends it",
-                extra={"job_id": finish.job.id, "hook_id": job.id, "error": repr(exc)},
-            )
+        await self._follow_ups.landed(finish.job.id)
 
 
 def hooks_plugin(kernel: Kernel) -> Plugin:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.envelope import Envelope
 from sqsjobs.errors import IdempotencyConflict
-from sqsjobs.job import BatchPlace, ChainPlace, Job, JobStatus
+from sqsjobs.job import BatchPlace, ChainPlace, Job, JobStatus, Notify
 from sqsjobs.store.codec import (
     OPTIONAL_STRINGS,
     Item,
@@ -60,6 +60,8 @@ class NewJob:
     chain: ChainPlace | None = None
     #: A batch item's place: its key is also that of its entry in the batch's item index.
     batch: BatchPlace | None = None
+    #: Where its end is told (``sqsjobs.notify``).
+    notify: Notify | None = None
     #: Set when the payload is too large for the message (or for the record of a held job): it is
     #: then an S3 object in this bucket (``payload_ref``), written before the message is sent.
     payload_bucket: str | None = None
@@ -132,7 +134,7 @@ def put_job(table: str, job: NewJob, *, unsent: bool = False, pending_until: flo
         value = getattr(job, name)
         if value is not None:
             item[name] = av_s(value)
-    item |= place_fields(job.batch, job.chain)
+    item |= place_fields(job.batch, job.chain, job.notify)
     return new_id_only(table, item)
 
 
@@ -163,6 +165,7 @@ def envelope_of(job: NewJob | Job) -> Envelope:
             priority=job.priority,
             serialize_key=job.serialize_key,
             chain=job.chain,
+            notify=job.notify,
         )
     if job.payload_hash is None:  # a record of the first layout: the claim reads its payload
         return Envelope(job.id, job.type)
@@ -188,6 +191,7 @@ def envelope_of(job: NewJob | Job) -> Envelope:
         priority=job.priority,
         serialize_key=job.serialize_key,
         chain=job.chain,
+        notify=job.notify,
     )
 
 

@@ -6,6 +6,7 @@ run event into ``<tmp>/<job id>.node`` (clients/node/examples/thumbnails.js), wh
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -14,16 +15,20 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from standardwebhooks import Webhook
 
-from sqsjobs import JobStatus
+from sqsjobs import JobStatus, Notify
+from sqsjobs.notify.sender import secret_env
 from tests.api.helpers import serving
 from tests.integration.helpers import kill_group, wait_until, worker_process
+from tests.remote.receiver import receiving
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 CLIENT = REPO / "clients" / "node"
 TOKEN = "test-token-node-worker"
+SECRET = "whsec_" + base64.b64encode(b"service a signs its webhooks with me").decode()
 NODE = shutil.which("node")
 
 
@@ -193,3 +198,40 @@ def test_sigterm_lets_the_running_job_finish_then_the_worker_exits(app, api_url,
         kill_group(worker)
     assert [r["event"] for r in runs(tmp_path, job_id)] == ["start", "done"]
     assert app.get(job_id).status is JobStatus.SUCCEEDED
+
+
+def test_service_a_enqueues_with_notify_service_b_runs_it_in_node_and_the_webhook_hears(
+    app, api_url, tmp_path
+):
+    with receiving() as (url, received):
+        job_id = app.enqueue(
+            "render.thumbnail",
+            {"url": "s3://in/cat.png", "width": 256},
+            notify=Notify(url=url, secret="service-a"),
+        )
+        nodejs = node_worker(api_url, tmp_path, "node-b")
+        # the delivery runs in a Python worker of service A (the Node fleet runs render.* only)
+        python = worker_process(
+            app,
+            "tests.apps.polyglot:app",
+            concurrency=2,
+            SQSJOBS_WEBHOOK_ALLOW="127.0.0.1",
+            **{secret_env("service-a"): SECRET},
+        )
+        try:
+            wait_until(lambda: received.accepted(), 60, "the webhook heard")
+        finally:
+            kill_group(nodejs, python)
+    [(headers, body, answered)] = next(iter(received.by_id().values()))
+    assert answered == 200
+    assert Webhook(SECRET).verify(body, headers)["data"] == {
+        "id": job_id,
+        "type": "render.thumbnail",
+        "status": "succeeded",
+        "attempt": 1,
+        "result": {"thumbnail": "s3://in/cat.png@256", "previous": None},
+        "result_ref": None,
+        "error": None,
+        "tenant": None,
+        "root_id": job_id,
+    }

@@ -31,6 +31,7 @@ ROLES = {
     "django",
     "steps",
     "remote",
+    "notify",
 }
 #: The model, and the AWS seam in two: `_aws` drives flows with client sets, `_client_config` configures a client;
 #: `options` holds what `@app.job` takes beside the handler (dedup modes, hooks, versions, batch handlers).
@@ -163,7 +164,7 @@ LAYERS: list[set[str]] = [
     {"producer"},
     {"transaction"},
     {"runtime"},
-    {"limits", "workflows", "schedules", "hooks", "steps"},  # the features: none imports another
+    {"limits", "workflows", "schedules", "hooks", "steps", "notify"},  # the features: none imports another
     {"ingress"},  # foreign messages (they reuse a schedule's empty payload)
     {"events"},  # job events: they read batch and chain records from the change stream
     {"deploy"},
@@ -180,7 +181,7 @@ LAYERS: list[set[str]] = [
     {"__main__"},
 ]
 #: The feature folders: they plug into the kernel's seams (``runtime/seams.py``); the kernel imports none.
-FEATURES = {"limits", "workflows", "schedules", "ingress", "events", "hooks", "steps"}
+FEATURES = {"limits", "workflows", "schedules", "ingress", "events", "hooks", "steps", "notify"}
 #: Imports that break the order today, each with why; the list only shrinks.
 KNOWN: dict[tuple[str, str], str] = {
     ("sqsjobs.deploy.packaging", "sqsjobs"): "it reads the package's own directory",
