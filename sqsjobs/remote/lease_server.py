@@ -250,7 +250,7 @@ class LeaseServer:
         stored = await payloads.store_result(kernel.arun, kernel.settings, job, result)
         duration = round(kernel.clock.now() - lease.started_at, 4)
         ack = await execution.recorder.succeeded(job, stored.value, stored.ref, duration)
-        return await self._acked(lease, ack, execution)
+        return await self._acked(lease, ack, job, JobStatus.SUCCEEDED)
 
     async def fail(
         self,
@@ -264,9 +264,9 @@ class LeaseServer:
         spec = self.kernel.registry.get(lease.job_type)
         if cancelled or job.cancel_requested:
             ack = await execution.recorder.abort(job, "cancelled while running")
-        else:
-            ack = await execution.recorder.failed(spec, job, error, lease.delivery)
-        return await self._acked(lease, ack, execution)
+            return await self._acked(lease, ack, job, JobStatus.CANCELLED)
+        ack = await execution.recorder.failed(spec, job, error, lease.delivery)
+        return await self._acked(lease, ack, job, _failed_status(ack))
 
     # ── shared ───────────────────────────────────────────────────────────────────────────────
     async def _held(self, sealed: str) -> tuple[Lease, Job, Execution]:
@@ -306,19 +306,22 @@ class LeaseServer:
         """Past its deadline: the run is recorded as a timeout (retried by the type's policy), and the lease ends."""
         spec = self.kernel.registry.get(lease.job_type)
         ack = await execution.recorder.failed(spec, job, timeout_error(spec), lease.delivery)
-        ended = await self._acked(lease, ack, execution)
-        raise LeaseConflict(f"the run passed its {spec.timeout_s:g} s timeout", ended.job)
+        ended = await self._acked(lease, ack, job, _failed_status(ack))
+        raise LeaseConflict(
+            f"the run passed its {spec.timeout_s:g} s timeout", ended.job.evolve(status=ended.status)
+        )
 
-    async def _acked(self, lease: Lease, ack: Ack, execution: Execution) -> Ended:
-        """Apply the finish's ``ack`` to the lease's message; ``LeaseConflict`` if the finish did not land."""
+    async def _acked(self, lease: Lease, ack: Ack, job: Job, status: JobStatus) -> Ended:
+        """Apply the finish's ``ack`` to the lease's message: the job is now ``status``.
+
+        ``LeaseConflict`` (with the record as it is now: one read, on this path only) when the
+        finish did not land.
+        """
         kernel = self.kernel
-        record = await self._record(lease.job_id)
-        if (
-            ack is LEAVE
-            or record is None
-            or (record.status is JobStatus.RUNNING and record.lease_epoch == lease.epoch)
-        ):
-            raise LeaseConflict("the finish was refused: the lease no longer holds its job", record)
+        if ack is LEAVE:
+            raise LeaseConflict(
+                "the finish was refused: the lease no longer holds its job", await self._record(lease.job_id)
+            )
         logical = routes.split(lease.delivery.queue)[0]
         urls = await kernel.arun(kernel.queue_urls.flow([logical]))
         ops = sqs.MessageOps(kernel.arun, linger_s=0.0, logger=kernel.logger)
@@ -326,7 +329,12 @@ class LeaseServer:
             await apply(ack, lease.delivery, urls[dlq_key(logical)], ops)
         finally:
             await ops.drain()
-        return Ended(record.status, record)
+        return Ended(status, job)
+
+
+def _failed_status(ack: Ack) -> JobStatus:
+    """What a recorded failure left the job: dead (its message dead-lettered) or waiting for its retry."""
+    return JobStatus.DEAD if ack.kind == "dead_letter" else JobStatus.RETRY_SCHEDULED
 
 
 def worker_owner(worker_id: str) -> str:

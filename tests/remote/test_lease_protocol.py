@@ -17,6 +17,7 @@ from sqsjobs.errors import PayloadInvalid
 from sqsjobs.limits.gate import PAUSE_CACHE_S
 from sqsjobs.remote.lease import SALT
 from tests.api.helpers import serving
+from tests.apps import polyglot
 from tests.integration.helpers import kill_group, wait_until, worker_process
 
 pytestmark = pytest.mark.slow
@@ -266,3 +267,42 @@ def test_external_jobs_are_batch_items_and_each_end_is_counted_on_the_batch(app,
         )
     wait_until(lambda: app.batches.get(batch.id).complete, 30, "the batch completed")
     assert app.batches.get(batch.id).counts == {"pending": 0, "succeeded": 2, "failed": 1}
+
+
+def test_a_leased_job_costs_a_claim_a_read_per_heartbeat_and_a_read_and_a_write_to_end(
+    ministack_url, make_app
+):
+    # GIVEN leases long enough that no heartbeat here renews one (60 s: renewed past half)
+    app = make_app(ministack_url, lease_s=60.0, visibility_timeout_s=30)
+    app.registry.include(polyglot.app.registry)
+    app.limits.include(polyglot.app.limits)
+    app.provision()
+    jobs = [app.enqueue("render.count", {"n": n}) for n in range(3)]
+    calls = app.requests.counts
+    with (
+        serving(app, token=TOKEN, lease_key=KEY) as url,
+        httpx.Client(
+            base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30, verify=False
+        ) as api,
+    ):
+        calls.clear()
+        leased: list[dict] = []
+        while len(leased) < 3:
+            leased += lease(api, types=("render.count",), max_jobs=3, wait_s=5)
+        # THEN leasing is the receives and one conditional write (the claim) per job
+        assert sorted(j["job_id"] for j in leased) == sorted(jobs)
+        assert {op: n for (_, op), n in calls.items() if op != "ReceiveMessage"} == {"UpdateItem": 3}
+        calls.clear()
+        for one in leased:
+            assert api.post("/leases/heartbeat", json={"lease": one["lease"]}).status_code == 200
+        # a heartbeat reads the claim back (the server keeps nothing) and hides the message again
+        assert dict(calls) == {("dynamodb", "GetItem"): 3, ("sqs", "ChangeMessageVisibilityBatch"): 3}
+        calls.clear()
+        for one in leased:
+            assert api.post("/leases/complete", json={"lease": one["lease"], "result": 1}).status_code == 200
+        # an end reads the claim back, writes the fenced finish and deletes the message
+        assert dict(calls) == {
+            ("dynamodb", "GetItem"): 3,
+            ("dynamodb", "UpdateItem"): 3,
+            ("sqs", "DeleteMessageBatch"): 3,
+        }
