@@ -130,8 +130,9 @@ OPEN_ROUTES: tuple[tuple[str, str], ...] = (("POST", "/tokens/{token_id}/answer"
 #: retry them, read queue depths and the counts' Scan, browse DLQs without loss and replay them
 #: (receive, hide and release, delete, requeue), and read and write payloads and results in S3. The
 #: HTTP worker protocol (``POST /leases``: ``sqsjobs.remote``) claims and finishes external types'
-#: jobs with the worker's own stages: its write batcher sends the claims of one lease request as
-#: batched PartiQL UPDATEs (an enqueue is still one PutItem per request).
+#: jobs with the worker's own stages, through its write batcher: claims and finishes that meet in
+#: it leave as batched PartiQL UPDATEs (a lease request claims one message at a time today, one
+#: UpdateItem each: ``tests/remote/test_lease_protocol.py`` counts them; an enqueue is one PutItem).
 API_ACTIONS: Mapping[str, tuple[str, ...]] = {
     "dynamodb": (
         "dynamodb:GetItem",
