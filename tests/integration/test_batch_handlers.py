@@ -94,6 +94,10 @@ def test_a_batch_handler_over_500_copied_jobs_retries_only_the_failing_ones_and_
     # no backoff), and a second copy of every message sent straight into the queue
     log = tmp_path / "calls.log"
     failing = {n * 71 for n in range(7)}
+    # (a lease of 15 s, not the file's 3 s: "once" holds while a worker keeps its leases, and two
+    # workers starting beside five other tests' processes on 2 cores stalled past 3 s in
+    # fresh-clone run 33, so the other worker rightly claimed four jobs again)
+    app.configure(lease_s=15.0)
     ids = app.enqueue_many(
         [
             {"type": "embed.doc", "payload": {"log": str(log), "n": n, "fail": n in failing}}
