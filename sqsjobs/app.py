@@ -273,7 +273,7 @@ class App:
 
     def _cancel(self, job_id: str) -> Flow[str]:
         """Cancel a waiting job (``"cancelled"``) or ask a running one to stop (``"requested"``)."""
-        return cancel_flow(self.settings, job_id, self.clock.now())
+        return cancel_flow(self.settings, self.registry, job_id, self.clock.now())
 
     def _retry(self, job_id: str, *, payload: Any = KEEP) -> Flow[Job]:
         """Put a dead or cancelled job back in its queue (attempts reset, audit entry); see ``sqsjobs.ops.requeue``.

@@ -193,17 +193,17 @@ def build_new_job(
             if spec
             else None,
         ),
-        notify=_notify_of(request),
+        notify=notify_target(request.notify),
     )
     return _claim_checked(dedupe.with_mode(job, mode), settings, in_record=in_record or job.held)
 
 
-def _notify_of(request: JobRequest[Any]) -> Notify | None:
-    """The request's notify target; ``NotifyInvalid`` says what is wrong with one."""
-    if request.notify is None:
+def notify_target(value: Notify | Mapping[str, str] | None) -> Notify | None:
+    """A job's, chain's or batch's notify target; ``NotifyInvalid`` says what is wrong with one."""
+    if value is None:
         return None
     try:
-        return Notify.of(dict(request.notify) if isinstance(request.notify, Mapping) else request.notify)
+        return Notify.of(dict(value) if isinstance(value, Mapping) else value)
     except (TypeError, ValueError) as exc:
         raise NotifyInvalid(str(exc), field="notify") from None
 

@@ -61,7 +61,7 @@ async def bulk_cancel(body: BulkCancelRequest, app: AppDep, request: Request) ->
     app.registry.get(body.type)  # HandlerNotFound (422): an unknown type matches nothing, say so
     spec = bulk_cancel_ops.BulkCancel(body.type, JobStatus(body.status), body.tenant, dry_run=body.dry_run)
     if body.dry_run:
-        report = await app.arun(bulk_cancel_ops.bulk_cancel_flow(app.settings, spec, app.clock))
+        report = await app.arun(bulk_cancel_ops.bulk_cancel_flow(app.settings, app.registry, spec, app.clock))
         out = report.to_dict()
         out["job_ids"] = out["job_ids"][:CONFIRM_LIMIT]
         return out
@@ -73,7 +73,9 @@ async def bulk_cancel(body: BulkCancelRequest, app: AppDep, request: Request) ->
             instance=request.url.path,
         )
     cancelled, skipped = await app.arun(
-        bulk_cancel_ops.cancel_ids_flow(app.settings, spec, body.job_ids, app.clock, by=actor_of(request))
+        bulk_cancel_ops.cancel_ids_flow(
+            app.settings, app.registry, spec, body.job_ids, app.clock, by=actor_of(request)
+        )
     )
     audit(app, request, "bulk_cancel", job_type=body.type, cancelled=len(cancelled), skipped=len(skipped))
     return {"dry_run": False, "cancelled": cancelled, "skipped": skipped}

@@ -32,6 +32,7 @@ from sqsjobs.api.models import (
     JobId,
     RetryRequest,
     RetryResponse,
+    notify_json,
     since_seconds,
 )
 from sqsjobs.api.problems import MISSING_QUEUE, problem
@@ -101,7 +102,7 @@ async def enqueue(body: EnqueueRequest, app: AppDep, response: Response) -> Any:
         priority=body.priority,
         serialize_key=body.serialize_key,
         dedupe=dedupe.of_fields(body),
-        notify=body.notify.model_dump(exclude_none=True) if body.notify is not None else None,
+        notify=notify_json(body.notify),
     )
     [job] = app.producer.build([request])  # the App's own enqueue path: build, then send_flow
     due_now = not job.held and job.run_at <= job.now

@@ -123,6 +123,15 @@ class NotifyBus(BaseModel):
     bus: str = Field(pattern=r"^[\w./:+-]+$", max_length=1600, description="The event bus's name or ARN")
 
 
+#: Where an end is told (``notify`` on a job, a chain or a batch).
+NotifyTarget = NotifyWebhook | NotifyQueue | NotifyBus
+
+
+def notify_json(target: NotifyTarget | None) -> dict[str, str] | None:
+    """A request's notify target as the library takes it (``producer.notify_target`` checks it)."""
+    return None if target is None else target.model_dump(exclude_none=True)
+
+
 class EnqueueRequest(BaseModel):
     """``POST /jobs``: one job, as ``App.enqueue`` takes it."""
 
@@ -166,7 +175,7 @@ class EnqueueRequest(BaseModel):
         None,
         description="Seconds: a debounced key's job starts at the latest this long after its first enqueue",
     )
-    notify: NotifyWebhook | NotifyQueue | NotifyBus | None = Field(
+    notify: NotifyTarget | None = Field(
         None, description="Where the job's end is told, once, after it succeeded, died or was cancelled"
     )
 

@@ -26,7 +26,15 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 from sqsjobs.api import admission, responses
 from sqsjobs.api.audit import audit
 from sqsjobs.api.deps import AppDep, problems
-from sqsjobs.api.models import MAX_ID_LENGTH, QUEUE_PATTERN, BatchId, ChainId, check_json
+from sqsjobs.api.models import (
+    MAX_ID_LENGTH,
+    QUEUE_PATTERN,
+    BatchId,
+    ChainId,
+    NotifyTarget,
+    check_json,
+    notify_json,
+)
 from sqsjobs.api.problems import from_error
 from sqsjobs.errors import SqsJobsError
 from sqsjobs.ops import batch_views
@@ -93,6 +101,9 @@ class BatchRequest(BaseModel):
     )
     max_item_failures: int | None = Field(None, ge=0, description="More failed items complete it as failed")
     shards: int | None = Field(None, ge=1, le=64, description="Counter shards: the item throughput it takes")
+    notify: NotifyTarget | None = Field(
+        None, description="Where the batch's end is told, once, when its on_complete job ends"
+    )
 
 
 class ItemsRequest(BaseModel):
@@ -111,6 +122,9 @@ class ChainRequest(BaseModel):
     steps: list[JobSpec] = Field(min_length=1, max_length=MAX_STEPS)
     dedupe_key: str | None = Field(
         None, min_length=1, max_length=512, description="The same key, the same chain"
+    )
+    notify: NotifyTarget | None = Field(
+        None, description="Where the chain's end is told, once: its last step succeeded, or a step ended it"
     )
 
 
@@ -138,6 +152,7 @@ async def create_batch(body: BatchRequest, app: AppDep, request: Request) -> Any
         dedupe_key=body.dedupe_key,
         max_item_failures=body.max_item_failures,
         shards=body.shards,
+        notify=notify_json(body.notify),
     )
     audit(app, request, "create_batch", batch_id=batch.id, on_complete=body.on_complete)
     return await _tree(app, batch.id)
@@ -230,7 +245,9 @@ async def create_chain(body: ChainRequest, app: AppDep, request: Request) -> Any
     refused = await admission.refusal(app, steps, request.url.path)
     if refused is not None:
         return refused
-    chain_id = await app.chains.astart([r for _, r in steps], dedupe_key=body.dedupe_key)
+    chain_id = await app.chains.astart(
+        [r for _, r in steps], dedupe_key=body.dedupe_key, notify=notify_json(body.notify)
+    )
     audit(app, request, "create_chain", chain_id=chain_id, steps=len(body.steps))
     return chain_to_dict(await app.chains.aget(chain_id))
 

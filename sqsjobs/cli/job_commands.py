@@ -235,7 +235,13 @@ def _bulk_cancel(loaded: App, spec: bulk_cancel.BulkCancel, resume: str | None, 
 
         report: bulk_cancel.BulkCancelReport = loaded.run(
             bulk_cancel.bulk_cancel_flow(
-                loaded.settings, spec, loaded.clock, resume=resume, on_start=started, on_page=on_page
+                loaded.settings,
+                loaded.registry,
+                spec,
+                loaded.clock,
+                resume=resume,
+                on_start=started,
+                on_page=on_page,
             )
         )
     if json_out:

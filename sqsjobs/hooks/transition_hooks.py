@@ -21,10 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.errors import ConfigurationError
 from sqsjobs.job import AttemptOutcome
-from sqsjobs.runtime.follow_ups import FollowUps
+from sqsjobs.runtime.follow_ups import FollowUps, follow_up_job
 from sqsjobs.runtime.seams import Plugin
-from sqsjobs.store.codec import idempotent_job_id
-from sqsjobs.store.enqueue import NewJob
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -78,20 +76,7 @@ class TransitionHooks:
             return []
         now = self._kernel.clock.now()
         key = f"{HOOKS[finish.outcome]}:{finish.job.id}:{finish.job.claim_token or finish.job.attempt}"
-        job = NewJob(
-            id=idempotent_job_id(hook.name, key),
-            type=hook.name,
-            queue=hook.queue,
-            payload=summary(finish),
-            payload_version=hook.version,
-            max_attempts=hook.max_attempts,
-            run_at=now,
-            now=now,
-            idempotency_key=key,
-            tenant=finish.job.tenant,
-            parent_id=finish.job.id,
-            root_id=finish.job.root_id or finish.job.id,
-        )
+        job = follow_up_job(hook, finish.job, key=key, payload=summary(finish), queue=hook.queue, now=now)
         return [self._follow_ups.put(finish.job.id, job)]
 
     async def landed(self, finish: Finish) -> None:

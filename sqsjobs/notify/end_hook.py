@@ -16,17 +16,21 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.job import AttemptOutcome
-from sqsjobs.runtime.follow_ups import FollowUps
+from sqsjobs.runtime.follow_ups import FollowUps, follow_up_job
 from sqsjobs.runtime.seams import Plugin
-from sqsjobs.store.codec import idempotent_job_id
-from sqsjobs.store.enqueue import NewJob
+from sqsjobs.store import transact
+from sqsjobs.store.codec import nonce
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from sqsjobs.config import Settings
     from sqsjobs.delivery import Finish
+    from sqsjobs.job import FailureRecord, Job
+    from sqsjobs.registry import Registry
     from sqsjobs.runtime.kernel import Kernel
-    from sqsjobs.store.write import Entry
+    from sqsjobs.store.enqueue import NewJob
+    from sqsjobs.store.write import Entry, Put
 
 #: The built-in job type that delivers a notification (registered by every App: ``sender``).
 DELIVERY_TYPE = "sqsjobs.notify"
@@ -36,34 +40,90 @@ TOLD = frozenset(
 )
 
 
-def event_of(finish: Finish, now: float) -> dict[str, Any]:
-    """What the target hears: the job's id, type, status, attempt, result (or its S3 reference) and error; never its payload."""
-    job = finish.job
+def ends_what_it_tells(job: Job, outcome: AttemptOutcome) -> bool:
+    """Whether this end is told: a told end of a job with a target; a chain's step only when it ends the chain.
+
+    A chain started with ``notify=`` carries the target on every step: a step that succeeded and is
+    not the last one hands over to the next step, which is not an end of the chain.
+    """
+    if job.notify is None or outcome not in TOLD:
+        return False
+    return (
+        job.chain is None or outcome is not AttemptOutcome.SUCCEEDED or job.chain.step == job.chain.steps - 1
+    )
+
+
+def event_of(
+    job: Job,
+    outcome: AttemptOutcome,
+    now: float,
+    *,
+    result: Any = None,
+    result_ref: str | None = None,
+    error: FailureRecord | None = None,
+) -> dict[str, Any]:
+    """What the target hears of ``job``'s end; never its payload.
+
+    Its id, type, status, attempt, result (or the result's S3 reference), error, and its place.
+    """
     data: dict[str, Any] = {
         "id": job.id,
         "type": job.type,
-        "status": str(finish.outcome),
+        "status": str(outcome),
         "attempt": job.attempt,
-        "result": finish.result if finish.result_ref is None else None,
-        "result_ref": finish.result_ref,
-        "error": {"type": finish.error.error_class, "message": finish.error.message}
-        if finish.error
-        else None,
+        "result": result if result_ref is None else None,
+        "result_ref": result_ref,
+        "error": {"type": error.error_class, "message": error.message} if error else None,
         "tenant": job.tenant,
+        "parent_id": job.parent_id,
         "root_id": job.root_id or job.id,
+        "chain": {"id": job.chain.id, "step": job.chain.step, "steps": job.chain.steps}
+        if job.chain
+        else None,
     }
     return {
-        "type": f"job.{finish.outcome}",
+        "type": f"job.{outcome}",
         "timestamp": datetime.fromtimestamp(now, UTC).isoformat(),
         "data": data,
     }
 
 
-def delivery_queue(kernel: Kernel, queue: str) -> str:
+def delivery_queue(registry: Registry, queue: str) -> str:
     """Where a delivery goes: the ended job's queue, unless HTTP workers lease that one (a Python worker's, then)."""
-    if queue not in kernel.registry.external_queues():
+    if queue not in registry.external_queues():
         return queue
-    return next(iter(kernel.registry.worker_queues()), "default")
+    return next(iter(registry.worker_queues()), "default")
+
+
+def delivery_job(registry: Registry, job: Job, event: dict[str, Any], *, key: str, now: float) -> NewJob:
+    """The delivery of ``event`` to ``job``'s target, its id from ``key`` (the webhook's ``webhook-id``)."""
+    assert job.notify is not None
+    return follow_up_job(
+        registry.get(DELIVERY_TYPE),
+        job,
+        key=key,
+        payload={"target": job.notify.to_json(), "event": event},
+        queue=delivery_queue(registry, job.queue),
+        now=now,
+    )
+
+
+def told_cancel(registry: Registry, settings: Settings, job: Job, now: float) -> list[tuple[NewJob, Put]]:
+    """The delivery an operator's cancel of waiting ``job`` writes in its own transaction; none without a target.
+
+    A cancel is a job's end without a run, so no finish tells it: each cancel path (``jobs cancel``,
+    a bulk cancel, a batch's or a chain's cancel) writes this ``Put`` beside its cancel write and
+    sends its message once that landed (``producer.hint_written``; the pending entry is the witness
+    for the sweeper). The target is immutable once enqueued, so the record the cancel read names it.
+    """
+    if not ends_what_it_tells(job, AttemptOutcome.CANCELLED):
+        return []
+    event = event_of(job, AttemptOutcome.CANCELLED, now)
+    delivery = delivery_job(registry, job, event, key=f"notify:{job.id}:cancelled", now=now)
+    put = transact.job_put(
+        settings.table_name, delivery, token=nonce(), pending_until=now + settings.stale_after_s
+    )
+    return [(delivery, put)]
 
 
 class NotifyHook:
@@ -75,27 +135,17 @@ class NotifyHook:
 
     async def entries(self, finish: Finish) -> Sequence[Entry]:
         """The delivery job's ``Put`` for a told end of a job with a target (kept pending until sent)."""
-        target = finish.job.notify
-        if target is None or finish.outcome not in TOLD:
+        job = finish.job
+        if not ends_what_it_tells(job, finish.outcome):
             return []
-        kernel = self._kernel
-        spec, now = kernel.registry.get(DELIVERY_TYPE), kernel.clock.now()
-        key = f"notify:{finish.job.id}:{finish.job.claim_token or finish.outcome}"
-        job = NewJob(
-            id=idempotent_job_id(DELIVERY_TYPE, key),
-            type=DELIVERY_TYPE,
-            queue=delivery_queue(kernel, finish.job.queue),
-            payload={"target": target.to_json(), "event": event_of(finish, now)},
-            payload_version=spec.version,
-            max_attempts=spec.max_attempts,
-            run_at=now,
-            now=now,
-            idempotency_key=key,
-            tenant=finish.job.tenant,
-            parent_id=finish.job.id,
-            root_id=finish.job.root_id or finish.job.id,
+        now = self._kernel.clock.now()
+        event = event_of(
+            job, finish.outcome, now, result=finish.result, result_ref=finish.result_ref, error=finish.error
         )
-        return [self._follow_ups.put(finish.job.id, job)]
+        key = f"notify:{job.id}:{job.claim_token or finish.outcome}"
+        return [
+            self._follow_ups.put(job.id, delivery_job(self._kernel.registry, job, event, key=key, now=now))
+        ]
 
     async def landed(self, finish: Finish) -> None:
         """Send the delivery's message and clear its pending entry; never raises (the sweeper resends)."""

@@ -34,16 +34,21 @@ from typing import TYPE_CHECKING, Any
 from sqsjobs._aws import Call, Flow, sleep_call
 from sqsjobs.errors import InvalidTransition, JobNotFound, RecordChanged
 from sqsjobs.job import JobStatus
+from sqsjobs.notify.end_hook import told_cancel
 from sqsjobs.ops._common import actor
+from sqsjobs.producer import hint_written
 from sqsjobs.store import bulk
-from sqsjobs.store.apply import Landed, Refused, apply
-from sqsjobs.store.codec import str_attr
+from sqsjobs.store.apply import Landed, Refused, apply, apply_all
+from sqsjobs.store.codec import job_from_item, str_attr
+from sqsjobs.store.conditions import Missing
+from sqsjobs.transport.queues import QueueUrls
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from sqsjobs._clock import Clock
     from sqsjobs.config import Settings
+    from sqsjobs.registry import Registry
 
 #: What a bulk cancel may select: the statuses the ``cancel`` transition leaves from.
 CANCELLABLE = (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED)
@@ -139,6 +144,7 @@ def _load_op(settings: Settings, op_id: str) -> Flow[tuple[BulkCancel, dict[str,
 
 def bulk_cancel_flow(
     settings: Settings,
+    registry: Registry,
     spec: BulkCancel | None,
     clock: Clock,
     *,
@@ -151,6 +157,7 @@ def bulk_cancel_flow(
 
     Args:
         settings: where the table is.
+        registry: the job types (a cancelled job with a ``notify`` target is told by its delivery job).
         spec: the filters and pace of a new operation; with ``resume``, only its pace is used
             (the filters are the operation's own).
         clock: time for audit entries and pacing.
@@ -238,7 +245,9 @@ def bulk_cancel_flow(
                         if next_at > now:
                             yield sleep_call(next_at - now)
                         next_at = max(next_at, now) + 1.0 / spec.rate
-                    outcome = yield from _cancel_one(settings, spec, op_id, item["id"]["S"], by, clock.now())
+                    outcome = yield from _cancel_one(
+                        settings, registry, spec, op_id, item["id"]["S"], by, clock.now()
+                    )
                     if outcome == "cancelled":
                         report.cancelled += 1
                         cancelled_now += 1
@@ -274,9 +283,13 @@ def bulk_cancel_flow(
 
 
 def _cancel_one(
-    settings: Settings, spec: BulkCancel, op_id: str, job_id: str, by: str, now: float
+    settings: Settings, registry: Registry, spec: BulkCancel, op_id: str, job_id: str, by: str, now: float
 ) -> Flow[str]:
-    """``cancelled``, or why the job was skipped."""
+    """``cancelled``, or why the job was skipped.
+
+    One conditional write; a job with a ``notify`` target is refused by it and cancelled again in one
+    transaction with its delivery (``notify.end_hook.told_cancel``).
+    """
     audit = {"action": "bulk_cancel", "op": op_id, "at": now, "by": by, "from": spec.status.value}
     write = bulk.cancel_matching(
         settings.table_name,
@@ -290,13 +303,36 @@ def _cancel_one(
         retention_s=settings.retention_s,
     )
     # A refusal showing this operation's id is its own write, retried after a lost answer.
-    cancelled = yield from apply(write, own=lambda old: str_attr(old, "cancel_op") == op_id)
-    return "cancelled" if isinstance(cancelled, Landed) else _skip_reason(cancelled.item)
+    own = lambda old: str_attr(old, "cancel_op") == op_id  # noqa: E731
+    cancelled = yield from apply(write.guard("untold", Missing("notify")), own=own)
+    if isinstance(cancelled, Landed):
+        return "cancelled"
+    old = cancelled.item
+    if old is None or "notify" not in old or str_attr(old, "status") != spec.status.value:
+        return _skip_reason(old)
+    told = told_cancel(registry, settings, job_from_item(old), now)
+    landed = yield from apply_all(
+        [{"Update": write.transact_item()}, *({"Put": p.put_item()} for _, p in told)]
+    )
+    if isinstance(landed, Refused):
+        return _skip_reason(landed.item_at(0))
+    yield from hint_written(
+        [(d, p.item) for d, p in told],
+        table=settings.table_name,
+        queue_urls=QueueUrls(settings),
+        settings=settings,
+    )
     return "cancelled"
 
 
 def cancel_ids_flow(
-    settings: Settings, spec: BulkCancel, job_ids: list[str], clock: Clock, *, by: str | None = None
+    settings: Settings,
+    registry: Registry,
+    spec: BulkCancel,
+    job_ids: list[str],
+    clock: Clock,
+    *,
+    by: str | None = None,
 ) -> Flow[tuple[list[str], dict[str, str]]]:
     """Cancel exactly ``job_ids`` (what a dry run of ``spec`` listed), each only while it still matches.
 
@@ -314,7 +350,7 @@ def cancel_ids_flow(
     cancelled: list[str] = []
     skipped: dict[str, str] = {}
     for job_id in dict.fromkeys(job_ids):
-        outcome = yield from _cancel_one(settings, spec, op_id, job_id, by, clock.now())
+        outcome = yield from _cancel_one(settings, registry, spec, op_id, job_id, by, clock.now())
         if outcome == "cancelled":
             cancelled.append(job_id)
         else:

@@ -1,7 +1,9 @@
 """Cancel one job: a waiting one ends ``cancelled``, a running one is asked to stop.
 
 Why here and not beside enqueue: a batch item's cancel also ends its count on the batch (one
-transaction, ``workflows.completion``), and the producer must not depend on the workflow features.
+transaction, ``workflows.completion``), a job with a ``notify`` target is told of its cancel in the
+cancel's own transaction (``notify.end_hook.told_cancel``), and the producer must not depend on
+either feature.
 """
 
 from __future__ import annotations
@@ -10,34 +12,65 @@ from typing import TYPE_CHECKING
 
 from sqsjobs._aws import Call, Flow
 from sqsjobs.job import JobStatus
+from sqsjobs.notify.end_hook import told_cancel
+from sqsjobs.producer import hint_written
 from sqsjobs.store import codec, operator, requests
-from sqsjobs.store.apply import Landed, Refused, apply
+from sqsjobs.store.apply import Landed, Refusal, Refused, apply, apply_all
 from sqsjobs.transport.queues import QueueUrls
 from sqsjobs.workflows.completion import BatchEnv, cancel_item_flow
 
 if TYPE_CHECKING:
     from sqsjobs.config import Settings
+    from sqsjobs.job import Job
+    from sqsjobs.registry import Registry
+
+WAITING = (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED)
 
 
-def cancel_flow(settings: Settings, job_id: str, now: float) -> Flow[str]:
-    """Cancel a waiting job (``cancelled``), or ask a running one to stop (``requested``)."""
+def cancel_flow(settings: Settings, registry: Registry, job_id: str, now: float) -> Flow[str]:
+    """Cancel a waiting job (``cancelled``), or ask a running one to stop (``requested``).
+
+    A plain job's cancel is one conditional write. One that a batch counts or a target is told of
+    is refused by it (the refusal shows the record), then cancelled in one transaction with its count
+    or its delivery.
+    """
+    table = settings.table_name
     cancelled = yield from apply(
-        operator.cancel(settings.table_name, job_id, now=now, retention_s=settings.retention_s)
+        operator.cancel(table, job_id, now=now, retention_s=settings.retention_s, untold=True)
     )
     if isinstance(cancelled, Landed):
         return "cancelled"
     job = operator.interpret_cancel_refusal(job_id, cancelled)
-    if job.batch is not None and job.status in (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED):
-        # A batch item: refused above, cancelled here with its count on the batch (one transaction).
-        env = BatchEnv(settings, QueueUrls(settings))
-        if (yield from cancel_item_flow(env, job, now)):
+    if job.status in WAITING and (job.batch is not None or job.notify is not None):
+        if (yield from _cancel_with_follow_ups(settings, registry, job, now)):
             return "cancelled"
-        job = codec.job_from_item(
-            (yield Call("dynamodb", "get_item", requests.get(settings.table_name, job_id)))["Item"]
-        )
+        job = codec.job_from_item((yield Call("dynamodb", "get_item", requests.get(table, job_id)))["Item"])
     if job.status is not JobStatus.RUNNING:
         raise operator.not_cancellable(job)
-    asked = yield from apply(operator.request_cancel(settings.table_name, job_id, now=now))
+    asked = yield from apply(operator.request_cancel(table, job_id, now=now))
     if isinstance(asked, Refused):
         raise operator.not_cancellable(operator.interpret_cancel_refusal(job_id, asked))
     return "requested"
+
+
+def _cancel_with_follow_ups(settings: Settings, registry: Registry, job: Job, now: float) -> Flow[bool]:
+    """Cancel waiting ``job`` with its batch count and its delivery in one transaction; False if it moved on."""
+    env = BatchEnv(settings, QueueUrls(settings), registry=registry)
+    if job.batch is not None:  # the item's count, then its batch's check (with the delivery inside)
+        return (yield from cancel_item_flow(env, job, now))
+    told = told_cancel(registry, settings, job, now)
+    write = operator.cancel(settings.table_name, job.id, now=now, retention_s=settings.retention_s)
+    landed = yield from apply_all(
+        [{"Update": write.transact_item()}, *({"Put": p.put_item()} for _, p in told)]
+    )
+    if isinstance(landed, Refused):
+        if landed.reason is Refusal.CONTENDED:
+            raise landed.as_error()
+        return False  # claimed or cancelled meanwhile
+    yield from hint_written(
+        [(d, p.item) for d, p in told],
+        table=settings.table_name,
+        queue_urls=env.queue_urls,
+        settings=settings,
+    )
+    return True

@@ -12,18 +12,41 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.producer import hint_written
 from sqsjobs.store import transact
-from sqsjobs.store.codec import nonce
+from sqsjobs.store.codec import idempotent_job_id, nonce
+from sqsjobs.store.enqueue import NewJob
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from sqsjobs.job import Job
+    from sqsjobs.registry import HandlerSpec
     from sqsjobs.runtime.kernel import Kernel
-    from sqsjobs.store.enqueue import NewJob
     from sqsjobs.store.write import Put
 
 #: Jobs written and not yet sent, at most: a finish refused after its entries were made never
 #: reaches ``landed``, and its entry would otherwise stay (the sweeper sends what was written).
 MAX_PENDING = 10_000
+
+
+def follow_up_job(spec: HandlerSpec, ended: Job, *, key: str, payload: Any, queue: str, now: float) -> NewJob:
+    """The job of type ``spec`` that ``ended``'s end makes: its child, due now, its id derived from ``key``.
+
+    The same key makes the same id, so a finish (or a cancel) retried after a lost answer writes it once.
+    """
+    return NewJob(
+        id=idempotent_job_id(spec.name, key),
+        type=spec.name,
+        queue=queue,
+        payload=payload,
+        payload_version=spec.version,
+        max_attempts=spec.max_attempts,
+        run_at=now,
+        now=now,
+        idempotency_key=key,
+        tenant=ended.tenant,
+        parent_id=ended.id,
+        root_id=ended.root_id or ended.id,
+    )
 
 
 class FollowUps:

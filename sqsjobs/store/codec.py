@@ -234,7 +234,7 @@ def job_from_item(item: Mapping[str, Any], message: Envelope | None = None) -> J
         reason=str_attr(item, "reason"),
         start_by=to_datetime(num_attr(item, "start_by")),
         chain=_chain_place(item),
-        notify=_notify(item),
+        notify=notify_of(item),
         extra={k: v for k, v in item.items() if k not in KNOWN_ATTRIBUTES},
     )
 
@@ -344,7 +344,8 @@ def place_fields(batch: BatchPlace | None, chain: ChainPlace | None, notify: Not
     return item
 
 
-def _notify(item: Mapping[str, Any]) -> Notify | None:
+def notify_of(item: Mapping[str, Any]) -> Notify | None:
+    """The record's notify target (a job's, or a batch's); None when it names none this release reads."""
     raw = str_attr(item, "notify")
     if raw is None:
         return None

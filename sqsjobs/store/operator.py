@@ -73,8 +73,13 @@ def cancel(
     retention_s: float,
     chain_step: bool = False,
     batch_key: str | None = None,
+    untold: bool = False,
 ) -> Write:
     """Queued | retry_scheduled → cancelled.
+
+    ``untold``: refused for a job with a ``notify`` target, for a caller that has not read the
+    record: such a cancel writes the target's delivery in the same transaction
+    (``notify.end_hook.told_cancel``), and the refusal shows the record it needs.
 
     A chain step is refused unless ``chain_step`` (``app.chains.cancel``, which ends the chain in the same
     transaction): cancelled alone, it would leave its chain running with steps that never run. A
@@ -96,6 +101,8 @@ def cancel(
         write = write.guard("this_batch", eq("batch_key", ":bkey"), {":bkey": av_s(batch_key)})
     else:
         write = write.guard("not_a_batch_item", Missing("batch_key"))
+    if untold:
+        write = write.guard("untold", Missing("notify"))
     return write if chain_step else write.guard("not_a_chain_step", Missing("chain_id"))
 
 

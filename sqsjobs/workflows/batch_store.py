@@ -22,7 +22,16 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs.store.codec import av_n, av_s, canonical_json, num_attr, str_attr, to_datetime
+from sqsjobs.store.codec import (
+    av_n,
+    av_s,
+    canonical_json,
+    notify_of,
+    num_attr,
+    place_fields,
+    str_attr,
+    to_datetime,
+)
 from sqsjobs.store.conditions import All, Compare, Exists, Fragment, Missing, eq
 from sqsjobs.store.schema import BATCH, BATCH_ITEMS_INDEX, attention_key
 from sqsjobs.store.write import Check, Write, new_id_only
@@ -31,6 +40,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from datetime import datetime
 
+    from sqsjobs.job import Notify
     from sqsjobs.store.conditions import Expr
 
 #: Counter shards of a batch unless ``shards=`` says otherwise, and the most it may have: creation
@@ -96,6 +106,8 @@ class BatchSpec:
     max_item_failures: int | None
     dedupe_key: str | None
     now: float
+    #: Told when the batch ends: its callback job carries it (``notify.end_hook``).
+    notify: Notify | None = None
 
     @property
     def config_hash(self) -> str:
@@ -132,6 +144,8 @@ class BatchRecord:
     callback_id: str | None
     #: Counts frozen at completion (None before).
     final_counts: dict[str, int] | None
+    #: Told when the batch ends: its callback job carries it.
+    notify: Notify | None = None
     #: The repair entry (``attn``/``due``) while sealed and not complete.
     attn: str | None = None
     due_raw: str | None = None
@@ -166,6 +180,7 @@ def read_record(item: Mapping[str, Any]) -> BatchRecord:
         dedupe_key=str_attr(item, "dedupe_key"),
         callback_id=str_attr(item, "callback_id"),
         final_counts=None if counts is None else {k: int(v["N"]) for k, v in counts.items()},
+        notify=notify_of(item),
         attn=str_attr(item, "attn"),
         due_raw=item.get("due", {}).get("N"),
         raw=item,
@@ -198,6 +213,7 @@ def create_entries(table: str, spec: BatchSpec) -> list[dict[str, Any]]:
         record["parent"] = av_s(spec.parent_id)
     if spec.max_item_failures is not None:
         record["max_fail"] = av_n(spec.max_item_failures)
+    record |= place_fields(None, None, spec.notify)
     if spec.dedupe_key is not None:
         record["dedupe_key"] = av_s(spec.dedupe_key)
     entries: list[dict[str, Any]] = [{"Put": _put_new(table, record)}]

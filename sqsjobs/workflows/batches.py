@@ -25,7 +25,7 @@ from sqsjobs._aws import Call, Flow, async_verb, sync_verb
 from sqsjobs.config import to_seconds
 from sqsjobs.errors import BatchNotFound, BatchSealed, ConfigurationError, IdempotencyConflict
 from sqsjobs.job import BatchPlace
-from sqsjobs.producer import JobRequest, build_new_job, route_of, write_objects
+from sqsjobs.producer import JobRequest, build_new_job, notify_target, route_of, write_objects
 from sqsjobs.runtime.kernel import Namespace
 from sqsjobs.store import dedupe, transact, waiting
 from sqsjobs.store.apply import Refused, apply_all
@@ -42,9 +42,10 @@ from sqsjobs.workflows.completion import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from datetime import datetime, timedelta
 
+    from sqsjobs.job import Notify
     from sqsjobs.registry import Handler, Registry
     from sqsjobs.runtime.kernel import Kernel
 
@@ -134,6 +135,7 @@ def create_flow(
     max_item_failures: int | None,
     shards: int,
     now: float,
+    notify: Notify | Mapping[str, str] | None = None,
 ) -> Flow[batch_store.BatchRecord]:
     """Create the batch (record, shards, the parent's count) in one transaction; its record.
 
@@ -161,6 +163,7 @@ def create_flow(
         max_item_failures=max_item_failures,
         dedupe_key=dedupe_key,
         now=now,
+        notify=notify_target(notify),
     )
     entries = batch_store.create_entries(env.table, spec)
     entries[0]["Put"]["Item"]["batch_key"] = av_s(batch_store.list_key(batch_id))  # found by ``batches list``
@@ -303,7 +306,7 @@ class Batch(Namespace):
 
 def env_of(kernel: Kernel) -> BatchEnv:
     """The flows' view of a kernel."""
-    return BatchEnv(kernel.settings, kernel.queue_urls, kernel.logger, kernel.clock.now)
+    return BatchEnv(kernel.settings, kernel.queue_urls, kernel.logger, kernel.clock.now, kernel.registry)
 
 
 def add_to_batch_flow(
@@ -332,13 +335,15 @@ class Batches(Namespace):
         dedupe_key: str | None = None,
         max_item_failures: int | None = None,
         shards: int | None = None,
+        notify: Notify | Mapping[str, str] | None = None,
     ) -> Flow[Batch]:
         """Create a batch whose ``on_complete`` job runs once when it is sealed and every item is done.
 
         ``parent``: a batch that seals this one once it drains; ``final_stage``: the callback gets
         the succeeded items' results; ``dedupe_key``: the same key is the same batch;
         ``max_item_failures``: more failed items complete it at once as failed; ``shards``: counter
-        shards (1-64, default 16), the item throughput a batch takes (docs/workflows-batches.md).
+        shards (1-64, default 16), the item throughput a batch takes (docs/workflows-batches.md);
+        ``notify``: a webhook, queue or bus told when the batch ends (its callback job's end).
         """
         k = self.kernel
         record = yield from create_flow(
@@ -351,6 +356,7 @@ class Batches(Namespace):
             dedupe_key=dedupe_key,
             max_item_failures=max_item_failures,
             shards=shards or batch_store.DEFAULT_SHARDS,
+            notify=notify,
         )
         return Batch(self._kernel, record)
 

@@ -26,23 +26,26 @@ from sqsjobs._aws import Call, Flow, async_verb, sync_verb
 from sqsjobs.config import to_seconds
 from sqsjobs.errors import ChainInvalid, ChainNotFound, IdempotencyConflict, StoreError, TransactionInvalid
 from sqsjobs.job import ChainPlace, JobStatus
+from sqsjobs.notify.end_hook import told_cancel
 from sqsjobs.producer import JobRequest, build_new_job, hint_written, route_of, write_objects
 from sqsjobs.runtime.kernel import Namespace
 from sqsjobs.store import dedupe, operator, transact, waiting
 from sqsjobs.store.apply import Refused, apply_all
-from sqsjobs.store.codec import nonce, str_attr, to_datetime
+from sqsjobs.store.codec import job_from_item, nonce, str_attr, to_datetime
+from sqsjobs.transport.queues import QueueUrls
 from sqsjobs.workflows import chain_store
 from sqsjobs.workflows.chain_store import ChainState
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
     from datetime import datetime, timedelta
 
     from sqsjobs.config import Settings
+    from sqsjobs.job import Notify
     from sqsjobs.registry import Registry
     from sqsjobs.store.codec import Item
     from sqsjobs.store.enqueue import NewJob
-    from sqsjobs.transport.queues import QueueUrls
+    from sqsjobs.store.write import Put
 
 #: A step as ``app.chains.start`` takes it: ``(type, payload)``, or a ``JobRequest`` for a queue or tenant.
 Step = tuple[Any, Any] | JobRequest[Any]
@@ -84,14 +87,23 @@ class ChainStatus:
 
 # ── creation ─────────────────────────────────────────────────────────────────────────────────
 def build_steps(
-    steps: Iterable[Step], *, registry: Registry, settings: Settings, now: float, dedupe_key: str | None
+    steps: Iterable[Step],
+    *,
+    registry: Registry,
+    settings: Settings,
+    now: float,
+    dedupe_key: str | None,
+    notify: Notify | Mapping[str, str] | None = None,
 ) -> tuple[str, list[NewJob]]:
     """The chain's id and its steps as job records to write, validated as ``enqueue`` validates a job.
+
+    ``notify``: told when the chain ends (its last step succeeded, or a step ended it dead,
+    cancelled or expired); every step carries it, and only the step that ends the chain tells it.
 
     Payloads are sized for a record that keeps them (``held_inline_payload_bytes``): a larger one
     goes to S3 and the record keeps its reference, as for a held job.
     """
-    requests = [_request(n, s) for n, s in enumerate(steps)]
+    requests = [dataclasses.replace(_request(n, s), notify=notify) for n, s in enumerate(steps)]
     if not 1 <= len(requests) <= chain_store.MAX_STEPS:
         raise ChainInvalid(
             f"a chain has 1 to {chain_store.MAX_STEPS} steps, not {len(requests)}: the chain record and every step "
@@ -115,6 +127,11 @@ def build_steps(
 
 def _request(index: int, step: Step) -> JobRequest[Any]:
     if isinstance(step, JobRequest):
+        if step.notify is not None:
+            raise ChainInvalid(
+                f"step {index}: a chain step takes no notify target; give the chain's to "
+                "app.chains.start(..., notify=...), told when the chain ends"
+            )
         if step.idempotency_key or step.delay is not None or step.run_at is not None:
             raise ChainInvalid(
                 f"step {index}: a chain step takes no idempotency key, delay or run_at (its id comes from "
@@ -254,13 +271,14 @@ def get_flow(settings: Settings, chain_id: str) -> Flow[ChainStatus]:
 
 
 # ── cancel ───────────────────────────────────────────────────────────────────────────────────
-def cancel_flow(settings: Settings, chain_id: str, now: float) -> Flow[str]:
+def cancel_flow(settings: Settings, registry: Registry, chain_id: str, now: float) -> Flow[str]:
     """Cancel the chain: ``"cancelled"`` at once, ``"requested"`` (its step is running), or its end state.
 
     The current step decides, in one transaction with the chain record: queued or waiting to retry,
     it is cancelled with every waiting step; running, it gets a cancel request (seen at its next
     heartbeat; if it succeeds first, the next step refuses to start, ``chain_hook.before_step``).
-    When the chain moves under the read (the step was claimed, or finished), it reads again.
+    When the chain moves under the read (the step was claimed, or finished), it reads again. A
+    chain started with ``notify=`` is told of its cancel by a delivery written in the same transaction.
     """
     table = settings.table_name
     for _ in range(CANCEL_TRIES):
@@ -279,8 +297,12 @@ def cancel_flow(settings: Settings, chain_id: str, now: float) -> Flow[str]:
             retention_s=settings.retention_s,
             reason=reason,
         )
+        told: list[tuple[NewJob, Put]] = []
         if step.status in (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED):
             outcome = "cancelled"
+            current = (yield from read_items(table, [step.job_id])).get(step.job_id)
+            if current is not None and "notify" in current:
+                told = told_cancel(registry, settings, job_from_item(current), now)
             updates = [
                 operator.cancel(
                     table, step.job_id, now=now, retention_s=settings.retention_s, chain_step=True
@@ -301,8 +323,12 @@ def cancel_flow(settings: Settings, chain_id: str, now: float) -> Flow[str]:
             ]
         else:
             continue  # between two writes of a finish: read again
-        if isinstance((yield from apply_all([{"Update": u} for u in updates])), Refused):
+        entries = [*({"Update": u} for u in updates), *({"Put": put.put_item()} for _, put in told)]
+        if isinstance((yield from apply_all(entries)), Refused):
             continue  # the step was claimed or finished meanwhile: read again
+        yield from hint_written(
+            [(d, put.item) for d, put in told], table=table, queue_urls=QueueUrls(settings), settings=settings
+        )
         return outcome
     raise StoreError(f"chain {chain_id} kept moving under app.chains.cancel; try again", code="ChainMoving")
 
@@ -311,17 +337,24 @@ def cancel_flow(settings: Settings, chain_id: str, now: float) -> Flow[str]:
 class Chains(Namespace):
     """``app.chains``: start a chain, read it, wait for its end, cancel it (docs/workflows-chains.md)."""
 
-    def _start(self, steps: Iterable[Step], *, dedupe_key: str | None = None) -> Flow[str]:
+    def _start(
+        self,
+        steps: Iterable[Step],
+        *,
+        dedupe_key: str | None = None,
+        notify: Notify | Mapping[str, str] | None = None,
+    ) -> Flow[str]:
         """Run ``(type, payload)`` steps one after another; returns the chain's id.
 
         Each step runs once the one before it succeeded and reads its result as
         ``ctx.previous_result``; a step that dies stops the chain. ``dedupe_key``: the same key and
         steps return the same chain, other steps raise ``IdempotencyConflict``. At most 99 steps.
+        ``notify``: a webhook, queue or bus told once when the chain ends (docs/http-workers.md).
         """
         k = self.kernel
         now = k.clock.now()
         chain_id, jobs = build_steps(
-            steps, registry=k.registry, settings=k.settings, now=now, dedupe_key=dedupe_key
+            steps, registry=k.registry, settings=k.settings, now=now, dedupe_key=dedupe_key, notify=notify
         )
         return create_flow(
             chain_id,
@@ -349,7 +382,7 @@ class Chains(Namespace):
 
     def _cancel(self, chain_id: str) -> Flow[str]:
         """Cancel the chain: ``"cancelled"``, ``"requested"`` (its step is running) or its end state."""
-        return cancel_flow(self.kernel.settings, chain_id, self.kernel.clock.now())
+        return cancel_flow(self.kernel.settings, self.kernel.registry, chain_id, self.kernel.clock.now())
 
     start, astart = sync_verb(_start), async_verb(_start)
     get, aget = sync_verb(_get), async_verb(_get)

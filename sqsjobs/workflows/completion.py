@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING, Any
 from sqsjobs._aws import Call, Flow
 from sqsjobs.errors import BatchNotFound
 from sqsjobs.job import JobStatus
+from sqsjobs.notify.end_hook import told_cancel
 from sqsjobs.producer import hint_written
-from sqsjobs.store import transact
+from sqsjobs.store import requests, transact
 from sqsjobs.store.apply import Landed, Refusal, Refused, apply, apply_all
-from sqsjobs.store.codec import av_s, idempotent_job_id, nonce
+from sqsjobs.store.codec import av_s, idempotent_job_id, job_from_item, nonce
 from sqsjobs.store.conditions import Compare, Fragment
 from sqsjobs.store.enqueue import NewJob
 from sqsjobs.store.operator import cancel, request_cancel
@@ -47,6 +48,8 @@ if TYPE_CHECKING:
 
     from sqsjobs.config import Settings
     from sqsjobs.job import Job
+    from sqsjobs.registry import Registry
+    from sqsjobs.store.write import Put
     from sqsjobs.transport.queues import QueueUrls
 
 
@@ -60,6 +63,12 @@ class BatchEnv:
     #: Read when the completion is written (not when the check began, which may be long before):
     #: a parent's ``completed_at`` is then never earlier than its children's.
     clock: Callable[[], float] = time.time
+    #: The job types: what a cancelled item with a ``notify`` target is told by (None: no item has one).
+    registry: Registry | None = None
+
+    def told(self, job: Job, now: float) -> list[tuple[NewJob, Put]]:
+        """The delivery a cancel of waiting ``job`` writes with it (``notify.end_hook.told_cancel``)."""
+        return [] if self.registry is None else told_cancel(self.registry, self.settings, job, now)
 
     @property
     def table(self) -> str:
@@ -68,8 +77,12 @@ class BatchEnv:
 
     def hint(self, job: NewJob, put: Mapping[str, Any]) -> Flow[set[str]]:
         """Send the message of a job a batch's transaction wrote (``put``), then clear its entry."""
+        return self.hint_all([(job, put["Put"]["Item"])])
+
+    def hint_all(self, written: Sequence[tuple[NewJob, Mapping[str, Any]]]) -> Flow[set[str]]:
+        """Send the messages of jobs a transaction wrote (each with its record), then clear their entries."""
         return hint_written(
-            [(job, put["Put"]["Item"])],
+            written,
             table=self.table,
             queue_urls=self.queue_urls,
             settings=self.settings,
@@ -246,6 +259,7 @@ def callback_job(settings: Settings, record: batch_store.BatchRecord, payload: A
         idempotency_key=key,
         parent_id=record.id,
         root_id=record.root_id,
+        notify=record.notify,
     )
     if len(job.payload_json) > settings.held_inline_payload_bytes:
         job = replace(job, payload_bucket=settings.payload_bucket)
@@ -318,23 +332,35 @@ def cancel_item_flow(env: BatchEnv, job: Job, now: float) -> Flow[bool]:
     assert job.batch is not None
     key = job.batch.key
     params = cancel(env.table, job.id, now=now, retention_s=env.settings.retention_s, batch_key=key)
+    told = env.told(job, now)
     entries = [
         {"Update": params.transact_item()},
         batch_store.count_entry(env.table, key, "failed"),
+        *({"Put": put.put_item()} for _, put in told),
     ]
     cancelled = yield from apply_all(entries)
     if isinstance(cancelled, Refused):
         if cancelled.reason is Refusal.CONTENDED:
             raise cancelled.as_error()
         return False
+    yield from env.hint_all([(delivery, put.item) for delivery, put in told])
     yield from after_finish_flow(env, key, failed=True, now=now)
     return True
+
+
+#: What a batch's stop reads of each item: whether it waits, its count's key, and whether a target is told.
+STOP_FIELDS = "id, #status, batch_key, notify"
+
+
+def _job_flow(env: BatchEnv, job_id: str) -> Flow[Job]:
+    found = yield Call("dynamodb", "get_item", requests.get(env.table, job_id))
+    return job_from_item(found["Item"])
 
 
 def stop_items_flow(env: BatchEnv, record: batch_store.BatchRecord, now: float) -> Flow[dict[str, int]]:
     """Cancel the batch's waiting items and ask its running ones to stop; how many of each."""
     ids = yield from item_ids_flow(env, record)
-    items = yield from items_flow(env, ids, "id, #status, batch_key")
+    items = yield from items_flow(env, ids, STOP_FIELDS)
     done = {"cancelled": 0, "requested": 0}
     for item in items:
         status = item.get("status", {}).get("S")
@@ -346,13 +372,17 @@ def stop_items_flow(env: BatchEnv, record: batch_store.BatchRecord, now: float) 
                 retention_s=env.settings.retention_s,
                 batch_key=item["batch_key"]["S"],
             )
+            told = env.told((yield from _job_flow(env, item["id"]["S"])), now) if "notify" in item else []
             cancelled = yield from apply_all(
                 [
                     {"Update": params.transact_item()},
                     batch_store.count_entry(env.table, item["batch_key"]["S"], "failed"),
+                    *({"Put": put.put_item()} for _, put in told),
                 ]
             )
-            done["cancelled"] += isinstance(cancelled, Landed)
+            if isinstance(cancelled, Landed):
+                done["cancelled"] += 1
+                yield from env.hint_all([(delivery, put.item) for delivery, put in told])
         elif status == JobStatus.RUNNING:
             asked = yield from apply(request_cancel(env.table, item["id"]["S"], now=now))
             done["requested"] += isinstance(asked, Landed)  # refused: it finished meanwhile

@@ -149,7 +149,9 @@ def test_killed_half_way_and_resumed_it_cancels_exactly_the_matching_jobs_once(a
 
 def test_a_job_that_starts_between_the_scan_and_its_cancel_is_skipped_as_running(app, population):
     # GIVEN the operation's flow, driven request by request over HTTP
-    flow = bulk_cancel_flow(app.settings, BulkCancel("reports.free", tenant="acme", page_size=100), app.clock)
+    flow = bulk_cancel_flow(
+        app.settings, app.registry, BulkCancel("reports.free", tenant="acme", page_size=100), app.clock
+    )
     started = None
     call, answer, report = next(flow), None, None
     while report is None:

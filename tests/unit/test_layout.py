@@ -164,7 +164,8 @@ LAYERS: list[set[str]] = [
     {"producer"},
     {"transaction"},
     {"runtime"},
-    {"limits", "workflows", "schedules", "hooks", "steps", "notify"},  # the features: none imports another
+    {"notify"},  # per-job notifications: a feature the others' cancels tell through (a batch's, a chain's)
+    {"limits", "workflows", "schedules", "hooks", "steps"},  # the features: none imports another
     {"ingress"},  # foreign messages (they reuse a schedule's empty payload)
     {"events"},  # job events: they read batch and chain records from the change stream
     {"deploy"},
