@@ -14,9 +14,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Body, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sqsjobs.api.deps import AppDep, problems
+from sqsjobs.api.models import check_json
 from sqsjobs.api.problems import problem
 from sqsjobs.errors import (
     ConfigurationError,
@@ -107,6 +108,11 @@ class Completion(BaseModel):
 
     lease: Sealed
     result: Any = Field(default=None, description="The job's result (JSON); large ones go to S3")
+
+    @field_validator("result")
+    @classmethod
+    def _plain_json(cls, value: Any) -> Any:
+        return check_json(value)  # a result is read back by callers, chains and consoles: a payload's bounds
 
 
 class ReportedError(BaseModel):

@@ -6,6 +6,7 @@ in any language would, and reads the outcome from the record and the queues.
 
 from __future__ import annotations
 
+import json
 import time
 
 import httpx
@@ -100,6 +101,34 @@ def test_an_altered_or_foreign_lease_is_refused_and_changes_nothing(app, api):
     record = app.get(job_id)
     assert (record.status, record.attempt) == (JobStatus.RUNNING, 1)
     assert api.post("/leases/complete", json={"lease": leased["lease"]}).status_code == 200
+
+
+def test_hostile_bodies_on_every_lease_route_are_4xx_and_the_leased_job_runs_on(app, api):
+    job_id = thumbnail(app)
+    [leased] = lease(api)
+    json_body = {"content-type": "application/json"}
+    deep = "[" * 100_000 + "]" * 100_000
+    nested = "[" * 950 + "1" + "]" * 950  # deeper than a result may be, shallow enough to parse
+    for route in ("/leases", "/leases/heartbeat", "/leases/complete", "/leases/fail"):
+        for body, status in (
+            (deep, 400),  # 100,000 levels: refused by the parser, not a RecursionError
+            ("{", 400),  # not JSON
+            ('{"lease": ' + '"' + "a" * 2_000_000 + '"}', 413),  # over the body limit
+            ('{"lease": 7}', 422),  # the wrong type
+        ):
+            r = api.post(route, content=body, headers=json_body)
+            assert r.status_code == status, (route, body[:20], r.text[:200])
+            assert r.headers["content-type"].startswith("application/problem+json"), route
+    nested_result = f'{{"lease": {json.dumps(leased["lease"])}, "result": {nested}}}'
+    assert api.post("/leases/complete", content=nested_result, headers=json_body).status_code == 422
+    lease_json = json.dumps(leased["lease"])
+    error = f'{{"type": "E", "message": "m", "stack": {nested}}}'
+    nested_stack = f'{{"lease": {lease_json}, "error": {error}}}'
+    assert api.post("/leases/fail", content=nested_stack, headers=json_body).status_code == 422
+    # none of it touched the job: its worker completes it
+    assert (app.get(job_id).status, app.get(job_id).attempt) == (JobStatus.RUNNING, 1)
+    assert api.post("/leases/complete", json={"lease": leased["lease"], "result": 1}).status_code == 200
+    assert app.get(job_id).result == 1
 
 
 def test_a_lease_past_its_lease_time_without_heartbeats_cannot_complete_and_the_job_ends_right(app, api):

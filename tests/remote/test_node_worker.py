@@ -233,5 +233,7 @@ def test_service_a_enqueues_with_notify_service_b_runs_it_in_node_and_the_webhoo
         "result_ref": None,
         "error": None,
         "tenant": None,
+        "parent_id": None,
         "root_id": job_id,
+        "chain": None,
     }

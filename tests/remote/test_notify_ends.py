@@ -74,7 +74,7 @@ def test_a_chain_tells_its_end_once_from_the_step_that_ended_it(app, tmp_path, r
 
 
 def test_a_chain_step_names_no_target_of_its_own(app, tmp_path):
-    with pytest.raises(ChainInvalid, match="app.chains.start"):
+    with pytest.raises(ChainInvalid, match=r"app\.chains\.start"):
         app.chains.start([JobRequest(*caption(tmp_path), notify={"queue": "https://q"})])
 
 
