@@ -403,7 +403,8 @@ class LeaseConflict(JobStateError):
     """
 
     def __init__(self, message: str = "the lease no longer holds its job", job: Any = None) -> None:
-        super().__init__(message)
+        state = f" (now {job.status.value}, attempt {job.attempt})" if job is not None else " (no such job)"
+        super().__init__(message + state)
         self.job = job
 
 

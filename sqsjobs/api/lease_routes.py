@@ -21,7 +21,6 @@ from sqsjobs.api.models import check_json
 from sqsjobs.api.problems import problem
 from sqsjobs.errors import (
     ConfigurationError,
-    LeaseConflict,
     PermanentRemoteError,
     RemoteError,
     RetryRemoteError,
@@ -29,9 +28,7 @@ from sqsjobs.errors import (
 from sqsjobs.remote.lease_server import MAX_JOBS, MAX_WAIT_S, LeaseServer
 
 if TYPE_CHECKING:
-    from fastapi.responses import JSONResponse
 
-    from sqsjobs.job import Job
     from sqsjobs.remote.lease_server import Leased
 
 router = APIRouter(tags=["http workers"])
@@ -162,12 +159,6 @@ def _beat_every(app: Any) -> float:
     return round(min(float(settings.lease_s), float(settings.visibility_timeout_s)) / 3, 3)
 
 
-def _conflict(exc: LeaseConflict, request: Request) -> JSONResponse:
-    job: Job | None = exc.job
-    state = f" (now {job.status.value}, attempt {job.attempt})" if job is not None else " (no such job)"
-    return problem("lease-conflict", f"{exc}{state}", field="lease", instance=request.url.path)
-
-
 def _leased_job(app: Any, leased: Leased) -> LeasedJob:
     job = leased.job
     return LeasedJob(
@@ -199,11 +190,10 @@ def _leased_job(app: Any, leased: Leased) -> LeasedJob:
 async def lease_jobs(app: AppDep, request: Request, body: Annotated[LeaseRequest, Body()]) -> Any:
     """Long-polls up to ``wait_s`` for up to ``max_jobs`` jobs; each is claimed by the same conditional write a Python worker makes."""
     server = _server(request.app)
-    try:
-        server.specs(body.types)
+    try:  # the types are checked before anything is received
+        leased = await server.lease(body.worker_id, body.types, max_jobs=body.max_jobs, wait_s=body.wait_s)
     except ConfigurationError as exc:
         return problem("unknown-job-type", str(exc), field="types", instance=request.url.path)
-    leased = await server.lease(body.worker_id, body.types, max_jobs=body.max_jobs, wait_s=body.wait_s)
     return Leases(leases=[_leased_job(app, one) for one in leased])
 
 
@@ -216,10 +206,7 @@ async def lease_jobs(app: AppDep, request: Request, body: Annotated[LeaseRequest
 )
 async def heartbeat_lease(app: AppDep, request: Request, body: Annotated[LeaseHeld, Body()]) -> Any:
     """Renews the record's lease and the message's visibility; answers whether a cancel was requested."""
-    try:
-        beat = await _server(request.app).heartbeat(body.lease)
-    except LeaseConflict as exc:
-        return _conflict(exc, request)
+    beat = await _server(request.app).heartbeat(body.lease)  # LeaseConflict: 409 lease-conflict
     return HeartbeatAnswer(
         lease_expires=_when(beat.lease_expires),
         cancel_requested=beat.cancel_requested,
@@ -236,10 +223,7 @@ async def heartbeat_lease(app: AppDep, request: Request, body: Annotated[LeaseHe
 )
 async def complete_lease(request: Request, body: Annotated[Completion, Body()]) -> Any:
     """The fenced finish (only the lease's own claim can land it), then the message's delete."""
-    try:
-        ended = await _server(request.app).complete(body.lease, body.result)
-    except LeaseConflict as exc:
-        return _conflict(exc, request)
+    ended = await _server(request.app).complete(body.lease, body.result)
     return Finished(job_id=ended.job.id, status=ended.status.value, attempt=ended.job.attempt)
 
 
@@ -262,8 +246,5 @@ async def fail_lease(request: Request, body: Annotated[Failure, Body()]) -> Any:
         )
     else:
         error = RemoteError(reported.message, error_class=reported.type, stack=reported.stack)
-    try:
-        ended = await _server(request.app).fail(body.lease, error, cancelled=body.cancelled)
-    except LeaseConflict as exc:
-        return _conflict(exc, request)
+    ended = await _server(request.app).fail(body.lease, error, cancelled=body.cancelled)
     return Finished(job_id=ended.job.id, status=ended.status.value, attempt=ended.job.attempt)

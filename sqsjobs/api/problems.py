@@ -101,6 +101,7 @@ PROBLEMS: dict[str, Kind] = {
 _BY_ERROR: tuple[tuple[type[errors.SqsJobsError], str, str | None], ...] = (
     (errors.HandlerNotFound, "unknown-job-type", "type"),
     (errors.LeaseInvalid, "lease-invalid", "lease"),
+    (errors.LeaseConflict, "lease-conflict", "lease"),  # before JobStateError: its own problem
     (errors.PayloadInvalid, "payload-invalid", "payload"),
     (errors.PayloadTooLarge, "payload-too-large", "payload"),
     (errors.PayloadMissing, "payload-refused", "job_id"),
