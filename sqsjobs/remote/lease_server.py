@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sqsjobs import envelope as envelope_format
 from sqsjobs._aws import Call, one
 from sqsjobs.context import InterruptReason, JobContext
 from sqsjobs.delivery import LEAVE, Ack, dead_letter
@@ -285,7 +286,7 @@ class LeaseServer:
             or job.lease_epoch != lease.epoch
         ):
             raise LeaseConflict("the lease no longer holds its job: it ended, or was claimed again", job)
-        return lease, job, Execution(self.kernel, lease.owner, finish_linger_s=0.0)
+        return lease, _with_payload(job, lease), Execution(self.kernel, lease.owner, finish_linger_s=0.0)
 
     async def _record(self, job_id: str) -> Job | None:
         try:
@@ -344,3 +345,15 @@ def worker_owner(worker_id: str) -> str:
             f"worker id {worker_id[:40]!r}: 1 to 100 letters, digits and ._:@- (it is written into the job's record)"
         )
     return f"http:{worker_id}"
+
+
+def _with_payload(job: Job, lease: Lease) -> Job:
+    """``job`` as its claim took it: with the payload its message carries (the record keeps only a hash).
+
+    A heartbeat that finds the message gone writes the run's witness from this job: a record read
+    alone would give it no payload, and the job the sweeper brings back could not run.
+    """
+    message = envelope_format.parse(lease.delivery.body)
+    if isinstance(message, envelope_format.Envelope) and message.has_payload:
+        return job.evolve(payload=message.payload)
+    return job
