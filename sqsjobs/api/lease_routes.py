@@ -28,7 +28,6 @@ from sqsjobs.errors import (
 from sqsjobs.remote.lease_server import MAX_JOBS, MAX_WAIT_S, LeaseServer
 
 if TYPE_CHECKING:
-
     from sqsjobs.remote.lease_server import Leased
 
 router = APIRouter(tags=["http workers"])
