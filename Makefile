@@ -50,7 +50,7 @@ demo: $(BIN)/sqsjobs
 	$(BIN)/python -m examples.demo
 
 clean:
-	rm -rf $(VENV) $(MS_VENV) $(UV_DIR) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(MS_VENV) .venv-django6 $(UV_DIR) .pytest_cache .mypy_cache .ruff_cache
 
 # Each area (infra, bench, soak, lambda...) keeps its targets in its own mk/<area>.mk and may add
 # prerequisites to `test` there (e.g. `test: .venv-cdk/bin/python`).

@@ -21,12 +21,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from django.db import connections, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
-from django_tasks.backends.base import BaseTaskBackend
-from django_tasks.base import Task, TaskContext, TaskError, TaskResult, TaskResultStatus
-from django_tasks.exceptions import InvalidTaskError, TaskResultDoesNotExist
-from django_tasks.utils import normalize_json
 
 from sqsjobs.app import App
+from sqsjobs.django.task_api import (
+    BaseTaskBackend,
+    InvalidTask,
+    Task,
+    TaskContext,
+    TaskError,
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    normalize_json,
+)
 from sqsjobs.errors import JobNotFound
 from sqsjobs.job import JobStatus
 from sqsjobs.store.codec import idempotent_job_id
@@ -148,7 +155,7 @@ class SqsJobsBackend(BaseTaskBackend):
         if task.priority == 0:
             return None
         if task.queue_name not in self.app.settings.priority_queues:
-            raise InvalidTaskError(f"queue {task.queue_name!r} has no priority levels (priority_queues)")
+            raise InvalidTask(f"queue {task.queue_name!r} has no priority levels (priority_queues)")
         return "high" if task.priority > 0 else "low"
 
     def enqueue(self, task: Task[Any, T], args: Any, kwargs: Any) -> TaskResult[T]:

@@ -23,7 +23,10 @@ if not settings.configured:
     )
     django.setup()
 
-from django_tasks import TaskContext, task
+try:  # Django 6: its own django.tasks
+    from django.tasks import TaskContext, task
+except ImportError:  # Django 5.2: the django-tasks backport of the same API
+    from django_tasks import TaskContext, task
 
 from sqsjobs import App
 from sqsjobs.django import register

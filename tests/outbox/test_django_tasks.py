@@ -3,20 +3,21 @@
 Real processes run the jobs: ``sqsjobs outbox relay`` and ``sqsjobs worker`` on MiniStack. A task
 enqueued in an atomic block that commits runs and its result comes back as a ``TaskResult``; one
 whose block rolls back never exists; a task that raises comes back ``FAILED`` with its exception.
+
+This module runs twice: here on Django 5.2 and the ``django-tasks`` backport (Python 3.11), and on
+Django 6's own ``django.tasks`` in ``.venv-django6`` (Python 3.12: ``test_django6.py`` runs it there).
 """
 
 from __future__ import annotations
 
 import contextlib
 
+import django
 import psycopg
 import pytest
-
-pytest.importorskip("django_tasks")
-
-import django
 from django.conf import settings
 
+from sqsjobs.django import task_api
 from sqsjobs.outbox.tables import count
 from tests.integration.helpers import kill_group, wait_until, worker_process
 from tests.outbox.test_outbox_processes import relay
@@ -59,8 +60,8 @@ def project(postgres, dsn, ministack_url, make_app, monkeypatch):
 
 def test_a_task_commits_with_its_transaction_runs_and_returns_its_result(project, dsn):
     from django.db import connection, transaction
-    from django_tasks import TaskResultStatus
-    from django_tasks.exceptions import TaskResultDoesNotExist
+
+    TaskResultStatus, TaskResultDoesNotExist = task_api.TaskResultStatus, task_api.TaskResultDoesNotExist
 
     seen: list[str] = []
 
@@ -111,6 +112,9 @@ def test_a_task_commits_with_its_transaction_runs_and_returns_its_result(project
     with pytest.raises(TaskResultDoesNotExist):
         project.add.get_result(rolled_back.id)
     assert project.add.get_result(added.id).return_value == 5
+    # the results are the installed Django's own: django.tasks on Django 6, the backport's before
+    assert ("django.tasks" if django.VERSION >= (6,) else "django_tasks") == task_api.SOURCE
+    assert type(project.add.get_result(added.id)).__module__ == f"{task_api.SOURCE}.base"
 
     # OUTBOX: False: Django's own on_commit semantics, the job enqueued by the commit's callback.
     from sqsjobs.django import SqsJobsBackend
@@ -129,8 +133,6 @@ def test_a_task_commits_with_its_transaction_runs_and_returns_its_result(project
 
 
 def refreshed(result):
-    from django_tasks.exceptions import TaskResultDoesNotExist
-
-    with contextlib.suppress(TaskResultDoesNotExist):  # not moved by the relay yet
+    with contextlib.suppress(task_api.TaskResultDoesNotExist):  # not moved by the relay yet
         result.refresh()
     return result
