@@ -12,11 +12,13 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/venv
-COPY pyproject.toml README.md constraints.txt /src/
+COPY pyproject.toml README.md locks/image.txt /src/
 COPY sqsjobs /src/sqsjobs
-# At the lock's versions (constraints.txt); pip compiles every module it installs, and COPY --from
-# keeps the sources' mtimes, so the interpreter uses that bytecode as it is.
-RUN /opt/venv/bin/pip install -c /src/constraints.txt /src
+# Exactly the lock (locks/image.txt, `make lock`): every file checked against its hashes, nothing
+# resolved here; then sqsjobs itself, its dependencies already in place. pip compiles every module
+# it installs, and COPY --from keeps the sources' mtimes, so the interpreter uses that bytecode as it is.
+RUN /opt/venv/bin/pip install --require-hashes --no-deps -r /src/image.txt \
+ && /opt/venv/bin/pip install --no-deps /src
 
 FROM ${PYTHON_IMAGE}
 RUN useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin sqsjobs

@@ -49,8 +49,8 @@ class LocalBundle:
     project_dir: str = "."
     #: The App's own requirement specifiers, or ``-r FILE``.
     requirements: tuple[str, ...] = ()
-    #: A pip constraints file, the lock the zip builds from (e.g. ``constraints.txt``).
-    constraints: str | None = None
+    #: A hashed lock of every package the zip installs (e.g. ``locks/lambda.txt``, made by ``make lock``).
+    lock: str | None = None
     #: Extra files or folders put in the zip under the same path.
     include: tuple[str, ...] = ()
     #: The dependency cache (default: the packager's, under the user's cache folder).
@@ -71,7 +71,7 @@ class LocalBundle:
             python_version=runtime.removeprefix("python"),
             arch=ARCHS[architecture],
             requirements=self.requirements,
-            constraints=Path(self.constraints) if self.constraints else None,
+            lock=Path(self.lock) if self.lock else None,
             include=tuple(Path(i) for i in self.include),
             project_dir=project,
             cache_dir=Path(self.cache_dir) if self.cache_dir else None,

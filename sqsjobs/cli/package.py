@@ -35,9 +35,12 @@ def lambda_zip(
             "--requirement", "-r", help="A requirements file of the app's own dependencies (repeatable)"
         ),
     ] = None,
-    constraint: Annotated[
+    lock: Annotated[
         Path | None,
-        typer.Option("--constraint", "-c", help="A pip constraints file pinning the dependencies (a lock)"),
+        typer.Option(
+            help="A hashed lock of every package the zip installs (make lock's locks/lambda.txt): "
+            "installed exactly, each file checked against its hashes"
+        ),
     ] = None,
     include: Annotated[
         list[Path] | None, typer.Option(help="Extra file or directory to put in the zip (repeatable)")
@@ -81,7 +84,7 @@ def lambda_zip(
             python_version=python_version,
             arch=arch,
             requirements=tuple(f"-r{r}" for r in requirement or ()),
-            constraints=constraint,
+            lock=lock,
             include=tuple(include or ()),
             project_dir=Path.cwd(),
             cache_dir=cache_dir,

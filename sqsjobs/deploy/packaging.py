@@ -84,9 +84,12 @@ class LambdaBuild:
     arch: str = "x86_64"
     #: Extra requirement specifiers or ``-r file`` arguments for the app's own dependencies.
     requirements: tuple[str, ...] = ()
-    #: A pip constraints file (relative to ``project_dir``) pinning what the requirements resolve to:
-    #: the lock the zip builds from (this repository's is ``constraints.txt``). None: newest in range.
-    constraints: Path | None = None
+    #: A hashed lock (relative to ``project_dir``): every package the zip installs, pinned with its
+    #: hashes (``uv pip compile --generate-hashes``; this repository's is ``locks/lambda.txt``, made by
+    #: ``make lock``). pip installs exactly it (``--require-hashes --no-deps``), sqsjobs' own ranges
+    #: unread, so a file changed on the index, or a package the lock does not name, fails the build;
+    #: the ``requirements`` files must be hashed too. None: sqsjobs' requirements, newest in range.
+    lock: Path | None = None
     #: Extra files or directories, relative to ``project_dir``, put in the zip under the same path.
     include: tuple[Path, ...] = ()
     project_dir: Path = field(default_factory=Path.cwd)
@@ -147,11 +150,7 @@ def deps_dir_for(build: LambdaBuild) -> Path:
     key = {
         "requirements": runtime_requirements() + sorted(build.requirements),
         "files": {r: _digest_file(build.project_dir, r) for r in build.requirements},
-        **(
-            {"constraints": _digest_file(build.project_dir, f"-r{build.constraints}")}
-            if build.constraints
-            else {}
-        ),
+        **({"lock": _digest_file(build.project_dir, f"-r{build.lock}")} if build.lock else {}),
         "python": build.python_version,
         "platform": PLATFORMS[build.arch],
     }
@@ -180,7 +179,9 @@ def install_deps(build: LambdaBuild) -> Path:
         )
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    extra: list[str] = ["-c", str(build.project_dir / build.constraints)] if build.constraints else []
+    extra: list[str] = (
+        ["--require-hashes", "--no-deps", "-r", str(build.project_dir / build.lock)] if build.lock else []
+    )
     for r in build.requirements:
         extra += ["-r", str(build.project_dir / r[2:].strip())] if r.startswith("-r") else [r]
     command = [
@@ -200,7 +201,7 @@ def install_deps(build: LambdaBuild) -> Path:
         "--platform",
         PLATFORMS[build.arch],
         "--only-binary=:all:",
-        *runtime_requirements(),
+        *([] if build.lock else runtime_requirements()),  # the lock holds them, pinned and hashed
         *extra,
     ]
     result = subprocess.run(command, capture_output=True, text=True, check=False)

@@ -215,3 +215,18 @@ def test_aws_service_without_slim_is_refused():
         cli, ["package", "lambda", "--app", "tests.apps.lambda_app:app", "--aws-service", "ses", "--offline"]
     )
     assert result.exit_code == 2 and "--slim" in result.output
+
+
+@pytest.mark.slow
+def test_a_lock_whose_hash_does_not_match_the_index_fails_the_build_and_caches_nothing(tmp_path):
+    # GIVEN a hashed lock of one small package, one of its hashes altered (as a tampered index would serve)
+    lock = tmp_path / "lock.txt"
+    lock.write_text("six==1.17.0 --hash=sha256:" + "0" * 64 + "\n")
+    result = CliRunner().invoke(
+        cli,
+        ["package", "lambda", "--deps-only", "--lock", str(lock), "--cache-dir", str(tmp_path / "cache")],
+    )
+    # THEN pip refuses the file it downloaded, the build says why, and no cache is left to reuse
+    assert result.exit_code != 0
+    assert "DO NOT MATCH THE HASHES" in result.output, result.output
+    assert not any((tmp_path / "cache").glob("deps-*/.complete"))
