@@ -31,7 +31,7 @@ from sqsjobs.ops.requeue import KEEP, retry_flow
 from sqsjobs.outbox import OutboxOptions, arun_sql, enqueue_options, run_sql, write_in
 from sqsjobs.producer import JobRequest, Producer, get_flow, requests_of
 from sqsjobs.registry import Registry
-from sqsjobs.runtime.kernel import Kernel, locate
+from sqsjobs.runtime.kernel import Feature, Kernel, features_of, locate
 from sqsjobs.schedules.fire import fires_plugin
 from sqsjobs.schedules.specs import Schedules
 from sqsjobs.steps import steps_plugin
@@ -64,6 +64,23 @@ class App:
     in its namespace: ``app.chains``, ``app.batches``, ``app.tokens``, ``app.limits``.
     """
 
+    # ── the features: one line each, in the order the kernel consults their plug-ins ─────────
+    _expiry = Feature(expiry_plugin)  # a job not started by its deadline: expired instead of claimed
+    #: Jobs told once when every item is done (docs/workflows-batches.md).
+    batches = Feature(batches_plugin, Batches)
+    #: Jobs run one after another (docs/workflows-chains.md).
+    chains = Feature(chains_plugin, Chains)
+    #: Named fleet-wide limits (``app.limit`` is ``add``), pause/resume (docs/flow-control-limits.md).
+    limits = Feature.declared(limits_plugin, FlowControl)
+    #: Recurring jobs (``app.schedule`` is ``add``): their fires become jobs (docs/schedules.md).
+    schedules = Feature.declared(fires_plugin, Schedules)
+    _foreign = Feature(foreign_plugin)  # messages sent from outside sqsjobs become jobs
+    _hooks = Feature(hooks_plugin)  # on_dead/on_succeeded: a hook job written with the finish
+    #: Durable steps (``ctx.step``); this namespace answers their wait tokens (docs/steps.md).
+    tokens = Feature(steps_plugin, Tokens)
+    _events = Feature(events_plugin)  # job events: the change stream relayed to the bus by the sweeper
+    _notify = Feature(notify_plugin, built_ins=delivery_spec)  # enqueue(notify=...): a delivery job
+
     def __init__(self, name: str, *, clock: Clock | None = None, **settings: Any) -> None:
         """Create an App; ``settings`` are ``Settings`` fields that win over the environment.
 
@@ -77,21 +94,14 @@ class App:
         self.job = self.registry.job
         #: ``app.external("name", queue=..., payload=...)``: a type HTTP workers run (docs/http-workers.md).
         self.external = self.registry.external
-        self.registry.add_built_in(delivery_spec(lambda: self.kernel))  # enqueue(notify=...)'s deliveries
-        self.schedules = Schedules()
+        for feature in features_of(type(self)):  # sqsjobs' own job types (enqueue(notify=)'s deliveries)
+            if feature.built_ins is not None:
+                self.registry.add_built_in(feature.built_ins(lambda: self.kernel))
         #: ``app.schedule("name", cron=|rate=|at=, job=..., payload=...)``: see docs/schedules.md.
         self.schedule = self.schedules.add
-        #: Named fleet-wide limits, and pause/resume of a job type (docs/flow-control-limits.md).
-        self.limits = FlowControl(self._core_kernel)
         #: ``app.limit("stripe", concurrency=5, rate="20/s", key=..., breaker=Breaker(...))``: a named,
         #: fleet-wide limit that ``@app.job(..., limits=["stripe"])`` puts types under.
         self.limit = self.limits.add
-        #: Jobs run one after another (docs/workflows-chains.md).
-        self.chains = Chains(self._core_kernel)
-        #: Jobs told once when every item is done (docs/workflows-batches.md).
-        self.batches = Batches(self._core_kernel)
-        #: Answers to a job's wait tokens (docs/steps.md).
-        self.tokens = Tokens(self._core_kernel)
         self.clock: Clock = clock or SystemClock()
         #: Every AWS call this process made through the App, by service and operation.
         self.requests = RequestCounter()
@@ -128,19 +138,8 @@ class App:
 
     # ── the kernel: what the runtime reads, and the features plugged into it ──────────────────
     def _plugins(self, core: Kernel) -> list[Plugin]:
-        """The features, one line each, in the order the kernel consults them (finish hooks run in it)."""
-        return [
-            expiry_plugin(core),  # a job not started by its deadline: expired instead of claimed
-            batches_plugin(core),  # items streamed from a handler; an item's end counted on its batch
-            chains_plugin(core),  # a step's previous result; the next step unblocked with a success
-            limits_plugin(core, self.limits),  # pause, limits and breakers: admission, slots given back
-            fires_plugin(core, self.schedules),  # schedule fires become their occurrence's job
-            foreign_plugin(core),  # messages sent from outside sqsjobs become jobs
-            hooks_plugin(core),  # on_dead/on_succeeded: a hook job written with the finish
-            steps_plugin(core),  # durable steps: ctx.step runs a function once per job, across attempts
-            events_plugin(core),  # job events: the change stream relayed to the bus by the sweeper (local)
-            notify_plugin(core),  # enqueue(notify=...): a delivery job written with the job's end
-        ]
+        """The features' plug-ins, in the order they are declared above (finish hooks run in it)."""
+        return [feature.plugin(self, core) for feature in features_of(type(self))]
 
     @property
     def kernel(self) -> Kernel:

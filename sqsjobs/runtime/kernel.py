@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 from sqsjobs.errors import ConfigurationError
 
@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 S = TypeVar("S")
+#: A feature's namespace on the App (None: it has none).
+N = TypeVar("N")
 
 
 class SyncRunner(Protocol):
@@ -204,3 +206,101 @@ class Namespace:
     async def arun(self, flow: Flow[T], /) -> T:
         """Drive ``flow`` with aiobotocore."""
         return await self._kernel().arun(flow)
+
+
+class FeatureHost(Protocol):
+    """What a ``Feature`` needs of the object it is declared on (the App)."""
+
+    def _core_kernel(self) -> Kernel: ...
+
+
+class Feature(Generic[N]):
+    """One feature's line on the App: its plug-in, and its namespace (``app.chains``) if it has one.
+
+    Declared as a class attribute, in the order the kernel consults the plug-ins::
+
+        chains = Feature(chains_plugin, Chains)            # app.chains, a Namespace of verbs
+        limits = Feature.declared(limits_plugin, FlowControl)  # its plug-in reads what was declared
+        _expiry = Feature(expiry_plugin)                   # a plug-in alone
+
+    The namespace is made on first access, one per App (a ``Namespace`` reads the App's kernel at
+    each call, so ``configure`` reaches it). ``built_ins`` are job types the feature registers in
+    every App (kept out of the App's own list). An application adds its own feature the same way, in
+    a subclass: its folder plus one line (``tests/unit/test_features.py``).
+    """
+
+    @overload
+    def __init__(
+        self: Feature[None],
+        plugin: Callable[[Kernel], Plugin],
+        namespace: None = None,
+        *,
+        built_ins: Callable[[Callable[[], Kernel]], HandlerSpec] | None = None,
+    ) -> None: ...
+    @overload
+    def __init__(
+        self,
+        plugin: Callable[[Kernel], Plugin],
+        namespace: type[N],
+        *,
+        built_ins: Callable[[Callable[[], Kernel]], HandlerSpec] | None = None,
+    ) -> None: ...
+    def __init__(
+        self,
+        plugin: Callable[[Kernel], Plugin],
+        namespace: type[N] | None = None,
+        *,
+        built_ins: Callable[[Callable[[], Kernel]], HandlerSpec] | None = None,
+    ) -> None:
+        self._init(lambda core, _namespace: plugin(core), plugin, namespace, built_ins)
+
+    @classmethod
+    def declared(cls, plugin: Callable[[Kernel, N], Plugin], namespace: type[N]) -> Feature[N]:
+        """A feature whose plug-in reads what was declared in its namespace (limits, schedules)."""
+        feature: Feature[N] = cls.__new__(cls)
+        feature._init(plugin, plugin, namespace, None)
+        return feature
+
+    def _init(
+        self,
+        plugin: Callable[[Kernel, N], Plugin],
+        factory: Callable[..., Plugin],
+        namespace: type[N] | None,
+        built_ins: Callable[[Callable[[], Kernel]], HandlerSpec] | None,
+    ) -> None:
+        self._plugin = plugin
+        #: The plug-in's factory as declared (where the feature's code lives: its folder).
+        self.factory = factory
+        self._namespace = namespace
+        self.built_ins = built_ins
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, host: None, owner: type | None = None) -> Feature[N]: ...
+    @overload
+    def __get__(self, host: FeatureHost, owner: type | None = None) -> N: ...
+    def __get__(self, host: FeatureHost | None, owner: type | None = None) -> Feature[N] | N:
+        if host is None:
+            return self
+        made: N = self._make(host)
+        host.__dict__[self.name] = made  # later reads find the instance's own attribute
+        return made
+
+    def _make(self, host: FeatureHost) -> N:
+        if self._namespace is None:
+            return None  # type: ignore[return-value]  # Feature[None]: no namespace
+        if issubclass(self._namespace, Namespace):
+            return self._namespace(host._core_kernel)
+        return self._namespace()
+
+    def plugin(self, host: FeatureHost, core: Kernel) -> Plugin:
+        """The feature's plug-in for ``host``'s kernel (built when the kernel is)."""
+        return self._plugin(core, getattr(host, self.name))
+
+
+def features_of(host_type: type) -> list[Feature[Any]]:
+    """The features declared on ``host_type`` and its bases, base first, each in declaration order."""
+    return [f for cls in reversed(host_type.__mro__) for f in vars(cls).values() if isinstance(f, Feature)]

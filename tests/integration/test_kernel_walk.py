@@ -26,9 +26,7 @@ import ast
 import asyncio
 import contextvars
 import dis
-import inspect
 import sys
-import textwrap
 import threading
 import time
 import types
@@ -38,9 +36,9 @@ import boto3
 import pytest
 
 import sqsjobs
-import sqsjobs.app as app_module
 from sqsjobs.app import App
 from sqsjobs.job import JobStatus
+from sqsjobs.runtime.kernel import features_of
 from sqsjobs.runtime.worker import Worker
 
 PACKAGE = Path(sqsjobs.__file__).resolve().parent
@@ -84,13 +82,8 @@ def module_of(filename: str) -> str:
 
 
 def feature_folders() -> set[str]:
-    """The folders of the App's plug-ins, read from ``App._plugins`` itself: what a plain job must not run."""
-    source = textwrap.dedent(inspect.getsource(App._plugins))
-    calls = [
-        n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-    ]
-    factories = [getattr(app_module, c.func.id) for c in calls if c.func.id.endswith("_plugin")]
-    return {folder_of(f.__module__) for f in factories}
+    """The folders of the App's features, read from its ``Feature`` lines: what a plain job must not run."""
+    return {folder_of(feature.factory.__module__) for feature in features_of(App)}
 
 
 def folder_of(module: str) -> str:
