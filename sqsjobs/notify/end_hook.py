@@ -12,10 +12,12 @@ entry, and the sweeper sends it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.job import AttemptOutcome
+from sqsjobs.producer import hint_written
 from sqsjobs.runtime.follow_ups import FollowUps, follow_up_job
 from sqsjobs.runtime.seams import Plugin
 from sqsjobs.store import transact
@@ -24,6 +26,7 @@ from sqsjobs.store.codec import nonce
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from sqsjobs._aws import Flow
     from sqsjobs.config import Settings
     from sqsjobs.delivery import Finish
     from sqsjobs.job import FailureRecord, Job
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
     from sqsjobs.runtime.kernel import Kernel
     from sqsjobs.store.enqueue import NewJob
     from sqsjobs.store.write import Entry, Put
+    from sqsjobs.transport.queues import QueueUrls
 
 #: The built-in job type that delivers a notification (registered by every App: ``sender``).
 DELIVERY_TYPE = "sqsjobs.notify"
@@ -108,22 +112,50 @@ def delivery_job(registry: Registry, job: Job, event: dict[str, Any], *, key: st
     )
 
 
-def told_cancel(registry: Registry, settings: Settings, job: Job, now: float) -> list[tuple[NewJob, Put]]:
+@dataclass(frozen=True)
+class CancelTold:
+    """What a cancel of a waiting job writes beside it to tell the job's target, and sends once that landed.
+
+    Empty for a job without a target: its ``entries`` add nothing to the cancel's transaction and
+    ``send_flow`` sends nothing.
+    """
+
+    settings: Settings
+    #: The delivery job and its ``Put`` (kept pending: the sweeper's witness until it is sent).
+    delivery: tuple[NewJob, Put] | None = None
+
+    def entries(self) -> list[dict[str, Any]]:
+        """The ``TransactWriteItems`` entries to write with the cancel."""
+        return [] if self.delivery is None else [{"Put": self.delivery[1].put_item()}]
+
+    def send_flow(self, queue_urls: QueueUrls, logger: Any = None) -> Flow[set[str]]:
+        """Once the cancel's transaction landed: send the delivery's message and clear its entry."""
+        written = [] if self.delivery is None else [(self.delivery[0], self.delivery[1].item)]
+        return hint_written(
+            written,
+            table=self.settings.table_name,
+            queue_urls=queue_urls,
+            settings=self.settings,
+            logger=logger,
+        )
+
+
+def told_cancel(registry: Registry, settings: Settings, job: Job, now: float) -> CancelTold:
     """The delivery an operator's cancel of waiting ``job`` writes in its own transaction; none without a target.
 
     A cancel is a job's end without a run, so no finish tells it: each cancel path (``jobs cancel``,
-    a bulk cancel, a batch's or a chain's cancel) writes this ``Put`` beside its cancel write and
-    sends its message once that landed (``producer.hint_written``; the pending entry is the witness
-    for the sweeper). The target is immutable once enqueued, so the record the cancel read names it.
+    a bulk cancel, a batch's or a chain's cancel) writes these ``entries`` beside its cancel write and
+    sends the message once that landed (``send_flow``; the pending entry is the witness for the
+    sweeper). The target is immutable once enqueued, so the record the cancel read names it.
     """
     if not ends_what_it_tells(job, AttemptOutcome.CANCELLED):
-        return []
+        return CancelTold(settings)
     event = event_of(job, AttemptOutcome.CANCELLED, now)
     delivery = delivery_job(registry, job, event, key=f"notify:{job.id}:cancelled", now=now)
     put = transact.job_put(
         settings.table_name, delivery, token=nonce(), pending_until=now + settings.stale_after_s
     )
-    return [(delivery, put)]
+    return CancelTold(settings, (delivery, put))
 
 
 class NotifyHook:

@@ -36,7 +36,6 @@ from sqsjobs.errors import InvalidTransition, JobNotFound, RecordChanged
 from sqsjobs.job import JobStatus
 from sqsjobs.notify.end_hook import told_cancel
 from sqsjobs.ops._common import actor
-from sqsjobs.producer import hint_written
 from sqsjobs.store import bulk
 from sqsjobs.store.apply import Landed, Refused, apply, apply_all
 from sqsjobs.store.codec import job_from_item, str_attr
@@ -311,17 +310,10 @@ def _cancel_one(
     if old is None or "notify" not in old or str_attr(old, "status") != spec.status.value:
         return _skip_reason(old)
     told = told_cancel(registry, settings, job_from_item(old), now)
-    landed = yield from apply_all(
-        [{"Update": write.transact_item()}, *({"Put": p.put_item()} for _, p in told)]
-    )
+    landed = yield from apply_all([{"Update": write.transact_item()}, *told.entries()])
     if isinstance(landed, Refused):
         return _skip_reason(landed.item_at(0))
-    yield from hint_written(
-        [(d, p.item) for d, p in told],
-        table=settings.table_name,
-        queue_urls=QueueUrls(settings),
-        settings=settings,
-    )
+    yield from told.send_flow(QueueUrls(settings))
     return "cancelled"
 
 

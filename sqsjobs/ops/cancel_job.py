@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from sqsjobs._aws import Call, Flow
 from sqsjobs.job import JobStatus
 from sqsjobs.notify.end_hook import told_cancel
-from sqsjobs.producer import hint_written
 from sqsjobs.store import codec, operator, requests
 from sqsjobs.store.apply import Landed, Refusal, Refused, apply, apply_all
 from sqsjobs.transport.queues import QueueUrls
@@ -60,17 +59,10 @@ def _cancel_with_follow_ups(settings: Settings, registry: Registry, job: Job, no
         return (yield from cancel_item_flow(env, job, now))
     told = told_cancel(registry, settings, job, now)
     write = operator.cancel(settings.table_name, job.id, now=now, retention_s=settings.retention_s)
-    landed = yield from apply_all(
-        [{"Update": write.transact_item()}, *({"Put": p.put_item()} for _, p in told)]
-    )
+    landed = yield from apply_all([{"Update": write.transact_item()}, *told.entries()])
     if isinstance(landed, Refused):
         if landed.reason is Refusal.CONTENDED:
             raise landed.as_error()
         return False  # claimed or cancelled meanwhile
-    yield from hint_written(
-        [(d, p.item) for d, p in told],
-        table=settings.table_name,
-        queue_urls=env.queue_urls,
-        settings=settings,
-    )
+    yield from told.send_flow(env.queue_urls)
     return True

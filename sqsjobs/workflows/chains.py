@@ -26,7 +26,7 @@ from sqsjobs._aws import Call, Flow, async_verb, sync_verb
 from sqsjobs.config import to_seconds
 from sqsjobs.errors import ChainInvalid, ChainNotFound, IdempotencyConflict, StoreError, TransactionInvalid
 from sqsjobs.job import ChainPlace, JobStatus
-from sqsjobs.notify.end_hook import told_cancel
+from sqsjobs.notify.end_hook import CancelTold, told_cancel
 from sqsjobs.producer import JobRequest, build_new_job, hint_written, route_of, write_objects
 from sqsjobs.runtime.kernel import Namespace
 from sqsjobs.store import dedupe, operator, transact, waiting
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from sqsjobs.registry import Registry
     from sqsjobs.store.codec import Item
     from sqsjobs.store.enqueue import NewJob
-    from sqsjobs.store.write import Put
 
 #: A step as ``app.chains.start`` takes it: ``(type, payload)``, or a ``JobRequest`` for a queue or tenant.
 Step = tuple[Any, Any] | JobRequest[Any]
@@ -297,7 +296,7 @@ def cancel_flow(settings: Settings, registry: Registry, chain_id: str, now: floa
             retention_s=settings.retention_s,
             reason=reason,
         )
-        told: list[tuple[NewJob, Put]] = []
+        told = CancelTold(settings)
         if step.status in (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED):
             outcome = "cancelled"
             current = (yield from read_items(table, [step.job_id])).get(step.job_id)
@@ -323,12 +322,10 @@ def cancel_flow(settings: Settings, registry: Registry, chain_id: str, now: floa
             ]
         else:
             continue  # between two writes of a finish: read again
-        entries = [*({"Update": u} for u in updates), *({"Put": put.put_item()} for _, put in told)]
+        entries = [*({"Update": u} for u in updates), *told.entries()]
         if isinstance((yield from apply_all(entries)), Refused):
             continue  # the step was claimed or finished meanwhile: read again
-        yield from hint_written(
-            [(d, put.item) for d, put in told], table=table, queue_urls=QueueUrls(settings), settings=settings
-        )
+        yield from told.send_flow(QueueUrls(settings))
         return outcome
     raise StoreError(f"chain {chain_id} kept moving under app.chains.cancel; try again", code="ChainMoving")
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from sqsjobs._aws import Call, Flow
 from sqsjobs.errors import BatchNotFound
 from sqsjobs.job import JobStatus
-from sqsjobs.notify.end_hook import told_cancel
+from sqsjobs.notify.end_hook import CancelTold, told_cancel
 from sqsjobs.producer import hint_written
 from sqsjobs.store import requests, transact
 from sqsjobs.store.apply import Landed, Refusal, Refused, apply, apply_all
@@ -49,7 +49,6 @@ if TYPE_CHECKING:
     from sqsjobs.config import Settings
     from sqsjobs.job import Job
     from sqsjobs.registry import Registry
-    from sqsjobs.store.write import Put
     from sqsjobs.transport.queues import QueueUrls
 
 
@@ -66,9 +65,13 @@ class BatchEnv:
     #: The job types: what a cancelled item with a ``notify`` target is told by (None: no item has one).
     registry: Registry | None = None
 
-    def told(self, job: Job, now: float) -> list[tuple[NewJob, Put]]:
+    def told(self, job: Job, now: float) -> CancelTold:
         """The delivery a cancel of waiting ``job`` writes with it (``notify.end_hook.told_cancel``)."""
-        return [] if self.registry is None else told_cancel(self.registry, self.settings, job, now)
+        return (
+            CancelTold(self.settings)
+            if self.registry is None
+            else told_cancel(self.registry, self.settings, job, now)
+        )
 
     @property
     def table(self) -> str:
@@ -77,12 +80,8 @@ class BatchEnv:
 
     def hint(self, job: NewJob, put: Mapping[str, Any]) -> Flow[set[str]]:
         """Send the message of a job a batch's transaction wrote (``put``), then clear its entry."""
-        return self.hint_all([(job, put["Put"]["Item"])])
-
-    def hint_all(self, written: Sequence[tuple[NewJob, Mapping[str, Any]]]) -> Flow[set[str]]:
-        """Send the messages of jobs a transaction wrote (each with its record), then clear their entries."""
         return hint_written(
-            written,
+            [(job, put["Put"]["Item"])],
             table=self.table,
             queue_urls=self.queue_urls,
             settings=self.settings,
@@ -336,14 +335,14 @@ def cancel_item_flow(env: BatchEnv, job: Job, now: float) -> Flow[bool]:
     entries = [
         {"Update": params.transact_item()},
         batch_store.count_entry(env.table, key, "failed"),
-        *({"Put": put.put_item()} for _, put in told),
+        *told.entries(),
     ]
     cancelled = yield from apply_all(entries)
     if isinstance(cancelled, Refused):
         if cancelled.reason is Refusal.CONTENDED:
             raise cancelled.as_error()
         return False
-    yield from env.hint_all([(delivery, put.item) for delivery, put in told])
+    yield from told.send_flow(env.queue_urls, env.logger)
     yield from after_finish_flow(env, key, failed=True, now=now)
     return True
 
@@ -372,17 +371,21 @@ def stop_items_flow(env: BatchEnv, record: batch_store.BatchRecord, now: float) 
                 retention_s=env.settings.retention_s,
                 batch_key=item["batch_key"]["S"],
             )
-            told = env.told((yield from _job_flow(env, item["id"]["S"])), now) if "notify" in item else []
+            told = (
+                env.told((yield from _job_flow(env, item["id"]["S"])), now)
+                if "notify" in item
+                else CancelTold(env.settings)
+            )
             cancelled = yield from apply_all(
                 [
                     {"Update": params.transact_item()},
                     batch_store.count_entry(env.table, item["batch_key"]["S"], "failed"),
-                    *({"Put": put.put_item()} for _, put in told),
+                    *told.entries(),
                 ]
             )
             if isinstance(cancelled, Landed):
                 done["cancelled"] += 1
-                yield from env.hint_all([(delivery, put.item) for delivery, put in told])
+                yield from told.send_flow(env.queue_urls, env.logger)
         elif status == JobStatus.RUNNING:
             asked = yield from apply(request_cancel(env.table, item["id"]["S"], now=now))
             done["requested"] += isinstance(asked, Landed)  # refused: it finished meanwhile
