@@ -12,6 +12,7 @@ from sqsjobs._clock import Clock, FakeClock, SystemClock
 from sqsjobs.app import App
 from sqsjobs.config import Settings
 from sqsjobs.context import JobContext
+from sqsjobs.dedupe import Debounce, DedupeFor, Throttle, WhileActive
 from sqsjobs.errors import (
     AwsError,
     BatchNotFound,
@@ -62,12 +63,8 @@ from sqsjobs.options import (
     BatchOptions,
     BatchRetry,
     BatchSuccess,
-    Debounce,
-    DedupeFor,
     Hooks,
     PayloadVersion,
-    Throttle,
-    WhileActive,
 )
 from sqsjobs.producer import JobRequest
 from sqsjobs.registry import HandlerSpec, Registry

@@ -165,7 +165,7 @@ class NotifyInvalid(SqsJobsError, ValueError):
 
 
 class DedupeInvalid(SqsJobsError, ValueError):
-    """Dedup options that cannot hold: two modes at once, or a window outside ``sqsjobs.store.dedupe``'s bounds.
+    """Dedup options that cannot hold: two modes at once, or a window outside ``sqsjobs.dedupe``'s bounds.
 
     Attributes:
         field: the option at fault (``dedupe_for``, ``throttle``, ``debounce``, ``debounce_max``,

@@ -1,24 +1,20 @@
-"""What ``@app.job`` takes beside the handler: dedup modes, hooks and events, the payload's version, batch handlers.
+"""What ``@app.job`` takes beside the handler: hooks and events, the payload's version, batch handlers.
 
-Plain values, checked when they are made (``DedupeInvalid``, ``ConfigurationError`` at import), that
+Plain values, checked when they are made (``ConfigurationError`` at import), that
 ``sqsjobs.registry`` puts on a type's ``HandlerSpec`` and the runtime reads there; the batch
 handler's item and outcome types are what such a handler takes and returns.
 """
 
 from __future__ import annotations
 
-import math
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeAlias, TypeVar
+from typing import Any, Generic, TypeAlias, TypeVar
 
-from sqsjobs.config import to_seconds
-from sqsjobs.errors import ConfigurationError, DedupeInvalid
+from sqsjobs.errors import ConfigurationError
 
 if typing.TYPE_CHECKING:
-    from datetime import timedelta
-
     from sqsjobs.context import JobContext
 
 #: The payload type of a handler (its first parameter's annotation).
@@ -27,89 +23,32 @@ P = TypeVar("P")
 Upcast = Callable[[Any], Any]
 
 
-# ── dedup modes: ``@app.job(dedupe=...)`` and an enqueue's ``dedupe=`` (``sqsjobs.store.dedupe``) ──
-#: The modes a job type or an enqueue may name (``NewJob.dedupe``).
-Mode = Literal["window", "throttle", "while_active", "debounce"]
+@typing.runtime_checkable
+class KeyPolicy(typing.Protocol):
+    """How long an idempotency key names one job: a dedup mode, as the producer sees it (its seam).
+
+    A type (``@app.job(dedupe=...)``) or an enqueue (``dedupe=``) names one of ``sqsjobs.dedupe``'s
+    modes; the producer asks it for the job's id, and a mode that writes before the job (a
+    ``KeySettler``, ``sqsjobs.store.enqueue``) settles its jobs itself. The producer names no mode.
+    """
+
+    @property
+    def mode(self) -> str:
+        """The mode's name (logs, errors)."""
+        ...
+
+    @property
+    def first_wins(self) -> bool:
+        """Another payload under the key gets the key's job instead of ``IdempotencyConflict``."""
+        ...
+
+    def job_id(self, job_type: str, key: str, tenant: str | None, at: float) -> str:
+        """The id an enqueue with ``key`` at ``at`` (epoch seconds) writes."""
+        ...
 
 
-@dataclass(frozen=True, eq=False)
-class Dedupe:
-    """A dedup mode with its window (seconds; None for ``while_active``): one of the four below."""
-
-    mode: Mode
-    window_s: float | None = None
-    #: ``debounce``: the longest a key's first enqueue waits for a quiet period.
-    max_wait_s: float | None = None
-
-    def _fields(self) -> tuple[str, float | None, float | None]:
-        return (self.mode, self.window_s, self.max_wait_s)
-
-    def __eq__(self, other: object) -> bool:
-        """The same mode and windows, whichever constructor made it (``Throttle(9)`` is ``Dedupe("throttle", 9)``)."""
-        return isinstance(other, Dedupe) and self._fields() == other._fields()
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-
-#: The shortest window, quiet period or ``debounce_max``: a window's slot counts whole milliseconds.
-MIN_WINDOW_S = 0.001
-#: The longest: ten years, as ``delay`` (a longer one is a mistake, and past it the clock arithmetic
-#: of a slot or a deadline overflows, in Python or in DynamoDB's numbers).
-MAX_WINDOW_S = 10 * 365 * 86_400.0
-
-
-def _bounded(name: str, seconds: float | None) -> float | None:
-    """``seconds`` if it is within the bounds (``DedupeInvalid`` naming the option if not)."""
-    if seconds is not None and not (math.isfinite(seconds) and MIN_WINDOW_S <= seconds <= MAX_WINDOW_S):
-        raise DedupeInvalid(
-            f"{name} must be between {MIN_WINDOW_S}s and {MAX_WINDOW_S:.0f}s (ten years), not {seconds}s",
-            field=name,
-        )
-    return seconds
-
-
-#: What a ``dedupe=`` that is not one of the four modes is told (``@app.job`` and an enqueue alike).
+#: What a ``dedupe=`` that is not a dedup mode is told (``@app.job`` and an enqueue alike).
 DEDUPE_MODES = "give DedupeFor(window), Throttle(window), WhileActive() or Debounce(quiet)"
-#: A debounce without ``max`` runs at the latest this many quiet periods after its first enqueue.
-DEFAULT_MAX_QUIETS = 10
-
-
-class DedupeFor(Dedupe):
-    """The key names one job within this window (aligned); another payload in it is ``IdempotencyConflict``."""
-
-    def __init__(self, window: timedelta | float) -> None:
-        super().__init__("window", _bounded("dedupe_for", to_seconds(window)))
-
-
-class Throttle(Dedupe):
-    """The first enqueue of the key in this window (aligned) wins; later ones, any payload, get its id."""
-
-    def __init__(self, window: timedelta | float) -> None:
-        super().__init__("throttle", _bounded("throttle", to_seconds(window)))
-
-
-class WhileActive(Dedupe):
-    """The key names the live job only: once it has finished, the next enqueue makes a new job."""
-
-    def __init__(self) -> None:
-        super().__init__("while_active")
-
-
-class Debounce(Dedupe):
-    """The last payload of a quiet period this long wins; ``max`` (default ten quiet periods) bounds the wait."""
-
-    def __init__(self, quiet: timedelta | float, *, max: timedelta | float | None = None) -> None:
-        quiet_s = _bounded("debounce", to_seconds(quiet))
-        assert quiet_s is not None
-        max_s = _bounded("debounce_max", to_seconds(max)) if max is not None else None
-        max_wait = max_s if max_s is not None else min(quiet_s * DEFAULT_MAX_QUIETS, MAX_WINDOW_S)
-        if max_wait < quiet_s:
-            raise DedupeInvalid(
-                f"debounce max ({max_wait}s) must be at least the quiet period ({quiet_s}s)",
-                field="debounce_max",
-            )
-        super().__init__("debounce", quiet_s, max_wait)
 
 
 @dataclass(frozen=True)

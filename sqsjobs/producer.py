@@ -34,18 +34,18 @@ from sqsjobs.errors import (
 )
 from sqsjobs.job import Notify
 from sqsjobs.observability.tracing import current_trace, message_attributes
-from sqsjobs.options import DEDUPE_MODES, Dedupe, P
+from sqsjobs.options import DEDUPE_MODES, KeyPolicy, P
 from sqsjobs.store import (
     codec,
     deadlines,
-    debounce,
-    dedupe,
     enqueue,
     requests,
     statements,
     transact,
 )
 from sqsjobs.store.apply import Refused, apply, apply_batched
+from sqsjobs.store.codec import idempotent_job_id
+from sqsjobs.store.enqueue import KeyEnv, KeySettler
 from sqsjobs.transport import lifespan, objects, routes, sqs
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ class JobRequest(Generic[P]):
     serialize_key: str | None = None
     #: How long ``idempotency_key`` names one job: ``DedupeFor``, ``Throttle``, ``WhileActive`` or
     #: ``Debounce`` (default: the type's ``@app.job(dedupe=)``). See docs/dedupe.md.
-    dedupe: Dedupe | None = None
+    dedupe: KeyPolicy | None = None
     #: Where the job's end is told: ``Notify(url=, secret=)`` (a signed webhook), ``Notify(queue=)``
     #: or ``Notify(bus=)``, or that as a dict. See docs/http-workers.md, "Hearing back".
     notify: Notify | Mapping[str, str] | None = None
@@ -117,7 +117,7 @@ class EnqueueOptions(TypedDict, total=False):
     expires_after: timedelta | float | None
     priority: str | None
     serialize_key: str | None
-    dedupe: Dedupe | None
+    dedupe: KeyPolicy | None
     notify: Notify | Mapping[str, str] | None
 
 
@@ -152,13 +152,13 @@ def build_new_job(
     mode = _dedupe_of(request, spec)
     if mode is not None and not request.idempotency_key:
         raise ValueError(f"{job_type!r}: a dedup mode ({mode.mode}) needs an idempotency_key")
-    job_id = (
-        dedupe.job_id(
-            job_type, request.idempotency_key, request.tenant, mode, now if window_at is None else window_at
-        )
-        if request.idempotency_key
-        else uuid.uuid4().hex
-    )
+    if not request.idempotency_key:
+        job_id = uuid.uuid4().hex
+    elif mode is None:
+        job_id = idempotent_job_id(job_type, request.idempotency_key, request.tenant)
+    else:
+        at = now if window_at is None else window_at
+        job_id = mode.job_id(job_type, request.idempotency_key, request.tenant, at)
     queue = request.queue or (spec.queue if spec else "default")
     priority = routes.check(
         settings, queue, request.priority or (spec.priority if spec else None), request.serialize_key
@@ -194,8 +194,9 @@ def build_new_job(
             else None,
         ),
         notify=notify_target(request.notify),
+        policy=mode,
     )
-    return _claim_checked(dedupe.with_mode(job, mode), settings, in_record=in_record or job.held)
+    return _claim_checked(job, settings, in_record=in_record or job.held)
 
 
 def notify_target(value: Notify | Mapping[str, str] | None) -> Notify | None:
@@ -208,9 +209,9 @@ def notify_target(value: Notify | Mapping[str, str] | None) -> Notify | None:
         raise NotifyInvalid(str(exc), field="notify") from None
 
 
-def _dedupe_of(request: JobRequest[Any], spec: HandlerSpec | None) -> Dedupe | None:
+def _dedupe_of(request: JobRequest[Any], spec: HandlerSpec | None) -> KeyPolicy | None:
     """The request's dedup mode, else its type's (``@app.job(dedupe=)``)."""
-    if request.dedupe is not None and not isinstance(request.dedupe, Dedupe):
+    if request.dedupe is not None and not isinstance(request.dedupe, KeyPolicy):
         raise DedupeInvalid(f"dedupe={request.dedupe!r}: {DEDUPE_MODES}", field="dedupe")
     return request.dedupe if request.dedupe is not None else spec.dedupe if spec is not None else None
 
@@ -304,10 +305,11 @@ def enqueue_jobs_flow(
     metrics: JobMetrics | None = None,
     tracer: JobTracer | None = None,
 ) -> Flow[list[str]]:
-    """Enqueue built jobs (``build_new_job``), each by its dedup mode (``sqsjobs.store.dedupe``).
+    """Enqueue built jobs (``build_new_job``); a job whose dedup mode settles it asks the mode first.
 
-    Jobs without a keyed mode go straight to ``enqueue_many_flow``; a ``unique="while_active"`` job
-    first takes its key, a debounced one rewrites its waiting record (``sqsjobs.store.debounce``).
+    Jobs without such a mode go straight to ``enqueue_many_flow``, in one batch. A mode that settles
+    its job (``KeySettler.settle_flow``: ``WhileActive`` takes the key item, ``Debounce`` gathers into
+    the key's job) answers the id, and whether the plain enqueue still writes the job.
     """
 
     def send_and_write(some: Sequence[enqueue.NewJob]) -> Flow[list[str]]:
@@ -315,29 +317,29 @@ def enqueue_jobs_flow(
             some, settings=settings, queue_urls=queue_urls, logger=logger, metrics=metrics, tracer=tracer
         )
 
-    if not any(j.dedupe in dedupe.KEYED for j in jobs):
-        return send_and_write(jobs)
-    retention_s = settings.retention_days * 86_400.0
+    if not any(isinstance(j.policy, KeySettler) for j in jobs):
+        return (yield from send_and_write(jobs))
 
     def url_of(job: enqueue.NewJob) -> Flow[str]:
         route = route_of(job)
         return (yield from queue_urls.flow([route]))[route]
 
-    def debounced(job: enqueue.NewJob) -> Flow[dedupe.EnqueuedId]:
-        assert job.debounce is not None
-        quiet_s, max_wait_s = job.debounce
-        return debounce.enqueue_flow(
-            settings.table_name,
-            job,
-            quiet_s=quiet_s,
-            max_wait_s=max_wait_s,
-            retention_s=retention_s,
-            queue_url=url_of,
-        )
-
-    return dedupe.enqueue_flow(
-        jobs, send_and_write, table=settings.table_name, retention_s=retention_s, debounced=debounced
-    )
+    env = KeyEnv(settings.table_name, settings.retention_days * 86_400.0, url_of)
+    results: list[str | None] = [None] * len(jobs)
+    todo: list[tuple[int, enqueue.NewJob]] = []
+    for i, job in enumerate(jobs):
+        if not isinstance(job.policy, KeySettler):
+            todo.append((i, job))
+            continue
+        settled = yield from job.policy.settle_flow(job, env)
+        results[i] = settled.id
+        if settled.write:
+            todo.append((i, job))
+    if todo:
+        ids = yield from send_and_write([job for _, job in todo])
+        for (i, _), new in zip(todo, ids, strict=True):
+            results[i] = results[i] or new
+    return [r for r in results if r is not None]
 
 
 def enqueue_many_flow(

@@ -31,8 +31,8 @@ from sqsjobs.options import (
     DEDUPE_MODES,
     BatchItem,
     BatchOptions,
-    Dedupe,
     Hooks,
+    KeyPolicy,
     P,
     PayloadVersion,
     Upcast,
@@ -92,7 +92,7 @@ class HandlerSpec:
     pausable: bool = False
     #: The type's default dedup mode for an enqueue with an idempotency key (an enqueue's own wins):
     #: ``DedupeFor``, ``Throttle``, ``WhileActive`` or ``Debounce``; see docs/dedupe.md.
-    dedupe: Dedupe | None = None
+    dedupe: KeyPolicy | None = None
     #: ``@job(events=...)``: the events its jobs publish when they end (``JOB_EVENTS`` names); None:
     #: the App's ``events`` setting decides (docs/events.md).
     events: frozenset[str] | None = None
@@ -308,11 +308,11 @@ def _options(
     limits: Sequence[str],
     pausable: bool,
     priority: str | None,
-    dedupe: Dedupe | None,
+    dedupe: KeyPolicy | None,
     hooks: Hooks | None,
 ) -> dict[str, Any]:
     """A job type's options, checked (``ConfigurationError`` at import), as ``HandlerSpec`` fields."""
-    if dedupe is not None and not isinstance(dedupe, Dedupe):
+    if dedupe is not None and not isinstance(dedupe, KeyPolicy):
         raise ConfigurationError(f"job {name!r}: dedupe={dedupe!r}: {DEDUPE_MODES}")
     if hooks is not None and not isinstance(hooks, Hooks):
         raise ConfigurationError(
@@ -369,7 +369,7 @@ class Registry:
         limits: Sequence[str] = (),
         pausable: bool = False,
         priority: str | None = None,
-        dedupe: Dedupe | None = None,
+        dedupe: KeyPolicy | None = None,
         hooks: Hooks | None = None,
         batch: BatchOptions | None = None,
     ) -> Callable[[H], H]:
@@ -433,7 +433,7 @@ class Registry:
         limits: Sequence[str] = (),
         pausable: bool = False,
         priority: str | None = None,
-        dedupe: Dedupe | None = None,
+        dedupe: KeyPolicy | None = None,
         hooks: Hooks | None = None,
     ) -> None:
         """Declare a job type whose handler runs outside this process: in an HTTP worker, any language.

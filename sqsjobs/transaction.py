@@ -45,9 +45,10 @@ from sqsjobs.errors import (
     TransactionInvalid,
 )
 from sqsjobs.producer import EnqueueOptions, JobRequest, build_new_job, hint_written, route_of, write_objects
-from sqsjobs.store import dedupe, transact
+from sqsjobs.store import transact
 from sqsjobs.store.apply import Refused, apply_all
 from sqsjobs.store.codec import av_s, nonce
+from sqsjobs.store.enqueue import outside_producer
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -172,7 +173,7 @@ class Transaction:
             now=self._now(),
             in_record=True,
         )
-        dedupe.outside_producer(job, "a transaction")
+        outside_producer(job, "a transaction")
         for item in self._items:
             if item.job is not None and item.job.id == job.id:
                 if item.job.payload_hash == job.payload_hash and item.job.type == job.type:

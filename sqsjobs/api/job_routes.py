@@ -36,13 +36,14 @@ from sqsjobs.api.models import (
     since_seconds,
 )
 from sqsjobs.api.problems import MISSING_QUEUE, problem
+from sqsjobs.dedupe.modes import of_fields
 from sqsjobs.errors import PayloadError, TransportError, WaitTimeout
 from sqsjobs.job import JobStatus
 from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops._common import iso
 from sqsjobs.ops.requeue import KEEP
 from sqsjobs.producer import JobRequest
-from sqsjobs.store import dedupe, waiting
+from sqsjobs.store import waiting
 
 router = APIRouter(tags=["jobs"])
 
@@ -101,7 +102,7 @@ async def enqueue(body: EnqueueRequest, app: AppDep, response: Response) -> Any:
         tenant=body.tenant,
         priority=body.priority,
         serialize_key=body.serialize_key,
-        dedupe=dedupe.of_fields(body),
+        dedupe=of_fields(body),
         notify=notify_json(body.notify),
     )
     [job] = app.producer.build([request])  # the App's own enqueue path: build, then send_flow
@@ -122,7 +123,7 @@ async def enqueue(body: EnqueueRequest, app: AppDep, response: Response) -> Any:
             instance="/jobs",
         )
     status, run_at, later = JobStatus.QUEUED, datetime.fromtimestamp(job.run_at, UTC), not due_now
-    keyed = body.idempotency_key is not None or job.dedupe is not None or job.debounce is not None
+    keyed = body.idempotency_key is not None or job.policy is not None
     if keyed or job_id != job.id:  # a repeat or a dedup mode: the job is where its record says
         recorded = await app.aget(job_id, load_result=False)
         status, run_at = recorded.status, recorded.run_at

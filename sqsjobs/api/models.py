@@ -24,14 +24,14 @@ from pydantic import (
     model_validator,
 )
 
+from sqsjobs.dedupe.modes import MAX_WINDOW_S, MIN_WINDOW_S
 from sqsjobs.envelope import MAX_PAYLOAD_DEPTH, TOO_DEEP_ADVICE
 from sqsjobs.ops._common import parse_duration
-from sqsjobs.options import MAX_WINDOW_S, MIN_WINDOW_S
 
 #: Ten years: a longer delay is a mistake, not a plan (a held job waits in the table meanwhile).
 MAX_DELAY_S = 10 * 365 * 86_400.0
 #: The bounds of every request member, in one place: each model below takes its numbers from these
-#: types, and the library's own bounds (``sqsjobs.store.dedupe``) are where they come from, so a
+#: types, and the library's own bounds (``sqsjobs.dedupe``) are where they come from, so a
 #: request the document allows is one ``App.enqueue`` takes, and none reaches a store unchecked.
 Delay = Annotated[float, Field(ge=0, le=MAX_DELAY_S, allow_inf_nan=False)]
 #: A dedup window, quiet period or ``debounce_max`` (``dedupe.of_options`` refuses any other).

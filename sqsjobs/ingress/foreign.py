@@ -30,6 +30,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from sqsjobs.dedupe.modes import of_fields
 from sqsjobs.delivery import DELETE, LEAVE, Ack, dead_letter, failure_record
 from sqsjobs.envelope import Foreign
 from sqsjobs.errors import AwsError, HandlerNotFound, IdempotencyConflict, PayloadError, RoutingError
@@ -38,7 +39,6 @@ from sqsjobs.observability.tracing import parse as parse_trace
 from sqsjobs.producer import JobRequest, build_new_job, enqueue_jobs_flow
 from sqsjobs.runtime.seams import Plugin
 from sqsjobs.schedules.specs import empty_payload
-from sqsjobs.store import dedupe
 
 if TYPE_CHECKING:
     from sqsjobs.delivery import Delivery
@@ -91,7 +91,7 @@ def job_of(kernel: Kernel, message: Foreign, delivery: Delivery) -> NewJob:
         serialize_key=message.serialize_key,
         run_at=datetime.fromtimestamp(delivery.sent_at + message.delay_s, UTC),
         trace=sender_trace(delivery),  # None: the worker's own (current_trace), as for any enqueue
-        dedupe=dedupe.of_fields(message),
+        dedupe=of_fields(message),
     )
     return build_new_job(
         request,

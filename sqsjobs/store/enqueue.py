@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from sqsjobs.envelope import Envelope
 from sqsjobs.errors import IdempotencyConflict
 from sqsjobs.job import BatchPlace, ChainPlace, Job, JobStatus, Notify
+from sqsjobs.options import KeyPolicy
 from sqsjobs.store.codec import (
     OPTIONAL_STRINGS,
     Item,
@@ -30,7 +31,54 @@ from sqsjobs.store.write import Put, Write, new_id_only
 from sqsjobs.transport import objects
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
+
+    from sqsjobs._aws import Flow
+
+
+@runtime_checkable
+class KeySettler(KeyPolicy, Protocol):
+    """A dedup mode that writes before the job's own record: it settles each of its jobs itself.
+
+    ``WhileActive`` takes a key item, ``Debounce`` gathers into the key's job; the producer asks
+    ``settle_flow`` first, and writes the job only when the answer says so.
+    """
+
+    def settle_flow(self, job: NewJob, env: KeyEnv) -> Flow[Settled]:
+        """Take the key for ``job``, or find the job that holds it."""
+        ...
+
+
+@dataclass(frozen=True)
+class KeyEnv:
+    """What a key policy's writes need: the table, the records' retention, and a job's queue URL."""
+
+    table: str
+    retention_s: float
+    queue_url: Callable[[NewJob], Flow[str]]
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A key policy's answer for one job: the id the enqueue returns, and whether it still writes the job."""
+
+    #: The job's id, or the live one's that holds the key (an ``EnqueuedId`` saying which).
+    id: str
+    #: True: the plain enqueue writes and sends ``job`` (it took the key); False: nothing more to write.
+    write: bool
+
+
+def outside_producer(job: NewJob, where: str) -> NewJob:
+    """``job``, unless its mode settles it first (``ValueError``): not in a transaction, batch or chain.
+
+    Such a mode writes its key before the record, which those write together with others.
+    """
+    if isinstance(job.policy, KeySettler):
+        raise ValueError(
+            f"{job.type!r}: {job.policy.mode} is not supported in {where} (its key item is written "
+            "before the job); enqueue it with app.enqueue"
+        )
+    return job
 
 
 @dataclass(frozen=True)
@@ -67,11 +115,9 @@ class NewJob:
     payload_bucket: str | None = None
     #: The deadline (epoch seconds, to the millisecond): not started by then, the job expires.
     start_by: float | None = None
-    #: The key's dedup mode (``sqsjobs.store.dedupe``): ``throttle`` answers another payload with the
-    #: job the key's window already has, instead of ``IdempotencyConflict``. Not stored in the record.
-    dedupe: str | None = None
-    #: ``debounce``: (quiet period, maximum wait) in seconds (``sqsjobs.store.debounce``).
-    debounce: tuple[float, float] | None = None
+    #: The key's dedup mode (``KeyPolicy``): ``first_wins`` answers another payload with the
+    #: job the key already names, instead of ``IdempotencyConflict``. Not stored in the record.
+    policy: KeyPolicy | None = None
 
     # Cached: the record, the message and a conflict check all need them, once per job.
     @functools.cached_property
@@ -203,9 +249,11 @@ def is_same_job(old: Mapping[str, Any], job: NewJob) -> bool:
 def interpret_put_conflict(job: NewJob, old: Item) -> str:
     """A put refused by the id condition: the same payload in ``old`` is the same job, else a conflict.
 
-    Under ``throttle`` the first job of the key's window wins whatever the payload: its id is the answer.
+    Under a ``first_wins`` mode (``Throttle``) the first job of the key's window wins whatever the
+    payload: its id is the answer.
     """
-    if is_same_job(old, job) or (job.dedupe == "throttle" and old.get("type") == av_s(job.type)):
+    first_wins = job.policy is not None and job.policy.first_wins
+    if is_same_job(old, job) or (first_wins and old.get("type") == av_s(job.type)):
         return str(old["id"]["S"])
     raise IdempotencyConflict(
         f"idempotency key {job.idempotency_key!r} already names job {old['id']['S']} of type "

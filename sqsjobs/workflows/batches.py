@@ -27,9 +27,10 @@ from sqsjobs.errors import BatchNotFound, BatchSealed, ConfigurationError, Idemp
 from sqsjobs.job import BatchPlace
 from sqsjobs.producer import JobRequest, build_new_job, notify_target, route_of, write_objects
 from sqsjobs.runtime.kernel import Namespace
-from sqsjobs.store import dedupe, transact, waiting
+from sqsjobs.store import transact, waiting
 from sqsjobs.store.apply import Refused, apply_all
 from sqsjobs.store.codec import av_s, idempotent_job_id, nonce
+from sqsjobs.store.enqueue import outside_producer
 from sqsjobs.store.transact import CONDITION_FAILED
 from sqsjobs.workflows import batch_store
 from sqsjobs.workflows.completion import (
@@ -198,7 +199,7 @@ def add_flow(
 ) -> Flow[str]:
     """Add one item (see the module docstring); its id. The same dedupe key again is the same item."""
     job = build_new_job(request, registry=registry, settings=env.settings, now=now, in_record=True)
-    dedupe.outside_producer(job, "a batch")
+    outside_producer(job, "a batch")
     if dedupe_key is not None:
         item_id = idempotent_job_id(job.type, f"{batch.id}\0{dedupe_key}", job.tenant)
         job = dataclasses.replace(job, id=item_id, idempotency_key=dedupe_key)

@@ -29,9 +29,10 @@ from sqsjobs.job import ChainPlace, JobStatus
 from sqsjobs.notify.end_hook import CancelTold, told_cancel
 from sqsjobs.producer import JobRequest, build_new_job, hint_written, route_of, write_objects
 from sqsjobs.runtime.kernel import Namespace
-from sqsjobs.store import dedupe, operator, transact, waiting
+from sqsjobs.store import operator, transact, waiting
 from sqsjobs.store.apply import Refused, apply_all
 from sqsjobs.store.codec import job_from_item, nonce, str_attr, to_datetime
+from sqsjobs.store.enqueue import outside_producer
 from sqsjobs.transport.queues import QueueUrls
 from sqsjobs.workflows import chain_store
 from sqsjobs.workflows.chain_store import ChainState
@@ -111,7 +112,7 @@ def build_steps(
     chain_id = chain_store.new_chain_id(dedupe_key)
     jobs = []
     for index, request in enumerate(requests):
-        job = dedupe.outside_producer(
+        job = outside_producer(
             build_new_job(request, registry=registry, settings=settings, now=now, in_record=True), "a chain"
         )
         jobs.append(

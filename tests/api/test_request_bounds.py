@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from sqsjobs import Debounce, DedupeFor, DedupeInvalid, Throttle
-from sqsjobs.options import MAX_WINDOW_S
+from sqsjobs.dedupe.modes import MAX_WINDOW_S
 from tests.api.helpers import assert_problem, client
 
 ORDER = {"type": "orders.ok", "payload": {"order_id": "o-1"}, "idempotency_key": "k"}
@@ -19,9 +19,9 @@ ORDER = {"type": "orders.ok", "payload": {"order_id": "o-1"}, "idempotency_key":
 @pytest.mark.parametrize(
     ("options", "field"),
     [
-        ({"throttle": 1e308}, "throttle"),  # was 500: OverflowError in store/dedupe.py
+        ({"throttle": 1e308}, "throttle"),  # was 500: OverflowError in dedupe/modes.py
         ({"dedupe_for": 1e308}, "dedupe_for"),
-        ({"debounce": 1e308}, "debounce"),  # was 500: OverflowError in store/debounce.py
+        ({"debounce": 1e308}, "debounce"),  # was 500: OverflowError in dedupe/debounce.py
         ({"dedupe_for": 2.2e-16}, "dedupe_for"),  # was 500: a 0 ms window, ZeroDivisionError
         ({"debounce": 1, "debounce_max": 1e308}, "debounce_max"),  # was 503: DynamoDB's number overflow
     ],

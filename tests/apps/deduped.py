@@ -21,7 +21,7 @@ import traceback
 from pathlib import Path
 
 from sqsjobs import App, Debounce, DedupeFor, IdempotencyConflict, JobContext, Throttle, WhileActive
-from sqsjobs.options import Dedupe
+from sqsjobs.dedupe import Dedupe
 
 app = App(os.environ.get("TEST_APP_NAME", "deduped"))
 

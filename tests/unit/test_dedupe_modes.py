@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from sqsjobs import App, Debounce, DedupeFor, JobRequest, Throttle, WhileActive
+from sqsjobs.dedupe import debounce, keys, modes
+from sqsjobs.dedupe.modes import DEFAULT_MAX_QUIETS, MAX_WINDOW_S, Dedupe
 from sqsjobs.errors import ConfigurationError, DedupeInvalid
-from sqsjobs.options import DEFAULT_MAX_QUIETS, MAX_WINDOW_S, Dedupe
 from sqsjobs.producer import build_new_job
-from sqsjobs.store import debounce, dedupe
 from sqsjobs.store.codec import av_n, av_s, idempotent_job_id
 from sqsjobs.store.enqueue import NewJob
 
@@ -16,22 +16,27 @@ NOW = 1_800_000_000.0
 
 
 def test_a_window_mode_keeps_one_id_within_an_aligned_window_and_a_new_one_after():
-    mode = dedupe.Dedupe("window", 60.0)
+    mode = Dedupe("window", 60.0)
     start = (NOW // 60) * 60
-    ids = {dedupe.job_id("t", "k", None, mode, start + s) for s in (0.0, 30.0, 59.999)}
+    ids = {mode.job_id("t", "k", None, start + s) for s in (0.0, 30.0, 59.999)}
     assert len(ids) == 1
-    assert dedupe.job_id("t", "k", None, mode, start + 60.0) not in ids
+    assert mode.job_id("t", "k", None, start + 60.0) not in ids
     # ... scoped like the key itself (type and tenant), and never the default key's id
-    assert dedupe.job_id("t", "k", "acme", mode, start) not in ids
+    assert mode.job_id("t", "k", "acme", start) not in ids
     assert idempotent_job_id("t", "k") not in ids
     # ... and a throttle window of the same length is another key space
-    assert dedupe.job_id("t", "k", None, dedupe.Dedupe("throttle", 60.0), start) not in ids
+    assert Dedupe("throttle", 60.0).job_id("t", "k", None, start) not in ids
 
 
 def test_while_active_makes_a_new_id_each_time_and_the_default_keeps_the_keys():
-    live = dedupe.Dedupe("while_active")
-    assert dedupe.job_id("t", "k", None, live, NOW) != dedupe.job_id("t", "k", None, live, NOW)
-    assert dedupe.job_id("t", "k", None, None, NOW) == idempotent_job_id("t", "k")
+    live = Dedupe("while_active")
+    assert live.job_id("t", "k", None, NOW) != live.job_id("t", "k", None, NOW)
+    # ... and an enqueue with a key and no mode has the key's own id
+    app = App("x")
+    keyed = JobRequest("t", idempotency_key="k", queue="work")
+    assert build_new_job(
+        keyed, registry=app.registry, settings=app.settings, now=NOW
+    ).id == idempotent_job_id("t", "k")
 
 
 @pytest.mark.parametrize(
@@ -44,7 +49,7 @@ def test_while_active_makes_a_new_id_each_time_and_the_default_keeps_the_keys():
 )
 def test_a_mode_that_cannot_work_is_refused(args, message):
     with pytest.raises(ValueError, match=message):
-        dedupe.of_options(*args)
+        modes.of_options(*args)
 
 
 @pytest.mark.parametrize(
@@ -61,17 +66,17 @@ def test_a_mode_that_cannot_work_is_refused(args, message):
 def test_a_window_out_of_bounds_is_refused_naming_its_option(options, field):
     unique, dedupe_for, throttle = None, options.pop("dedupe_for_s", None), options.pop("throttle_s", None)
     with pytest.raises(DedupeInvalid, match="between") as refused:
-        dedupe.of_options(unique, dedupe_for, throttle, **options)
+        modes.of_options(unique, dedupe_for, throttle, **options)
     assert refused.value.field == field
-    assert dedupe.of_options(None, MAX_WINDOW_S, None) == DedupeFor(MAX_WINDOW_S)
+    assert modes.of_options(None, MAX_WINDOW_S, None) == DedupeFor(MAX_WINDOW_S)
 
 
 def test_the_typed_modes_are_the_flat_options_modes():
-    assert dedupe.of_options("while_active", None, None) == WhileActive() == Dedupe("while_active")
-    assert dedupe.of_options(None, 60.0, None) == DedupeFor(60) == Dedupe("window", 60.0)
-    assert dedupe.of_options(None, None, 9.0) == Throttle(9) == Dedupe("throttle", 9.0)
-    assert dedupe.of_options(None, None, None, debounce_s=5.0, debounce_max_s=30.0) == Debounce(5, max=30)
-    assert dedupe.of_options(None, None, None) is None
+    assert modes.of_options("while_active", None, None) == WhileActive() == Dedupe("while_active")
+    assert modes.of_options(None, 60.0, None) == DedupeFor(60) == Dedupe("window", 60.0)
+    assert modes.of_options(None, None, 9.0) == Throttle(9) == Dedupe("throttle", 9.0)
+    assert modes.of_options(None, None, None, debounce_s=5.0, debounce_max_s=30.0) == Debounce(5, max=30)
+    assert modes.of_options(None, None, None) is None
     with pytest.raises(DedupeInvalid, match="between") as refused:
         Throttle(0)
     assert refused.value.field == "throttle"
@@ -85,7 +90,8 @@ def test_an_enqueues_mode_wins_over_the_types_default_and_anything_else_is_refus
 
     def mode_of(**options) -> str | None:
         request = JobRequest("t", {}, idempotency_key="k", **options)
-        return build_new_job(request, registry=app.registry, settings=app.settings, now=NOW).dedupe
+        policy = build_new_job(request, registry=app.registry, settings=app.settings, now=NOW).policy
+        return None if policy is None else policy.mode
 
     assert mode_of() == "while_active"
     assert mode_of(dedupe=Throttle(9)) == "throttle"
@@ -98,22 +104,22 @@ def test_an_enqueues_mode_wins_over_the_types_default_and_anything_else_is_refus
 def test_a_holder_lets_go_when_its_job_finished_or_its_record_never_came():
     key_item = {"id": av_s("unique#x"), "job_id": av_s("j"), "created_at": av_n(NOW)}
     for status, free in (("queued", False), ("running", False), ("retry_scheduled", False)):
-        assert dedupe.is_free({"status": av_s(status)}, key_item, NOW + 1) is free
+        assert keys.is_free({"status": av_s(status)}, key_item, NOW + 1) is free
     for status in ("succeeded", "dead", "cancelled", "expired"):
-        assert dedupe.is_free({"status": av_s(status)}, key_item, NOW + 1)
-    assert not dedupe.is_free(None, key_item, NOW + 60)
-    assert dedupe.is_free(None, key_item, NOW + dedupe.STRANDED_AFTER_S + 1)
+        assert keys.is_free({"status": av_s(status)}, key_item, NOW + 1)
+    assert not keys.is_free(None, key_item, NOW + 60)
+    assert keys.is_free(None, key_item, NOW + keys.STRANDED_AFTER_S + 1)
 
 
 def test_debounce_is_due_a_quiet_period_after_each_enqueue_never_past_the_maximum_wait():
     assert debounce.due(NOW, 5.0, NOW + 60) == NOW + 5
     assert debounce.due(NOW + 58, 5.0, NOW + 60) == NOW + 60
-    mode = dedupe.of_options(None, None, None, debounce_s=5.0)
+    mode = modes.of_options(None, None, None, debounce_s=5.0)
     assert mode == Debounce(5) == Dedupe("debounce", 5.0, 5.0 * DEFAULT_MAX_QUIETS)
     with pytest.raises(ValueError, match="at least the quiet period"):
-        dedupe.of_options(None, None, None, debounce_s=5.0, debounce_max_s=1.0)
+        modes.of_options(None, None, None, debounce_s=5.0, debounce_max_s=1.0)
     with pytest.raises(ValueError, match="needs debounce"):
-        dedupe.of_options(None, None, None, debounce_max_s=1.0)
+        modes.of_options(None, None, None, debounce_max_s=1.0)
 
 
 def test_a_later_enqueue_rewrites_only_a_job_never_claimed_and_not_rewritten_by_a_later_one():

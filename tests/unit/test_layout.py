@@ -32,6 +32,7 @@ ROLES = {
     "steps",
     "remote",
     "notify",
+    "dedupe",
 }
 #: The model, and the AWS seam in two: `_aws` drives flows with client sets, `_client_config` configures a client;
 #: `options` holds what `@app.job` takes beside the handler (dedup modes, hooks, versions, batch handlers).
@@ -165,7 +166,7 @@ LAYERS: list[set[str]] = [
     {"transaction"},
     {"runtime"},
     {"notify"},  # per-job notifications: a feature the others' cancels tell through (a batch's, a chain's)
-    {"limits", "workflows", "schedules", "hooks", "steps"},  # the features: none imports another
+    {"limits", "workflows", "schedules", "hooks", "steps", "dedupe"},  # the features: none imports another
     {"ingress"},  # foreign messages (they reuse a schedule's empty payload)
     {"events"},  # job events: they read batch and chain records from the change stream
     {"deploy"},
@@ -182,7 +183,7 @@ LAYERS: list[set[str]] = [
     {"__main__"},
 ]
 #: The feature folders: they plug into the kernel's seams (``runtime/seams.py``); the kernel imports none.
-FEATURES = {"limits", "workflows", "schedules", "ingress", "events", "hooks", "steps", "notify"}
+FEATURES = {"limits", "workflows", "schedules", "ingress", "events", "hooks", "steps", "notify", "dedupe"}
 #: Imports that break the order today, each with why; the list only shrinks.
 KNOWN: dict[tuple[str, str], str] = {
     ("sqsjobs.deploy.packaging", "sqsjobs"): "it reads the package's own directory",
@@ -284,3 +285,17 @@ def test_a_module_imported_under_another_name_keeps_its_own_in_it():
         if module.rpartition(".")[2] not in alias
     )
     assert cryptic == []
+
+
+def test_the_producer_and_the_kernel_name_no_dedup_mode():
+    # A dedup mode plugs into the producer's seam (``KeyPolicy``, ``KeySettler``): the modes live in
+    # ``dedupe/``, and a new one is a class there (tests/integration/test_key_policies.py), not an edit here.
+    mods = modules()
+    seams = {
+        n for n in mods if n in {"sqsjobs.app", "sqsjobs.registry", "sqsjobs.context", "sqsjobs.producer"}
+    }
+    seams |= {n for n in mods if part_of(n) in {"runtime", "store"}}
+    naming = {
+        n: d for n in seams if (d := {i for i in imports_of(n, mods[n], set(mods)) if part_of(i) == "dedupe"})
+    }
+    assert naming == {}

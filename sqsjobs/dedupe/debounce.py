@@ -5,7 +5,7 @@ and type, no payload): the claim of a bare hint runs the record's payload, and r
 while the record's ``run_at`` is ahead. So a later enqueue only has to rewrite the record — one
 conditional update: the payload, and ``run_at`` pushed to ``now + quiet`` (never past the first
 enqueue's ``+ max wait``) — while the job has never been claimed. The key item
-(``sqsjobs.store.dedupe``) names the job gathering the key's enqueues; once that job was claimed,
+(``sqsjobs.dedupe``) names the job gathering the key's enqueues; once that job was claimed,
 the next enqueue takes the key over for a new job.
 """
 
@@ -15,12 +15,12 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from sqsjobs._aws import Call, Flow
+from sqsjobs.dedupe.keys import EnqueuedId, key_id
 from sqsjobs.envelope import Envelope
-from sqsjobs.errors import StoreError
 from sqsjobs.job import JobStatus
-from sqsjobs.store.codec import av_n, av_s, old_item
+from sqsjobs.store.apply import Landed, Refused, apply
+from sqsjobs.store.codec import av_n, av_s
 from sqsjobs.store.conditions import All, AnyOf, Compare, Fragment, Missing, eq
-from sqsjobs.store.dedupe import EnqueuedId, key_id
 from sqsjobs.store.enqueue import put_job
 from sqsjobs.store.schema import TTL_ATTRIBUTE
 from sqsjobs.store.write import Put, Write, new_id_only
@@ -109,31 +109,25 @@ def enqueue_flow(
     replaced: str | None = None
     for _ in range(_ROUNDS):
         until = job.now + max_wait_s
-        try:
-            put = take_key(table, job, until=until, retention_s=retention_s, holder=holder)
-            yield Call("dynamodb", "put_item", put.put_item())
-        except StoreError as exc:
-            key_item = old_item(exc)
-            if key_item is None:
-                raise
-            holder = str(key_item["job_id"]["S"])
-            at = due(job.now, quiet_s, float(key_item["until"]["N"]))
-            try:
-                yield Call("dynamodb", "update_item", gather(table, holder, job, at=at).update_item())
-            except StoreError as refused:
-                record = old_item(refused)
-                if record is None and refused.code != "ConditionalCheckFailedException":
-                    raise
-                if record is not None and _still_gathering(record):
-                    return EnqueuedId.of(holder, deduplicated=True)  # a later enqueue's payload won
-                if record is None and job.now - float(key_item["created_at"]["N"]) < 16 * 60:
-                    return EnqueuedId.of(holder, deduplicated=True)  # its record is on its way
-                replaced = holder  # the job started (or never came): a new one takes the key
-                continue
-            return EnqueuedId.of(holder, deduplicated=True)
-        else:
+        put = take_key(table, job, until=until, retention_s=retention_s, holder=holder)
+        taken = yield from apply(put)
+        if isinstance(taken, Landed):
             yield from _start(table, job, at=due(job.now, quiet_s, until), until=until, queue_url=queue_url)
             return EnqueuedId.of(job.id, replaced=replaced)
+        key_item = taken.item
+        if key_item is None:
+            raise taken.as_error()
+        holder = str(key_item["job_id"]["S"])
+        at = due(job.now, quiet_s, float(key_item["until"]["N"]))
+        gathered = yield from apply(gather(table, holder, job, at=at))
+        if isinstance(gathered, Landed):
+            return EnqueuedId.of(holder, deduplicated=True)
+        record = gathered.item
+        if record is not None and _still_gathering(record):
+            return EnqueuedId.of(holder, deduplicated=True)  # a later enqueue's payload won
+        if record is None and job.now - float(key_item["created_at"]["N"]) < 16 * 60:
+            return EnqueuedId.of(holder, deduplicated=True)  # its record is on its way
+        replaced = holder  # the job started (or never came): a new one takes the key
     assert holder is not None
     return EnqueuedId.of(holder, deduplicated=True)
 
@@ -149,7 +143,9 @@ def _start(
     job = dataclasses.replace(job, run_at=at)
     put = put_job(table, job, pending_until=until + SAFETY_S)
     item = {**put.item, "debounced_at": av_n(job.now)}
-    yield Call("dynamodb", "put_item", dataclasses.replace(put, item=item).put_item())
+    written = yield from apply(dataclasses.replace(put, item=item), own=lambda found: found == item)
+    if isinstance(written, Refused):  # a fresh id: only a record this very put wrote could be there
+        raise written.as_error()
     url = yield from queue_url(job)
     body = Envelope(job.id, job.type).to_body()
     yield Call(

@@ -1,0 +1,120 @@
+"""``WhileActive``'s key items: the item that names the live job holding an idempotency key.
+
+A *key item* (``unique#<key id>``) names the job holding the key; it is written before the job's
+message (one conditional put on the happy path, then the job's own writes). A refused put reads the
+holder's record: live (or not yet written), the enqueue returns the holder; finished, it takes the
+key over with a put conditional on that holder (so 20 racing enqueuers after a finish make one new
+job). ``Debounce`` (``sqsjobs.dedupe.debounce``) names its gathering job with the same items.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqsjobs._aws import Call, Flow
+from sqsjobs.job import TERMINAL, JobStatus
+from sqsjobs.store.apply import Landed, apply
+from sqsjobs.store.codec import av_n, av_s, idempotent_job_id
+from sqsjobs.store.conditions import Fragment, eq
+from sqsjobs.store.schema import TTL_ATTRIBUTE
+from sqsjobs.store.write import Put, new_id_only
+
+if TYPE_CHECKING:
+    from sqsjobs.store.codec import Item
+    from sqsjobs.store.enqueue import NewJob
+
+#: The prefix of a ``while_active`` key item's id (a job id is hex, so the two never meet).
+KEY_PREFIX = "unique#"
+#: A key item whose job has no record this long after the item was written is stranded (its
+#: enqueuer died before sending the message): the next enqueue takes it over. The bound is past
+#: the longest SQS delay, after which a sent message would have created the record.
+STRANDED_AFTER_S = 16 * 60.0
+#: How many holders one enqueue looks at before it settles on the last one (each takeover it loses
+#: names a holder another enqueuer has just made, which is live).
+_ROUNDS = 3
+
+
+class EnqueuedId(str):
+    """A job id, with what the dedup mode did (``App.enqueue``'s result is still a plain ``str`` to use).
+
+    ``deduplicated``: the key named a live job, whose id this is (no new job). ``replaced``: the
+    id of the finished job the key named before this new one (``while_active``), else None.
+    """
+
+    deduplicated: bool = False
+    replaced: str | None = None
+
+    @classmethod
+    def of(cls, job_id: str, *, deduplicated: bool = False, replaced: str | None = None) -> EnqueuedId:
+        """The id ``job_id`` carrying what the enqueue did."""
+        out = cls(job_id)
+        out.deduplicated = deduplicated
+        out.replaced = replaced
+        return out
+
+
+def key_id(job: NewJob) -> str:
+    """The id of the ``while_active`` key item of ``job``'s key (scoped like an id: type and tenant)."""
+    assert job.idempotency_key is not None
+    return KEY_PREFIX + idempotent_job_id(job.type, job.idempotency_key, job.tenant)
+
+
+def take_key(table: str, job: NewJob, *, retention_s: float, holder: str | None = None) -> Put:
+    """The put that makes ``job`` the key's holder: if no job holds it, or if ``holder`` still does.
+
+    The item expires (the table's TTL) a retention after the job may start, as a finished record does.
+    """
+    item: Item = {
+        "id": av_s(key_id(job)),
+        "job_id": av_s(job.id),
+        "created_at": av_n(job.now),
+        TTL_ATTRIBUTE: av_n(int(max(job.run_at, job.now) + retention_s)),
+    }
+    if holder is None:
+        return new_id_only(table, item)
+    return Put(
+        table, item, (Fragment("same_holder", eq("job_id", ":holder"), {":holder": av_s(holder)}),), True
+    )
+
+
+def holder_status(table: str, job_id: str) -> dict[str, object]:
+    """The GetItem of the holder's status (strongly consistent: a finish just written counts)."""
+    return {
+        "TableName": table,
+        "Key": {"id": av_s(job_id)},
+        "ConsistentRead": True,
+        "ProjectionExpression": "#s",
+        "ExpressionAttributeNames": {"#s": "status"},
+    }
+
+
+def is_free(status_item: Item | None, key_item: Item, now: float) -> bool:
+    """True when the holder no longer holds the key: its job finished, or its record never came."""
+    if status_item is None:
+        return now - float(key_item["created_at"]["N"]) > STRANDED_AFTER_S
+    return JobStatus(status_item["status"]["S"]) in TERMINAL
+
+
+def claim_key_flow(table: str, job: NewJob, *, retention_s: float) -> Flow[EnqueuedId]:
+    """Make ``job`` the key's holder, or find the live job that is: the id to return.
+
+    The result's ``deduplicated`` is True when another job holds the key (``job`` must not be
+    enqueued); otherwise ``job`` holds it, and ``replaced`` names the finished job it took it from.
+    """
+    holder: str | None = None
+    replaced: str | None = None
+    for _ in range(_ROUNDS):
+        put = take_key(table, job, retention_s=retention_s, holder=holder)
+        outcome = yield from apply(put)
+        if isinstance(outcome, Landed):
+            return EnqueuedId.of(job.id, replaced=replaced)
+        key_item = outcome.item
+        if key_item is None:
+            raise outcome.as_error()
+        holder = str(key_item["job_id"]["S"])
+        answer = yield Call("dynamodb", "get_item", holder_status(table, holder))
+        if not is_free(answer.get("Item"), key_item, job.now):
+            return EnqueuedId.of(holder, deduplicated=True)
+        replaced = holder
+    assert holder is not None
+    return EnqueuedId.of(holder, deduplicated=True)
