@@ -110,7 +110,7 @@ def enqueue_flow(
     for _ in range(_ROUNDS):
         until = job.now + max_wait_s
         put = take_key(table, job, until=until, retention_s=retention_s, holder=holder)
-        taken = yield from apply(put)
+        taken = yield from apply(put, own=lambda item: item.get("job_id") == av_s(job.id))
         if isinstance(taken, Landed):
             yield from _start(table, job, at=due(job.now, quiet_s, until), until=until, queue_url=queue_url)
             return EnqueuedId.of(job.id, replaced=replaced)

@@ -105,7 +105,8 @@ def claim_key_flow(table: str, job: NewJob, *, retention_s: float) -> Flow[Enque
     replaced: str | None = None
     for _ in range(_ROUNDS):
         put = take_key(table, job, retention_s=retention_s, holder=holder)
-        outcome = yield from apply(put)
+        # A retry whose first try landed (its answer lost) finds the item naming this very job.
+        outcome = yield from apply(put, own=lambda item: item.get("job_id") == av_s(job.id))
         if isinstance(outcome, Landed):
             return EnqueuedId.of(job.id, replaced=replaced)
         key_item = outcome.item
