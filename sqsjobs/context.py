@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from sqsjobs.job import Progress
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -57,6 +59,8 @@ class JobContext:
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
     _interrupt: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     _interrupt_reason: InterruptReason | None = field(default=None, repr=False)
+    _progress: Progress | None = field(default=None, repr=False)
+    _progress_written: Progress | None = field(default=None, repr=False)
 
     @property
     def job_id(self) -> str:
@@ -82,6 +86,29 @@ class JobContext:
     def interrupt_reason(self) -> InterruptReason | None:
         """Why the execution stopped waiting for the handler, if it did; the first reason wins."""
         return self._interrupt_reason
+
+    def progress(self, fraction: float | None = None, message: str | None = None, data: Any = None) -> None:
+        """Report how far the job has come; the next lease renewal writes it (no write of its own).
+
+        ``fraction``: done/total, 0 to 1; ``message``: a line for people (at most 500 characters);
+        ``data``: small JSON (at most 2 KB). Each report replaces the one before; ``jobs get``, the
+        API, the console and ``GET /jobs/{id}/events`` show the last one written. A renewal comes
+        about every half lease (``lease_s / 2``): reports made between two are written as the last
+        of them, and one made after the last renewal before the end is not written (docs/results.md).
+        ``ValueError`` for a report out of those bounds. Safe from sync and async handlers alike.
+        """
+        number = (self._progress.report if self._progress is not None else 0) + 1
+        self._progress = Progress(fraction=fraction, message=message, data=data, report=number)
+
+    def unwritten_progress(self) -> Progress | None:
+        """The latest report, if no renewal has written it yet (the worker's side of ``progress``)."""
+        latest = self._progress
+        return latest if latest is not self._progress_written else None
+
+    def progress_written(self, report: Progress | None) -> None:
+        """A renewal wrote ``report`` (the worker's side of ``progress``)."""
+        if report is not None:
+            self._progress_written = report
 
     def add_to_batch(
         self,

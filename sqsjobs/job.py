@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -271,6 +272,59 @@ class Notify:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
+#: The longest progress message, and the largest progress ``data`` as JSON: a report rides on the
+#: lease renewal, whose write units grow with the record (one unit per KB).
+MAX_PROGRESS_MESSAGE_CHARS = 500
+MAX_PROGRESS_DATA_BYTES = 2048
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a running job last reported (``ctx.progress``): written with its next lease renewal.
+
+    ``fraction`` is done/total in 0..1; ``message`` a line for people; ``data`` any small JSON
+    (counts, the current item). ``report`` numbers the reports of the run (1, 2, ...): one the record
+    shows with a gap was overtaken by a later one before a renewal carried it. ``at``: when it was
+    written (epoch seconds).
+    """
+
+    fraction: float | None = None
+    message: str | None = None
+    data: Any = None
+    report: int = 0
+    at: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.fraction is not None and (
+            isinstance(self.fraction, bool)
+            or not isinstance(self.fraction, int | float)
+            or not 0.0 <= self.fraction <= 1.0
+        ):
+            raise ValueError(f"progress fraction must be a number from 0 to 1, not {self.fraction!r}")
+        if self.message is not None and (
+            not isinstance(self.message, str) or len(self.message) > MAX_PROGRESS_MESSAGE_CHARS
+        ):
+            raise ValueError(
+                f"progress message must be a string of at most {MAX_PROGRESS_MESSAGE_CHARS} characters"
+            )
+        if self.data is not None:
+            try:
+                size = len(json.dumps(self.data, separators=(",", ":"), allow_nan=False))
+            except (TypeError, ValueError, RecursionError) as exc:
+                raise ValueError(f"progress data must be JSON data: {exc}") from None
+            if size > MAX_PROGRESS_DATA_BYTES:
+                raise ValueError(f"progress data is {size} bytes as JSON, over {MAX_PROGRESS_DATA_BYTES}")
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form kept in the record, shown by the API and the CLI."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+    @classmethod
+    def of(cls, data: dict[str, Any]) -> Progress:
+        """The progress a record's JSON form names (unknown keys are ignored: a newer writer's)."""
+        return cls(**{k: data[k] for k in ("fraction", "message", "data", "report", "at") if k in data})
+
+
 @dataclass(frozen=True)
 class Job:
     """A job as stored in DynamoDB; change it only through store transitions."""
@@ -343,6 +397,8 @@ class Job:
     chain: ChainPlace | None = None
     #: Where its end is told (``sqsjobs.notify``); None: nowhere.
     notify: Notify | None = None
+    #: What the running job last reported (``ctx.progress``); kept after it ends.
+    progress: Progress | None = None
     #: Extra fields that a newer sqsjobs wrote; kept so nothing is lost.
     extra: dict[str, Any] = field(default_factory=dict)
 

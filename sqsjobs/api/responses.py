@@ -71,6 +71,16 @@ class JobStep(_Open):
     result_ref: str | None = Field(description="Its S3 object, for a result too large to keep inline")
 
 
+class JobProgress(_Open):
+    """What the running job last reported (``ctx.progress``), as its last lease renewal wrote it."""
+
+    fraction: float | None = Field(None, ge=0, le=1, description="Done over total, 0 to 1")
+    message: str | None = None
+    data: Any = None
+    report: int = Field(0, description="The report's number in its run (1, 2, ...); a gap: one overtaken")
+    at: str | None = Field(None, description="When its renewal wrote it")
+
+
 class JobRecord(_Open):
     """``GET /jobs/{job_id}``: the record, as ``sqsjobs jobs get --json``."""
 
@@ -88,6 +98,7 @@ class JobRecord(_Open):
     lease_owner: str | None = None
     lease_expires: str | None = None
     reason: str | None = None
+    progress: JobProgress | None = None
     payload: Any = None
     result: Any = None
     chain: JobChain | None = None

@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from sqsjobs.job import Job
+    from sqsjobs.job import Job, Progress
 
 
 def stdout_console() -> Console:
@@ -79,6 +79,19 @@ def status_markup(value: str) -> str:
     return f"[{_STATUS_STYLE.get(value, 'white')}]{escape(value)}[/]"
 
 
+def progress_line(progress: Progress, now: float) -> str:
+    """``42%  copying page 7  {"pages": 7}  (report 3, 4s ago)``: a progress report on one line."""
+    parts = []
+    if progress.fraction is not None:
+        parts.append(f"{progress.fraction:.0%}")
+    if progress.message:
+        parts.append(escape(progress.message))
+    if progress.data is not None:
+        parts.append(escape(json.dumps(progress.data)[:200]))
+    written = f", written {when(progress.at, now)}" if progress.at is not None else ""
+    return "  ".join(parts) + f"  (report {progress.report}{written})"
+
+
 def render_job(job: Job, data: dict[str, Any]) -> None:
     """The record of ``jobs get`` and ``dlq show``: fields, last error with its traceback, attempts, audit."""
     console = stdout_console()
@@ -107,6 +120,8 @@ def render_job(job: Job, data: dict[str, Any]) -> None:
         )
     if job.cancel_requested:
         rows.append(("cancel", "requested; the worker stops at its next heartbeat"))
+    if job.progress is not None:
+        rows.append(("progress", progress_line(job.progress, now)))
     if data.get("order_yielded"):  # a serialized job that lost its place in its key
         rows.append(("order yielded", escape(str(data["order_yielded"]))))
     if job.chain is not None:  # 0-based index, as app.chains.get shows it

@@ -73,7 +73,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from sqsjobs.config import Settings
-    from sqsjobs.job import Job
+    from sqsjobs.job import Job, Progress
 
 #: BatchGetItem takes at most 100 keys.
 #: https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_BatchGetItem.html
@@ -497,6 +497,7 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         "lease_expires": iso(job.lease_expires),
         "cancel_requested": job.cancel_requested,
         "reason": job.reason,
+        "progress": progress_to_dict(job.progress) if job.progress else None,
         # A serialized job that gave up its place in its key: when and why (``store/yielded.py``).
         "order_yielded": job.extra.get(ORDER_YIELDED, {}).get("S"),
         "chain": (
@@ -546,6 +547,14 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         "batch_id": job.batch.id if job.batch else None,
         "trace": job.trace,
     }
+
+
+def progress_to_dict(progress: Progress) -> dict[str, Any]:
+    """A progress report as ``jobs get`` and the API show it: ``at`` as an ISO instant."""
+    shown = progress.to_json()
+    if progress.at is not None:
+        shown["at"] = iso(progress.at)
+    return shown
 
 
 def shown_step_result(name: str, result: Any) -> Any:

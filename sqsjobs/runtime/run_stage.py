@@ -293,9 +293,10 @@ class Runner:
 
     async def _renew(self, ctx: JobContext, now: float) -> Landed | Refused | None:
         """Renew ``ctx``'s lease and act on the answer (a lost lease, a cancel request); None: the write failed."""
+        report = ctx.unwritten_progress()  # the handler's latest report rides on the renewal
         try:
             renewal = await self.recorder.store.heartbeat(
-                ctx.job, now=now, lease_s=self.kernel.settings.lease_s
+                ctx.job, now=now, lease_s=self.kernel.settings.lease_s, progress=report
             )
         except StoreError:
             return None
@@ -308,6 +309,7 @@ class Runner:
             return renewal
         renewed = renewal.job
         assert renewed is not None
+        ctx.progress_written(report)
         ctx.job = ctx.job.evolve(
             lease_expires=renewed.lease_expires, cancel_requested=renewed.cancel_requested
         )

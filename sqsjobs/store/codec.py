@@ -17,7 +17,16 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.errors import JobNotFound
-from sqsjobs.job import AttemptRecord, BatchPlace, ChainPlace, FailureRecord, Job, JobStatus, Notify
+from sqsjobs.job import (
+    AttemptRecord,
+    BatchPlace,
+    ChainPlace,
+    FailureRecord,
+    Job,
+    JobStatus,
+    Notify,
+    Progress,
+)
 from sqsjobs.store.conditions import IfNotExists
 
 if TYPE_CHECKING:
@@ -104,6 +113,7 @@ def idempotent_job_id(job_type: str, key: str, tenant: str | None = None) -> str
 KNOWN_ATTRIBUTES = frozenset(
     [
         "id",
+        "progress",
         "type",
         "queue",
         "status",
@@ -235,8 +245,26 @@ def job_from_item(item: Mapping[str, Any], message: Envelope | None = None) -> J
         start_by=to_datetime(num_attr(item, "start_by")),
         chain=_chain_place(item),
         notify=notify_of(item),
+        progress=progress_of(item),
         extra={k: v for k, v in item.items() if k not in KNOWN_ATTRIBUTES},
     )
+
+
+def progress_attr(progress: Progress, now: float) -> dict[str, str]:
+    """The record's ``progress`` attribute: the report as JSON, stamped with the instant it is written."""
+    return av_s(canonical_json({**progress.to_json(), "at": now}))
+
+
+def progress_of(item: Mapping[str, Any]) -> Progress | None:
+    """The record's last progress report; None without one (or one a newer writer shaped otherwise)."""
+    raw = str_attr(item, "progress")
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+        return Progress.of(data) if isinstance(data, dict) else None
+    except (ValueError, TypeError):
+        return None
 
 
 def old_item(error: StoreError) -> Item | None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sqsjobs.errors import LeaseLost, StoreError
-from sqsjobs.job import Job, JobStatus
+from sqsjobs.job import Job, JobStatus, Progress
 from sqsjobs.store import deadlines, operator, requests, runs
 from sqsjobs.store.apply import ClaimRefusal, Landed, Refusal, Refused
 from sqsjobs.store.codec import (
@@ -404,13 +404,18 @@ class JobStore:
             return Refused(Refusal.LEASE_LOST, job_from_item(old) if old else None, exc, str(lost))
         return Landed()
 
-    async def heartbeat(self, job: Job, *, now: float, lease_s: float) -> Landed | Refused:
+    async def heartbeat(
+        self, job: Job, *, now: float, lease_s: float, progress: Progress | None = None
+    ) -> Landed | Refused:
         """Renew ``job``'s lease; ``Landed(job=...)`` is the record as it is now (it shows a cancel request).
 
-        ``MOVED_ON``: the owner's own outcome landed while the renewal was in flight (expected);
-        ``LEASE_LOST``: another run owns the job.
+        ``progress``: the handler's latest report, written by the same write. ``MOVED_ON``: the
+        owner's own outcome landed while the renewal was in flight (expected); ``LEASE_LOST``:
+        another run owns the job.
         """
-        write = requests.heartbeat(self.table, job, owner=self.owner, now=now, lease_s=lease_s)
+        write = requests.heartbeat(
+            self.table, job, owner=self.owner, now=now, lease_s=lease_s, progress=progress
+        )
         try:
             attributes = await self.applier.single(write)
         except StoreError as exc:

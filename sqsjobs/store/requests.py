@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs.job import AttemptOutcome, FailureRecord, Job, JobStatus
-from sqsjobs.store.codec import WRITE_ID, av_error, av_json, av_n, av_s, creates_from, nonce
+from sqsjobs.job import AttemptOutcome, FailureRecord, Job, JobStatus, Progress
+from sqsjobs.store.codec import WRITE_ID, av_error, av_json, av_n, av_s, creates_from, nonce, progress_attr
 from sqsjobs.store.conditions import All, AnyOf, Compare, IfNotExists, Missing, OneOf, Plus, eq
 from sqsjobs.store.runs import LEASE, fenced, history
 from sqsjobs.store.schema import DEAD, attention_key
@@ -85,15 +85,20 @@ def expire_claimed(table: str, job: Job, *, owner: str, now: float, reason: str,
     )
 
 
-def heartbeat(table: str, job: Job, *, owner: str, now: float, lease_s: float) -> Write:
-    """Running → running with a later lease expiry, fenced; ``ALL_NEW`` shows a cancel request."""
-    return fenced(
-        table,
-        job,
-        sets=(("lease_expires", ":expires"), ("updated_at", ":now")),
-        values={":expires": av_n(now + lease_s), ":now": av_n(now)},
-        returns="ALL_NEW",
-    )
+def heartbeat(
+    table: str, job: Job, *, owner: str, now: float, lease_s: float, progress: Progress | None = None
+) -> Write:
+    """Running → running with a later lease expiry, fenced; ``ALL_NEW`` shows a cancel request.
+
+    ``progress``: the handler's latest report not yet written (``ctx.progress``) rides on this
+    write, so reporting progress costs no write of its own.
+    """
+    sets: tuple[tuple[str, Expr], ...] = (("lease_expires", ":expires"), ("updated_at", ":now"))
+    values = {":expires": av_n(now + lease_s), ":now": av_n(now)}
+    if progress is not None:
+        sets += (("progress", ":progress"),)
+        values[":progress"] = progress_attr(progress, now)
+    return fenced(table, job, sets=sets, values=values, returns="ALL_NEW")
 
 
 # ── transitions without an owner ─────────────────────────────────────────────────────────────
