@@ -28,9 +28,12 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from sqsjobs.api.principals import OPEN_ACCESS, Principal, Role, Tokens
+from sqsjobs.api.watch import WATCH_PARAM, scope_paths
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
+
+    from sqsjobs.api.watch import WatchTokens
 
 #: The console's session cookie (signed; holds a token's name, never the token).
 SESSION_COOKIE = "sqsjobs_session"
@@ -47,11 +50,14 @@ current_principal: contextvars.ContextVar[Principal | None] = contextvars.Contex
 )
 
 
-def require_principal(tokens: Tokens) -> Callable[..., Awaitable[Principal]]:
+def require_principal(
+    tokens: Tokens, watch: WatchTokens | None = None
+) -> Callable[..., Awaitable[Principal]]:
     """The dependency that finds each request's caller and checks its role; empty ``tokens``: everyone.
 
     Refused requests get 401 with a ``WWW-Authenticate`` challenge (no or a wrong credential), or 403
-    (a viewer asking to change something).
+    (a viewer asking to change something, a watch token reading anything but its job). ``watch``
+    reads ``?watch=`` tokens (``sqsjobs.api.watch``), which a browser's ``EventSource`` can send.
     """
     if not tokens:
 
@@ -69,7 +75,7 @@ def require_principal(tokens: Tokens) -> Callable[..., Awaitable[Principal]]:
             if token is None:
                 raise HTTPException(401, "the token is not one of those configured", headers=_CHALLENGE)
             return _admit(request, Principal(token.name, token.role))
-        principal = session_principal(request, tokens)
+        principal = session_principal(request, tokens) or watch_principal(request, watch)
         if principal is None:
             raise HTTPException(
                 401,
@@ -79,6 +85,22 @@ def require_principal(tokens: Tokens) -> Callable[..., Awaitable[Principal]]:
         return _admit(request, principal)
 
     return authenticated
+
+
+def watch_principal(request: Request, watch: WatchTokens | None) -> Principal | None:
+    """The caller of a request that carries a valid watch token, or None; 403 when it reads another job."""
+    given = request.query_params.get(WATCH_PARAM)
+    if watch is None or not given:
+        return None
+    job = watch.job_of(given, time.time())
+    if job is None:
+        raise HTTPException(
+            401, "the watch token was altered, or has expired: ask for another", headers=_CHALLENGE
+        )
+    if request.method not in ("GET", "HEAD") or request.url.path not in scope_paths(job):
+        raise HTTPException(403, f"a watch token reads its own job only: GET /jobs/{job} and its events")
+    request.state.watched = job  # BrowserGuard lets any origin read the answer: no cookie rides on it
+    return Principal(f"watch:{job}", Role.VIEWER, job=job)
 
 
 def _admit(request: Request, principal: Principal) -> Principal:

@@ -37,6 +37,7 @@ from sqsjobs.api import (
     series_routes,
     token_routes,
     type_routes,
+    watch,
     worker_routes,
     workflow_routes,
 )
@@ -47,6 +48,7 @@ from sqsjobs.api.deps import declare_shared
 from sqsjobs.api.docs_pages import docs_router
 from sqsjobs.api.principals import ApiToken, Tokens
 from sqsjobs.api.security import BrowserGuard, loopback_hosts
+from sqsjobs.api.watch import WatchTokens
 from sqsjobs.deploy.rules import OPEN_ROUTES
 from sqsjobs.remote import lease as leases
 from sqsjobs.remote.lease_server import LeaseServer
@@ -107,7 +109,6 @@ def create_app(
             derived from the tokens, else random).
     """
     credentials = Tokens([*tokens, *Tokens.single(token)])
-    guard = [Depends(require_principal(credentials))]
     api = FastAPI(
         title=f"sqsjobs: {app.name}",
         version=API_VERSION,
@@ -132,9 +133,12 @@ def create_app(
                 extra={"setting": leases.LEASE_KEY_ENV},
             )
     api.state.sqsjobs_leases = LeaseServer(app, leases.LeaseSealer(lease_key))
+    api.state.sqsjobs_watch = watch_tokens = WatchTokens(lease_key)  # read tokens scoped to one job
+    guard = [Depends(require_principal(credentials, watch_tokens))]
     problems.install(api)
     routers = [
         job_routes.router,
+        watch.router,
         lease_routes.router,
         bulk_routes.router,
         priority_routes.router,

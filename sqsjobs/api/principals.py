@@ -82,6 +82,8 @@ class Principal:
 
     name: str
     role: Role
+    #: A watch token's caller (``sqsjobs.api.watch``): it reads this one job, nothing else.
+    job: str | None = None
 
     def may(self, method: str) -> bool:
         """True when this caller's role allows a request of ``method``."""

@@ -24,7 +24,9 @@ So, for every request, before any route runs (a route added later is covered too
 3. **Headers of every answer**: ``X-Content-Type-Options: nosniff`` and a ``Referrer-Policy``; an
    HTML answer also gets a Content-Security-Policy (no inline script, nothing from another origin,
    ``frame-ancestors 'none'``) and ``X-Frame-Options: DENY`` unless its route set its own policy
-   (the docs pages loosen styles for Swagger UI and ReDoc, ``sqsjobs.api.docs_pages``).
+   (the docs pages loosen styles for Swagger UI and ReDoc, ``sqsjobs.api.docs_pages``). An answer
+   to a request a watch token authenticated (``sqsjobs.api.watch``: one job, read only, no cookie)
+   may be read by any origin (``Access-Control-Allow-Origin: *``): a customer's page follows its job.
 """
 
 from __future__ import annotations
@@ -111,6 +113,8 @@ class BrowserGuard:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message["headers"] = _secured(list(message.get("headers", [])))
+                if scope.get("state", {}).get("watched"):  # read with a watch token: no cookie rides on it
+                    message["headers"].append((b"access-control-allow-origin", b"*"))
             await send(message)
 
         await self.app(scope, receive, send_with_headers)

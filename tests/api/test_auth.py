@@ -33,6 +33,8 @@ GUARDED = [
     ("GET", "/jobs"),
     ("POST", "/jobs"),
     ("GET", "/jobs/x"),
+    ("GET", "/jobs/x/events"),
+    ("GET", "/jobs/x/watch-token"),
     ("DELETE", "/jobs/x"),
     ("POST", "/jobs/x/retry"),
     ("GET", "/queues"),

@@ -30,6 +30,8 @@ PINNED = {
     ("POST", "/jobs/bulk-cancel"): "bulk_cancel_jobs",
     ("POST", "/jobs/priority"): "change_job_priority",
     ("GET", "/jobs/{job_id}"): "get_job",
+    ("GET", "/jobs/{job_id}/events"): "job_events",
+    ("GET", "/jobs/{job_id}/watch-token"): "watch_token",
     ("DELETE", "/jobs/{job_id}"): "cancel_job",
     ("POST", "/jobs/{job_id}/retry"): "retry_job",
     ("GET", "/limits"): "list_limits",

@@ -1,0 +1,210 @@
+"""Following one job live: ``GET /jobs/{id}/events`` (Server-Sent Events) and a read token scoped to it.
+
+A page that shows a long job wants each progress report and the end as they happen, without
+reading the table itself. The server reads the record for it (one strongly consistent GetItem per
+``poll_s``, default 1 s: 1 read unit for a record under 4 KB, so an hour of watching costs 3,600
+read units, about $0.0009 on demand) and sends what changed as SSE events: ``status`` (the
+status and attempt), ``progress`` (``ctx.progress``, as the lease renewal wrote it), and, once the
+job ended, ``end`` (the whole record, as ``GET /jobs/{id}``), after which the stream closes. A
+stream also closes after ``max_s`` (a browser's ``EventSource`` then reconnects by itself); a
+comment line every 15 s keeps proxies from closing an idle one.
+
+A browser's ``EventSource`` cannot send an ``Authorization`` header, so a backend that holds an API
+token asks ``GET /jobs/{id}/watch-token`` and hands the browser the token it answers: signed
+(itsdangerous, HMAC-SHA256 with the key HTTP workers' leases use, under a salt of its own),
+naming one job and an expiry, and good for nothing but reading that job (``GET /jobs/{id}`` and
+``GET /jobs/{id}/events``, with ``?watch=<token>``). Nothing is stored: a token cannot be revoked
+before it expires, so keep ``ttl_s`` short. A request it authenticates is answered with
+``Access-Control-Allow-Origin: *`` (no cookie rides on it), so a page on another origin can follow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+
+from sqsjobs.api.deps import AppDep, problems
+from sqsjobs.api.models import JobId  # noqa: TC001 (FastAPI reads the annotations at runtime)
+from sqsjobs.errors import JobNotFound, StoreError
+from sqsjobs.job import TERMINAL
+from sqsjobs.ops import inspect as inspect_ops
+from sqsjobs.ops._common import iso
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from sqsjobs.app import App
+    from sqsjobs.job import Job
+
+#: The query parameter a watch token travels in.
+WATCH_PARAM = "watch"
+SALT = "sqsjobs.watch.v1"
+#: The longest a watch token lives (a day); the default is ten minutes.
+MAX_TTL_S = 86_400.0
+#: A comment line this often keeps an idle stream open through proxies.
+KEEPALIVE_S = 15.0
+
+router = APIRouter(tags=["jobs"])
+
+
+class EventStream(StreamingResponse):
+    """An answer of Server-Sent Events (``text/event-stream``), as the OpenAPI document says it."""
+
+    media_type = "text/event-stream"
+
+
+class WatchTokens:
+    """Signs tokens that read one job, and reads them back; it keeps nothing."""
+
+    def __init__(self, key: str) -> None:
+        """Sign with ``key`` (the lease key: the same on every instance that serves the App)."""
+        from itsdangerous import URLSafeSerializer
+
+        self._serializer = URLSafeSerializer(key, salt=SALT)
+
+    def issue(self, job_id: str, ttl_s: float, now: float) -> tuple[str, float]:
+        """A token that reads ``job_id`` until ``now + ttl_s``, and that expiry."""
+        expires = now + ttl_s
+        return str(self._serializer.dumps({"job": job_id, "exp": round(expires, 3)})), expires
+
+    def job_of(self, token: str, now: float) -> str | None:
+        """The job ``token`` reads, or None: not signed by this key, altered, or expired."""
+        from itsdangerous import BadSignature
+
+        try:
+            data = self._serializer.loads(token)
+        except BadSignature:
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("exp"), int | float):
+            return None
+        job = data.get("job")
+        return job if isinstance(job, str) and data["exp"] > now else None
+
+
+def scope_paths(job_id: str) -> frozenset[str]:
+    """The paths a watch token of ``job_id`` may read."""
+    base = f"/jobs/{quote(job_id, safe='')}"
+    return frozenset({base, f"{base}/events"})
+
+
+class WatchToken(BaseModel):
+    """A token that reads one job, for a browser: pass it as ``?watch=`` (an ``EventSource`` sends no header)."""
+
+    token: str
+    job_id: str
+    expires_at: str = Field(description="After this instant the token reads nothing")
+    events: str = Field(description="The job's event stream, token included: new EventSource(events)")
+    job: str = Field(description="The job's record, token included")
+
+
+@router.get(
+    "/jobs/{job_id}/watch-token",
+    response_model=WatchToken,
+    responses=problems(404, 422),
+    summary="A read token scoped to one job (for a browser)",
+)
+async def watch_token(
+    job_id: JobId,
+    app: AppDep,
+    request: Request,
+    ttl_s: Annotated[float, Query(ge=10, le=MAX_TTL_S, description="How long it lives (s)")] = 600.0,
+) -> WatchToken:
+    """A token that reads this job only, and only until it expires: hand it to a browser to follow the job.
+
+    The job must exist (404). See ``GET /jobs/{job_id}/events``.
+    """
+    await app.aget(job_id, load_result=False)
+    token, expires = watch_tokens(request).issue(job_id, ttl_s, time.time())
+    path = f"/jobs/{quote(job_id, safe='')}"
+    return WatchToken(
+        token=token,
+        job_id=job_id,
+        expires_at=str(iso(expires)),
+        events=f"{path}/events?{WATCH_PARAM}={token}",
+        job=f"{path}?{WATCH_PARAM}={token}",
+    )
+
+
+@router.get(
+    "/jobs/{job_id}/events",
+    response_class=EventStream,
+    responses={
+        200: {
+            "description": "Server-Sent Events, each with JSON data: status, progress, then end (the record)",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        },
+        **problems(404, 422),
+    },
+    summary="Follow one job live (Server-Sent Events)",
+)
+async def job_events(
+    job_id: JobId,
+    app: AppDep,
+    request: Request,
+    poll_s: Annotated[float, Query(ge=0.2, le=30, description="How often the record is read (s)")] = 1.0,
+    max_s: Annotated[
+        float, Query(ge=1, le=3600, description="The stream closes after this long (s)")
+    ] = 900.0,
+) -> EventStream:
+    """The job's changes as they happen: ``status``, ``progress``, then ``end`` with the record, and the stream closes.
+
+    Each event's data is JSON. The first events describe the job as it is when the stream opens.
+    Authenticate with a token, a console session, or ``?watch=`` (``GET /jobs/{job_id}/watch-token``).
+    A job that does not exist is 404 before the stream starts.
+    """
+    first = await app.aget(job_id, load_result=False)
+    return EventStream(
+        _follow(app, request, first, poll_s=poll_s, max_s=max_s),
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+async def _follow(app: App, request: Request, job: Job, *, poll_s: float, max_s: float) -> AsyncIterator[str]:
+    """Read the record every ``poll_s`` and say what changed, until it ends, the client goes, or ``max_s``."""
+    started = last_sent = time.monotonic()
+    status: tuple[str, int] | None = None
+    report: tuple[int, float | None] | None = None
+    yield "retry: 2000\n\n"  # an EventSource that lost the stream comes back after 2 s
+    while True:
+        if (job.status.value, job.attempt) != status:
+            status = (job.status.value, job.attempt)
+            yield _event("status", {"status": job.status.value, "attempt": job.attempt, "reason": job.reason})
+            last_sent = time.monotonic()
+        if job.progress is not None and (job.progress.report, job.progress.at) != report:
+            report = (job.progress.report, job.progress.at)
+            yield _event("progress", inspect_ops.progress_to_dict(job.progress))
+            last_sent = time.monotonic()
+        if job.status in TERMINAL:
+            yield _event("end", inspect_ops.job_to_dict(await app.aget(job.id)))
+            return
+        if time.monotonic() - started >= max_s or await request.is_disconnected():
+            return
+        await asyncio.sleep(poll_s)
+        if time.monotonic() - last_sent >= KEEPALIVE_S:
+            yield ": keep-alive\n\n"
+            last_sent = time.monotonic()
+        try:
+            job = await app.aget(job.id, load_result=False)
+        except JobNotFound:  # its retention ran out while it was watched
+            yield _event("gone", {"id": job.id})
+            return
+        except StoreError:  # a throttled or failed read: the next one tells
+            continue
+
+
+def _event(name: str, data: Any) -> str:
+    """One SSE event: its name and its JSON data on one line (JSON never holds a raw newline)."""
+    return f"event: {name}\ndata: {json.dumps(data, default=str, separators=(',', ':'))}\n\n"
+
+
+def watch_tokens(request: Request) -> WatchTokens:
+    """The API's watch-token signer (``create_app`` sets it up with the lease key)."""
+    signer: WatchTokens = request.app.state.sqsjobs_watch
+    return signer
