@@ -64,7 +64,11 @@ REPLAY_LIMIT = 200
 #: Headers of every page: no inline script or style, nothing from another origin, never cached (the
 #: browser guard adds nosniff, a referrer policy and no framing to every answer: sqsjobs.api.security).
 HEADERS = {"Content-Security-Policy": PAGE_POLICY, "Cache-Control": "no-store"}
-_STATIC = {"dashboard.css": "text/css; charset=utf-8", "dashboard.js": "text/javascript; charset=utf-8"}
+_STATIC = {
+    "dashboard.css": "text/css; charset=utf-8",
+    "dashboard.js": "text/javascript; charset=utf-8",
+    "job_live.js": "text/javascript; charset=utf-8",
+}
 _FLASH = {"retried": "Queued again: attempts reset, same id and key, audit entry recorded."}
 
 

@@ -102,7 +102,8 @@ def page(title: str, body: Html, *, refresh_s: float | None = None, flash: str |
         '<meta name=viewport content="width=device-width, initial-scale=1">'
         f"<title>{h(title)} · sqsjobs</title>"
         '<link rel=stylesheet href="/ui/static/dashboard.css">'
-        '<script src="/ui/static/dashboard.js" defer></script></head>'
+        '<script src="/ui/static/dashboard.js" defer></script>'
+        '<script src="/ui/static/job_live.js" defer></script></head>'
         f'<body><header><a href="/">sqsjobs</a> <span class="muted">{h(title)}</span>'
         '<nav><a href="/ui/jobs">jobs</a> <a href="/ui/charts">charts</a> <a href="/ui/dead">dead by error</a> <a href="/ui/controls">controls</a> <a href="/ui/priority">priority</a></nav>'
         '<span id="refresh-state" class="muted"></span>'
@@ -354,6 +355,38 @@ def replay_result(summary: ReplaySummary) -> Html:
     )
 
 
+def progress_section(job_id: str, status: str, progress: Mapping[str, Any] | None) -> Html:
+    """The job's last progress report, and (while it runs) the hook job_live.js follows it by.
+
+    ``job_live.js`` opens ``GET /jobs/{id}/events`` (the session cookie rides on it: same origin)
+    and moves the bar with each report as the lease renewal writes it.
+    """
+    report = progress or {}
+    fraction = report.get("fraction")
+    value = f' value="{h(fraction)}"' if isinstance(fraction, int | float) else ""
+    parts = [f"{round(fraction * 100)}%"] if isinstance(fraction, int | float) else []
+    if report.get("message"):
+        parts.append(str(report["message"]))
+    if report.get("data") is not None:
+        parts.append(json.dumps(report["data"])[:200])
+    written = f"  (report {report.get('report')}, written {report.get('at')})" if report else "no report yet"
+    line = "  ".join(parts) + written
+    events = ""
+    if not JobStatus(status).terminal:
+        url = f"/jobs/{quote(job_id, safe='')}/events"
+        events = f'<div id="job-events" data-events="{h(url)}" hidden></div>'
+    return section(
+        "Progress",
+        Html(
+            f'<p>status <b id="job-live-status">{h(status)}</b></p>'
+            f'<progress id="job-progress" max="1"{value} data-report="{h(report.get("report", 0))}"></progress> '
+            f'<span id="job-progress-text">{h(line)}</span>{events}'
+        ),
+        note="ctx.progress, as the job's lease renewal wrote it; followed live while the job runs",
+        anchor="progress",
+    )
+
+
 def job_page_body(data: Mapping[str, Any], now: float) -> Html:
     """A job's record: summary, last error, attempts, audit, payload and result, parent/root ids."""
     status = str(data["status"])
@@ -382,6 +415,8 @@ def job_page_body(data: Mapping[str, Any], now: float) -> Html:
             '<button type="submit" class="retry">retry this job</button></form>'
         )
     parts = [section(f"Job {data['id']}", Html(table(["", ""], summary_rows, cls="kv") + actions))]
+    if data.get("progress") or not JobStatus(status).terminal:
+        parts.append(progress_section(str(data["id"]), status, data.get("progress")))
     error = data.get("last_error")
     if error:
         parts.append(
