@@ -97,7 +97,8 @@ class JobContext:
         of them, and one made after the last renewal before the end is not written (docs/results.md).
         ``ValueError`` for a report out of those bounds. Safe from sync and async handlers alike.
         """
-        number = (self._progress.report if self._progress is not None else 0) + 1
+        latest = self._progress or self.job.progress  # numbering goes on from what the record shows
+        number = (latest.report if latest is not None else 0) + 1
         self._progress = Progress(fraction=fraction, message=message, data=data, report=number)
 
     def unwritten_progress(self) -> Progress | None:

@@ -283,8 +283,8 @@ class Progress:
     """What a running job last reported (``ctx.progress``): written with its next lease renewal.
 
     ``fraction`` is done/total in 0..1; ``message`` a line for people; ``data`` any small JSON
-    (counts, the current item). ``report`` numbers the reports of the run (1, 2, ...): one the record
-    shows with a gap was overtaken by a later one before a renewal carried it. ``at``: when it was
+    (counts, the current item). ``report`` numbers the job's reports (1, 2, ..., on from the record's
+    across attempts and HTTP heartbeats): a gap says one was overtaken before a renewal carried it. ``at``: when it was
     written (epoch seconds).
     """
 

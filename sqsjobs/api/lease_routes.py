@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Body, Request
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sqsjobs.api.deps import AppDep, problems
 from sqsjobs.api.models import check_json
@@ -25,6 +25,7 @@ from sqsjobs.errors import (
     RemoteError,
     RetryRemoteError,
 )
+from sqsjobs.job import MAX_PROGRESS_DATA_BYTES, MAX_PROGRESS_MESSAGE_CHARS, Progress
 from sqsjobs.remote.lease_server import MAX_JOBS, MAX_WAIT_S, LeaseServer
 
 if TYPE_CHECKING:
@@ -81,12 +82,30 @@ class Leases(BaseModel):
     leases: list[LeasedJob]
 
 
+class ProgressReport(BaseModel):
+    """How far the run has come (as ``ctx.progress``): written by this heartbeat's renewal."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fraction: float | None = Field(None, ge=0, le=1, allow_inf_nan=False, description="Done over total")
+    message: str | None = Field(None, max_length=MAX_PROGRESS_MESSAGE_CHARS)
+    data: Any = Field(None, description=f"Small JSON, at most {MAX_PROGRESS_DATA_BYTES} bytes")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> ProgressReport:
+        Progress(self.fraction, self.message, check_json(self.data))  # ValueError: 422 naming what is wrong
+        return self
+
+
 class LeaseHeld(BaseModel):
-    """The body of a heartbeat: the lease alone."""
+    """The body of a heartbeat: the lease, and optionally a progress report."""
 
     model_config = ConfigDict(extra="forbid")
 
     lease: Sealed
+    progress: ProgressReport | None = Field(
+        None, description="The run's progress; the record shows it (GET /jobs/{id}, its events)"
+    )
 
 
 class HeartbeatAnswer(BaseModel):
@@ -205,7 +224,9 @@ async def lease_jobs(app: AppDep, request: Request, body: Annotated[LeaseRequest
 )
 async def heartbeat_lease(app: AppDep, request: Request, body: Annotated[LeaseHeld, Body()]) -> Any:
     """Renews the record's lease and the message's visibility; answers whether a cancel was requested."""
-    beat = await _server(request.app).heartbeat(body.lease)  # LeaseConflict: 409 lease-conflict
+    report = body.progress
+    progress = None if report is None else Progress(report.fraction, report.message, report.data)
+    beat = await _server(request.app).heartbeat(body.lease, progress)  # LeaseConflict: 409 lease-conflict
     return HeartbeatAnswer(
         lease_expires=_when(beat.lease_expires),
         cancel_requested=beat.cancel_requested,

@@ -22,7 +22,7 @@ from sqsjobs._aws import Call, one
 from sqsjobs.context import InterruptReason, JobContext
 from sqsjobs.delivery import LEAVE, Ack, dead_letter
 from sqsjobs.errors import ConfigurationError, HandlerNotFound, JobNotFound, LeaseConflict, RemoteError
-from sqsjobs.job import JobStatus
+from sqsjobs.job import JobStatus, Progress
 from sqsjobs.producer import get_flow
 from sqsjobs.remote.lease import Lease, LeaseSealer
 from sqsjobs.runtime import payloads
@@ -216,14 +216,19 @@ class LeaseServer:
         )
 
     # ── heartbeat_lease, complete_lease, fail_lease ──────────────────────────────────────────
-    async def heartbeat(self, sealed: str) -> Beat:
-        """Renew the lease and the message's visibility; ``LeaseConflict`` once the lease no longer holds."""
+    async def heartbeat(self, sealed: str, progress: Progress | None = None) -> Beat:
+        """Renew the lease and the message's visibility; ``LeaseConflict`` once the lease no longer holds.
+
+        ``progress``: the worker's report (as ``ctx.progress``), written now by the renewal.
+        """
         kernel = self.kernel
         lease, job, execution = await self._held(sealed)
         if kernel.clock.now() > lease.deadline:
             await self._timed_out(lease, job, execution)
         ctx = self._context(lease, job, execution)
-        await execution.runner.renew_leases([ctx])
+        if progress is not None:
+            ctx.progress(fraction=progress.fraction, message=progress.message, data=progress.data)
+        await execution.runner.renew_leases([ctx], reported=True)
         if ctx.interrupt_reason is InterruptReason.LEASE_LOST:
             raise LeaseConflict(
                 "the lease was lost: the job was claimed again or ended", await self._record(lease.job_id)

@@ -273,15 +273,20 @@ class Runner:
         return self._slot([delivery], ctx._interrupt)
 
     # ── leases of long jobs (ECS heartbeat and Lambda alike) ──────────────────────────────────
-    async def renew_leases(self, running: Iterable[JobContext]) -> None:
-        """Renew the lease of every job past half of it; a renewal shows a cancel request or a lost lease."""
+    async def renew_leases(self, running: Iterable[JobContext], *, reported: bool = False) -> None:
+        """Renew the lease of every job past half of it; a renewal shows a cancel request or a lost lease.
+
+        ``reported``: also renew now each job with a progress report no renewal wrote yet (an HTTP
+        worker's heartbeat that carries one: the heartbeat's write is the report's).
+        """
         kernel = self.kernel
         now = kernel.clock.now()
         half = kernel.settings.lease_s / 2
         due = [
             ctx
             for ctx in running
-            if ctx.job.lease_expires is not None and ctx.job.lease_expires.timestamp() - now < half
+            if (ctx.job.lease_expires is not None and ctx.job.lease_expires.timestamp() - now < half)
+            or (reported and ctx.unwritten_progress() is not None)
         ]
         await asyncio.gather(*(self._renew(ctx, now) for ctx in due))
         by_guard: dict[int, tuple[AdmissionGuard, list[str]]] = {}

@@ -327,6 +327,25 @@ def test_a_leased_job_costs_a_claim_a_read_per_heartbeat_and_a_read_and_a_write_
         # a heartbeat reads the claim back (the server keeps nothing) and hides the message again
         assert dict(calls) == {("dynamodb", "GetItem"): 3, ("sqs", "ChangeMessageVisibilityBatch"): 3}
         calls.clear()
+        # a heartbeat that carries a progress report renews the lease at once: the renewal is its one write
+        report = {"fraction": 0.5, "message": "half way", "data": {"frames": 12}}
+        for one in leased:
+            assert (
+                api.post("/leases/heartbeat", json={"lease": one["lease"], "progress": report}).status_code
+                == 200
+            )
+        assert dict(calls) == {
+            ("dynamodb", "GetItem"): 3,
+            ("dynamodb", "UpdateItem"): 3,
+            ("sqs", "ChangeMessageVisibilityBatch"): 3,
+        }
+        shown = [app.get(j).progress for j in jobs]
+        assert {(p.fraction, p.message, p.report) for p in shown if p} == {(0.5, "half way", 1)}
+        # a report out of bounds is 422 naming it, and writes nothing
+        oversized = {"lease": leased[0]["lease"], "progress": {"data": {"blob": "x" * 3000}}}
+        refused = api.post("/leases/heartbeat", json=oversized)
+        assert refused.status_code == 422 and "2048" in refused.text, refused.text
+        calls.clear()
         for one in leased:
             assert api.post("/leases/complete", json={"lease": one["lease"], "result": 1}).status_code == 200
         # an end reads the claim back, writes the fenced finish and deletes the message

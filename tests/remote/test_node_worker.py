@@ -80,7 +80,7 @@ def test_the_node_test_suite_passes_against_the_served_api(api_url):
         timeout=180,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert "# pass 4" in done.stdout and "# fail 0" in done.stdout, done.stdout[-2000:]
+    assert "# pass 5" in done.stdout and "# fail 0" in done.stdout, done.stdout[-2000:]
 
 
 def test_the_node_worker_type_checks():

@@ -49,6 +49,15 @@ export class ProtocolError extends Error {
 }
 
 /**
+ * A progress report, as Python's `ctx.progress`: `fraction` 0 to 1, a `message` (at most 500
+ * characters), small JSON `data` (at most 2 KB).
+ * @typedef {object} ProgressReport
+ * @property {number} [fraction]
+ * @property {string} [message]
+ * @property {any} [data]
+ */
+
+/**
  * What a handler is given beside its payload.
  * @typedef {object} JobContext
  * @property {string} jobId
@@ -58,6 +67,9 @@ export class ProtocolError extends Error {
  * @property {Date} deadline Past this the run is a timeout.
  * @property {AbortSignal} signal Aborted on a cancel request, a lost lease, the deadline or a drain's end.
  * @property {any} previousResult A chain step's: the result of the step before.
+ * @property {(report: ProgressReport) => void} progress Report how far the run has come: the next
+ *   heartbeat carries the latest report (no request of its own); the record, `GET /jobs/{id}` and
+ *   its event stream show it.
  */
 
 /**
@@ -219,9 +231,13 @@ export class Worker {
     this.running.set(leased.job_id, controller);
     /** @type {"cancelled" | "lost" | null} */
     let interrupted = null;
+    /** @type {ProgressReport | null} */
+    let report = null;
     const beat = async () => {
+      const carried = report;
+      report = null;
       try {
-        const answer = await this.post("/leases/heartbeat", { lease: leased.lease });
+        const answer = await this.post("/leases/heartbeat", carried ? { lease: leased.lease, progress: carried } : { lease: leased.lease });
         if (answer.cancel_requested && !interrupted) {
           interrupted = "cancelled";
           controller.abort(new Error("cancel requested"));
@@ -230,7 +246,10 @@ export class Worker {
         if (error instanceof ProtocolError && error.status === 409 && !interrupted) {
           interrupted = "lost";
           controller.abort(new Error("lease lost"));
+        } else if (error instanceof ProtocolError && error.status === 422 && carried) {
+          this.log({ level: "warning", message: "progress report refused", job_id: leased.job_id, error: String(error) });
         } else {
+          report ??= carried; // the next heartbeat carries it, unless a newer report came meanwhile
           this.log({ level: "warning", message: "heartbeat failed", job_id: leased.job_id, error: String(error) });
         }
       }
@@ -250,6 +269,9 @@ export class Worker {
       deadline,
       signal: controller.signal,
       previousResult: leased.previous_result,
+      progress: (next) => {
+        report = next;
+      },
     };
     try {
       const handler = this.handlers[leased.type];

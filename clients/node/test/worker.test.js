@@ -82,3 +82,46 @@ test("a lease the server did not issue is refused with lease-invalid", async () 
     (/** @type {any} */ error) => error instanceof ProtocolError && error.status === 400 && error.problem.type.endsWith("lease-invalid"),
   );
 });
+
+test("a handler's progress rides on its next heartbeat and the record shows each report", { timeout: 60_000 }, async () => {
+  assert.ok(url, "SQSJOBS_API_URL names the served API");
+  const enqueued = await api("/jobs", "POST", { type: "render.count", payload: { n: 3 } });
+  assert.equal(enqueued.status, 202, JSON.stringify(enqueued.body));
+  const jobId = enqueued.body.id;
+  /** @type {any[]} */
+  const shown = [];
+  const worker = new Worker({
+    url,
+    token,
+    workerId: "node-progress",
+    waitS: 1,
+    handlers: {
+      "render.count": async (payload, job) => {
+        for (let done = 1; done <= payload.n; done++) {
+          job.progress({ fraction: done / payload.n, message: `frame ${done}`, data: { done } });
+          for (let i = 0; i < 200; i++) { // until a heartbeat carried it to the record
+            const progress = (await api(`/jobs/${jobId}`, "GET")).body.progress;
+            if (progress?.data?.done === done) {
+              shown.push(progress);
+              break;
+            }
+            await new Promise((resolve) => setTimeout(resolve, 100));
+          }
+        }
+        return { frames: payload.n };
+      },
+    },
+    log: () => {},
+  });
+  const running = worker.run();
+  let record;
+  for (let i = 0; i < 200; i++) {
+    record = (await api(`/jobs/${jobId}`, "GET")).body;
+    if (record.status === "succeeded") break;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  worker.stop();
+  await running;
+  assert.equal(record?.status, "succeeded");
+  assert.deepEqual(shown.map((p) => [p.report, p.fraction, p.message]), [[1, 1 / 3, "frame 1"], [2, 2 / 3, "frame 2"], [3, 1, "frame 3"]]);
+});
