@@ -5,10 +5,11 @@ from __future__ import annotations
 from .bundling import LocalBundle
 from .construct import SqsJobs
 from .job_events import JobEvents
-from .options import FargateWorker, HttpApi, LambdaWorker, Monitoring, Sweeper
+from .options import DepthAlarm, FargateWorker, HttpApi, LambdaWorker, Monitoring, Sweeper
 from .tracing import Tracing
 
 __all__ = [
+    "DepthAlarm",
     "FargateWorker",
     "HttpApi",
     "JobEvents",

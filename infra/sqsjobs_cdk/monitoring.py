@@ -1,4 +1,4 @@
-"""Alarms (oldest message age, DLQ depth > 0 for every DLQ, FIFO backstops included, worker errors, ECS heartbeat gap) to an SNS topic, and one dashboard.
+"""Alarms (oldest message age, a depth that stays high, DLQ depth > 0 for every DLQ, FIFO backstops included, worker errors, ECS heartbeat gap) to an SNS topic, and one dashboard.
 
 Worker errors are counted from the JSON logs both runtimes write (Powertools Logger, one line per
 transition): a metric filter on ``level = ERROR`` per log group, so the alarm needs nothing from
@@ -54,6 +54,19 @@ def metric_namespace(app_name: str) -> str:
     return f"sqsjobs/{app_name}"
 
 
+def queue_depth(jq: JobQueue) -> cw.IMetric:
+    """A logical queue's visible messages, each minute's maximum: its priority levels' queues summed."""
+    metrics = {
+        f"m{i}": queue.metric_approximate_number_of_messages_visible(period=_MINUTE, statistic="Maximum")
+        for i, (_, queue) in enumerate(jq.consumed)
+    }
+    if len(metrics) == 1:
+        return metrics["m0"]
+    return cw.MathExpression(
+        expression=" + ".join(metrics), using_metrics=metrics, period=_MINUTE, label=f"{jq.name} depth"
+    )
+
+
 def alarms_and_dashboard(
     scope: Construct,
     *,
@@ -69,7 +82,7 @@ def alarms_and_dashboard(
     action = cw_actions.SnsAction(topic)
     alarms: list[cw.Alarm] = []
 
-    def alarm(construct_id: str, metric: cw.Metric, *, threshold: float, periods: int, what: str) -> None:
+    def alarm(construct_id: str, metric: cw.IMetric, *, threshold: float, periods: int, what: str) -> None:
         created = metric.create_alarm(
             scope,
             construct_id,
@@ -98,6 +111,16 @@ def alarms_and_dashboard(
             periods=1,
             what=f"Queue {name}: messages in the DLQ; inspect with `sqsjobs dlq` and replay or drop them",
         )
+        depth = options.queue_depth_by_queue.get(name, options.queue_depth)
+        if depth is not None:
+            alarm(
+                f"{name}-depth",
+                queue_depth(jq),
+                threshold=depth.threshold,
+                periods=depth.minutes,
+                what=f"Queue {name}: {depth.threshold}+ messages waiting for {depth.minutes} minutes "
+                "(too few workers for the arrival rate, or a limit or pause holding jobs back)",
+            )
         if jq.fifo_dlq is not None:
             # The sweeper's reconciler empties it of every job's message; what stays is not a job
             # (or no sweeper runs).

@@ -6,13 +6,13 @@ fails at construction instead of being ignored.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sqsjobs.deploy.packaging import DEFAULT_PYTHON, HANDLER
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from aws_cdk import aws_ecs as ecs
 
@@ -120,6 +120,18 @@ class Sweeper:
 
 
 @dataclass(frozen=True)
+class DepthAlarm:
+    """Alarm when a queue's visible messages stay at or over ``threshold`` for ``minutes`` in a row.
+
+    Worker starvation: the age alarm fires on one old message, this one on a backlog that does not
+    shrink (too few workers for the arrival rate, a limit or pause holding a type back).
+    """
+
+    threshold: int
+    minutes: int = 10
+
+
+@dataclass(frozen=True)
 class Monitoring:
     """Alarms (to an SNS topic) and a dashboard."""
 
@@ -140,3 +152,7 @@ class Monitoring:
     #: Alarm on this many refused claims of one type within five minutes (SQS's duplicate deliveries
     #: make a few: this is for workers fighting over jobs, or copies piling up).
     claim_refusals_threshold: int = 100
+    #: Every logical queue's depth alarm (its visible messages, priority levels summed); None: none.
+    queue_depth: DepthAlarm | None = DepthAlarm(threshold=1000, minutes=10)
+    #: Per logical queue, instead of ``queue_depth``: another alarm, or None for none on that queue.
+    queue_depth_by_queue: Mapping[str, DepthAlarm | None] = field(default_factory=dict)

@@ -111,6 +111,12 @@ def run_synth(script: str, *args: str) -> Any:
 
 
 @pytest.fixture(scope="session")
+def monitoring_template(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The template of ``monitoring_synth.py`` (monitoring options asked for), synthesized once per process."""
+    return run_synth("monitoring_synth.py", str(tmp_path_factory.mktemp("monitoring-synth")))
+
+
+@pytest.fixture(scope="session")
 def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     # Under xdist each worker has its own basetemp; their parent is shared by the whole run.
     shared = tmp_path_factory.getbasetemp()

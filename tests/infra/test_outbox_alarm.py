@@ -1,7 +1,7 @@
 """The outbox relay's alarms watch exactly the EMF metrics the relay writes (docs/outbox.md).
 
 The expected namespace, name and dimensions come from ``sqsjobs.outbox.lag_metrics.LagMetrics`` itself;
-the template from the CDK virtualenv (``tests/infra/outbox_synth.py``), with ``Monitoring(outbox_max_lag_s=120)``.
+the template from the CDK virtualenv (``tests/infra/monitoring_synth.py``), with ``Monitoring(outbox_max_lag_s=120)``.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 from sqsjobs.outbox.lag_metrics import DEAD, LAG, LagMetrics
-from tests.infra.conftest import run_synth
 
 
 def relay_metric(service: str) -> tuple[str, list[dict[str, str]]]:
@@ -24,8 +23,10 @@ def relay_metric(service: str) -> tuple[str, list[dict[str, str]]]:
     return directive["Namespace"], [{"Name": d, "Value": doc[d]} for d in dims]
 
 
-def test_the_lag_alarm_watches_the_relays_own_metric_and_treats_silence_as_a_stopped_relay(tmp_path):
-    template = run_synth("outbox_synth.py", str(tmp_path))
+def test_the_lag_alarm_watches_the_relays_own_metric_and_treats_silence_as_a_stopped_relay(
+    monitoring_template,
+):
+    template = monitoring_template
     alarms = [
         r["Properties"]
         for r in template["Resources"].values()
