@@ -86,6 +86,7 @@ def create_app(
     session_s: float = DEFAULT_SESSION_S,
     secure_cookies: bool = False,
     lease_key: str | None = None,
+    max_stream_s: float | None = None,
 ) -> FastAPI:
     """The API of ``app``.
 
@@ -107,6 +108,9 @@ def create_app(
         lease_key: what HTTP workers' leases are signed with (``sqsjobs.remote.lease.lease_key``
             when None: ``SQSJOBS_LEASE_KEY``, its file or its Secrets Manager secret, else one
             derived from the tokens, else random).
+        max_stream_s: the longest an event stream (``GET /jobs/{id}/events``) stays open, whatever its
+            ``max_s`` asks: behind a gateway that buffers answers (API Gateway, 29 s), a stream cut
+            short arrives whole and the browser's ``EventSource`` asks again (a long poll).
     """
     credentials = Tokens([*tokens, *Tokens.single(token)])
     api = FastAPI(
@@ -134,6 +138,7 @@ def create_app(
             )
     api.state.sqsjobs_leases = LeaseServer(app, leases.LeaseSealer(lease_key))
     api.state.sqsjobs_watch = watch_tokens = WatchTokens(lease_key)  # read tokens scoped to one job
+    api.state.sqsjobs_max_stream_s = max_stream_s
     guard = [Depends(require_principal(credentials, watch_tokens))]
     problems.install(api)
     routers = [

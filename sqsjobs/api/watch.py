@@ -7,7 +7,9 @@ read units, about $0.0009 on demand) and sends what changed as SSE events: ``sta
 status and attempt), ``progress`` (``ctx.progress``, as the lease renewal wrote it), and, once the
 job ended, ``end`` (the whole record, as ``GET /jobs/{id}``), after which the stream closes. A
 stream also closes after ``max_s`` (a browser's ``EventSource`` then reconnects by itself); a
-comment line every 15 s keeps proxies from closing an idle one.
+comment line every 15 s keeps proxies from closing an idle one. Behind API Gateway, which buffers
+an answer and cuts it at 29 s, the Lambda API caps a stream at ``STREAM_CAP_ENV`` (25 s): each
+stream then arrives whole and the ``EventSource`` asks again, a long poll of the same events.
 
 A browser's ``EventSource`` cannot send an ``Authorization`` header, so a backend that holds an API
 token asks ``GET /jobs/{id}/watch-token`` and hands the browser the token it answers: signed
@@ -160,6 +162,8 @@ async def job_events(
     A job that does not exist is 404 before the stream starts.
     """
     first = await app.aget(job_id, load_result=False)
+    cap: float | None = request.app.state.sqsjobs_max_stream_s
+    max_s = max_s if cap is None else min(max_s, cap)
     return EventStream(
         _follow(app, request, first, poll_s=poll_s, max_s=max_s),
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import time
 from typing import Any
 from urllib.parse import urlencode
 
@@ -168,6 +169,26 @@ def test_errors_are_problem_bodies_in_plain_text_and_the_token_is_checked(handle
     assert (status, body["field"], headers["content-type"]) == (422, "type", "application/problem+json")
     status, _, body = call(handler, event("GET", "/jobs", headers={"Authorization": "Bearer wrong"}))
     assert (status, body["field"]) == (401, "Authorization")
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_an_event_stream_ends_within_the_gateways_time_and_arrives_whole(handler, shape, monkeypatch):
+    # API Gateway buffers an answer and cuts it at 29 s: the Lambda API caps a stream (25 s; 1 s here)
+    monkeypatch.setenv(lambda_handler.STREAM_CAP_ENV, "1")
+    lambda_handler._adapter.cache_clear()
+    event = SHAPES[shape]
+    auth = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    payload = json.dumps({"type": "orders.ok", "payload": {"order_id": f"stream-{shape}"}, "delay": 600})
+    _, _, body = call(handler, event("POST", "/jobs", body=payload, headers=auth))
+    started = time.monotonic()
+    response = handler(event("GET", f"/jobs/{body['id']}/events", query={"max_s": "900"}, headers=auth), None)
+    assert time.monotonic() - started < 10  # not the 900 s asked for
+    assert response["statusCode"] == 200 and not response.get("isBase64Encoded")
+    headers = {k.lower(): v for k, v in (response.get("headers") or {}).items()}
+    assert headers["content-type"].startswith("text/event-stream")
+    # the whole stream, as the browser's EventSource reads it before asking again
+    assert response["body"].startswith("retry: 2000")
+    assert 'event: status\ndata: {"status":"queued","attempt":0,"reason":null}' in response["body"]
 
 
 def test_the_handler_string_infra_configures_names_this_handler():
