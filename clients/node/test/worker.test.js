@@ -26,6 +26,30 @@ async function api(path, method, body) {
   return { status: response.status, body: await response.json() };
 }
 
+/**
+ * Enqueue one render.count job over HTTP, run a worker of this process with `handlerOf(jobId)` until the
+ * record says the job ended, and return its id and final record.
+ * @param {any} payload
+ * @param {string} workerId
+ * @param {(jobId: string) => (payload: any, job: import("../src/index.js").JobContext) => Promise<any>} handlerOf
+ */
+async function runOne(payload, workerId, handlerOf) {
+  const enqueued = await api("/jobs", "POST", { type: "render.count", payload });
+  assert.equal(enqueued.status, 202, JSON.stringify(enqueued.body));
+  const jobId = enqueued.body.id;
+  const worker = new Worker({ url, token, workerId, waitS: 1, handlers: { "render.count": handlerOf(jobId) }, log: () => {} });
+  const running = worker.run();
+  let record;
+  for (let i = 0; i < 200; i++) {
+    record = (await api(`/jobs/${jobId}`, "GET")).body;
+    if (["succeeded", "dead"].includes(record.status)) break;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  worker.stop();
+  await running;
+  return { jobId, record };
+}
+
 test("a handler's errors map to the protocol: retryable, permanent, retry after, cancelled", () => {
   const plain = failureBody("L", new TypeError("bad"), false);
   assert.deepEqual([plain.error.type, plain.error.message, plain.retryable, plain.cancelled], ["TypeError", "bad", true, false]);
@@ -42,33 +66,12 @@ test("a worker refuses an id the record cannot hold and a worker without handler
 
 test("a job enqueued over HTTP runs in this process's worker and its result is the record's", { timeout: 60_000 }, async () => {
   assert.ok(url, "SQSJOBS_API_URL names the served API (tests/remote/test_node_worker.py sets it)");
-  const enqueued = await api("/jobs", "POST", { type: "render.count", payload: { n: 21 } });
-  assert.equal(enqueued.status, 202, JSON.stringify(enqueued.body));
-  const jobId = enqueued.body.id;
   /** @type {import("../src/index.js").JobContext[]} */
   const seen = [];
-  const worker = new Worker({
-    url,
-    token,
-    workerId: "node-test-runner",
-    waitS: 1,
-    handlers: {
-      "render.count": async (payload, job) => {
-        seen.push(job);
-        return { doubled: payload.n * 2 };
-      },
-    },
-    log: () => {},
+  const { jobId, record } = await runOne({ n: 21 }, "node-test-runner", () => async (payload, job) => {
+    seen.push(job);
+    return { doubled: payload.n * 2 };
   });
-  const running = worker.run();
-  let record;
-  for (let i = 0; i < 100; i++) {
-    record = (await api(`/jobs/${jobId}`, "GET")).body;
-    if (record.status === "succeeded") break;
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-  worker.stop();
-  await running;
   assert.equal(record?.status, "succeeded");
   assert.deepEqual(record?.result, { doubled: 42 });
   assert.deepEqual(seen.map((job) => [job.jobId, job.attempt, job.fencingToken]), [[jobId, 1, `${jobId}:1`]]);
@@ -85,43 +88,22 @@ test("a lease the server did not issue is refused with lease-invalid", async () 
 
 test("a handler's progress rides on its next heartbeat and the record shows each report", { timeout: 60_000 }, async () => {
   assert.ok(url, "SQSJOBS_API_URL names the served API");
-  const enqueued = await api("/jobs", "POST", { type: "render.count", payload: { n: 3 } });
-  assert.equal(enqueued.status, 202, JSON.stringify(enqueued.body));
-  const jobId = enqueued.body.id;
   /** @type {any[]} */
   const shown = [];
-  const worker = new Worker({
-    url,
-    token,
-    workerId: "node-progress",
-    waitS: 1,
-    handlers: {
-      "render.count": async (payload, job) => {
-        for (let done = 1; done <= payload.n; done++) {
-          job.progress({ fraction: done / payload.n, message: `frame ${done}`, data: { done } });
-          for (let i = 0; i < 200; i++) { // until a heartbeat carried it to the record
-            const progress = (await api(`/jobs/${jobId}`, "GET")).body.progress;
-            if (progress?.data?.done === done) {
-              shown.push(progress);
-              break;
-            }
-            await new Promise((resolve) => setTimeout(resolve, 100));
-          }
+  const { record } = await runOne({ n: 3 }, "node-progress", (jobId) => async (payload, job) => {
+    for (let done = 1; done <= payload.n; done++) {
+      job.progress({ fraction: done / payload.n, message: `frame ${done}`, data: { done } });
+      for (let i = 0; i < 200; i++) { // until a heartbeat carried it to the record
+        const progress = (await api(`/jobs/${jobId}`, "GET")).body.progress;
+        if (progress?.data?.done === done) {
+          shown.push(progress);
+          break;
         }
-        return { frames: payload.n };
-      },
-    },
-    log: () => {},
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
+    return { frames: payload.n };
   });
-  const running = worker.run();
-  let record;
-  for (let i = 0; i < 200; i++) {
-    record = (await api(`/jobs/${jobId}`, "GET")).body;
-    if (record.status === "succeeded") break;
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-  worker.stop();
-  await running;
   assert.equal(record?.status, "succeeded");
   assert.deepEqual(shown.map((p) => [p.report, p.fraction, p.message]), [[1, 1 / 3, "frame 1"], [2, 2 / 3, "frame 2"], [3, 1, "frame 3"]]);
 });
