@@ -1,4 +1,4 @@
-"""Following one job live: ``GET /jobs/{id}/events`` (Server-Sent Events) and a read token scoped to it.
+"""Following a job, a batch or a chain live (Server-Sent Events), and a read token scoped to one job.
 
 A page that shows a long job wants each progress report and the end as they happen, without
 reading the table itself. The server reads the record for it (one strongly consistent GetItem per
@@ -7,7 +7,10 @@ read units, about $0.0009 on demand) and sends what changed as SSE events: ``sta
 status and attempt), ``progress`` (``ctx.progress``, as the lease renewal wrote it), and, once the
 job ended, ``end`` (the whole record, as ``GET /jobs/{id}``), after which the stream closes. A
 stream also closes after ``max_s`` (a browser's ``EventSource`` then reconnects by itself); a
-comment line every 15 s keeps proxies from closing an idle one. Behind API Gateway, which buffers
+comment line every 15 s keeps proxies from closing an idle one. ``GET /batches/{id}/events`` and
+``GET /chains/{id}/events`` do the same for a workflow: a ``status`` event with the whole view
+(``GET /batches/{id}``: counts, state, the tree; ``GET /chains/{id}``: each step) whenever it
+changed, and ``end`` with the last one (a batch complete, a chain no longer running). Behind API Gateway, which buffers
 an answer and cuts it at 29 s, the Lambda API caps a stream at ``STREAM_CAP_ENV`` (25 s): each
 stream then arrives whole and the ``EventSource`` asks again, a long poll of the same events.
 
@@ -33,14 +36,17 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from sqsjobs.api.deps import AppDep, problems
-from sqsjobs.api.models import JobId  # noqa: TC001 (FastAPI reads the annotations at runtime)
+from sqsjobs.api.models import BatchId, ChainId, JobId  # noqa: TC001 (FastAPI reads the annotations at runtime)
 from sqsjobs.errors import JobNotFound, StoreError
 from sqsjobs.job import TERMINAL
+from sqsjobs.ops import batch_views
 from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops._common import iso
+from sqsjobs.ops.chain_views import chain_to_dict
+from sqsjobs.workflows import batches
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
     from sqsjobs.app import App
     from sqsjobs.job import Job
@@ -199,6 +205,122 @@ async def _follow(app: App, request: Request, job: Job, *, poll_s: float, max_s:
         except JobNotFound:  # its retention ran out while it was watched
             yield _event("gone", {"id": job.id})
             return
+        except StoreError:  # a throttled or failed read: the next one tells
+            continue
+
+
+_STREAM = {
+    200: {
+        "description": "Server-Sent Events, each with JSON data: status (the whole view), then end",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    },
+    **problems(404, 422),
+}
+
+
+@router.get(
+    "/batches/{batch_id}/events",
+    response_class=EventStream,
+    responses=_STREAM,
+    summary="Follow a batch live (Server-Sent Events)",
+    tags=["workflows"],
+)
+async def batch_events(
+    batch_id: BatchId,
+    app: AppDep,
+    request: Request,
+    poll_s: Annotated[float, Query(ge=0.2, le=30, description="How often the batch is read (s)")] = 1.0,
+    max_s: Annotated[
+        float, Query(ge=1, le=3600, description="The stream closes after this long (s)")
+    ] = 900.0,
+) -> EventStream:
+    """The batch as ``GET /batches/{batch_id}`` shows it, each time it changed; ``end`` once it is complete.
+
+    Each read is the batch's tree (its record, and its child batches'). A batch that does not exist
+    is 404 before the stream starts.
+    """
+
+    async def read() -> dict[str, Any]:
+        node = await app.arun(batch_views.tree_flow(batches.env_of(app.kernel), batch_id))
+        return batch_views.node_to_dict(node)
+
+    first = await read()
+    return _view_stream(request, first, read, lambda view: view["status"] == "complete", poll_s, max_s)
+
+
+@router.get(
+    "/chains/{chain_id}/events",
+    response_class=EventStream,
+    responses=_STREAM,
+    summary="Follow a chain live (Server-Sent Events)",
+    tags=["workflows"],
+)
+async def chain_events(
+    chain_id: ChainId,
+    app: AppDep,
+    request: Request,
+    poll_s: Annotated[float, Query(ge=0.2, le=30, description="How often the chain is read (s)")] = 1.0,
+    max_s: Annotated[
+        float, Query(ge=1, le=3600, description="The stream closes after this long (s)")
+    ] = 900.0,
+) -> EventStream:
+    """The chain as ``GET /chains/{chain_id}`` shows it, each time it changed; ``end`` once it stopped running.
+
+    A chain that does not exist is 404 before the stream starts.
+    """
+
+    async def read() -> dict[str, Any]:
+        return chain_to_dict(await app.chains.aget(chain_id))
+
+    first = await read()
+    return _view_stream(request, first, read, lambda view: view["status"] != "running", poll_s, max_s)
+
+
+def _view_stream(
+    request: Request,
+    first: dict[str, Any],
+    read: Callable[[], Awaitable[dict[str, Any]]],
+    ended: Callable[[dict[str, Any]], bool],
+    poll_s: float,
+    max_s: float,
+) -> EventStream:
+    cap: float | None = request.app.state.sqsjobs_max_stream_s
+    limit = max_s if cap is None else min(max_s, cap)
+    return EventStream(
+        _follow_view(request, first, read, ended, poll_s=poll_s, max_s=limit),
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+async def _follow_view(
+    request: Request,
+    view: dict[str, Any],
+    read: Callable[[], Awaitable[dict[str, Any]]],
+    ended: Callable[[dict[str, Any]], bool],
+    *,
+    poll_s: float,
+    max_s: float,
+) -> AsyncIterator[str]:
+    """Say the view each time it changed, until it ended, the client goes, or ``max_s``."""
+    started = last_sent = time.monotonic()
+    shown: dict[str, Any] | None = None
+    yield "retry: 2000\n\n"
+    while True:
+        if ended(view):
+            yield _event("end", view)
+            return
+        if view != shown:
+            shown = view
+            yield _event("status", view)
+            last_sent = time.monotonic()
+        if time.monotonic() - started >= max_s or await request.is_disconnected():
+            return
+        await asyncio.sleep(poll_s)
+        if time.monotonic() - last_sent >= KEEPALIVE_S:
+            yield ": keep-alive\n\n"
+            last_sent = time.monotonic()
+        try:
+            view = await read()
         except StoreError:  # a throttled or failed read: the next one tells
             continue
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import signal
@@ -157,3 +158,43 @@ def flat_routes(routes: Any) -> Iterator[Any]:
             yield from flat_routes(route.original_router.routes)
         elif hasattr(route, "path"):
             yield route
+
+
+def sse_events(response: httpx.Response) -> Iterator[tuple[str, Any]]:
+    """The Server-Sent Events of a streamed answer, as (event name, JSON data)."""
+    name, data = "message", []
+    for line in response.iter_lines():
+        if line == "":
+            if data:
+                yield name, json.loads("\n".join(data))
+            name, data = "message", []
+        elif line.startswith("event:"):
+            name = line.partition(":")[2].strip()
+        elif line.startswith("data:"):
+            data.append(line.partition(":")[2].strip())
+
+
+@contextlib.contextmanager
+def following(url: str, path: str, token: str | None) -> Iterator[list[tuple[str, Any]]]:
+    """Follow ``path``'s event stream in a thread while the block runs; the events seen, up to ``end``.
+
+    The block should make the stream end (the job or workflow ends); leaving it waits for that.
+    """
+    seen: list[tuple[str, Any]] = []
+    opened = threading.Event()
+
+    def follow() -> None:
+        with client(url, token) as http, http.stream("GET", path, timeout=120) as stream:
+            assert stream.status_code == 200, stream.read()
+            opened.set()
+            for event in sse_events(stream):
+                seen.append(event)
+                if event[0] in ("end", "gone"):
+                    return
+
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+    assert opened.wait(30), "the event stream did not open"
+    yield seen
+    thread.join(120)
+    assert not thread.is_alive(), seen

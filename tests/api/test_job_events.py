@@ -20,11 +20,11 @@ from sqsjobs import JobStatus
 from sqsjobs.api.principals import ApiToken, Role
 from sqsjobs.api.watch import WatchTokens
 from tests.api.helpers import api_process
+from tests.api.helpers import sse_events as events
 from tests.integration.helpers import kill_group, worker_process
 
 if TYPE_CHECKING:
     import asyncio
-    from collections.abc import Iterator
 
 pytestmark = pytest.mark.slow
 
@@ -54,20 +54,6 @@ class WriteLog(AwsProxy):
     def of_job(self, job_id: str) -> list[tuple[str, dict[str, Any]]]:
         with self._lock:
             return [(action, body) for action, body in self.writes if job_id in json.dumps(body)]
-
-
-def events(response: httpx.Response) -> Iterator[tuple[str, Any]]:
-    """The SSE events of a streamed answer, as (name, JSON data)."""
-    name, data = "message", []
-    for line in response.iter_lines():
-        if line == "":
-            if data:
-                yield name, json.loads("\n".join(data))
-            name, data = "message", []
-        elif line.startswith("event:"):
-            name = line.partition(":")[2].strip()
-        elif line.startswith("data:"):
-            data.append(line.partition(":")[2].strip())
 
 
 @pytest.fixture

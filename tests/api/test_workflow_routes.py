@@ -14,7 +14,7 @@ import pytest
 
 from sqsjobs import JobStatus
 from tests.api.conftest import TOKEN
-from tests.api.helpers import assert_problem, client, serving
+from tests.api.helpers import assert_problem, client, following, serving
 from tests.apps import batches as tb
 from tests.integration.helpers import kill_group, worker_process
 from tests.integration.test_limits import wait_until
@@ -74,9 +74,14 @@ def test_a_batch_made_filled_and_sealed_over_http_completes_once_with_its_counts
     sealed = http.post(f"/batches/{root['id']}/seal")
     assert sealed.status_code == 200 and sealed.json()["status"] in ("sealed", "complete")
     # THEN a worker process completes it: counts per node, the callback run once per batch
-    start()
-    wait_until(lambda: http.get(f"/batches/{root['id']}").json()["status"] == "complete", 60, "the batch")
+    with following(str(http.base_url), f"/batches/{root['id']}/events", TOKEN) as seen:
+        start()
+        wait_until(lambda: http.get(f"/batches/{root['id']}").json()["status"] == "complete", 60, "the batch")
     done = http.get(f"/batches/{root['id']}").json()
+    # ... which a client following the batch's events saw move, and end as it is now
+    first = seen[0]
+    assert first[0] == "status" and (first[1]["status"], first[1]["counts"]["pending"]) == ("sealed", 3)
+    assert seen[-1] == ("end", done) and [name for name, _ in seen[:-1]] == ["status"] * (len(seen) - 1)
     assert done["counts"] == {"pending": 0, "succeeded": 2, "failed": 1}
     assert done["callback_id"] and done["tree"][0]["status"] == "complete"
     assert done["tree"][0]["counts"] == {"pending": 0, "succeeded": 1, "failed": 0}
@@ -172,8 +177,15 @@ def test_a_chain_made_over_http_runs_its_steps_in_order_and_a_cancelled_one_runs
     other = http.post("/chains", json={"steps": [{"type": "calc", "payload": {"n": 9}}] * 2}).json()
     stopped = http.post(f"/chains/{other['id']}/cancel")
     assert stopped.json() == {"id": other["id"], "result": "cancelled"}
-    start()
-    wait_until(lambda: http.get(f"/chains/{chain['id']}").json()["status"] == "succeeded", 60, "the chain")
+    with following(str(http.base_url), f"/chains/{chain['id']}/events", TOKEN) as seen:
+        start()
+        wait_until(
+            lambda: http.get(f"/chains/{chain['id']}").json()["status"] == "succeeded", 60, "the chain"
+        )
+    # a client following the chain's events saw each step start, and its end
+    assert seen[-1] == ("end", http.get(f"/chains/{chain['id']}").json())
+    currents = [view["current"] for name, view in seen if name == "status"]
+    assert currents[0] == 0 and currents == sorted(currents) and set(currents) <= {0, 1, 2}
     steps = http.get(f"/chains/{chain['id']}", params={"results": "true"}).json()["steps"]
     assert [(s["status"], s["result"], s["error"]) for s in steps] == [
         ("succeeded", n * 2, None) for n in (1, 2, 3)

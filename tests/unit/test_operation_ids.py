@@ -15,11 +15,13 @@ from tests.cli import jobs_app
 PINNED = {
     ("POST", "/batches"): "create_batch",
     ("GET", "/batches/{batch_id}"): "get_batch",
+    ("GET", "/batches/{batch_id}/events"): "batch_events",
     ("POST", "/batches/{batch_id}/cancel"): "cancel_batch",
     ("POST", "/batches/{batch_id}/items"): "add_batch_items",
     ("POST", "/batches/{batch_id}/seal"): "seal_batch",
     ("POST", "/chains"): "create_chain",
     ("GET", "/chains/{chain_id}"): "get_chain",
+    ("GET", "/chains/{chain_id}/events"): "chain_events",
     ("POST", "/chains/{chain_id}/cancel"): "cancel_chain",
     ("GET", "/dead/groups"): "dead_groups",
     ("POST", "/dead/groups/retry"): "retry_dead_group",
