@@ -15,6 +15,7 @@ from fastapi import Depends, FastAPI, Request
 
 from sqsjobs.api.document import extend
 from sqsjobs.api.problems import MEDIA_TYPE, PROBLEMS
+from sqsjobs.api.responses import STREAM_EVENTS
 from sqsjobs.app import App
 
 
@@ -100,10 +101,16 @@ def declare_shared(api: FastAPI) -> None:
         if api.openapi_schema is None:
             document = build()
             extend(document, api.state.sqsjobs.registry, api.state.sqsjobs.settings)
-            document.setdefault("components", {}).setdefault("schemas", {})[PROBLEM] = _PROBLEM_SCHEMA
+            schemas = document.setdefault("components", {}).setdefault("schemas", {})
+            schemas[PROBLEM] = _PROBLEM_SCHEMA
+            schemas.update(STREAM_EVENTS)  # the event streams' answers refer to them by name
             for operations in document["paths"].values():
                 for method, operation in operations.items():
                     answers = operation.setdefault("responses", {})
+                    for answer in answers.values():  # FastAPI merges a streamed answer's "type: string" in
+                        for content in answer.get("content", {}).values():
+                            if "$ref" in content.get("schema", {}):
+                                content["schema"] = {"$ref": content["schema"]["$ref"]}
                     for status, response in problems(*shared_statuses(method, operation)).items():
                         answers.setdefault(str(status), response)
         assert api.openapi_schema is not None

@@ -425,3 +425,30 @@ class CancelOutcome(_Open):
 
     id: str
     result: str
+
+
+def _stream_event(title: str, events: list[str], what: str) -> dict[str, Any]:
+    return {
+        "title": title,
+        "description": f"One Server-Sent Event of {what}; its data is JSON text.",
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"type": "string", "enum": events},
+            "data": {"type": "string", "contentMediaType": "application/json"},
+            "id": {"type": "string"},
+            "retry": {"type": "integer"},
+        },
+    }
+
+
+#: The schema of one parsed event of each stream (OpenAPI 3.1: a ``text/event-stream`` schema is
+#: the schema of one event, as 3.2's ``itemSchema``), named so that generated clients name them too.
+STREAM_EVENTS: dict[str, dict[str, Any]] = {
+    "JobStreamEvent": _stream_event(
+        "JobStreamEvent", ["status", "progress", "end", "gone"], "a job's stream"
+    ),
+    "WorkflowStreamEvent": _stream_event(
+        "WorkflowStreamEvent", ["status", "end"], "a batch's or a chain's stream"
+    ),
+}

@@ -68,6 +68,15 @@ class EventStream(StreamingResponse):
     media_type = "text/event-stream"
 
 
+def stream_answer(description: str, event: str) -> dict[int | str, dict[str, Any]]:
+    """The documented answers of an event stream: 200 with the schema of one event, and the problems."""
+    schema = {"$ref": f"#/components/schemas/{event}"}  # responses.STREAM_EVENTS
+    return {
+        200: {"description": description, "content": {"text/event-stream": {"schema": schema}}},
+        **problems(404, 422),
+    }
+
+
 class WatchTokens:
     """Signs tokens that read one job, and reads them back; it keeps nothing."""
 
@@ -143,13 +152,9 @@ async def watch_token(
 @router.get(
     "/jobs/{job_id}/events",
     response_class=EventStream,
-    responses={
-        200: {
-            "description": "Server-Sent Events, each with JSON data: status, progress, then end (the record)",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
-        },
-        **problems(404, 422),
-    },
+    responses=stream_answer(
+        "Server-Sent Events, each with JSON data: status, progress, then end (the record)", "JobStreamEvent"
+    ),
     summary="Follow one job live (Server-Sent Events)",
 )
 async def job_events(
@@ -194,9 +199,10 @@ async def _follow(app: App, request: Request, job: Job, *, poll_s: float, max_s:
         if job.status in TERMINAL:
             yield _event("end", inspect_ops.job_to_dict(await app.aget(job.id)))
             return
-        if time.monotonic() - started >= max_s or await request.is_disconnected():
+        remaining = started + max_s - time.monotonic()
+        if remaining <= 0 or await request.is_disconnected():
             return
-        await asyncio.sleep(poll_s)
+        await asyncio.sleep(min(poll_s, remaining))  # a stream ends at max_s, however slow its polls
         if time.monotonic() - last_sent >= KEEPALIVE_S:
             yield ": keep-alive\n\n"
             last_sent = time.monotonic()
@@ -209,13 +215,9 @@ async def _follow(app: App, request: Request, job: Job, *, poll_s: float, max_s:
             continue
 
 
-_STREAM = {
-    200: {
-        "description": "Server-Sent Events, each with JSON data: status (the whole view), then end",
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
-    },
-    **problems(404, 422),
-}
+_STREAM = stream_answer(
+    "Server-Sent Events, each with JSON data: status (the whole view), then end", "WorkflowStreamEvent"
+)
 
 
 @router.get(
@@ -313,9 +315,10 @@ async def _follow_view(
             shown = view
             yield _event("status", view)
             last_sent = time.monotonic()
-        if time.monotonic() - started >= max_s or await request.is_disconnected():
+        remaining = started + max_s - time.monotonic()
+        if remaining <= 0 or await request.is_disconnected():
             return
-        await asyncio.sleep(poll_s)
+        await asyncio.sleep(min(poll_s, remaining))  # a stream ends at max_s, however slow its polls
         if time.monotonic() - last_sent >= KEEPALIVE_S:
             yield ": keep-alive\n\n"
             last_sent = time.monotonic()

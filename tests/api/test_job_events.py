@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -150,9 +151,14 @@ def test_a_watch_token_reads_its_own_job_and_nothing_else(proxied, tmp_path):
             own = http.get(f"/jobs/{watched}", params=token)
             assert own.status_code == 200 and own.json()["id"] == watched
             assert own.headers["access-control-allow-origin"] == "*"
-            with http.stream("GET", f"/jobs/{watched}/events", params={**token, "max_s": 1}) as stream:
+            slow_polls = {**token, "max_s": 1, "poll_s": 30}
+            opened = time.monotonic()
+            with http.stream("GET", f"/jobs/{watched}/events", params=slow_polls) as stream:
                 assert stream.status_code == 200
-                assert next(events(stream)) == ("status", {"status": "queued", "attempt": 0, "reason": None})
+                assert list(events(stream)) == [
+                    ("status", {"status": "queued", "attempt": 0, "reason": None})
+                ]
+            assert time.monotonic() - opened < 10  # the stream ended at max_s, not after a 30 s poll
             # nothing else: another job, a list, another route, a write
             for method, path in [
                 ("GET", f"/jobs/{other}"),
