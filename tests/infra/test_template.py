@@ -781,12 +781,15 @@ def test_alarms_cover_message_age_dlq_depth_and_worker_errors_and_notify(full):
     assert queues_watched("ApproximateAgeOfOldestMessage") == {
         ids[shop.settings.queue_name(q)] for q in QUEUES
     }
-    assert queues_watched("ApproximateNumberOfMessagesVisible") == {
-        ids[shop.settings.dlq_name(q)] for q in QUEUES
+    # visible messages: every DLQ at its first message, and every queue's depth that stays high
+    dlqs = {ids[shop.settings.dlq_name(q)] for q in QUEUES}
+    assert queues_watched("ApproximateNumberOfMessagesVisible") == dlqs | {
+        ids[shop.settings.queue_name(q)] for q in QUEUES
     }
-    for dlq_alarm in by_metric["ApproximateNumberOfMessagesVisible"]:
-        assert (dlq_alarm["Threshold"], dlq_alarm["ComparisonOperator"]) == (
-            1,
+    for visible in by_metric["ApproximateNumberOfMessagesVisible"]:
+        on_dlq = logical_id(visible["Dimensions"][0]["Value"]) in dlqs
+        assert (visible["Threshold"], visible["ComparisonOperator"]) == (
+            1 if on_dlq else 1000,  # the depth alarm's default (tests/infra/test_depth_alarm.py)
             "GreaterThanOrEqualToThreshold",
         )
     assert by_metric["WorkerErrors"] and by_metric["Errors"]  # log ERROR lines; Lambda invocation errors
