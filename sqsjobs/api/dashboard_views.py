@@ -387,6 +387,18 @@ def progress_section(job_id: str, status: str, progress: Mapping[str, Any] | Non
     )
 
 
+def no_history(data: Mapping[str, Any]) -> Html:
+    """What the attempts panel says without history entries: a first attempt that succeeded keeps none."""
+    if data["status"] == JobStatus.SUCCEEDED.value and data["attempt"] == 1:
+        return Html(
+            f'<p class="muted">Attempt 1 succeeded: started {h(data.get("started_at") or "-")}, finished '
+            f"{h(data.get('finished_at') or '-')} (a first attempt that succeeds keeps no history entry).</p>"
+        )
+    if not data["attempt"]:
+        return Html('<p class="muted">Not started yet.</p>')
+    return Html('<p class="muted">No attempt recorded.</p>')
+
+
 def job_page_body(data: Mapping[str, Any], now: float) -> Html:
     """A job's record: summary, last error, attempts, audit, payload and result, parent/root ids."""
     status = str(data["status"])
@@ -444,7 +456,7 @@ def job_page_body(data: Mapping[str, Any], now: float) -> Html:
             "Attempts",
             table(["attempt", "outcome", "started", "finished", "worker", "error"], history)
             if history
-            else Html('<p class="muted">No attempt recorded.</p>'),
+            else no_history(data),
         )
     )
     steps = [

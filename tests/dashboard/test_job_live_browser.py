@@ -43,6 +43,7 @@ def test_the_job_page_moves_with_each_report_and_shows_the_end(moto_url, make_ap
         browser.get(f"{served.url}/ui/jobs/{job_id}")
         wait_for(browser, lambda d: d.find_elements(By.ID, "job-progress"), 30, "the job's page")
         assert text_of(browser, "#job-progress-text") == "no report yet"
+        assert "Not started yet." in text_of(browser, "main")
         worker = worker_process(app, "tests.apps.progressing:app", concurrency=1)
         seen_reports: list[str] = []
         seen_statuses: list[str] = []
@@ -65,3 +66,4 @@ def test_the_job_page_moves_with_each_report_and_shows_the_end(moto_url, make_ap
         assert "running" in seen_statuses
         assert "100%" in text_of(browser, "#job-progress-text")
         assert '"pages": 5' in text_of(browser, "main")  # the result, shown after the reload
+        assert "Attempt 1 succeeded" in text_of(browser, "main")  # not "no attempt": it kept no history entry
