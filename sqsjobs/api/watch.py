@@ -58,6 +58,9 @@ SALT = "sqsjobs.watch.v1"
 MAX_TTL_S = 86_400.0
 #: A comment line this often keeps an idle stream open through proxies.
 KEEPALIVE_S = 15.0
+#: Every stream's two query parameters: how often it reads, and how long it stays open.
+PollS = Annotated[float, Query(ge=0.2, le=30, description="How often the record is read (s)")]
+MaxS = Annotated[float, Query(ge=1, le=3600, description="The stream closes after this long (s)")]
 
 router = APIRouter(tags=["jobs"])
 
@@ -161,10 +164,8 @@ async def job_events(
     job_id: JobId,
     app: AppDep,
     request: Request,
-    poll_s: Annotated[float, Query(ge=0.2, le=30, description="How often the record is read (s)")] = 1.0,
-    max_s: Annotated[
-        float, Query(ge=1, le=3600, description="The stream closes after this long (s)")
-    ] = 900.0,
+    poll_s: PollS = 1.0,
+    max_s: MaxS = 900.0,
 ) -> EventStream:
     """The job's changes as they happen: ``status``, ``progress``, then ``end`` with the record, and the stream closes.
 
@@ -231,10 +232,8 @@ async def batch_events(
     batch_id: BatchId,
     app: AppDep,
     request: Request,
-    poll_s: Annotated[float, Query(ge=0.2, le=30, description="How often the batch is read (s)")] = 1.0,
-    max_s: Annotated[
-        float, Query(ge=1, le=3600, description="The stream closes after this long (s)")
-    ] = 900.0,
+    poll_s: PollS = 1.0,
+    max_s: MaxS = 900.0,
 ) -> EventStream:
     """The batch as ``GET /batches/{batch_id}`` shows it, each time it changed; ``end`` once it is complete.
 
@@ -261,10 +260,8 @@ async def chain_events(
     chain_id: ChainId,
     app: AppDep,
     request: Request,
-    poll_s: Annotated[float, Query(ge=0.2, le=30, description="How often the chain is read (s)")] = 1.0,
-    max_s: Annotated[
-        float, Query(ge=1, le=3600, description="The stream closes after this long (s)")
-    ] = 900.0,
+    poll_s: PollS = 1.0,
+    max_s: MaxS = 900.0,
 ) -> EventStream:
     """The chain as ``GET /chains/{chain_id}`` shows it, each time it changed; ``end`` once it stopped running.
 
