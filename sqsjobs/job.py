@@ -319,6 +319,15 @@ class Progress:
         """The JSON form kept in the record, shown by the API and the CLI."""
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
+    def summary(self) -> str:
+        """``42%  copying page 7  {"pages": 7}``: the report on one line (``jobs get``, the console)."""
+        parts = [f"{self.fraction:.0%}"] if self.fraction is not None else []
+        if self.message:
+            parts.append(self.message)
+        if self.data is not None:
+            parts.append(json.dumps(self.data)[:200])
+        return "  ".join(parts)
+
     @classmethod
     def of(cls, data: dict[str, Any]) -> Progress:
         """The progress a record's JSON form names (unknown keys are ignored: a newer writer's)."""

@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from sqsjobs.api.auth import current_principal
 from sqsjobs.api.principals import OPEN_ACCESS
-from sqsjobs.job import JobStatus
+from sqsjobs.job import JobStatus, Progress
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -364,13 +364,9 @@ def progress_section(job_id: str, status: str, progress: Mapping[str, Any] | Non
     report = progress or {}
     fraction = report.get("fraction")
     value = f' value="{h(fraction)}"' if isinstance(fraction, int | float) else ""
-    parts = [f"{round(fraction * 100)}%"] if isinstance(fraction, int | float) else []
-    if report.get("message"):
-        parts.append(str(report["message"]))
-    if report.get("data") is not None:
-        parts.append(json.dumps(report["data"])[:200])
+    summary = Progress.of({k: v for k, v in report.items() if k != "at"}).summary() if report else ""
     written = f"  (report {report.get('report')}, written {report.get('at')})" if report else "no report yet"
-    line = "  ".join(parts) + written
+    line = summary + written
     events = ""
     if not JobStatus(status).terminal:
         url = f"/jobs/{quote(job_id, safe='')}/events"

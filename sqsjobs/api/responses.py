@@ -449,6 +449,6 @@ STREAM_EVENTS: dict[str, dict[str, Any]] = {
         "JobStreamEvent", ["status", "progress", "end", "gone"], "a job's stream"
     ),
     "WorkflowStreamEvent": _stream_event(
-        "WorkflowStreamEvent", ["status", "end"], "a batch's or a chain's stream"
+        "WorkflowStreamEvent", ["status", "end", "gone"], "a batch's or a chain's stream"
     ),
 }

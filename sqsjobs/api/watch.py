@@ -10,7 +10,9 @@ stream also closes after ``max_s`` (a browser's ``EventSource`` then reconnects 
 comment line every 15 s keeps proxies from closing an idle one. ``GET /batches/{id}/events`` and
 ``GET /chains/{id}/events`` do the same for a workflow: a ``status`` event with the whole view
 (``GET /batches/{id}``: counts, state, the tree; ``GET /chains/{id}``: each step) whenever it
-changed, and ``end`` with the last one (a batch complete, a chain no longer running). Behind API Gateway, which buffers
+changed, and ``end`` with the last one (a batch complete, a chain no longer running). Every stream
+is one loop (``_follow``) over what it follows (``Followed``); one whose record went meanwhile
+(its retention ran out) ends with ``gone``. Behind API Gateway, which buffers
 an answer and cuts it at 29 s, the Lambda API caps a stream at ``STREAM_CAP_ENV`` (25 s): each
 stream then arrives whole and the ``EventSource`` asks again, a long poll of the same events.
 
@@ -28,7 +30,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import TYPE_CHECKING, Annotated, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar
 from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request
@@ -37,7 +40,7 @@ from pydantic import BaseModel, Field
 
 from sqsjobs.api.deps import AppDep, problems
 from sqsjobs.api.models import BatchId, ChainId, JobId  # noqa: TC001 (FastAPI reads the annotations at runtime)
-from sqsjobs.errors import JobNotFound, StoreError
+from sqsjobs.errors import ChainNotFound, JobNotFound, StoreError
 from sqsjobs.job import TERMINAL
 from sqsjobs.ops import batch_views
 from sqsjobs.ops import inspect as inspect_ops
@@ -48,7 +51,6 @@ from sqsjobs.workflows import batches
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
-    from sqsjobs.app import App
     from sqsjobs.job import Job
 
 #: The query parameter a watch token travels in.
@@ -61,6 +63,9 @@ KEEPALIVE_S = 15.0
 #: Every stream's two query parameters: how often it reads, and how long it stays open.
 PollS = Annotated[float, Query(ge=0.2, le=30, description="How often the record is read (s)")]
 MaxS = Annotated[float, Query(ge=1, le=3600, description="The stream closes after this long (s)")]
+
+#: What a stream follows: a job's record, or a workflow's view.
+S = TypeVar("S")
 
 router = APIRouter(tags=["jobs"])
 
@@ -173,47 +178,25 @@ async def job_events(
     Authenticate with a token, a console session, or ``?watch=`` (``GET /jobs/{job_id}/watch-token``).
     A job that does not exist is 404 before the stream starts.
     """
-    first = await app.aget(job_id, load_result=False)
-    cap: float | None = request.app.state.sqsjobs_max_stream_s
-    max_s = max_s if cap is None else min(max_s, cap)
-    return EventStream(
-        _follow(app, request, first, poll_s=poll_s, max_s=max_s),
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-    )
+
+    async def read() -> Job:
+        return await app.aget(job_id, load_result=False)
+
+    async def final(job: Job) -> dict[str, Any]:
+        return inspect_ops.job_to_dict(await app.aget(job.id))  # the result read too
+
+    followed = Followed(job_id, read, _job_changes, lambda job: job.status in TERMINAL, final)
+    return await _answer(request, followed, poll_s, max_s)
 
 
-async def _follow(app: App, request: Request, job: Job, *, poll_s: float, max_s: float) -> AsyncIterator[str]:
-    """Read the record every ``poll_s`` and say what changed, until it ends, the client goes, or ``max_s``."""
-    started = last_sent = time.monotonic()
-    status: tuple[str, int] | None = None
-    report: tuple[int, float | None] | None = None
-    yield "retry: 2000\n\n"  # an EventSource that lost the stream comes back after 2 s
-    while True:
-        if (job.status.value, job.attempt) != status:
-            status = (job.status.value, job.attempt)
-            yield _event("status", {"status": job.status.value, "attempt": job.attempt, "reason": job.reason})
-            last_sent = time.monotonic()
-        if job.progress is not None and (job.progress.report, job.progress.at) != report:
-            report = (job.progress.report, job.progress.at)
-            yield _event("progress", inspect_ops.progress_to_dict(job.progress))
-            last_sent = time.monotonic()
-        if job.status in TERMINAL:
-            yield _event("end", inspect_ops.job_to_dict(await app.aget(job.id)))
-            return
-        remaining = started + max_s - time.monotonic()
-        if remaining <= 0 or await request.is_disconnected():
-            return
-        await asyncio.sleep(min(poll_s, remaining))  # a stream ends at max_s, however slow its polls
-        if time.monotonic() - last_sent >= KEEPALIVE_S:
-            yield ": keep-alive\n\n"
-            last_sent = time.monotonic()
-        try:
-            job = await app.aget(job.id, load_result=False)
-        except JobNotFound:  # its retention ran out while it was watched
-            yield _event("gone", {"id": job.id})
-            return
-        except StoreError:  # a throttled or failed read: the next one tells
-            continue
+def _job_changes(before: Job | None, job: Job) -> list[tuple[str, Any]]:
+    """A job's events between two reads: its status (or attempt) moved, a new progress report."""
+    changes: list[tuple[str, Any]] = []
+    if before is None or (before.status, before.attempt) != (job.status, job.attempt):
+        changes.append(("status", {"status": job.status.value, "attempt": job.attempt, "reason": job.reason}))
+    if job.progress is not None and (before is None or before.progress != job.progress):
+        changes.append(("progress", inspect_ops.progress_to_dict(job.progress)))
+    return changes
 
 
 _STREAM = stream_answer(
@@ -245,8 +228,9 @@ async def batch_events(
         node = await app.arun(batch_views.tree_flow(batches.env_of(app.kernel), batch_id))
         return batch_views.node_to_dict(node)
 
-    first = await read()
-    return _view_stream(request, first, read, lambda view: view["status"] == "complete", poll_s, max_s)
+    return await _answer(
+        request, _view(batch_id, read, lambda view: view["status"] == "complete"), poll_s, max_s
+    )
 
 
 @router.get(
@@ -271,47 +255,61 @@ async def chain_events(
     async def read() -> dict[str, Any]:
         return chain_to_dict(await app.chains.aget(chain_id))
 
-    first = await read()
-    return _view_stream(request, first, read, lambda view: view["status"] != "running", poll_s, max_s)
+    return await _answer(
+        request, _view(chain_id, read, lambda view: view["status"] != "running"), poll_s, max_s
+    )
 
 
-def _view_stream(
-    request: Request,
-    first: dict[str, Any],
-    read: Callable[[], Awaitable[dict[str, Any]]],
-    ended: Callable[[dict[str, Any]], bool],
-    poll_s: float,
-    max_s: float,
-) -> EventStream:
+@dataclass(frozen=True)
+class Followed(Generic[S]):
+    """What one stream follows: how to read it, its events between two reads, when it ended and what its end says."""
+
+    id: str
+    read: Callable[[], Awaitable[S]]
+    changes: Callable[[S | None, S], list[tuple[str, Any]]]
+    ended: Callable[[S], bool]
+    final: Callable[[S], Awaitable[Any]]
+
+
+def _view(
+    view_id: str, read: Callable[[], Awaitable[dict[str, Any]]], ended: Callable[[dict[str, Any]], bool]
+) -> Followed[dict[str, Any]]:
+    """A workflow's stream: ``status`` with the whole view each time it changed, then ``end`` with the last."""
+
+    def changes(before: dict[str, Any] | None, view: dict[str, Any]) -> list[tuple[str, Any]]:
+        return [("status", view)] if view != before and not ended(view) else []
+
+    async def final(view: dict[str, Any]) -> dict[str, Any]:
+        return view
+
+    return Followed(view_id, read, changes, ended, final)
+
+
+async def _answer(request: Request, followed: Followed[S], poll_s: float, max_s: float) -> EventStream:
+    """The stream of ``followed``, read once first (a 404 before the stream starts), capped as the API says."""
+    first = await followed.read()
     cap: float | None = request.app.state.sqsjobs_max_stream_s
-    limit = max_s if cap is None else min(max_s, cap)
     return EventStream(
-        _follow_view(request, first, read, ended, poll_s=poll_s, max_s=limit),
+        _follow(request, followed, first, poll_s=poll_s, max_s=max_s if cap is None else min(max_s, cap)),
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
 
 
-async def _follow_view(
-    request: Request,
-    view: dict[str, Any],
-    read: Callable[[], Awaitable[dict[str, Any]]],
-    ended: Callable[[dict[str, Any]], bool],
-    *,
-    poll_s: float,
-    max_s: float,
+async def _follow(
+    request: Request, followed: Followed[S], state: S, *, poll_s: float, max_s: float
 ) -> AsyncIterator[str]:
-    """Say the view each time it changed, until it ended, the client goes, or ``max_s``."""
+    """Read every ``poll_s`` and say what changed, until it ends, the client goes, or ``max_s``."""
     started = last_sent = time.monotonic()
-    shown: dict[str, Any] | None = None
-    yield "retry: 2000\n\n"
+    before: S | None = None
+    yield "retry: 2000\n\n"  # an EventSource that lost the stream comes back after 2 s
     while True:
-        if ended(view):
-            yield _event("end", view)
-            return
-        if view != shown:
-            shown = view
-            yield _event("status", view)
+        for name, data in followed.changes(before, state):
+            yield _event(name, data)
             last_sent = time.monotonic()
+        before = state
+        if followed.ended(state):
+            yield _event("end", await followed.final(state))
+            return
         remaining = started + max_s - time.monotonic()
         if remaining <= 0 or await request.is_disconnected():
             return
@@ -320,7 +318,10 @@ async def _follow_view(
             yield ": keep-alive\n\n"
             last_sent = time.monotonic()
         try:
-            view = await read()
+            state = await followed.read()
+        except (JobNotFound, ChainNotFound):  # its retention ran out while it was watched
+            yield _event("gone", {"id": followed.id})
+            return
         except StoreError:  # a throttled or failed read: the next one tells
             continue
 

@@ -80,16 +80,9 @@ def status_markup(value: str) -> str:
 
 
 def progress_line(progress: Progress, now: float) -> str:
-    """``42%  copying page 7  {"pages": 7}  (report 3, 4s ago)``: a progress report on one line."""
-    parts = []
-    if progress.fraction is not None:
-        parts.append(f"{progress.fraction:.0%}")
-    if progress.message:
-        parts.append(escape(progress.message))
-    if progress.data is not None:
-        parts.append(escape(json.dumps(progress.data)[:200]))
+    """``42%  copying page 7  {"pages": 7}  (report 3, written ... (4s ago))``: a progress report on one line."""
     written = f", written {when(progress.at, now)}" if progress.at is not None else ""
-    return "  ".join(parts) + f"  (report {progress.report}{written})"
+    return escape(progress.summary()) + f"  (report {progress.report}{written})"
 
 
 def render_job(job: Job, data: dict[str, Any]) -> None:

@@ -55,6 +55,7 @@ def test_the_renewal_writes_the_report_and_the_record_reads_it_back():
     plain = requests.heartbeat("tbl", job, owner="w", now=NOW, lease_s=5).update_item()
     assert ":progress" not in plain["ExpressionAttributeValues"]
     report = Progress(fraction=0.5, message="half", data={"pages": 5}, report=4)
+    assert report.summary() == '50%  half  {"pages": 5}'  # jobs get and the console show it so
     carried = requests.heartbeat("tbl", job, owner="w", now=NOW, lease_s=5, progress=report).update_item()
     assert "progress = :progress" in carried["UpdateExpression"]
     assert carried["ConditionExpression"] == plain["ConditionExpression"]  # fenced like any renewal
