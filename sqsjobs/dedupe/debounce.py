@@ -15,15 +15,14 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from sqsjobs._aws import Call, Flow
-from sqsjobs.dedupe.keys import EnqueuedId, key_id
+from sqsjobs.dedupe.keys import EnqueuedId, take_key
 from sqsjobs.envelope import Envelope
 from sqsjobs.job import JobStatus
 from sqsjobs.store.apply import Landed, Refused, apply
 from sqsjobs.store.codec import av_n, av_s
 from sqsjobs.store.conditions import All, AnyOf, Compare, Fragment, Missing, eq
 from sqsjobs.store.enqueue import put_job
-from sqsjobs.store.schema import TTL_ATTRIBUTE
-from sqsjobs.store.write import Put, Write, new_id_only
+from sqsjobs.store.write import Write
 from sqsjobs.transport import sqs
 
 if TYPE_CHECKING:
@@ -72,22 +71,6 @@ def gather(table: str, job_id: str, job: NewJob, *, at: float) -> Write:
     }
     return Write(
         table, {"id": av_s(job_id)}, _SETS, guards=(Fragment("gathering", GATHERING, values),), values=values
-    )
-
-
-def take_key(table: str, job: NewJob, *, until: float, retention_s: float, holder: str | None) -> Put:
-    """The key item naming ``job`` as the one gathering, with the key's maximum wait ``until``."""
-    item: Item = {
-        "id": av_s(key_id(job)),
-        "job_id": av_s(job.id),
-        "created_at": av_n(job.now),
-        "until": av_n(until),
-        TTL_ATTRIBUTE: av_n(int(until + retention_s)),
-    }
-    if holder is None:
-        return new_id_only(table, item)
-    return Put(
-        table, item, (Fragment("same_holder", eq("job_id", ":holder"), {":holder": av_s(holder)}),), True
     )
 
 

@@ -59,17 +59,23 @@ def key_id(job: NewJob) -> str:
     return KEY_PREFIX + idempotent_job_id(job.type, job.idempotency_key, job.tenant)
 
 
-def take_key(table: str, job: NewJob, *, retention_s: float, holder: str | None = None) -> Put:
+def take_key(
+    table: str, job: NewJob, *, retention_s: float, holder: str | None = None, until: float | None = None
+) -> Put:
     """The put that makes ``job`` the key's holder: if no job holds it, or if ``holder`` still does.
 
-    The item expires (the table's TTL) a retention after the job may start, as a finished record does.
+    ``until``: a debounced key's maximum wait, kept on the item (``sqsjobs.dedupe.debounce``). The
+    item expires (the table's TTL) a retention after the job may start (or after ``until``), as a
+    finished record does.
     """
     item: Item = {
         "id": av_s(key_id(job)),
         "job_id": av_s(job.id),
         "created_at": av_n(job.now),
-        TTL_ATTRIBUTE: av_n(int(max(job.run_at, job.now) + retention_s)),
+        TTL_ATTRIBUTE: av_n(int((max(job.run_at, job.now) if until is None else until) + retention_s)),
     }
+    if until is not None:
+        item["until"] = av_n(until)
     if holder is None:
         return new_id_only(table, item)
     return Put(

@@ -11,6 +11,7 @@ from sqsjobs.errors import ConfigurationError, DedupeInvalid
 from sqsjobs.producer import build_new_job
 from sqsjobs.store.codec import av_n, av_s, idempotent_job_id
 from sqsjobs.store.enqueue import NewJob
+from sqsjobs.store.schema import TTL_ATTRIBUTE
 
 NOW = 1_800_000_000.0
 
@@ -140,3 +141,22 @@ def test_a_later_enqueue_rewrites_only_a_job_never_claimed_and_not_rewritten_by_
     assert {"S": "queued"} in values.values() and {"N": "0"} in values.values()
     assert "attribute_not_exists" in condition and "<" in condition
     assert values[":payload"] == {"S": '{"v":2}'} and values[":due"] == {"N": str(NOW + 5)}
+
+
+def test_a_key_item_expires_a_retention_after_its_job_may_start_or_after_a_debounced_keys_maximum_wait():
+    job = NewJob(
+        id="j",
+        type="t",
+        queue="default",
+        payload={},
+        payload_version=1,
+        max_attempts=3,
+        run_at=NOW + 60,
+        now=NOW,
+        idempotency_key="k",
+    )
+    held = keys.take_key("tbl", job, retention_s=100).item
+    assert held[TTL_ATTRIBUTE] == {"N": str(int(NOW + 60 + 100))} and "until" not in held
+    gathering = keys.take_key("tbl", job, retention_s=100, until=NOW + 30).item
+    assert gathering["until"] == {"N": str(NOW + 30)}
+    assert gathering[TTL_ATTRIBUTE] == {"N": str(int(NOW + 30 + 100))}
