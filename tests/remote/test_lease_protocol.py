@@ -345,6 +345,13 @@ def test_a_leased_job_costs_a_claim_a_read_per_heartbeat_and_a_read_and_a_write_
         oversized = {"lease": leased[0]["lease"], "progress": {"data": {"blob": "x" * 3000}}}
         refused = api.post("/leases/heartbeat", json=oversized)
         assert refused.status_code == 422 and "2048" in refused.text, refused.text
+        deep: object = 1
+        for _ in range(950):  # small, but nested past what a payload may be
+            deep = [deep]
+        too_deep = api.post(
+            "/leases/heartbeat", json={"lease": leased[0]["lease"], "progress": {"data": deep}}
+        )
+        assert too_deep.status_code == 422, too_deep.text
         calls.clear()
         for one in leased:
             assert api.post("/leases/complete", json={"lease": one["lease"], "result": 1}).status_code == 200
