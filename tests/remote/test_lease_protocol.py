@@ -125,6 +125,8 @@ def test_hostile_bodies_on_every_lease_route_are_4xx_and_the_leased_job_runs_on(
     error = f'{{"type": "E", "message": "m", "stack": {nested}}}'
     nested_stack = f'{{"lease": {lease_json}, "error": {error}}}'
     assert api.post("/leases/fail", content=nested_stack, headers=json_body).status_code == 422
+    nested_progress = f'{{"lease": {lease_json}, "progress": {{"data": {nested}}}}}'
+    assert api.post("/leases/heartbeat", content=nested_progress, headers=json_body).status_code == 422
     # none of it touched the job: its worker completes it
     assert (app.get(job_id).status, app.get(job_id).attempt) == (JobStatus.RUNNING, 1)
     assert api.post("/leases/complete", json={"lease": leased["lease"], "result": 1}).status_code == 200
@@ -345,13 +347,6 @@ def test_a_leased_job_costs_a_claim_a_read_per_heartbeat_and_a_read_and_a_write_
         oversized = {"lease": leased[0]["lease"], "progress": {"data": {"blob": "x" * 3000}}}
         refused = api.post("/leases/heartbeat", json=oversized)
         assert refused.status_code == 422 and "2048" in refused.text, refused.text
-        deep: object = 1
-        for _ in range(950):  # small, but nested past what a payload may be
-            deep = [deep]
-        too_deep = api.post(
-            "/leases/heartbeat", json={"lease": leased[0]["lease"], "progress": {"data": deep}}
-        )
-        assert too_deep.status_code == 422, too_deep.text
         calls.clear()
         for one in leased:
             assert api.post("/leases/complete", json={"lease": one["lease"], "result": 1}).status_code == 200
