@@ -14,9 +14,10 @@
                   └──expire (never started, deadline passed)──▶ expired
     chain step (sqsjobs.workflows): waiting ──unblock──▶ queued;  waiting ──drop──▶ cancelled
 
-Every arrow is one conditional write in ``sqsjobs.store.requests``; ``TRANSITIONS`` is the table
-the store and ``docs/lifecycle.md`` follow. ``WITNESSES`` says what brings a job in each unfinished
-state back to a worker, and ``KEPT_BY`` which witness each write keeps.
+Every arrow is one conditional write, registered with its builder as a row of the one state table
+(``sqsjobs.store.state_table``: its sources, its target, its refusals and the witness it keeps), which
+``docs/lifecycle.md`` follows. ``WITNESSES`` says what brings a job in each unfinished state back to a
+worker.
 """
 
 from __future__ import annotations
@@ -54,51 +55,13 @@ class JobStatus(enum.StrEnum):
 
 TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.DEAD, JobStatus.CANCELLED, JobStatus.EXPIRED})
 
-#: Every allowed transition: operation name -> (from states, to state). The one state table: each
-#: operation is one conditional write in ``sqsjobs.store`` whose condition admits exactly these
-#: statuses and whose update sets exactly this one (tests/unit/test_state_table.py checks both,
-#: and ``docs/lifecycle.md`` against this table). Conditions beyond the status (the claim token,
-#: an expired lease, ``run_at``) are the store's, drawn in ``sqsjobs.store.requests``.
-TRANSITIONS: dict[str, tuple[frozenset[JobStatus], JobStatus]] = {
-    "claim": (frozenset({JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED}), JobStatus.RUNNING),
-    # The same write as claim, allowed on a running job once its lease expired (a new token).
-    "rescue": (frozenset({JobStatus.RUNNING}), JobStatus.RUNNING),
-    "heartbeat": (frozenset({JobStatus.RUNNING}), JobStatus.RUNNING),
-    "complete": (frozenset({JobStatus.RUNNING}), JobStatus.SUCCEEDED),
-    "schedule_retry": (frozenset({JobStatus.RUNNING}), JobStatus.RETRY_SCHEDULED),
-    "fail": (frozenset({JobStatus.RUNNING}), JobStatus.DEAD),
-    # The handler stopped on a cancel request.
-    "abort": (frozenset({JobStatus.RUNNING}), JobStatus.CANCELLED),
-    # Dead without a run (unknown type, attempts used up by runs that never finished): running
-    # only once its lease expired.
-    "reject": (frozenset({JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED, JobStatus.RUNNING}), JobStatus.DEAD),
-    "release": (frozenset({JobStatus.RUNNING}), JobStatus.QUEUED),
-    # A durable sleep (sqsjobs.steps): queued again until it wakes, the attempt given back.
-    "sleep": (frozenset({JobStatus.RUNNING}), JobStatus.QUEUED),
-    # A job asleep on a wait token (held) that was just answered: due now (sqsjobs.steps.tokens).
-    "wake": (frozenset({JobStatus.QUEUED}), JobStatus.QUEUED),
-    "cancel": (frozenset({JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED}), JobStatus.CANCELLED),
-    # Flags a running job; its worker sees the flag at its next lease renewal and aborts.
-    "request_cancel": (frozenset({JobStatus.RUNNING}), JobStatus.RUNNING),
-    "replay": (frozenset({JobStatus.DEAD, JobStatus.CANCELLED}), JobStatus.QUEUED),
-    # Never started (``lease_epoch = 0``: a released or retried job started before its deadline)
-    # and past ``start_by`` (or the type's ``expires_after`` from ``created_at``): see store/deadlines.py.
-    "expire": (frozenset({JobStatus.QUEUED}), JobStatus.EXPIRED),
-    # Claimed ahead of a free slot, its deadline passed before the slot came: never started (fenced).
-    "expire_claimed": (frozenset({JobStatus.RUNNING}), JobStatus.EXPIRED),
-    # Chains (sqsjobs.workflows): the predecessor succeeded, in the same transaction as its complete.
-    "unblock": (frozenset({JobStatus.WAITING}), JobStatus.QUEUED),
-    # Chains: an earlier step stopped the chain, or the chain was cancelled; the step never runs.
-    "drop": (frozenset({JobStatus.WAITING}), JobStatus.CANCELLED),
-}
-
 
 class Witness(enum.StrEnum):
     """What will bring a job that is not finished back to a worker, with nobody watching.
 
     The rule: every record that is not terminal has at least one witness at every moment, so no job
     is ever left saying it is on its way with nothing that will move it (``WITNESSES``; the writes
-    that keep one: ``KEPT_BY``; docs/lifecycle.md, "Witnesses"; ``sqsjobs doctor --stranded`` finds
+    that keep one: each state-table row's ``kept``; docs/lifecycle.md, "Witnesses"; ``sqsjobs doctor --stranded`` finds
     records that have none).
     """
 
@@ -127,34 +90,6 @@ WITNESSES: dict[JobStatus, frozenset[Witness]] = {
     JobStatus.RUNNING: frozenset({Witness.LEASE, Witness.MESSAGE, Witness.ATTENTION}),
     JobStatus.RETRY_SCHEDULED: frozenset({Witness.MESSAGE, Witness.ATTENTION}),
     **{status: frozenset() for status in TERMINAL},
-}
-
-#: For every operation that leaves a job unfinished, the witness its write keeps or makes (one of
-#: them, whichever applies). An operation into a terminal state needs none.
-KEPT_BY: dict[str, frozenset[Witness]] = {
-    # The claim takes the lease; the claiming message stays invisible while the owner renews it.
-    "claim": frozenset({Witness.LEASE}),
-    "rescue": frozenset({Witness.LEASE}),
-    # A run about to outlive its message (SQS drops it at its retention, held or not) gets, at a
-    # heartbeat, its payload and a ``pending`` entry in the record, due when its lease would lapse
-    # (``sqsjobs.runtime.outliving``): the sweeper then brings it back if its owner died.
-    "heartbeat": frozenset({Witness.LEASE, Witness.ATTENTION}),
-    "request_cancel": frozenset({Witness.LEASE}),
-    # The same message re-armed to the backoff (it must outlive it: message_retention_s), or, for a
-    # retry beyond what a message can wait, a ``held`` entry with the payload in the record.
-    "schedule_retry": frozenset({Witness.MESSAGE, Witness.ATTENTION}),
-    # The message made visible again at once (or, for a newer payload version, re-armed for a
-    # while). Every re-arm without a write — not due, a lease to wait for, pause, limit, breaker —
-    # keeps the message too: one that would pass its expiry is replaced by a fresh copy
-    # (``sqsjobs.transport.lifespan.keep_witness``).
-    "release": frozenset({Witness.MESSAGE}),
-    # The same message re-armed to the wake-up (a retry's rule), or a ``held`` entry beyond it.
-    "sleep": frozenset({Witness.MESSAGE, Witness.ATTENTION}),
-    # The held entry, due now, and a hint sent at once (the sweeper re-sends it if SQS refused).
-    "wake": frozenset({Witness.ATTENTION, Witness.MESSAGE}),
-    # A new hint, and a ``pending`` entry until a claim takes the job.
-    "replay": frozenset({Witness.MESSAGE, Witness.ATTENTION}),
-    "unblock": frozenset({Witness.MESSAGE, Witness.ATTENTION}),
 }
 
 

@@ -32,13 +32,13 @@ from sqsjobs.errors import (
     PayloadTooLarge,
     RecordChanged,
 )
-from sqsjobs.job import TRANSITIONS
 from sqsjobs.ops._common import actor
 from sqsjobs.producer import route_of
 from sqsjobs.store import codec, enqueue, operator, requests
 from sqsjobs.store.apply import Refused, apply
 from sqsjobs.store.codec import canonical_json
 from sqsjobs.store.operator import NewPayload
+from sqsjobs.store.state_table import STATE_TABLE
 from sqsjobs.transport import objects
 from sqsjobs.workflows.completion import BatchEnv, replay_write_flow
 
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 #: Re-reads when the record changed between our read and our conditional write.
 CONFLICT_RETRIES = 3
-REPLAYABLE = TRANSITIONS["replay"][0]
+REPLAYABLE = STATE_TABLE["replay"].sources
 
 Outcome = Literal["requeued", "would_requeue", "not_replayable", "invalid", "missing"]
 

@@ -21,10 +21,12 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs.job import JobStatus
+from sqsjobs.job import JobStatus, Witness
+from sqsjobs.store.apply import Refusal
 from sqsjobs.store.codec import WRITE_ID, av_json, av_n, av_s, canonical_json, nonce, num_attr, str_attr
 from sqsjobs.store.conditions import All, Compare, Exists, Fragment, Missing, Plus, eq
 from sqsjobs.store.schema import HELD, attention_key
+from sqsjobs.store.state_table import STATE_TABLE
 from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
@@ -95,6 +97,16 @@ def step_value(step: StepRecord, text: str | None) -> dict[str, Any]:
     return {"M": value}
 
 
+# A durable sleep: queued again until it wakes, the attempt given back; the same message re-armed
+# to the wake-up (a retry's rule), or a ``held`` entry beyond it.
+@STATE_TABLE.row(
+    "sleep",
+    sources={JobStatus.RUNNING},
+    target=JobStatus.QUEUED,
+    refusals=(Refusal.LEASE_LOST,),
+    kept={Witness.MESSAGE, Witness.ATTENTION},
+    owner="steps",
+)
 def sleep(
     table: str,
     job: Job,
@@ -170,6 +182,15 @@ def answer(table: str, job_id: str, n: int, *, now: float, value: str | None, er
     )
 
 
+# A job asleep on a wait token (held) that was just answered: due now, and a hint sent at once.
+@STATE_TABLE.row(
+    "wake",
+    sources={JobStatus.QUEUED},
+    target=JobStatus.QUEUED,
+    refusals=(Refusal.CHANGED,),
+    kept={Witness.ATTENTION, Witness.MESSAGE},
+    owner="steps",
+)
 def wake(table: str, job_id: str, now: float) -> Write:
     """A job asleep on a token (queued, held) runs now: ``run_at`` and the held entry's ``due`` set to now."""
     return Write(

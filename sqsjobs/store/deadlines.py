@@ -33,9 +33,11 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.errors import ExpiryInvalid
 from sqsjobs.job import JobStatus
+from sqsjobs.store.apply import Refusal
 from sqsjobs.store.codec import av_n, av_s, creates_from, num_attr, str_attr
 from sqsjobs.store.conditions import All, AnyOf, IfNotExists, Missing, eq
 from sqsjobs.store.runs import EXPIRED, deadline_values
+from sqsjobs.store.state_table import STATE_TABLE
 from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
@@ -93,6 +95,13 @@ _EXPIRE_SETS: tuple[tuple[str, Expr], ...] = (
 _EXPIRABLE = All((eq("status", ":queued"), EXPIRED))
 
 
+# Never started (``lease_epoch = 0``) and past ``start_by`` (or the type's bound from ``created_at``).
+@STATE_TABLE.row(
+    "expire",
+    sources={JobStatus.QUEUED},
+    target=JobStatus.EXPIRED,
+    refusals=(Refusal.ALREADY_EXPIRED, Refusal.NOT_EXPIRED, Refusal.ENTRY_REFUSED),
+)
 def expire(
     table: str, envelope: Envelope, *, now: float, reason: str, retention_s: float, type_bound_s: float | None
 ) -> Write:

@@ -1,6 +1,6 @@
 """The state table's operations on one job, and what each refusal means, read once, next to its write.
 
-``JobStore`` applies the writes of ``job.TRANSITIONS`` (claim, complete, schedule_retry, fail, abort,
+``JobStore`` applies the writes of the state table's rows (``store/state_table.py``: claim, complete, schedule_retry, fail, abort,
 release, heartbeat, reject, expire, keep_payload) through an ``Applier`` — the worker's write batcher
 (``store/write_batcher.py``) — and answers ``Landed`` or ``Refused(reason, the record as it was)``.
 A refused write returns the record as it was (``ReturnValuesOnConditionCheckFailure=ALL_OLD``), so

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs.errors import InvalidTransition, JobNotFound
-from sqsjobs.job import Job, JobStatus
+from sqsjobs.job import Job, JobStatus, Witness
 from sqsjobs.store.codec import (
     av_json,
     av_n,
@@ -21,6 +21,7 @@ from sqsjobs.store.codec import (
 )
 from sqsjobs.store.conditions import All, Missing, OneOf, eq
 from sqsjobs.store.schema import PENDING, attention_key
+from sqsjobs.store.state_table import CHANGED, STATE_TABLE
 from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
@@ -65,6 +66,12 @@ _CANCEL_SETS: tuple[tuple[str, Expr], ...] = (
 )
 
 
+@STATE_TABLE.row(
+    "cancel",
+    sources={JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED},
+    target=JobStatus.CANCELLED,
+    refusals=CHANGED,
+)
 def cancel(
     table: str,
     job_id: str,
@@ -106,6 +113,14 @@ def cancel(
     return write if chain_step else write.guard("not_a_chain_step", Missing("chain_id"))
 
 
+# Flags a running job; its worker sees the flag at its next lease renewal and aborts.
+@STATE_TABLE.row(
+    "request_cancel",
+    sources={JobStatus.RUNNING},
+    target=JobStatus.RUNNING,
+    refusals=CHANGED,
+    kept={Witness.LEASE},
+)
 def request_cancel(table: str, job_id: str, *, now: float) -> Write:
     """Flag a running job; its worker sees the flag at the next lease heartbeat."""
     values: dict[str, Any] = {":running": av_s(JobStatus.RUNNING), ":true": {"BOOL": True}, ":now": av_n(now)}
@@ -154,6 +169,14 @@ def not_cancellable(job: Job) -> InvalidTransition:
     )
 
 
+# A new hint, and a ``pending`` entry until a claim takes the job.
+@STATE_TABLE.row(
+    "replay",
+    sources={JobStatus.DEAD, JobStatus.CANCELLED},
+    target=JobStatus.QUEUED,
+    refusals=CHANGED,
+    kept={Witness.MESSAGE, Witness.ATTENTION},
+)
 def replay(
     table: str,
     job: Job,

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs.job import AttemptOutcome, FailureRecord, Job, JobStatus, Progress
+from sqsjobs.job import AttemptOutcome, FailureRecord, Job, JobStatus, Progress, Witness
+from sqsjobs.store.apply import ClaimRefusal, Refusal
 from sqsjobs.store.codec import WRITE_ID, av_error, av_json, av_n, av_s, creates_from, nonce, progress_attr
 from sqsjobs.store.conditions import All, AnyOf, Compare, IfNotExists, Missing, OneOf, Plus, eq
 from sqsjobs.store.runs import LEASE, fenced, history
 from sqsjobs.store.schema import DEAD, attention_key
+from sqsjobs.store.state_table import FENCED, STATE_TABLE
 from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
@@ -33,6 +35,10 @@ if TYPE_CHECKING:
     from sqsjobs.store.conditions import Expr
 
 
+# The message made visible again at once (or re-armed a while, for a newer payload version).
+@STATE_TABLE.row(
+    "release", sources={JobStatus.RUNNING}, target=JobStatus.QUEUED, refusals=FENCED, kept={Witness.MESSAGE}
+)
 def release(table: str, job: Job, *, owner: str, now: float) -> Write:
     """Running → queued on graceful shutdown, fenced; the attempt is given back."""
     return fenced(
@@ -55,6 +61,8 @@ def release(table: str, job: Job, *, owner: str, now: float) -> Write:
     )
 
 
+# Claimed ahead of a free slot, its deadline passed before the slot came: never started (fenced).
+@STATE_TABLE.row("expire_claimed", sources={JobStatus.RUNNING}, target=JobStatus.EXPIRED, refusals=FENCED)
 def expire_claimed(table: str, job: Job, *, owner: str, now: float, reason: str, retention_s: float) -> Write:
     """Running → expired, fenced: claimed ahead of a free slot, its deadline passed before the slot came.
 
@@ -85,6 +93,15 @@ def expire_claimed(table: str, job: Job, *, owner: str, now: float, reason: str,
     )
 
 
+# A run about to outlive its message gets its payload and a ``pending`` entry, due when its
+# lease would lapse (``runtime/outliving.py``): the sweeper brings it back if its owner died.
+@STATE_TABLE.row(
+    "heartbeat",
+    sources={JobStatus.RUNNING},
+    target=JobStatus.RUNNING,
+    refusals=(Refusal.LEASE_LOST, Refusal.MOVED_ON),
+    kept={Witness.LEASE, Witness.ATTENTION},
+)
 def heartbeat(
     table: str, job: Job, *, owner: str, now: float, lease_s: float, progress: Progress | None = None
 ) -> Write:
@@ -123,6 +140,14 @@ REJECTABLE = AnyOf(
 )
 
 
+# Dead without a run (unknown type, attempts used up by runs that never finished): running only
+# once its lease expired. Its refusals read as a claim's with no attempt left.
+@STATE_TABLE.row(
+    "reject",
+    sources={JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED, JobStatus.RUNNING},
+    target=JobStatus.DEAD,
+    refusals=(ClaimRefusal.MISSING, ClaimRefusal.FINISHED, ClaimRefusal.HELD_ELSEWHERE),
+)
 def reject(
     table: str, envelope: Envelope, *, now: float, error: FailureRecord, reason: str, retention_s: float
 ) -> Write:

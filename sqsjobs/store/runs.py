@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from sqsjobs.errors import NotBatchable
-from sqsjobs.job import AttemptOutcome, AttemptRecord, FailureRecord, JobStatus
+from sqsjobs.job import AttemptOutcome, AttemptRecord, FailureRecord, JobStatus, Witness
 from sqsjobs.store.codec import (
     WRITE_ID,
     Item,
@@ -49,6 +49,7 @@ from sqsjobs.store.codec import (
 from sqsjobs.store.conditions import All, AnyOf, Compare, Fragment, IfNotExists, Missing, Not, OneOf, Plus, eq
 from sqsjobs.store.enqueue import kept_payload
 from sqsjobs.store.schema import DEAD, HELD, attention_key
+from sqsjobs.store.state_table import CLAIM, FENCED, STATE_TABLE
 from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
@@ -144,6 +145,17 @@ def _claim_values(
     return values
 
 
+@STATE_TABLE.row(
+    "claim",
+    sources={JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED},
+    target=JobStatus.RUNNING,
+    refusals=CLAIM,
+    kept={Witness.LEASE},
+)
+# The same write on a running job once its lease expired: a new owner, a new token, epoch + 1.
+@STATE_TABLE.row(
+    "rescue", sources={JobStatus.RUNNING}, target=JobStatus.RUNNING, refusals=CLAIM, kept={Witness.LEASE}
+)
 def claim(
     table: str,
     envelope: Envelope,
@@ -440,6 +452,7 @@ def _finish(
     return fenced(table, job, sets=tuple(sets), values=values, removes=LEASE)
 
 
+@STATE_TABLE.row("complete", sources={JobStatus.RUNNING}, target=JobStatus.SUCCEEDED, refusals=FENCED)
 def complete(
     table: str,
     job: Job,
@@ -459,6 +472,14 @@ def complete(
     )
 
 
+# The same message re-armed to the backoff, or a ``held`` entry (payload in the record) beyond it.
+@STATE_TABLE.row(
+    "schedule_retry",
+    sources={JobStatus.RUNNING},
+    target=JobStatus.RETRY_SCHEDULED,
+    refusals=FENCED,
+    kept={Witness.MESSAGE, Witness.ATTENTION},
+)
 def schedule_retry(
     table: str,
     job: Job,
@@ -498,6 +519,7 @@ def schedule_retry(
     return fenced(table, job, sets=tuple(sets), values=values, removes=LEASE)
 
 
+@STATE_TABLE.row("fail", sources={JobStatus.RUNNING}, target=JobStatus.DEAD, refusals=FENCED)
 def fail(
     table: str,
     job: Job,
@@ -528,6 +550,8 @@ def fail(
     )
 
 
+# The handler stopped on a cancel request.
+@STATE_TABLE.row("abort", sources={JobStatus.RUNNING}, target=JobStatus.CANCELLED, refusals=FENCED)
 def abort(
     table: str, job: Job, *, owner: str, now: float, reason: str, retention_s: float, payload: Any = None
 ) -> Write:

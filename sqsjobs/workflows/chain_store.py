@@ -31,11 +31,13 @@ import hashlib
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs.job import JobStatus
+from sqsjobs.job import JobStatus, Witness
+from sqsjobs.store.apply import Refusal
 from sqsjobs.store.codec import WRITE_ID, Item, av_n, av_s, canonical_json, num_attr, str_attr
 from sqsjobs.store.conditions import All, Fragment, eq
 from sqsjobs.store.enqueue import put_job
 from sqsjobs.store.schema import PENDING, TTL_ATTRIBUTE, attention_key
+from sqsjobs.store.state_table import STATE_TABLE
 from sqsjobs.store.write import Write, new_id_only
 
 if TYPE_CHECKING:
@@ -125,6 +127,15 @@ def waiting_put(table: str, job: NewJob, *, token: str) -> dict[str, Any]:
 
 
 # ── a step's finish (entries of chain_hook's transaction) ────────────────────────────────────
+# The predecessor succeeded, in the same transaction as its complete.
+@STATE_TABLE.row(
+    "unblock",
+    sources={JobStatus.WAITING},
+    target=JobStatus.QUEUED,
+    refusals=(Refusal.CHANGED,),
+    kept={Witness.MESSAGE, Witness.ATTENTION},
+    owner="chains",
+)
 def unblock(
     table: str, job_id: str, *, now: float, recheck_at: float, start_by: float | None = None
 ) -> Write:
@@ -168,6 +179,14 @@ def pending_entry(unblocked: Write) -> dict[str, Any]:
     return {"id": unblocked.key["id"], "attn": unblocked.value(":attn"), "due": unblocked.value(":due")}
 
 
+# An earlier step stopped the chain, or the chain was cancelled: the step never runs.
+@STATE_TABLE.row(
+    "drop",
+    sources={JobStatus.WAITING},
+    target=JobStatus.CANCELLED,
+    refusals=(Refusal.CHANGED,),
+    owner="chains",
+)
 def drop(table: str, job_id: str, *, now: float, reason: str, retention_s: float) -> Write:
     """Waiting → cancelled: the chain stopped or was cancelled before this step's turn."""
     values = {

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 from sqsjobs.envelope import Envelope
-from sqsjobs.job import TRANSITIONS, JobStatus
+from sqsjobs.job import JobStatus
 from sqsjobs.store import enqueue, redrive
+from sqsjobs.store.state_table import STATE_TABLE
 from tests.unit.test_state_table import statuses_in_condition, target_status
 
 NOW = 1_800_000_000.0
@@ -31,8 +32,8 @@ def test_a_redriven_death_is_the_reject_transition_and_keeps_the_payload():
     write = redrive.redriven("tbl", envelope, now=NOW, reason=redrive.reason(13, 3), retention_s=60)
     params = write.update_item()
     # THEN it admits exactly reject's statuses (a running job only with an expired lease) and sets dead
-    assert statuses_in_condition(write) == TRANSITIONS["reject"][0]
-    assert target_status(write) is JobStatus.DEAD is TRANSITIONS["reject"][1]
+    assert statuses_in_condition(write) == STATE_TABLE["reject"].sources
+    assert target_status(write) is JobStatus.DEAD is STATE_TABLE["reject"].target
     assert "lease_expires < :now" in params["ConditionExpression"]
     # AND it never creates a record, keeps the payload for a replay, and forgets the re-dispatch count
     assert "attribute_not_exists(id)" not in params["ConditionExpression"]

@@ -1,7 +1,8 @@
 """The witness rule: every state that is not terminal names what will bring its job back, and so do its writes.
 
-``WITNESSES`` and ``KEPT_BY`` in ``sqsjobs/job.py`` are the source; ``docs/lifecycle.md`` states the
-same table, and this test fails when the two drift apart or a new state or operation comes without one.
+``WITNESSES`` in ``sqsjobs/job.py`` and each state-table row's ``kept`` are the source (a row that
+breaks the rule is refused when it is registered); ``docs/lifecycle.md`` states the same tables, and
+this test fails when they drift apart or a new state or transition comes without one.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from sqsjobs.job import KEPT_BY, TERMINAL, TRANSITIONS, WITNESSES, JobStatus, Witness
+import sqsjobs.app  # noqa: F401  (imports every feature: their rows are registered)
+from sqsjobs.job import TERMINAL, WITNESSES, JobStatus, Witness
+from sqsjobs.store.state_table import STATE_TABLE, StateTable
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "lifecycle.md"
 
@@ -30,14 +33,23 @@ def test_a_terminal_status_needs_none(status):
     assert WITNESSES[status] == frozenset()
 
 
-@pytest.mark.parametrize("operation", sorted(TRANSITIONS))
-def test_every_write_into_an_unfinished_state_keeps_one_of_that_states_witnesses(operation):
-    target = TRANSITIONS[operation][1]
-    if target.terminal:
-        assert operation not in KEPT_BY
+@pytest.mark.parametrize("row", list(STATE_TABLE), ids=lambda row: row.name)
+def test_every_write_into_an_unfinished_state_keeps_one_of_that_states_witnesses(row):
+    if row.target.terminal:
+        assert row.kept == frozenset()
     else:
-        assert KEPT_BY.get(operation), f"{operation} leaves {target} without naming the witness it keeps"
-        assert KEPT_BY[operation] <= WITNESSES[target]
+        assert row.kept, f"{row.name} leaves {row.target} without naming the witness it keeps"
+        assert row.kept <= WITNESSES[row.target]
+
+
+def test_a_row_that_names_no_witness_for_an_unfinished_state_is_refused_when_registered():
+    table = StateTable()
+    with pytest.raises(ValueError, match="without naming the witness"):
+        table.row("park", sources={JobStatus.RUNNING}, target=JobStatus.QUEUED, refusals=())
+    with pytest.raises(ValueError, match="cannot have"):
+        table.row(
+            "park", sources={JobStatus.RUNNING}, target=JobStatus.QUEUED, refusals=(), kept={Witness.LEASE}
+        )
 
 
 def _documented() -> dict[str, set[str]]:
