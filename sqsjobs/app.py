@@ -19,7 +19,6 @@ from sqsjobs.errors import ConfigurationError
 from sqsjobs.events.stream_relay import events_plugin
 from sqsjobs.hooks.transition_hooks import hooks_plugin
 from sqsjobs.ingress.foreign import foreign_plugin
-from sqsjobs.limits.expiry import expiry_plugin
 from sqsjobs.limits.gate import limits_plugin
 from sqsjobs.limits.ops import FlowControl
 from sqsjobs.notify.end_hook import notify_plugin
@@ -65,7 +64,6 @@ class App:
     """
 
     # ── the features: one line each, in the order the kernel consults their plug-ins ─────────
-    _expiry = Feature(expiry_plugin)  # a job not started by its deadline: expired instead of claimed
     #: Jobs told once when every item is done (docs/workflows-batches.md).
     batches = Feature(batches_plugin, Batches)
     #: Jobs run one after another (docs/workflows-chains.md).

@@ -1,11 +1,11 @@
 """The claim stage: whether this delivery's job is this worker's to run, and if not, what the message is worth.
 
-Ownership comes only from the conditional claim in DynamoDB. Before it, the features the job
-belongs to have their say (``runtime/seams.py``): a claim guard may expire the job instead
-(expiry: the deadline the message shows passed), admission guards may defer it (pause, limits,
-breakers), and claim guards add named fragments to the claim's condition. Whatever they say, a
-claim never starts a job past the deadline its record holds (``JobStore.claim``): that job is
-expired instead, like one a claim guard refused. A claim that did not
+Ownership comes only from the conditional claim in DynamoDB. Before it, a job whose message shows
+a deadline that passed is expired instead (expiry is the core's: ``store/deadlines.py``), and the
+features the job belongs to have their say (``runtime/seams.py``): admission guards may defer it
+(pause, limits, breakers). Whatever they say, a claim never starts a job past its deadline — the
+record's ``start_by``, or its type's ``expires_after`` from ``created_at`` — (``JobStore.claim``):
+that job is expired instead. A claim that did not
 take the job never runs the handler: the record it found decides the ``Ack`` — delete a copy of a
 finished job, re-arm one not due, wait for a live lease, dead-letter a message without a record,
 reject a job whose every attempt was lost. A failure that is not a refusal (throttling, an outage)
@@ -20,9 +20,9 @@ from sqsjobs.delivery import DELETE, LEAVE, Ack, dead_letter
 from sqsjobs.errors import StoreError, WorkerLost
 from sqsjobs.job import AttemptOutcome, JobStatus
 from sqsjobs.observability.metrics import CLAIMS_REFUSED
-from sqsjobs.runtime.seams import ExpireInstead
 from sqsjobs.store import codec, deadlines
 from sqsjobs.store.apply import ClaimRefusal, Refusal, Refused
+from sqsjobs.store.deadlines import ExpireInstead
 from sqsjobs.transport import lifespan, sqs
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from sqsjobs.registry import HandlerSpec
     from sqsjobs.runtime.kernel import Kernel
     from sqsjobs.runtime.record_stage import Recorder
-    from sqsjobs.runtime.seams import AdmissionGuard, ClaimGuard
+    from sqsjobs.runtime.seams import AdmissionGuard
 
 #: A message waiting for another owner's lease comes back this long after the lease expires, so the
 #: rescue claim is not refused by a clock a little behind the owner's.
@@ -50,10 +50,10 @@ class Claimer:
     async def claim(self, spec: HandlerSpec, envelope: Envelope, delivery: Delivery) -> Job | Ack:
         """The claimed job (its payload from the message), or the ``Ack`` the message is worth."""
         kernel = self.kernel
-        claim_guards: list[ClaimGuard] = kernel.concerned(kernel.claim_guards, spec.name, envelope)
+        bound = spec.expires_after_s
         now = kernel.clock.now()
-        for claim_guard in claim_guards:  # e.g. expired: no claim
-            instead = claim_guard.before(spec, envelope, now)
+        if envelope.start_by is not None or bound is not None:  # expiry: the deadline the message shows
+            instead = deadlines.passed_before_claim(envelope, bound, now)
             if instead is not None:
                 ack = await self.recorder.expire(envelope, delivery, now, instead)
                 if ack is not None:
@@ -63,9 +63,6 @@ class Claimer:
         if isinstance(at, Ack):
             return at
         now = at if at is not None else kernel.clock.now()  # a rate limit logged this start
-        terms = [claim_guard.terms(spec, envelope, now) for claim_guard in claim_guards]
-        single = tuple(f for t in terms for f in t.single) if terms else None
-        fresh = tuple(f for t in terms for f in t.fresh) if terms else None
         try:
             claimed = await self.store.claim(
                 envelope,
@@ -75,8 +72,7 @@ class Claimer:
                 now=now,
                 lease_s=max(kernel.settings.lease_s, 1.0),
                 max_attempts=spec.max_attempts,
-                guards=single,
-                fresh_guards=fresh,
+                type_bound_s=bound,
             )
         except StoreError as exc:  # not a refusal: throttled, or DynamoDB did not answer
             for guard in guards:  # not claimed: free what the admission took (limit slots) now
@@ -89,15 +85,8 @@ class Claimer:
         if isinstance(claimed, Refused):  # read by JobStore.claim (not by its own landed try)
             for guard in guards:  # not claimed: free what the admission took (limit slots) now
                 await guard.give_back(envelope.job_id)
-            old = codec.old_item(claimed.error) if claimed.error is not None else None
-            for claim_guard in claim_guards:  # refused by a feature's terms (the record's own deadline)
-                instead = claim_guard.refused(spec, old, now)
-                if instead is not None:
-                    return await self.recorder.expire(envelope, delivery, now, instead) or LEAVE
-            if (
-                claimed.reason is Refusal.EXPIRED and claimed.deadline is not None
-            ):  # the record's own deadline
-                passed = ExpireInstead(claimed.deadline, deadlines.reason(claimed.deadline))
+            if claimed.reason is Refusal.EXPIRED and claimed.deadline is not None:  # the record's deadline
+                passed = ExpireInstead(claimed.deadline, deadlines.reason(claimed.deadline), bound)
                 return await self.recorder.expire(envelope, delivery, now, passed) or LEAVE
             kernel.metrics.count(CLAIMS_REFUSED, spec.name, envelope.tenant)
             return await self._refused(envelope, delivery, claimed)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
 from sqsjobs.errors import ConfigurationError
+from sqsjobs.store import deadlines
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     from sqsjobs.registry import HandlerSpec, Registry
     from sqsjobs.runtime.seams import (
         AdmissionGuard,
-        ClaimGuard,
         FinishHook,
         MessageKind,
         Plugin,
@@ -81,7 +81,6 @@ class Kernel:
     plugins: tuple[Plugin, ...] = ()
     #: Each seam's plug-ins, in plug-in order, listed once when the kernel is built.
     guards: tuple[tuple[Plugin, AdmissionGuard], ...] = field(init=False, repr=False)
-    claim_guards: tuple[tuple[Plugin, ClaimGuard], ...] = field(init=False, repr=False)
     finish_hooks: tuple[tuple[Plugin, FinishHook], ...] = field(init=False, repr=False)
     preparations: tuple[tuple[Plugin, RunPreparation], ...] = field(init=False, repr=False)
     sweeps: tuple[tuple[Plugin, SweepPass], ...] = field(init=False, repr=False)
@@ -96,7 +95,6 @@ class Kernel:
         plugins = self.plugins
         lists: dict[str, Any] = {
             "guards": tuple((p, p.guard) for p in plugins if p.guard is not None),
-            "claim_guards": tuple((p, p.claim) for p in plugins if p.claim is not None),
             "finish_hooks": tuple((p, p.finish) for p in plugins if p.finish is not None),
             "preparations": tuple((p, p.prepare) for p in plugins if p.prepare is not None),
             "sweeps": tuple((p, p.sweep) for p in plugins if p.sweep is not None),
@@ -118,17 +116,16 @@ class Kernel:
         return [part for plugin, part in seam if _concerns(plugin, job_type, subject)]
 
     def late(self, spec: HandlerSpec, job: Job) -> str | None:
-        """Why a claim guard ends ``job``, claimed earlier, that would start only now; None: it may start.
+        """Why ``job``, claimed earlier, ends ``expired`` rather than start only now; None: it may start.
 
         Asked where a claimed job waited before its handler: for a free slot (``runtime/run_stage.py``)
         or in a batch collector for its call (``runtime/batching.py``). A deadline passed meanwhile ends
         it ``expired`` unrun, as the claim would have had the job waited in the queue instead.
         """
-        now = self.clock.now()
-        for guard in self.concerned(self.claim_guards, spec.name, job):
-            if (reason := guard.late(spec, job, now)) is not None:
-                return reason
-        return None
+        bound = spec.expires_after_s
+        if job.start_by is None and bound is None:  # no deadline: nothing to ask
+            return None
+        return deadlines.started_too_late(job, bound, self.clock.now())
 
 
 def _concerns(plugin: Plugin, job_type: str, subject: object) -> bool:
@@ -221,7 +218,7 @@ class Feature(Generic[N]):
 
         chains = Feature(chains_plugin, Chains)            # app.chains, a Namespace of verbs
         limits = Feature.declared(limits_plugin, FlowControl)  # its plug-in reads what was declared
-        _expiry = Feature(expiry_plugin)                   # a plug-in alone
+        _hooks = Feature(hooks_plugin)                     # a plug-in alone
 
     The namespace is made on first access, one per App (a ``Namespace`` reads the App's kernel at
     each call, so ``configure`` reaches it). ``built_ins`` are job types the feature registers in

@@ -42,7 +42,8 @@ if TYPE_CHECKING:
     from sqsjobs.job import FailureRecord, Job
     from sqsjobs.registry import HandlerSpec
     from sqsjobs.runtime.kernel import Kernel
-    from sqsjobs.runtime.seams import ExpireInstead, FinishHook
+    from sqsjobs.runtime.seams import FinishHook
+    from sqsjobs.store.deadlines import ExpireInstead
     from sqsjobs.store.job_store import JobStore
     from sqsjobs.store.write import Entry
 

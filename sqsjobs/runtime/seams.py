@@ -6,10 +6,8 @@ is one line of the ordered list the App owns (``App._plugins``); the kernel cons
 that order::
 
     a delivery ──▶ MessageKind?  (an envelope type a feature owns: the feature handles it whole)
-               ──▶ ClaimGuard.before      (what the message shows: expire instead of claiming)
                ──▶ AdmissionGuard.admit   (before the claim: defer, or admit at an instant)
-               ──▶ claim + ClaimGuard.terms (named fragments the claim's condition must meet too)
-                     refused ──▶ ClaimGuard.refused (refused by its terms: expire instead)
+               ──▶ claim                  (the core's: refused past the job's deadline, then expired)
                ──▶ RunPreparation.prepare   (fields of the handler's JobContext)
                ──▶ run ──▶ FinishHook.entries + finish write ──▶ FinishHook.landed
                       (raised one of a feature's ``outcomes``) ──▶ RunOutcome.record
@@ -35,8 +33,6 @@ if TYPE_CHECKING:
     from sqsjobs.envelope import Envelope
     from sqsjobs.job import Job
     from sqsjobs.registry import HandlerSpec
-    from sqsjobs.store.codec import Item
-    from sqsjobs.store.conditions import Fragment
     from sqsjobs.store.write import Entry
 
 
@@ -60,52 +56,6 @@ class AdmissionGuard(Protocol):
 
     async def renew(self, job_ids: Iterable[str], now: float) -> None:
         """These running jobs' leases were just renewed: renew what their admission holds."""
-        ...
-
-
-@dataclass(frozen=True)
-class ClaimTerms:
-    """Named condition fragments a feature adds to one claim (``store/write.py``: ``Write.guard``)."""
-
-    #: Added to the single claim (an UpdateItem that may create the record).
-    single: tuple[Fragment, ...] = ()
-    #: Added to the batchable fresh claim (PartiQL: no ``OR``, no ``NOT``).
-    fresh: tuple[Fragment, ...] = ()
-
-
-@dataclass(frozen=True)
-class ExpireInstead:
-    """A claim guard's answer: the job must not start; record it ``expired`` (no run), then drop the message."""
-
-    #: The deadline that passed (epoch seconds).
-    deadline: float
-    #: The record's ``reason``.
-    reason: str
-    #: The type's own bound (s), which the expire write's condition applies to a record without one.
-    type_bound_s: float | None = None
-
-
-class ClaimGuard(Protocol):
-    """Conditions a feature adds to the claim itself, and the outcome a refusal by them stands for (expiry)."""
-
-    def before(self, spec: HandlerSpec, envelope: Envelope, now: float) -> ExpireInstead | None:
-        """Before any claim, from what the message shows: None, or expire instead (no claim)."""
-        ...
-
-    def terms(self, spec: HandlerSpec, envelope: Envelope, now: float) -> ClaimTerms:
-        """The fragments the claim of ``envelope`` must meet too."""
-        ...
-
-    def refused(self, spec: HandlerSpec, item: Item | None, now: float) -> ExpireInstead | None:
-        """The claim was refused and the record was ``item``: did this guard's terms refuse it?"""
-        ...
-
-    def late(self, spec: HandlerSpec, job: Job, now: float) -> str | None:
-        """A job claimed ahead of a free slot starts only ``now``: the reason it expires instead, or None.
-
-        A reason ends it ``expired`` unrun (one fenced write, the attempt given back), as the claim
-        would have if the job had waited in the queue instead of ahead of a slot.
-        """
         ...
 
 
@@ -166,7 +116,6 @@ class Plugin:
     #: The feature's name, for logs and tests.
     name: str
     guard: AdmissionGuard | None = None
-    claim: ClaimGuard | None = None
     finish: FinishHook | None = None
     prepare: RunPreparation | None = None
     sweep: SweepPass | None = None

@@ -28,6 +28,7 @@ a deadline pays nothing (its claim's guard is false on a record without ``start_
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from sqsjobs.envelope import Envelope
+    from sqsjobs.job import Job
     from sqsjobs.store.conditions import Expr
 
 
@@ -134,6 +136,39 @@ def expired_deadline(item: Mapping[str, Any] | None, now: float, type_bound_s: f
         return None
     due = deadline(num_attr(item, "start_by"), num_attr(item, "created_at"), type_bound_s)
     return due if due is not None and due < now else None
+
+
+@dataclass(frozen=True)
+class ExpireInstead:
+    """The job must not start: record it ``expired`` (no run), then drop the message."""
+
+    #: The deadline that passed (epoch seconds).
+    deadline: float
+    #: The record's ``reason``.
+    reason: str
+    #: The type's own bound (s), which the expire write's condition applies to a record without one.
+    type_bound_s: float | None = None
+
+
+def passed_before_claim(envelope: Envelope, type_bound_s: float | None, now: float) -> ExpireInstead | None:
+    """Expire instead of claiming: the deadline the message shows passed (None: the claim decides)."""
+    passed = message_deadline(envelope, type_bound_s)
+    if passed is None or passed >= now:
+        return None
+    return ExpireInstead(passed, reason(passed), type_bound_s)
+
+
+def started_too_late(job: Job, type_bound_s: float | None, now: float) -> str | None:
+    """Why ``job``, claimed ahead of a free slot and starting only ``now``, expires instead; None: it starts.
+
+    A job claimed before (a retry, a release: ``lease_epoch`` > 1) started before its deadline.
+    """
+    if job.lease_epoch > 1:
+        return None
+    passed = deadline(
+        job.start_by.timestamp() if job.start_by else None, job.created_at.timestamp(), type_bound_s
+    )
+    return reason(passed) if passed is not None and passed < now else None
 
 
 def reason(deadline_s: float) -> str:

@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 
     from sqsjobs.envelope import Envelope
     from sqsjobs.job import FailureRecord
-    from sqsjobs.store.conditions import Fragment
     from sqsjobs.store.write import Entry, Write
 
 
@@ -209,17 +208,14 @@ class JobStore:
         now: float,
         lease_s: float,
         max_attempts: int,
-        guards: tuple[Fragment, ...] | None = None,
-        fresh_guards: tuple[Fragment, ...] | None = None,
+        type_bound_s: float | None = None,
     ) -> Landed | Refused:
         """Claim the job of ``envelope``, batched as a fresh claim when it can be.
 
-        Every claim refuses a job that never started and whose own deadline (the record's
-        ``start_by``) passed, whatever the message shows: ``Refused(Refusal.EXPIRED, deadline=...)``.
-        ``guards`` (``fresh_guards``): the named fragments the single (fresh) claim must meet
-        instead of those, which a feature gives (expiry adds a type's own bound:
-        ``runs.claim_guard``); a refusal by them reads as a ``ClaimRefusal`` the feature
-        interprets first (``Refused.error`` holds the record as it was). ``Landed(job=...)``: the
+        Every claim refuses a job that never started and whose deadline passed — the record's
+        ``start_by``, or without one its ``created_at`` plus ``type_bound_s``, the type's
+        ``expires_after`` (``runs.claim_guard``) — whatever the message shows:
+        ``Refused(Refusal.EXPIRED, deadline=...)``. ``Landed(job=...)``: the
         job is this run's, with the payload the message carries (the record keeps only its hash) (``confirmed``: botocore retried a claim whose answer was lost, and the
         first try took it). Any other refusal is a ``ClaimRefusal``: the record decides what the
         message is worth.
@@ -232,19 +228,17 @@ class JobStore:
             "lease_s": lease_s,
             "max_attempts": max_attempts,
         }
-        if guards is None:  # the record's own deadline only
-            own = runs.claim_guard(now=now, type_bound_s=None)
-            guards = (own,)
-            if fresh_guards is None:
-                fresh_guards = (
-                    runs.fresh_claim_guard(envelope, now=now, type_bound_s=None, values=own.values),
-                )
+        own = runs.claim_guard(now=now, type_bound_s=type_bound_s)
+        guards = (own,)
+        fresh_guards = (
+            runs.fresh_claim_guard(envelope, now=now, type_bound_s=type_bound_s, values=own.values),
+        )
         fresh = None
         # Only a first delivery of a version 2 message is worth a fresh claim: a redelivered message
         # is usually a retry, whose attempt and history are the record's (its fresh claim would be refused).
         if first_delivery and envelope.has_payload:
             fresh = runs.fresh_claim(
-                self.table, envelope, clock_skew_s=runs.CLOCK_SKEW_S, guards=fresh_guards or (), **args
+                self.table, envelope, clock_skew_s=runs.CLOCK_SKEW_S, guards=fresh_guards, **args
             )
 
         def single() -> Write:  # built only when it is sent: a fresh claim usually lands alone
@@ -264,7 +258,7 @@ class JobStore:
             if not is_conflict(exc):
                 raise
             old = old_item(exc)
-            passed = deadlines.expired_deadline(old, now, None)
+            passed = deadlines.expired_deadline(old, now, type_bound_s)
             if passed is not None:
                 return Refused(Refusal.EXPIRED, job_from_item(old) if old else None, exc, deadline=passed)
             refused = interpret_claim_refusal(exc, now, max_attempts, envelope.payload_hash)
