@@ -18,7 +18,7 @@ from rich.table import Table
 
 from sqsjobs import App, JobContext
 from sqsjobs.cli.limits import flow_view
-from sqsjobs.limits.ops import state_flow
+from sqsjobs.limits.namespace import state_flow
 from sqsjobs.local.dev import DevStack
 
 console = Console(width=120)

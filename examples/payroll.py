@@ -20,9 +20,9 @@ from rich.markup import escape
 from rich.tree import Tree
 
 from sqsjobs import App, BatchStatus, JobContext, PermanentError
+from sqsjobs.batches.namespace import env_of
 from sqsjobs.local.dev import DevStack
 from sqsjobs.ops.batch_views import BatchNode, tree_flow
-from sqsjobs.workflows.batches import env_of
 
 console = Console(width=120)
 app = App("payroll")

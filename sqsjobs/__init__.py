@@ -10,6 +10,8 @@ import warnings
 
 from sqsjobs._clock import Clock, FakeClock, SystemClock
 from sqsjobs.app import App
+from sqsjobs.batches.namespace import Batch, BatchStatus
+from sqsjobs.chains.namespace import ChainStatus, ChainStep
 from sqsjobs.config import Settings
 from sqsjobs.context import JobContext
 from sqsjobs.dedupe import Debounce, DedupeFor, Throttle, WhileActive
@@ -71,10 +73,8 @@ from sqsjobs.registry import HandlerSpec, Registry
 from sqsjobs.retry import Backoff, RetryPolicy
 from sqsjobs.runtime.sweeper import SweepReport, sweep_once
 from sqsjobs.runtime.worker import Worker
-from sqsjobs.schedules.specs import ScheduleSpec
+from sqsjobs.schedules.namespace import ScheduleSpec
 from sqsjobs.transaction import Transaction
-from sqsjobs.workflows.batches import Batch, BatchStatus
-from sqsjobs.workflows.chains import ChainStatus, ChainStep
 
 __all__ = [
     "App",

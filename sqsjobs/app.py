@@ -13,15 +13,19 @@ from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
 from sqsjobs._aws import Flow, async_verb, sync_verb
 from sqsjobs._clock import Clock, SystemClock
+from sqsjobs.batches.namespace import Batches
+from sqsjobs.batches.plugin import batches_plugin
+from sqsjobs.chains.namespace import Chains
+from sqsjobs.chains.plugin import chains_plugin
 from sqsjobs.config import Settings, to_seconds
 from sqsjobs.deploy.provision import ProvisionReport, provision_flow
 from sqsjobs.errors import ConfigurationError
-from sqsjobs.events.stream_relay import events_plugin
-from sqsjobs.hooks.transition_hooks import hooks_plugin
-from sqsjobs.ingress.foreign import foreign_plugin
-from sqsjobs.limits.gate import limits_plugin
-from sqsjobs.limits.ops import FlowControl
-from sqsjobs.notify.end_hook import notify_plugin
+from sqsjobs.events.plugin import events_plugin
+from sqsjobs.hooks.plugin import hooks_plugin
+from sqsjobs.ingress.plugin import foreign_plugin
+from sqsjobs.limits.namespace import FlowControl
+from sqsjobs.limits.plugin import limits_plugin
+from sqsjobs.notify.plugin import notify_plugin
 from sqsjobs.notify.sender import delivery_spec
 from sqsjobs.observability.metrics import RequestCounter
 from sqsjobs.observability.telemetry import Telemetry
@@ -31,18 +35,14 @@ from sqsjobs.outbox import OutboxOptions, arun_sql, enqueue_options, run_sql, wr
 from sqsjobs.producer import JobRequest, Producer, get_flow, requests_of
 from sqsjobs.registry import Registry
 from sqsjobs.runtime.kernel import Feature, Kernel, features_of, locate
-from sqsjobs.schedules.fire import fires_plugin
-from sqsjobs.schedules.specs import Schedules
-from sqsjobs.steps import steps_plugin
-from sqsjobs.steps.tokens import Tokens
+from sqsjobs.schedules.namespace import Schedules
+from sqsjobs.schedules.plugin import fires_plugin
+from sqsjobs.steps.namespace import Tokens
+from sqsjobs.steps.plugin import steps_plugin
 from sqsjobs.store import waiting
 from sqsjobs.transaction import Transaction
 from sqsjobs.transport.clients import Clients
 from sqsjobs.transport.queues import QueueUrls
-from sqsjobs.workflows.batch_hook import batches_plugin
-from sqsjobs.workflows.batches import Batches
-from sqsjobs.workflows.chain_hook import chains_plugin
-from sqsjobs.workflows.chains import Chains
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping

@@ -49,9 +49,9 @@ class JobContext:
     #: The SQS delivery that brought the job (None when run by ``sqsjobs.testing``).
     delivery: Delivery | None = None
     #: A chain step's view of the step before it: that step's result (None for the first step and
-    #: outside chains). Read once, before the handler starts (``sqsjobs.workflows.chain_hook``).
+    #: outside chains). Read once, before the handler starts (``sqsjobs.chains.plugin``).
     previous_result: Any = None
-    #: Adds items to batches (``sqsjobs.workflows.batches.ItemStream``), set by the worker.
+    #: Adds items to batches (``sqsjobs.batches.namespace.ItemStream``), set by the worker.
     batches: Any = field(default=None, repr=False)
     #: Records durable steps (``sqsjobs.steps.book``): set by the worker and by ``sqsjobs.testing``.
     steps: Any = field(default=None, repr=False)
@@ -198,7 +198,7 @@ class JobContext:
         await self._book().asleep(self, seconds)
 
     def create_token(self, *, timeout: timedelta | float) -> Any:
-        """A wait token (``sqsjobs.steps.tokens.Token``): hand ``token.id`` to whoever will answer it.
+        """A wait token (``sqsjobs.steps.namespace.Token``): hand ``token.id`` to whoever will answer it.
 
         The same token in every run of the job (it is kept as a step). Answered by
         ``app.tokens.complete(id, value)``, ``app.tokens.fail(id, error)`` or ``POST /tokens/{id}``

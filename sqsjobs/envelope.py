@@ -10,14 +10,14 @@ messages are written as version 3, so a worker that predates it never mistakes o
 ``null`` payload. Version 1 (id and type only) is still read: its payload comes from the record.
 
 A second kind, ``Fire``, is what EventBridge Scheduler (or the local firing loop of ``sqsjobs dev``)
-sends for one occurrence of a schedule; the worker turns it into a job (``sqsjobs.schedules.fire``).
+sends for one occurrence of a schedule; the worker turns it into a job (``sqsjobs.schedules.plugin``).
 
 A third kind, ``Foreign``, is the public contract for senders that are not sqsjobs producers (an
 EventBridge rule, an SNS topic, a Step Functions task, a Go or Node service): ``{"sqsjobs": 1,
 "type": ..., "payload": ...}`` with an optional idempotency key, tenant and delay
 (docs/enqueue-from-aws.md). Its field names are long and plain because people type them into input
 transformers and state machines; unknown fields are refused, so a misspelt key cannot silently lose
-its deduplication. The worker turns it into a job (``sqsjobs.ingress.foreign``).
+its deduplication. The worker turns it into a job (``sqsjobs.ingress.plugin``).
 
 JSON from outside, bounded (``read_json``): message bodies (an SNS notification's inner message
 too), DLQ copies, payloads read back from S3, listing cursors and an operator's payload files are

@@ -242,7 +242,7 @@ class TokenExpired(JobStateError):
 class LimitWait(SqsJobsError):
     """A job may not start yet (paused type, full limit, open breaker): raised and caught inside the gate.
 
-    It never reaches a user: the job's message is re-armed to come back (``sqsjobs.limits.gate``).
+    It never reaches a user: the job's message is re-armed to come back (``sqsjobs.limits.plugin``).
     """
 
     def __init__(self, reason: str = "limit", limit: str = "", delay_s: float = 1.0) -> None:

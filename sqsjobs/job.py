@@ -12,7 +12,7 @@
                   │           retry_scheduled ──claim (once due)──▶ running
                   ├──cancel──▶ cancelled ◀──cancel── retry_scheduled
                   └──expire (never started, deadline passed)──▶ expired
-    chain step (sqsjobs.workflows): waiting ──unblock──▶ queued;  waiting ──drop──▶ cancelled
+    chain step (sqsjobs.chains): waiting ──unblock──▶ queued;  waiting ──drop──▶ cancelled
 
 Every arrow is one conditional write, registered with its builder as a row of the one state table
 (``sqsjobs.store.state_table``: its sources, its target, its refusals and the witness it keeps), which
@@ -140,7 +140,7 @@ class AttemptRecord:
 
 @dataclass(frozen=True)
 class BatchPlace:
-    """A job's place in a batch (``sqsjobs.workflows``): its key in the batch's item index."""
+    """A job's place in a batch (``sqsjobs.batches``): its key in the batch's item index."""
 
     #: ``<batch id>#<shard>``: the shard of the batch's counters this item counts on.
     key: str
@@ -153,7 +153,7 @@ class BatchPlace:
 
 @dataclass(frozen=True)
 class ChainPlace:
-    """A job's place in a chain (``sqsjobs.workflows.chains``): the chain, its step and the chain's length."""
+    """A job's place in a chain (``sqsjobs.chains.namespace``): the chain, its step and the chain's length."""
 
     id: str
     #: 0-based.

@@ -8,7 +8,7 @@ What the queue-level alarms (``monitoring.py``) cannot tell apart, these can:
 - **poison jobs**: runs that never finished used up a job's attempts (the claim's ``job rejected``
   log line with ``attempts exhausted``): a job that kills or stalls its worker, counted by a log
   metric filter on every worker log group;
-- **a breaker opening** (``breaker opened``, a warning line of ``sqsjobs.limits.gate``): a
+- **a breaker opening** (``breaker opened``, a warning line of ``sqsjobs.limits.plugin``): a
   dependency is failing, counted the same way;
 - **queue wait p95 per type**: ``JobQueueWait`` (due → claimed) p95 over five minutes above
   ``Monitoring.max_message_age_s``: a type's jobs wait too long, even when its queue is shared;
@@ -41,7 +41,7 @@ from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_logs as logs
 
-from sqsjobs.limits.gate import DEFERRED
+from sqsjobs.limits.plugin import DEFERRED
 from sqsjobs.observability.metrics import (
     CLAIMS_REFUSED,
     DEAD,
@@ -65,7 +65,7 @@ if TYPE_CHECKING:
 EMF_NAMESPACE = DEFAULT_NAMESPACE
 POISON_METRIC = "PoisonJobs"
 BREAKER_METRIC = "BreakersOpened"
-#: The log lines the two filters count (``runtime/claim_stage.py``, ``limits/gate.py``).
+#: The log lines the two filters count (``runtime/claim_stage.py``, ``limits/plugin.py``).
 POISON_PATTERN = '{ $.message = "job rejected" && $.reason = "attempts exhausted*" }'
 BREAKER_PATTERN = '{ $.message = "breaker opened" }'
 _FIVE_MINUTES = Duration.minutes(5)

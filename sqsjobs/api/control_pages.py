@@ -1,6 +1,6 @@
 """The dashboard's ``/ui/controls`` page: pause and resume job types, and every limit with its breaker.
 
-The numbers are ``sqsjobs.limits.ops.state_flow``'s (``sqsjobs limits``: one BatchGetItem per 100
+The numbers are ``sqsjobs.limits.namespace.state_flow``'s (``sqsjobs limits``: one BatchGetItem per 100
 control items, no Scan); the buttons POST to ``/ui/types/{type}/pause|resume`` and
 ``/ui/limits/{name}/breaker/close``, which call the same flows as the HTTP routes (``app.limits.pause``,
 ``app.limits.resume``, ``limits.ops.close_breaker_flow``), each audited, each refused from another site
@@ -21,7 +21,7 @@ from sqsjobs.api.audit import audit
 from sqsjobs.api.dashboard_views import Html, ago, h, join
 from sqsjobs.api.models import LimitName, TypeName  # noqa: TC001 (FastAPI reads the annotations at runtime)
 from sqsjobs.errors import ConfigurationError, InvalidTransition, RecordChanged
-from sqsjobs.limits import ops as limit_ops
+from sqsjobs.limits import namespace as limits_namespace
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -37,7 +37,7 @@ def _button(action: str, label: str, ident: str, reason: bool = False) -> Html:
     )
 
 
-def controls_body(state: limit_ops.FlowState, pausable: list[str], now: float) -> Html:
+def controls_body(state: limits_namespace.FlowState, pausable: list[str], now: float) -> Html:
     """Pausable types with their state and a button, then the limits."""
     rows = []
     for t in pausable:
@@ -133,7 +133,7 @@ def control_router(app: App, *, refresh_s: float, headers: Mapping[str, str]) ->
     async def controls() -> HTMLResponse:
         now = app.clock.now()
         state = await app.arun(
-            limit_ops.state_flow(app.settings.table_name, app.registry, app.limits, now=now)
+            limits_namespace.state_flow(app.settings.table_name, app.registry, app.limits, now=now)
         )
         pausable = sorted(s.name for s in app.registry if s.pausable)
         page = dashboard_views.page("controls", controls_body(state, pausable, now), refresh_s=refresh_s)
@@ -162,7 +162,9 @@ def control_router(app: App, *, refresh_s: float, headers: Mapping[str, str]) ->
     @router.post("/ui/limits/{name}/breaker/close")
     async def close(name: LimitName, request: Request) -> Response:
         try:
-            was = await app.arun(limit_ops.close_breaker_flow(app.settings.table_name, app.limits, name))
+            was = await app.arun(
+                limits_namespace.close_breaker_flow(app.settings.table_name, app.limits, name)
+            )
         except (ConfigurationError, InvalidTransition, RecordChanged) as exc:
             return refused("Close refused", str(exc))
         audit(app, request, "close_breaker", limit=name, was=was)

@@ -1,6 +1,6 @@
 """Flow control over HTTP: pause and resume a job type, read every limit, close a breaker by hand.
 
-The same flows as ``sqsjobs pause|resume|limits`` (``sqsjobs.limits.ops``), so the CLI and the API
+The same flows as ``sqsjobs pause|resume|limits`` (``sqsjobs.limits.namespace``), so the CLI and the API
 agree on every field. What each costs: a pause or resume is one write (1 write unit); ``GET /limits``
 one BatchGetItem per 100 control items (half a read unit each) and never a Scan (the CLI's ``waiting``
 column needs one; ask ``GET /queues`` for per-type counts); a breaker close one consistent GetItem and
@@ -26,7 +26,7 @@ from sqsjobs.api.deps import AppDep, problems
 from sqsjobs.api.models import LimitName, TypeName  # noqa: TC001 (FastAPI reads the annotations at runtime)
 from sqsjobs.api.problems import problem
 from sqsjobs.errors import ConfigurationError, InvalidTransition, RecordChanged
-from sqsjobs.limits import ops as limit_ops
+from sqsjobs.limits import namespace as limits_namespace
 
 router = APIRouter(tags=["flow control"])
 
@@ -102,7 +102,9 @@ async def limits(
 ) -> Any:
     """Per limit: slots held, starts in the rate window, breaker state (with ``until`` when open); and the paused types."""
     state = await app.arun(
-        limit_ops.state_flow(app.settings.table_name, app.registry, app.limits, now=app.clock.now(), keys=key)
+        limits_namespace.state_flow(
+            app.settings.table_name, app.registry, app.limits, now=app.clock.now(), keys=key
+        )
     )
     return state.to_dict()
 
@@ -118,7 +120,7 @@ async def limits(
 async def close_breaker(name: LimitName, app: AppDep, request: Request) -> Any:
     """The dependency is back: its jobs start at once instead of after the cooldown and a probe."""
     try:
-        was = await app.arun(limit_ops.close_breaker_flow(app.settings.table_name, app.limits, name))
+        was = await app.arun(limits_namespace.close_breaker_flow(app.settings.table_name, app.limits, name))
     except ConfigurationError as exc:
         return problem("limit-not-found", str(exc), field="name", instance=request.url.path)
     except (InvalidTransition, RecordChanged) as exc:

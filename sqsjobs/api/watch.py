@@ -40,13 +40,13 @@ from pydantic import BaseModel, Field
 
 from sqsjobs.api.deps import AppDep, problems
 from sqsjobs.api.models import BatchId, ChainId, JobId  # noqa: TC001 (FastAPI reads the annotations at runtime)
+from sqsjobs.batches import namespace as batches_namespace
 from sqsjobs.errors import ChainNotFound, JobNotFound, StoreError
 from sqsjobs.job import TERMINAL
 from sqsjobs.ops import batch_views
 from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops._common import iso
 from sqsjobs.ops.chain_views import chain_to_dict
-from sqsjobs.workflows import batches
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -225,7 +225,7 @@ async def batch_events(
     """
 
     async def read() -> dict[str, Any]:
-        node = await app.arun(batch_views.tree_flow(batches.env_of(app.kernel), batch_id))
+        node = await app.arun(batch_views.tree_flow(batches_namespace.env_of(app.kernel), batch_id))
         return batch_views.node_to_dict(node)
 
     return await _answer(

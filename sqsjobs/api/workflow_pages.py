@@ -22,11 +22,11 @@ from sqsjobs.api import dashboard_views
 from sqsjobs.api.audit import audit
 from sqsjobs.api.dashboard_views import Html, h, job_link, join
 from sqsjobs.api.models import BatchId, ChainId  # noqa: TC001 (FastAPI reads the annotations at runtime)
+from sqsjobs.batches.namespace import env_of
 from sqsjobs.errors import BatchNotFound, ChainNotFound
 from sqsjobs.ops import batch_views
 from sqsjobs.ops.chain_views import chain_to_dict
 from sqsjobs.ops.inspect import job_to_dict
-from sqsjobs.workflows.batches import env_of
 
 T = TypeVar("T")
 

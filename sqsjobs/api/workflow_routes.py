@@ -36,13 +36,13 @@ from sqsjobs.api.models import (
     notify_json,
 )
 from sqsjobs.api.problems import from_error
+from sqsjobs.batches import namespace as batches_namespace
+from sqsjobs.batches.completion import seal_flow
 from sqsjobs.errors import SqsJobsError
 from sqsjobs.ops import batch_views
 from sqsjobs.ops.chain_views import chain_to_dict
 from sqsjobs.ops.inspect import job_to_dict
 from sqsjobs.producer import JobRequest
-from sqsjobs.workflows import batches
-from sqsjobs.workflows.completion import seal_flow
 
 router = APIRouter(tags=["workflows"])
 
@@ -129,7 +129,7 @@ class ChainRequest(BaseModel):
 
 
 async def _tree(app: Any, batch_id: str) -> dict[str, Any]:
-    node = await app.arun(batch_views.tree_flow(batches.env_of(app.kernel), batch_id))
+    node = await app.arun(batch_views.tree_flow(batches_namespace.env_of(app.kernel), batch_id))
     return batch_views.node_to_dict(node)
 
 
@@ -175,7 +175,9 @@ async def add_items(batch_id: BatchId, body: ItemsRequest, app: AppDep, request:
         return refused
     ids: list[str] = []
     for n, item in enumerate(body.items):
-        flow = batches.add_to_batch_flow(app.kernel, batch_id, item.request(), dedupe_key=item.dedupe_key)
+        flow = batches_namespace.add_to_batch_flow(
+            app.kernel, batch_id, item.request(), dedupe_key=item.dedupe_key
+        )
         try:
             ids.append(await app.arun(flow))
         except SqsJobsError as exc:
@@ -197,7 +199,7 @@ async def add_items(batch_id: BatchId, body: ItemsRequest, app: AppDep, request:
 )
 async def seal(batch_id: BatchId, app: AppDep, request: Request) -> Any:
     """No more items: it completes once every item is done (at once if none is pending). Sealing again changes nothing."""
-    await app.arun(seal_flow(batches.env_of(app.kernel), batch_id, app.clock.now()))
+    await app.arun(seal_flow(batches_namespace.env_of(app.kernel), batch_id, app.clock.now()))
     audit(app, request, "seal_batch", batch_id=batch_id)
     return await _tree(app, batch_id)
 

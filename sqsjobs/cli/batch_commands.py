@@ -14,13 +14,13 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
+from sqsjobs.batches.namespace import env_of, list_flow
 from sqsjobs.cli.common import AppOpt, EndpointOpt, JsonOpt, guarded, load_app
 from sqsjobs.cli.render import print_json, stdout_console, when
 from sqsjobs.ops import batch_views
-from sqsjobs.workflows.batches import env_of, list_flow
 
 if TYPE_CHECKING:
-    from sqsjobs.workflows.batches import BatchStatus
+    from sqsjobs.batches.namespace import BatchStatus
 
 batches_cli = typer.Typer(
     no_args_is_help=True, help="See batches: counts, completion, their tree of child batches."

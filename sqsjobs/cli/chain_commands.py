@@ -1,6 +1,6 @@
 """``sqsjobs chains get|cancel``: where a chain is, which step stopped it and why; cancel it.
 
-The work is done by the App (``sqsjobs.workflows.chains``) and ``sqsjobs.ops.chain_views``; errors go
+The work is done by the App (``sqsjobs.chains.namespace``) and ``sqsjobs.ops.chain_views``; errors go
 through ``sqsjobs.cli.common.guarded`` (one line, an exit code from the table there).
 """
 

@@ -19,7 +19,7 @@ from sqsjobs.cli.common import EXIT_ERROR, AppOpt, EndpointOpt, JsonOpt, duratio
 from sqsjobs.cli.limits import flow_view, waiting_by_type
 from sqsjobs.cli.progress import progress_bar
 from sqsjobs.cli.render import ago, print_json, stdout_console
-from sqsjobs.limits.ops import FlowState, count_waiting, state_flow
+from sqsjobs.limits.namespace import FlowState, count_waiting, state_flow
 from sqsjobs.ops import doctor as doctor_ops
 from sqsjobs.ops import stats as stats_ops
 from sqsjobs.ops import stranded as stranded_ops

@@ -1,6 +1,6 @@
 """``sqsjobs pause``, ``sqsjobs resume`` and ``sqsjobs limits``: flow control from the shell.
 
-The work is in ``sqsjobs.limits.ops``; ``flow_view`` is also the flow-control part of ``sqsjobs stats``.
+The work is in ``sqsjobs.limits.namespace``; ``flow_view`` is also the flow-control part of ``sqsjobs stats``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from rich.table import Table
 from sqsjobs.cli.common import AppOpt, EndpointOpt, JsonOpt, guarded, load_app, out
 from sqsjobs.cli.render import print_json, stdout_console, when
 from sqsjobs.job import JobStatus
-from sqsjobs.limits import ops as limit_ops
+from sqsjobs.limits import namespace as limits_namespace
 from sqsjobs.ops import stats as stats_ops
 
 TypeArg = Annotated[str, typer.Argument(help="Job type, as registered")]
@@ -66,13 +66,13 @@ def limits(
     with guarded(loaded):
         now = loaded.clock.now()
         state = loaded.run(
-            limit_ops.state_flow(
+            limits_namespace.state_flow(
                 loaded.settings.table_name, loaded.registry, loaded.limits, now=now, keys=key or ()
             )
         )
         if waiting and state.limits:
             snap = loaded.run(stats_ops.stats_flow(loaded.settings, loaded.registry, now))
-            limit_ops.count_waiting(state, waiting_by_type(snap))
+            limits_namespace.count_waiting(state, waiting_by_type(snap))
     if json_out:
         print_json(state.to_dict())
     else:
@@ -85,7 +85,7 @@ def waiting_by_type(snap: stats_ops.Stats) -> dict[str, int]:
     return {t.type: sum(t.counts.get(s, 0) for s in statuses) for t in snap.types}
 
 
-def flow_view(state: limit_ops.FlowState, now: float) -> Table:
+def flow_view(state: limits_namespace.FlowState, now: float) -> Table:
     """Paused types and limits, as two tables in a grid."""
     grid = Table.grid()
     paused = Table(title="paused types", title_justify="left", show_edge=False)
@@ -113,7 +113,7 @@ def flow_view(state: limit_ops.FlowState, now: float) -> Table:
     return grid
 
 
-def _running(lim: limit_ops.LimitState) -> str:
+def _running(lim: limits_namespace.LimitState) -> str:
     if lim.concurrency is None:
         return "-"
     if lim.key is None:
@@ -123,7 +123,7 @@ def _running(lim: limit_ops.LimitState) -> str:
     return ", ".join(f"{escape(k)}: {n}/{lim.concurrency}" for k, n in sorted(lim.running_by_key.items()))
 
 
-def _breaker(lim: limit_ops.LimitState, now: float) -> str:
+def _breaker(lim: limits_namespace.LimitState, now: float) -> str:
     if lim.breaker is None:
         return "-"
     if lim.breaker_until:

@@ -3,7 +3,7 @@
 A feature that plugs into the producer, not the kernel: each mode is a ``KeyPolicy``
 (``sqsjobs.options``) that a type or an enqueue names; the producer asks it for the job's id and,
 for the two modes that write before the job, to settle it (``sqsjobs.store.enqueue.KeySettler``).
-Nothing below the App names a mode: ``modes.py`` holds the four, ``keys.py`` the key items that
+Nothing below the App names a mode: ``modes.py`` holds the four, ``records.py`` the key items that
 ``WhileActive`` and ``Debounce`` take, ``debounce.py`` the gathering job's writes.
 """
 

@@ -15,7 +15,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from sqsjobs._aws import Call, Flow
-from sqsjobs.dedupe.keys import EnqueuedId, take_key
+from sqsjobs.dedupe.records import EnqueuedId, take_key
 from sqsjobs.envelope import Envelope
 from sqsjobs.job import JobStatus
 from sqsjobs.store.apply import Landed, Refused, apply

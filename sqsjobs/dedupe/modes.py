@@ -12,7 +12,7 @@ same modes as flat JSON fields (``of_options`` reads them).
   windows are aligned (slot = ``floor(now / window)``): two enqueues either side of a boundary
   are two jobs. ``dedupe_for`` keeps ``IdempotencyConflict`` for another payload; ``throttle``
   does not (the first enqueue of the window wins, later ones get its id whatever their payload).
-- ``WhileActive``: the key maps to the live job through a key item (``sqsjobs.dedupe.keys``).
+- ``WhileActive``: the key maps to the live job through a key item (``sqsjobs.dedupe.records``).
 - ``Debounce``: the last payload of a quiet period wins (``sqsjobs.dedupe.debounce``).
 """
 
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from sqsjobs.config import to_seconds
 from sqsjobs.dedupe import debounce
-from sqsjobs.dedupe.keys import claim_key_flow
+from sqsjobs.dedupe.records import claim_key_flow
 from sqsjobs.errors import DedupeInvalid
 from sqsjobs.store.codec import idempotent_job_id
 from sqsjobs.store.enqueue import Settled

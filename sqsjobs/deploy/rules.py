@@ -58,12 +58,12 @@ WORKER_ACTIONS: Mapping[str, tuple[str, ...]] = {
         "dynamodb:UpdateItem",
         "dynamodb:PartiQLInsert",
         "dynamodb:PartiQLUpdate",
-        # Batches (sqsjobs.workflows): a finish's completion check reads the counter shards, lists a
+        # Batches (sqsjobs.batches): a finish's completion check reads the counter shards, lists a
         # batch's items in the batch_items index, and completes it in a transaction with a check.
         "dynamodb:BatchGetItem",
         "dynamodb:Query",
         "dynamodb:ConditionCheckItem",
-        # A limit's concurrency slot is given back by deleting it (``limits/gate.py``, both workers);
+        # A limit's concurrency slot is given back by deleting it (``limits/plugin.py``, both workers);
         # the ECS worker also deletes its registry item at exit (``runtime/presence.py``).
         "dynamodb:DeleteItem",
     ),
@@ -145,7 +145,7 @@ API_ACTIONS: Mapping[str, tuple[str, ...]] = {
         "dynamodb:BatchGetItem",
         # cancel or retry of a batch item: its count in a transaction, its batch's completion
         "dynamodb:ConditionCheckItem",
-        # POST /types/{type}/resume deletes the type's pause item (``limits/ops.py``).
+        # POST /types/{type}/resume deletes the type's pause item (``limits/namespace.py``).
         "dynamodb:DeleteItem",
     ),
     "sqs": (

@@ -19,10 +19,11 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from sqsjobs.batches import records as batch_records
+from sqsjobs.chains import records as chain_records
 from sqsjobs.job import JobStatus
 from sqsjobs.options import JOB_EVENTS
 from sqsjobs.store import codec
-from sqsjobs.workflows import batch_store, chain_store
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 SOURCE = "sqsjobs"
 BATCH_COMPLETED = "BatchCompleted"
 CHAIN_COMPLETED = "ChainCompleted"
-#: A batch record's id (``batch_store.record_id``; its counter shards' ids add ``#nn``).
+#: A batch record's id (``batch_records.record_id``; its counter shards' ids add ``#nn``).
 BATCH_RECORD_PREFIX = "batch#"
 #: Every event name, for ``events=`` and the ``events`` setting.
 ALL_EVENTS = frozenset({*JOB_EVENTS.values(), BATCH_COMPLETED, CHAIN_COMPLETED})
@@ -100,7 +101,7 @@ def events_of(record: Mapping[str, Any], choice: Choice) -> list[Event]:
     key = new["id"]["S"]
     if key.startswith(BATCH_RECORD_PREFIX) and key.count("#") == 1:
         return _batch_event(new, old, choice)
-    if key.startswith(chain_store.CHAIN_PREFIX):
+    if key.startswith(chain_records.CHAIN_PREFIX):
         return _chain_event(new, old, choice)
     if "type" not in new or "status" not in new:
         return []  # not a job (a limit's slot, a worker's registry entry, a batch shard)
@@ -140,11 +141,11 @@ def _job_event(new: Mapping[str, Any], old: Mapping[str, Any], choice: Choice) -
 
 
 def _batch_event(new: Mapping[str, Any], old: Mapping[str, Any], choice: Choice) -> list[Event]:
-    if _str(new, "status") != batch_store.COMPLETE or _str(old, "status") == batch_store.COMPLETE:
+    if _str(new, "status") != batch_records.COMPLETE or _str(old, "status") == batch_records.COMPLETE:
         return []
     if not choice.wants(BATCH_COMPLETED):
         return []
-    batch = batch_store.read_record(new)
+    batch = batch_records.read_record(new)
     detail = {
         "id": batch.id,
         "root_id": batch.root_id,
@@ -160,12 +161,12 @@ def _batch_event(new: Mapping[str, Any], old: Mapping[str, Any], choice: Choice)
 
 def _chain_event(new: Mapping[str, Any], old: Mapping[str, Any], choice: Choice) -> list[Event]:
     state = _str(new, "chain_state")
-    if state in (None, chain_store.ChainState.RUNNING) or _str(old, "chain_state") == state:
+    if state in (None, chain_records.ChainState.RUNNING) or _str(old, "chain_state") == state:
         return []
     if not choice.wants(CHAIN_COMPLETED):
         return []
-    fields = chain_store.chain_fields(new)
-    chain_id = new["id"]["S"].removeprefix(chain_store.CHAIN_PREFIX)
+    fields = chain_records.chain_fields(new)
+    chain_id = new["id"]["S"].removeprefix(chain_records.CHAIN_PREFIX)
     detail = {
         "id": chain_id,
         "status": state,

@@ -26,14 +26,12 @@ from sqsjobs._aws import Call
 from sqsjobs.events.catalogue import Choice, Event, choice_of, events_of
 from sqsjobs.events.publish import publish_flow
 from sqsjobs.runtime.kernel import locate
-from sqsjobs.runtime.seams import Plugin
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from sqsjobs._aws import AsyncRunner, Flow
     from sqsjobs.config import Settings
-    from sqsjobs.runtime.kernel import Kernel
 
 #: Records per ``GetRecords`` (the API's most).
 MAX_RECORDS = 1000
@@ -143,15 +141,3 @@ def handler(event: Mapping[str, Any], context: Any = None) -> dict[str, int]:
 def _app() -> Any:
     """The App the function serves, loaded once per container (like the worker's entry point)."""
     return locate(os.environ.get("SQSJOBS_APP"))
-
-
-def events_plugin(kernel: Kernel) -> Plugin:
-    """Events: no seam on a job's path; the sweeper relays the change stream when ``event_relay`` is set."""
-    settings = kernel.settings
-    relay = None
-    if settings.event_bus and settings.event_relay:
-        choice = choice_of(settings, kernel.registry)
-        if choice.anything:
-            relay = StreamRelay(settings, choice, kernel.arun, kernel.logger)
-    # ``fields=()``/``types=frozenset()``: no job is this feature's, so the kernel never calls it for one.
-    return Plugin("events", sweep=relay, fields=(), types=frozenset())

@@ -1,5 +1,5 @@
 """Messages sent from outside sqsjobs (EventBridge, SNS, Step Functions, other services) that become jobs.
 
 A feature of the kernel: ``foreign.foreign_plugin`` registers the ``Foreign`` envelope as a message
-kind (``runtime/seams.py``). See ``sqsjobs.ingress.foreign`` and docs/enqueue-from-aws.md.
+kind (``runtime/seams.py``). See ``sqsjobs.ingress.plugin`` and docs/enqueue-from-aws.md.
 """

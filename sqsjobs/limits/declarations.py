@@ -1,6 +1,6 @@
 """What a user declares: ``app.limit(name, concurrency=, rate=, key=, breaker=)`` and its ``Breaker``.
 
-Pure data, no I/O: the gate (``limits/gate.py``) reads these, the store (``limits/store.py``) names
+Pure data, no I/O: the gate (``limits/plugin.py``) reads these, the store (``limits/records.py``) names
 the items they live in. A limit is *named* so several job types can share it (``@app.job(...,
 limits=["stripe"])``): the dependency is limited, not one type. Names are checked when declared;
 the job types' references to them when a worker starts (``Limits.check``), because ``app.limit``

@@ -26,7 +26,7 @@ from urllib.parse import urljoin
 from sqsjobs._aws import Call, one
 from sqsjobs.errors import AwsError, DeliveryFailed, PermanentError
 from sqsjobs.job import Notify
-from sqsjobs.notify.end_hook import DELIVERY_TYPE
+from sqsjobs.notify.plugin import DELIVERY_TYPE
 from sqsjobs.registry import HandlerSpec
 from sqsjobs.retry import RetryPolicy
 

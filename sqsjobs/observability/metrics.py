@@ -16,7 +16,7 @@ Per service (the App's name), from each ECS worker once per ``Settings.registry_
 
     WorkerHeartbeat   one per worker refresh, written at once (not buffered)          (Count)
 
-Per limit and per paused type, from each worker with flow control (``sqsjobs.limits.gate``)::
+Per limit and per paused type, from each worker with flow control (``sqsjobs.limits.plugin``)::
 
     LimitSlotsHeld  slots this worker holds at the flush (Sum over workers: running)  (Count)
     JobsDeferred    jobs the limit sent back to wait   LimitWritesRefused  refused limit writes

@@ -9,13 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sqsjobs.batches.namespace import status_flow
 from sqsjobs.ops._common import iso
-from sqsjobs.workflows.batches import status_flow
 
 if TYPE_CHECKING:
     from sqsjobs._aws import Flow
-    from sqsjobs.workflows.batches import BatchStatus
-    from sqsjobs.workflows.completion import BatchEnv
+    from sqsjobs.batches.completion import BatchEnv
+    from sqsjobs.batches.namespace import BatchStatus
 
 __all__ = ["BatchNode", "node_to_dict", "status_to_dict", "tree_flow"]
 

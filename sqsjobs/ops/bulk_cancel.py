@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from sqsjobs._aws import Call, Flow, sleep_call
 from sqsjobs.errors import InvalidTransition, JobNotFound, RecordChanged
 from sqsjobs.job import JobStatus
-from sqsjobs.notify.end_hook import told_cancel
+from sqsjobs.notify.plugin import told_cancel
 from sqsjobs.ops._common import actor
 from sqsjobs.store import bulk
 from sqsjobs.store.apply import Landed, Refused, apply, apply_all
@@ -287,7 +287,7 @@ def _cancel_one(
     """``cancelled``, or why the job was skipped.
 
     One conditional write; a job with a ``notify`` target is refused by it and cancelled again in one
-    transaction with its delivery (``notify.end_hook.told_cancel``).
+    transaction with its delivery (``notify.plugin.told_cancel``).
     """
     audit = {"action": "bulk_cancel", "op": op_id, "at": now, "by": by, "from": spec.status.value}
     write = bulk.cancel_matching(

@@ -1,8 +1,8 @@
 """Cancel one job: a waiting one ends ``cancelled``, a running one is asked to stop.
 
 Why here and not beside enqueue: a batch item's cancel also ends its count on the batch (one
-transaction, ``workflows.completion``), a job with a ``notify`` target is told of its cancel in the
-cancel's own transaction (``notify.end_hook.told_cancel``), and the producer must not depend on
+transaction, ``batches.completion``), a job with a ``notify`` target is told of its cancel in the
+cancel's own transaction (``notify.plugin.told_cancel``), and the producer must not depend on
 either feature.
 """
 
@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sqsjobs._aws import Call, Flow
+from sqsjobs.batches.completion import BatchEnv, cancel_item_flow
 from sqsjobs.job import JobStatus
-from sqsjobs.notify.end_hook import told_cancel
+from sqsjobs.notify.plugin import told_cancel
 from sqsjobs.store import codec, operator, requests
 from sqsjobs.store.apply import Landed, Refusal, Refused, apply, apply_all
 from sqsjobs.transport.queues import QueueUrls
-from sqsjobs.workflows.completion import BatchEnv, cancel_item_flow
 
 if TYPE_CHECKING:
     from sqsjobs.config import Settings

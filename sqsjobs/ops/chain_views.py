@@ -1,6 +1,6 @@
 """Operator views of a chain (``sqsjobs chains get``, the HTTP API later): its state as plain data.
 
-The reads themselves are ``sqsjobs.workflows.chains.get_flow`` (one GetItem of the chain record,
+The reads themselves are ``sqsjobs.chains.namespace.get_flow`` (one GetItem of the chain record,
 one BatchGetItem of its steps' states per 100 steps, strongly consistent: 1 read unit per 4 KB
 item, so about 1 + n read units for n steps).
 """
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from sqsjobs.ops._common import iso
 
 if TYPE_CHECKING:
-    from sqsjobs.workflows.chains import ChainStatus
+    from sqsjobs.chains.namespace import ChainStatus
 
 
 def chain_to_dict(status: ChainStatus) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import tenacity
 
 from sqsjobs._aws import Call, Flow, retrying
+from sqsjobs.batches.completion import BatchEnv, replay_write_flow
 from sqsjobs.errors import (
     AwsError,
     HandlerNotFound,
@@ -40,7 +41,6 @@ from sqsjobs.store.codec import canonical_json
 from sqsjobs.store.operator import NewPayload
 from sqsjobs.store.state_table import STATE_TABLE
 from sqsjobs.transport import objects
-from sqsjobs.workflows.completion import BatchEnv, replay_write_flow
 
 if TYPE_CHECKING:
     from sqsjobs.config import Settings
@@ -267,7 +267,7 @@ def requeue_flow(
         )
         if job.batch is None:
             written = yield from apply(replay)
-        else:  # a batch item goes back to pending on its batch (sqsjobs.workflows.completion)
+        else:  # a batch item goes back to pending on its batch (sqsjobs.batches.completion)
             written = yield from replay_write_flow(BatchEnv(settings, queue_urls), job, replay)
         if isinstance(written, Refused):
             current = operator.interpret_replay_refusal(job_id, written)

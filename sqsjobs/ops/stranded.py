@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, Flow
+from sqsjobs.chains.records import MAX_BATCH_GET, step_job_id
 from sqsjobs.job import TERMINAL, JobStatus
 from sqsjobs.ops.retention import duration
 from sqsjobs.retry import MAX_VISIBILITY_S
 from sqsjobs.store import stranded_scan
-from sqsjobs.workflows.chain_store import MAX_BATCH_GET, step_job_id
 
 if TYPE_CHECKING:
     from collections.abc import Callable

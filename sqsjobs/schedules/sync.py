@@ -8,7 +8,7 @@ apps and hand-made schedules are safe.
 Each schedule targets the SQS queue of the job it names. Its input is a ``Fire`` envelope carrying
 the schedule name, ``<aws.scheduler.scheduled-time>``, the job type and the payload; a retry
 policy and the queue's DLQ catch fires SQS would not take. The worker turns each fire into one
-job per occurrence (``sqsjobs.schedules.fire``).
+job per occurrence (``sqsjobs.schedules.plugin``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from sqsjobs.errors import (
     TransportError,
 )
 from sqsjobs.schedules import expressions
-from sqsjobs.schedules.specs import NAME_PATTERN, ScheduleSpec, empty_payload
+from sqsjobs.schedules.namespace import NAME_PATTERN, ScheduleSpec, empty_payload
 from sqsjobs.transport.queues import dlq_key
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from sqsjobs._aws import Flow
     from sqsjobs.registry import Registry
     from sqsjobs.runtime.kernel import Kernel
-    from sqsjobs.schedules.specs import Schedules
+    from sqsjobs.schedules.namespace import Schedules
 
 
 class Scheduling(Protocol):

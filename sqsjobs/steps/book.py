@@ -28,6 +28,7 @@ from pydantic_core import to_jsonable_python
 
 from sqsjobs._aws import Call, Outcome, one, run_async, run_sync, sleep_call
 from sqsjobs.errors import JobControl, LeaseLost, Sleep, StepError, TokenFailed, TokenTimeout
+from sqsjobs.steps.namespace import Token, answer_of, parse, token_id
 from sqsjobs.steps.records import (
     ANSWER_PREFIX,
     INLINE_STEP_BYTES,
@@ -37,7 +38,6 @@ from sqsjobs.steps.records import (
     record_step,
     steps_of,
 )
-from sqsjobs.steps.tokens import Token, answer_of, parse, token_id
 from sqsjobs.store import requests
 from sqsjobs.store.apply import Refused, apply
 from sqsjobs.store.codec import canonical_json

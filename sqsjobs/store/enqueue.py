@@ -104,7 +104,7 @@ class NewJob:
     parent_id: str | None = None
     root_id: str | None = None
     trace: str | None = None
-    #: A chain step's place (``sqsjobs.workflows.chains``).
+    #: A chain step's place (``sqsjobs.chains.namespace``).
     chain: ChainPlace | None = None
     #: A batch item's place: its key is also that of its entry in the batch's item index.
     batch: BatchPlace | None = None

@@ -86,11 +86,11 @@ def cancel(
 
     ``untold``: refused for a job with a ``notify`` target, for a caller that has not read the
     record: such a cancel writes the target's delivery in the same transaction
-    (``notify.end_hook.told_cancel``), and the refusal shows the record it needs.
+    (``notify.plugin.told_cancel``), and the refusal shows the record it needs.
 
     A chain step is refused unless ``chain_step`` (``app.chains.cancel``, which ends the chain in the same
     transaction): cancelled alone, it would leave its chain running with steps that never run. A
-    batch item's cancel must count on its batch in the same transaction (``sqsjobs.workflows``):
+    batch item's cancel must count on its batch in the same transaction (``sqsjobs.batches``):
     without ``batch_key`` the write is refused for one, and the refusal shows its ``batch_key``.
     """
     values: dict[str, Any] = {

@@ -42,7 +42,7 @@ ATTENTION_SHARDS = 32
 HELD = "held"
 PENDING = "pending"
 DEAD = "dead"
-#: A batch record sealed but not complete (``sqsjobs.workflows``): the sweeper re-checks it when due, so a
+#: A batch record sealed but not complete (``sqsjobs.batches``): the sweeper re-checks it when due, so a
 #: crash between an item's finish and its completion check (or a drain and the sealing of the
 #: children) is repaired within a sweep.
 BATCH = "batch"

@@ -3,7 +3,7 @@
 A row is registered where its builder is written, by decorating it: the core's in ``store/runs.py``,
 ``store/requests.py``, ``store/operator.py`` and ``store/deadlines.py``, a feature's in its own
 folder (a step's ``sleep`` and ``wake`` in ``steps/records.py``, a chain's ``unblock`` and ``drop``
-in ``workflows/chain_store.py``). Nothing else lists the transitions: ``docs/lifecycle.md``'s table,
+in ``chains/records.py``). Nothing else lists the transitions: ``docs/lifecycle.md``'s table,
 ``tests/unit/test_state_table.py`` (each write's condition admits exactly the row's sources and sets
 its target) and ``tests/integration/test_state_table_applied.py`` (each write, sent through
 ``store.apply`` to a real store, lands from exactly those statuses) all read ``STATE_TABLE``.

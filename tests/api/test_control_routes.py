@@ -14,8 +14,8 @@ import time
 import pytest
 
 from sqsjobs import JobStatus
-from sqsjobs.limits import gate
-from sqsjobs.limits import store as ls
+from sqsjobs.limits import plugin as limits_plugin_module
+from sqsjobs.limits import records as limit_records
 from sqsjobs.store.apply import apply
 from tests.api.conftest import TOKEN
 from tests.api.helpers import assert_problem, client, serving
@@ -73,7 +73,13 @@ def test_a_breaker_closed_by_hand_lets_its_jobs_start_before_the_cooldown_ends(a
     table, log, mode = app.settings.table_name, tmp_path / "runs.log", tmp_path / "mode"
     mode.write_text("ok")
     # GIVEN the crm breaker open for ten minutes, and a job of it deferred by a worker process
-    app.run(apply(ls.open_breaker(table, ls.breaker_id("crm"), version=0, now=time.time(), cooldown_s=600)))
+    app.run(
+        apply(
+            limit_records.open_breaker(
+                table, limit_records.breaker_id("crm"), version=0, now=time.time(), cooldown_s=600
+            )
+        )
+    )
     crm = {lim["name"]: lim for lim in http.get("/limits").json()["limits"]}["crm"]
     assert crm["breaker"] == "open" and crm["breaker_until"] > time.time() + 500
     first = app.enqueue("crm.call", {"log": str(log), "mode": str(mode)})
@@ -87,7 +93,7 @@ def test_a_breaker_closed_by_hand_lets_its_jobs_start_before_the_cooldown_ends(a
     crm = {lim["name"]: lim for lim in http.get("/limits").json()["limits"]}["crm"]
     assert crm["breaker"] == "closed" and crm["breaker_until"] is None
     # A worker serves limit items from a cache of CACHE_S: it sees the close within that, by design.
-    time.sleep(gate.CACHE_S * 1.5)
+    time.sleep(limits_plugin_module.CACHE_S * 1.5)
     second = app.enqueue("crm.call", {"log": str(log), "mode": str(mode)})
     wait_until(lambda: finished(app, [second]), 30, "a job of the closed breaker")
     job = app.get(second, load_result=False)

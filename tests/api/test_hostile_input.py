@@ -19,7 +19,7 @@ from sqsjobs import App, JobStatus, PayloadInvalid
 from sqsjobs._aws import Call, one
 from sqsjobs.api.http_app import create_app
 from sqsjobs.envelope import MAX_PAYLOAD_DEPTH
-from sqsjobs.limits import store as limit_store
+from sqsjobs.limits import records as limit_records
 from sqsjobs.store.apply import apply
 from sqsjobs.store.presence_items import WorkerEntry, register
 from tests.api.conftest import TOKEN
@@ -140,8 +140,8 @@ def test_enqueue_from_python_refuses_a_deep_payload_with_payload_invalid(own_api
 def write_items_that_are_not_jobs(app: App) -> dict[str, dict]:
     """A breaker, a pause, a batch, a chain and a worker in ``app``'s table, written as sqsjobs writes them; by id."""
     table, now = app.settings.table_name, time.time()
-    app.run(apply(limit_store.record_failure(table, "breaker#payments", now=now)))
-    app.run(apply(limit_store.pause(table, "orders.ok", reason="hold", now=now)))
+    app.run(apply(limit_records.record_failure(table, "breaker#payments", now=now)))
+    app.run(apply(limit_records.pause(table, "orders.ok", reason="hold", now=now)))
     batch = app.batches.create("orders.ok")
     batch.add("orders.ok", {"order_id": "b1"})
     chain = app.chains.start([("orders.ok", {"order_id": "c1"}), ("orders.ok", {"order_id": "c2"})])

@@ -60,9 +60,9 @@ if os.environ.get("TEST_DIE_AFTER_FINISH"):
     # the worker process dies the instant the check would start, as the OOM killer would kill it.
     import signal
 
-    from sqsjobs.workflows import batch_hook
+    from sqsjobs.batches import plugin as batch_plugin
 
     def _die(*args: object, **kwargs: object) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
-    batch_hook.after_finish_flow = _die  # type: ignore[assignment]
+    batch_plugin.after_finish_flow = _die  # type: ignore[assignment]

@@ -1,6 +1,6 @@
 """``sqsjobs pause``, ``resume`` and ``limits``, and the flow-control part of ``stats`` (MiniStack).
 
-The slots and the breaker are written as the gate writes them (``sqsjobs.limits.store``): the CLI
+The slots and the breaker are written as the gate writes them (``sqsjobs.limits.records``): the CLI
 must show what the table holds, whoever wrote it.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 
 from sqsjobs import App, Breaker
-from sqsjobs.limits import store as ls
+from sqsjobs.limits import records as limit_records
 from sqsjobs.store.apply import apply
 from sqsjobs.store.write import Put, Write
 from tests.cli.conftest import invoke
@@ -69,9 +69,9 @@ def test_limits_shows_running_slots_rate_breaker_and_waiting_jobs(ministack_url)
     for n, until in ((0, 60), (1, 60), (2, -5)):
         _write(
             app,
-            ls.take_slot(
+            limit_records.take_slot(
                 table,
-                ls.slot_id("stripe", n, None),
+                limit_records.slot_id("stripe", n, None),
                 job_id=f"j{n}",
                 token="t",
                 now=now - 1,
@@ -80,13 +80,20 @@ def test_limits_shows_running_slots_rate_breaker_and_waiting_jobs(ministack_url)
         )
     _write(
         app,
-        ls.take_slot(table, ls.slot_id("per-tenant", 0, "acme"), job_id="j9", token="t", now=now, lease_s=60),
+        limit_records.take_slot(
+            table, limit_records.slot_id("per-tenant", 0, "acme"), job_id="j9", token="t", now=now, lease_s=60
+        ),
     )
     _write(
         app,
-        ls.record_start(table, ls.rate_id("stripe", 0), starts=[], version=0, now=now, allowed=600, wid="w"),
+        limit_records.record_start(
+            table, limit_records.rate_id("stripe", 0), starts=[], version=0, now=now, allowed=600, wid="w"
+        ),
     )
-    _write(app, ls.open_breaker(table, ls.breaker_id("crm"), version=0, now=now, cooldown_s=30))
+    _write(
+        app,
+        limit_records.open_breaker(table, limit_records.breaker_id("crm"), version=0, now=now, cooldown_s=30),
+    )
     app.enqueue_many([{"type": "payments.charge", "payload": {}} for _ in range(3)])
     # WHEN the operator asks
     state = {

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from sqsjobs import JobStatus
-from sqsjobs.limits import store as ls
+from sqsjobs.limits import records as limit_records
 from sqsjobs.store.apply import apply
 from tests.apps import limited
 from tests.dashboard.conftest import Served, click, screenshot
@@ -79,9 +79,9 @@ def test_pausing_from_the_page_stops_starts_resuming_restarts_them_and_a_breaker
             # WHEN the crm breaker is open, the page offers to close it, and closing it closes it
             app.run(
                 apply(
-                    ls.open_breaker(
+                    limit_records.open_breaker(
                         app.settings.table_name,
-                        ls.breaker_id("crm"),
+                        limit_records.breaker_id("crm"),
                         version=0,
                         now=time.time(),
                         cooldown_s=600,

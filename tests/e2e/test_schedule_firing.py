@@ -21,7 +21,7 @@ from sqsjobs import envelope as env
 from sqsjobs._aws import Call, one
 from sqsjobs.delivery import DELETE
 from sqsjobs.runtime.execution import Execution
-from sqsjobs.schedules.fire import idempotency_key
+from sqsjobs.schedules.plugin import idempotency_key
 from sqsjobs.schedules.sync import apply_flow, plan_flow
 from sqsjobs.store.codec import idempotent_job_id
 from sqsjobs.testing import work_until

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from examples.shop import app as shop
-from sqsjobs.limits.gate import DEFERRED
+from sqsjobs.limits.plugin import DEFERRED
 from sqsjobs.observability.metrics import CLAIMS_REFUSED, DEAD, OLDEST_WAIT, QUEUE_WAIT, JobMetrics
 from tests.infra.test_template import logical_id
 
@@ -117,7 +117,7 @@ def test_the_code_logs_the_lines_the_filters_count():
     root = Path(__file__).resolve().parents[2] / "sqsjobs"
     assert '"job rejected"' in (root / "runtime" / "record_stage.py").read_text()
     assert "attempts exhausted" in (root / "runtime" / "claim_stage.py").read_text()
-    assert '"breaker opened"' in (root / "limits" / "gate.py").read_text()
+    assert '"breaker opened"' in (root / "limits" / "plugin.py").read_text()
 
 
 def test_the_dashboard_has_the_diagnosis_row(full):

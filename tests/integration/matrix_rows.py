@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from sqsjobs import Debounce, JobStatus, WhileActive
 from sqsjobs.envelope import Fire
 from sqsjobs.schedules.expressions import parse_instant
-from sqsjobs.schedules.fire import idempotency_key
+from sqsjobs.schedules.plugin import idempotency_key
 from sqsjobs.store.codec import idempotent_job_id
 from tests.integration.helpers import send_raw
 

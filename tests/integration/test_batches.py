@@ -16,10 +16,10 @@ from collections import Counter
 import pytest
 
 from sqsjobs import BatchSealed, IdempotencyConflict, JobStatus
+from sqsjobs.batches import completion
+from sqsjobs.batches import records as batch_records
+from sqsjobs.batches.namespace import env_of
 from sqsjobs.testing import work_until
-from sqsjobs.workflows import batch_store as bs
-from sqsjobs.workflows import completion
-from sqsjobs.workflows.batches import env_of
 from tests.apps import batches as tb
 from tests.integration import helpers
 from tests.integration.helpers import copy_messages, depth, kill_group, worker_env, worker_process
@@ -65,9 +65,9 @@ def item_runs(runs) -> Counter[str]:
     return Counter(r["job"] for r in tb.read(runs, "runs"))
 
 
-def shards(app, batch_id: str) -> bs.Counts:
+def shards(app, batch_id: str) -> batch_records.Counts:
     record = app.run(completion.read_record_flow(env_of(app.kernel), batch_id))
-    return bs.read_counts(app.run(completion.read_shards_flow(env_of(app.kernel), record)))
+    return batch_records.read_counts(app.run(completion.read_shards_flow(env_of(app.kernel), record)))
 
 
 def drained_queue(app) -> bool:
@@ -96,7 +96,7 @@ def test_counts_are_exact_and_the_callback_runs_once_when_every_item_message_is_
     status = app.batches.get(b.id)
     assert status.complete and not status.failed
     assert status.counts == {"pending": 0, "succeeded": 20, "failed": 0}
-    assert shards(app, b.id) == bs.Counts(added=20, succeeded=20, failed=0, sealed=True)
+    assert shards(app, b.id) == batch_records.Counts(added=20, succeeded=20, failed=0, sealed=True)
     (callback,) = callbacks(runs, b.id)
     assert callback["payload"]["counts"] == {"pending": 0, "succeeded": 20, "failed": 0}
     assert callback["job"] == status.callback_id
@@ -196,7 +196,7 @@ def test_a_second_detector_that_read_before_the_first_completed_is_refused_whole
     sealed = [dict(i, sealed={"BOOL": True}) for i in items]
     again = app.run(
         completion._complete(
-            env, stale, bs.read_counts(sealed), sealed, app.clock.now(), failed=False, reason=None
+            env, stale, batch_records.read_counts(sealed), sealed, app.clock.now(), failed=False, reason=None
         )
     )
     # THEN its transaction is cancelled whole: no second callback, the record unchanged
@@ -392,8 +392,8 @@ def test_item_writes_spread_evenly_over_the_counter_shards():
     being added at R/s). The hottest shard of 10,000 real ids is what is measured here.
     """
     ids = [f"{n:032x}" for n in range(10_000)]
-    for shards, rate in ((bs.DEFAULT_SHARDS, 3_500), (bs.MAX_SHARDS, 10_000)):
-        per_shard = Counter(bs.item_shard(i, shards) for i in ids)
+    for shards, rate in ((batch_records.DEFAULT_SHARDS, 3_500), (batch_records.MAX_SHARDS, 10_000)):
+        per_shard = Counter(batch_records.item_shard(i, shards) for i in ids)
         assert len(per_shard) == shards
         hottest = max(per_shard.values()) / len(ids)
         assert hottest < 1.25 / shards  # within 25 % of an even split (10,000 random ids)

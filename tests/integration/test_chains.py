@@ -196,9 +196,9 @@ def test_a_crash_between_a_steps_commit_and_the_next_hint_is_repaired_by_the_swe
     import asyncio
 
     from sqsjobs import sweep_once
+    from sqsjobs.chains.plugin import ChainHook
     from sqsjobs.runtime.execution import Execution
     from sqsjobs.transport import sqs
-    from sqsjobs.workflows.chain_hook import ChainHook
 
     app = make_app(ministack_url, lease_s=3.0, visibility_timeout_s=2, stale_after_s=1.0)
     app.registry.include(chain_app.app.registry)

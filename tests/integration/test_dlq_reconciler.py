@@ -356,7 +356,7 @@ def test_a_flow_cancelled_while_its_receive_is_in_flight_still_hands_back_what_t
 @pytest.mark.slow
 def test_a_redriven_schedule_fire_is_sent_back_a_bounded_number_of_times_and_its_job_runs_once(app, tmp_path):
     from sqsjobs.schedules.expressions import parse_instant
-    from sqsjobs.schedules.fire import idempotency_key
+    from sqsjobs.schedules.plugin import idempotency_key
     from sqsjobs.store.codec import idempotent_job_id
 
     at = "2026-11-28T10:00:00Z"

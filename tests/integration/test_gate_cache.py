@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 
 from bench.proxy import AwsProxy, Pending, Step
-from sqsjobs.limits.gate import Gate, Held
-from sqsjobs.limits.store import slot_id
+from sqsjobs.limits.plugin import Gate, Held
+from sqsjobs.limits.records import slot_id
 
 #: How long the batch read is held back: the release (one DeleteItem) ends well inside it.
 READ_DELAY_S = 1.0

@@ -42,7 +42,7 @@ from sqsjobs.runtime.kernel import features_of
 from sqsjobs.runtime.worker import Worker
 
 PACKAGE = Path(sqsjobs.__file__).resolve().parent
-#: The distinct modules the walk may execute: 27 before the kernel (limits/ and workflows/ among
+#: The distinct modules the walk may execute: 27 before the kernel (limits/ and the workflows among
 #: them); 29 after its first cut, none of them a feature's, but ten of them store modules; 18 at
 #: the start of the round that followed (the App, the ack, verdict, host, batcher, reserved-word,
 #: condition, deadline and record-from-a-message modules off the path or folded into their callers;

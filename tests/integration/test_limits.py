@@ -314,14 +314,15 @@ def test_a_breaker_opens_defers_without_using_attempts_then_one_probe_decides(ap
 
 def _breaker_item(app) -> dict:
     from sqsjobs._aws import Call, one
-    from sqsjobs.limits import store as ls
+    from sqsjobs.limits import records as limit_records
 
     item = app.run(
         one(
             Call(
                 "dynamodb",
                 "get_item",
-                ls.get(app.settings.table_name, ls.breaker_id("crm")) | {"ConsistentRead": True},
+                limit_records.get(app.settings.table_name, limit_records.breaker_id("crm"))
+                | {"ConsistentRead": True},
             )
         )
     )["Item"]
@@ -329,7 +330,7 @@ def _breaker_item(app) -> dict:
 
 
 def _breaker(app):
-    from sqsjobs.limits.ops import state_flow
+    from sqsjobs.limits.namespace import state_flow
 
     state = yield from state_flow(app.settings.table_name, app.registry, app.limits, now=time.time())
     crm = next(lim for lim in state.limits if lim.name == "crm")

@@ -27,8 +27,8 @@ from sqsjobs._aws import Call, one
 from sqsjobs.cli.main import cli
 from sqsjobs.local.dev import DevStack
 from sqsjobs.schedules.expressions import iso_utc
-from sqsjobs.schedules.fire import idempotency_key
 from sqsjobs.schedules.local import LocalScheduler
+from sqsjobs.schedules.plugin import idempotency_key
 from sqsjobs.schedules.sync import RETRY_MAX_ATTEMPTS, RETRY_MAX_EVENT_AGE_S, apply_flow, list_flow, plan_flow
 from sqsjobs.store.codec import idempotent_job_id
 from sqsjobs.testing import work_until

@@ -21,7 +21,7 @@ import pytest
 
 from sqsjobs import JobRequest, JobStatus
 from sqsjobs.envelope import DLQ_JOB_ID
-from sqsjobs.limits.ops import state_flow
+from sqsjobs.limits.namespace import state_flow
 from sqsjobs.transport import routes
 from sqsjobs.transport.lifespan import RESEND_MARGIN
 from tests.apps import ordered

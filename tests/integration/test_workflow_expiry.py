@@ -15,11 +15,11 @@ import time
 import pytest
 
 from sqsjobs import JobStatus
+from sqsjobs.chains.plugin import ChainHook
 from sqsjobs.runtime.execution import Execution
 from sqsjobs.runtime.sweeper import sweep
 from sqsjobs.testing import work_until
 from sqsjobs.transport import sqs
-from sqsjobs.workflows.chain_hook import ChainHook
 from tests.apps import chains as chain_app
 from tests.integration.helpers import queue_url, sqs_call, worker_env
 

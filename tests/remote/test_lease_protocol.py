@@ -15,7 +15,7 @@ from itsdangerous import URLSafeSerializer
 
 from sqsjobs import JobStatus
 from sqsjobs.errors import PayloadInvalid
-from sqsjobs.limits.gate import PAUSE_CACHE_S
+from sqsjobs.limits.plugin import PAUSE_CACHE_S
 from sqsjobs.remote.lease import SALT
 from tests.api.helpers import serving
 from tests.apps import polyglot

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from sqsjobs import App, ChainInvalid, ChainPlace, EnvelopeError, JobContext, JobRequest
+from sqsjobs.chains import records as chain_records
+from sqsjobs.chains.namespace import build_steps
 from sqsjobs.envelope import Envelope
 from sqsjobs.store import codec, enqueue, runs
 from sqsjobs.testing import run_job
-from sqsjobs.workflows import chain_store
-from sqsjobs.workflows.chains import build_steps
 
 NOW = 1_800_000_000.0
 
@@ -35,7 +35,7 @@ def test_step_ids_come_from_the_chain_id_and_a_dedupe_key_fixes_the_chain_id(app
     assert [j.chain for j in jobs] == [ChainPlace(chain_id, 0, 2), ChainPlace(chain_id, 1, 2)]
     assert build(app, [("a.add", {"n": 9})], dedupe_key="k1")[0] == chain_id
     assert build(app, [("a.add", {"n": 1})])[0] != build(app, [("a.add", {"n": 1})])[0]
-    assert "#" not in jobs[0].id and chain_store.chain_key(chain_id)["id"]["S"].startswith("chain#")
+    assert "#" not in jobs[0].id and chain_records.chain_key(chain_id)["id"]["S"].startswith("chain#")
 
 
 @pytest.mark.parametrize(
@@ -57,7 +57,7 @@ def test_a_payload_over_the_records_limit_goes_to_s3_for_every_step(app):
     big = {"n": 1, "blob": "x" * app.settings.held_inline_payload_bytes}
     _, jobs = build(app, [("a.add", big), ("a.add", {"n": 1})])
     assert jobs[0].payload_ref is not None and jobs[1].payload_ref is None
-    waiting = chain_store.waiting_put("t", jobs[1], token="tok")["Put"]["Item"]
+    waiting = chain_records.waiting_put("t", jobs[1], token="tok")["Put"]["Item"]
     assert waiting["status"] == {"S": "waiting"} and "payload" in waiting and "attn" not in waiting
 
 

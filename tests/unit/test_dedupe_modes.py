@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sqsjobs import App, Debounce, DedupeFor, JobRequest, Throttle, WhileActive
-from sqsjobs.dedupe import debounce, keys, modes
+from sqsjobs.dedupe import debounce, modes, records
 from sqsjobs.dedupe.modes import DEFAULT_MAX_QUIETS, MAX_WINDOW_S, Dedupe
 from sqsjobs.errors import ConfigurationError, DedupeInvalid
 from sqsjobs.producer import build_new_job
@@ -105,11 +105,11 @@ def test_an_enqueues_mode_wins_over_the_types_default_and_anything_else_is_refus
 def test_a_holder_lets_go_when_its_job_finished_or_its_record_never_came():
     key_item = {"id": av_s("unique#x"), "job_id": av_s("j"), "created_at": av_n(NOW)}
     for status, free in (("queued", False), ("running", False), ("retry_scheduled", False)):
-        assert keys.is_free({"status": av_s(status)}, key_item, NOW + 1) is free
+        assert records.is_free({"status": av_s(status)}, key_item, NOW + 1) is free
     for status in ("succeeded", "dead", "cancelled", "expired"):
-        assert keys.is_free({"status": av_s(status)}, key_item, NOW + 1)
-    assert not keys.is_free(None, key_item, NOW + 60)
-    assert keys.is_free(None, key_item, NOW + keys.STRANDED_AFTER_S + 1)
+        assert records.is_free({"status": av_s(status)}, key_item, NOW + 1)
+    assert not records.is_free(None, key_item, NOW + 60)
+    assert records.is_free(None, key_item, NOW + records.STRANDED_AFTER_S + 1)
 
 
 def test_debounce_is_due_a_quiet_period_after_each_enqueue_never_past_the_maximum_wait():
@@ -155,8 +155,8 @@ def test_a_key_item_expires_a_retention_after_its_job_may_start_or_after_a_debou
         now=NOW,
         idempotency_key="k",
     )
-    held = keys.take_key("tbl", job, retention_s=100).item
+    held = records.take_key("tbl", job, retention_s=100).item
     assert held[TTL_ATTRIBUTE] == {"N": str(int(NOW + 60 + 100))} and "until" not in held
-    gathering = keys.take_key("tbl", job, retention_s=100, until=NOW + 30).item
+    gathering = records.take_key("tbl", job, retention_s=100, until=NOW + 30).item
     assert gathering["until"] == {"N": str(NOW + 30)}
     assert gathering[TTL_ATTRIBUTE] == {"N": str(int(NOW + 30 + 100))}

@@ -35,11 +35,11 @@ WORKER_MODULES = [
     "transport/sqs.py",
     "transport/queues.py",
     "transport/objects.py",
-    "workflows/chain_hook.py",  # a chain step's previous result, and its finish's follow-up
-    "workflows/chains.py",  # the hook's reads; a handler may start a chain
-    "workflows/batches.py",  # ctx.add_to_batch
-    "workflows/completion.py",  # the batch hook's completion check
-    "limits/gate.py",  # a limit's slots, rate log and breaker
+    "chains/plugin.py",  # a chain step's previous result, and its finish's follow-up
+    "chains/namespace.py",  # the hook's reads; a handler may start a chain
+    "batches/namespace.py",  # ctx.add_to_batch
+    "batches/completion.py",  # the batch hook's completion check
+    "limits/plugin.py",  # a limit's slots, rate log and breaker
     "runtime/record_stage.py",  # a serialized job's note that it yielded its place
     "runtime/outliving.py",  # a run that outlives its message
     "steps/book.py",  # ctx.step's records
@@ -58,7 +58,7 @@ SWEEPER_MODULES = [
     "runtime/lambda_handlers.py",
     "transport/queues.py",
     "transport/objects.py",  # a large completion callback's payload
-    "workflows/completion.py",  # the repair of batches
+    "batches/completion.py",  # the repair of batches
 ]
 #: What the HTTP API's function runs: its routes and the producer and operator flows they call.
 API_MODULES = [
@@ -75,15 +75,15 @@ API_MODULES = [
     "ops/requeue.py",
     "transport/queues.py",
     "transport/objects.py",
-    "workflows/completion.py",  # cancel and retry of a batch item
+    "batches/completion.py",  # cancel and retry of a batch item
     "ops/cancel_job.py",
     "ops/bulk_cancel.py",
     "ops/reprioritize.py",
     "ops/worker_views.py",  # a worker's drain
-    "limits/ops.py",  # pause, resume, a breaker's close
-    "steps/tokens.py",  # a token's answer
-    "workflows/chains.py",
-    "workflows/batches.py",
+    "limits/namespace.py",  # pause, resume, a breaker's close
+    "steps/namespace.py",  # a token's answer
+    "chains/namespace.py",
+    "batches/namespace.py",
     # The HTTP worker protocol (POST /leases...): the claim and record stages a worker runs, from the API.
     "remote/lease_server.py",
     "remote/lease.py",  # the lease key's secret

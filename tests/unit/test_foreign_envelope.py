@@ -11,7 +11,7 @@ from sqsjobs import envelope as env
 from sqsjobs._clock import FakeClock
 from sqsjobs.delivery import Delivery
 from sqsjobs.errors import EnvelopeError, UnknownEnvelopeVersion
-from sqsjobs.ingress.foreign import job_of
+from sqsjobs.ingress.plugin import job_of
 from sqsjobs.store.codec import idempotent_job_id
 
 

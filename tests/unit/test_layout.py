@@ -22,7 +22,8 @@ ROLES = {
     "local",
     "observability",
     "api",
-    "workflows",
+    "batches",
+    "chains",
     "limits",
     "ingress",
     "events",
@@ -166,7 +167,15 @@ LAYERS: list[set[str]] = [
     {"transaction"},
     {"runtime"},
     {"notify"},  # per-job notifications: a feature the others' cancels tell through (a batch's, a chain's)
-    {"limits", "workflows", "schedules", "hooks", "steps", "dedupe"},  # the features: none imports another
+    {
+        "limits",
+        "batches",
+        "chains",
+        "schedules",
+        "hooks",
+        "steps",
+        "dedupe",
+    },  # the features: none imports another
     {"ingress"},  # foreign messages (they reuse a schedule's empty payload)
     {"events"},  # job events: they read batch and chain records from the change stream
     {"deploy"},
@@ -183,7 +192,23 @@ LAYERS: list[set[str]] = [
     {"__main__"},
 ]
 #: The feature folders: they plug into the kernel's seams (``runtime/seams.py``); the kernel imports none.
-FEATURES = {"limits", "workflows", "schedules", "ingress", "events", "hooks", "steps", "notify", "dedupe"}
+FEATURES = {
+    "limits",
+    "batches",
+    "chains",
+    "schedules",
+    "ingress",
+    "events",
+    "hooks",
+    "steps",
+    "notify",
+    "dedupe",
+}
+#: The parts a feature folder is made of, under the same name in every folder that has one: what the
+#: kernel sees (``plugin``: the ``Plugin`` factory and the seams it fills), its items in the jobs table
+#: (``records``: sans-I/O builders of their writes and reads) and what the App offers (``namespace``:
+#: ``app.chains``, ``app.limits``...). Only these names repeat, and only in feature folders.
+FEATURE_PARTS = {"plugin", "records", "namespace"}
 #: Imports that break the order today, each with why; the list only shrinks.
 KNOWN: dict[tuple[str, str], str] = {
     ("sqsjobs.deploy.packaging", "sqsjobs"): "it reads the package's own directory",
@@ -253,14 +278,27 @@ def test_no_module_needs_fmt_skip_to_stay_under_the_cap():
     assert marked == []
 
 
-def test_no_module_name_repeats_across_folders():
+def test_no_module_name_repeats_across_folders_but_a_feature_folders_parts():
     # A name that stands for one module wherever it is read (a traceback, a log's ``module``, a
-    # review): ``relay.py`` in two folders made every mention of "the relay" ambiguous.
+    # review): ``relay.py`` in two folders made every mention of "the relay" ambiguous. A feature's
+    # parts are the exception on purpose: ``limits/plugin.py`` reads as "the limits' plug-in".
     by_name: dict[str, list[str]] = {}
     for name, path in modules().items():
         if path.name not in ("__init__.py", "__main__.py"):
             by_name.setdefault(path.stem, []).append(name)
-    assert {stem: where for stem, where in by_name.items() if len(where) > 1} == {}
+    repeated = {stem: where for stem, where in by_name.items() if len(where) > 1}
+    assert set(repeated) <= FEATURE_PARTS, {s: w for s, w in repeated.items() if s not in FEATURE_PARTS}
+    outside = sorted(m for stem in FEATURE_PARTS for m in by_name.get(stem, []) if part_of(m) not in FEATURES)
+    assert outside == []
+
+
+def test_every_features_plug_in_is_made_in_its_folders_plugin_module():
+    from sqsjobs.app import App
+    from sqsjobs.runtime.kernel import features_of
+
+    makers = {feature.factory.__module__ for feature in features_of(App)}
+    assert {m for m in makers if not m.endswith(".plugin")} == set()
+    assert {part_of(m) for m in makers} <= FEATURES
 
 
 def aliased_module_imports() -> list[tuple[str, str, str]]:

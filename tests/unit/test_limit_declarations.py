@@ -6,8 +6,8 @@ import pytest
 
 from sqsjobs import App, Breaker, ConfigurationError
 from sqsjobs.limits.declarations import NO_KEY, Rate, parse_rate
-from sqsjobs.limits.gate import Gate
-from sqsjobs.limits.store import next_start, rate_id
+from sqsjobs.limits.plugin import Gate
+from sqsjobs.limits.records import next_start, rate_id
 
 
 def test_an_unknown_limit_name_fails_the_worker_start_naming_the_declared_ones():

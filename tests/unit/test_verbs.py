@@ -13,11 +13,11 @@ import pytest
 
 from sqsjobs import App
 from sqsjobs._aws import Call
-from sqsjobs.limits.ops import FlowControl
+from sqsjobs.batches.namespace import Batch, Batches
+from sqsjobs.chains.namespace import Chains
+from sqsjobs.limits.namespace import FlowControl
 from sqsjobs.runtime.kernel import Namespace
-from sqsjobs.steps.tokens import Tokens
-from sqsjobs.workflows.batches import Batch, Batches
-from sqsjobs.workflows.chains import Chains
+from sqsjobs.steps.namespace import Tokens
 
 #: The async twin of a sync verb: ``a`` + its name, and ``await_result`` for ``wait`` (``await`` is a keyword).
 SPECIAL_TWINS = {"wait": "await_result"}

@@ -27,12 +27,12 @@ from sqsjobs.errors import AwsError, HandlerNotFound, IdempotencyConflict, Paylo
 from sqsjobs.producer import JobRequest, build_new_job, enqueue_many_flow
 from sqsjobs.runtime.seams import Plugin
 from sqsjobs.schedules.expressions import MIN_PERIOD_S, iso_utc, parse_instant
-from sqsjobs.schedules.specs import empty_payload
+from sqsjobs.schedules.namespace import empty_payload
 
 if TYPE_CHECKING:
     from sqsjobs.delivery import Delivery
     from sqsjobs.runtime.kernel import Kernel
-    from sqsjobs.schedules.specs import Schedules
+    from sqsjobs.schedules.namespace import Schedules
 
 
 def idempotency_key(schedule: str, slot: float) -> str:

@@ -35,7 +35,7 @@ from sqsjobs._aws import Call, one
 from sqsjobs.delivery import Ack
 from sqsjobs.errors import AwsError, LimitWait
 from sqsjobs.job import AttemptOutcome
-from sqsjobs.limits import store as limit_store
+from sqsjobs.limits import records as limit_records
 from sqsjobs.runtime.seams import Plugin
 from sqsjobs.store.apply import Landed, Refused, apply
 from sqsjobs.store.codec import job_from_item, nonce, num_attr, str_attr
@@ -141,8 +141,8 @@ class Gate:
             del self.held[job_id]
 
     async def _check_pause(self, job_type: str) -> None:
-        item = (await self._read([limit_store.pause_id(job_type)], PAUSE_CACHE_S))[
-            limit_store.pause_id(job_type)
+        item = (await self._read([limit_records.pause_id(job_type)], PAUSE_CACHE_S))[
+            limit_records.pause_id(job_type)
         ]
         if item is not None:
             paused_for = self.kernel.clock.now() - (num_attr(item, "paused_at") or 0.0)
@@ -158,11 +158,11 @@ class Gate:
         now = self.kernel.clock.now()
         for lim in limits:  # refusals the cache alone can tell: no write
             if lim.breaker:
-                self._breaker_wait(lim, items[limit_store.breaker_id(lim.name)], now)
+                self._breaker_wait(lim, items[limit_records.breaker_id(lim.name)], now)
             if lim.concurrency and not self._free_slots(lim, keys[lim.name], items, now):
                 raise LimitWait("concurrency", lim.name, self._slot_wait())
             if lim.rate:
-                rid = limit_store.rate_id(lim.name, shards[lim.name], keys[lim.name])
+                rid = limit_records.rate_id(lim.name, shards[lim.name], keys[lim.name])
                 self._rate_wait(lim, items[rid], now, shards[lim.name], keys[lim.name])
         for lim in limits:
             if lim.concurrency:
@@ -170,8 +170,11 @@ class Gate:
         for lim in limits:
             if lim.breaker:
                 held.breakers.append(lim)
-                if limit_store.breaker_state(items[limit_store.breaker_id(lim.name)]) != limit_store.CLOSED:
-                    await self._become_probe(held, lim, items[limit_store.breaker_id(lim.name)])
+                if (
+                    limit_records.breaker_state(items[limit_records.breaker_id(lim.name)])
+                    != limit_records.CLOSED
+                ):
+                    await self._become_probe(held, lim, items[limit_records.breaker_id(lim.name)])
         held.at = self.kernel.clock.now()
         for lim in limits:
             if lim.rate:
@@ -190,11 +193,11 @@ class Gate:
         return job.tenant, job.payload
 
     def _breaker_wait(self, lim: Limit, item: Item | None, now: float) -> None:
-        state = limit_store.breaker_state(item)
-        if state == limit_store.OPEN and (until := num_attr(item or {}, "until") or 0.0) > now:
+        state = limit_records.breaker_state(item)
+        if state == limit_records.OPEN and (until := num_attr(item or {}, "until") or 0.0) > now:
             raise LimitWait("breaker", lim.name, until - now + random.uniform(0.0, 1.0))
         if (
-            state == limit_store.HALF_OPEN
+            state == limit_records.HALF_OPEN
             and (probe_until := num_attr(item or {}, "probe_until") or 0.0) > now
         ):
             low, high = PROBE_WAIT_S
@@ -205,14 +208,14 @@ class Gate:
         self, lim: Limit, key: str | None, items: Mapping[str, Item | None], now: float
     ) -> list[str]:
         assert lim.concurrency is not None
-        slots = [limit_store.slot_id(lim.name, n, key) for n in range(lim.slots(key))]
-        return [s for s in slots if limit_store.slot_is_free(items.get(s), now)]
+        slots = [limit_records.slot_id(lim.name, n, key) for n in range(lim.slots(key))]
+        return [s for s in slots if limit_records.slot_is_free(items.get(s), now)]
 
     def _rate_wait(self, lim: Limit, item: Item | None, now: float, shard: int, key: str | None) -> None:
         assert lim.rate is not None
         allowed = lim.rate.shard_starts(shard)
-        opens = limit_store.next_start(
-            limit_store.starts_of(item), allowed=allowed, window_s=lim.rate.window_s
+        opens = limit_records.next_start(
+            limit_records.starts_of(item), allowed=allowed, window_s=lim.rate.window_s
         )
         if opens > now:
             # Send waiting jobs back one start interval apart, so they do not all return at once.
@@ -230,7 +233,7 @@ class Gate:
         token = nonce()
         lease_s = self.kernel.settings.lease_s
         for slot in free[:MAX_TRIES]:
-            put = limit_store.take_slot(
+            put = limit_records.take_slot(
                 self._table, slot, job_id=held.job_id, token=token, now=now, lease_s=lease_s
             )
             if await self._conditional(put, lim.name, items, slot, token=token):
@@ -243,11 +246,11 @@ class Gate:
         return min(random.uniform(*SLOT_WAIT_S), self.kernel.settings.defer_recheck_max_s)
 
     async def _become_probe(self, held: Held, lim: Limit, item: Item | None) -> None:
-        bid = limit_store.breaker_id(lim.name)
-        write = limit_store.become_probe(
+        bid = limit_records.breaker_id(lim.name)
+        write = limit_records.become_probe(
             self._table,
             bid,
-            version=limit_store.version_of(item),
+            version=limit_records.version_of(item),
             job_id=held.job_id,
             now=self.kernel.clock.now(),
             lease_s=self.kernel.settings.lease_s,
@@ -262,21 +265,21 @@ class Gate:
 
     async def _log_start(self, held: Held, lim: Limit, shard: int, key: str | None) -> None:
         assert lim.rate is not None
-        rid = limit_store.rate_id(lim.name, shard, key)
+        rid = limit_records.rate_id(lim.name, shard, key)
         allowed = lim.rate.shard_starts(shard)
         items = {rid: self._cache.get(rid, (0.0, None))[1]}
         for _ in range(MAX_TRIES):
             item = items.get(rid)
-            starts = limit_store.starts_of(item)
+            starts = limit_records.starts_of(item)
             now = held.at
-            if limit_store.next_start(starts, allowed=allowed, window_s=lim.rate.window_s) > now:
+            if limit_records.next_start(starts, allowed=allowed, window_s=lim.rate.window_s) > now:
                 self._rate_wait(lim, item, now, shard, key)
             wid = nonce()
-            write = limit_store.record_start(
+            write = limit_records.record_start(
                 self._table,
                 rid,
                 starts=starts,
-                version=limit_store.version_of(item),
+                version=limit_records.version_of(item),
                 now=now,
                 allowed=allowed,
                 wid=wid,
@@ -344,11 +347,11 @@ class Gate:
     async def _undo(self, held: Held) -> None:
         await self._release(held)
         for bid in held.probes:
-            await self._quiet(limit_store.end_probe(self._table, bid, job_id=held.job_id))
+            await self._quiet(limit_records.end_probe(self._table, bid, job_id=held.job_id))
 
     async def _release(self, held: Held) -> None:
         for slot, token in held.slots:
-            await self._quiet(limit_store.give_back_slot(self._table, slot, token=token))
+            await self._quiet(limit_records.give_back_slot(self._table, slot, token=token))
             self._cache.pop(slot, None)
         held.slots = []
 
@@ -362,11 +365,11 @@ class Gate:
                 continue
             held.renewed = now
             writes += [
-                limit_store.renew_slot(self._table, s, token=t, now=now, lease_s=lease_s)
+                limit_records.renew_slot(self._table, s, token=t, now=now, lease_s=lease_s)
                 for s, t in held.slots
             ]
             writes += [
-                limit_store.renew_probe(self._table, b, job_id=job_id, now=now, lease_s=lease_s)
+                limit_records.renew_probe(self._table, b, job_id=job_id, now=now, lease_s=lease_s)
                 for b in held.probes
             ]
         await asyncio.gather(*(self._quiet(w, lost="limit slot lost at renewal") for w in writes))
@@ -398,7 +401,7 @@ class Gate:
             await self._release(held)
             failed = finish.outcome in (AttemptOutcome.RETRY, AttemptOutcome.DEAD)
             for lim in held.breakers:
-                bid = limit_store.breaker_id(lim.name)
+                bid = limit_records.breaker_id(lim.name)
                 if bid in held.probes:
                     await self._verdict(lim, held.job_id, finish.outcome)
                 elif failed:
@@ -410,19 +413,19 @@ class Gate:
 
     async def _verdict(self, lim: Limit, job_id: str, outcome: AttemptOutcome) -> None:
         assert lim.breaker is not None
-        bid = limit_store.breaker_id(lim.name)
+        bid = limit_records.breaker_id(lim.name)
         item = (await self._read([bid], 0.0))[bid]
         if item is None or str_attr(item, "probe") != job_id:
             return  # no longer this job's verdict (its probe lease ran out and another took over)
-        version, now = limit_store.version_of(item), self.kernel.clock.now()
+        version, now = limit_records.version_of(item), self.kernel.clock.now()
         if outcome is AttemptOutcome.SUCCEEDED:
-            verdict = limit_store.close_breaker(self._table, bid, version=version)
+            verdict = limit_records.close_breaker(self._table, bid, version=version)
         elif outcome in (AttemptOutcome.RETRY, AttemptOutcome.DEAD):
-            verdict = limit_store.open_breaker(
+            verdict = limit_records.open_breaker(
                 self._table, bid, version=version, now=now, cooldown_s=lim.breaker.cooldown_s
             )
         else:
-            verdict = limit_store.end_probe(self._table, bid, job_id=job_id)
+            verdict = limit_records.end_probe(self._table, bid, job_id=job_id)
         if await self._quiet(verdict):
             self._cache.pop(bid, None)
             self.kernel.logger.info(
@@ -431,13 +434,13 @@ class Gate:
 
     async def _count_failure(self, lim: Limit) -> None:
         assert lim.breaker is not None
-        bid, now = limit_store.breaker_id(lim.name), self.kernel.clock.now()
-        landed = await self.kernel.arun(apply(limit_store.record_failure(self._table, bid, now=now)))
+        bid, now = limit_records.breaker_id(lim.name), self.kernel.clock.now()
+        landed = await self.kernel.arun(apply(limit_records.record_failure(self._table, bid, now=now)))
         item = dict(landed.attributes or {}) if isinstance(landed, Landed) else {}
-        recent = [t for t in limit_store.failures_of(item) if t >= now - lim.breaker.window_s]
-        version = limit_store.version_of(item)
-        if limit_store.breaker_state(item) == limit_store.CLOSED and len(recent) >= lim.breaker.failures:
-            opening = limit_store.open_breaker(
+        recent = [t for t in limit_records.failures_of(item) if t >= now - lim.breaker.window_s]
+        version = limit_records.version_of(item)
+        if limit_records.breaker_state(item) == limit_records.CLOSED and len(recent) >= lim.breaker.failures:
+            opening = limit_records.open_breaker(
                 self._table, bid, version=version, now=now, cooldown_s=lim.breaker.cooldown_s
             )
             if await self._quiet(opening):
@@ -446,8 +449,8 @@ class Gate:
                     "breaker opened",
                     extra={"limit": lim.name, "failures": len(recent), "cooldown_s": lim.breaker.cooldown_s},
                 )
-        elif len(limit_store.failures_of(item)) > 2 * lim.breaker.failures:
-            await self._quiet(limit_store.trim_failures(self._table, bid, version=version, keep=recent))
+        elif len(limit_records.failures_of(item)) > 2 * lim.breaker.failures:
+            await self._quiet(limit_records.trim_failures(self._table, bid, version=version, keep=recent))
 
     # ── cache ─────────────────────────────────────────────────────────────────────────────
     async def _read(self, ids: Sequence[str], max_age_s: float) -> dict[str, Item | None]:
@@ -457,12 +460,12 @@ class Gate:
         # released, a breaker moved) while this one reads, so the answer never re-reads the cache.
         fresh = {i: c[1] for i in ids if (c := self._cache.get(i)) is not None and now - c[0] <= max_age_s}
         stale = [i for i in dict.fromkeys(ids) if i not in fresh]
-        for start in range(0, len(stale), limit_store.MAX_BATCH_GET):
-            chunk = stale[start : start + limit_store.MAX_BATCH_GET]
+        for start in range(0, len(stale), limit_records.MAX_BATCH_GET):
+            chunk = stale[start : start + limit_records.MAX_BATCH_GET]
             response = await self.kernel.arun(
-                one(Call("dynamodb", "batch_get_item", limit_store.batch_get(self._table, chunk)))
+                one(Call("dynamodb", "batch_get_item", limit_records.batch_get(self._table, chunk)))
             )
-            found = limit_store.batch_items(self._table, response)
+            found = limit_records.batch_items(self._table, response)
             for i in chunk:
                 fresh[i] = found.get(i)
                 self._remember(i, fresh[i])
@@ -495,11 +498,11 @@ class Gate:
 
 def _ids(lim: Limit, key: str | None, shard: int) -> list[str]:
     """Every item an admission under ``lim`` may need, read in one batch."""
-    ids = [limit_store.slot_id(lim.name, n, key) for n in range(lim.slots(key))]
+    ids = [limit_records.slot_id(lim.name, n, key) for n in range(lim.slots(key))]
     if lim.breaker:
-        ids.append(limit_store.breaker_id(lim.name))
+        ids.append(limit_records.breaker_id(lim.name))
     if lim.rate:
-        ids.append(limit_store.rate_id(lim.name, shard, key))
+        ids.append(limit_records.rate_id(lim.name, shard, key))
     return ids
 
 

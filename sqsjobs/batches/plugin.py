@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sqsjobs.batches import records as batch_records
+from sqsjobs.batches.completion import after_finish_flow, repair_flow
+from sqsjobs.batches.namespace import ItemStream, env_of
 from sqsjobs.job import AttemptOutcome
 from sqsjobs.runtime.seams import Plugin
-from sqsjobs.workflows import batch_store
-from sqsjobs.workflows.batches import ItemStream, env_of
-from sqsjobs.workflows.completion import after_finish_flow, repair_flow
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -46,7 +46,7 @@ class BatchHook:
         counter = COUNTED.get(finish.outcome)
         if counter is None or finish.job.batch is None:
             return []
-        return [batch_store.count_write(self._kernel.settings.table_name, finish.job.batch.key, counter)]
+        return [batch_records.count_write(self._kernel.settings.table_name, finish.job.batch.key, counter)]
 
     async def landed(self, finish: Finish) -> None:
         """Read the item's shard and check the batch when it is done; never raises."""

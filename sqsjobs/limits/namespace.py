@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, Flow, async_verb, one, sync_verb
 from sqsjobs.errors import ConfigurationError, InvalidTransition, RecordChanged
-from sqsjobs.limits import store as limit_store
+from sqsjobs.limits import records as limit_records
 from sqsjobs.limits.declarations import Limits
 from sqsjobs.runtime.kernel import Namespace
 from sqsjobs.store.apply import Landed, Refused, apply
@@ -46,13 +46,13 @@ def pause_flow(
 ) -> Flow[None]:
     """Pause ``job_type`` fleet-wide: its workers stop starting it within ``PAUSE_CACHE_S``."""
     pausable(registry, job_type)
-    yield from apply(limit_store.pause(table, job_type, reason=reason, now=now))
+    yield from apply(limit_records.pause(table, job_type, reason=reason, now=now))
 
 
 def resume_flow(table: str, registry: Registry, job_type: str) -> Flow[bool]:
     """Resume ``job_type``; True if it was paused."""
     pausable(registry, job_type)
-    removed = yield from apply(limit_store.resume(table, job_type))
+    removed = yield from apply(limit_records.resume(table, job_type))
     return isinstance(removed, Landed) and bool(removed.attributes)
 
 
@@ -117,12 +117,12 @@ def _ids(lim: Limit, keys: Sequence[str]) -> list[str]:
     ids: list[str] = []
     if lim.concurrency:
         for key in [None] if lim.key is None else list(keys):
-            ids += [limit_store.slot_id(lim.name, n, key) for n in range(lim.slots(key))]
+            ids += [limit_records.slot_id(lim.name, n, key) for n in range(lim.slots(key))]
     if lim.rate:
         for key in [None] if lim.key is None else list(keys):
-            ids += [limit_store.rate_id(lim.name, s, key) for s in range(lim.rate.shards)]
+            ids += [limit_records.rate_id(lim.name, s, key) for s in range(lim.rate.shards)]
     if lim.breaker:
-        ids.append(limit_store.breaker_id(lim.name))
+        ids.append(limit_records.breaker_id(lim.name))
     return ids
 
 
@@ -131,21 +131,21 @@ def state_flow(
 ) -> Flow[FlowState]:
     """Read the pause items and every limit's items (``keys``: partition values to show)."""
     types = [s.name for s in registry if s.pausable]
-    ids = [limit_store.pause_id(t) for t in types] + [i for lim in limits for i in _ids(lim, keys)]
+    ids = [limit_records.pause_id(t) for t in types] + [i for lim in limits for i in _ids(lim, keys)]
     items: dict[str, Item] = {}
-    for start in range(0, len(ids), limit_store.MAX_BATCH_GET):
+    for start in range(0, len(ids), limit_records.MAX_BATCH_GET):
         response = yield from one(
             Call(
                 "dynamodb",
                 "batch_get_item",
-                limit_store.batch_get(table, ids[start : start + limit_store.MAX_BATCH_GET]),
+                limit_records.batch_get(table, ids[start : start + limit_records.MAX_BATCH_GET]),
             )
         )
-        items |= limit_store.batch_items(table, response)
+        items |= limit_records.batch_items(table, response)
     paused = {
         t: {"reason": str_attr(item, "reason"), "paused_at": num_attr(item, "paused_at")}
         for t in types
-        if (item := items.get(limit_store.pause_id(t))) is not None
+        if (item := items.get(limit_records.pause_id(t))) is not None
     }
     states = []
     for lim in limits:
@@ -155,7 +155,7 @@ def state_flow(
 
             def held(key: str | None, lim: Limit = lim) -> int:
                 return sum(
-                    not limit_store.slot_is_free(items.get(limit_store.slot_id(lim.name, n, key)), now)
+                    not limit_records.slot_is_free(items.get(limit_records.slot_id(lim.name, n, key)), now)
                     for n in range(lim.slots(key))
                 )
 
@@ -169,17 +169,17 @@ def state_flow(
                 t
                 for key in ([None] if lim.key is None else keys)
                 for s in range(lim.rate.shards)
-                for t in limit_store.starts_of(items.get(limit_store.rate_id(lim.name, s, key)))
+                for t in limit_records.starts_of(items.get(limit_records.rate_id(lim.name, s, key)))
             ]
             state.recent_starts = sum(t > now - lim.rate.window_s for t in starts)
         if lim.breaker:
-            item = items.get(limit_store.breaker_id(lim.name))
-            state.breaker = limit_store.breaker_state(item)
+            item = items.get(limit_records.breaker_id(lim.name))
+            state.breaker = limit_records.breaker_state(item)
             state.breaker_until = (
-                num_attr(item, "until") if item and state.breaker == limit_store.OPEN else None
+                num_attr(item, "until") if item and state.breaker == limit_records.OPEN else None
             )
             state.breaker_failures = sum(
-                t >= now - lim.breaker.window_s for t in limit_store.failures_of(item)
+                t >= now - lim.breaker.window_s for t in limit_records.failures_of(item)
             )
         states.append(state)
     return FlowState(paused, states)
@@ -203,13 +203,15 @@ def close_breaker_flow(table: str, limits: Limits, name: str) -> Flow[str]:
     lim = limits.get(name)
     if lim.breaker is None:
         raise ConfigurationError(f"limit {name!r} has no breaker (declare it with breaker=Breaker(...))")
-    item_id = limit_store.breaker_id(name)
-    found = yield Call("dynamodb", "get_item", limit_store.get(table, item_id) | {"ConsistentRead": True})
+    item_id = limit_records.breaker_id(name)
+    found = yield Call("dynamodb", "get_item", limit_records.get(table, item_id) | {"ConsistentRead": True})
     item = found.get("Item")
-    state = limit_store.breaker_state(item)
-    if state == limit_store.CLOSED:
+    state = limit_records.breaker_state(item)
+    if state == limit_records.CLOSED:
         raise InvalidTransition(f"the breaker of limit {name!r} is already closed")
-    closed = yield from apply(limit_store.close_breaker(table, item_id, version=limit_store.version_of(item)))
+    closed = yield from apply(
+        limit_records.close_breaker(table, item_id, version=limit_records.version_of(item))
+    )
     if isinstance(closed, Refused):
         raise RecordChanged(
             f"the breaker of limit {name!r} changed meanwhile; read it and try again"

@@ -21,7 +21,7 @@ reference) and no attention entry: nothing but their predecessor's success makes
 Every write to the chain record is conditional on ``chain_state = running AND current = n``: while
 step n runs, only step n's own finish (fenced by its claim token, so it happens once) and a cancel
 request change the record, and the cancel request leaves both alone — so a finish never meets a
-refusal it did not expect (``chain_hook``).
+refusal it did not expect (``chains.plugin``).
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def waiting_put(table: str, job: NewJob, *, token: str) -> dict[str, Any]:
     return {"Put": put}
 
 
-# ── a step's finish (entries of chain_hook's transaction) ────────────────────────────────────
+# ── a step's finish (entries of the chain plug-in's transaction) ────────────────────────────────────
 # The predecessor succeeded, in the same transaction as its complete.
 @STATE_TABLE.row(
     "unblock",

@@ -7,10 +7,10 @@
     app.chains.get(chain_id)     # ChainStatus: running | succeeded | stopped | cancelled, and its steps
     app.chains.cancel(chain_id)
 
-Creation is one TransactWriteItems (``chain_store``): the chain record, step 0 as a transactional
+Creation is one TransactWriteItems (``chains.records``): the chain record, step 0 as a transactional
 job (payload and a ``pending`` entry until its hint is sent, as ``sqsjobs.transaction`` writes it)
 and steps 1.. as ``waiting`` records that hold their payloads. Each step's success unblocks the
-next in the same transaction (``chain_hook``); a step that dies or is cancelled ends the chain and
+next in the same transaction (``chains.plugin``); a step that dies or is cancelled ends the chain and
 its later steps are dropped. A step's retries are its own type's policy: the chain waits.
 
 The guarantees, the cost per step and the limits are in docs/workflows-chains.md.
@@ -23,10 +23,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqsjobs._aws import Call, Flow, async_verb, sync_verb
+from sqsjobs.chains import records as chain_records
+from sqsjobs.chains.records import ChainState
 from sqsjobs.config import to_seconds
 from sqsjobs.errors import ChainInvalid, ChainNotFound, IdempotencyConflict, StoreError, TransactionInvalid
 from sqsjobs.job import ChainPlace, JobStatus
-from sqsjobs.notify.end_hook import CancelTold, told_cancel
+from sqsjobs.notify.plugin import CancelTold, told_cancel
 from sqsjobs.producer import JobRequest, build_new_job, hint_written, route_of, write_objects
 from sqsjobs.runtime.kernel import Namespace
 from sqsjobs.store import operator, transact, waiting
@@ -34,8 +36,6 @@ from sqsjobs.store.apply import Refused, apply_all
 from sqsjobs.store.codec import job_from_item, nonce, str_attr, to_datetime
 from sqsjobs.store.enqueue import outside_producer
 from sqsjobs.transport.queues import QueueUrls
-from sqsjobs.workflows import chain_store
-from sqsjobs.workflows.chain_store import ChainState
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -104,12 +104,12 @@ def build_steps(
     goes to S3 and the record keeps its reference, as for a held job.
     """
     requests = [dataclasses.replace(_request(n, s), notify=notify) for n, s in enumerate(steps)]
-    if not 1 <= len(requests) <= chain_store.MAX_STEPS:
+    if not 1 <= len(requests) <= chain_records.MAX_STEPS:
         raise ChainInvalid(
-            f"a chain has 1 to {chain_store.MAX_STEPS} steps, not {len(requests)}: the chain record and every step "
+            f"a chain has 1 to {chain_records.MAX_STEPS} steps, not {len(requests)}: the chain record and every step "
             "must fit one DynamoDB transaction (100 items); split the work into chains that start each other"
         )
-    chain_id = chain_store.new_chain_id(dedupe_key)
+    chain_id = chain_records.new_chain_id(dedupe_key)
     jobs = []
     for index, request in enumerate(requests):
         job = outside_producer(
@@ -118,7 +118,7 @@ def build_steps(
         jobs.append(
             dataclasses.replace(
                 job,
-                id=chain_store.step_job_id(chain_id, index),
+                id=chain_records.step_job_id(chain_id, index),
                 chain=ChainPlace(chain_id, index, len(requests)),
             )
         )
@@ -166,9 +166,9 @@ def create_flow(
         table, first, token=token, pending_until=first.run_at + settings.stale_after_s
     )
     entries = [
-        chain_store.chain_put(table, chain_id, jobs, now=now, dedupe_key=dedupe_key, token=token),
+        chain_records.chain_put(table, chain_id, jobs, now=now, dedupe_key=dedupe_key, token=token),
         first_put,
-        *(chain_store.waiting_put(table, job, token=token) for job in jobs[1:]),
+        *(chain_records.waiting_put(table, job, token=token) for job in jobs[1:]),
     ]
     try:
         created = yield from apply_all(entries, wid=token, own=range(len(entries)))
@@ -195,7 +195,7 @@ def _refused(refused: Refused, chain_id: str, jobs: Sequence[NewJob], dedupe_key
     existing = refused.item_at(0) if refused.code(0) == transact.CONDITION_FAILED else None
     if not existing:
         raise refused.as_error()
-    if str_attr(existing, "steps_hash") == chain_store.steps_hash(jobs):
+    if str_attr(existing, "steps_hash") == chain_records.steps_hash(jobs):
         return chain_id
     raise IdempotencyConflict(
         f"dedupe key {dedupe_key!r} already names chain {chain_id} with other steps; reuse the same steps "
@@ -209,9 +209,9 @@ def read_items(
 ) -> Flow[dict[str, Item]]:
     """The items with these ids (strongly consistent), by id; absent ids are left out."""
     found: dict[str, Item] = {}
-    for start in range(0, len(ids), chain_store.MAX_BATCH_GET):
-        request: dict[str, Any] | None = chain_store.batch_get(
-            table, ids[start : start + chain_store.MAX_BATCH_GET], attributes=attributes
+    for start in range(0, len(ids), chain_records.MAX_BATCH_GET):
+        request: dict[str, Any] | None = chain_records.batch_get(
+            table, ids[start : start + chain_records.MAX_BATCH_GET], attributes=attributes
         )
         for _ in range(10):  # unprocessed keys (throttling): ask again for those only
             if not request:
@@ -232,11 +232,11 @@ def read_items(
 def get_flow(settings: Settings, chain_id: str) -> Flow[ChainStatus]:
     """The chain's record and its steps' states: one GetItem and one BatchGetItem per 100 steps."""
     table = settings.table_name
-    response = yield Call("dynamodb", "get_item", chain_store.get_chain(table, chain_id))
+    response = yield Call("dynamodb", "get_item", chain_records.get_chain(table, chain_id))
     if "Item" not in response:
         raise ChainNotFound(f"no chain with id {chain_id!r} in table {table}")
-    chain = chain_store.chain_fields(response["Item"])
-    ids = [chain_store.step_job_id(chain_id, n) for n in range(chain["length"])]
+    chain = chain_records.chain_fields(response["Item"])
+    ids = [chain_records.step_job_id(chain_id, n) for n in range(chain["length"])]
     items = yield from read_items(table, ids, attributes=("id", "status", "reason"))
     steps = tuple(
         ChainStep(
@@ -276,7 +276,7 @@ def cancel_flow(settings: Settings, registry: Registry, chain_id: str, now: floa
 
     The current step decides, in one transaction with the chain record: queued or waiting to retry,
     it is cancelled with every waiting step; running, it gets a cancel request (seen at its next
-    heartbeat; if it succeeds first, the next step refuses to start, ``chain_hook.before_step``).
+    heartbeat; if it succeeds first, the next step refuses to start, ``chains.plugin.before_step``).
     When the chain moves under the read (the step was claimed, or finished), it reads again. A
     chain started with ``notify=`` is told of its cancel by a delivery written in the same transaction.
     """
@@ -288,7 +288,7 @@ def cancel_flow(settings: Settings, registry: Registry, chain_id: str, now: floa
         step = status.steps[status.current]
         later = [s for s in status.steps[step.position + 1 :] if s.status is JobStatus.WAITING]
         reason = f"chain cancelled by request at step {step.position}"
-        end = chain_store.end(
+        end = chain_records.end(
             table,
             chain_id,
             step=step.position,
@@ -309,7 +309,7 @@ def cancel_flow(settings: Settings, registry: Registry, chain_id: str, now: floa
                 ).transact_item(),
                 end.update_item(),
                 *(
-                    chain_store.drop(
+                    chain_records.drop(
                         table, s.job_id, now=now, reason=reason, retention_s=settings.retention_s
                     ).update_item()
                     for s in later
@@ -319,7 +319,7 @@ def cancel_flow(settings: Settings, registry: Registry, chain_id: str, now: floa
             outcome = "requested"
             updates = [
                 operator.request_cancel(table, step.job_id, now=now).transact_item(),
-                chain_store.cancel_requested(table, chain_id, step=step.position, now=now).update_item(),
+                chain_records.cancel_requested(table, chain_id, step=step.position, now=now).update_item(),
             ]
         else:
             continue  # between two writes of a finish: read again

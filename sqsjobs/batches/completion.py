@@ -27,9 +27,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, Flow
+from sqsjobs.batches import records as batch_records
 from sqsjobs.errors import BatchNotFound
 from sqsjobs.job import JobStatus
-from sqsjobs.notify.end_hook import CancelTold, told_cancel
+from sqsjobs.notify.plugin import CancelTold, told_cancel
 from sqsjobs.producer import hint_written
 from sqsjobs.store import requests, transact
 from sqsjobs.store.apply import Landed, Refusal, Refused, apply, apply_all
@@ -41,7 +42,6 @@ from sqsjobs.store.schema import BATCH, attention_partitions, due_records, query
 from sqsjobs.store.transact import CONDITION_FAILED
 from sqsjobs.store.write import Check, Write
 from sqsjobs.transport import objects
-from sqsjobs.workflows import batch_store
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -66,7 +66,7 @@ class BatchEnv:
     registry: Registry | None = None
 
     def told(self, job: Job, now: float) -> CancelTold:
-        """The delivery a cancel of waiting ``job`` writes with it (``notify.end_hook.told_cancel``)."""
+        """The delivery a cancel of waiting ``job`` writes with it (``notify.plugin.told_cancel``)."""
         return (
             CancelTold(self.settings)
             if self.registry is None
@@ -94,17 +94,17 @@ class BatchEnv:
             self.logger.info(event, extra=fields)
 
 
-def read_record_flow(env: BatchEnv, batch_id: str) -> Flow[batch_store.BatchRecord]:
+def read_record_flow(env: BatchEnv, batch_id: str) -> Flow[batch_records.BatchRecord]:
     """The batch record (consistent read); ``BatchNotFound`` when there is none."""
-    found = yield Call("dynamodb", "get_item", batch_store.get_record(env.table, batch_id))
+    found = yield Call("dynamodb", "get_item", batch_records.get_record(env.table, batch_id))
     if "Item" not in found:
         raise BatchNotFound(f"no batch with id {batch_id!r} in table {env.table}")
-    return batch_store.read_record(found["Item"])
+    return batch_records.read_record(found["Item"])
 
 
-def read_shards_flow(env: BatchEnv, record: batch_store.BatchRecord) -> Flow[list[dict[str, Any]]]:
+def read_shards_flow(env: BatchEnv, record: batch_records.BatchRecord) -> Flow[list[dict[str, Any]]]:
     """Every shard item of the batch, strongly consistent, in shard order."""
-    request = batch_store.get_shards(env.table, record.id, record.shards)
+    request = batch_records.get_shards(env.table, record.id, record.shards)
     items: list[dict[str, Any]] = []
     while request["RequestItems"]:
         response = yield Call("dynamodb", "batch_get_item", request)
@@ -117,8 +117,8 @@ def read_shards_flow(env: BatchEnv, record: batch_store.BatchRecord) -> Flow[lis
 def seal_flow(env: BatchEnv, batch_id: str, now: float) -> Flow[None]:
     """Seal the batch (no item may be added after), then check whether it is complete (idempotent)."""
     record = yield from read_record_flow(env, batch_id)
-    if record.status == batch_store.OPEN:
-        entries = batch_store.seal_entries(
+    if record.status == batch_records.OPEN:
+        entries = batch_records.seal_entries(
             env.table, record, now=now, repair_at=now + env.settings.stale_after_s
         )
         sealed = yield from apply_all(entries)
@@ -131,9 +131,9 @@ def seal_flow(env: BatchEnv, batch_id: str, now: float) -> Flow[None]:
 
 def after_finish_flow(env: BatchEnv, batch_key: str, *, failed: bool, now: float) -> Flow[None]:
     """After an item's terminal write landed: read its shard; check the batch if that shard is done."""
-    batch_id, shard = batch_store.shard_of_key(batch_key)
-    found = yield Call("dynamodb", "get_item", batch_store.get_shard(env.table, shard))
-    counts = batch_store.read_counts([found["Item"]] if "Item" in found else [])
+    batch_id, shard = batch_records.shard_of_key(batch_key)
+    found = yield Call("dynamodb", "get_item", batch_records.get_shard(env.table, shard))
+    counts = batch_records.read_counts([found["Item"]] if "Item" in found else [])
     if failed or counts.drained:  # a failure may exceed max_item_failures, whatever the shard says
         yield from check_flow(env, batch_id, now, for_failure=failed and not counts.drained)
 
@@ -152,22 +152,22 @@ def check_flow(
         record = yield from read_record_flow(env, batch_id)
     except BatchNotFound:
         return False
-    if record.status == batch_store.COMPLETE or (for_failure and record.max_item_failures is None):
+    if record.status == batch_records.COMPLETE or (for_failure and record.max_item_failures is None):
         return False
     shard_items = yield from read_shards_flow(env, record)
     counts = (
-        batch_store.read_counts(shard_items)
+        batch_records.read_counts(shard_items)
         if len(shard_items) == record.shards
-        else batch_store.Counts(sealed=False)
+        else batch_records.Counts(sealed=False)
     )
     if record.max_item_failures is not None and counts.failed > record.max_item_failures:
         reason = f"{counts.failed} items failed, more than max_item_failures={record.max_item_failures}"
         return (yield from fail_flow(env, record, reason, now))
-    if record.status != batch_store.SEALED or not counts.drained:
+    if record.status != batch_records.SEALED or not counts.drained:
         return False
     if record.children_done < record.children:
         if record.drained_at is None:
-            drained = yield from apply(batch_store.drain(env.table, record.id, now=now))
+            drained = yield from apply(batch_records.drain(env.table, record.id, now=now))
             if isinstance(drained, Landed):  # refused: drained by another checker already
                 env.log("batch drained, sealing its children", batch_id=batch_id, children=list(record.kids))
         elif not seal_children:
@@ -178,24 +178,24 @@ def check_flow(
     return (yield from _complete(env, record, counts, shard_items, now, failed=False, reason=None))
 
 
-def fail_flow(env: BatchEnv, record: batch_store.BatchRecord, reason: str, now: float) -> Flow[bool]:
+def fail_flow(env: BatchEnv, record: batch_records.BatchRecord, reason: str, now: float) -> Flow[bool]:
     """Complete the batch at once as failed (sealing it), then cancel its pending items and its sub-tree."""
     shard_items = yield from read_shards_flow(env, record)
-    counts = batch_store.read_counts(shard_items)
+    counts = batch_records.read_counts(shard_items)
     done = yield from _complete(env, record, counts, shard_items, now, failed=True, reason=reason)
     yield from stop_items_flow(env, record, now)
     for kid in record.kids:
         with contextlib.suppress(BatchNotFound):
             child = yield from read_record_flow(env, kid)
-            if child.status != batch_store.COMPLETE:
+            if child.status != batch_records.COMPLETE:
                 yield from fail_flow(env, child, f"parent batch {record.id} failed: {reason}", now)
     return done
 
 
 def _complete(
     env: BatchEnv,
-    record: batch_store.BatchRecord,
-    counts: batch_store.Counts,
+    record: batch_records.BatchRecord,
+    counts: batch_records.Counts,
     shard_items: Sequence[Mapping[str, Any]],
     now: float,
     *,
@@ -220,7 +220,7 @@ def _complete(
         yield from objects.put_flow(job.payload_ref, job.payload_json.encode())
     token = nonce()
     put = transact.job_entry(env.table, job, token=token, pending_until=now + env.settings.stale_after_s)
-    entries = batch_store.complete_entries(
+    entries = batch_records.complete_entries(
         env.table,
         record,
         counts,
@@ -243,7 +243,7 @@ def _complete(
     return True
 
 
-def callback_job(settings: Settings, record: batch_store.BatchRecord, payload: Any, now: float) -> NewJob:
+def callback_job(settings: Settings, record: batch_records.BatchRecord, payload: Any, now: float) -> NewJob:
     """The completion callback: a job of the batch's ``on_complete`` type, keyed by the batch id."""
     key = f"batch:{record.id}"
     job = NewJob(
@@ -265,14 +265,14 @@ def callback_job(settings: Settings, record: batch_store.BatchRecord, payload: A
     return job
 
 
-def item_ids_flow(env: BatchEnv, record: batch_store.BatchRecord) -> Flow[list[str]]:
+def item_ids_flow(env: BatchEnv, record: batch_records.BatchRecord) -> Flow[list[str]]:
     """Every item id of the batch, from the ``batch_items`` index (one query per shard)."""
     ids: list[str] = []
     for n in range(record.shards):
         start = None
         while True:
             page = yield Call(
-                "dynamodb", "query", batch_store.query_items(env.table, f"{record.id}#{n:02d}", start)
+                "dynamodb", "query", batch_records.query_items(env.table, f"{record.id}#{n:02d}", start)
             )
             ids += [i["id"]["S"] for i in page.get("Items", [])]
             start = page.get("LastEvaluatedKey")
@@ -301,7 +301,7 @@ def items_flow(env: BatchEnv, ids: Sequence[str], fields: str) -> Flow[list[dict
     return got
 
 
-def succeeded_items_flow(env: BatchEnv, record: batch_store.BatchRecord) -> Flow[list[dict[str, Any]]]:
+def succeeded_items_flow(env: BatchEnv, record: batch_records.BatchRecord) -> Flow[list[dict[str, Any]]]:
     """``[{"id", "result"} | {"id", "result_ref"}]`` of the succeeded items, for a final-stage callback."""
     ids = yield from item_ids_flow(env, record)
     items = yield from items_flow(env, ids, "id, #status, #result, result_ref")
@@ -334,7 +334,7 @@ def cancel_item_flow(env: BatchEnv, job: Job, now: float) -> Flow[bool]:
     told = env.told(job, now)
     entries = [
         {"Update": params.transact_item()},
-        batch_store.count_entry(env.table, key, "failed"),
+        batch_records.count_entry(env.table, key, "failed"),
         *told.entries(),
     ]
     cancelled = yield from apply_all(entries)
@@ -356,7 +356,7 @@ def _job_flow(env: BatchEnv, job_id: str) -> Flow[Job]:
     return job_from_item(found["Item"])
 
 
-def stop_items_flow(env: BatchEnv, record: batch_store.BatchRecord, now: float) -> Flow[dict[str, int]]:
+def stop_items_flow(env: BatchEnv, record: batch_records.BatchRecord, now: float) -> Flow[dict[str, int]]:
     """Cancel the batch's waiting items and ask its running ones to stop; how many of each."""
     ids = yield from item_ids_flow(env, record)
     items = yield from items_flow(env, ids, STOP_FIELDS)
@@ -379,7 +379,7 @@ def stop_items_flow(env: BatchEnv, record: batch_store.BatchRecord, now: float) 
             cancelled = yield from apply_all(
                 [
                     {"Update": params.transact_item()},
-                    batch_store.count_entry(env.table, item["batch_key"]["S"], "failed"),
+                    batch_records.count_entry(env.table, item["batch_key"]["S"], "failed"),
                     *told.entries(),
                 ]
             )
@@ -407,13 +407,13 @@ def replay_write_flow(env: BatchEnv, job: Job, write: Write) -> Flow[Landed | Re
     record_check = {
         "ConditionCheck": Check(
             env.table,
-            {"id": av_s(batch_store.record_id(job.batch.id))},
-            (Fragment("not_complete", not_complete, {":complete": av_s(batch_store.COMPLETE)}),),
+            {"id": av_s(batch_records.record_id(job.batch.id))},
+            (Fragment("not_complete", not_complete, {":complete": av_s(batch_records.COMPLETE)}),),
         ).transact_item()
     }
     entries = [
         {"Update": write.transact_item()},
-        batch_store.count_entry(env.table, job.batch.key, "failed", by=-1),
+        batch_records.count_entry(env.table, job.batch.key, "failed", by=-1),
         record_check,
     ]
     replayed = yield from apply_all(entries)
@@ -449,10 +449,10 @@ def repair_flow(env: BatchEnv, now: float) -> Flow[list[str]]:
                     record = yield from read_record_flow(env, batch_id)
                 except BatchNotFound:
                     continue
-                if record.status != batch_store.COMPLETE and record.attn is not None:
+                if record.status != batch_records.COMPLETE and record.attn is not None:
                     next_due = now + env.settings.stale_after_s
                     # A refusal: it changed meanwhile, and its new entry stands.
-                    yield from apply(batch_store.push_repair(env.table, record, next_due=next_due))
+                    yield from apply(batch_records.push_repair(env.table, record, next_due=next_due))
             start = page.get("LastEvaluatedKey")
             if not start:
                 break

@@ -3,7 +3,7 @@
 An EventBridge rule, an SNS topic, a Step Functions task or a Go service puts ``{"sqsjobs": 1,
 "type", "payload", ...}`` (``sqsjobs.envelope.Foreign``; docs/enqueue-from-aws.md) on a queue. Such a
 sender has no record to write and no payload hash to compute, so the worker does the producer's part,
-the way a schedule fire does (``sqsjobs.schedules.fire``): it validates the payload with the type's
+the way a schedule fire does (``sqsjobs.schedules.plugin``): it validates the payload with the type's
 handler, writes the record and sends an ordinary hint through the producer's own path, and only then
 deletes the foreign message.
 
@@ -38,7 +38,7 @@ from sqsjobs.observability.tracing import AWS_TRACE_HEADER, TRACEPARENT
 from sqsjobs.observability.tracing import parse as parse_trace
 from sqsjobs.producer import JobRequest, build_new_job, enqueue_jobs_flow
 from sqsjobs.runtime.seams import Plugin
-from sqsjobs.schedules.specs import empty_payload
+from sqsjobs.schedules.namespace import empty_payload
 
 if TYPE_CHECKING:
     from sqsjobs.delivery import Delivery

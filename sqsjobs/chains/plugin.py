@@ -29,6 +29,9 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, one
+from sqsjobs.chains import records as chain_records
+from sqsjobs.chains.namespace import read_items
+from sqsjobs.chains.records import ChainState
 from sqsjobs.errors import Cancel
 from sqsjobs.job import AttemptOutcome, JobStatus
 from sqsjobs.producer import hint_written
@@ -37,9 +40,6 @@ from sqsjobs.store import codec, requests
 from sqsjobs.store.apply import apply
 from sqsjobs.store.codec import Item, num_attr, str_attr, to_datetime
 from sqsjobs.transport import objects
-from sqsjobs.workflows import chain_store
-from sqsjobs.workflows.chain_store import ChainState
-from sqsjobs.workflows.chains import read_items
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -63,7 +63,7 @@ async def before_step(kernel: Kernel, job: Job) -> Any:
         raise Cancel("chain cancelled: this step was asked to stop before it started")
     if job.chain is None or not job.chain.step:
         return None
-    previous_id = chain_store.step_job_id(job.chain.id, job.chain.step - 1)
+    previous_id = chain_records.step_job_id(job.chain.id, job.chain.step - 1)
     read = requests.get(kernel.settings.table_name, previous_id) | {
         "ProjectionExpression": "#r, result_ref, cancel_requested",
         "ExpressionAttributeNames": {"#r": "result"},
@@ -101,21 +101,21 @@ class ChainHook:
             return []
         table, now, step = self.kernel.settings.table_name, self.kernel.clock.now(), job.chain.step
         last = step + 1 >= job.chain.steps
-        next_id = chain_store.step_job_id(job.chain.id, step + 1)
-        chain_id = f"{chain_store.CHAIN_PREFIX}{job.chain.id}"
+        next_id = chain_records.step_job_id(job.chain.id, step + 1)
+        chain_id = f"{chain_records.CHAIN_PREFIX}{job.chain.id}"
         wanted = [chain_id] if last or finish.outcome is not AttemptOutcome.SUCCEEDED else [chain_id, next_id]
         items = await self.kernel.arun(read_items(table, wanted))
         chain = items.get(chain_id)
         if (
             chain is None
             or str_attr(chain, "chain_state") != ChainState.RUNNING
-            or chain_store.chain_fields(chain)["current"] != step
+            or chain_records.chain_fields(chain)["current"] != step
         ):
             return []  # a step replayed after its chain ended (or the chain expired): it runs alone
         retention = self.kernel.settings.retention_s
         if finish.outcome is AttemptOutcome.SUCCEEDED and last:
             return [
-                chain_store.end(
+                chain_records.end(
                     table, job.chain.id, step=step, state=ChainState.SUCCEEDED, now=now, retention_s=retention
                 )
             ]
@@ -124,7 +124,7 @@ class ChainHook:
             if following is None or str_attr(following, "status") != JobStatus.WAITING:
                 self.kernel.logger.error("chain: the next step is not waiting", extra={"job_id": next_id})
                 return []
-            unblock = chain_store.unblock(
+            unblock = chain_records.unblock(
                 table,
                 next_id,
                 now=now,
@@ -132,7 +132,7 @@ class ChainHook:
                 start_by=self._deadline(following, now),
             )
             self._remember(job, (following, unblock))
-            return [unblock, chain_store.advance(table, job.chain.id, step=step, now=now)]
+            return [unblock, chain_records.advance(table, job.chain.id, step=step, now=now)]
         dead = finish.outcome in (AttemptOutcome.DEAD, AttemptOutcome.EXPIRED)
         error = finish.error
         why = f": {error.error_class}: {error.message}" if dead and error else ""
@@ -143,7 +143,7 @@ class ChainHook:
         state = ChainState.STOPPED if dead else ChainState.CANCELLED
         self._remember(job, None)
         return [
-            chain_store.end(
+            chain_records.end(
                 table, job.chain.id, step=step, state=state, now=now, retention_s=retention, reason=reason
             )
         ]
@@ -191,7 +191,7 @@ class ChainHook:
         # entry; a refused send or clear leaves the entry, and the sweeper sends the hint at its due.
         await self.kernel.arun(
             hint_written(
-                [(job, chain_store.pending_entry(unblock))],
+                [(job, chain_records.pending_entry(unblock))],
                 table=self.kernel.settings.table_name,
                 queue_urls=self.kernel.queue_urls,
                 settings=self.kernel.settings,
@@ -203,9 +203,9 @@ class ChainHook:
         reason = f"chain ended at step {step}"
         now, table = self.kernel.clock.now(), self.kernel.settings.table_name
         for index in range(step + 1, length):
-            drop = chain_store.drop(
+            drop = chain_records.drop(
                 table,
-                chain_store.step_job_id(chain_id, index),
+                chain_records.step_job_id(chain_id, index),
                 now=now,
                 reason=reason,
                 retention_s=self.kernel.settings.retention_s,

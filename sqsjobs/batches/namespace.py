@@ -12,7 +12,7 @@ An item is written like a transactional enqueue's job (``sqsjobs.transaction``):
 payload and a ``pending`` attention entry, and ``ADD added 1`` on its counter shard conditional on the
 shard not being sealed, in one ``TransactWriteItems``; then its hint is sent and the entry cleared.
 A crash between the two leaves the entry, and the sweeper sends the hint. The rest of the life of a
-batch — counting finishes, sealing, completion, trees, repair — is ``completion`` and ``batch_hook``.
+batch — counting finishes, sealing, completion, trees, repair — is ``completion`` and ``plugin``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, Flow, async_verb, sync_verb
+from sqsjobs.batches import records as batch_records
+from sqsjobs.batches.completion import (
+    BatchEnv,
+    fail_flow,
+    items_flow,
+    read_record_flow,
+    read_shards_flow,
+    seal_flow,
+)
 from sqsjobs.config import to_seconds
 from sqsjobs.errors import BatchNotFound, BatchSealed, ConfigurationError, IdempotencyConflict
 from sqsjobs.job import BatchPlace
@@ -32,15 +41,6 @@ from sqsjobs.store.apply import Refused, apply_all
 from sqsjobs.store.codec import av_s, idempotent_job_id, nonce
 from sqsjobs.store.enqueue import outside_producer
 from sqsjobs.store.transact import CONDITION_FAILED
-from sqsjobs.workflows import batch_store
-from sqsjobs.workflows.completion import (
-    BatchEnv,
-    fail_flow,
-    items_flow,
-    read_record_flow,
-    read_shards_flow,
-    seal_flow,
-)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -84,15 +84,15 @@ class BatchStatus:
     @property
     def sealed(self) -> bool:
         """True once it takes no more items."""
-        return self.status != batch_store.OPEN
+        return self.status != batch_records.OPEN
 
     @property
     def complete(self) -> bool:
         """True once its callback job exists (it completed, or failed early)."""
-        return self.status == batch_store.COMPLETE
+        return self.status == batch_records.COMPLETE
 
 
-def _status(record: batch_store.BatchRecord, counts: dict[str, int]) -> BatchStatus:
+def _status(record: batch_records.BatchRecord, counts: dict[str, int]) -> BatchStatus:
     return BatchStatus(
         id=record.id,
         status=record.status,
@@ -122,7 +122,7 @@ def status_flow(env: BatchEnv, batch_id: str) -> Flow[BatchStatus]:
     if record.final_counts is not None:
         return _status(record, record.final_counts)
     shards = yield from read_shards_flow(env, record)
-    return _status(record, batch_store.read_counts(shards).as_dict())
+    return _status(record, batch_records.read_counts(shards).as_dict())
 
 
 def create_flow(
@@ -137,22 +137,24 @@ def create_flow(
     shards: int,
     now: float,
     notify: Notify | Mapping[str, str] | None = None,
-) -> Flow[batch_store.BatchRecord]:
+) -> Flow[batch_records.BatchRecord]:
     """Create the batch (record, shards, the parent's count) in one transaction; its record.
 
     A dedupe key names one batch: created again with the same configuration, it is the same batch;
     with another, ``IdempotencyConflict``. A parent that has drained (or completed) takes no child:
     ``BatchSealed``.
     """
-    if not 1 <= shards <= batch_store.MAX_SHARDS:
-        raise ConfigurationError(f"shards={shards}: a batch has 1 to {batch_store.MAX_SHARDS} counter shards")
+    if not 1 <= shards <= batch_records.MAX_SHARDS:
+        raise ConfigurationError(
+            f"shards={shards}: a batch has 1 to {batch_records.MAX_SHARDS} counter shards"
+        )
     if max_item_failures is not None and max_item_failures < 0:
         raise ConfigurationError(f"max_item_failures={max_item_failures} must be 0 or more (None: no limit)")
     callback_type = registry.name_of(on_complete)
     spec_of = registry.get(callback_type) if callback_type in registry else None
     root = (yield from read_record_flow(env, parent)).root_id if parent else None
-    batch_id = batch_store.new_batch_id(dedupe_key)
-    spec = batch_store.BatchSpec(
+    batch_id = batch_records.new_batch_id(dedupe_key)
+    spec = batch_records.BatchSpec(
         id=batch_id,
         on_complete=callback_type,
         callback_queue=spec_of.queue if spec_of else "default",
@@ -166,12 +168,14 @@ def create_flow(
         now=now,
         notify=notify_target(notify),
     )
-    entries = batch_store.create_entries(env.table, spec)
-    entries[0]["Put"]["Item"]["batch_key"] = av_s(batch_store.list_key(batch_id))  # found by ``batches list``
+    entries = batch_records.create_entries(env.table, spec)
+    entries[0]["Put"]["Item"]["batch_key"] = av_s(
+        batch_records.list_key(batch_id)
+    )  # found by ``batches list``
     refused = yield from apply_all(entries)
     if isinstance(refused, Refused):
         if refused.code(0) == CONDITION_FAILED and (found := refused.item_at(0)) is not None:
-            existing = batch_store.read_record(found)
+            existing = batch_records.read_record(found)
             if existing.config_hash == spec.config_hash:
                 return existing
             raise IdempotencyConflict(
@@ -185,13 +189,13 @@ def create_flow(
                 f"batch {parent} has drained (its children are sealed) or completed: it takes no new child"
             )
         raise refused.as_error()
-    return batch_store.read_record(entries[0]["Put"]["Item"])
+    return batch_records.read_record(entries[0]["Put"]["Item"])
 
 
 def add_flow(
     env: BatchEnv,
     registry: Registry,
-    batch: batch_store.BatchRecord,
+    batch: batch_records.BatchRecord,
     request: JobRequest[Any],
     *,
     dedupe_key: str | None,
@@ -203,7 +207,7 @@ def add_flow(
     if dedupe_key is not None:
         item_id = idempotent_job_id(job.type, f"{batch.id}\0{dedupe_key}", job.tenant)
         job = dataclasses.replace(job, id=item_id, idempotency_key=dedupe_key)
-    place = BatchPlace(batch_store.item_key(batch.id, job.id, batch.shards))
+    place = BatchPlace(batch_records.item_key(batch.id, job.id, batch.shards))
     job = dataclasses.replace(job, root_id=batch.root_id, batch=place)
     yield from env.queue_urls.flow([] if job.held else [route_of(job)])  # fails the add, not its send
     yield from write_objects([job])
@@ -211,7 +215,7 @@ def add_flow(
     put = transact.job_entry(
         env.table, job, token=token, pending_until=job.run_at + env.settings.stale_after_s
     )
-    refused = yield from apply_all([put, batch_store.add_entry(env.table, place.key)], wid=token, own=[0])
+    refused = yield from apply_all([put, batch_records.add_entry(env.table, place.key)], wid=token, own=[0])
     if isinstance(refused, Refused):
         reasons = refused.reasons
         same = transact.existing_job(reasons[0], job) if reasons else None
@@ -234,7 +238,7 @@ def add_flow(
 def cancel_flow(env: BatchEnv, batch_id: str, now: float) -> Flow[BatchStatus]:
     """Complete the batch at once as failed (``cancelled``), cancel its waiting items, its sub-tree too."""
     record = yield from read_record_flow(env, batch_id)
-    if record.status != batch_store.COMPLETE:
+    if record.status != batch_records.COMPLETE:
         yield from fail_flow(env, record, "cancelled by request", now)
     return (yield from status_flow(env, batch_id))
 
@@ -242,10 +246,12 @@ def cancel_flow(env: BatchEnv, batch_id: str, now: float) -> Flow[BatchStatus]:
 def list_flow(env: BatchEnv, *, limit: int = 50) -> Flow[list[BatchStatus]]:
     """The newest batches (``limit``), from their partitions of the ``batch_items`` index."""
     ids: list[str] = []
-    for n in range(batch_store.LIST_SHARDS):
+    for n in range(batch_records.LIST_SHARDS):
         start = None
         while True:
-            page = yield Call("dynamodb", "query", batch_store.query_items(env.table, f"list#{n:02d}", start))
+            page = yield Call(
+                "dynamodb", "query", batch_records.query_items(env.table, f"list#{n:02d}", start)
+            )
             ids += [i["id"]["S"] for i in page.get("Items", [])]
             start = page.get("LastEvaluatedKey")
             if not start:
@@ -261,7 +267,7 @@ def list_flow(env: BatchEnv, *, limit: int = 50) -> Flow[list[BatchStatus]]:
 class Batch(Namespace):
     """A handle on one batch (``app.batches.create``): add items, seal it, read it."""
 
-    def __init__(self, kernel: Callable[[], Kernel], record: batch_store.BatchRecord) -> None:
+    def __init__(self, kernel: Callable[[], Kernel], record: batch_records.BatchRecord) -> None:
         super().__init__(kernel)
         self._record = record
 
@@ -356,7 +362,7 @@ class Batches(Namespace):
             final_stage=final_stage,
             dedupe_key=dedupe_key,
             max_item_failures=max_item_failures,
-            shards=shards or batch_store.DEFAULT_SHARDS,
+            shards=shards or batch_records.DEFAULT_SHARDS,
             notify=notify,
         )
         return Batch(self._kernel, record)

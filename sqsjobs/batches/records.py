@@ -106,7 +106,7 @@ class BatchSpec:
     max_item_failures: int | None
     dedupe_key: str | None
     now: float
-    #: Told when the batch ends: its callback job carries it (``notify.end_hook``).
+    #: Told when the batch ends: its callback job carries it (``notify.plugin``).
     notify: Notify | None = None
 
     @property
