@@ -32,7 +32,7 @@ from sqsjobs.observability.telemetry import Telemetry
 from sqsjobs.ops.cancel_job import cancel_flow
 from sqsjobs.ops.requeue import KEEP, retry_flow
 from sqsjobs.outbox import OutboxOptions, arun_sql, enqueue_options, run_sql, write_in
-from sqsjobs.producer import JobRequest, Producer, get_flow, requests_of
+from sqsjobs.producer import JobRequest, Producer, requests_of
 from sqsjobs.registry import Registry
 from sqsjobs.runtime.kernel import Feature, Kernel, features_of, locate
 from sqsjobs.schedules.namespace import Schedules
@@ -257,7 +257,7 @@ class App:
         A result kept in S3 (larger than ``inline_result_bytes``) is read into ``result`` unless
         ``load_result`` is False; ``result_ref`` names its object either way.
         """
-        return get_flow(self.settings, job_id, load_result=load_result)
+        return waiting.read_job_flow(self.settings, job_id, load_result=load_result)
 
     def _wait(self, job_id: str, *, timeout: float | timedelta = 60.0) -> Flow[Job]:
         """The job's record once it ended (succeeded, dead, cancelled or expired), its result read.

@@ -164,6 +164,12 @@ class NotifyInvalid(SqsJobsError, ValueError):
         self.field = field
 
 
+class TagsInvalid(SqsJobsError, ValueError):
+    """Tags that cannot be kept: not names to strings, too many, a name or value out of bounds (``sqsjobs.store.tags``)."""
+
+    field = "tags"
+
+
 class DedupeInvalid(SqsJobsError, ValueError):
     """Dedup options that cannot hold: two modes at once, or a window outside ``sqsjobs.dedupe``'s bounds.
 

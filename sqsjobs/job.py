@@ -343,6 +343,8 @@ class Job:
     notify: Notify | None = None
     #: What the running job last reported (``ctx.progress``); kept after it ends.
     progress: Progress | None = None
+    #: What the job is about (``enqueue(tags=)``): names to values, each findable (``jobs list --tag``).
+    tags: dict[str, str] = field(default_factory=dict)
     #: Extra fields that a newer sqsjobs wrote; kept so nothing is lost.
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -11,9 +11,7 @@ decides) and finds the record already there.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,10 +22,8 @@ from sqsjobs.config import to_seconds
 from sqsjobs.envelope import DEEP_PAYLOAD, payload_depth_error
 from sqsjobs.errors import (
     DedupeInvalid,
-    JobNotFound,
     NotifyInvalid,
     PayloadInvalid,
-    PayloadMissing,
     PayloadTooLarge,
     StoreError,
     TransportError,
@@ -36,11 +32,10 @@ from sqsjobs.job import Notify
 from sqsjobs.observability.tracing import current_trace, message_attributes
 from sqsjobs.options import DEDUPE_MODES, KeyPolicy, P
 from sqsjobs.store import (
-    codec,
     deadlines,
     enqueue,
-    requests,
     statements,
+    tags,
     transact,
 )
 from sqsjobs.store.apply import Refused, apply, apply_batched
@@ -102,6 +97,9 @@ class JobRequest(Generic[P]):
     #: Where the job's end is told: ``Notify(url=, secret=)`` (a signed webhook), ``Notify(queue=)``
     #: or ``Notify(bus=)``, or that as a dict. See docs/http-workers.md, "Hearing back".
     notify: Notify | Mapping[str, str] | None = None
+    #: What the job is about, e.g. ``{"customer": "42", "order": "o-9"}``: kept on the record, and
+    #: each findable (``sqsjobs jobs list --tag customer=42``); see ``sqsjobs.store.tags``.
+    tags: Mapping[str, str] | None = None
 
 
 class EnqueueOptions(TypedDict, total=False):
@@ -119,6 +117,7 @@ class EnqueueOptions(TypedDict, total=False):
     serialize_key: str | None
     dedupe: KeyPolicy | None
     notify: Notify | Mapping[str, str] | None
+    tags: Mapping[str, str] | None
 
 
 def requests_of(items: Iterable[JobRequest[Any] | Mapping[str, Any]]) -> list[JobRequest[Any]]:
@@ -195,6 +194,7 @@ def build_new_job(
         ),
         notify=notify_target(request.notify),
         policy=mode,
+        tags=tags.checked(request.tags),
     )
     return _claim_checked(job, settings, in_record=in_record or job.held)
 
@@ -408,10 +408,30 @@ def enqueue_many_flow(
     finally:
         if spans is not None:
             spans.end()
+    yield from write_tags(settings, [job for job in created if job.tags])
     if metrics is not None:
         for job in created:
             metrics.enqueued(job.type, job.tenant)
     return [j.id for j in jobs]
+
+
+def write_tags(settings: Settings, jobs: Sequence[enqueue.NewJob]) -> Flow[None]:
+    """The tag items of new tagged jobs (``sqsjobs.store.tags``), 25 to a request; an untagged job writes none."""
+    keep_s = settings.message_retention_s + settings.retention_s
+    items = [
+        item
+        for job in jobs
+        if job.tags
+        for item in tags.tag_items(
+            settings.table_name,
+            job.id,
+            job.tags,
+            created_at=job.now,
+            expires_at=max(job.run_at, job.now) + keep_s,
+        )
+    ]
+    if items:
+        yield from tags.write_flow(settings.table_name, items)
 
 
 def _keep_unsent(settings: Settings, job: enqueue.NewJob) -> Flow[None]:
@@ -577,20 +597,3 @@ def _put_all(settings: Settings, puts: list[tuple[enqueue.NewJob, Put]]) -> Flow
         else:
             created.append(job)
     return created
-
-
-def get_flow(settings: Settings, job_id: str, *, load_result: bool = True) -> Flow[Job]:
-    """Read one record (strongly consistent), with its result read from S3 when it is an object.
-
-    A result object that expired (``payload_object_days``) leaves ``result`` None; ``result_ref``
-    still names it.
-    """
-    response = yield Call("dynamodb", "get_item", requests.get(settings.table_name, job_id))
-    item = response.get("Item")
-    if not item or "type" not in item:  # no type: not a job (a worker registry item, ``worker#...``)
-        raise JobNotFound(f"no job with id {job_id!r} in table {settings.table_name}")
-    job = codec.job_from_item(item)
-    if load_result and job.result_ref is not None:
-        with contextlib.suppress(PayloadMissing):
-            job = job.evolve(result=json.loads((yield from objects.get_flow(job.result_ref))))
-    return job

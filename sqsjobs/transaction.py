@@ -44,7 +44,15 @@ from sqsjobs.errors import (
     TransactionCancelled,
     TransactionInvalid,
 )
-from sqsjobs.producer import EnqueueOptions, JobRequest, build_new_job, hint_written, route_of, write_objects
+from sqsjobs.producer import (
+    EnqueueOptions,
+    JobRequest,
+    build_new_job,
+    hint_written,
+    route_of,
+    write_objects,
+    write_tags,
+)
 from sqsjobs.store import transact
 from sqsjobs.store.apply import Refused, apply_all
 from sqsjobs.store.codec import av_s, nonce
@@ -270,6 +278,7 @@ class Transaction:
         if self._metrics is not None:
             for job in jobs:
                 self._metrics.enqueued(job.type, job.tenant)
+        yield from write_tags(self._settings, [j for j in jobs if j.tags])  # after the commit: its jobs exist
         written = [(item.job, item.params["Item"]) for item in self._items if item.job is not None]
         yield from hint_written(
             written,

@@ -42,7 +42,7 @@ from sqsjobs.api.security import PAGE_POLICY
 from sqsjobs.api.workflow_pages import workflow_router
 from sqsjobs.errors import JobNotFound, JobStateError, PayloadError, SqsJobsError
 from sqsjobs.job import JobStatus
-from sqsjobs.ops import dead_groups
+from sqsjobs.ops import dead_groups, job_views
 from sqsjobs.ops import dlq as dlq_ops
 from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops import replay as replay_ops
@@ -161,7 +161,7 @@ class Dashboard:
             return _problem(
                 404, "Job not found", f"No job {job_id!r} in table {self.app.settings.table_name}."
             )
-        data = inspect_ops.job_to_dict(job)
+        data = job_views.job_to_dict(job)
         body = dashboard_views.Html(
             dashboard_views.job_page_body(data, self.app.clock.now()) + timeline_section(data)
         )

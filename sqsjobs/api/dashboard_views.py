@@ -13,7 +13,7 @@ import html
 import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from sqsjobs.api.auth import current_principal
 from sqsjobs.api.principals import OPEN_ACCESS
@@ -416,6 +416,9 @@ def job_page_body(data: Mapping[str, Any], now: float) -> Html:
                     job_link(str(value)) if key.endswith(("parent_id", "root_id")) else value,
                 ]
             )
+    for name, value in sorted((data.get("tags") or {}).items()):  # each a search for its other jobs
+        search = urlencode({"tag": f"{name}={value}"})
+        summary_rows.append([f"tag {name}", Html(f'<a href="/ui/jobs?{h(search)}">{h(value)}</a>')])
     actions = Html("")
     if status in (JobStatus.DEAD.value, JobStatus.CANCELLED.value):
         actions = Html(

@@ -58,6 +58,7 @@ def search_form(types: list[str], queues: list[str], f: Mapping[str, str]) -> Ht
         + _select("status", statuses, f["status"], "any status")
         + _select("queue", queues, f["queue"], "any queue")
         + _text("tenant", f["tenant"], "tenant")
+        + _text("tag", f["tag"], "name=value")
         + _text("since", f["since"], "24h")
         + _text("id", f["id"], "id prefix")
         + '<button type="submit" id="search-jobs">search</button></form>'
@@ -91,7 +92,10 @@ def results(
     if page.next_cursor:
         query = urlencode({**{k: v for k, v in f.items() if v}, "cursor": page.next_cursor})
         more = Html(f'<p><a id="next-page" href="/ui/jobs?{h(query)}">next page</a></p>')
-    served = "the attention index's dead shards" if page.index == "attention" else "a Scan of the table"
+    served = {
+        "attention": "the attention index's dead shards",
+        "tags": "the tags index (newest first)",
+    }.get(page.index, "a Scan of the table")
     return dashboard_views.section(
         f"{len(rows)} job(s)",
         Html(listed + more),
@@ -102,7 +106,7 @@ def results(
 
 
 def job_search_router(app: App, *, refresh_s: float, headers: Mapping[str, str]) -> APIRouter:
-    """``/ui/jobs?type=&status=&queue=&tenant=&since=&id=&cursor=``."""
+    """``/ui/jobs?type=&status=&queue=&tenant=&tag=&since=&id=&cursor=``."""
     router = APIRouter(include_in_schema=False)
     secure = dict(headers)
 
@@ -116,6 +120,7 @@ def job_search_router(app: App, *, refresh_s: float, headers: Mapping[str, str])
         status: str = "",
         queue: str = "",
         tenant: str = "",
+        tag: str = "",
         since: str = "",
         id: str = "",
         cursor: str = "",
@@ -125,6 +130,7 @@ def job_search_router(app: App, *, refresh_s: float, headers: Mapping[str, str])
             "status": status,
             "queue": queue,
             "tenant": tenant,
+            "tag": tag.strip(),
             "since": since,
             "id": id.strip(),
         }
@@ -139,6 +145,7 @@ def job_search_router(app: App, *, refresh_s: float, headers: Mapping[str, str])
                 since_s=parse_duration(since) if since else None,
                 limit=PAGE_ROWS,
                 cursor=cursor or None,
+                tag=f["tag"] or None,
             )
             page = await app.arun(inspect_ops.list_flow(app.settings, query, app.clock.now()))
         except (ValueError, CursorError) as exc:

@@ -40,6 +40,7 @@ from sqsjobs.dedupe.modes import of_fields
 from sqsjobs.errors import PayloadError, TransportError, WaitTimeout
 from sqsjobs.job import JobStatus
 from sqsjobs.ops import inspect as inspect_ops
+from sqsjobs.ops import job_views
 from sqsjobs.ops._common import iso
 from sqsjobs.ops.requeue import KEEP
 from sqsjobs.producer import JobRequest
@@ -104,6 +105,7 @@ async def enqueue(body: EnqueueRequest, app: AppDep, response: Response) -> Any:
         serialize_key=body.serialize_key,
         dedupe=of_fields(body),
         notify=notify_json(body.notify),
+        tags=body.tags or None,
     )
     [job] = app.producer.build([request])  # the App's own enqueue path: build, then send_flow
     due_now = not job.held and job.run_at <= job.now
@@ -197,12 +199,12 @@ async def get_job(
     (200, a status that is not terminal), so a client simply asks again.
     """
     if wait <= 0:
-        return inspect_ops.job_to_dict(await app.aget(job_id))
+        return job_views.job_to_dict(await app.aget(job_id))
     try:
         job = await app.await_result(job_id, timeout=wait)
     except WaitTimeout as exc:
         job = exc.last
-    return inspect_ops.job_to_dict(job)
+    return job_views.job_to_dict(job)
 
 
 @router.delete(
@@ -267,6 +269,13 @@ async def list_jobs(
     status: Annotated[JobStatus | None, Query(description="Only jobs in this state")] = None,
     queue: Annotated[str | None, Query(max_length=64, description="Only this logical queue")] = None,
     tenant: Annotated[str | None, Query(max_length=256, description="Only this tenant")] = None,
+    tag: Annotated[
+        str | None,
+        Query(
+            pattern=r"^[A-Za-z0-9_.:/-]{1,64}=[^\x00-\x1f]{1,256}$",
+            description="Only jobs with this tag, name=value (read from the tags index, newest first)",
+        ),
+    ] = None,
     since: Annotated[
         str | None,
         Query(
@@ -284,7 +293,7 @@ async def list_jobs(
 ) -> Any:
     """One page of jobs, as ``sqsjobs jobs list --json``; follow ``next_cursor`` with the same filters.
 
-    ``status=dead`` reads the attention index; every other listing scans the table within the
+    ``status=dead`` reads the attention index, ``tag`` the tags index; every other listing scans the table within the
     window, a bounded number of items per call, so a page may be short (or empty) with a cursor.
     """
     now = app.clock.now()
@@ -294,7 +303,7 @@ async def list_jobs(
             since_s = since_seconds(since, now)
         except ValueError as exc:
             return problem("invalid-request", str(exc), field="since", instance="/jobs")
-    query = inspect_ops.ListQuery(status, job_type, queue, tenant, since_s, limit, cursor)
+    query = inspect_ops.ListQuery(status, job_type, queue, tenant, since_s, limit, cursor, tag=tag)
     page: inspect_ops.JobPage = await app.arun(inspect_ops.list_flow(app.settings, query, now))
     return {
         "jobs": [r.to_dict() for r in page.rows],

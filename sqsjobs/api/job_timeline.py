@@ -1,6 +1,6 @@
 """A job's timeline for its dashboard page: enqueued → due → each attempt's start and end → finished.
 
-Drawn from the record alone (``ops.inspect.job_to_dict``, the page's one GetItem): the creation and
+Drawn from the record alone (``ops.job_views.job_to_dict``, the page's one GetItem): the creation and
 due times, the capped attempt history, and the record's own start and finish for the attempt the
 history does not hold (the running one, or one that succeeded: the happy path writes no history).
 Each step shows how long after the one before it came, so the queue wait (enqueued or due → first

@@ -19,6 +19,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    StringConstraints,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -27,6 +28,7 @@ from pydantic import (
 from sqsjobs.dedupe.modes import MAX_WINDOW_S, MIN_WINDOW_S
 from sqsjobs.envelope import MAX_PAYLOAD_DEPTH, TOO_DEEP_ADVICE
 from sqsjobs.ops._common import parse_duration
+from sqsjobs.store.tags import MAX_TAGS
 
 #: Ten years: a longer delay is a mistake, not a plan (a held job waits in the table meanwhile).
 MAX_DELAY_S = 10 * 365 * 86_400.0
@@ -132,6 +134,22 @@ def notify_json(target: NotifyTarget | None) -> dict[str, str] | None:
     return None if target is None else target.model_dump(exclude_none=True)
 
 
+#: A tag's name and value, as ``sqsjobs.store.tags`` checks them (the document states the same bounds).
+TagName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:/-]{1,64}$")]
+TagValue = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f]*$")]
+
+
+def tags_field() -> Any:
+    """``tags``: at most ``MAX_TAGS`` names to strings, no other name (``additionalProperties: false``)."""
+    return Field(
+        default_factory=dict,
+        max_length=MAX_TAGS,
+        json_schema_extra={"additionalProperties": False},
+        description='What the job is about, e.g. {"customer": "42"}: kept on the record, each findable '
+        "(GET /jobs?tag=customer=42)",
+    )
+
+
 class EnqueueRequest(BaseModel):
     """``POST /jobs``: one job, as ``App.enqueue`` takes it."""
 
@@ -178,6 +196,7 @@ class EnqueueRequest(BaseModel):
     notify: NotifyTarget | None = Field(
         None, description="Where the job's end is told, once, after it succeeded, died or was cancelled"
     )
+    tags: dict[TagName, TagValue] = tags_field()
 
     @field_validator("payload")
     @classmethod

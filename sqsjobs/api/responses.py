@@ -99,6 +99,7 @@ class JobRecord(_Open):
     lease_expires: str | None = None
     reason: str | None = None
     progress: JobProgress | None = None
+    tags: dict[str, str] = Field(default_factory=dict, description="What the job is about (enqueue's tags)")
     payload: Any = None
     result: Any = None
     chain: JobChain | None = None
@@ -130,7 +131,9 @@ class JobPage(_Open):
 
     jobs: list[JobRow]
     next_cursor: str | None = Field(description="Pass as cursor, with the same filters, for the next page")
-    index: str | None = Field(description="What served the page: the attention index, or a Scan")
+    index: str | None = Field(
+        description="What served the page: the attention index, the tags index, or a Scan"
+    )
     read: int = Field(description="Items read for this page (what DynamoDB billed)")
     since: str | None = None
 

@@ -43,8 +43,7 @@ from sqsjobs.api.models import BatchId, ChainId, JobId  # noqa: TC001 (FastAPI r
 from sqsjobs.batches import namespace as batches_namespace
 from sqsjobs.errors import ChainNotFound, JobNotFound, StoreError
 from sqsjobs.job import TERMINAL
-from sqsjobs.ops import batch_views
-from sqsjobs.ops import inspect as inspect_ops
+from sqsjobs.ops import batch_views, job_views
 from sqsjobs.ops._common import iso
 from sqsjobs.ops.chain_views import chain_to_dict
 
@@ -183,7 +182,7 @@ async def job_events(
         return await app.aget(job_id, load_result=False)
 
     async def final(job: Job) -> dict[str, Any]:
-        return inspect_ops.job_to_dict(await app.aget(job.id))  # the result read too
+        return job_views.job_to_dict(await app.aget(job.id))  # the result read too
 
     followed = Followed(job_id, read, _job_changes, lambda job: job.status in TERMINAL, final)
     return await _answer(request, followed, poll_s, max_s)
@@ -195,7 +194,7 @@ def _job_changes(before: Job | None, job: Job) -> list[tuple[str, Any]]:
     if before is None or (before.status, before.attempt) != (job.status, job.attempt):
         changes.append(("status", {"status": job.status.value, "attempt": job.attempt, "reason": job.reason}))
     if job.progress is not None and (before is None or before.progress != job.progress):
-        changes.append(("progress", inspect_ops.progress_to_dict(job.progress)))
+        changes.append(("progress", job_views.progress_to_dict(job.progress)))
     return changes
 
 

@@ -26,7 +26,7 @@ from sqsjobs.batches.namespace import env_of
 from sqsjobs.errors import BatchNotFound, ChainNotFound
 from sqsjobs.ops import batch_views
 from sqsjobs.ops.chain_views import chain_to_dict
-from sqsjobs.ops.inspect import job_to_dict
+from sqsjobs.ops.job_views import job_to_dict
 
 T = TypeVar("T")
 

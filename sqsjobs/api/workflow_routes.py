@@ -32,8 +32,11 @@ from sqsjobs.api.models import (
     BatchId,
     ChainId,
     NotifyTarget,
+    TagName,
+    TagValue,
     check_json,
     notify_json,
+    tags_field,
 )
 from sqsjobs.api.problems import from_error
 from sqsjobs.batches import namespace as batches_namespace
@@ -41,7 +44,7 @@ from sqsjobs.batches.completion import seal_flow
 from sqsjobs.errors import SqsJobsError
 from sqsjobs.ops import batch_views
 from sqsjobs.ops.chain_views import chain_to_dict
-from sqsjobs.ops.inspect import job_to_dict
+from sqsjobs.ops.job_views import job_to_dict
 from sqsjobs.producer import JobRequest
 
 router = APIRouter(tags=["workflows"])
@@ -65,6 +68,7 @@ class JobSpec(BaseModel):
     payload: Any = Field(None, description="Validated against the job type's handler annotation")
     tenant: str | None = Field(None, min_length=1, max_length=256)
     queue: str | None = Field(None, pattern=QUEUE_PATTERN, description="Override the handler's logical queue")
+    tags: dict[TagName, TagValue] = tags_field()
 
     @field_validator("payload")
     @classmethod
@@ -73,7 +77,9 @@ class JobSpec(BaseModel):
 
     def request(self) -> JobRequest[Any]:
         """The ``JobRequest`` the flows take."""
-        return JobRequest(self.type, self.payload, tenant=self.tenant, queue=self.queue)
+        return JobRequest(
+            self.type, self.payload, tenant=self.tenant, queue=self.queue, tags=self.tags or None
+        )
 
 
 class BatchItem(JobSpec):
@@ -104,6 +110,7 @@ class BatchRequest(BaseModel):
     notify: NotifyTarget | None = Field(
         None, description="Where the batch's end is told, once, when its on_complete job ends"
     )
+    tags: dict[TagName, TagValue] = tags_field()
 
 
 class ItemsRequest(BaseModel):
@@ -126,6 +133,7 @@ class ChainRequest(BaseModel):
     notify: NotifyTarget | None = Field(
         None, description="Where the chain's end is told, once: its last step succeeded, or a step ended it"
     )
+    tags: dict[TagName, TagValue] = tags_field()
 
 
 async def _tree(app: Any, batch_id: str) -> dict[str, Any]:
@@ -153,6 +161,7 @@ async def create_batch(body: BatchRequest, app: AppDep, request: Request) -> Any
         max_item_failures=body.max_item_failures,
         shards=body.shards,
         notify=notify_json(body.notify),
+        tags=body.tags or None,
     )
     audit(app, request, "create_batch", batch_id=batch.id, on_complete=body.on_complete)
     return await _tree(app, batch.id)
@@ -248,7 +257,10 @@ async def create_chain(body: ChainRequest, app: AppDep, request: Request) -> Any
     if refused is not None:
         return refused
     chain_id = await app.chains.astart(
-        [r for _, r in steps], dedupe_key=body.dedupe_key, notify=notify_json(body.notify)
+        [r for _, r in steps],
+        dedupe_key=body.dedupe_key,
+        notify=notify_json(body.notify),
+        tags=body.tags or None,
     )
     audit(app, request, "create_chain", chain_id=chain_id, steps=len(body.steps))
     return chain_to_dict(await app.chains.aget(chain_id))

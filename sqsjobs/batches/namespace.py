@@ -34,8 +34,9 @@ from sqsjobs.batches.completion import (
 from sqsjobs.config import to_seconds
 from sqsjobs.errors import BatchNotFound, BatchSealed, ConfigurationError, IdempotencyConflict
 from sqsjobs.job import BatchPlace
-from sqsjobs.producer import JobRequest, build_new_job, notify_target, route_of, write_objects
+from sqsjobs.producer import JobRequest, build_new_job, notify_target, route_of, write_objects, write_tags
 from sqsjobs.runtime.kernel import Namespace
+from sqsjobs.store import tags as store_tags
 from sqsjobs.store import transact, waiting
 from sqsjobs.store.apply import Refused, apply_all
 from sqsjobs.store.codec import av_s, idempotent_job_id, nonce
@@ -137,6 +138,7 @@ def create_flow(
     shards: int,
     now: float,
     notify: Notify | Mapping[str, str] | None = None,
+    tags: Mapping[str, str] | None = None,
 ) -> Flow[batch_records.BatchRecord]:
     """Create the batch (record, shards, the parent's count) in one transaction; its record.
 
@@ -167,6 +169,7 @@ def create_flow(
         dedupe_key=dedupe_key,
         now=now,
         notify=notify_target(notify),
+        tags=store_tags.checked(tags),
     )
     entries = batch_records.create_entries(env.table, spec)
     entries[0]["Put"]["Item"]["batch_key"] = av_s(
@@ -201,7 +204,12 @@ def add_flow(
     dedupe_key: str | None,
     now: float,
 ) -> Flow[str]:
-    """Add one item (see the module docstring); its id. The same dedupe key again is the same item."""
+    """Add one item (see the module docstring); its id. The same dedupe key again is the same item.
+
+    The item inherits the batch's tags (its own win over them).
+    """
+    if batch.tags:
+        request = dataclasses.replace(request, tags={**batch.tags, **(request.tags or {})})
     job = build_new_job(request, registry=registry, settings=env.settings, now=now, in_record=True)
     outside_producer(job, "a batch")
     if dedupe_key is not None:
@@ -231,6 +239,7 @@ def add_flow(
                 raise BatchNotFound(f"batch {batch.id} has no counter shard for this item: it does not exist")
             raise BatchSealed(f"batch {batch.id} is sealed: it takes no more items")
         raise refused.as_error()
+    yield from write_tags(env.settings, [job])
     yield from env.hint(job, put)
     return job.id
 
@@ -343,6 +352,7 @@ class Batches(Namespace):
         max_item_failures: int | None = None,
         shards: int | None = None,
         notify: Notify | Mapping[str, str] | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> Flow[Batch]:
         """Create a batch whose ``on_complete`` job runs once when it is sealed and every item is done.
 
@@ -350,7 +360,8 @@ class Batches(Namespace):
         the succeeded items' results; ``dedupe_key``: the same key is the same batch;
         ``max_item_failures``: more failed items complete it at once as failed; ``shards``: counter
         shards (1-64, default 16), the item throughput a batch takes (docs/workflows-batches.md);
-        ``notify``: a webhook, queue or bus told when the batch ends (its callback job's end).
+        ``notify``: a webhook, queue or bus told when the batch ends (its callback job's end);
+        ``tags``: what its items are about, each item inheriting them (``enqueue(tags=)``).
         """
         k = self.kernel
         record = yield from create_flow(
@@ -364,6 +375,7 @@ class Batches(Namespace):
             max_item_failures=max_item_failures,
             shards=shards or batch_records.DEFAULT_SHARDS,
             notify=notify,
+            tags=tags,
         )
         return Batch(self._kernel, record)
 

@@ -22,6 +22,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sqsjobs.store import tags
 from sqsjobs.store.codec import (
     av_n,
     av_s,
@@ -108,6 +109,8 @@ class BatchSpec:
     now: float
     #: Told when the batch ends: its callback job carries it (``notify.plugin``).
     notify: Notify | None = None
+    #: Every item added inherits them (an item's own win); not part of the configuration's identity.
+    tags: Mapping[str, str] | None = None
 
     @property
     def config_hash(self) -> str:
@@ -146,6 +149,8 @@ class BatchRecord:
     final_counts: dict[str, int] | None
     #: Told when the batch ends: its callback job carries it.
     notify: Notify | None = None
+    #: What its items inherit (``sqsjobs.store.tags``).
+    tags: dict[str, str] = field(default_factory=dict)
     #: The repair entry (``attn``/``due``) while sealed and not complete.
     attn: str | None = None
     due_raw: str | None = None
@@ -181,6 +186,7 @@ def read_record(item: Mapping[str, Any]) -> BatchRecord:
         callback_id=str_attr(item, "callback_id"),
         final_counts=None if counts is None else {k: int(v["N"]) for k, v in counts.items()},
         notify=notify_of(item),
+        tags={name: value["S"] for name, value in item.get("tags", {}).get("M", {}).items()},
         attn=str_attr(item, "attn"),
         due_raw=item.get("due", {}).get("N"),
         raw=item,
@@ -214,6 +220,8 @@ def create_entries(table: str, spec: BatchSpec) -> list[dict[str, Any]]:
     if spec.max_item_failures is not None:
         record["max_fail"] = av_n(spec.max_item_failures)
     record |= place_fields(None, None, spec.notify)
+    if spec.tags:
+        record["tags"] = tags.attr(spec.tags)
     if spec.dedupe_key is not None:
         record["dedupe_key"] = av_s(spec.dedupe_key)
     entries: list[dict[str, Any]] = [{"Put": _put_new(table, record)}]

@@ -29,7 +29,7 @@ from sqsjobs.config import to_seconds
 from sqsjobs.errors import ChainInvalid, ChainNotFound, IdempotencyConflict, StoreError, TransactionInvalid
 from sqsjobs.job import ChainPlace, JobStatus
 from sqsjobs.notify.plugin import CancelTold, told_cancel
-from sqsjobs.producer import JobRequest, build_new_job, hint_written, route_of, write_objects
+from sqsjobs.producer import JobRequest, build_new_job, hint_written, route_of, write_objects, write_tags
 from sqsjobs.runtime.kernel import Namespace
 from sqsjobs.store import operator, transact, waiting
 from sqsjobs.store.apply import Refused, apply_all
@@ -94,6 +94,7 @@ def build_steps(
     now: float,
     dedupe_key: str | None,
     notify: Notify | Mapping[str, str] | None = None,
+    tags: Mapping[str, str] | None = None,
 ) -> tuple[str, list[NewJob]]:
     """The chain's id and its steps as job records to write, validated as ``enqueue`` validates a job.
 
@@ -103,7 +104,10 @@ def build_steps(
     Payloads are sized for a record that keeps them (``held_inline_payload_bytes``): a larger one
     goes to S3 and the record keeps its reference, as for a held job.
     """
-    requests = [dataclasses.replace(_request(n, s), notify=notify) for n, s in enumerate(steps)]
+    requests = [
+        dataclasses.replace(r, notify=notify, tags={**(tags or {}), **(r.tags or {})} or None)
+        for r in (_request(n, s) for n, s in enumerate(steps))
+    ]
     if not 1 <= len(requests) <= chain_records.MAX_STEPS:
         raise ChainInvalid(
             f"a chain has 1 to {chain_records.MAX_STEPS} steps, not {len(requests)}: the chain record and every step "
@@ -180,6 +184,7 @@ def create_flow(
         raise
     if isinstance(created, Refused):
         return _refused(created, chain_id, jobs, dedupe_key)
+    yield from write_tags(settings, [job for job in jobs if job.tags])
     yield from hint_written(
         [(first, first_put["Put"]["Item"])],
         table=table,
@@ -341,18 +346,26 @@ class Chains(Namespace):
         *,
         dedupe_key: str | None = None,
         notify: Notify | Mapping[str, str] | None = None,
+        tags: Mapping[str, str] | None = None,
     ) -> Flow[str]:
         """Run ``(type, payload)`` steps one after another; returns the chain's id.
 
         Each step runs once the one before it succeeded and reads its result as
         ``ctx.previous_result``; a step that dies stops the chain. ``dedupe_key``: the same key and
         steps return the same chain, other steps raise ``IdempotencyConflict``. At most 99 steps.
-        ``notify``: a webhook, queue or bus told once when the chain ends (docs/http-workers.md).
+        ``notify``: a webhook, queue or bus told once when the chain ends (docs/http-workers.md);
+        ``tags``: what the chain is about, every step inheriting them (a step's own win).
         """
         k = self.kernel
         now = k.clock.now()
         chain_id, jobs = build_steps(
-            steps, registry=k.registry, settings=k.settings, now=now, dedupe_key=dedupe_key, notify=notify
+            steps,
+            registry=k.registry,
+            settings=k.settings,
+            now=now,
+            dedupe_key=dedupe_key,
+            notify=notify,
+            tags=tags,
         )
         return create_flow(
             chain_id,

@@ -47,6 +47,7 @@ from sqsjobs.errors import JobNotFound
 from sqsjobs.ops import digest as digest_ops
 from sqsjobs.ops import dlq as dlq_ops
 from sqsjobs.ops import inspect as inspect_ops
+from sqsjobs.ops import job_views
 from sqsjobs.ops import replay as replay_ops
 from sqsjobs.ops._common import app_queues
 from sqsjobs.ops.requeue import KEEP
@@ -197,7 +198,7 @@ def dlq_show(
             with contextlib.suppress(JobNotFound):
                 job = loaded.get(message.job_id)
     if json_out:
-        print_json({"message": message.to_dict(), "job": inspect_ops.job_to_dict(job) if job else None})
+        print_json({"message": message.to_dict(), "job": job_views.job_to_dict(job) if job else None})
         return
     console = stdout_console()
     grid = Table.grid(padding=(0, 2))
@@ -218,7 +219,7 @@ def dlq_show(
         console.print("\n[red]no record for this message[/]" if message.job_id else "")
         return
     console.print(f"\n[bold]job {job.id}[/]")
-    render_job(job, inspect_ops.job_to_dict(job))
+    render_job(job, job_views.job_to_dict(job))
 
 
 @dlq_cli.command("replay")

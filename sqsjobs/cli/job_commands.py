@@ -32,7 +32,7 @@ from sqsjobs.cli.progress import progress_bar
 from sqsjobs.cli.render import print_json, render_job, status_markup, stdout_console, when
 from sqsjobs.errors import PayloadError
 from sqsjobs.job import JobStatus
-from sqsjobs.ops import bulk_cancel
+from sqsjobs.ops import bulk_cancel, job_views
 from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops._common import iso
 from sqsjobs.ops.requeue import KEEP
@@ -65,7 +65,7 @@ def jobs_get(
     if output is not None:
         output.write_text(json.dumps(job.result))
         job = job.evolve(result=None)
-    data = inspect_ops.job_to_dict(job)
+    data = job_views.job_to_dict(job)
     if output is not None:
         data["result_written_to"] = str(output)
     if json_out:
@@ -84,6 +84,9 @@ def jobs_list(
     job_type: Annotated[str | None, typer.Option("--type", help="Only this job type")] = None,
     queue: Annotated[str | None, typer.Option(help="Only this logical queue")] = None,
     tenant: Annotated[str | None, typer.Option(help="Only this tenant")] = None,
+    tag: Annotated[
+        str | None, typer.Option(help="Only jobs with this tag, name=value (read from the tags index)")
+    ] = None,
     since: Annotated[
         str | None,
         typer.Option(
@@ -101,8 +104,9 @@ def jobs_list(
 ) -> None:
     """Jobs, newest first, one page per call, paginated with --cursor.
 
-    --status dead reads the attention index (dead jobs only); every other listing scans the table
-    within the window, reading a bounded number of items per call, and sorts each page.
+    --status dead reads the attention index (dead jobs only), --tag the tags index (newest first);
+    every other listing scans the table within the window, reading a bounded number of items per
+    call, and sorts each page.
     """
     loaded = load_app(app, endpoint_url)
     query = inspect_ops.ListQuery(
@@ -113,6 +117,7 @@ def jobs_list(
         None if since is None else duration_option(since, "--since"),
         limit,
         cursor,
+        tag=tag,
     )
     now = loaded.clock.now()
     with guarded(loaded):
@@ -150,6 +155,8 @@ def jobs_list(
     console.print(table)
     if page.index == inspect_ops.ATTENTION:
         source = f"via index {page.index}, {len(page.partitions)} dead shards ({page.read} entries read)"
+    elif page.index == inspect_ops.TAGS:
+        source = f"tagged {tag} via index {page.index} ({page.read} entries and records read)"
     else:
         source = (
             f"via a table scan ({page.read} items read, updated since {when(page.since, now)}; "

@@ -8,6 +8,9 @@ through an index; everything else is a Scan, bounded per call::
                                   newest ``due`` (= finished_at) first with a position per shard;
                                   other filters are FilterExpressions. No default window: the
                                   shards hold only dead records (until TTL), so the listing is cheap.
+    --tag name=value (+ any)      Query of the ``tags`` index (one partition per tag), newest
+                                  ``created_at`` first, then the records by id (BatchGetItem);
+                                  other filters are applied to the records read. No default window.
     anything else                 Scan with a FilterExpression (status, type, queue, tenant) and a
                                   window: ``updated_at >= now - --since`` (default 24 h), paged by
                                   the Scan's position. Rows of one page are sorted newest
@@ -63,17 +66,14 @@ from sqsjobs.envelope import read_json
 from sqsjobs.errors import CursorError, StoreError
 from sqsjobs.job import JobStatus
 from sqsjobs.ops._common import iso
-from sqsjobs.steps.records import in_order, steps_of
-from sqsjobs.store import operator, schema
+from sqsjobs.store import schema, tags
 from sqsjobs.store.conditions import All, eq
 from sqsjobs.store.write import render_condition
-from sqsjobs.store.yielded import ORDER_YIELDED
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from sqsjobs.config import Settings
-    from sqsjobs.job import Job, Progress
 
 #: BatchGetItem takes at most 100 keys.
 #: https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_BatchGetItem.html
@@ -91,6 +91,7 @@ SCAN_GROWTH = 4
 #: ``JobPage.index`` of the dead listing (the index's name) and of a Scan listing.
 ATTENTION = schema.ATTENTION_INDEX
 SCAN = "scan"
+TAGS = tags.TAGS_INDEX
 #: Attempts at the keys a BatchGetItem left unprocessed (throttling) before giving up.
 UNPROCESSED_RETRIES = 5
 _CURSOR_VERSION = 2
@@ -113,6 +114,8 @@ class ListQuery:
     cursor: str | None = None
     #: Items a Scan listing reads at most per call (the cost bound; see the module docstring).
     max_read: int = SCAN_BUDGET_ITEMS
+    #: ``name=value``: only jobs with that tag, from the ``tags`` index (``sqsjobs.store.tags``).
+    tag: str | None = None
 
 
 @dataclass(frozen=True)
@@ -186,7 +189,11 @@ def plan(query: ListQuery, now: float) -> _Plan:
     filters = {k: v for k, v in (("type", query.type), ("queue", query.queue), ("tenant", query.tenant)) if v}
     if query.status is not None:
         filters["status"] = query.status.value
-    key = json.dumps([sorted(filters.items()), query.since_s], separators=(",", ":"))
+    key = json.dumps([sorted(filters.items()), query.since_s, query.tag], separators=(",", ":"))
+    if query.tag is not None:
+        tags.parse(query.tag)  # TagsInvalid for a malformed one, before any request
+        since = now - query.since_s if query.since_s is not None else None
+        return _Plan(TAGS, [], filters, since, f"t{key}")
     if query.status is JobStatus.DEAD:
         # ``status = dead`` stays a filter: a marker left on a record that moved on is not listed.
         since = now - query.since_s if query.since_s is not None else None
@@ -460,6 +467,10 @@ def list_flow(settings: Settings, query: ListQuery, now: float) -> Flow[JobPage]
     if p.index == ATTENTION:
         entries, positions, read = yield from merge_flow(table, p, query.limit, starts)
         rows = [_row(e, _num(e, "due")) for e in entries]
+    elif p.index == TAGS:
+        assert query.tag is not None
+        rows, position, read = yield from tagged_flow(table, p, query.tag, query.limit, starts[0])
+        positions = [position]
     else:
         items, position, read = yield from scan_flow(table, p, query.limit, starts[0], query.max_read)
         positions = [position]
@@ -477,92 +488,29 @@ def list_flow(settings: Settings, query: ListQuery, now: float) -> Flow[JobPage]
     )
 
 
-def job_to_dict(job: Job) -> dict[str, Any]:
-    """Everything ``jobs get`` shows, JSON-ready."""
-    error = job.last_error
-    return {
-        "id": job.id,
-        "type": job.type,
-        "queue": job.queue,
-        "status": job.status.value,
-        "attempt": job.attempt,
-        "max_attempts": job.max_attempts,
-        "run_at": iso(job.run_at),
-        "created_at": iso(job.created_at),
-        "updated_at": iso(job.updated_at),
-        "started_at": iso(job.started_at),
-        "finished_at": iso(job.finished_at),
-        "lease_owner": job.lease_owner,
-        "lease_epoch": job.lease_epoch,
-        "lease_expires": iso(job.lease_expires),
-        "cancel_requested": job.cancel_requested,
-        "reason": job.reason,
-        "progress": progress_to_dict(job.progress) if job.progress else None,
-        # A serialized job that gave up its place in its key: when and why (``store/yielded.py``).
-        "order_yielded": job.extra.get(ORDER_YIELDED, {}).get("S"),
-        "chain": (
-            {"id": job.chain.id, "step": job.chain.step, "steps": job.chain.steps} if job.chain else None
-        ),
-        "payload": job.payload,
-        "payload_version": job.payload_version,
-        "payload_size": job.payload_size,
-        "payload_ref": job.payload_ref,
-        "result": job.result,
-        "result_ref": job.result_ref,
-        "steps": [
-            {
-                "name": step.name,
-                "attempt": step.attempt,
-                "started_at": iso(step.started_at),
-                "duration_s": step.duration_s,
-                "result": shown_step_result(step.name, step.result),
-                "result_ref": step.ref,
-            }
-            for step in in_order(steps_of(job.extra))
-        ],
-        "last_error": (
-            {"class": error.error_class, "message": error.message, "traceback": error.traceback}
-            if error
-            else None
-        ),
-        "history": [
-            {
-                "attempt": h.attempt,
-                "outcome": h.outcome,
-                "started_at": iso(h.started_at),
-                "finished_at": iso(h.finished_at),
-                "worker": h.worker,
-                "error": h.error or None,
-            }
-            for h in job.history
-        ],
-        "audit": [
-            {**entry, "at": iso(entry["at"]) if isinstance(entry.get("at"), float) else entry.get("at")}
-            for entry in operator.audit_entries(job)
-        ],
-        "idempotency_key": job.idempotency_key,
-        "tenant": job.tenant,
-        "parent_id": job.parent_id,
-        "root_id": job.root_id,
-        "batch_id": job.batch.id if job.batch else None,
-        "trace": job.trace,
-    }
+def tagged_flow(
+    table: str, p: _Plan, tag: str, limit: int, start: Any
+) -> Flow[tuple[list[JobRow], Any, int]]:
+    """One page of the ``tags`` index (``limit`` entries, newest first), as rows of the records it names.
 
-
-def progress_to_dict(progress: Progress) -> dict[str, Any]:
-    """A progress report as ``jobs get`` and the API show it: ``at`` as an ISO instant."""
-    shown = progress.to_json()
-    if progress.at is not None:
-        shown["at"] = iso(progress.at)
-    return shown
-
-
-def shown_step_result(name: str, result: Any) -> Any:
-    """A step's result as a reader sees it: a wait token's answer key left out.
-
-    The key is the credential of the token's answer URL (``Token.path``): whoever may read a job
-    (a read-only API token, the console) must not be able to answer its tokens with it.
+    The other filters are the records': a page may show fewer rows than ``limit`` (the cursor reads
+    on). An entry whose record is gone (TTL) is skipped. Returns the rows, the position to go on
+    from and the items read (index entries and records).
     """
-    if name.startswith("token-") and isinstance(result, dict) and "key" in result:
-        return {k: v for k, v in result.items() if k != "key"}
-    return result
+    if start == _DONE:
+        return [], _DONE, 0
+    name, value = tags.parse(tag)
+    params = tags.query(table, name, value, limit=limit, start_key=start)
+    if p.since is not None:
+        params["KeyConditionExpression"] += f" AND {tags.TAGGED_AT} >= :since"
+        params["ExpressionAttributeValues"][":since"] = {"N": repr(p.since)}
+    page = yield Call("dynamodb", "query", params)
+    ids = tags.job_ids(page)
+    records = (yield from batch_get_flow(table, ids)) if ids else {}
+    rows = [
+        _row(item, _num(item, "updated_at"))
+        for job_id in ids
+        if (item := records.get(job_id)) is not None
+        and all(_str(item, attr) == wanted for attr, wanted in p.filters.items())
+    ]
+    return rows, page.get("LastEvaluatedKey") or _DONE, len(page.get("Items", [])) + len(records)

@@ -96,6 +96,7 @@ class Row:
             else None,
             priority=o.get("priority"),
             serialize_key=o.get("serialize_key"),
+            tags=o.get("tags"),
         )
 
 

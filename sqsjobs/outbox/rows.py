@@ -37,7 +37,7 @@ SqlFlow = Generator[tuple[Any, dict[str, str]], None, T]
 
 #: Request fields the relay passes on to ``App.enqueue`` as they are (times become ``run_at`` and
 #: ``expires_after_s``, seconds, fixed at the write).
-PASSED_ON = ("queue", "tenant", "parent_id", "trace", "priority", "serialize_key")
+PASSED_ON = ("queue", "tenant", "parent_id", "trace", "priority", "serialize_key", "tags")
 #: Dedup modes make an id that depends on the enqueue time or on another job holding the key: the
 #: id this helper returns at the write could then differ from the one the relay's enqueue makes.
 UNSUPPORTED = ("dedupe",)

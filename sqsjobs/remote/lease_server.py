@@ -23,13 +23,13 @@ from sqsjobs.context import InterruptReason, JobContext
 from sqsjobs.delivery import LEAVE, Ack, dead_letter
 from sqsjobs.errors import ConfigurationError, HandlerNotFound, JobNotFound, LeaseConflict, RemoteError
 from sqsjobs.job import JobStatus, Progress
-from sqsjobs.producer import get_flow
 from sqsjobs.remote.lease import Lease, LeaseSealer
 from sqsjobs.runtime import payloads
 from sqsjobs.runtime.execution import Execution, apply
 from sqsjobs.runtime.kernel import kernel_of
 from sqsjobs.runtime.outliving import OutlivingRuns
 from sqsjobs.runtime.run_stage import timeout_error
+from sqsjobs.store import waiting
 from sqsjobs.transport import routes, sqs
 from sqsjobs.transport.queues import dlq_key
 
@@ -295,7 +295,9 @@ class LeaseServer:
 
     async def _record(self, job_id: str) -> Job | None:
         try:
-            return await self.kernel.arun(get_flow(self.kernel.settings, job_id, load_result=False))
+            return await self.kernel.arun(
+                waiting.read_job_flow(self.kernel.settings, job_id, load_result=False)
+            )
         except JobNotFound:
             return None
 

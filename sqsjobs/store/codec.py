@@ -114,6 +114,7 @@ KNOWN_ATTRIBUTES = frozenset(
     [
         "id",
         "progress",
+        "tags",
         "type",
         "queue",
         "status",
@@ -246,6 +247,7 @@ def job_from_item(item: Mapping[str, Any], message: Envelope | None = None) -> J
         chain=_chain_place(item),
         notify=notify_of(item),
         progress=progress_of(item),
+        tags={name: value["S"] for name, value in item.get("tags", {}).get("M", {}).items()},
         extra={k: v for k, v in item.items() if k not in KNOWN_ATTRIBUTES},
     )
 

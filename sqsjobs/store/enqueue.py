@@ -15,6 +15,7 @@ from sqsjobs.envelope import Envelope
 from sqsjobs.errors import IdempotencyConflict
 from sqsjobs.job import BatchPlace, ChainPlace, Job, JobStatus, Notify
 from sqsjobs.options import KeyPolicy
+from sqsjobs.store import tags
 from sqsjobs.store.codec import (
     OPTIONAL_STRINGS,
     Item,
@@ -118,6 +119,8 @@ class NewJob:
     #: The key's dedup mode (``KeyPolicy``): ``first_wins`` answers another payload with the
     #: job the key already names, instead of ``IdempotencyConflict``. Not stored in the record.
     policy: KeyPolicy | None = None
+    #: What the job is about (``sqsjobs.store.tags``): kept on the record, each one findable.
+    tags: Mapping[str, str] | None = None
 
     # Cached: the record, the message and a conflict check all need them, once per job.
     @functools.cached_property
@@ -181,6 +184,8 @@ def put_job(table: str, job: NewJob, *, unsent: bool = False, pending_until: flo
         if value is not None:
             item[name] = av_s(value)
     item |= place_fields(job.batch, job.chain, job.notify)
+    if job.tags:
+        item["tags"] = tags.attr(job.tags)
     return new_id_only(table, item)
 
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.store.codec import WRITE_ID, av_n, av_s, nonce
 from sqsjobs.store.conditions import All, eq
+from sqsjobs.store.tags import TAG, TAGGED_AT, TAGS_INDEX
 from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ def mark_dispatched(table: str, record: DueRecord, *, now: float, recheck_at: fl
 
 
 def table_definition(table: str) -> dict[str, Any]:
-    """CreateTable: on-demand, keyed by id, with the sparse ``attention`` and ``batch_items`` indexes."""
+    """CreateTable: on-demand, keyed by id, with the sparse ``attention``, ``batch_items`` and ``tags`` indexes."""
     return {
         "TableName": table,
         "BillingMode": "PAY_PER_REQUEST",
@@ -171,6 +172,8 @@ def table_definition(table: str) -> dict[str, Any]:
             {"AttributeName": "attn", "AttributeType": "S"},
             {"AttributeName": "due", "AttributeType": "N"},
             {"AttributeName": BATCH_KEY, "AttributeType": "S"},
+            {"AttributeName": TAG, "AttributeType": "S"},
+            {"AttributeName": TAGGED_AT, "AttributeType": "N"},
         ],
         "GlobalSecondaryIndexes": [
             {
@@ -184,6 +187,14 @@ def table_definition(table: str) -> dict[str, Any]:
             {
                 "IndexName": BATCH_ITEMS_INDEX,
                 "KeySchema": [{"AttributeName": BATCH_KEY, "KeyType": "HASH"}],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            },
+            {
+                "IndexName": TAGS_INDEX,
+                "KeySchema": [
+                    {"AttributeName": TAG, "KeyType": "HASH"},
+                    {"AttributeName": TAGGED_AT, "KeyType": "RANGE"},
+                ],
                 "Projection": {"ProjectionType": "KEYS_ONLY"},
             },
         ],

@@ -106,15 +106,21 @@ def poll_flow(
         yield sleep_call(min(next(schedule), left))
 
 
-def read_job_flow(settings: Settings, job_id: str, consistent: bool) -> Flow[Job]:
-    """One read of the record; a finished job's S3 result is read too (as ``App.get`` does)."""
+def read_job_flow(
+    settings: Settings, job_id: str, consistent: bool = True, *, load_result: bool = True
+) -> Flow[Job]:
+    """One read of the record (``App.get``'s, and each of a wait's); ``JobNotFound`` if there is none.
+
+    A finished job's S3 result is read too, unless ``load_result`` is False; one that expired
+    (``payload_object_days``) leaves ``result`` None, and ``result_ref`` still names it.
+    """
     params = {**requests.get(settings.table_name, job_id), "ConsistentRead": consistent}
     response = yield Call("dynamodb", "get_item", params)
     item = response.get("Item")
     if not item or "type" not in item:
         raise JobNotFound(f"no job with id {job_id!r} in table {settings.table_name}")
     job = codec.job_from_item(item)
-    if job.status.terminal and job.result_ref is not None:
+    if load_result and job.status.terminal and job.result_ref is not None:
         with contextlib.suppress(PayloadMissing):
             job = job.evolve(result=json.loads((yield from objects.get_flow(job.result_ref))))
     return job

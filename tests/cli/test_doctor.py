@@ -30,6 +30,7 @@ def test_doctor_passes_on_a_provisioned_app(ministack_url):
     assert indexes == {
         "index attention": "attn (S, hash), due (N, range), projection INCLUDE",
         "index batch_items": "batch_key (S, hash), projection KEYS_ONLY",
+        "index tags": "tag (S, hash), tagged_at (N, range), projection KEYS_ONLY",
     }
     assert "table layout" not in {c["name"] for c in run.json["checks"]}
     human = invoke(app, ministack_url, "doctor")
@@ -116,8 +117,8 @@ def test_doctor_fails_on_an_attention_index_of_another_shape(ministack_url):
     app.close()
 
 
-def test_doctor_fails_on_a_table_made_before_batches_and_says_which_index_to_add(ministack_url):
-    # GIVEN a table with the attention index as provisioned today, but no batch_items index
+def test_doctor_fails_on_a_table_made_before_batches_and_tags_and_says_which_indexes_to_add(ministack_url):
+    # GIVEN a table with the attention index as provisioned today, but no batch_items or tags index
     app = new_app(ministack_url)
     attention = _gsi("attention", "attn", "due", "INCLUDE")
     attention["Projection"]["NonKeyAttributes"] = list(LISTED)
@@ -125,14 +126,18 @@ def test_doctor_fails_on_a_table_made_before_batches_and_says_which_index_to_add
 
     run = invoke(app, ministack_url, "doctor", "--json")
 
-    # THEN only the batch index check fails, and its fix is the UpdateTable that adds it
+    # THEN only those two index checks fail, each fix the UpdateTable that adds it
     assert run.code == EXIT_ERROR
     failed = {c["name"]: c for c in run.json["checks"] if c["level"] == "fail"}
-    assert set(failed) == {"index batch_items"}
-    assert failed["index batch_items"]["detail"] == "missing"
+    assert set(failed) == {"index batch_items", "index tags"}
+    assert failed["index batch_items"]["detail"] == failed["index tags"]["detail"] == "missing"
     assert (
         "add GSI batch_items on batch_key (S, hash), projection KEYS_ONLY"
         in failed["index batch_items"]["fix"]
+    )
+    assert (
+        "add GSI tags on tag (S, hash), tagged_at (N, range), projection KEYS_ONLY"
+        in failed["index tags"]["fix"]
     )
     app.close()
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from sqsjobs import JobStatus
-from sqsjobs.ops.inspect import job_to_dict
+from sqsjobs.ops.job_views import job_to_dict
 from sqsjobs.runtime.lambda_sqs import LambdaWorker
 from sqsjobs.steps.records import steps_of
 from tests.apps import stepped

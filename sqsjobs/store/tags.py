@@ -1,0 +1,154 @@
+"""Tags: what a job is about (``tags={"customer": "42"}``), kept on its record and found by exact tag.
+
+The record keeps the tags (``tags``, a map). Finding jobs by one of them takes an index, and
+DynamoDB indexes one value per item, so each tag is one small item of its own beside the record::
+
+    id = "tag#customer=42#<job id>"   tag = "customer=42"   tagged_at = <created_at>   expires_at
+
+keyed in the sparse, keys-only ``tags`` index on (``tag``, ``tagged_at``): a query reads a tag's
+jobs newest first, and the records are then read by id. Only tagged jobs pay: one tag item is one
+write unit in the table and one in the index, written when the job is created (a job with no tags
+writes nothing more). A tag item outlives its job's record (``expires_at``: the longest a job can
+wait for its message, and the record's retention after that); a search skips the ids whose record
+is gone.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import tenacity
+
+from sqsjobs._aws import Call, Flow, retrying
+from sqsjobs.errors import StoreError, TagsInvalid
+from sqsjobs.store.codec import av_n, av_s
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from sqsjobs.store.codec import Item
+
+TAGS_INDEX = "tags"
+#: The index's keys: ``<name>=<value>``, and the job's ``created_at``.
+TAG = "tag"
+TAGGED_AT = "tagged_at"
+PREFIX = "tag#"
+#: A job's tags: at most this many (each is an item and an index entry: its cost is per tag).
+MAX_TAGS = 10
+#: A tag's name: a short identifier (no ``=``, so ``name=value`` reads back one way).
+NAME = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
+MAX_VALUE_CHARS = 256
+#: Items one BatchWriteItem takes.
+MAX_BATCH_WRITE = 25
+
+
+def checked(tags: Mapping[str, Any] | None) -> dict[str, str] | None:
+    """``tags`` as stored, or None when there are none.
+
+    Raises:
+        TagsInvalid: not a mapping of names to strings, more than ``MAX_TAGS``, a name outside
+            ``NAME``, or a value empty, longer than ``MAX_VALUE_CHARS`` or holding a control character.
+    """
+    if tags is None or tags == {}:
+        return None
+    if not isinstance(tags, dict):
+        raise TagsInvalid(f"tags must be an object of names to strings, got {type(tags).__name__}")
+    if len(tags) > MAX_TAGS:
+        raise TagsInvalid(f"a job takes at most {MAX_TAGS} tags, got {len(tags)}")
+    for name, value in tags.items():
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            raise TagsInvalid(f"tag name {str(name)[:80]!r} must be 1 to 64 letters, digits or _.:/-")
+        if not isinstance(value, str) or not 0 < len(value) <= MAX_VALUE_CHARS:
+            raise TagsInvalid(f"tag {name!r} must be a string of 1 to {MAX_VALUE_CHARS} characters")
+        if any(ord(c) < 32 for c in value):
+            raise TagsInvalid(f"tag {name!r} holds a control character")
+    return dict(tags)
+
+
+def parse(text: str) -> tuple[str, str]:
+    """``customer=42`` (a CLI argument, a query parameter) as (name, value).
+
+    Raises:
+        TagsInvalid: no ``=``, or a name or value ``checked`` refuses.
+    """
+    name, sep, value = text.partition("=")
+    if not sep:
+        raise TagsInvalid(f"a tag is name=value, got {text[:80]!r}")
+    checked({name: value})
+    return name, value
+
+
+def attr(tags: Mapping[str, str]) -> dict[str, Any]:
+    """The record's ``tags`` attribute."""
+    return {"M": {name: av_s(value) for name, value in tags.items()}}
+
+
+def tag_items(
+    table: str, job_id: str, tags: Mapping[str, str], *, created_at: float, expires_at: float
+) -> list[Item]:
+    """One item per tag. Written again (the same job enqueued again), an item is the same item."""
+    return [
+        {
+            "id": av_s(f"{PREFIX}{name}={value}#{job_id}"),
+            TAG: av_s(f"{name}={value}"),
+            TAGGED_AT: av_n(created_at),
+            "expires_at": av_n(int(expires_at)),
+        }
+        for name, value in tags.items()
+    ]
+
+
+def _still_unprocessed(state: tenacity.RetryCallState) -> NoReturn:
+    left = state.outcome.result() if state.outcome else {}
+    raise StoreError(f"BatchWriteItem left {sum(len(v) for v in left.values())} tag items unprocessed")
+
+
+#: Sends again what a BatchWriteItem left unprocessed (throttling): after 0.05 s, doubling, 5 times.
+_UNPROCESSED = tenacity.Retrying(
+    stop=tenacity.stop_after_attempt(6),
+    wait=tenacity.wait_exponential(multiplier=0.05),
+    retry=tenacity.retry_if_result(bool),
+    retry_error_callback=_still_unprocessed,
+)
+
+
+def write_flow(table: str, items: Sequence[Item]) -> Flow[None]:
+    """Put ``items``, 25 to a ``BatchWriteItem`` (unconditional: an item written twice is the same item).
+
+    Raises:
+        StoreError: DynamoDB refused the request, or left items unprocessed after every retry.
+    """
+    for start in range(0, len(items), MAX_BATCH_WRITE):
+        pending: dict[str, Any] = {
+            table: [{"PutRequest": {"Item": dict(item)}} for item in items[start : start + MAX_BATCH_WRITE]]
+        }
+
+        def attempt() -> Flow[dict[str, Any]]:
+            nonlocal pending
+            response = yield Call("dynamodb", "batch_write_item", {"RequestItems": pending})
+            pending = response.get("UnprocessedItems") or {}
+            return pending
+
+        yield from retrying(attempt, _UNPROCESSED)
+
+
+def query(table: str, name: str, value: str, *, limit: int, start_key: Item | None = None) -> dict[str, Any]:
+    """A page of the ids of the jobs tagged ``name=value``, newest first (keys only)."""
+    params: dict[str, Any] = {
+        "TableName": table,
+        "IndexName": TAGS_INDEX,
+        "KeyConditionExpression": "#tag = :tag",
+        "ExpressionAttributeNames": {"#tag": TAG},
+        "ExpressionAttributeValues": {":tag": av_s(f"{name}={value}")},
+        "ScanIndexForward": False,
+        "Limit": limit,
+    }
+    if start_key:
+        params["ExclusiveStartKey"] = start_key
+    return params
+
+
+def job_ids(response: Mapping[str, Any]) -> list[str]:
+    """The job ids of a ``query`` page, in its order."""
+    return [item["id"]["S"].rpartition("#")[2] for item in response.get("Items", [])]
