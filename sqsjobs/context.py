@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import enum
 import threading
 from dataclasses import dataclass, field
@@ -12,11 +13,17 @@ from typing import TYPE_CHECKING, Any
 from sqsjobs.job import Progress
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from sqsjobs.delivery import Delivery
     from sqsjobs.job import Job
     from sqsjobs.retry import RetryPolicy
+
+#: The tags of the job whose handler runs in this context (set by the worker around the handler):
+#: a job the handler enqueues inherits them, its own tags winning (``producer.build_new_job``).
+RUNNING_TAGS: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
+    "sqsjobs_running_tags", default=None
+)
 
 
 class InterruptReason(enum.StrEnum):

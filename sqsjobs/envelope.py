@@ -39,10 +39,13 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from sqsjobs.errors import EnvelopeError, MalformedJson, UnknownEnvelopeVersion
 from sqsjobs.job import BatchPlace, ChainPlace, Notify
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 ENVELOPE_VERSION = 2
 #: A job whose payload is an S3 object (``ref``).
@@ -116,6 +119,9 @@ class Envelope:
     chain: ChainPlace | None = None
     #: Where the job's end is told (``Job.notify``).
     notify: Notify | None = None
+    #: What the job is about (``Job.tags``): a record made from the message keeps them, and the
+    #: jobs its handler enqueues inherit them.
+    tags: Mapping[str, str] | None = None
 
     def to_body(self) -> str:
         """Serialise for SendMessage."""
@@ -141,6 +147,8 @@ class Envelope:
                 data |= {"chain": self.chain.id, "step": self.chain.step, "steps": self.chain.steps}
             if self.notify is not None:
                 data["notify"] = self.notify.to_json()
+            if self.tags:
+                data["tags"] = dict(self.tags)
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
@@ -189,6 +197,13 @@ class Envelope:
                 optional["notify"] = Notify.of(data["notify"])
             except (TypeError, ValueError) as exc:
                 raise EnvelopeError(f"envelope's notify target is not one: {exc}: {body[:80]!r}") from None
+        tags = data.get("tags")
+        if tags is not None:
+            if not isinstance(tags, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in tags.items()
+            ):
+                raise EnvelopeError(f"envelope's tags are not names to strings: {body[:80]!r}")
+            optional["tags"] = tags
         if data["v"] >= REF_ENVELOPE_VERSION:
             reference, size = data.get("ref"), data.get("size")
             if not isinstance(reference, str) or not reference or not _number(size):

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypedDict
 
 from sqsjobs._aws import Call, Flow, together
 from sqsjobs.config import to_seconds
+from sqsjobs.context import RUNNING_TAGS
 from sqsjobs.envelope import DEEP_PAYLOAD, payload_depth_error
 from sqsjobs.errors import (
     DedupeInvalid,
@@ -194,7 +195,10 @@ def build_new_job(
         ),
         notify=notify_target(request.notify),
         policy=mode,
-        tags=tags.checked(request.tags),
+        # A job enqueued by a running handler inherits that job's tags (its own win).
+        tags=tags.checked(
+            {**inherited, **(request.tags or {})} if (inherited := RUNNING_TAGS.get()) else request.tags
+        ),
     )
     return _claim_checked(job, settings, in_record=in_record or job.held)
 
@@ -408,30 +412,11 @@ def enqueue_many_flow(
     finally:
         if spans is not None:
             spans.end()
-    yield from write_tags(settings, [job for job in created if job.tags])
+    yield from tags.write_jobs_flow(settings, created)
     if metrics is not None:
         for job in created:
             metrics.enqueued(job.type, job.tenant)
     return [j.id for j in jobs]
-
-
-def write_tags(settings: Settings, jobs: Sequence[enqueue.NewJob]) -> Flow[None]:
-    """The tag items of new tagged jobs (``sqsjobs.store.tags``), 25 to a request; an untagged job writes none."""
-    keep_s = settings.message_retention_s + settings.retention_s
-    items = [
-        item
-        for job in jobs
-        if job.tags
-        for item in tags.tag_items(
-            settings.table_name,
-            job.id,
-            job.tags,
-            created_at=job.now,
-            expires_at=max(job.run_at, job.now) + keep_s,
-        )
-    ]
-    if items:
-        yield from tags.write_flow(settings.table_name, items)
 
 
 def _keep_unsent(settings: Settings, job: enqueue.NewJob) -> Flow[None]:

@@ -51,9 +51,8 @@ from sqsjobs.producer import (
     hint_written,
     route_of,
     write_objects,
-    write_tags,
 )
-from sqsjobs.store import transact
+from sqsjobs.store import tags, transact
 from sqsjobs.store.apply import Refused, apply_all
 from sqsjobs.store.codec import av_s, nonce
 from sqsjobs.store.enqueue import outside_producer
@@ -278,7 +277,7 @@ class Transaction:
         if self._metrics is not None:
             for job in jobs:
                 self._metrics.enqueued(job.type, job.tenant)
-        yield from write_tags(self._settings, [j for j in jobs if j.tags])  # after the commit: its jobs exist
+        yield from tags.write_jobs_flow(self._settings, jobs)  # after the commit: its jobs exist
         written = [(item.job, item.params["Item"]) for item in self._items if item.job is not None]
         yield from hint_written(
             written,

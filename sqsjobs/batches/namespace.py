@@ -34,7 +34,7 @@ from sqsjobs.batches.completion import (
 from sqsjobs.config import to_seconds
 from sqsjobs.errors import BatchNotFound, BatchSealed, ConfigurationError, IdempotencyConflict
 from sqsjobs.job import BatchPlace
-from sqsjobs.producer import JobRequest, build_new_job, notify_target, route_of, write_objects, write_tags
+from sqsjobs.producer import JobRequest, build_new_job, notify_target, route_of, write_objects
 from sqsjobs.runtime.kernel import Namespace
 from sqsjobs.store import tags as store_tags
 from sqsjobs.store import transact, waiting
@@ -239,7 +239,7 @@ def add_flow(
                 raise BatchNotFound(f"batch {batch.id} has no counter shard for this item: it does not exist")
             raise BatchSealed(f"batch {batch.id} is sealed: it takes no more items")
         raise refused.as_error()
-    yield from write_tags(env.settings, [job])
+    yield from store_tags.write_jobs_flow(env.settings, [job])
     yield from env.hint(job, put)
     return job.id
 

@@ -29,9 +29,10 @@ from sqsjobs.config import to_seconds
 from sqsjobs.errors import ChainInvalid, ChainNotFound, IdempotencyConflict, StoreError, TransactionInvalid
 from sqsjobs.job import ChainPlace, JobStatus
 from sqsjobs.notify.plugin import CancelTold, told_cancel
-from sqsjobs.producer import JobRequest, build_new_job, hint_written, route_of, write_objects, write_tags
+from sqsjobs.producer import JobRequest, build_new_job, hint_written, route_of, write_objects
 from sqsjobs.runtime.kernel import Namespace
 from sqsjobs.store import operator, transact, waiting
+from sqsjobs.store import tags as store_tags
 from sqsjobs.store.apply import Refused, apply_all
 from sqsjobs.store.codec import job_from_item, nonce, str_attr, to_datetime
 from sqsjobs.store.enqueue import outside_producer
@@ -184,7 +185,7 @@ def create_flow(
         raise
     if isinstance(created, Refused):
         return _refused(created, chain_id, jobs, dedupe_key)
-    yield from write_tags(settings, [job for job in jobs if job.tags])
+    yield from store_tags.write_jobs_flow(settings, jobs)
     yield from hint_written(
         [(first, first_put["Put"]["Item"])],
         table=table,

@@ -91,7 +91,7 @@ SCAN_GROWTH = 4
 #: ``JobPage.index`` of the dead listing (the index's name) and of a Scan listing.
 ATTENTION = schema.ATTENTION_INDEX
 SCAN = "scan"
-TAGS = tags.TAGS_INDEX
+TAGS = schema.TAGS_INDEX
 #: Attempts at the keys a BatchGetItem left unprocessed (throttling) before giving up.
 UNPROCESSED_RETRIES = 5
 _CURSOR_VERSION = 2
@@ -502,7 +502,7 @@ def tagged_flow(
     name, value = tags.parse(tag)
     params = tags.query(table, name, value, limit=limit, start_key=start)
     if p.since is not None:
-        params["KeyConditionExpression"] += f" AND {tags.TAGGED_AT} >= :since"
+        params["KeyConditionExpression"] += f" AND {schema.TAGGED_AT} >= :since"
         params["ExpressionAttributeValues"][":since"] = {"N": repr(p.since)}
     page = yield Call("dynamodb", "query", params)
     ids = tags.job_ids(page)

@@ -21,7 +21,7 @@ import contextvars
 import functools
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs.context import InterruptReason, JobContext
+from sqsjobs.context import RUNNING_TAGS, InterruptReason, JobContext
 from sqsjobs.delivery import LEAVE, Ack
 from sqsjobs.errors import (
     Cancel,
@@ -190,6 +190,8 @@ class Runner:
             if granted and late is None:
                 started = clock.now()
                 ctx.deadline = started + timeout_s  # the timeout runs from the start, not the claim
+                # A tagged job's handler runs with its tags in context: the jobs it enqueues inherit them.
+                inherit = RUNNING_TAGS.set(job.tags) if job.tags else None
                 run = asyncio.ensure_future(
                     invoke(spec, payload, ctx, pool=self._pool)
                     if spec.batch is None
@@ -197,6 +199,8 @@ class Runner:
                         spec, payload, ctx
                     )  # one call for many jobs (runtime/batching.py)
                 )
+                if inherit is not None:
+                    RUNNING_TAGS.reset(inherit)
                 interrupted = asyncio.ensure_future(ctx._interrupt.wait())
                 try:
                     await asyncio.wait(

@@ -359,6 +359,8 @@ def record_of(envelope: Envelope) -> Item:
         value = getattr(envelope, name)
         if value is not None:
             item[name] = av_s(value)
+    if envelope.tags:
+        item["tags"] = {"M": {name: av_s(value) for name, value in envelope.tags.items()}}
     return item | place_fields(envelope.batch, envelope.chain, envelope.notify)
 
 

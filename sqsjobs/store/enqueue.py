@@ -15,7 +15,6 @@ from sqsjobs.envelope import Envelope
 from sqsjobs.errors import IdempotencyConflict
 from sqsjobs.job import BatchPlace, ChainPlace, Job, JobStatus, Notify
 from sqsjobs.options import KeyPolicy
-from sqsjobs.store import tags
 from sqsjobs.store.codec import (
     OPTIONAL_STRINGS,
     Item,
@@ -185,7 +184,7 @@ def put_job(table: str, job: NewJob, *, unsent: bool = False, pending_until: flo
             item[name] = av_s(value)
     item |= place_fields(job.batch, job.chain, job.notify)
     if job.tags:
-        item["tags"] = tags.attr(job.tags)
+        item["tags"] = {"M": {name: av_s(value) for name, value in job.tags.items()}}
     return new_id_only(table, item)
 
 
@@ -217,6 +216,7 @@ def envelope_of(job: NewJob | Job) -> Envelope:
             serialize_key=job.serialize_key,
             chain=job.chain,
             notify=job.notify,
+            tags=job.tags or None,
         )
     if job.payload_hash is None:  # a record of the first layout: the claim reads its payload
         return Envelope(job.id, job.type)
@@ -243,6 +243,7 @@ def envelope_of(job: NewJob | Job) -> Envelope:
         serialize_key=job.serialize_key,
         chain=job.chain,
         notify=job.notify,
+        tags=job.tags or None,
     )
 
 

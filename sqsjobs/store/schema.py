@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 from sqsjobs.store.codec import WRITE_ID, av_n, av_s, nonce
 from sqsjobs.store.conditions import All, eq
-from sqsjobs.store.tags import TAG, TAGGED_AT, TAGS_INDEX
 from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
@@ -53,6 +52,11 @@ ATTENTION_KINDS = (HELD, PENDING, DEAD, BATCH)
 #: have no ``batch_key`` and write nothing to it.
 BATCH_ITEMS_INDEX = "batch_items"
 BATCH_KEY = "batch_key"
+#: The sparse, keys-only index of tag items (``store/tags.py``): ``tag`` = ``<name>=<value>``, ``tagged_at``
+#: = the job's ``created_at``. Only tag items carry them: a job with no tags writes nothing to it.
+TAGS_INDEX = "tags"
+TAG = "tag"
+TAGGED_AT = "tagged_at"
 #: Finished records carry their deletion time (epoch seconds) here; the table's TTL attribute.
 TTL_ATTRIBUTE = "expires_at"
 #: What the attention index carries besides its keys: the columns of ``sqsjobs jobs list``.

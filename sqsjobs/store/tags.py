@@ -23,16 +23,15 @@ import tenacity
 from sqsjobs._aws import Call, Flow, retrying
 from sqsjobs.errors import StoreError, TagsInvalid
 from sqsjobs.store.codec import av_n, av_s
+from sqsjobs.store.schema import TAG, TAGGED_AT, TAGS_INDEX
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from sqsjobs.config import Settings
     from sqsjobs.store.codec import Item
+    from sqsjobs.store.enqueue import NewJob
 
-TAGS_INDEX = "tags"
-#: The index's keys: ``<name>=<value>``, and the job's ``created_at``.
-TAG = "tag"
-TAGGED_AT = "tagged_at"
 PREFIX = "tag#"
 #: A job's tags: at most this many (each is an item and an index entry: its cost is per tag).
 MAX_TAGS = 10
@@ -131,6 +130,28 @@ def write_flow(table: str, items: Sequence[Item]) -> Flow[None]:
             return pending
 
         yield from retrying(attempt, _UNPROCESSED)
+
+
+def write_jobs_flow(settings: Settings, jobs: Sequence[NewJob]) -> Flow[None]:
+    """The tag items of ``jobs`` just written (an untagged job writes none), 25 to a request.
+
+    Each lives as long as its job can: its due time, plus the message's retention, plus the record's.
+    """
+    keep_s = settings.message_retention_s + settings.retention_s
+    items = [
+        item
+        for job in jobs
+        if job.tags
+        for item in tag_items(
+            settings.table_name,
+            job.id,
+            job.tags,
+            created_at=job.now,
+            expires_at=max(job.run_at, job.now) + keep_s,
+        )
+    ]
+    if items:
+        yield from write_flow(settings.table_name, items)
 
 
 def query(table: str, name: str, value: str, *, limit: int, start_key: Item | None = None) -> dict[str, Any]:

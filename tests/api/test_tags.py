@@ -53,10 +53,24 @@ def tagged(own_api):
     return by_customer
 
 
+def _listed_since(http, tag: str, since: str) -> set[str]:
+    found: set[str] = set()
+    cursor = None
+    while True:
+        params = {"tag": tag, "since": since, "limit": 100, **({"cursor": cursor} if cursor else {})}
+        page = http.get("/jobs", params=params).json()
+        found |= {row["id"] for row in page["jobs"]}
+        if (cursor := page["next_cursor"]) is None:
+            return found
+
+
 def test_a_customers_jobs_are_found_by_its_tag_over_http_exactly(own_api, tagged):
     listed = _listed(own_api.http, "customer=7")
     assert len(listed) == len(set(listed)) == JOBS // CUSTOMERS
     assert set(listed) == tagged["7"]
+    # AND a window bounds the enqueue time: the last hour holds them all, an instant from now none
+    assert _listed_since(own_api.http, "customer=7", "1h") == tagged["7"]
+    assert _listed_since(own_api.http, "customer=7", "2099-01-01T00:00:00Z") == set()
 
 
 def test_one_order_is_one_job_and_an_unknown_tag_is_none(own_api, tagged):
