@@ -22,7 +22,7 @@ from rich.table import Table
 from sqsjobs import App, JobContext
 from sqsjobs.errors import TokenFailed
 from sqsjobs.local.dev import DevStack
-from sqsjobs.ops.inspect import job_to_dict
+from sqsjobs.ops.job_views import job_to_dict
 
 console = Console(width=120)
 app = App("approval")
