@@ -97,14 +97,8 @@ class StateTable:
     def __getitem__(self, name: str) -> Transition:
         return self._rows[name]
 
-    def __contains__(self, name: object) -> bool:
-        return name in self._rows
-
     def __iter__(self) -> Iterator[Transition]:
         return iter(sorted(self._rows.values(), key=lambda row: row.name))
-
-    def __len__(self) -> int:
-        return len(self._rows)
 
     def sharing(self, name: str) -> frozenset[JobStatus]:
         """The sources of every row built by ``name``'s builder: what that one write's condition admits."""
