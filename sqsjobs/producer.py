@@ -196,9 +196,7 @@ def build_new_job(
         notify=notify_target(request.notify),
         policy=mode,
         # A job enqueued by a running handler inherits that job's tags (its own win).
-        tags=tags.checked(
-            {**inherited, **(request.tags or {})} if (inherited := RUNNING_TAGS.get()) else request.tags
-        ),
+        tags=tags.checked(tags.inherited(RUNNING_TAGS.get(), request.tags)),
     )
     return _claim_checked(job, settings, in_record=in_record or job.held)
 

@@ -208,8 +208,7 @@ def add_flow(
 
     The item inherits the batch's tags (its own win over them).
     """
-    if batch.tags:
-        request = dataclasses.replace(request, tags={**batch.tags, **(request.tags or {})})
+    request = dataclasses.replace(request, tags=store_tags.inherited(batch.tags, request.tags))
     job = build_new_job(request, registry=registry, settings=env.settings, now=now, in_record=True)
     outside_producer(job, "a batch")
     if dedupe_key is not None:

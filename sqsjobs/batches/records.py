@@ -22,7 +22,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs.store import tags
 from sqsjobs.store.codec import (
     av_n,
     av_s,
@@ -31,6 +30,8 @@ from sqsjobs.store.codec import (
     num_attr,
     place_fields,
     str_attr,
+    tags_attr,
+    tags_of,
     to_datetime,
 )
 from sqsjobs.store.conditions import All, Compare, Exists, Fragment, Missing, eq
@@ -186,7 +187,7 @@ def read_record(item: Mapping[str, Any]) -> BatchRecord:
         callback_id=str_attr(item, "callback_id"),
         final_counts=None if counts is None else {k: int(v["N"]) for k, v in counts.items()},
         notify=notify_of(item),
-        tags={name: value["S"] for name, value in item.get("tags", {}).get("M", {}).items()},
+        tags=tags_of(item),
         attn=str_attr(item, "attn"),
         due_raw=item.get("due", {}).get("N"),
         raw=item,
@@ -221,7 +222,7 @@ def create_entries(table: str, spec: BatchSpec) -> list[dict[str, Any]]:
         record["max_fail"] = av_n(spec.max_item_failures)
     record |= place_fields(None, None, spec.notify)
     if spec.tags:
-        record["tags"] = tags.attr(spec.tags)
+        record["tags"] = tags_attr(spec.tags)
     if spec.dedupe_key is not None:
         record["dedupe_key"] = av_s(spec.dedupe_key)
     entries: list[dict[str, Any]] = [{"Put": _put_new(table, record)}]

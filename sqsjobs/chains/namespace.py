@@ -106,7 +106,7 @@ def build_steps(
     goes to S3 and the record keeps its reference, as for a held job.
     """
     requests = [
-        dataclasses.replace(r, notify=notify, tags={**(tags or {}), **(r.tags or {})} or None)
+        dataclasses.replace(r, notify=notify, tags=store_tags.inherited(tags, r.tags))
         for r in (_request(n, s) for n, s in enumerate(steps))
     ]
     if not 1 <= len(requests) <= chain_records.MAX_STEPS:

@@ -500,11 +500,9 @@ def tagged_flow(
     if start == _DONE:
         return [], _DONE, 0
     name, value = tags.parse(tag)
-    params = tags.query(table, name, value, limit=limit, start_key=start)
-    if p.since is not None:
-        params["KeyConditionExpression"] += f" AND {schema.TAGGED_AT} >= :since"
-        params["ExpressionAttributeValues"][":since"] = {"N": repr(p.since)}
-    page = yield Call("dynamodb", "query", params)
+    page = yield Call(
+        "dynamodb", "query", tags.query(table, name, value, limit=limit, since=p.since, start_key=start)
+    )
     ids = tags.job_ids(page)
     records = (yield from batch_get_flow(table, ids)) if ids else {}
     rows = [

@@ -247,7 +247,7 @@ def job_from_item(item: Mapping[str, Any], message: Envelope | None = None) -> J
         chain=_chain_place(item),
         notify=notify_of(item),
         progress=progress_of(item),
-        tags={name: value["S"] for name, value in item.get("tags", {}).get("M", {}).items()},
+        tags=tags_of(item),
         extra={k: v for k, v in item.items() if k not in KNOWN_ATTRIBUTES},
     )
 
@@ -255,6 +255,16 @@ def job_from_item(item: Mapping[str, Any], message: Envelope | None = None) -> J
 def progress_attr(progress: Progress, now: float) -> dict[str, str]:
     """The record's ``progress`` attribute: the report as JSON, stamped with the instant it is written."""
     return av_s(canonical_json({**progress.to_json(), "at": now}))
+
+
+def tags_attr(tags: Mapping[str, str]) -> dict[str, Any]:
+    """A record's ``tags`` attribute (a job's, or a batch's that its items inherit)."""
+    return {"M": {name: av_s(value) for name, value in tags.items()}}
+
+
+def tags_of(item: Mapping[str, Any]) -> dict[str, str]:
+    """A record's tags (none: empty)."""
+    return {name: value["S"] for name, value in item.get("tags", {}).get("M", {}).items()}
 
 
 def progress_of(item: Mapping[str, Any]) -> Progress | None:
@@ -360,7 +370,7 @@ def record_of(envelope: Envelope) -> Item:
         if value is not None:
             item[name] = av_s(value)
     if envelope.tags:
-        item["tags"] = {"M": {name: av_s(value) for name, value in envelope.tags.items()}}
+        item["tags"] = tags_attr(envelope.tags)
     return item | place_fields(envelope.batch, envelope.chain, envelope.notify)
 
 

@@ -24,6 +24,7 @@ from sqsjobs.store.codec import (
     canonical_json,
     payload_hash,
     place_fields,
+    tags_attr,
 )
 from sqsjobs.store.conditions import All, Missing, eq
 from sqsjobs.store.schema import HELD, PENDING, attention_key
@@ -184,7 +185,7 @@ def put_job(table: str, job: NewJob, *, unsent: bool = False, pending_until: flo
             item[name] = av_s(value)
     item |= place_fields(job.batch, job.chain, job.notify)
     if job.tags:
-        item["tags"] = {"M": {name: av_s(value) for name, value in job.tags.items()}}
+        item["tags"] = tags_attr(job.tags)
     return new_id_only(table, item)
 
 

@@ -78,9 +78,11 @@ def parse(text: str) -> tuple[str, str]:
     return name, value
 
 
-def attr(tags: Mapping[str, str]) -> dict[str, Any]:
-    """The record's ``tags`` attribute."""
-    return {"M": {name: av_s(value) for name, value in tags.items()}}
+def inherited(parent: Mapping[str, str] | None, own: Mapping[str, str] | None) -> Mapping[str, str] | None:
+    """The tags of a job made under ``parent`` (a chain, a batch, a running job): both, its own winning."""
+    if not parent:
+        return own
+    return {**parent, **(own or {})}
 
 
 def tag_items(
@@ -154,14 +156,27 @@ def write_jobs_flow(settings: Settings, jobs: Sequence[NewJob]) -> Flow[None]:
         yield from write_flow(settings.table_name, items)
 
 
-def query(table: str, name: str, value: str, *, limit: int, start_key: Item | None = None) -> dict[str, Any]:
-    """A page of the ids of the jobs tagged ``name=value``, newest first (keys only)."""
+def query(
+    table: str,
+    name: str,
+    value: str,
+    *,
+    limit: int,
+    since: float | None = None,
+    start_key: Item | None = None,
+) -> dict[str, Any]:
+    """A page of the ids of the jobs tagged ``name=value``, newest first (keys only).
+
+    ``since``: only jobs enqueued at or after it (a condition on the index's sort key).
+    """
+    condition = "#tag = :tag" if since is None else f"#tag = :tag AND {TAGGED_AT} >= :since"
+    values = {":tag": av_s(f"{name}={value}")} | ({} if since is None else {":since": av_n(since)})
     params: dict[str, Any] = {
         "TableName": table,
         "IndexName": TAGS_INDEX,
-        "KeyConditionExpression": "#tag = :tag",
+        "KeyConditionExpression": condition,
         "ExpressionAttributeNames": {"#tag": TAG},
-        "ExpressionAttributeValues": {":tag": av_s(f"{name}={value}")},
+        "ExpressionAttributeValues": values,
         "ScanIndexForward": False,
         "Limit": limit,
     }
