@@ -32,7 +32,7 @@ from sqsjobs.errors import BatchNotFound
 from sqsjobs.job import JobStatus
 from sqsjobs.notify.plugin import CancelTold, told_cancel
 from sqsjobs.producer import hint_written
-from sqsjobs.store import requests, transact
+from sqsjobs.store import batched, requests, transact
 from sqsjobs.store.apply import Landed, Refusal, Refused, apply, apply_all
 from sqsjobs.store.codec import av_s, idempotent_job_id, job_from_item, nonce
 from sqsjobs.store.conditions import Compare, Fragment
@@ -104,12 +104,8 @@ def read_record_flow(env: BatchEnv, batch_id: str) -> Flow[batch_records.BatchRe
 
 def read_shards_flow(env: BatchEnv, record: batch_records.BatchRecord) -> Flow[list[dict[str, Any]]]:
     """Every shard item of the batch, strongly consistent, in shard order."""
-    request = batch_records.get_shards(env.table, record.id, record.shards)
-    items: list[dict[str, Any]] = []
-    while request["RequestItems"]:
-        response = yield Call("dynamodb", "batch_get_item", request)
-        items += response.get("Responses", {}).get(env.table, [])
-        request = {"RequestItems": response.get("UnprocessedKeys") or {}}
+    keys = batch_records.shard_keys(record.id, record.shards)
+    items = yield from batched.get_items(env.table, keys, consistent=True)
     return sorted(items, key=lambda i: str(i["id"]["S"]))
 
 
@@ -281,30 +277,15 @@ def item_ids_flow(env: BatchEnv, record: batch_records.BatchRecord) -> Flow[list
     return ids
 
 
-def items_flow(env: BatchEnv, ids: Sequence[str], fields: str) -> Flow[list[dict[str, Any]]]:
-    """The records of ``ids`` (``fields``: a projection), 100 to a BatchGetItem."""
-    got: list[dict[str, Any]] = []
-    for start in range(0, len(ids), 100):
-        request: dict[str, Any] = {
-            "RequestItems": {
-                env.table: {
-                    "Keys": [{"id": av_s(i)} for i in ids[start : start + 100]],
-                    "ProjectionExpression": fields,
-                    "ExpressionAttributeNames": {n: n[1:] for n in ("#status", "#result") if n in fields},
-                }
-            }
-        }
-        while request["RequestItems"]:
-            response = yield Call("dynamodb", "batch_get_item", request)
-            got += response.get("Responses", {}).get(env.table, [])
-            request = {"RequestItems": response.get("UnprocessedKeys") or {}}
-    return got
+def items_flow(env: BatchEnv, ids: Sequence[str], fields: Sequence[str]) -> Flow[list[dict[str, Any]]]:
+    """The records of ``ids``, only their ``fields``, 100 to a BatchGetItem."""
+    return (yield from batched.get_items(env.table, [{"id": av_s(i)} for i in ids], attributes=fields))
 
 
 def succeeded_items_flow(env: BatchEnv, record: batch_records.BatchRecord) -> Flow[list[dict[str, Any]]]:
     """``[{"id", "result"} | {"id", "result_ref"}]`` of the succeeded items, for a final-stage callback."""
     ids = yield from item_ids_flow(env, record)
-    items = yield from items_flow(env, ids, "id, #status, #result, result_ref")
+    items = yield from items_flow(env, ids, ("id", "status", "result", "result_ref"))
     out = []
     for item in sorted(items, key=lambda i: str(i["id"]["S"])):
         if item.get("status", {}).get("S") != JobStatus.SUCCEEDED:
@@ -348,7 +329,7 @@ def cancel_item_flow(env: BatchEnv, job: Job, now: float) -> Flow[bool]:
 
 
 #: What a batch's stop reads of each item: whether it waits, its count's key, and whether a target is told.
-STOP_FIELDS = "id, #status, batch_key, notify"
+STOP_FIELDS = ("id", "status", "batch_key", "notify")
 
 
 def _job_flow(env: BatchEnv, job_id: str) -> Flow[Job]:

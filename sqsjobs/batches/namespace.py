@@ -264,7 +264,7 @@ def list_flow(env: BatchEnv, *, limit: int = 50) -> Flow[list[BatchStatus]]:
             start = page.get("LastEvaluatedKey")
             if not start:
                 break
-    records = yield from items_flow(env, ids, "id, #status, created_at")
+    records = yield from items_flow(env, ids, ("id", "status", "created_at"))
     newest = sorted(records, key=lambda i: float(i.get("created_at", {}).get("N", 0)), reverse=True)
     out = []
     for item in newest[:limit]:

@@ -308,10 +308,9 @@ def get_shard(table: str, shard: str) -> dict[str, Any]:
     return {"TableName": table, "Key": {"id": av_s(shard)}, "ConsistentRead": True}
 
 
-def get_shards(table: str, batch_id: str, shards: int) -> dict[str, Any]:
-    """BatchGetItem of every shard (≤ 64 < 100 keys), strongly consistent."""
-    keys = [{"id": av_s(shard_id(batch_id, n))} for n in range(shards)]
-    return {"RequestItems": {table: {"Keys": keys, "ConsistentRead": True}}}
+def shard_keys(batch_id: str, shards: int) -> list[dict[str, Any]]:
+    """The keys of every shard of the batch (at most 64: one BatchGetItem)."""
+    return [{"id": av_s(shard_id(batch_id, n))} for n in range(shards)]
 
 
 def add_entry(table: str, batch_key: str) -> dict[str, Any]:

@@ -31,10 +31,10 @@ from sqsjobs.job import ChainPlace, JobStatus
 from sqsjobs.notify.plugin import CancelTold, told_cancel
 from sqsjobs.producer import JobRequest, build_new_job, hint_written, route_of, write_objects
 from sqsjobs.runtime.kernel import Namespace
-from sqsjobs.store import operator, transact, waiting
+from sqsjobs.store import batched, operator, transact, waiting
 from sqsjobs.store import tags as store_tags
 from sqsjobs.store.apply import Refused, apply_all
-from sqsjobs.store.codec import job_from_item, nonce, str_attr, to_datetime
+from sqsjobs.store.codec import av_s, job_from_item, nonce, str_attr, to_datetime
 from sqsjobs.store.enqueue import outside_producer
 from sqsjobs.transport.queues import QueueUrls
 
@@ -214,25 +214,9 @@ def read_items(
     table: str, ids: Sequence[str], *, attributes: Sequence[str] | None = None
 ) -> Flow[dict[str, Item]]:
     """The items with these ids (strongly consistent), by id; absent ids are left out."""
-    found: dict[str, Item] = {}
-    for start in range(0, len(ids), chain_records.MAX_BATCH_GET):
-        request: dict[str, Any] | None = chain_records.batch_get(
-            table, ids[start : start + chain_records.MAX_BATCH_GET], attributes=attributes
-        )
-        for _ in range(10):  # unprocessed keys (throttling): ask again for those only
-            if not request:
-                break
-            response = yield Call("dynamodb", "batch_get_item", request)
-            for item in response.get("Responses", {}).get(table, []):
-                found[item["id"]["S"]] = item
-            request = (
-                {"RequestItems": response["UnprocessedKeys"]} if response.get("UnprocessedKeys") else None
-            )
-        if request:
-            raise StoreError(
-                "dynamodb BatchGetItem: keys still unprocessed after 10 tries", code="Unprocessed"
-            )
-    return found
+    keys = [{"id": av_s(i)} for i in ids]
+    items = yield from batched.get_items(table, keys, consistent=True, attributes=attributes or ())
+    return {item["id"]["S"]: item for item in items}
 
 
 def get_flow(settings: Settings, chain_id: str) -> Flow[ChainStatus]:

@@ -52,8 +52,6 @@ CHAIN_PREFIX = "chain#"
 #: ``app.chains.cancel`` needs when it cancels the current step and every waiting one at once.
 #: https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html
 MAX_STEPS = 99
-#: Keys in one BatchGetItem.
-MAX_BATCH_GET = 100
 
 
 class ChainState(enum.StrEnum):
@@ -276,15 +274,6 @@ def cancel_requested(table: str, chain_id: str, *, step: int, now: float) -> Wri
 def get_chain(table: str, chain_id: str) -> dict[str, Any]:
     """GetItem of the chain record, strongly consistent."""
     return {"TableName": table, "Key": chain_key(chain_id), "ConsistentRead": True}
-
-
-def batch_get(table: str, ids: Sequence[str], *, attributes: Sequence[str] | None = None) -> dict[str, Any]:
-    """BatchGetItem of up to ``MAX_BATCH_GET`` items by id, strongly consistent."""
-    keys: dict[str, Any] = {"Keys": [{"id": av_s(i)} for i in ids], "ConsistentRead": True}
-    if attributes:
-        keys["ProjectionExpression"] = ", ".join(f"#a{n}" for n in range(len(attributes)))
-        keys["ExpressionAttributeNames"] = {f"#a{n}": a for n, a in enumerate(attributes)}
-    return {"RequestItems": {table: keys}}
 
 
 def chain_fields(item: Mapping[str, Any]) -> dict[str, Any]:

@@ -66,6 +66,8 @@ WORKER_ACTIONS: Mapping[str, tuple[str, ...]] = {
         # A limit's concurrency slot is given back by deleting it (``limits/plugin.py``, both workers);
         # the ECS worker also deletes its registry item at exit (``runtime/presence.py``).
         "dynamodb:DeleteItem",
+        # A tagged job's tag items, written after its record (``store/tags.py``).
+        "dynamodb:BatchWriteItem",
     ),
     "sqs": (
         "sqs:ReceiveMessage",
@@ -115,6 +117,8 @@ PRODUCER_ACTIONS: Mapping[str, tuple[str, ...]] = {
         "dynamodb:PartiQLInsert",
         "dynamodb:UpdateItem",
         "dynamodb:ConditionCheckItem",
+        # A tagged job's tag items, written after its record (``store/tags.py``).
+        "dynamodb:BatchWriteItem",
     ),
     "sqs": ("sqs:SendMessage", "sqs:GetQueueUrl"),
     "s3": ("s3:PutObject",),
@@ -147,6 +151,8 @@ API_ACTIONS: Mapping[str, tuple[str, ...]] = {
         "dynamodb:ConditionCheckItem",
         # POST /types/{type}/resume deletes the type's pause item (``limits/namespace.py``).
         "dynamodb:DeleteItem",
+        # A tagged job's tag items, written after its record (``store/tags.py``).
+        "dynamodb:BatchWriteItem",
     ),
     "sqs": (
         "sqs:SendMessage",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs._aws import Call, Flow, async_verb, one, sync_verb
+from sqsjobs._aws import Call, Flow, async_verb, sync_verb
 from sqsjobs.errors import ConfigurationError, InvalidTransition, RecordChanged
 from sqsjobs.limits import records as limit_records
 from sqsjobs.limits.declarations import Limits
@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from sqsjobs.limits.declarations import Limit
     from sqsjobs.registry import Registry
     from sqsjobs.runtime.kernel import Kernel
-    from sqsjobs.store.codec import Item
 
 
 def pausable(registry: Registry, job_type: str) -> None:
@@ -132,16 +131,7 @@ def state_flow(
     """Read the pause items and every limit's items (``keys``: partition values to show)."""
     types = [s.name for s in registry if s.pausable]
     ids = [limit_records.pause_id(t) for t in types] + [i for lim in limits for i in _ids(lim, keys)]
-    items: dict[str, Item] = {}
-    for start in range(0, len(ids), limit_records.MAX_BATCH_GET):
-        response = yield from one(
-            Call(
-                "dynamodb",
-                "batch_get_item",
-                limit_records.batch_get(table, ids[start : start + limit_records.MAX_BATCH_GET]),
-            )
-        )
-        items |= limit_records.batch_items(table, response)
+    items = yield from limit_records.batch_get(table, ids)
     paused = {
         t: {"reason": str_attr(item, "reason"), "paused_at": num_attr(item, "paused_at")}
         for t in types

@@ -460,13 +460,9 @@ class Gate:
         # released, a breaker moved) while this one reads, so the answer never re-reads the cache.
         fresh = {i: c[1] for i in ids if (c := self._cache.get(i)) is not None and now - c[0] <= max_age_s}
         stale = [i for i in dict.fromkeys(ids) if i not in fresh]
-        for start in range(0, len(stale), limit_records.MAX_BATCH_GET):
-            chunk = stale[start : start + limit_records.MAX_BATCH_GET]
-            response = await self.kernel.arun(
-                one(Call("dynamodb", "batch_get_item", limit_records.batch_get(self._table, chunk)))
-            )
-            found = limit_records.batch_items(self._table, response)
-            for i in chunk:
+        if stale:
+            found = await self.kernel.arun(limit_records.batch_get(self._table, stale))
+            for i in stale:
                 fresh[i] = found.get(i)
                 self._remember(i, fresh[i])
         return {i: fresh[i] for i in ids}

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sqsjobs.store import batched
 from sqsjobs.store.codec import av_n, av_s, num_attr, str_attr
 from sqsjobs.store.conditions import AnyOf, Compare, Fragment, IfNotExists, ListAppend, Missing, Plus, eq
 from sqsjobs.store.schema import TTL_ATTRIBUTE
@@ -30,13 +31,12 @@ from sqsjobs.store.write import Delete, Put, Write
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from sqsjobs._aws import Flow
     from sqsjobs.store.codec import Item
     from sqsjobs.store.conditions import Expr
 
 #: A slot item outlives its lease by this much before TTL may delete it (AWS deletes within days).
 SLOT_TTL_S = 3600
-#: BatchGetItem takes at most this many keys.
-MAX_BATCH_GET = 100
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
 
@@ -70,14 +70,10 @@ def get(table: str, item_id: str) -> dict[str, Any]:
     return {"TableName": table, "Key": _key(item_id)}
 
 
-def batch_get(table: str, ids: Sequence[str]) -> dict[str, Any]:
-    """BatchGetItem of up to ``MAX_BATCH_GET`` ids, eventually consistent."""
-    return {"RequestItems": {table: {"Keys": [_key(i) for i in ids]}}}
-
-
-def batch_items(table: str, response: Mapping[str, Any]) -> dict[str, Item]:
-    """The items a ``batch_get`` found, by id (a missing id: no item)."""
-    return {i["id"]["S"]: dict(i) for i in response.get("Responses", {}).get(table, [])}
+def batch_get(table: str, ids: Sequence[str]) -> Flow[dict[str, Item]]:
+    """The items with these ids, by id (a missing id: no item), eventually consistent."""
+    items = yield from batched.get_items(table, [_key(i) for i in ids])
+    return {i["id"]["S"]: dict(i) for i in items}
 
 
 # ── pause ─────────────────────────────────────────────────────────────────────────────────

@@ -57,16 +57,14 @@ import json
 import math
 import zlib
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
-import tenacity
-
-from sqsjobs._aws import Call, Flow, retrying
+from sqsjobs._aws import Call, Flow
 from sqsjobs.envelope import read_json
-from sqsjobs.errors import CursorError, StoreError
+from sqsjobs.errors import CursorError
 from sqsjobs.job import JobStatus
 from sqsjobs.ops._common import iso
-from sqsjobs.store import schema, tags
+from sqsjobs.store import batched, schema, tags
 from sqsjobs.store.conditions import All, eq
 from sqsjobs.store.write import render_condition
 
@@ -75,9 +73,6 @@ if TYPE_CHECKING:
 
     from sqsjobs.config import Settings
 
-#: BatchGetItem takes at most 100 keys.
-#: https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_BatchGetItem.html
-MAX_BATCH_GET = 100
 #: Rows per page when the caller does not say.
 DEFAULT_LIMIT = 50
 #: A page holds at most this many rows.
@@ -92,8 +87,6 @@ SCAN_GROWTH = 4
 ATTENTION = schema.ATTENTION_INDEX
 SCAN = "scan"
 TAGS = schema.TAGS_INDEX
-#: Attempts at the keys a BatchGetItem left unprocessed (throttling) before giving up.
-UNPROCESSED_RETRIES = 5
 _CURSOR_VERSION = 2
 _DONE = "done"
 #: What a listing row reads: the id and the columns the attention index carries.
@@ -374,49 +367,11 @@ def scan_flow(table: str, p: _Plan, limit: int, start: Any, budget: int) -> Flow
 
 
 # ── records by id (``dlq list`` shows each message's job status) ─────────────────────────────
-def _still_unprocessed(state: tenacity.RetryCallState) -> NoReturn:
-    left = state.outcome.result() if state.outcome else {}
-    raise StoreError(f"BatchGetItem left {sum(len(t['Keys']) for t in left.values())} keys unprocessed")
-
-
-#: Asks again for the keys a BatchGetItem left unprocessed (the result is what is left): after
-#: 0.05 s, doubling, up to UNPROCESSED_RETRIES times, then StoreError.
-_UNPROCESSED = tenacity.Retrying(
-    stop=tenacity.stop_after_attempt(UNPROCESSED_RETRIES + 1),
-    wait=tenacity.wait_exponential(multiplier=0.05),
-    retry=tenacity.retry_if_result(bool),
-    retry_error_callback=_still_unprocessed,
-)
-
-
 def batch_get_flow(table: str, ids: list[str], attrs: tuple[str, ...] = _ROW_ATTRS) -> Flow[dict[str, Any]]:
     """Items by id (absent ids are simply missing, e.g. deleted by TTL); retries unprocessed keys."""
-    found: dict[str, Any] = {}
-    names = {f"#a{i}": a for i, a in enumerate(attrs)}
-    unique = list(dict.fromkeys(ids))
-    for start in range(0, len(unique), MAX_BATCH_GET):
-        request: dict[str, Any] = {
-            "Keys": [{"id": {"S": i}} for i in unique[start : start + MAX_BATCH_GET]],
-            "ProjectionExpression": ", ".join(names),
-            "ExpressionAttributeNames": names,
-        }
-        yield from _batch_get(table, request, found)
-    return found
-
-
-def _batch_get(table: str, request: dict[str, Any], found: dict[str, Any]) -> Flow[None]:
-    """One BatchGetItem (up to 100 keys) into ``found``, then again for whatever it left unprocessed."""
-    pending: dict[str, Any] = {table: request}
-
-    def attempt() -> Flow[dict[str, Any]]:
-        nonlocal pending
-        response = yield Call("dynamodb", "batch_get_item", {"RequestItems": pending})
-        for item in response.get("Responses", {}).get(table, []):
-            found[item["id"]["S"]] = item
-        pending = response.get("UnprocessedKeys") or {}
-        return pending
-
-    yield from retrying(attempt, _UNPROCESSED)
+    keys = [{"id": {"S": i}} for i in dict.fromkeys(ids)]
+    items = yield from batched.get_items(table, keys, attributes=attrs)
+    return {item["id"]["S"]: item for item in items}
 
 
 # ── rows ─────────────────────────────────────────────────────────────────────────────────────

@@ -25,11 +25,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, Flow
-from sqsjobs.chains.records import MAX_BATCH_GET, step_job_id
+from sqsjobs.chains.records import step_job_id
 from sqsjobs.job import TERMINAL, JobStatus
 from sqsjobs.ops.retention import duration
 from sqsjobs.retry import MAX_VISIBILITY_S
-from sqsjobs.store import stranded_scan
+from sqsjobs.store import batched, stranded_scan
+from sqsjobs.store.codec import av_s
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -151,18 +152,9 @@ def segment_flow(
 def predecessors_flow(settings: Settings, steps: list[stranded_scan.Unwitnessed]) -> Flow[list[Stranded]]:
     """Waiting chain steps whose predecessor is finished (it neither unblocked nor dropped them) or gone."""
     before = {s.id: step_job_id(s.chain_id, s.chain_step - 1) for s in steps if s.chain_id and s.chain_step}
-    statuses: dict[str, str] = {}
-    wanted = sorted(set(before.values()))
-    for start in range(0, len(wanted), MAX_BATCH_GET):
-        keys = wanted[start : start + MAX_BATCH_GET]
-        while keys:
-            answer = yield Call(
-                "dynamodb", "batch_get_item", stranded_scan.statuses_request(settings.table_name, keys)
-            )
-            for item in answer.get("Responses", {}).get(settings.table_name, []):
-                statuses[item["id"]["S"]] = item.get("status", {}).get("S", "?")
-            unprocessed = answer.get("UnprocessedKeys", {}).get(settings.table_name, {}).get("Keys", [])
-            keys = [k["id"]["S"] for k in unprocessed]
+    wanted = [{"id": av_s(i)} for i in sorted(set(before.values()))]
+    items = yield from batched.get_items(settings.table_name, wanted, attributes=("id", "status"))
+    statuses = {item["id"]["S"]: item.get("status", {}).get("S", "?") for item in items}
     found = []
     for step in steps:
         previous = before.get(step.id)

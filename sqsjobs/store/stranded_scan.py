@@ -87,16 +87,3 @@ def unwitnessed(item: Mapping[str, Any]) -> Unwitnessed:
         chain_id=str_attr(item, "chain_id"),
         chain_step=None if step is None else int(step),
     )
-
-
-def statuses_request(table: str, ids: list[str]) -> dict[str, Any]:
-    """A BatchGetItem of the status of up to 100 records (a waiting chain step's predecessors)."""
-    return {
-        "RequestItems": {
-            table: {
-                "Keys": [{"id": av_s(i)} for i in ids],
-                "ProjectionExpression": "#id, #s",
-                "ExpressionAttributeNames": {"#id": "id", "#s": "status"},
-            }
-        }
-    }

@@ -16,18 +16,17 @@ is gone.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
-import tenacity
-
-from sqsjobs._aws import Call, Flow, retrying
-from sqsjobs.errors import StoreError, TagsInvalid
+from sqsjobs.errors import TagsInvalid
+from sqsjobs.store import batched
 from sqsjobs.store.codec import av_n, av_s
 from sqsjobs.store.schema import TAG, TAGGED_AT, TAGS_INDEX
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from sqsjobs._aws import Flow
     from sqsjobs.config import Settings
     from sqsjobs.store.codec import Item
     from sqsjobs.store.enqueue import NewJob
@@ -38,8 +37,6 @@ MAX_TAGS = 10
 #: A tag's name: a short identifier (no ``=``, so ``name=value`` reads back one way).
 NAME = re.compile(r"[A-Za-z0-9_.:/-]{1,64}")
 MAX_VALUE_CHARS = 256
-#: Items one BatchWriteItem takes.
-MAX_BATCH_WRITE = 25
 
 
 def checked(tags: Mapping[str, Any] | None) -> dict[str, str] | None:
@@ -100,40 +97,6 @@ def tag_items(
     ]
 
 
-def _still_unprocessed(state: tenacity.RetryCallState) -> NoReturn:
-    left = state.outcome.result() if state.outcome else {}
-    raise StoreError(f"BatchWriteItem left {sum(len(v) for v in left.values())} tag items unprocessed")
-
-
-#: Sends again what a BatchWriteItem left unprocessed (throttling): after 0.05 s, doubling, 5 times.
-_UNPROCESSED = tenacity.Retrying(
-    stop=tenacity.stop_after_attempt(6),
-    wait=tenacity.wait_exponential(multiplier=0.05),
-    retry=tenacity.retry_if_result(bool),
-    retry_error_callback=_still_unprocessed,
-)
-
-
-def write_flow(table: str, items: Sequence[Item]) -> Flow[None]:
-    """Put ``items``, 25 to a ``BatchWriteItem`` (unconditional: an item written twice is the same item).
-
-    Raises:
-        StoreError: DynamoDB refused the request, or left items unprocessed after every retry.
-    """
-    for start in range(0, len(items), MAX_BATCH_WRITE):
-        pending: dict[str, Any] = {
-            table: [{"PutRequest": {"Item": dict(item)}} for item in items[start : start + MAX_BATCH_WRITE]]
-        }
-
-        def attempt() -> Flow[dict[str, Any]]:
-            nonlocal pending
-            response = yield Call("dynamodb", "batch_write_item", {"RequestItems": pending})
-            pending = response.get("UnprocessedItems") or {}
-            return pending
-
-        yield from retrying(attempt, _UNPROCESSED)
-
-
 def write_jobs_flow(settings: Settings, jobs: Sequence[NewJob]) -> Flow[None]:
     """The tag items of ``jobs`` just written (an untagged job writes none), 25 to a request.
 
@@ -153,7 +116,7 @@ def write_jobs_flow(settings: Settings, jobs: Sequence[NewJob]) -> Flow[None]:
         )
     ]
     if items:
-        yield from write_flow(settings.table_name, items)
+        yield from batched.put_items(settings.table_name, items)
 
 
 def query(

@@ -397,6 +397,7 @@ def test_grant_enqueue_grants_a_producer_what_an_enqueue_calls_on_what_it_touche
             "dynamodb:PartiQLInsert": table,
             "dynamodb:UpdateItem": table,  # a transactional enqueue clears its sent records
             "dynamodb:ConditionCheckItem": table,  # a batch's completion, when a producer's seal completes it
+            "dynamodb:BatchWriteItem": table,  # a tagged job's tag items
             "sqs:SendMessage": queue,
             "sqs:GetQueueUrl": queue | dlq,
             "s3:PutObject": {f"{buckets[construct]}/{objects.PAYLOADS}*"},

@@ -111,8 +111,17 @@ def actions_called(modules: list[str]) -> set[str]:
 
 #: What ``store.apply.apply`` sends for each typed write.
 _APPLIED = {"Write": "update_item", "Put": "put_item", "Delete": "delete_item"}
-#: What ``store.apply``'s other flows send: a transaction, a batch of PartiQL statements.
-_APPLIED_MANY = {"apply_all": "transact_write_items", "apply_batched": "batch_execute_statement"}
+#: What the store's flows over many items send: a transaction, a batch of PartiQL statements
+#: (``store.apply``), a BatchGetItem or BatchWriteItem (``store.batched``, called by name or through
+#: a feature's own reader of its items: ``limit_records.batch_get``).
+_APPLIED_MANY = {
+    "apply_all": "transact_write_items",
+    "apply_batched": "batch_execute_statement",
+    "get_items": "batch_get_item",
+    "batch_get": "batch_get_item",
+    "put_items": "batch_write_item",
+    "write_jobs_flow": "batch_write_item",  # a tagged job's tag items (store/tags.py)
+}
 _CALLED = re.compile(r"\b(?:(\w+)\.)?(\w+)\(")
 
 
@@ -241,9 +250,10 @@ def test_the_producer_is_granted_exactly_what_enqueue_calls(monkeypatch):
     def a(payload: dict[str, str], ctx: object) -> None: ...
 
     calls = scripted(app, monkeypatch)
-    # WHEN it enqueues one job, a batch, a payload too large for the message, a held job, and a job
-    # inside a transaction (the caller's own table aside: its grants are the caller's)
+    # WHEN it enqueues one job, a tagged one, a batch, a payload too large for the message, a held job,
+    # and a job inside a transaction (the caller's own table aside: its grants are the caller's)
     app.enqueue("a", {"n": "1"})
+    app.enqueue("a", {"n": "t"}, tags={"customer": "42"})
     app.enqueue_many([{"type": "a", "payload": {"n": str(i)}} for i in range(3)])
     app.enqueue("a", {"blob": "x" * 2048})
     app.enqueue("a", {"n": "2"}, delay=MAX_DELAY_S + 1)

@@ -15,13 +15,16 @@ import tenacity
 
 from sqsjobs import App, SqsJobsError, StoreError
 from sqsjobs._aws import Call, Flow, retrying, run_sync
+from sqsjobs.chains.namespace import read_items
 from sqsjobs.config import Settings
 from sqsjobs.deploy.provision import provision_flow
 from sqsjobs.errors import RecordChanged
-from sqsjobs.ops.inspect import UNPROCESSED_RETRIES, batch_get_flow
+from sqsjobs.limits import records as limit_records
+from sqsjobs.ops.inspect import batch_get_flow
 from sqsjobs.ops.requeue import CONFLICT_RETRIES, requeue_flow
 from sqsjobs.registry import Registry
-from sqsjobs.store import enqueue
+from sqsjobs.store import batched, enqueue
+from sqsjobs.store.batched import UNPROCESSED_RETRIES
 
 NOW = 1_800_000_000.0
 
@@ -101,9 +104,55 @@ def test_keys_that_stay_unprocessed_end_in_a_store_error():
         return {"Responses": {"t": []}, "UnprocessedKeys": unprocessed("b")}
 
     # WHEN the flow reads it, THEN it gives up after UNPROCESSED_RETRIES retries with a StoreError
-    with pytest.raises(StoreError, match="BatchGetItem left 1 keys unprocessed"):
+    with pytest.raises(StoreError, match="left 1 keys or items unprocessed"):
         drive(batch_get_flow("t", ["b"]), answer, calls)
     assert len([c for c in calls if c.service == "dynamodb"]) == UNPROCESSED_RETRIES + 1
+    assert sleeps(calls) == [0.05, 0.1, 0.2, 0.4, 0.8]
+
+
+@pytest.mark.parametrize(
+    "reader",
+    [
+        pytest.param(lambda: limit_records.batch_get("t", ["a", "b"]), id="a limit's slots and pauses"),
+        pytest.param(lambda: read_items("t", ["a", "b"]), id="a chain's steps"),
+        pytest.param(
+            lambda: batched.get_items("t", [item("a"), item("b")], consistent=True), id="a batch's shards"
+        ),
+    ],
+)
+def test_every_batch_reader_asks_again_for_what_was_left_unprocessed(reader):
+    # GIVEN DynamoDB answers a, and leaves b unprocessed once
+    answers = iter(
+        [
+            {"Responses": {"t": [item("a")]}, "UnprocessedKeys": unprocessed("b")},
+            {"Responses": {"t": [item("b")]}},
+        ]
+    )
+    calls: list[Call] = []
+
+    # WHEN the feature reads both
+    found = drive(reader(), lambda call: next(answers), calls)
+
+    # THEN b is read too: never taken as absent (a limit's slot read as free), nor asked for without pause
+    ids = set(found) if isinstance(found, dict) else {i["id"]["S"] for i in found}
+    assert ids == {"a", "b"}
+    assert sleeps(calls) == [0.05]
+
+
+def test_items_a_batch_write_left_unprocessed_are_sent_again_then_given_up_on():
+    # GIVEN 30 items to put (two requests) and a DynamoDB that leaves one of the first 25 unprocessed forever
+    items = [item(f"i{n}") for n in range(30)]
+    calls: list[Call] = []
+
+    def answer(call: Call) -> dict[str, Any]:
+        first = call.params["RequestItems"]["t"][0]["PutRequest"]["Item"]
+        return {"UnprocessedItems": {"t": [{"PutRequest": {"Item": first}}]} if first == item("i0") else {}}
+
+    # WHEN the flow puts them, THEN it sends the rest 25 at a time, i0 again after each wait, then gives up
+    with pytest.raises(StoreError, match="left 1 keys or items unprocessed"):
+        drive(batched.put_items("t", items), answer, calls)
+    sent = [len(c.params["RequestItems"]["t"]) for c in calls if c.service == "dynamodb"]
+    assert sent == [25] + [1] * UNPROCESSED_RETRIES
     assert sleeps(calls) == [0.05, 0.1, 0.2, 0.4, 0.8]
 
 
