@@ -400,8 +400,8 @@ class Recorder:
                 and rejected.job.status is not JobStatus.DEAD
             ):  # a cancelled job's payload is kept all the same: a retry may run it with other code
                 return await self.finished_copy(rejected.job, envelope, delivery)
-            if rejected.reason is ClaimRefusal.HELD_ELSEWHERE:
-                return DELETE
+            if rejected.reason in (ClaimRefusal.HELD_ELSEWHERE, ClaimRefusal.NOT_DUE):
+                return DELETE  # a live run decides, or what wakes a waiting job sends it a message
         self.kernel.logger.warning(
             "job rejected", extra={"job_id": envelope.job_id, "job_type": envelope.job_type, "reason": reason}
         )

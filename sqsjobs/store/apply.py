@@ -118,7 +118,8 @@ class ClaimRefusal(enum.StrEnum):
     MISSING = "missing"
     #: The job is succeeded, dead or cancelled.
     FINISHED = "finished"
-    #: Queued or retry_scheduled, but ``run_at`` is still ahead (beyond the clock-skew allowance).
+    #: Queued or retry_scheduled, but ``run_at`` is still ahead (beyond the clock-skew allowance); or
+    #: waiting (a chain step, a sleep), which what wakes it sends a message of its own.
     NOT_DUE = "not_due"
     #: Running under a live lease: another worker (or this one, for a duplicate message) owns it.
     HELD_ELSEWHERE = "held_elsewhere"

@@ -96,6 +96,8 @@ def interpret_claim_refusal(
         return Refused(ClaimRefusal.CONFLICT, job)
     if job.status.terminal:
         return Refused(ClaimRefusal.FINISHED, job)
+    if job.status is JobStatus.WAITING:  # a chain step or a sleep: what wakes it sends its own message
+        return Refused(ClaimRefusal.NOT_DUE, job)
     if job.attempt >= max_attempts:
         lease_live = job.status is JobStatus.RUNNING and (num_attr(old, "lease_expires") or 0) >= now
         return Refused(ClaimRefusal.HELD_ELSEWHERE if lease_live else ClaimRefusal.EXHAUSTED, job)

@@ -146,7 +146,7 @@ REJECTABLE = AnyOf(
     "reject",
     sources={JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED, JobStatus.RUNNING},
     target=JobStatus.DEAD,
-    refusals=(ClaimRefusal.MISSING, ClaimRefusal.FINISHED, ClaimRefusal.HELD_ELSEWHERE),
+    refusals=(ClaimRefusal.MISSING, ClaimRefusal.FINISHED, ClaimRefusal.HELD_ELSEWHERE, ClaimRefusal.NOT_DUE),
 )
 def reject(
     table: str, envelope: Envelope, *, now: float, error: FailureRecord, reason: str, retention_s: float

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from sqsjobs import App, JobNotFound, JobStatus, PermanentError, Retry, RetryPolicy
 from sqsjobs._aws import Call, one
+from sqsjobs.chains.records import step_job_id
 from sqsjobs.envelope import DLQ_ERROR_CLASS, DLQ_JOB_ID, DLQ_REASON, Envelope
 from sqsjobs.errors import LeaseLost, StoreError
 from sqsjobs.retry import Backoff
@@ -18,7 +19,7 @@ from sqsjobs.runtime.sweeper import sweep_flow
 from sqsjobs.store import codec, job_store, requests, runs
 from sqsjobs.store.write import Write
 from sqsjobs.testing import all_finished, work_until
-from tests.integration.helpers import attr, depth, receive_dlq, send_raw
+from tests.integration.helpers import attr, depth, queue_url, receive_dlq, send_raw, sqs_call
 
 NO_WAIT = RetryPolicy(backoff=Backoff.FIXED, base_s=0, jitter=False)
 
@@ -368,6 +369,43 @@ def test_bad_input_ends_in_the_dlq_with_a_reason_and_the_worker_keeps_serving(ba
     assert "unknown job type 'not.registered'" in reasons
     with pytest.raises(JobNotFound, match="no job with id 'nope'"):
         app.get("nope")
+
+
+def test_a_stray_copy_of_a_waiting_chain_steps_message_is_dropped_not_dead_lettered(backend_url, make_app):
+    # GIVEN a chain of two steps: the second waits for the first, which has not run
+    app = make_app(backend_url)
+
+    @app.job("first")
+    def first(payload, ctx):
+        return None
+
+    @app.job("second")
+    def second(payload, ctx):
+        return None
+
+    app.provision()
+    chain_id = app.chains.start([("first", {}), ("second", {})])
+    for message in sqs_call(app, "receive_message", QueueUrl=queue_url(app), MaxNumberOfMessages=10).get(
+        "Messages", []
+    ):  # the first step's message is taken away: nothing in the queue but the copy below
+        sqs_call(app, "delete_message", QueueUrl=queue_url(app), ReceiptHandle=message["ReceiptHandle"])
+    waiting = step_job_id(chain_id, 1)
+    assert app.get(waiting).status is JobStatus.WAITING
+
+    # WHEN a copy of the waiting step's message reaches a worker that cannot run its type
+    send_raw(app, Envelope(waiting, "second").to_body())
+    other = make_app(backend_url, name=app.name)
+
+    @other.job("first")
+    def other_first(payload, ctx):
+        return None
+
+    work_until(other, lambda: sum(depth(other).values()) == 0)
+
+    # THEN its reject, refused by the waiting record, drops the copy: the step is not dead, and no
+    # dead letter names a job that is not dead (its predecessor's success sends its message)
+    assert app.get(waiting).status is JobStatus.WAITING
+    assert receive_dlq(app) == []
 
 
 # ── cancel ───────────────────────────────────────────────────────────────────────────────────
