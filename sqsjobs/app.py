@@ -37,6 +37,8 @@ from sqsjobs.registry import Registry
 from sqsjobs.runtime.kernel import Feature, Kernel, features_of, locate
 from sqsjobs.schedules.namespace import Schedules
 from sqsjobs.schedules.plugin import fires_plugin
+from sqsjobs.slow_runs.namespace import SlowRuns
+from sqsjobs.slow_runs.plugin import slow_runs_plugin
 from sqsjobs.steps.namespace import Tokens
 from sqsjobs.steps.plugin import steps_plugin
 from sqsjobs.store import waiting
@@ -78,6 +80,8 @@ class App:
     tokens = Feature(steps_plugin, Tokens)
     _events = Feature(events_plugin)  # job events: the change stream relayed to the bus by the sweeper
     _notify = Feature(notify_plugin, built_ins=delivery_spec)  # enqueue(notify=...): a delivery job
+    #: Runs far longer than their type's usual time, flagged (docs/observability.md, "Slow runs").
+    slow_runs = Feature.declared(slow_runs_plugin, SlowRuns)
 
     def __init__(self, name: str, *, clock: Clock | None = None, **settings: Any) -> None:
         """Create an App; ``settings`` are ``Settings`` fields that win over the environment.

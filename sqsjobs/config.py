@@ -186,6 +186,12 @@ class Settings:
     #: capped Scan of the job records), or ``auto``: CloudWatch on AWS, the records when an
     #: ``endpoint_url`` names an emulator (which ingests no EMF). docs/dashboard.md has both costs.
     charts_source: str = "auto"
+    #: A running job is flagged once it has run this many times its type's p95 running time (a log
+    #: line, ``JobsRunningLong``, the ``JobRunningLong`` event, the console); 0 turns the watch off.
+    #: ``app.slow_runs.watch(type, factor=)`` sets one type's (docs/observability.md, "Slow runs").
+    slow_factor: float = 3.0
+    #: A type's baseline is trusted once it was taken over at least this many runs.
+    slow_min_runs: int = 20
     #: Put each job's payload in its "job claimed" log line; off, because payloads may hold personal data.
     log_payloads: bool = False
     #: The timeout of the Lambda function that consumes this App's queues, if one does: ``sqsjobs
@@ -254,6 +260,8 @@ class Settings:
             raise ConfigurationError(f"concurrency must be at least 1, got {self.concurrency}")
         if self.held_ahead is not None and self.held_ahead < 0:
             raise ConfigurationError(f"held_ahead must be at least 0, got {self.held_ahead}")
+        if self.slow_factor != 0 and self.slow_factor <= 1:
+            raise ConfigurationError(f"slow_factor must be more than 1 (or 0: off), got {self.slow_factor}")
         if self.charts_source not in ("auto", "records", "cloudwatch"):
             raise ConfigurationError(
                 f"charts_source must be auto, records or cloudwatch, got {self.charts_source!r}"

@@ -270,6 +270,27 @@ class Progress:
 
 
 @dataclass(frozen=True)
+class RunningLong:
+    """A run flagged as running far longer than its type usually does (``sqsjobs.slow_runs``)."""
+
+    #: When the worker flagged it, and how long the run had been running then.
+    at: float
+    elapsed_s: float
+    #: Its type's p95 running time (the sweeper's baseline), and the factor of it the run passed.
+    p95_s: float
+    factor: float
+
+    def to_json(self) -> dict[str, float]:
+        """The flag as the record keeps it (a JSON string)."""
+        return {"at": self.at, "elapsed_s": self.elapsed_s, "p95_s": self.p95_s, "factor": self.factor}
+
+    @property
+    def times(self) -> float:
+        """How many times its type's p95 the run had taken when it was flagged."""
+        return self.elapsed_s / self.p95_s if self.p95_s > 0 else float("inf")
+
+
+@dataclass(frozen=True)
 class Job:
     """A job as stored in DynamoDB; change it only through store transitions."""
 
@@ -343,6 +364,8 @@ class Job:
     notify: Notify | None = None
     #: What the running job last reported (``ctx.progress``); kept after it ends.
     progress: Progress | None = None
+    #: The slow-run watch's flag: a run went past its type's factor x p95 (None: never flagged).
+    running_long: RunningLong | None = None
     #: What the job is about (``enqueue(tags=)``): names to values, each findable (``jobs list --tag``).
     tags: dict[str, str] = field(default_factory=dict)
     #: Extra fields that a newer sqsjobs wrote; kept so nothing is lost.

@@ -127,7 +127,7 @@ def http_api(
 
 
 def grant_metric_reads(role: iam.IRole) -> None:
-    """``METRIC_READS`` for the API's ``role``, acknowledged to cdk-nag with the reason it is ``*``."""
+    """``METRIC_READS`` for ``role`` (the API's, the sweeper's), acknowledged to cdk-nag with the reason it is ``*``."""
     added = role.add_to_principal_policy(iam.PolicyStatement(actions=list(METRIC_READS), resources=["*"]))
     if not added.statement_added:
         raise ConfigurationError(f"cannot add {METRIC_READS} to {role}: it is immutable")
@@ -135,5 +135,6 @@ def grant_metric_reads(role: iam.IRole) -> None:
         role,
         "AwsSolutions-IAM5[Resource::*]",
         "cloudwatch:GetMetricData takes no resource narrower than * (CloudWatch has no resource-level "
-        "permissions for it); the statement names only that read, for the dashboard's charts.",
+        "permissions for it); the statement names only that read, for the dashboard's charts and the "
+        "sweeper's slow-run baselines.",
     )

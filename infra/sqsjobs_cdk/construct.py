@@ -229,6 +229,7 @@ class SqsJobs(Construct):
                     queue_arns=queue_arns,
                     object_arns=bucket_arns,
                 )
+                grant_metric_reads(sweeper_role)  # the slow-run baselines: the workers' JobRunTime
                 self.sweeper_schedule = fg.sweeper_task(
                     self,
                     cluster=self.cluster,
@@ -275,6 +276,7 @@ class SqsJobs(Construct):
                     queue_arns=queue_arns,
                     object_arns=bucket_arns,
                 )
+                grant_metric_reads(swept.role)  # the slow-run baselines: the workers' JobRunTime
 
         # ── the HTTP API ───────────────────────────────────────────────────────────────────
         self.api_function: lambda_.Function | None = None

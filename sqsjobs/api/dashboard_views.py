@@ -405,6 +405,17 @@ def job_page_body(data: Mapping[str, Any], now: float) -> Html:
         ["attempt", f"{data['attempt']}/{data['max_attempts'] if data['max_attempts'] is not None else '?'}"],
         ["reason", data.get("reason") or "-"],
     ]
+    if flag := data.get("running_long"):  # the slow-run watch's flag (sqsjobs.slow_runs)
+        summary_rows.append(
+            [
+                "running long",
+                Html(
+                    f'<span class="badge running-long">{h(flag["times_p95"])}x its type\'s p95</span> '
+                    f"flagged {h(flag['at'])} after {h(flag['elapsed_s'])} s (p95 {h(flag['p95_s'])} s, "
+                    f"factor {h(flag['factor'])})"
+                ),
+            ]
+        )
     for key in ("created_at", "updated_at", "run_at", "started_at", "finished_at", "lease_expires"):
         summary_rows.append([key.replace("_", " "), data.get(key) or "-"])
     for key in ("lease_owner", "tenant", "idempotency_key", "parent_id", "root_id", "batch_id"):

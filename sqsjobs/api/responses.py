@@ -81,6 +81,16 @@ class JobProgress(_Open):
     at: str | None = Field(None, description="When its renewal wrote it")
 
 
+class JobRunningLong(_Open):
+    """The run was flagged: it ran past its type's factor x p95 running time (docs/observability.md)."""
+
+    at: str | None = Field(None, description="When the worker flagged it")
+    elapsed_s: float = Field(description="How long the run had been running then")
+    p95_s: float = Field(description="Its type's p95 running time, from the sweeper's baseline")
+    factor: float = Field(description="The factor of p95 past which a run of its type is flagged")
+    times_p95: float = Field(description="elapsed_s / p95_s")
+
+
 class JobRecord(_Open):
     """``GET /jobs/{job_id}``: the record, as ``sqsjobs jobs get --json``."""
 
@@ -99,6 +109,7 @@ class JobRecord(_Open):
     lease_expires: str | None = None
     reason: str | None = None
     progress: JobProgress | None = None
+    running_long: JobRunningLong | None = None
     tags: dict[str, str] = Field(default_factory=dict, description="What the job is about (enqueue's tags)")
     payload: Any = None
     result: Any = None

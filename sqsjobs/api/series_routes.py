@@ -26,20 +26,8 @@ from sqsjobs.transport import routes
 if TYPE_CHECKING:
     from sqsjobs._aws import Flow
     from sqsjobs.app import App
-    from sqsjobs.config import Settings
 
 router = APIRouter(tags=["charts"])
-
-
-def series_source(settings: Settings) -> str:
-    """``records`` or ``cloudwatch``: ``charts_source``, where ``auto`` is CloudWatch unless an emulator is named."""
-    if settings.charts_source != "auto":
-        return settings.charts_source
-    return "records" if settings.endpoint_url else "cloudwatch"
-
-
-#: What AWS answers a role that may not call GetMetricData.
-ACCESS_DENIED = ("AccessDenied", "AccessDeniedException")
 
 
 def series_flow(
@@ -52,7 +40,7 @@ def series_flow(
     and the answer's ``source`` says so; with ``cloudwatch`` it is an error, as asked.
     """
     now = app.clock.now()
-    if series_source(app.settings) == "cloudwatch":
+    if series_ops.series_source(app.settings) == "cloudwatch":
         types = [job_type] if job_type else sorted(spec.name for spec in app.registry)
         queues = [app.registry.get(job_type).queue] if job_type else app_queues(app.registry)
         names = [
@@ -70,7 +58,7 @@ def series_flow(
                 )
             )
         except AwsError as exc:
-            if app.settings.charts_source == "cloudwatch" or exc.code not in ACCESS_DENIED:
+            if app.settings.charts_source == "cloudwatch" or exc.code not in series_ops.ACCESS_DENIED:
                 raise
     return (
         yield from series_ops.records_series_flow(

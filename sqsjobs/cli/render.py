@@ -115,6 +115,14 @@ def render_job(job: Job, data: dict[str, Any]) -> None:
         rows.append(("cancel", "requested; the worker stops at its next heartbeat"))
     if job.progress is not None:
         rows.append(("progress", progress_line(job.progress, now)))
+    if flag := data.get("running_long"):  # the slow-run watch's flag (sqsjobs.slow_runs)
+        rows.append(
+            (
+                "running long",
+                f"[yellow]{flag['times_p95']}x its type's p95[/] ({flag['elapsed_s']} s against "
+                f"p95 {flag['p95_s']} s, factor {flag['factor']}), flagged {escape(str(flag['at']))}",
+            )
+        )
     if data.get("order_yielded"):  # a serialized job that lost its place in its key
         rows.append(("order yielded", escape(str(data["order_yielded"]))))
     if job.chain is not None:  # 0-based index, as app.chains.get shows it

@@ -91,6 +91,10 @@ SWEEPER_ACTIONS: Mapping[str, tuple[str, ...]] = {
         "dynamodb:BatchGetItem",
         "dynamodb:PutItem",
         "dynamodb:ConditionCheckItem",
+        # The slow-run baselines from the records, where CloudWatch is not read (``charts_source``);
+        # on AWS they come from the workers' metrics (cloudwatch:GetMetricData, granted by infra on
+        # resource * as the API's charts are: sqsjobs_cdk.api.grant_metric_reads).
+        "dynamodb:Scan",
     ),
     # The DLQ reconciler (runtime/reconciler.py) reads every DLQ, sends hints and moves copies.
     "sqs": (

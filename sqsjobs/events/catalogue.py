@@ -35,10 +35,12 @@ if TYPE_CHECKING:
 SOURCE = "sqsjobs"
 BATCH_COMPLETED = "BatchCompleted"
 CHAIN_COMPLETED = "ChainCompleted"
+#: A running job was flagged by the slow-run watch (its record gained ``running_long``).
+JOB_RUNNING_LONG = "JobRunningLong"
 #: A batch record's id (``batch_records.record_id``; its counter shards' ids add ``#nn``).
 BATCH_RECORD_PREFIX = "batch#"
 #: Every event name, for ``events=`` and the ``events`` setting.
-ALL_EVENTS = frozenset({*JOB_EVENTS.values(), BATCH_COMPLETED, CHAIN_COMPLETED})
+ALL_EVENTS = frozenset({*JOB_EVENTS.values(), BATCH_COMPLETED, CHAIN_COMPLETED, JOB_RUNNING_LONG})
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,8 @@ def _str(image: Mapping[str, Any], name: str) -> str | None:
 
 
 def _job_event(new: Mapping[str, Any], old: Mapping[str, Any], choice: Choice) -> list[Event]:
+    if codec.RUNNING_LONG in new and codec.RUNNING_LONG not in old:
+        return _running_long_event(new, choice)
     status = _str(new, "status")
     if status is None or not JobStatus(status).terminal or _str(old, "status") == status:
         return []
@@ -138,6 +142,22 @@ def _job_event(new: Mapping[str, Any], old: Mapping[str, Any], choice: Choice) -
     }
     event_id = f"job:{job.id}:{status}:{job.attempt}:{int(finished.timestamp() * 1000)}"
     return [Event(name, event_id, detail)]
+
+
+def _running_long_event(new: Mapping[str, Any], choice: Choice) -> list[Event]:
+    job = codec.job_from_item(new)
+    flag = job.running_long
+    if flag is None or not choice.wants(JOB_RUNNING_LONG, job.type):
+        return []
+    detail = {
+        "id": job.id,
+        "type": job.type,
+        "queue": job.queue,
+        "tenant": job.tenant,
+        "attempt": job.attempt,
+        **flag.to_json(),
+    }
+    return [Event(JOB_RUNNING_LONG, f"job:{job.id}:running_long:{job.attempt}", detail)]
 
 
 def _batch_event(new: Mapping[str, Any], old: Mapping[str, Any], choice: Choice) -> list[Event]:

@@ -38,6 +38,7 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         "cancel_requested": job.cancel_requested,
         "reason": job.reason,
         "progress": progress_to_dict(job.progress) if job.progress else None,
+        "running_long": running_long_to_dict(job),
         "tags": dict(job.tags),
         # A serialized job that gave up its place in its key: when and why (``store/yielded.py``).
         "order_yielded": job.extra.get(ORDER_YIELDED, {}).get("S"),
@@ -88,6 +89,14 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         "batch_id": job.batch.id if job.batch else None,
         "trace": job.trace,
     }
+
+
+def running_long_to_dict(job: Job) -> dict[str, Any] | None:
+    """The run's slow-run flag as ``jobs get`` and the API show it, or None: never flagged."""
+    flag = job.running_long
+    if flag is None:
+        return None
+    return {**flag.to_json(), "at": iso(flag.at), "times_p95": round(flag.times, 1)}
 
 
 def progress_to_dict(progress: Progress) -> dict[str, Any]:

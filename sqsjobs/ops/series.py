@@ -47,6 +47,17 @@ _NAMES = {
 }
 
 
+#: What AWS answers a role that may not call GetMetricData (the reader then reads the records).
+ACCESS_DENIED = ("AccessDenied", "AccessDeniedException")
+
+
+def series_source(settings: Settings) -> str:
+    """``records`` or ``cloudwatch``: ``charts_source``, where ``auto`` is CloudWatch unless an emulator is named."""
+    if settings.charts_source != "auto":
+        return settings.charts_source
+    return "records" if settings.endpoint_url else "cloudwatch"
+
+
 @dataclass
 class Series:
     """The buckets of one window, for one job type or all of them."""

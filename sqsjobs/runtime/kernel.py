@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         Plugin,
         RunOutcome,
         RunPreparation,
+        RunWatch,
         SweepPass,
     )
     from sqsjobs.transport.queues import QueueUrls
@@ -84,6 +85,7 @@ class Kernel:
     finish_hooks: tuple[tuple[Plugin, FinishHook], ...] = field(init=False, repr=False)
     preparations: tuple[tuple[Plugin, RunPreparation], ...] = field(init=False, repr=False)
     sweeps: tuple[tuple[Plugin, SweepPass], ...] = field(init=False, repr=False)
+    watches: tuple[tuple[Plugin, RunWatch], ...] = field(init=False, repr=False)
     #: Envelope class → the feature that handles such messages.
     kinds: Mapping[type, MessageKind] = field(init=False, repr=False)
     #: Exception class a handler raised → the feature that records that end of its run.
@@ -98,6 +100,7 @@ class Kernel:
             "finish_hooks": tuple((p, p.finish) for p in plugins if p.finish is not None),
             "preparations": tuple((p, p.prepare) for p in plugins if p.prepare is not None),
             "sweeps": tuple((p, p.sweep) for p in plugins if p.sweep is not None),
+            "watches": tuple((p, p.watch) for p in plugins if p.watch is not None),
             "kinds": {cls: kind for p in plugins for cls, kind in p.kinds.items()},
             "outcomes": {cls: outcome for p in plugins for cls, outcome in p.outcomes.items()},
             "context": {k: v for p in plugins for k, v in p.context.items()},

@@ -285,6 +285,12 @@ class Runner:
         """
         kernel = self.kernel
         now = kernel.clock.now()
+        running = list(running)
+        for _, watch in kernel.watches:  # each looks at its own running jobs; notes ride on renewals
+            if mine := [
+                c.job for c in running if watch in kernel.concerned(kernel.watches, c.job.type, c.job)
+            ]:
+                await watch.look(mine, now)
         half = kernel.settings.lease_s / 2
         due = [
             ctx
@@ -303,9 +309,11 @@ class Runner:
     async def _renew(self, ctx: JobContext, now: float) -> Landed | Refused | None:
         """Renew ``ctx``'s lease and act on the answer (a lost lease, a cancel request); None: the write failed."""
         report = ctx.unwritten_progress()  # the handler's latest report rides on the renewal
+        watches = self.kernel.concerned(self.kernel.watches, ctx.job.type, ctx.job)
+        notes = {name: value for watch in watches for name, value in watch.notes(ctx.job).items()}
         try:
             renewal = await self.recorder.store.heartbeat(
-                ctx.job, now=now, lease_s=self.kernel.settings.lease_s, progress=report
+                ctx.job, now=now, lease_s=self.kernel.settings.lease_s, progress=report, notes=notes
             )
         except StoreError:
             return None
@@ -319,6 +327,8 @@ class Runner:
         renewed = renewal.job
         assert renewed is not None
         ctx.progress_written(report)
+        for watch in watches if notes else ():
+            watch.written(ctx.job)
         ctx.job = ctx.job.evolve(
             lease_expires=renewed.lease_expires, cancel_requested=renewed.cancel_requested
         )

@@ -12,6 +12,7 @@ that order::
                ──▶ run ──▶ FinishHook.entries + finish write ──▶ FinishHook.landed
                       (raised one of a feature's ``outcomes``) ──▶ RunOutcome.record
     the lease renewal ──▶ AdmissionGuard.renew;  a refused claim ──▶ AdmissionGuard.give_back
+    each beat ──▶ RunWatch.look   (running jobs looked at; its notes ride on their next renewal)
     the sweeper's expire ──▶ FinishHook.entries + expire write ──▶ FinishHook.landed
     each sweep ──▶ SweepPass.sweep   (a feature's own repairs)
 
@@ -95,6 +96,26 @@ class RunOutcome(Protocol):
         ...
 
 
+class RunWatch(Protocol):
+    """A look at the running jobs at every beat of the worker's heartbeat (the slow-run watch).
+
+    What it notes on a job is written by that job's next lease renewal, in the renewal's own
+    ``UpdateItem``: a note costs no write of its own, as a progress report does not.
+    """
+
+    async def look(self, running: Sequence[Job], now: float) -> None:
+        """Look at these running jobs (its own, by ``Plugin.fields``/``types``) at ``now``."""
+        ...
+
+    def notes(self, job: Job) -> Mapping[str, Any]:
+        """What to write on ``job``'s record at its next renewal: attribute → JSON value, each kept once."""
+        ...
+
+    def written(self, job: Job) -> None:
+        """A renewal wrote ``notes(job)``."""
+        ...
+
+
 class RunPreparation(Protocol):
     """Something a run needs before its handler starts (a chain step's previous result, batch streaming)."""
 
@@ -119,6 +140,7 @@ class Plugin:
     finish: FinishHook | None = None
     prepare: RunPreparation | None = None
     sweep: SweepPass | None = None
+    watch: RunWatch | None = None
     #: Exception classes a handler raises to end its run in a way this feature records (a durable sleep).
     outcomes: Mapping[type[BaseException], RunOutcome] = field(default_factory=dict)
     #: Envelope classes (``sqsjobs.envelope.Fire``...) this feature handles, and how.

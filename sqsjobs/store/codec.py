@@ -26,6 +26,7 @@ from sqsjobs.job import (
     JobStatus,
     Notify,
     Progress,
+    RunningLong,
 )
 from sqsjobs.store.conditions import IfNotExists
 
@@ -110,10 +111,13 @@ def idempotent_job_id(job_type: str, key: str, tenant: str | None = None) -> str
 
 
 # ── reading an item ──────────────────────────────────────────────────────────────────────────
+#: The record attribute of a run's slow-run flag (``Job.running_long``), set by a lease renewal.
+RUNNING_LONG = "running_long"
 KNOWN_ATTRIBUTES = frozenset(
     [
         "id",
         "progress",
+        RUNNING_LONG,
         "tags",
         "type",
         "queue",
@@ -247,6 +251,7 @@ def job_from_item(item: Mapping[str, Any], message: Envelope | None = None) -> J
         chain=_chain_place(item),
         notify=notify_of(item),
         progress=progress_of(item),
+        running_long=running_long_of(item),
         tags=tags_of(item),
         extra={k: v for k, v in item.items() if k not in KNOWN_ATTRIBUTES},
     )
@@ -276,6 +281,20 @@ def progress_of(item: Mapping[str, Any]) -> Progress | None:
         data = json.loads(raw)
         return Progress.of(data) if isinstance(data, dict) else None
     except (ValueError, TypeError):
+        return None
+
+
+def running_long_of(item: Mapping[str, Any]) -> RunningLong | None:
+    """The run's slow-run flag; None without one (or one a newer writer shaped otherwise)."""
+    raw = str_attr(item, RUNNING_LONG)
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+        return RunningLong(
+            float(data["at"]), float(data["elapsed_s"]), float(data["p95_s"]), float(data["factor"])
+        )
+    except (ValueError, TypeError, KeyError):
         return None
 
 

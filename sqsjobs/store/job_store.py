@@ -401,16 +401,23 @@ class JobStore:
         return Landed()
 
     async def heartbeat(
-        self, job: Job, *, now: float, lease_s: float, progress: Progress | None = None
+        self,
+        job: Job,
+        *,
+        now: float,
+        lease_s: float,
+        progress: Progress | None = None,
+        notes: Mapping[str, Any] | None = None,
     ) -> Landed | Refused:
         """Renew ``job``'s lease; ``Landed(job=...)`` is the record as it is now (it shows a cancel request).
 
-        ``progress``: the handler's latest report, written by the same write. ``MOVED_ON``: the
+        ``progress``: the handler's latest report, and ``notes`` a watch's (``RunWatch``), written by
+        the same write. ``MOVED_ON``: the
         owner's own outcome landed while the renewal was in flight (expected); ``LEASE_LOST``:
         another run owns the job.
         """
         write = requests.heartbeat(
-            self.table, job, owner=self.owner, now=now, lease_s=lease_s, progress=progress
+            self.table, job, owner=self.owner, now=now, lease_s=lease_s, progress=progress, notes=notes
         )
         try:
             attributes = await self.applier.single(write)

@@ -31,6 +31,8 @@ from sqsjobs.store.state_table import FENCED, STATE_TABLE
 from sqsjobs.store.write import Write
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from sqsjobs.envelope import Envelope
     from sqsjobs.store.conditions import Expr
 
@@ -103,18 +105,29 @@ def expire_claimed(table: str, job: Job, *, owner: str, now: float, reason: str,
     kept={Witness.LEASE, Witness.ATTENTION},
 )
 def heartbeat(
-    table: str, job: Job, *, owner: str, now: float, lease_s: float, progress: Progress | None = None
+    table: str,
+    job: Job,
+    *,
+    owner: str,
+    now: float,
+    lease_s: float,
+    progress: Progress | None = None,
+    notes: Mapping[str, Any] | None = None,
 ) -> Write:
     """Running → running with a later lease expiry, fenced; ``ALL_NEW`` shows a cancel request.
 
     ``progress``: the handler's latest report not yet written (``ctx.progress``) rides on this
-    write, so reporting progress costs no write of its own.
+    write, so reporting progress costs no write of its own. ``notes``: attributes a watch noted on
+    the run (``RunWatch``: the slow-run flag), each set only if the record has none yet.
     """
     sets: tuple[tuple[str, Expr], ...] = (("lease_expires", ":expires"), ("updated_at", ":now"))
     values = {":expires": av_n(now + lease_s), ":now": av_n(now)}
     if progress is not None:
         sets += (("progress", ":progress"),)
         values[":progress"] = progress_attr(progress, now)
+    for n, (name, value) in enumerate(sorted((notes or {}).items())):
+        sets += ((name, IfNotExists(name, f":note{n}")),)
+        values[f":note{n}"] = av_json(value)
     return fenced(table, job, sets=sets, values=values, returns="ALL_NEW")
 
 

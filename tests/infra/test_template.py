@@ -637,7 +637,9 @@ def test_each_principal_gets_exactly_its_action_list(full):
     # ... and the task scale-in protection the ECS agent sets for it (test_capacity_options.py)
     worker = listed(WORKER_ACTIONS) | set(TASK_PROTECTION_ACTIONS)
     assert actions(statements(full, role_of_task(full, "worker"))) == worker
-    assert actions(statements(full, role_of_task(full, "sweeper"))) == listed(SWEEPER_ACTIONS)
+    # ... the sweeper reads the workers' JobRunTime metric too (the slow-run baselines: slow_runs/plugin.py)
+    sweeper = listed(SWEEPER_ACTIONS) | {"cloudwatch:GetMetricData"}
+    assert actions(statements(full, role_of_task(full, "sweeper"))) == sweeper
     lambda_actions = actions(statements(full, logical_id(function(full, HANDLER)["Role"])))
     consume = {
         "sqs:ReceiveMessage",
@@ -669,7 +671,7 @@ def test_without_ecs_the_sweeper_is_a_scheduled_function_with_the_sweeper_action
     sweeper = function(local, "sqsjobs.runtime.lambda_handlers.sweeper")
     assert actions(statements(local, logical_id(sweeper["Role"]))) == {
         a for names in SWEEPER_ACTIONS.values() for a in names
-    } | {"logs:CreateLogStream", "logs:PutLogEvents"}
+    } | {"logs:CreateLogStream", "logs:PutLogEvents", "cloudwatch:GetMetricData"}
     [rule] = local.resources("AWS::Events::Rule").values()
     assert re.fullmatch(r"rate\(\d+ minutes?\)", rule["Properties"]["ScheduleExpression"])
     [target] = rule["Properties"]["Targets"]

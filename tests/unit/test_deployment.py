@@ -44,6 +44,7 @@ WORKER_MODULES = [
     "runtime/outliving.py",  # a run that outlives its message
     "steps/book.py",  # ctx.step's records
     "notify/sender.py",  # a notification's delivery (its own targets: NOTIFY_TARGET_ACTIONS)
+    "slow_runs/records.py",  # the slow-run watch reads its types' baselines
 ]
 #: What a notification's delivery calls on the targets a caller names, which no deployment can
 #: know: another queue (sqs:SendMessage, granted on the App's own queues only), a bus, a secret.
@@ -59,6 +60,9 @@ SWEEPER_MODULES = [
     "transport/queues.py",
     "transport/objects.py",  # a large completion callback's payload
     "batches/completion.py",  # the repair of batches
+    "slow_runs/plugin.py",  # the slow-run baselines (from the records, or CloudWatch: granted apart)
+    "slow_runs/records.py",
+    "ops/series.py",
 ]
 #: What the HTTP API's function runs: its routes and the producer and operator flows they call.
 API_MODULES = [

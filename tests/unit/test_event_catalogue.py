@@ -50,6 +50,18 @@ def test_a_terminal_transition_is_one_event_named_after_the_state_it_entered(sta
     assert "payload" not in event.detail and "4111" not in json.dumps(event.entry("bus"))
 
 
+def test_a_running_job_flagged_by_the_slow_run_watch_is_one_event_once():
+    # GIVEN the renewal that wrote a run's slow-run flag, and a later renewal that kept it
+    flag = {"S": json.dumps({"at": 1800000010.0, "elapsed_s": 31.5, "p95_s": 10.0, "factor": 3.0})}
+    running = job_item("running", finished=None)
+    flagged = {**running, "running_long": flag}
+    # THEN the first is a JobRunningLong event with the flag, the second none
+    (event,) = events_of(change(flagged, running), EVERYTHING)
+    assert event.name == "JobRunningLong" and event.event_id == "job:j1:running_long:1"
+    assert event.detail["elapsed_s"] == 31.5 and event.detail["p95_s"] == 10.0
+    assert events_of(change(flagged, flagged), EVERYTHING) == []
+
+
 def test_a_write_that_leaves_a_job_where_it_was_or_not_finished_is_no_event():
     assert events_of(change(job_item("succeeded"), job_item("succeeded")), EVERYTHING) == []
     assert (

@@ -34,6 +34,7 @@ ROLES = {
     "remote",
     "notify",
     "dedupe",
+    "slow_runs",
 }
 #: The model, and the AWS seam in two: `_aws` drives flows with client sets, `_client_config` configures a client;
 #: `options` holds what `@app.job` takes beside the handler (dedup modes, hooks, versions, batch handlers).
@@ -180,6 +181,7 @@ LAYERS: list[set[str]] = [
     {"events"},  # job events: they read batch and chain records from the change stream
     {"deploy"},
     {"ops"},
+    {"slow_runs"},  # runs far longer than usual: its baselines are the charts' series (ops)
     {"outbox"},  # jobs written in a Postgres transaction: rows the relay enqueues through the producer
     {"remote"},  # HTTP workers of any language: the claim and record stages behind leases
     {"app"},
@@ -203,6 +205,7 @@ FEATURES = {
     "steps",
     "notify",
     "dedupe",
+    "slow_runs",
 }
 #: The parts a feature folder is made of, under the same name in every folder that has one: what the
 #: kernel sees (``plugin``: the ``Plugin`` factory and the seams it fills), its items in the jobs table

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from sqsjobs import IdempotencyConflict, JobStatus
@@ -165,3 +167,15 @@ def test_a_heartbeat_refused_by_the_owners_own_outcome_is_not_a_lost_lease():
     assert job_store.moved_on_by_owner(job, refusal(finished_by_us))
     assert not job_store.moved_on_by_owner(job, refusal(rescued_by_another))
     assert not job_store.moved_on_by_owner(job, StoreError("slow down", code="ThrottlingException"))
+
+
+def test_a_watchs_note_rides_on_the_heartbeat_and_never_replaces_one_written_before():
+    # GIVEN a running job whose watch noted a slow-run flag
+    job = codec.job_from_item(_item("running", lease_owner="w", lease_epoch=2, claim_token="ours"))
+    note = {"at": 1.0, "elapsed_s": 31.5, "p95_s": 10.0, "factor": 3.0}
+    # WHEN its lease is renewed
+    write = requests.heartbeat("tbl", job, owner="w", now=NOW, lease_s=30, notes={"running_long": note})
+    params = write.update_item()
+    # THEN the one renewal sets it, only where the record has none (the first flag of a run stays)
+    assert "running_long = if_not_exists(running_long, :note0)" in params["UpdateExpression"]
+    assert json.loads(params["ExpressionAttributeValues"][":note0"]["S"]) == note
