@@ -14,7 +14,7 @@ from sqsjobs.batches.namespace import Batch, BatchStatus
 from sqsjobs.chains.namespace import ChainStatus, ChainStep
 from sqsjobs.config import Settings
 from sqsjobs.context import JobContext
-from sqsjobs.dedupe import Debounce, DedupeFor, Throttle, WhileActive
+from sqsjobs.dedupe import Debounce, DedupeFor, Replace, Throttle, WhileActive
 from sqsjobs.errors import (
     AwsError,
     BatchNotFound,
@@ -134,6 +134,7 @@ __all__ = [
     "PermanentError",
     "RecordChanged",
     "Registry",
+    "Replace",
     "Retry",
     "RetryPolicy",
     "RoutingError",

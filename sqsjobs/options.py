@@ -48,7 +48,7 @@ class KeyPolicy(typing.Protocol):
 
 
 #: What a ``dedupe=`` that is not a dedup mode is told (``@app.job`` and an enqueue alike).
-DEDUPE_MODES = "give DedupeFor(window), Throttle(window), WhileActive() or Debounce(quiet)"
+DEDUPE_MODES = "give DedupeFor(window), Throttle(window), WhileActive(), Replace() or Debounce(quiet)"
 
 
 @dataclass(frozen=True)

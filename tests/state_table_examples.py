@@ -91,6 +91,7 @@ CALLS: dict[str, Callable[[Callable[..., Write], str, str], Write]] = {
     ),
     "unblock": lambda build, t, j: build(t, j, now=NOW, recheck_at=NOW + 300),
     "drop": lambda build, t, j: build(t, j, now=NOW, reason="r", retention_s=1),
+    "supersede": lambda build, t, j: build(t, j, now=NOW, by="newer", retention_s=1),
 }
 CALLS["rescue"] = CALLS["claim"]
 

@@ -177,9 +177,10 @@ class EnqueueRequest(BaseModel):
         max_length=128,
         description="Jobs with one key run one at a time, in enqueue order",
     )
-    unique: Literal["while_active"] | None = Field(
+    unique: Literal["while_active", "replace"] | None = Field(
         None,
-        description="The key names the live job only: once it finished, a new job (needs idempotency_key)",
+        description="while_active: the key names the live job only (once it finished, a new job); replace: the "
+        "newest enqueue runs and the job the key named is cancelled, mid-run too (needs idempotency_key)",
     )
     dedupe_for: Window | None = Field(None, description="Seconds: the key names one job per aligned window")
     throttle: Window | None = Field(

@@ -13,6 +13,8 @@ same modes as flat JSON fields (``of_options`` reads them).
   are two jobs. ``dedupe_for`` keeps ``IdempotencyConflict`` for another payload; ``throttle``
   does not (the first enqueue of the window wins, later ones get its id whatever their payload).
 - ``WhileActive``: the key maps to the live job through a key item (``sqsjobs.dedupe.records``).
+- ``Replace``: the same key item, taken by the newest enqueue, which stops the job it named: a
+  waiting one is cancelled, a running one cancelled under its handler, which never commits.
 - ``Debounce``: the last payload of a quiet period wins (``sqsjobs.dedupe.debounce``).
 """
 
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from sqsjobs.config import to_seconds
 from sqsjobs.dedupe import debounce
-from sqsjobs.dedupe.records import claim_key_flow
+from sqsjobs.dedupe.records import claim_key_flow, replace_key_flow
 from sqsjobs.errors import DedupeInvalid
 from sqsjobs.store.codec import idempotent_job_id
 from sqsjobs.store.enqueue import Settled
@@ -37,9 +39,9 @@ if TYPE_CHECKING:
     from sqsjobs.store.enqueue import KeyEnv, NewJob
 
 #: The modes a job type or an enqueue may name.
-Mode = Literal["window", "throttle", "while_active", "debounce"]
+Mode = Literal["window", "throttle", "while_active", "debounce", "replace"]
 #: The modes whose job takes a key item before anything else is written.
-KEYED = frozenset({"while_active", "debounce"})
+KEYED = frozenset({"while_active", "debounce", "replace"})
 
 
 @dataclass(frozen=True, eq=False)
@@ -124,6 +126,24 @@ class WhileActive(Dedupe):
         return Settled(got, write=not got.deduplicated)
 
 
+class Replace(Dedupe):
+    """The newest enqueue of the key runs: the job the key named is stopped (cancelled, even mid-run).
+
+    "Re-index this document" enqueued again stops the stale run rather than queue behind it
+    (Inngest's singleton ``cancel``, Hatchet's ``CANCEL_IN_PROGRESS``). A waiting job is cancelled; a
+    running one is cancelled under its handler, which its next heartbeat tells (``ctx.cancelled``)
+    and whose success can no longer land.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("replace")
+
+    def settle_flow(self, job: NewJob, env: KeyEnv) -> Flow[Settled]:
+        """Take the key item from whoever holds it, and stop that job; the new job is then written."""
+        taken = yield from replace_key_flow(env.table, job, retention_s=env.retention_s)
+        return Settled(taken, write=True)
+
+
 class Debounce(Dedupe):
     """The last payload of a quiet period this long wins; ``max`` (default ten quiet periods) bounds the wait."""
 
@@ -158,7 +178,7 @@ class FlatModes(Protocol):
 
     @property
     def unique(self) -> str | None:
-        """``"while_active"`` or None."""
+        """``"while_active"``, ``"replace"`` or None."""
         ...
 
     @property
@@ -206,12 +226,14 @@ def of_options(
     Raises ``DedupeInvalid`` (a ``ValueError``) for two modes, or a window outside
     ``MIN_WINDOW_S``..``MAX_WINDOW_S``.
     """
-    if unique is not None and unique != "while_active":
-        raise DedupeInvalid(f"unique={unique!r}: the one unique mode is 'while_active'", field="unique")
+    if unique is not None and unique not in ("while_active", "replace"):
+        raise DedupeInvalid(
+            f"unique={unique!r}: the unique modes are 'while_active' and 'replace'", field="unique"
+        )
     if debounce_s is None and debounce_max_s is not None:
         raise DedupeInvalid("debounce_max needs debounce (the quiet period)", field="debounce_max")
     named = [
-        WhileActive() if unique is not None else None,
+        (Replace() if unique == "replace" else WhileActive()) if unique is not None else None,
         DedupeFor(dedupe_for_s) if dedupe_for_s is not None else None,
         Throttle(throttle_s) if throttle_s is not None else None,
         Debounce(debounce_s, max=debounce_max_s) if debounce_s is not None else None,

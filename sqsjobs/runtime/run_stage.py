@@ -32,6 +32,7 @@ from sqsjobs.errors import (
     StartTooLate,
     StoreError,
 )
+from sqsjobs.job import JobStatus
 from sqsjobs.runtime import payloads
 from sqsjobs.runtime.batching import Collectors, call_one
 from sqsjobs.store.apply import Landed, Refusal, Refused
@@ -318,7 +319,15 @@ class Runner:
         except StoreError:
             return None
         if isinstance(renewal, Refused):  # MOVED_ON: the outcome landed while this renewal was in flight
-            if renewal.reason is Refusal.LEASE_LOST:
+            if (
+                renewal.reason is Refusal.LEASE_LOST
+                and renewal.job
+                and renewal.job.status is JobStatus.CANCELLED
+            ):
+                # cancelled under the run (a newer enqueue replaced it): told as a cancel request is
+                self.kernel.logger.warning("job cancelled while it ran", extra={"job_id": ctx.job.id})
+                ctx.interrupt(InterruptReason.CANCEL)
+            elif renewal.reason is Refusal.LEASE_LOST:
                 self.kernel.logger.warning(
                     "lease lost at heartbeat", extra={"job_id": ctx.job.id, "error": renewal.detail}
                 )

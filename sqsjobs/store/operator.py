@@ -81,8 +81,9 @@ def cancel(
     chain_step: bool = False,
     batch_key: str | None = None,
     untold: bool = False,
+    reason: str = "cancelled by request",
 ) -> Write:
-    """Queued | retry_scheduled → cancelled.
+    """Queued | retry_scheduled → cancelled (``reason``: what the record says).
 
     ``untold``: refused for a job with a ``notify`` target, for a caller that has not read the
     record: such a cancel writes the target's delivery in the same transaction
@@ -98,7 +99,7 @@ def cancel(
         ":retry": av_s(JobStatus.RETRY_SCHEDULED),
         ":cancelled": av_s(JobStatus.CANCELLED),
         ":now": av_n(now),
-        ":reason": av_s("cancelled by request"),
+        ":reason": av_s(reason[:500]),
         ":ttl": av_n(int(now + retention_s)),
     }
     write = Write(table, {"id": av_s(job_id)}, _CANCEL_SETS, values=values).guard(
