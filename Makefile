@@ -26,7 +26,7 @@ $(UV):
 # --group needs a PEP 735 installer: uv reads dependency groups.
 $(BIN)/sqsjobs: pyproject.toml | $(UV)
 	$(UV_VENV) --seed $(VENV)
-	$(UV_INSTALL) --python $(BIN)/python -e '.[api,postgres,django]' --group dev
+	$(UV_INSTALL) --python $(BIN)/python -e '.[api,postgres,django,encryption]' --group dev
 	touch $@
 
 # MiniStack pins botocore exactly, so it lives in its own virtualenv (see tests/emulators.py).

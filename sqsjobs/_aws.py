@@ -24,7 +24,15 @@ from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, Protocol
 import tenacity
 
 from sqsjobs._client_config import client_kwargs, pool_connections, share_botocore_data
-from sqsjobs.errors import AwsError, EventsError, ObjectStoreError, SchedulerError, StoreError, TransportError
+from sqsjobs.errors import (
+    AwsError,
+    EncryptionError,
+    EventsError,
+    ObjectStoreError,
+    SchedulerError,
+    StoreError,
+    TransportError,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
@@ -34,7 +42,17 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 P = ParamSpec("P")
 
-SERVICES = ("dynamodb", "sqs", "scheduler", "s3", "events", "dynamodbstreams", "cloudwatch", "secretsmanager")
+SERVICES = (
+    "dynamodb",
+    "sqs",
+    "scheduler",
+    "s3",
+    "events",
+    "dynamodbstreams",
+    "cloudwatch",
+    "secretsmanager",
+    "kms",
+)
 #: Where a Call goes: an AWS service, ``clock`` for a pause the driver sleeps through, or ``flows``
 #: for flows the driver runs at once (``together``).
 Service = Literal[
@@ -46,6 +64,7 @@ Service = Literal[
     "dynamodbstreams",
     "cloudwatch",
     "secretsmanager",
+    "kms",
     "clock",
     "flows",
 ]
@@ -188,6 +207,7 @@ def wrap_error(service: str, exc: Exception) -> AwsError:
         "s3": ObjectStoreError,
         "events": EventsError,
         "dynamodbstreams": EventsError,
+        "kms": EncryptionError,
     }
     kind = kinds.get(service, TransportError)
     if isinstance(exc, ClientError):

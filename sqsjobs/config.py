@@ -154,6 +154,10 @@ class Settings:
     held_inline_payload_bytes: int = 2 * 1024
     #: A larger result is an S3 object and the record keeps its reference (docs/payloads.md).
     inline_result_bytes: int = 8 * 1024
+    #: The KMS key (id, ARN or alias) every job type's payloads and results are encrypted with before
+    #: they leave the producer (docs/encryption.md); empty: none are, unless a type declares its own
+    #: (``PayloadVersion(encrypt=...)``). Needs ``sqsjobs[encryption]``. ``SQSJOBS_ENCRYPT``.
+    encrypt: str = ""
     #: Larger payloads raise ``PayloadTooLarge`` at enqueue (the worker reads a payload whole).
     max_payload_bytes: int = 64 * 1024 * 1024
     #: Larger results are replaced by a note saying so (the job still succeeds).

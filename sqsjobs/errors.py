@@ -37,6 +37,8 @@
     │   ├── StoreError              ...on the DynamoDB job table
     │   ├── TransportError          ...on SQS
     │   ├── SchedulerError          ...on EventBridge Scheduler
+    │   ├── ObjectStoreError        ...on the S3 bucket of large payloads and results
+    │   ├── EncryptionError         ...on KMS, for an encrypted payload's data key
     │   └── EventsError             ...on the EventBridge bus or the table's change stream (job events)
     ├── JobTimeout                  a handler ran past its timeout (recorded as the attempt's error)
     ├── WaitTimeout                 a wait for a job, batch or chain ended before it did (also a TimeoutError)
@@ -320,6 +322,10 @@ class EventsError(AwsError):
 
 class ObjectStoreError(AwsError):
     """A call to the S3 bucket of large payloads and results failed."""
+
+
+class EncryptionError(AwsError):
+    """A call to KMS for an encrypted payload's or result's data key failed (docs/encryption.md)."""
 
 
 class JobTimeout(SqsJobsError):

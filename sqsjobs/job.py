@@ -368,6 +368,9 @@ class Job:
     running_long: RunningLong | None = None
     #: What the job is about (``enqueue(tags=)``): names to values, each findable (``jobs list --tag``).
     tags: dict[str, str] = field(default_factory=dict)
+    #: Its payload and result were encrypted with a KMS key (docs/encryption.md): the views show that,
+    #: never them, even after ``App.get`` decrypted the result for its caller.
+    encrypted: bool = False
     #: Extra fields that a newer sqsjobs wrote; kept so nothing is lost.
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -82,6 +82,9 @@ class PayloadVersion:
 
     number: int
     upcast: Mapping[int, Upcast] = field(default_factory=dict)
+    #: The KMS key (id, ARN or alias) this type's payloads and results are encrypted with, whatever the
+    #: App's ``encrypt`` (docs/encryption.md): how a payload is stored, beside what it looks like.
+    encrypt: str | None = None
 
 
 @dataclass(frozen=True)

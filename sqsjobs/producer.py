@@ -32,13 +32,7 @@ from sqsjobs.errors import (
 from sqsjobs.job import Notify
 from sqsjobs.observability.tracing import current_trace, message_attributes
 from sqsjobs.options import DEDUPE_MODES, KeyPolicy, P
-from sqsjobs.store import (
-    deadlines,
-    enqueue,
-    statements,
-    tags,
-    transact,
-)
+from sqsjobs.store import deadlines, enqueue, sealing, statements, tags, transact
 from sqsjobs.store.apply import Refused, apply, apply_batched
 from sqsjobs.store.codec import idempotent_job_id
 from sqsjobs.store.enqueue import KeyEnv, KeySettler
@@ -197,6 +191,7 @@ def build_new_job(
         policy=mode,
         # A job enqueued by a running handler inherits that job's tags (its own win).
         tags=tags.checked(tags.inherited(RUNNING_TAGS.get(), request.tags)),
+        encrypt=sealing.key_of(spec, settings),  # sealed by the enqueue's flow (a KMS data key)
     )
     return _claim_checked(job, settings, in_record=in_record or job.held)
 
@@ -241,7 +236,7 @@ def _claim_checked(job: enqueue.NewJob, settings: Settings, *, in_record: bool) 
             "or raise the setting"
         )
     limit = settings.held_inline_payload_bytes if in_record else settings.inline_payload_bytes
-    if size <= limit:
+    if (sealing.sealed_size(size) if job.encrypt else size) <= limit:
         return job
     latest_start = job.now + (settings.payload_object_days - settings.retention_days) * 86_400
     if job.run_at > latest_start:
@@ -319,6 +314,8 @@ def enqueue_jobs_flow(
             some, settings=settings, queue_urls=queue_urls, logger=logger, metrics=metrics, tracer=tracer
         )
 
+    # Sealed first: a dedup mode's own writes (a debounced job's payload) carry only the sealed one.
+    jobs = yield from sealing.seal_jobs_flow(jobs, settings.table_name)
     if not any(isinstance(j.policy, KeySettler) for j in jobs):
         return (yield from send_and_write(jobs))
 
@@ -371,6 +368,7 @@ def enqueue_many_flow(
     takes a second write (``enqueue.mark_unsent``), and a producer killed after its put landed and
     before SQS took the message leaves a record no message brings (docs/lifecycle.md).
     """
+    jobs = yield from sealing.seal_jobs_flow(jobs, settings.table_name)  # before any of it leaves
     spans = (
         tracer.producer(jobs, lambda j: routes.queue_name(settings, route_of(j)))
         if tracer is not None and jobs

@@ -104,6 +104,9 @@ class HandlerSpec:
     #: ``app.external(...)``: no Python handler; HTTP workers in any language lease its jobs
     #: (``sqsjobs.remote``, docs/http-workers.md) from its queue, which no Python worker receives.
     external: bool = False
+    #: ``@job(version=PayloadVersion(n, encrypt=key))``: the KMS key of its payloads and results, over the
+    #: App's ``encrypt`` (``sqsjobs.store.sealing.key_of``).
+    encrypt: str | None = None
 
     @property
     def timeout_s(self) -> float:
@@ -338,6 +341,7 @@ def _options(
         "retry": policy,
         "version": versioned.number,
         "upcasts": upcasts,
+        "encrypt": versioned.encrypt or None,
         "expires_after_s": expires_after_s,
         "limits": tuple(limits),
         "pausable": pausable or bool(limits),

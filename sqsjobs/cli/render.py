@@ -140,9 +140,9 @@ def render_job(job: Job, data: dict[str, Any]) -> None:
     if job.payload_ref:
         rows.append(("payload", f"{job.payload_size} bytes in {escape(job.payload_ref)}"))
     else:
-        rows.append(("payload", escape(json.dumps(job.payload)[:500])))
+        rows.append(("payload", escape(json.dumps(data["payload"])[:500])))
     if job.result is not None:
-        rows.append(("result", escape(json.dumps(job.result)[:500])))
+        rows.append(("result", escape(json.dumps(data["result"])[:500])))
     if job.result_ref:
         rows.append(("result object", escape(job.result_ref)))
     for label, value in rows:

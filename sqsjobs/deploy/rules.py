@@ -128,6 +128,16 @@ PRODUCER_ACTIONS: Mapping[str, tuple[str, ...]] = {
     "s3": ("s3:PutObject",),
 }
 
+#: What an App that encrypts payloads (``Settings.encrypt``, ``PayloadVersion(encrypt=)``) adds to the
+#: worker's, the API's and the producer's roles (``store/sealing.py``): a data key to seal with and
+#: its unwrapping, on the configured KMS keys only; and the read and first write of the hash key's
+#: item (``sealkey#<key ARN>``) in the jobs table, limited to those items by ``dynamodb:LeadingKeys``.
+#: An App that does not encrypt is granted none of it. docs/encryption.md.
+ENCRYPTION_ACTIONS: Mapping[str, tuple[str, ...]] = {
+    "kms": ("kms:GenerateDataKey", "kms:Decrypt"),
+    "dynamodb": ("dynamodb:GetItem", "dynamodb:PutItem"),
+}
+
 #: The HTTP API's routes that carry their own credential (``sqsjobs.api.token_routes.open_router``:
 #: a wait token's answer URL holds its key, which a webhook sender has and IAM cannot sign for), as
 #: (method, path): the deployed API leaves them outside its IAM authorisation, one route each.

@@ -11,15 +11,21 @@ from typing import TYPE_CHECKING, Any
 from sqsjobs.ops._common import iso
 from sqsjobs.steps.records import in_order, steps_of
 from sqsjobs.store import operator
+from sqsjobs.store.codec import sealed_key
 from sqsjobs.store.yielded import ORDER_YIELDED
 
 if TYPE_CHECKING:
     from sqsjobs.job import Job, Progress
 
+#: What a view shows for an encrypted job's payload and result (docs/encryption.md): that they are
+#: encrypted, never the plaintext, even when the reader decrypted the result.
+ENCRYPTED = "(encrypted)"
+
 
 def job_to_dict(job: Job) -> dict[str, Any]:
-    """Everything ``jobs get`` shows, JSON-ready."""
+    """Everything ``jobs get`` shows, JSON-ready; an encrypted job's payload and result as ``ENCRYPTED``."""
     error = job.last_error
+    hidden = job.encrypted or sealed_key(job.payload) is not None
     return {
         "id": job.id,
         "type": job.type,
@@ -45,11 +51,12 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         "chain": (
             {"id": job.chain.id, "step": job.chain.step, "steps": job.chain.steps} if job.chain else None
         ),
-        "payload": job.payload,
+        "payload": ENCRYPTED if hidden and job.payload is not None else job.payload,
+        "encrypted": hidden,
         "payload_version": job.payload_version,
         "payload_size": job.payload_size,
         "payload_ref": job.payload_ref,
-        "result": job.result,
+        "result": ENCRYPTED if hidden and job.result is not None else job.result,
         "result_ref": job.result_ref,
         "steps": [
             {

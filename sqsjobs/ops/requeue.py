@@ -35,7 +35,7 @@ from sqsjobs.errors import (
 )
 from sqsjobs.ops._common import actor
 from sqsjobs.producer import route_of
-from sqsjobs.store import codec, enqueue, operator, requests
+from sqsjobs.store import codec, enqueue, operator, requests, sealing
 from sqsjobs.store.apply import Refused, apply
 from sqsjobs.store.codec import canonical_json
 from sqsjobs.store.operator import NewPayload
@@ -159,6 +159,12 @@ def new_payload(registry: Registry, settings: Settings, job: Job, payload: Any) 
             (``held_inline_payload_bytes``) gets an S3 reference; ``requeue_flow`` writes the object.
     """
     spec = registry.get(job.type)
+    if sealing.key_of(spec, settings) is not None:  # it would be written in the clear: refused
+        raise PayloadInvalid(
+            f"job {job.id}: its type is encrypted, and a corrected payload is not encrypted yet "
+            "(docs/encryption.md); enqueue a new job instead",
+            reason="encrypted type",
+        )
     new = NewPayload.of(job.type, spec.version, spec.dump(payload))
     if new.size > settings.max_payload_bytes:
         raise PayloadTooLarge(

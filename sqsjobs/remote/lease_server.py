@@ -29,7 +29,7 @@ from sqsjobs.runtime.execution import Execution, apply
 from sqsjobs.runtime.kernel import kernel_of
 from sqsjobs.runtime.outliving import OutlivingRuns
 from sqsjobs.runtime.run_stage import timeout_error
-from sqsjobs.store import waiting
+from sqsjobs.store import sealing, waiting
 from sqsjobs.transport import routes, sqs
 from sqsjobs.transport.queues import dlq_key
 
@@ -253,7 +253,9 @@ class LeaseServer:
         lease, job, execution = await self._held(sealed)
         if kernel.clock.now() > lease.deadline:
             await self._timed_out(lease, job, execution)
-        stored = await payloads.store_result(kernel.arun, kernel.settings, job, result)
+        spec = kernel.registry.get(job.type) if job.type in kernel.registry else None
+        encrypt = sealing.key_of(spec, kernel.settings)
+        stored = await payloads.store_result(kernel.arun, kernel.settings, job, result, encrypt=encrypt)
         duration = round(kernel.clock.now() - lease.started_at, 4)
         ack = await execution.recorder.succeeded(job, stored.value, stored.ref, duration)
         return await self._acked(lease, ack, job, JobStatus.SUCCEEDED)

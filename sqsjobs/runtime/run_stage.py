@@ -25,6 +25,7 @@ from sqsjobs.context import RUNNING_TAGS, InterruptReason, JobContext
 from sqsjobs.delivery import LEAVE, Ack
 from sqsjobs.errors import (
     Cancel,
+    EncryptionError,
     JobTimeout,
     ObjectStoreError,
     PayloadInvalid,
@@ -35,6 +36,7 @@ from sqsjobs.errors import (
 from sqsjobs.job import JobStatus
 from sqsjobs.runtime import payloads
 from sqsjobs.runtime.batching import Collectors, call_one
+from sqsjobs.store import sealing
 from sqsjobs.store.apply import Landed, Refusal, Refused
 
 if TYPE_CHECKING:
@@ -154,12 +156,15 @@ class Runner:
             await recorder.release(job)
             return Ack("rearm", delay_s=NEWER_VERSION_PARK_S)
         try:  # upcast first; S3 is read only for a payload kept there
-            stored = job.payload if job.payload_ref is None else await payloads.load(kernel.arun, job)
+            stored = await payloads.load(kernel.arun, kernel.settings.table_name, job)
             payload = spec.load(stored, job.payload_version)
         except (PayloadInvalid, PayloadMissing) as exc:  # which: validation, an upcast step, the S3 object
             queue = delivery.queue if delivery else job.queue
             return await recorder.dead(job, exc, reason=payloads.unusable(exc), queue=queue)
-        except ObjectStoreError as exc:  # S3 did not answer: a passing fault, retried by the type's policy
+        except (
+            ObjectStoreError,
+            EncryptionError,
+        ) as exc:  # S3 or KMS did not answer: a passing fault, retried
             return await recorder.failed(spec, job, exc, delivery)
         fields: dict[str, Any] = dict(kernel.context)
         preparations: list[RunPreparation] = kernel.concerned(kernel.preparations, job.type, job)
@@ -236,7 +241,10 @@ class Runner:
             result = run.result()
             if result is None:  # nothing to keep: no S3 check
                 return await recorder.succeeded(job, None, None, duration)
-            stored = await payloads.store_result(self.kernel.arun, self.kernel.settings, job, result)
+            settings = self.kernel.settings
+            stored = await payloads.store_result(
+                self.kernel.arun, settings, job, result, encrypt=sealing.key_of(spec, settings)
+            )
             return await recorder.succeeded(job, stored.value, stored.ref, duration)
         if not isinstance(exc, Cancel):  # a cancel is an expected outcome, not an error
             self.kernel.logger.info(

@@ -94,6 +94,20 @@ def str_attr(item: Mapping[str, Any], name: str) -> str | None:
     return None if av is None else str(av["S"])
 
 
+#: The one member of a sealed payload or result (``sqsjobs.store.sealing``).
+SEALED = "sqsjobs.sealed"
+#: A keyed payload hash (``sealing.keyed_hash_flow``) starts with it; a plain one is 64 hex digits.
+KEYED_HASH = "k"
+
+
+def sealed_key(value: Any) -> str | None:
+    """The KMS key ARN a sealed payload or result names; None for any other value."""
+    if isinstance(value, dict) and len(value) == 1 and isinstance(inner := value.get(SEALED), dict):
+        arn = inner.get("key")
+        return arn if isinstance(arn, str) else None
+    return None
+
+
 def payload_hash(job_type: str, version: int, payload: Any) -> str:
     """Identity of a payload for idempotency: same type, version and canonical JSON."""
     return canonical_hash(job_type, version, canonical_json(payload).encode())
@@ -205,6 +219,7 @@ def job_from_item(item: Mapping[str, Any], message: Envelope | None = None) -> J
         for h in item.get("history", {}).get("L", [])
     )
     result_raw = str_attr(item, "result")
+    digest = str_attr(item, "payload_hash")
     return Job(
         id=item["id"]["S"],
         type=item["type"]["S"],
@@ -228,7 +243,7 @@ def job_from_item(item: Mapping[str, Any], message: Envelope | None = None) -> J
         lease_owner=str_attr(item, "lease_owner"),
         lease_epoch=int(num_attr(item, "lease_epoch") or 0),
         lease_expires=to_datetime(num_attr(item, "lease_expires")),
-        payload_hash=str_attr(item, "payload_hash"),
+        payload_hash=digest,
         payload_size=_optional_int(num_attr(item, "payload_size")),
         payload_ref=str_attr(item, "payload_ref"),
         result_ref=str_attr(item, "result_ref"),
@@ -253,6 +268,7 @@ def job_from_item(item: Mapping[str, Any], message: Envelope | None = None) -> J
         progress=progress_of(item),
         running_long=running_long_of(item),
         tags=tags_of(item),
+        encrypted=(digest or "").startswith(KEYED_HASH) or (result_raw or "").startswith('{"' + SEALED),
         extra={k: v for k, v in item.items() if k not in KNOWN_ATTRIBUTES},
     )
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from sqsjobs.envelope import Envelope
-from sqsjobs.errors import IdempotencyConflict
+from sqsjobs.errors import ConfigurationError, IdempotencyConflict
 from sqsjobs.job import BatchPlace, ChainPlace, Job, JobStatus, Notify
 from sqsjobs.options import KeyPolicy
 from sqsjobs.store.codec import (
@@ -121,6 +121,11 @@ class NewJob:
     policy: KeyPolicy | None = None
     #: What the job is about (``sqsjobs.store.tags``): kept on the record, each one findable.
     tags: Mapping[str, str] | None = None
+    #: The KMS key its payload is sealed with (``sqsjobs.store.sealing``): the producer seals it before
+    #: anything is written, and nothing writes an encrypted job that is not sealed (``unsealed``).
+    encrypt: str | None = None
+    #: Set with the sealed payload: the keyed hash of the plaintext, which is the job's ``payload_hash``.
+    sealed_hash: str | None = None
 
     # Cached: the record, the message and a conflict check all need them, once per job.
     @functools.cached_property
@@ -130,8 +135,8 @@ class NewJob:
 
     @functools.cached_property
     def payload_hash(self) -> str:
-        """See ``payload_hash``."""
-        return payload_hash(self.type, self.payload_version, self.payload)
+        """See ``payload_hash``; a sealed payload's is the keyed hash of its plaintext."""
+        return self.sealed_hash or payload_hash(self.type, self.payload_version, self.payload)
 
     @functools.cached_property
     def payload_ref(self) -> str | None:
@@ -151,6 +156,7 @@ def put_job(table: str, job: NewJob, *, unsent: bool = False, pending_until: flo
     commit) with a ``pending`` entry the sweeper sends at ``pending_until`` unless it is cleared. A
     payload in S3 is never copied: the record keeps its reference.
     """
+    _sealed_only(job)
     item: Item = {
         "id": av_s(job.id),
         "type": av_s(job.type),
@@ -192,6 +198,7 @@ def put_job(table: str, job: NewJob, *, unsent: bool = False, pending_until: flo
 def envelope_of(job: NewJob | Job) -> Envelope:
     """The message that carries ``job`` (a new job, or a record that keeps its payload)."""
     if isinstance(job, NewJob):
+        _sealed_only(job)
         in_s3 = job.payload_ref is not None
         return Envelope(
             job.id,
@@ -246,6 +253,19 @@ def envelope_of(job: NewJob | Job) -> Envelope:
         notify=job.notify,
         tags=job.tags or None,
     )
+
+
+def _sealed_only(job: NewJob) -> None:
+    """Refuse to write or send an encrypted type's job whose payload is not sealed: never its plaintext.
+
+    ``App.enqueue``/``enqueue_many`` (and ``POST /jobs``) seal; a path that does not (a transaction,
+    a batch, a chain, a finish hook) is refused here, before anything leaves the process.
+    """
+    if job.encrypt is not None and job.sealed_hash is None:
+        raise ConfigurationError(
+            f"job type {job.type!r} is encrypted (docs/encryption.md): enqueue it with app.enqueue or "
+            "enqueue_many; transactions, batches, chains and hooks do not encrypt payloads yet"
+        )
 
 
 def is_same_job(old: Mapping[str, Any], job: NewJob) -> bool:

@@ -34,8 +34,8 @@ import time
 from typing import TYPE_CHECKING, TypeVar
 
 from sqsjobs._aws import Call, sleep_call
-from sqsjobs.errors import JobNotFound, PayloadMissing, WaitTimeout
-from sqsjobs.store import codec, requests
+from sqsjobs.errors import JobNotFound, PayloadInvalid, PayloadMissing, WaitTimeout
+from sqsjobs.store import codec, requests, sealing
 from sqsjobs.transport import objects
 
 if TYPE_CHECKING:
@@ -112,7 +112,9 @@ def read_job_flow(
     """One read of the record (``App.get``'s, and each of a wait's); ``JobNotFound`` if there is none.
 
     A finished job's S3 result is read too, unless ``load_result`` is False; one that expired
-    (``payload_object_days``) leaves ``result`` None, and ``result_ref`` still names it.
+    (``payload_object_days``) leaves ``result`` None, and ``result_ref`` still names it. An encrypted
+    result is decrypted for the caller (``Job.encrypted`` says it was, so no view shows it); one this
+    caller cannot decrypt (its key disabled, no ``kms:Decrypt``) stays sealed.
     """
     params = {**requests.get(settings.table_name, job_id), "ConsistentRead": consistent}
     response = yield Call("dynamodb", "get_item", params)
@@ -123,6 +125,10 @@ def read_job_flow(
     if load_result and job.status.terminal and job.result_ref is not None:
         with contextlib.suppress(PayloadMissing):
             job = job.evolve(result=json.loads((yield from objects.get_flow(job.result_ref))))
+    if load_result and codec.sealed_key(job.result) is not None:
+        with contextlib.suppress(PayloadInvalid):
+            opened = yield from sealing.open_result_flow(settings.table_name, job.id, job.result)
+            job = job.evolve(result=json.loads(opened), encrypted=True)
     return job
 
 

@@ -152,6 +152,46 @@ def granted(actions: dict[str, tuple[str, ...]]) -> set[str]:
     return {a for names in actions.values() for a in names}
 
 
+def test_encryption_is_granted_exactly_what_sealing_calls():
+    # GIVEN the calls the one module that seals and opens payloads makes (KMS, the hash key's item)
+    called = actions_called(["store/sealing.py"])
+    # THEN the actions an encrypting App's roles get are exactly those
+    assert (
+        granted(d.ENCRYPTION_ACTIONS)
+        == called
+        == {
+            "kms:GenerateDataKey",
+            "kms:Decrypt",
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+        }
+    )
+
+
+def test_an_encrypted_enqueue_calls_only_the_producers_and_the_encryption_actions(monkeypatch):
+    # GIVEN an App encrypting one type, whose calls are answered by a script
+    from sqsjobs import PayloadVersion
+    from sqsjobs.store import sealing
+
+    app = App("p", inline_payload_bytes=1024)
+
+    @app.job("a", version=PayloadVersion(1, encrypt="alias/pii"))
+    def a(payload: dict[str, str], ctx: object) -> None: ...
+
+    sealing.KEYS.forget()
+    calls = scripted(app, monkeypatch)
+    # WHEN it enqueues a small and a large payload
+    app.enqueue("a", {"n": "1"})
+    app.enqueue("a", {"blob": "x" * 2048})
+    # THEN every call is granted by the producer's list or the encryption one
+    needed = {a for c in calls for a in actions_of(c)}
+    assert needed <= granted(d.PRODUCER_ACTIONS) | granted(d.ENCRYPTION_ACTIONS)
+    assert {"kms:GenerateDataKey", "dynamodb:GetItem"} <= needed
+    # ... one data key sealed both payloads, and the hash key was made once
+    assert [c.operation for c in calls if c.service == "kms"] == ["generate_data_key", "generate_data_key"]
+    sealing.KEYS.forget()
+
+
 def test_iam_action_names_follow_boto3_operations():
     assert d.iam_actions("dynamodb", "update_item") == ("dynamodb:UpdateItem",)
     assert d.iam_actions("sqs", "send_message_batch") == ("sqs:SendMessage",)
@@ -215,7 +255,9 @@ def answer(call: Call) -> dict[str, Any]:
         return {"QueueUrl": f"https://sqs.example/{call.params['QueueName']}"}
     if call.operation == "batch_execute_statement":
         return {"Responses": [{} for _ in call.params["Statements"]]}
-    return {}  # send_message_batch (nothing failed), put_item, put_object
+    if call.operation == "generate_data_key":
+        return {"KeyId": "arn:aws:kms:us-east-1:1:key/k", "Plaintext": b"k" * 32, "CiphertextBlob": b"w" * 96}
+    return {}  # send_message_batch (nothing failed), put_item, put_object, get_item (no item)
 
 
 def scripted(app: App, monkeypatch: pytest.MonkeyPatch) -> list[Call]:
