@@ -38,6 +38,7 @@ from sqsjobs.runtime import payloads
 from sqsjobs.runtime.batching import Collectors, call_one
 from sqsjobs.store import sealing
 from sqsjobs.store.apply import Landed, Refusal, Refused
+from sqsjobs.store.codec import sealed_key
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -156,7 +157,11 @@ class Runner:
             await recorder.release(job)
             return Ack("rearm", delay_s=NEWER_VERSION_PARK_S)
         try:  # upcast first; S3 is read only for a payload kept there
-            stored = await payloads.load(kernel.arun, kernel.settings.table_name, job)
+            stored = (
+                job.payload  # the message's own, in the clear: nothing to read or open
+                if job.payload_ref is None and sealed_key(job.payload) is None
+                else await payloads.load(kernel.arun, kernel.settings.table_name, job)
+            )
             payload = spec.load(stored, job.payload_version)
         except (PayloadInvalid, PayloadMissing) as exc:  # which: validation, an upcast step, the S3 object
             queue = delivery.queue if delivery else job.queue
