@@ -141,8 +141,15 @@ class Settings:
     max_receive_count: int | None = None
     #: Extra receives allowed above max attempts (duplicates, releases, not-yet-due hints).
     receive_slack: int = 10
-    #: Finished records are deleted by DynamoDB TTL after this long.
+    #: Finished records are deleted by DynamoDB TTL after this long (unless ``retention`` says otherwise).
     retention_s: float = 14 * 86_400.0
+    #: How long a finished record is kept, by how it ended and by type, over ``retention_s``: keys are
+    #: an end state (``succeeded``, ``dead``, ``cancelled``, ``expired``), a job type, or both as
+    #: ``type:state``; values seconds or ``timedelta``. The most specific key wins. E.g.
+    #: ``{"succeeded": 86_400, "dead": 30 * 86_400}``: a day for successes, a month for the dead.
+    #: ``SQSJOBS_RETENTION=succeeded=86400,dead=2592000,reports.build:succeeded=604800``.
+    #: A record's retention is also its idempotency key's window (docs/operations.md, "Retention").
+    retention: Mapping[str, float] = field(default_factory=dict)
     #: S3 bucket of the payloads and results too large for the message or the record (the claim-check);
     #: default ``<app_name>-payloads``. Bucket names are global: on AWS, name your own (infra/ does).
     #: ``SQSJOBS_PAYLOAD_BUCKET``.
@@ -237,6 +244,7 @@ class Settings:
             object.__setattr__(self, "schedule_group", f"{self.app_name}-schedules")
         if not self.payload_bucket:
             object.__setattr__(self, "payload_bucket", f"{self.app_name}-payloads")
+        object.__setattr__(self, "retention", _retention_rules(self.retention))
         if not 0 < self.inline_payload_bytes <= MAX_INLINE_PAYLOAD_BYTES:
             raise ConfigurationError(
                 f"inline_payload_bytes must be 1..{MAX_INLINE_PAYLOAD_BYTES} (a 1 MiB message "
@@ -289,10 +297,25 @@ class Settings:
                 f"alarm counts refreshes per minute), got {self.registry_interval_s}"
             )
 
+    def retention_for(self, job_type: str, status: str) -> float:
+        """How long a record of ``job_type`` that ended ``status`` is kept (``retention``, else ``retention_s``)."""
+        rules = self.retention
+        if not rules:
+            return self.retention_s
+        for key in (f"{job_type}:{status}", job_type, status):
+            if key in rules:
+                return rules[key]
+        return self.retention_s
+
+    @property
+    def longest_retention_s(self) -> float:
+        """The longest any finished record is kept (what outlives every record: a tag item, the S3 rules)."""
+        return max([self.retention_s, *self.retention.values()])
+
     @property
     def retention_days(self) -> int:
-        """``retention_s`` in whole days, rounded up (S3 lifecycle rules count days)."""
-        return max(1, math.ceil(self.retention_s / 86_400))
+        """The longest retention in whole days, rounded up (S3 lifecycle rules count days: an object outlives its record)."""
+        return max(1, math.ceil(self.longest_retention_s / 86_400))
 
     @property
     def heartbeat_interval_s(self) -> float:
@@ -345,7 +368,7 @@ class Settings:
         if region:
             values["region"] = region
         for f in dataclasses.fields(cls):
-            if f.name in ("app_name", "endpoint_url", "region", "queue_concurrency"):
+            if f.name in ("app_name", "endpoint_url", "region", "queue_concurrency", "retention"):
                 continue
             if f.name in ("priority_queues", "serialized_queues", "webhook_allow"):
                 listed = env.get(f"SQSJOBS_{f.name.upper()}")
@@ -360,6 +383,9 @@ class Settings:
         raw_qc = env.get("SQSJOBS_QUEUE_CONCURRENCY")
         if raw_qc:
             values["queue_concurrency"] = _parse_queue_caps(raw_qc)
+        raw_retention = env.get("SQSJOBS_RETENTION")
+        if raw_retention:
+            values["retention"] = _parse_retention(raw_retention)
         values.update({k: v for k, v in explicit.items() if v is not None})
         return cls(app_name=app_name, **values)
 
@@ -376,6 +402,41 @@ def _parse(name: str, raw: str, annotation: Any) -> Any:
     except ValueError as exc:
         raise ConfigurationError(f"SQSJOBS_{name.upper()}={raw!r} is not a number") from exc
     return raw
+
+
+#: The end states a retention rule may name.
+END_STATES = ("succeeded", "dead", "cancelled", "expired")
+
+
+def _retention_rules(rules: Mapping[str, Any]) -> dict[str, float]:
+    """``retention`` in seconds (``ConfigurationError``: ``type:state`` of no end state, a duration <= 0)."""
+    out: dict[str, float] = {}
+    for key, value in rules.items():
+        _, colon, state = key.rpartition(":")
+        if colon and state not in END_STATES:
+            raise ConfigurationError(
+                f"retention {key!r}: after ':' comes an end state, one of {', '.join(END_STATES)}"
+            )
+        try:
+            seconds = to_seconds(value)
+        except (TypeError, ValueError):
+            seconds = 0.0
+        if not seconds > 0:
+            raise ConfigurationError(f"retention {key!r} must be a positive duration, got {value!r}")
+        out[key] = seconds
+    return out
+
+
+def _parse_retention(raw: str) -> dict[str, float]:
+    """Parse ``succeeded=86400,reports.build:dead=2592000``."""
+    rules: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in raw.split(","))):
+        key, _, seconds = part.partition("=")
+        try:
+            rules[key.strip()] = float(seconds)
+        except ValueError:
+            raise ConfigurationError(f"SQSJOBS_RETENTION: expected key=seconds, got {part!r}") from None
+    return rules
 
 
 def _parse_queue_caps(raw: str) -> dict[str, int]:

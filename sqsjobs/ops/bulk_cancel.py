@@ -299,7 +299,7 @@ def _cancel_one(
         op_id=op_id,
         audit=audit,
         now=now,
-        retention_s=settings.retention_s,
+        retention_s=settings.retention_for(spec.job_type, JobStatus.CANCELLED),
     )
     # A refusal showing this operation's id is its own write, retried after a lost answer.
     own = lambda old: str_attr(old, "cancel_op") == op_id  # noqa: E731

@@ -35,7 +35,9 @@ def cancel_flow(settings: Settings, registry: Registry, job_id: str, now: float)
     """
     table = settings.table_name
     cancelled = yield from apply(
-        operator.cancel(table, job_id, now=now, retention_s=settings.retention_s, untold=True)
+        operator.cancel(
+            table, job_id, now=now, retention_s=settings.retention_for("", JobStatus.CANCELLED), untold=True
+        )
     )
     if isinstance(cancelled, Landed):
         return "cancelled"
@@ -58,7 +60,8 @@ def _cancel_with_follow_ups(settings: Settings, registry: Registry, job: Job, no
     if job.batch is not None:  # the item's count, then its batch's check (with the delivery inside)
         return (yield from cancel_item_flow(env, job, now))
     told = told_cancel(registry, settings, job, now)
-    write = operator.cancel(settings.table_name, job.id, now=now, retention_s=settings.retention_s)
+    retention_s = settings.retention_for(job.type, JobStatus.CANCELLED)
+    write = operator.cancel(settings.table_name, job.id, now=now, retention_s=retention_s)
     landed = yield from apply_all([{"Update": write.transact_item()}, *told.entries()])
     if isinstance(landed, Refused):
         if landed.reason is Refusal.CONTENDED:

@@ -301,7 +301,11 @@ def _make_dead(
     """Make the record dead (SQS redrove it past the re-dispatch limit); this copy is then the dead job's."""
     reason = redrive.reason(run.scope.receives, redispatched)
     write = redrive.redriven(
-        run.settings.table_name, envelope, now=run.now, reason=reason, retention_s=run.settings.retention_s
+        run.settings.table_name,
+        envelope,
+        now=run.now,
+        reason=reason,
+        retention_s=run.settings.retention_for(envelope.job_type, JobStatus.DEAD),
     )
     landed = yield from apply(write)
     if isinstance(landed, Refused) or landed.attributes is None:

@@ -234,7 +234,7 @@ class Recorder:
             now=self.kernel.clock.now(),
             result=value,
             result_ref=ref,
-            retention_s=settings.retention_s,
+            retention_s=settings.retention_for(job.type, JobStatus.SUCCEEDED),
         )
         if not await self.write(
             job, params, Finish(job, AttemptOutcome.SUCCEEDED, result=value, result_ref=ref)
@@ -307,7 +307,7 @@ class Recorder:
             now=self.kernel.clock.now(),
             error=error,
             reason=reason,
-            retention_s=self.kernel.settings.retention_s,
+            retention_s=self.kernel.settings.retention_for(job.type, JobStatus.DEAD),
             payload=job.payload,
         )
         if not await self.write(job, params, Finish(job, AttemptOutcome.DEAD, error=error)):
@@ -330,7 +330,7 @@ class Recorder:
             job,
             now=self.kernel.clock.now(),
             reason=reason,
-            retention_s=self.kernel.settings.retention_s,
+            retention_s=self.kernel.settings.retention_for(job.type, JobStatus.CANCELLED),
             payload=job.payload,
         )
         return await self._ended(
@@ -344,7 +344,7 @@ class Recorder:
             job,
             now=self.kernel.clock.now(),
             reason=reason,
-            retention_s=self.kernel.settings.retention_s,
+            retention_s=self.kernel.settings.retention_for(job.type, JobStatus.EXPIRED),
         )
         return await self._ended(
             job, params, "job expired", JobStatus.EXPIRED, AttemptOutcome.EXPIRED, reason
@@ -387,7 +387,7 @@ class Recorder:
                     now=now,
                     error=error,
                     reason=reason,
-                    retention_s=self.kernel.settings.retention_s,
+                    retention_s=self.kernel.settings.retention_for(envelope.job_type, JobStatus.DEAD),
                     entries=entries,
                 ),
             )
@@ -459,7 +459,7 @@ class Recorder:
                     envelope,
                     now=now,
                     reason=instead.reason,
-                    retention_s=kernel.settings.retention_s,
+                    retention_s=kernel.settings.retention_for(envelope.job_type, JobStatus.EXPIRED),
                     type_bound_s=instead.type_bound_s,
                     entries=entries,
                 ),

@@ -102,7 +102,7 @@ def write_jobs_flow(settings: Settings, jobs: Sequence[NewJob]) -> Flow[None]:
 
     Each lives as long as its job can: its due time, plus the message's retention, plus the record's.
     """
-    keep_s = settings.message_retention_s + settings.retention_s
+    keep_s = settings.message_retention_s + settings.longest_retention_s
     items = [
         item
         for job in jobs

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from sqsjobs import App, ConfigurationError, Settings
@@ -97,3 +99,36 @@ def test_every_unknown_name_is_reported_at_once():
         "unknown settings 'app_name' (it is the App's name, its first argument), 'colour'; "
         "settings are the fields of sqsjobs.Settings"
     )
+
+
+# ── retention by end state and type ─────────────────────────────────────────────────────────────
+def test_the_most_specific_retention_rule_wins_and_the_rest_keep_retention_s():
+    settings = Settings(
+        app_name="r",
+        retention_s=14 * 86_400,
+        payload_object_days=91,  # S3 objects outlive the longest-kept record
+        retention={
+            "succeeded": timedelta(days=1),
+            "dead": 30 * 86_400,
+            "reports.build": 7 * 86_400,
+            "reports.build:dead": 90 * 86_400,
+        },
+    )
+    assert settings.retention_for("mail.send", "succeeded") == 86_400
+    assert settings.retention_for("mail.send", "dead") == 30 * 86_400
+    assert settings.retention_for("mail.send", "cancelled") == 14 * 86_400
+    assert settings.retention_for("reports.build", "succeeded") == 7 * 86_400  # the type's, over the state's
+    assert settings.retention_for("reports.build", "dead") == 90 * 86_400
+    # what must outlive every record (tag items, S3 objects) takes the longest
+    assert settings.longest_retention_s == 90 * 86_400 and settings.retention_days == 90
+
+
+def test_retention_rules_come_from_the_environment_and_bad_ones_are_refused():
+    settings = Settings.from_env("r", {"SQSJOBS_RETENTION": "succeeded=86400, reports.build:dead=1728000"})
+    assert settings.retention == {"succeeded": 86_400.0, "reports.build:dead": 1_728_000.0}
+    with pytest.raises(ConfigurationError, match="after ':' comes an end state"):
+        Settings(app_name="r", retention={"reports.build:running": 60})
+    with pytest.raises(ConfigurationError, match="must be a positive duration"):
+        Settings(app_name="r", retention={"dead": 0})
+    with pytest.raises(ConfigurationError, match="expected key=seconds"):
+        Settings.from_env("r", {"SQSJOBS_RETENTION": "dead=a month"})
