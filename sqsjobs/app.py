@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, Unpack, overload
 
 from sqsjobs._aws import Flow, async_verb, sync_verb
 from sqsjobs._clock import Clock, SystemClock
+from sqsjobs.archive.namespace import Archive
+from sqsjobs.archive.plugin import archive_plugin
 from sqsjobs.batches.namespace import Batches
 from sqsjobs.batches.plugin import batches_plugin
 from sqsjobs.chains.namespace import Chains
@@ -82,6 +84,8 @@ class App:
     _notify = Feature(notify_plugin, built_ins=delivery_spec)  # enqueue(notify=...): a delivery job
     #: Runs far longer than their type's usual time, flagged (docs/observability.md, "Slow runs").
     slow_runs = Feature.declared(slow_runs_plugin, SlowRuns)
+    #: Finished records kept in S3 past their TTL, found by id (docs/archive.md).
+    archive = Feature(archive_plugin, Archive)
 
     def __init__(self, name: str, *, clock: Clock | None = None, **settings: Any) -> None:
         """Create an App; ``settings`` are ``Settings`` fields that win over the environment.

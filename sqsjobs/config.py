@@ -150,6 +150,11 @@ class Settings:
     #: ``SQSJOBS_RETENTION=succeeded=86400,dead=2592000,reports.build:succeeded=604800``.
     #: A record's retention is also its idempotency key's window (docs/operations.md, "Retention").
     retention: Mapping[str, float] = field(default_factory=dict)
+    #: Archive finished records to the payload bucket (``archive/``, JSON Lines by date and type,
+    #: queryable with Athena) and keep them there this many days; 0: no archive (docs/archive.md).
+    #: Read from the table's change stream: by the sweeper when ``event_relay`` is set, by a Lambda
+    #: in AWS. ``SQSJOBS_ARCHIVE_DAYS``.
+    archive_days: int = 0
     #: S3 bucket of the payloads and results too large for the message or the record (the claim-check);
     #: default ``<app_name>-payloads``. Bucket names are global: on AWS, name your own (infra/ does).
     #: ``SQSJOBS_PAYLOAD_BUCKET``.

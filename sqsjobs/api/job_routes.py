@@ -37,7 +37,7 @@ from sqsjobs.api.models import (
 )
 from sqsjobs.api.problems import MISSING_QUEUE, problem
 from sqsjobs.dedupe.modes import of_fields
-from sqsjobs.errors import PayloadError, TransportError, WaitTimeout
+from sqsjobs.errors import JobNotFound, PayloadError, TransportError, WaitTimeout
 from sqsjobs.job import JobStatus
 from sqsjobs.ops import inspect as inspect_ops
 from sqsjobs.ops import job_views
@@ -199,7 +199,12 @@ async def get_job(
     (200, a status that is not terminal), so a client simply asks again.
     """
     if wait <= 0:
-        return job_views.job_to_dict(await app.aget(job_id))
+        try:
+            return job_views.job_to_dict(await app.aget(job_id))
+        except JobNotFound:
+            if app.settings.archive_days <= 0:
+                raise
+            return job_views.job_to_dict(await app.archive.aget(job_id))  # its record is gone: archived?
     try:
         job = await app.await_result(job_id, timeout=wait)
     except WaitTimeout as exc:

@@ -30,7 +30,7 @@ from sqsjobs.cli.common import (
 from sqsjobs.cli.confirm import YesOpt, confirm_or_exit
 from sqsjobs.cli.progress import progress_bar
 from sqsjobs.cli.render import print_json, render_job, status_markup, stdout_console, when
-from sqsjobs.errors import PayloadError
+from sqsjobs.errors import JobNotFound, PayloadError
 from sqsjobs.job import JobStatus
 from sqsjobs.ops import bulk_cancel, job_views
 from sqsjobs.ops import inspect as inspect_ops
@@ -61,7 +61,12 @@ def jobs_get(
     """The job's record: status, attempts, lease, times, result, last error, history and audit."""
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
-        job = loaded.get(job_id)
+        try:
+            job = loaded.get(job_id)
+        except JobNotFound:
+            if loaded.settings.archive_days <= 0:
+                raise
+            job = loaded.archive.get(job_id)  # its record is gone (TTL): the archive keeps it
     if output is not None:
         output.write_text(json.dumps(job.result))
         job = job.evolve(result=None)

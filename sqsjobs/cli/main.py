@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from sqsjobs.cli.api import api as api_command
+from sqsjobs.cli.archive_command import archive_ddl
 from sqsjobs.cli.batch_commands import batches_cli
 from sqsjobs.cli.chain_commands import chains_cli
 from sqsjobs.cli.common import (
@@ -70,6 +71,7 @@ cli.add_typer(outbox_cli, name="outbox")
 cli.command()(stats)
 cli.command()(doctor)
 cli.command()(digest)
+cli.command("archive-ddl")(archive_ddl)
 cli.command()(workers)
 cli.command("api")(api_command)
 cli.command()(pause)

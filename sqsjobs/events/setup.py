@@ -1,7 +1,8 @@
 """What events need besides the table and queues: the table's change stream, and the bus.
 
-``sqsjobs provision`` (and ``sqsjobs dev``) call ``ensure_flow`` when the App names an
-``event_bus``; in AWS, infra/ creates both (and the Lambda that reads the stream).
+``sqsjobs provision`` (and ``sqsjobs dev``) call ``ensure_flow``: the stream when the App names an
+``event_bus`` or archives (``archive_days``: the archive reads the same stream), the bus for the
+first; in AWS, infra/ creates both (and the Lambda that reads the stream).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ STREAM_VIEW = "NEW_AND_OLD_IMAGES"
 
 def ensure_flow(settings: Settings) -> Flow[list[str]]:
     """Turn the table's stream on and create the bus when missing; what it created."""
-    if not settings.event_bus:
+    if not settings.event_bus and settings.archive_days <= 0:
         return []
     created: list[str] = []
     table = settings.table_name
@@ -42,7 +43,7 @@ def ensure_flow(settings: Settings) -> Flow[list[str]]:
             f"table {table} has a {spec.get('StreamViewType')} stream; events need {STREAM_VIEW}"
         )
     bus = settings.event_bus
-    if bus != "default" and not bus.startswith("arn:"):
+    if bus and bus != "default" and not bus.startswith("arn:"):
         try:
             yield Call("events", "create_event_bus", {"Name": bus})
             created.append(f"event bus {bus}")

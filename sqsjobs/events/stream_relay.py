@@ -20,7 +20,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqsjobs._aws import Call
 from sqsjobs.events.catalogue import Choice, Event, choice_of, events_of
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 #: Records per ``GetRecords`` (the API's most).
 MAX_RECORDS = 1000
+T = TypeVar("T")
 
 
 def stream_arn_flow(table: str) -> Flow[str | None]:
@@ -70,39 +72,57 @@ class StreamRelay:
 
     def pump_flow(self) -> Flow[list[Event]]:
         """Read every shard past its position, publish, and only then move the position."""
-        arn = yield from stream_arn_flow(self._settings.table_name)
-        if arn is None:
-            return []
-        published: list[Event] = []
-        for shard in (yield from _shards_flow(arn)):
-            published += yield from self._shard_flow(arn, shard)
-        return published
+        return read_flow(self._settings.table_name, self.positions, self._publish_flow)
 
-    def _shard_flow(self, arn: str, shard: str) -> Flow[list[Event]]:
-        position = self.positions.get(shard)
-        start = (
-            {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": position}
-            if position
-            else {"ShardIteratorType": "TRIM_HORIZON"}
-        )
-        answer = yield Call(
-            "dynamodbstreams", "get_shard_iterator", {"StreamArn": arn, "ShardId": shard, **start}
-        )
-        iterator = answer.get("ShardIterator")
-        published: list[Event] = []
-        while iterator:
-            page = yield Call(
-                "dynamodbstreams", "get_records", {"ShardIterator": iterator, "Limit": MAX_RECORDS}
-            )
-            records = page.get("Records", [])
-            if not records:
-                break  # caught up (an open shard answers empty pages with a next iterator forever)
-            events = [e for r in records for e in events_of(r, self._choice)]
-            yield from publish_flow(self._settings.event_bus, events)
-            self.positions[shard] = records[-1]["dynamodb"]["SequenceNumber"]
-            published += events
-            iterator = page.get("NextShardIterator")
-        return published
+    def _publish_flow(self, records: list[Mapping[str, Any]]) -> Flow[list[Event]]:
+        events = [e for r in records for e in events_of(r, self._choice)]
+        yield from publish_flow(self._settings.event_bus, events)
+        return events
+
+
+#: What a reader of the stream does with a page of records (publish their events, archive their
+#: records); it returns what it made of them, and the page is consumed once it returned.
+Consume = Callable[[list["Mapping[str, Any]"]], "Flow[list[T]]"]
+
+
+def read_flow(table: str, positions: dict[str, str], consume: Consume[T]) -> Flow[list[T]]:
+    """Read every shard of ``table``'s stream past ``positions``, page by page through ``consume``.
+
+    A shard's position moves past a page only once ``consume`` returned: a reader that fails (or a
+    process that dies) reads the page again, so a consumer must be idempotent (an event id, an
+    archive object's key). ``positions`` is the reader's own: two readers of one stream (events and
+    the archive) each read every record.
+    """
+    arn = yield from stream_arn_flow(table)
+    if arn is None:
+        return []
+    made: list[T] = []
+    for shard in (yield from _shards_flow(arn)):
+        made += yield from _shard_flow(arn, shard, positions, consume)
+    return made
+
+
+def _shard_flow(arn: str, shard: str, positions: dict[str, str], consume: Consume[T]) -> Flow[list[T]]:
+    position = positions.get(shard)
+    start = (
+        {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": position}
+        if position
+        else {"ShardIteratorType": "TRIM_HORIZON"}
+    )
+    answer = yield Call(
+        "dynamodbstreams", "get_shard_iterator", {"StreamArn": arn, "ShardId": shard, **start}
+    )
+    iterator = answer.get("ShardIterator")
+    made: list[T] = []
+    while iterator:
+        page = yield Call("dynamodbstreams", "get_records", {"ShardIterator": iterator, "Limit": MAX_RECORDS})
+        records = page.get("Records", [])
+        if not records:
+            break  # caught up (an open shard answers empty pages with a next iterator forever)
+        made += yield from consume(records)
+        positions[shard] = records[-1]["dynamodb"]["SequenceNumber"]
+        iterator = page.get("NextShardIterator")
+    return made
 
 
 def _shards_flow(arn: str) -> Flow[list[str]]:

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 PAYLOADS = "payloads/"
 RESULTS = "results/"
+#: Finished records, archived (``sqsjobs.archive``): kept ``archive_days``.
+ARCHIVE = "archive/"
 _SCHEME = "s3://"
 #: Answers that mean the object (or its bucket) is not there.
 MISSING_CODES = frozenset({"NoSuchKey", "404", "NoSuchBucket", "NotFound"})
@@ -91,13 +93,17 @@ def get_flow(reference: str) -> Flow[bytes]:
 
 
 def lifecycle(settings: Settings) -> dict[str, Any]:
-    """``PutBucketLifecycleConfiguration``: payloads and results expire (``payload_object_days``).
+    """``PutBucketLifecycleConfiguration``: payloads, results (``payload_object_days``), the archive expire.
 
     Results are written when their job finishes, so they outlive the record (whose TTL is the
     retention after the finish) by the same days; a payload is written at enqueue, so its job must
     have started within the days less the retention.
     """
-    days = settings.payload_object_days
+    kept: tuple[tuple[str, int], ...] = (
+        (PAYLOADS, settings.payload_object_days),
+        (RESULTS, settings.payload_object_days),
+    )
+    kept += ((ARCHIVE, settings.archive_days),) if settings.archive_days > 0 else ()
     return {
         "Bucket": settings.payload_bucket,
         "LifecycleConfiguration": {
@@ -109,7 +115,7 @@ def lifecycle(settings: Settings) -> dict[str, Any]:
                     "Expiration": {"Days": days},
                     "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1},
                 }
-                for prefix in (PAYLOADS, RESULTS)
+                for prefix, days in kept
             ]
         },
     }

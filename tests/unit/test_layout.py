@@ -35,6 +35,7 @@ ROLES = {
     "notify",
     "dedupe",
     "slow_runs",
+    "archive",
 }
 #: The model, and the AWS seam in two: `_aws` drives flows with client sets, `_client_config` configures a client;
 #: `options` holds what `@app.job` takes beside the handler (dedup modes, hooks, versions, batch handlers).
@@ -182,6 +183,7 @@ LAYERS: list[set[str]] = [
     {"deploy"},
     {"ops"},
     {"slow_runs"},  # runs far longer than usual: its baselines are the charts' series (ops)
+    {"archive"},  # finished records to S3: a reader of the change stream, as the events are
     {"outbox"},  # jobs written in a Postgres transaction: rows the relay enqueues through the producer
     {"remote"},  # HTTP workers of any language: the claim and record stages behind leases
     {"app"},
@@ -206,6 +208,7 @@ FEATURES = {
     "notify",
     "dedupe",
     "slow_runs",
+    "archive",
 }
 #: The parts a feature folder is made of, under the same name in every folder that has one: what the
 #: kernel sees (``plugin``: the ``Plugin`` factory and the seams it fills), its items in the jobs table
