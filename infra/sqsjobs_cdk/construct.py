@@ -45,10 +45,12 @@ from sqsjobs.deploy.rules import (
 from sqsjobs.errors import ConfigurationError
 from sqsjobs.remote.lease import LEASE_KEY_SECRET_ENV
 from sqsjobs.store.schema import TTL_ATTRIBUTE, table_definition
+from sqsjobs.transport.objects import ARCHIVE
 
 from . import fargate as fg
 from .api import grant_metric_reads
 from .api import http_api as build_http_api
+from .archive_relay import ArchiveRelay
 from .bucket import object_arns, payload_arns
 from .bucket import payload_bucket as build_payload_bucket
 from .iam import allow
@@ -394,6 +396,31 @@ class SqsJobs(Construct):
                 value=self.job_events.bus.event_bus_name,
                 description="SQSJOBS_EVENT_BUS",
             )
+
+        # ── the archive (docs/archive.md) ─────────────────────────────────────────────────────
+        self.archive: ArchiveRelay | None = None
+        if settings.archive_days > 0:
+            if lambda_worker is None:
+                raise ConfigurationError(
+                    "archive_days archives from the table's change stream with a function from the "
+                    "lambda_worker's zip: give one"
+                )
+            self.archive = ArchiveRelay(
+                self,
+                "Archive",
+                app_name=app.name,
+                table=self.table,
+                bucket=bucket,
+                code=lambda_worker,
+                environment=environment,
+                log_group=logs.LogGroup(self, "ArchiveLogs", retention=retention),
+            )
+            if self.api_function is not None and self.api_function.role is not None:  # jobs get, archived
+                self.api_function.role.add_to_principal_policy(
+                    iam.PolicyStatement(
+                        actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{ARCHIVE}*")]
+                    )
+                )
 
         # ── outputs: what the CLI and the scheduler helper read ────────────────────────────
         CfnOutput(self, "TableName", value=self.table.table_name, description="SQSJOBS_TABLE")

@@ -366,4 +366,12 @@ def runtime_environment(settings: Settings, app_path: str) -> dict[str, str]:
             if settings.serialized_queues
             else {}
         ),
+        # How long records stay, and whether they are archived: the sweeper, workers and the archive's
+        # function read the same (an App configured by environment alone would otherwise differ).
+        **({"SQSJOBS_ARCHIVE_DAYS": str(settings.archive_days)} if settings.archive_days > 0 else {}),
+        **(
+            {"SQSJOBS_RETENTION": ",".join(f"{k}={v:g}" for k, v in sorted(settings.retention.items()))}
+            if settings.retention
+            else {}
+        ),
     }
