@@ -226,10 +226,16 @@ class ChildCalls:
         self._ctx = ctx
 
     def run(
-        self, job_type: Any, payload: Any = None, *, on_failure: OnFailure = "raise", **options: Any
+        self,
+        job_type: Any,
+        payload: Any = None,
+        *,
+        on_failure: OnFailure = "raise",
+        timeout: timedelta | float | None = None,
+        **options: Any,
     ) -> Any:
         """One child: its result (``"return"``: its ``ChildOutcome``)."""
-        return self._call([Child(job_type, payload, options)], on_failure, None, one=True)
+        return self._call([Child(job_type, payload, options)], on_failure, timeout, one=True)
 
     def map(
         self,
