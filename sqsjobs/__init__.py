@@ -12,6 +12,7 @@ from sqsjobs._clock import Clock, FakeClock, SystemClock
 from sqsjobs.app import App
 from sqsjobs.batches.namespace import Batch, BatchStatus
 from sqsjobs.chains.namespace import ChainStatus, ChainStep
+from sqsjobs.children.namespace import Child, ChildOutcome
 from sqsjobs.config import Settings
 from sqsjobs.context import JobContext
 from sqsjobs.dedupe import Debounce, DedupeFor, Replace, Throttle, WhileActive
@@ -24,6 +25,7 @@ from sqsjobs.errors import (
     CancellationReason,
     ChainInvalid,
     ChainNotFound,
+    ChildrenFailed,
     ConfigurationError,
     DedupeInvalid,
     DuplicateHandler,
@@ -100,6 +102,9 @@ __all__ = [
     "ChainPlace",
     "ChainStatus",
     "ChainStep",
+    "Child",
+    "ChildOutcome",
+    "ChildrenFailed",
     "Clock",
     "ConfigurationError",
     "Debounce",

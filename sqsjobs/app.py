@@ -19,6 +19,7 @@ from sqsjobs.batches.namespace import Batches
 from sqsjobs.batches.plugin import batches_plugin
 from sqsjobs.chains.namespace import Chains
 from sqsjobs.chains.plugin import chains_plugin
+from sqsjobs.children.plugin import children_plugin, wake_spec
 from sqsjobs.config import Settings, to_seconds
 from sqsjobs.deploy.provision import ProvisionReport, provision_flow
 from sqsjobs.errors import ConfigurationError
@@ -80,6 +81,7 @@ class App:
     _hooks = Feature(hooks_plugin)  # on_dead/on_succeeded: a hook job written with the finish
     #: Durable steps (``ctx.step``); this namespace answers their wait tokens (docs/steps.md).
     tokens = Feature(steps_plugin, Tokens)
+    _children = Feature(children_plugin, built_ins=wake_spec)  # ctx.children: awaited without a slot
     _events = Feature(events_plugin)  # job events: the change stream relayed to the bus by the sweeper
     _notify = Feature(notify_plugin, built_ins=delivery_spec)  # enqueue(notify=...): a delivery job
     #: Runs far longer than their type's usual time, flagged (docs/observability.md, "Slow runs").

@@ -63,6 +63,8 @@ class JobContext:
     #: Records durable steps (``sqsjobs.steps.book``): set by the worker and by ``sqsjobs.testing``.
     steps: Any = field(default=None, repr=False)
     _steps_run: Any = field(default=None, repr=False)
+    #: Awaits children (``sqsjobs.children.namespace.ChildBook``): set by the worker; see ``children``.
+    _children: Any = field(default=None, repr=False)
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
     _interrupt: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     _interrupt_reason: InterruptReason | None = field(default=None, repr=False)
@@ -229,6 +231,21 @@ class JobContext:
         except RuntimeError:
             return self._book().wait_for_token(self, token)
         return self._book().await_token(self, token)
+
+    @property
+    def children(self) -> Any:
+        """Child jobs awaited without holding a slot (``sqsjobs.children.namespace.ChildCalls``; docs/children.md).
+
+        ``ctx.children.run(type, payload)`` (one child, its result), ``ctx.children.map(type,
+        payloads)`` (results in order), ``ctx.children.all(Child(...), Child(...))`` (several types
+        together). Each child is an ordinary job; this run ends while they run (no attempt used) and
+        the job is woken once when the last one ends, replaying its steps to here.
+        """
+        if self._children is None:
+            raise RuntimeError(
+                "this context has no children: ctx.children works in a handler run by a worker"
+            )
+        return self._children.calls(self)
 
     def _book(self) -> Any:
         if self.steps is None:

@@ -45,6 +45,7 @@
     ├── WorkerLost                  runs that never recorded an outcome used up the attempts (recorded)
     └── JobControl                  raised by handlers to steer their own job
         ├── PermanentError          dead at once, no retry
+        │   └── ChildrenFailed      a child the handler awaited failed (``ctx.children``, "raise" policy)
         ├── Retry                   retry after a given delay
         └── Cancel                  stop and mark cancelled
 
@@ -367,6 +368,20 @@ class StepError(PermanentError):
 
     Retrying cannot help: the handler's code decides its steps' names, and it would decide the same.
     """
+
+
+class ChildrenFailed(PermanentError):
+    """Raised in a job by ``ctx.children``: a child it awaited ended without succeeding (docs/children.md).
+
+    ``failures`` lists each such child as a ``sqsjobs.children.namespace.ChildOutcome`` (its id, type,
+    status and reason), in the order the children were asked for. A ``PermanentError``: the parent
+    dies at once, since a retry would replay the same children's ends.
+    """
+
+    def __init__(self, message: str | None = None, failures: Any = ()) -> None:
+        super().__init__(message)
+        #: The children that ended dead, cancelled or expired (``ChildOutcome``), in call order.
+        self.failures = tuple(failures)
 
 
 class Sleep(JobControl):

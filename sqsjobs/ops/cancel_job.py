@@ -2,16 +2,21 @@
 
 Why here and not beside enqueue: a batch item's cancel also ends its count on the batch (one
 transaction, ``batches.completion``), a job with a ``notify`` target is told of its cancel in the
-cancel's own transaction (``notify.plugin.told_cancel``), and the producer must not depend on
-either feature.
+cancel's own transaction (``notify.plugin.told_cancel``), a parent waiting on its children
+(``ctx.children``) cancels their batch once its own cancel landed, and the producer must not depend
+on any of these features.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
+from typing import TYPE_CHECKING, Any
 
 from sqsjobs._aws import Call, Flow
-from sqsjobs.batches.completion import BatchEnv, cancel_item_flow
+from sqsjobs.batches import records as batch_records
+from sqsjobs.batches.completion import BatchEnv, cancel_item_flow, fail_flow, read_record_flow
+from sqsjobs.children.records import waiting_batches
+from sqsjobs.errors import BatchNotFound
 from sqsjobs.job import JobStatus
 from sqsjobs.notify.plugin import told_cancel
 from sqsjobs.store import codec, operator, requests
@@ -34,16 +39,17 @@ def cancel_flow(settings: Settings, registry: Registry, job_id: str, now: float)
     or its delivery.
     """
     table = settings.table_name
-    cancelled = yield from apply(
-        operator.cancel(
-            table, job_id, now=now, retention_s=settings.retention_for("", JobStatus.CANCELLED), untold=True
-        )
-    )
+    # ALL_NEW: the record it cancelled says whether it waited on children (no read, no extra unit).
+    retention_s = settings.retention_for("", JobStatus.CANCELLED)
+    write = operator.cancel(table, job_id, now=now, retention_s=retention_s, untold=True)
+    cancelled = yield from apply(dataclasses.replace(write, returns="ALL_NEW"))
     if isinstance(cancelled, Landed):
+        yield from _cancel_children(settings, registry, job_id, cancelled.attributes or {}, now)
         return "cancelled"
     job = operator.interpret_cancel_refusal(job_id, cancelled)
     if job.status in WAITING and (job.batch is not None or job.notify is not None):
         if (yield from _cancel_with_follow_ups(settings, registry, job, now)):
+            yield from _cancel_children(settings, registry, job_id, cancelled.item or {}, now)
             return "cancelled"
         job = codec.job_from_item((yield Call("dynamodb", "get_item", requests.get(table, job_id)))["Item"])
     if job.status is not JobStatus.RUNNING:
@@ -69,3 +75,20 @@ def _cancel_with_follow_ups(settings: Settings, registry: Registry, job: Job, no
         return False  # claimed or cancelled meanwhile
     yield from told.send_flow(env.queue_urls)
     return True
+
+
+def _cancel_children(
+    settings: Settings, registry: Registry, job_id: str, record: Any, now: float
+) -> Flow[None]:
+    """The cancelled job waited on children (``ctx.children``): their batch ends cancelled.
+
+    Its children not started are cancelled, its running ones asked to stop (``batches.completion``).
+    """
+    env = BatchEnv(settings, QueueUrls(settings), registry=registry)
+    for batch_id in waiting_batches(record):
+        try:
+            batch = yield from read_record_flow(env, batch_id)
+        except BatchNotFound:
+            continue
+        if batch.status != batch_records.COMPLETE:
+            yield from fail_flow(env, batch, f"parent job {job_id} was cancelled", now)

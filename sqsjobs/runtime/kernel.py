@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload
 
+from sqsjobs.config import END_STATES
 from sqsjobs.errors import ConfigurationError
 from sqsjobs.store import deadlines
 
@@ -92,6 +93,9 @@ class Kernel:
     outcomes: Mapping[type, RunOutcome] = field(init=False, repr=False)
     #: ``JobContext`` fields every run gets (the plug-ins' ``context``).
     context: Mapping[str, Any] = field(init=False, repr=False)
+    #: (job type, end state) → how long its record is kept, for the registered types when
+    #: ``Settings.retention`` has rules: worked out once here, not at every finish (``kept_for``).
+    retentions: Mapping[tuple[str, str], float] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         plugins = self.plugins
@@ -104,6 +108,13 @@ class Kernel:
             "kinds": {cls: kind for p in plugins for cls, kind in p.kinds.items()},
             "outcomes": {cls: outcome for p in plugins for cls, outcome in p.outcomes.items()},
             "context": {k: v for p in plugins for k, v in p.context.items()},
+            "retentions": {
+                (spec.name, state): self.settings.retention_for(spec.name, state)
+                for spec in self.registry
+                for state in END_STATES
+            }
+            if self.settings.retention
+            else {},
         }
         for name, value in lists.items():
             object.__setattr__(self, name, value)
@@ -117,6 +128,15 @@ class Kernel:
         cannot say which fields it has: every field-declaring feature hears of it.
         """
         return [part for plugin, part in seam if _concerns(plugin, job_type, subject)]
+
+    def kept_for(self, job_type: str, state: str) -> float:
+        """How long a record of ``job_type`` that ended in ``state`` is kept (``Settings.retention``)."""
+        if not self.settings.retention:
+            return self.settings.retention_s
+        kept = self.retentions.get((job_type, state))
+        return (
+            kept if kept is not None else self.settings.retention_for(job_type, state)
+        )  # a type not registered
 
     def late(self, spec: HandlerSpec, job: Job) -> str | None:
         """Why ``job``, claimed earlier, ends ``expired`` rather than start only now; None: it may start.

@@ -227,14 +227,13 @@ class Recorder:
 
     async def succeeded(self, job: Job, value: Any, ref: str | None, duration: float) -> Ack:
         """The handler returned: ``value`` (or its S3 object ``ref``) is the job's result."""
-        settings = self.kernel.settings
         params = functools.partial(
             self.store.complete,
             job,
             now=self.kernel.clock.now(),
             result=value,
             result_ref=ref,
-            retention_s=settings.retention_for(job.type, JobStatus.SUCCEEDED),
+            retention_s=self.kernel.kept_for(job.type, JobStatus.SUCCEEDED),
         )
         if not await self.write(
             job, params, Finish(job, AttemptOutcome.SUCCEEDED, result=value, result_ref=ref)
@@ -307,7 +306,7 @@ class Recorder:
             now=self.kernel.clock.now(),
             error=error,
             reason=reason,
-            retention_s=self.kernel.settings.retention_for(job.type, JobStatus.DEAD),
+            retention_s=self.kernel.kept_for(job.type, JobStatus.DEAD),
             payload=job.payload,
         )
         if not await self.write(job, params, Finish(job, AttemptOutcome.DEAD, error=error)):
@@ -330,7 +329,7 @@ class Recorder:
             job,
             now=self.kernel.clock.now(),
             reason=reason,
-            retention_s=self.kernel.settings.retention_for(job.type, JobStatus.CANCELLED),
+            retention_s=self.kernel.kept_for(job.type, JobStatus.CANCELLED),
             payload=job.payload,
         )
         return await self._ended(
@@ -344,7 +343,7 @@ class Recorder:
             job,
             now=self.kernel.clock.now(),
             reason=reason,
-            retention_s=self.kernel.settings.retention_for(job.type, JobStatus.EXPIRED),
+            retention_s=self.kernel.kept_for(job.type, JobStatus.EXPIRED),
         )
         return await self._ended(
             job, params, "job expired", JobStatus.EXPIRED, AttemptOutcome.EXPIRED, reason
@@ -387,7 +386,7 @@ class Recorder:
                     now=now,
                     error=error,
                     reason=reason,
-                    retention_s=self.kernel.settings.retention_for(envelope.job_type, JobStatus.DEAD),
+                    retention_s=self.kernel.kept_for(envelope.job_type, JobStatus.DEAD),
                     entries=entries,
                 ),
             )
@@ -459,7 +458,7 @@ class Recorder:
                     envelope,
                     now=now,
                     reason=instead.reason,
-                    retention_s=kernel.settings.retention_for(envelope.job_type, JobStatus.EXPIRED),
+                    retention_s=kernel.kept_for(envelope.job_type, JobStatus.EXPIRED),
                     type_bound_s=instead.type_bound_s,
                     entries=entries,
                 ),

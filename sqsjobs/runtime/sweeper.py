@@ -212,7 +212,7 @@ async def expire(kernel: Kernel, store: JobStore, job: Job, now: float, deadline
             envelope,
             now=now,
             reason=deadlines.reason(deadline),
-            retention_s=kernel.settings.retention_for(envelope.job_type, JobStatus.EXPIRED),
+            retention_s=kernel.kept_for(envelope.job_type, JobStatus.EXPIRED),
             type_bound_s=bound,
             entries=entries,
         ),

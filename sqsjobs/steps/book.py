@@ -69,6 +69,8 @@ class RunSteps:
     sleeps: int = 0
     #: Tokens this run created: the n-th is the step ``token-<n>``, its id ``<job id>.t<n>``.
     tokens: int = 0
+    #: Awaits of children this run reached (``ctx.children``): the n-th is the step ``children-<n>``.
+    children: int = 0
 
 
 def _state(ctx: JobContext) -> RunSteps:
@@ -76,6 +78,11 @@ def _state(ctx: JobContext) -> RunSteps:
     if state is None:
         state = ctx._steps_run = RunSteps()
     return state  # type: ignore[no-any-return]
+
+
+def run_steps(ctx: JobContext) -> RunSteps:
+    """This run's view of its job's steps (what a feature built on steps numbers its own by)."""
+    return _state(ctx)
 
 
 def _check_name(state: RunSteps, name: str) -> None:

@@ -36,6 +36,7 @@ ROLES = {
     "dedupe",
     "slow_runs",
     "archive",
+    "children",
 }
 #: The model, and the AWS seam in two: `_aws` drives flows with client sets, `_client_config` configures a client;
 #: `options` holds what `@app.job` takes beside the handler (dedup modes, hooks, versions, batch handlers).
@@ -178,6 +179,7 @@ LAYERS: list[set[str]] = [
         "steps",
         "dedupe",
     },  # the features: none imports another
+    {"children"},  # children awaited durably: a batch (batches) answering a wait token (steps)
     {"ingress"},  # foreign messages (they reuse a schedule's empty payload)
     {"events"},  # job events: they read batch and chain records from the change stream
     {"deploy"},
@@ -209,6 +211,7 @@ FEATURES = {
     "dedupe",
     "slow_runs",
     "archive",
+    "children",
 }
 #: The parts a feature folder is made of, under the same name in every folder that has one: what the
 #: kernel sees (``plugin``: the ``Plugin`` factory and the seams it fills), its items in the jobs table
