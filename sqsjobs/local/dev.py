@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from sqsjobs.app import App
     from sqsjobs.deploy.provision import ProvisionReport
 
+#: The role runtime schedules name in moto's Scheduler, which never assumes it (nor fires: the local
+#: loop does), when the App names none.
+DEV_SCHEDULER_ROLE = "arn:aws:iam::000000000000:role/sqsjobs-dev-scheduler"
 #: moto accepts any credentials; set these only when the environment has none.
 _FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "sqsjobs-dev", "AWS_SECRET_ACCESS_KEY": "sqsjobs-dev"}
 
@@ -48,7 +51,10 @@ class DevStack:
         url = self._server.start()
         # moto ignores PartiQL conditions, so the embedded emulator refuses PartiQL: single writes.
         # The sweeper relays the change stream to the event bus (an App without ``event_bus`` has none).
-        self.app.configure(endpoint_url=url, **{"batch_writes": False, "event_relay": True, **self._settings})
+        defaults: dict[str, Any] = {"batch_writes": False, "event_relay": True}
+        if not self.app.settings.scheduler_role_arn:
+            defaults["scheduler_role_arn"] = DEV_SCHEDULER_ROLE
+        self.app.configure(endpoint_url=url, **{**defaults, **self._settings})
         self.report = self.app.provision()
         return self
 
