@@ -198,19 +198,19 @@ def _stored_payload(k: Kernel, spec: ScheduleSpec) -> Any:
         raise ConfigurationError(f"schedule {spec.name!r}: {exc}") from None
 
 
-def _scheduler_write(k: Kernel, operation: str, request: Mapping[str, Any]) -> Flow[None]:
-    """Create or update a schedule, making the runtime group on the first one."""
+def _scheduler_write(k: Kernel, call: Call) -> Flow[None]:
+    """Create or update a schedule, making the runtime group on the first one (an emulator's; infra makes it)."""
     try:
-        yield Call("scheduler", operation, dict(request))
+        yield call
     except SchedulerError as exc:
-        if exc.code != _NOT_FOUND or operation != "create_schedule":
+        if exc.code != _NOT_FOUND or call.operation != "create_schedule":
             raise
         try:
             yield Call("scheduler", "create_schedule_group", {"Name": k.settings.runtime_schedule_group})
         except SchedulerError as again:
             if again.code != "ConflictException":
                 raise
-        yield Call("scheduler", operation, dict(request))
+        yield call
 
 
 def create_flow(
@@ -257,7 +257,7 @@ def create_flow(
     if isinstance(made, Refused):
         raise ScheduleExists(f"a runtime schedule {name!r} exists already for tenant {tenant!r}")
     try:
-        yield from _scheduler_write(k, "create_schedule", request)
+        yield from _scheduler_write(k, Call("scheduler", "create_schedule", request))
     except BaseException:
         yield from apply(records.delete(table, key))  # no item without its schedule
         raise
@@ -311,7 +311,7 @@ def update_flow(k: Kernel, name: str, *, tenant: str | None = None, **changes: A
     done = yield from apply(records.redefine(k.settings.table_name, key, attrs))
     if isinstance(done, Refused):
         raise ScheduleNotFound(f"no runtime schedule {name!r} for tenant {tenant!r}")
-    yield from _scheduler_write(k, "update_schedule", request)
+    yield from _scheduler_write(k, Call("scheduler", "update_schedule", request))
     return (yield from get_flow(k, name, tenant=tenant))
 
 
@@ -322,7 +322,7 @@ def pause_flow(k: Kernel, name: str, *, tenant: str | None = None) -> Flow[Sched
         spec = spec_of(key, item)
         request = yield from _request_flow(k, key, spec, records.payload_of(item), enabled=False)
         yield from apply(records.set_state(k.settings.table_name, key, paused=True, now=k.clock.now()))
-        yield from _scheduler_write(k, "update_schedule", request)
+        yield from _scheduler_write(k, Call("scheduler", "update_schedule", request))
     return (yield from get_flow(k, name, tenant=tenant))
 
 
@@ -340,7 +340,7 @@ def resume_flow(k: Kernel, name: str, *, tenant: str | None = None) -> Flow[Sche
     since = max(paused_at, records.last_slot(item) or paused_at)
     slots, older = catch_up(spec, since=since, now=now, anchor=num_attr(item, "created_at") or now)
     request = yield from _request_flow(k, key, spec, records.payload_of(item), enabled=True)
-    yield from _scheduler_write(k, "update_schedule", request)
+    yield from _scheduler_write(k, Call("scheduler", "update_schedule", request))
     yield from apply(records.set_state(table, key, paused=False, now=now))
     if slots:
         queue = k.registry.get(spec.job).queue

@@ -156,7 +156,9 @@ def background_worker(app: App) -> tuple[threading.Thread, threading.Event]:
 
 
 def item(app: App, key: str) -> dict:
-    return app.run(one(Call("dynamodb", "get_item", records.get(app.settings.table_name, key)))).get("Item", {})
+    return app.run(one(Call("dynamodb", "get_item", records.get(app.settings.table_name, key)))).get(
+        "Item", {}
+    )
 
 
 def counted(app: App, key: str, name: str) -> int:

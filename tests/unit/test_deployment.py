@@ -44,6 +44,7 @@ WORKER_MODULES = [
     "runtime/outliving.py",  # a run that outlives its message
     "steps/book.py",  # ctx.step's records
     "notify/sender.py",  # a notification's delivery (its own targets: NOTIFY_TARGET_ACTIONS)
+    "schedules/overlap.py",  # a fire's turn: the schedule's item, the previous job, its cancel
 ]
 #: What a notification's delivery calls on the targets a caller names, which no deployment can
 #: know: another queue (sqs:SendMessage, granted on the App's own queues only), a bus, a secret.
@@ -84,6 +85,7 @@ API_MODULES = [
     "steps/namespace.py",  # a token's answer
     "chains/namespace.py",
     "batches/namespace.py",
+    "schedules/runtime.py",  # POST /schedules...: runtime schedules, their items, a resume's fires
     # The HTTP worker protocol (POST /leases...): the claim and record stages a worker runs, from the API.
     "remote/lease_server.py",
     "remote/lease.py",  # the lease key's secret
