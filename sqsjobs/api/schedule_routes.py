@@ -84,7 +84,7 @@ class ScheduleBody(BaseModel):
     timezone: str
     job: str
     overlap: str
-    catchup_s: float
+    catchup_s: float | None = Field(description="The catch-up window in seconds (null: none)")
     state: Literal["active", "paused"]
     payload: Any = None
     created_at: str | None = None

@@ -9,9 +9,12 @@ firing loop of the app's schedules (no EventBridge Scheduler needed) and, given 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from typing import TYPE_CHECKING, Any
 
+from sqsjobs._aws import Call, one
+from sqsjobs.errors import SchedulerError
 from sqsjobs.local.emulator import EmbeddedMoto
 from sqsjobs.runtime.sweeper import run_sweeper
 from sqsjobs.runtime.worker import Worker
@@ -56,6 +59,18 @@ class DevStack:
             defaults["scheduler_role_arn"] = DEV_SCHEDULER_ROLE
         self.app.configure(endpoint_url=url, **{**defaults, **self._settings})
         self.report = self.app.provision()
+        # moto answers CreateSchedule in a missing group with a 500 (KeyError), not the
+        # ResourceNotFoundException AWS and MiniStack answer, on which runtime.create_flow makes it.
+        with contextlib.suppress(SchedulerError):  # exists already: ConflictException
+            self.app.run(
+                one(
+                    Call(
+                        "scheduler",
+                        "create_schedule_group",
+                        {"Name": self.app.settings.runtime_schedule_group},
+                    )
+                )
+            )
         return self
 
     def __exit__(
