@@ -273,3 +273,50 @@ def test_resume_makes_the_fires_missed_within_the_window_and_counts_older_ones(m
 
     assert asyncio.run(restarted_tick()) == [iso_utc(start + 60 * m) for m in (70, 75, 80, 85, 90)]
     assert app.schedules.describe("poll").missed == 7 + 1
+
+
+def test_the_cli_makes_lists_pauses_and_deletes_runtime_schedules(ministack_url, monkeypatch):
+    import json
+    import uuid
+
+    from typer.testing import CliRunner
+
+    from sqsjobs.cli.main import cli
+
+    suffix = uuid.uuid4().hex[:8]
+    for key, value in {
+        "SQSJOBS_QUEUE_PREFIX": f"rcli{suffix}",
+        "SQSJOBS_TABLE": f"rcli{suffix}-jobs",
+        "SQSJOBS_SCHEDULE_GROUP": f"rcli{suffix}-schedules",
+        "SQSJOBS_RUNTIME_SCHEDULE_GROUP": f"rcli{suffix}-runtime",
+        "SQSJOBS_SCHEDULER_ROLE_ARN": ROLE,
+    }.items():
+        monkeypatch.setenv(key, value)
+    from tests.apps.scheduled import app
+
+    app.configure(endpoint_url=ministack_url)
+    app.provision()
+    runner = CliRunner()
+    args = ["--app", "tests.apps.scheduled:app", "--endpoint-url", ministack_url]
+    made = runner.invoke(
+        cli,
+        ["schedules", "create", "sync", *args, "--job", "reports.build", "--cron", FAR, "--tenant", "acme"]
+        + ["--payload", '{"kind": "acme"}', "--overlap", "skip", "--json"],
+    )
+    assert made.exit_code == 0, made.output
+    assert json.loads(made.stdout)["overlap"] == "skip"
+    paused = runner.invoke(cli, ["schedules", "pause", "sync", *args, "--tenant", "acme"])
+    assert paused.exit_code == 0 and "paused" in paused.output, paused.output
+    listed = runner.invoke(cli, ["schedules", "runtime", *args, "--tenant", "acme", "--json"])
+    rows = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [(r["tenant"], r["name"], r["state"]) for r in rows] == [("acme", "sync", "paused")]
+    assert runner.invoke(cli, ["schedules", "runtime", *args, "--tenant", "other"]).output.strip() == (
+        "no runtime schedules"
+    )
+    # apply of the declarations leaves it alone
+    assert runner.invoke(cli, ["schedules", "apply", *args, "--yes"]).exit_code == 0
+    assert runner.invoke(cli, ["schedules", "show", "sync", *args, "--tenant", "acme"]).exit_code == 0
+    gone = runner.invoke(cli, ["schedules", "delete", "sync", *args, "--tenant", "acme"])
+    assert gone.exit_code == 0 and "deleted" in gone.output
+    missing = runner.invoke(cli, ["schedules", "show", "sync", *args, "--tenant", "acme"])
+    assert missing.exit_code != 0 and "no runtime schedule" in missing.output
