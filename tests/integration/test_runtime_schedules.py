@@ -300,8 +300,23 @@ def test_the_cli_makes_lists_pauses_and_deletes_runtime_schedules(ministack_url,
     args = ["--app", "tests.apps.scheduled:app", "--endpoint-url", ministack_url]
     made = runner.invoke(
         cli,
-        ["schedules", "create", "sync", *args, "--job", "reports.build", "--cron", FAR, "--tenant", "acme"]
-        + ["--payload", '{"kind": "acme"}', "--overlap", "skip", "--json"],
+        [
+            "schedules",
+            "create",
+            "sync",
+            *args,
+            "--job",
+            "reports.build",
+            "--cron",
+            FAR,
+            "--tenant",
+            "acme",
+            "--payload",
+            '{"kind": "acme"}',
+            "--overlap",
+            "skip",
+            "--json",
+        ],
     )
     assert made.exit_code == 0, made.output
     assert json.loads(made.stdout)["overlap"] == "skip"
