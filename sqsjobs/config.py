@@ -72,6 +72,9 @@ class Settings:
     #: EventBridge Scheduler group holding the app's schedules (apply deletes only inside it);
     #: default ``<app_name>-schedules``. ``SQSJOBS_SCHEDULE_GROUP``.
     schedule_group: str = ""
+    #: EventBridge Scheduler group of the schedules made at runtime (``app.schedules.create``), which
+    #: ``schedules apply`` never touches; default ``<app_name>-runtime``. ``SQSJOBS_RUNTIME_SCHEDULE_GROUP``.
+    runtime_schedule_group: str = ""
     #: IAM role Scheduler assumes to send fires to SQS (infra creates it). ``SQSJOBS_SCHEDULER_ROLE_ARN``.
     scheduler_role_arn: str | None = None
     #: EventBridge bus that hears when jobs end (name or ARN; docs/events.md); empty: no events.
@@ -247,6 +250,8 @@ class Settings:
             object.__setattr__(self, "queue_prefix", self.app_name)
         if not self.schedule_group:
             object.__setattr__(self, "schedule_group", f"{self.app_name}-schedules")
+        if not self.runtime_schedule_group:
+            object.__setattr__(self, "runtime_schedule_group", f"{self.app_name}-runtime")
         if not self.payload_bucket:
             object.__setattr__(self, "payload_bucket", f"{self.app_name}-payloads")
         object.__setattr__(self, "retention", _retention_rules(self.retention))

@@ -31,6 +31,8 @@
     │   ├── IdempotencyConflict     same key, different payload
     │   ├── InvalidTransition       e.g. cancelling a finished job
     │   ├── ChainNotFound           no chain has this id
+    │   ├── ScheduleNotFound        no runtime schedule has this tenant and name
+    │   ├── ScheduleExists          a runtime schedule of this tenant and name exists already
     │   ├── RecordChanged           changed between a read and the write based on it, again and again
     │   └── BatchSealed             the batch takes no more items (sealed, complete or cancelled)
     ├── AwsError                    an AWS call failed (wraps botocore; callers never see ClientError)
@@ -269,6 +271,14 @@ class InvalidTransition(JobStateError):
 
 class ChainNotFound(JobStateError):
     """No chain has this id."""
+
+
+class ScheduleNotFound(JobStateError):
+    """No runtime schedule has this tenant and name."""
+
+
+class ScheduleExists(JobStateError):
+    """A runtime schedule of this tenant and name exists already (update it, or delete it first)."""
 
 
 class ChainInvalid(SqsJobsError, ValueError):

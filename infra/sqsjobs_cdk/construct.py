@@ -63,7 +63,13 @@ from .nag import acknowledge, wildcard_resource_finding
 from .options import FargateWorker, HttpApi, LambdaWorker, Monitoring, Sweeper
 from .outbox_alarm import outbox_dead_alarm, outbox_lag_alarm
 from .queues import job_queues
-from .scheduler import schedule_group, scheduler_role
+from .scheduler import (
+    grant_pass_role,
+    runtime_schedule_arns,
+    runtime_schedule_group,
+    schedule_group,
+    scheduler_role,
+)
 from .sources import add_rule_target, rule_input, subscribe, target_queue
 from .table import index_names, jobs_table
 from .tracing import Tracing, trace_deployment
@@ -322,6 +328,7 @@ class SqsJobs(Construct):
                 queue_arns=queue_arns,
                 object_arns=bucket_arns,
                 secret_arns=[self.lease_key.secret_arn],
+                schedule_arns=runtime_schedule_arns(self, settings.runtime_schedule_group),
             )
             grant_metric_reads(self.api_function.role)
             CfnOutput(self, "ApiUrl", value=self.http_api.api_endpoint, description="the HTTP API (IAM)")
@@ -331,7 +338,12 @@ class SqsJobs(Construct):
 
         # ── schedules ──────────────────────────────────────────────────────────────────────
         self.schedule_group = schedule_group(self, settings.schedule_group)
+        self.runtime_schedule_group = runtime_schedule_group(self, settings.runtime_schedule_group)
         self.scheduler_role = scheduler_role(self, queue_arns)
+        if self.api_function is not None:  # the API makes runtime schedules naming this role
+            assert self.api_function.role is not None
+            grant_pass_role(self.api_function.role, self.scheduler_role)
+            self.api_function.add_environment("SQSJOBS_SCHEDULER_ROLE_ARN", self.scheduler_role.role_arn)
 
         # ── monitoring ─────────────────────────────────────────────────────────────────────
         if alarm_topic is None:

@@ -29,6 +29,7 @@ def allow(
     queue_arns: Sequence[str] = (),
     object_arns: Sequence[str] = (),
     secret_arns: Sequence[str] = (),
+    schedule_arns: Sequence[str] = (),
 ) -> None:
     """Add one statement per service: its actions on the table (and indexes), the queues, or the objects.
 
@@ -40,6 +41,7 @@ def allow(
         "sqs": list(queue_arns),
         "s3": list(object_arns),
         "secretsmanager": list(secret_arns),
+        "scheduler": list(schedule_arns),
     }
     for service, names in actions.items():
         bad = [a for a in names if "*" in a or not a.startswith(f"{service}:")]

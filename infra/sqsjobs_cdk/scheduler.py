@@ -1,8 +1,9 @@
-"""The App's EventBridge Scheduler group and the role Scheduler assumes to deliver fires to SQS.
+"""The App's EventBridge Scheduler groups and the role Scheduler assumes to deliver fires to SQS.
 
 The schedules themselves are not in the template: ``sqsjobs schedules apply`` owns every schedule
-in this group (it deletes the ones no longer declared), reading the role ARN from
-``SQSJOBS_SCHEDULER_ROLE_ARN`` (a stack output).
+in the declared group (it deletes the ones no longer declared), reading the role ARN from
+``SQSJOBS_SCHEDULER_ROLE_ARN`` (a stack output). The runtime group holds the schedules the app makes
+at runtime (``app.schedules.create``, ``POST /schedules``); apply never reads it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_scheduler as scheduler
 
-from sqsjobs.deploy.rules import SCHEDULER_ACTIONS
+from sqsjobs.deploy.rules import RUNTIME_SCHEDULE_PASS_ROLE, SCHEDULER_ACTIONS
 
 from .iam import allow
 
@@ -26,6 +27,29 @@ if TYPE_CHECKING:
 def schedule_group(scope: Construct, name: str) -> scheduler.CfnScheduleGroup:
     """The group ``sqsjobs schedules apply`` manages (``Settings.schedule_group``)."""
     return scheduler.CfnScheduleGroup(scope, "ScheduleGroup", name=name)
+
+
+def runtime_schedule_group(scope: Construct, name: str) -> scheduler.CfnScheduleGroup:
+    """The group of the schedules made at runtime (``Settings.runtime_schedule_group``)."""
+    return scheduler.CfnScheduleGroup(scope, "RuntimeScheduleGroup", name=name)
+
+
+def runtime_schedule_arns(scope: Construct, group: str) -> list[str]:
+    """The runtime group and its schedules: what the API's scheduler actions are granted on."""
+    stack = Stack.of(scope)
+    base = f"arn:{stack.partition}:scheduler:{stack.region}:{stack.account}"
+    return [f"{base}:schedule-group/{group}", f"{base}:schedule/{group}/*"]
+
+
+def grant_pass_role(principal: iam.IPrincipal, role: iam.IRole) -> None:
+    """Let ``principal`` name ``role`` in a schedule it makes (``RUNTIME_SCHEDULE_PASS_ROLE``), to Scheduler only."""
+    principal.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=list(RUNTIME_SCHEDULE_PASS_ROLE),
+            resources=[role.role_arn],
+            conditions={"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}},
+        )
+    )
 
 
 def scheduler_role(scope: Construct, queue_arns: Sequence[str]) -> iam.Role:

@@ -3,6 +3,10 @@
 ``plan`` prints what ``apply`` would change in the app's own schedule group, field by field;
 ``apply`` makes the group match (it never touches schedules outside that group); ``list`` shows
 each schedule's next fire times, computed by sqsjobs in the schedule's time zone.
+
+``create``, ``update``, ``pause``, ``resume``, ``delete`` and ``show`` handle schedules made at runtime
+(``app.schedules``, per ``--tenant``), in their own group that ``apply`` never touches; ``runtime``
+lists them with their last fire, the job it made and its outcome.
 """
 
 from __future__ import annotations
@@ -20,12 +24,14 @@ from sqsjobs.schedules import expressions
 from sqsjobs.schedules.sync import apply_flow, list_flow, plan_flow
 
 if TYPE_CHECKING:
+    from sqsjobs.schedules.runtime import ScheduleView
     from sqsjobs.schedules.sync import Plan, ScheduleRow
 
 schedules_cli = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
-    help="Recurring jobs on EventBridge Scheduler: plan, apply, list.",
+    help="Recurring jobs on EventBridge Scheduler: plan, apply, list; runtime schedules: create, update, "
+    "pause, resume, delete, show, runtime.",
 )
 
 _MARK = {
@@ -175,3 +181,158 @@ def list_schedules(
             console.print(f"    {_when(instant, row.timezone)}", highlight=False)
         if not row.next_fires:
             console.print(f"    {row.note or 'no upcoming fire'}", highlight=False)
+
+
+# ── runtime schedules ────────────────────────────────────────────────────────────────────────
+TenantOpt = Annotated[str | None, typer.Option(help="The schedule's tenant")]
+
+
+def _print_view(view: ScheduleView, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(view.to_dict(), default=str))
+        return
+    who = f"{view.tenant}/" if view.tenant else ""
+    console.print(
+        f"[bold]{who}{view.name}[/bold]  {view.expression}  {view.timezone}  → {view.job}  "
+        f"({view.state}, overlap {view.overlap})",
+        highlight=False,
+        soft_wrap=True,
+    )
+    last = (
+        f"last fire {expressions.iso_utc(view.last_slot)}: {view.last_job} ({view.last_outcome or '?'})"
+        if view.last_slot is not None
+        else "never fired"
+    )
+    console.print(
+        f"    {last}; {view.fires} made, {view.skipped} skipped, {view.missed} missed",
+        highlight=False,
+        soft_wrap=True,
+    )
+    for instant in view.next_fires:
+        console.print(f"    {_when(instant, view.timezone)}", highlight=False)
+
+
+@schedules_cli.command()
+def create(
+    name: str,
+    app: AppOpt,
+    job: Annotated[str, typer.Option(help="The job type each fire enqueues")],
+    cron: Annotated[str | None, typer.Option(help="cron(...) expression")] = None,
+    rate: Annotated[str | None, typer.Option(help="rate(...) expression")] = None,
+    at: Annotated[str | None, typer.Option(help="One time: yyyy-mm-ddThh:mm:ss")] = None,
+    timezone: Annotated[str, typer.Option(help="IANA time zone of cron and at")] = "UTC",
+    payload: Annotated[str | None, typer.Option(help="The jobs' payload, as JSON")] = None,
+    tenant: TenantOpt = None,
+    overlap: Annotated[
+        str, typer.Option(help="allow_all, skip, buffer_one or cancel_previous")
+    ] = "allow_all",
+    catchup_window: Annotated[
+        float | None, typer.Option(help="Seconds a fire may be late and still made")
+    ] = None,
+    paused: Annotated[bool, typer.Option(help="Make it paused")] = False,
+    endpoint_url: EndpointOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Make a schedule at runtime, in the runtime group (``apply`` never touches it)."""
+    loaded = load_app(app, endpoint_url)
+    with guarded(loaded):
+        view = loaded.schedules.create(
+            name,
+            job=job,
+            cron=cron,
+            rate=rate,
+            at=at,
+            timezone=timezone,
+            payload=json.loads(payload) if payload is not None else None,
+            tenant=tenant,
+            overlap=overlap,
+            catchup_window=catchup_window,
+            paused=paused,
+        )
+    _print_view(view, json_out)
+
+
+@schedules_cli.command()
+def update(
+    name: str,
+    app: AppOpt,
+    tenant: TenantOpt = None,
+    job: Annotated[str | None, typer.Option(help="The job type each fire enqueues")] = None,
+    cron: Annotated[str | None, typer.Option(help="cron(...) expression")] = None,
+    rate: Annotated[str | None, typer.Option(help="rate(...) expression")] = None,
+    payload: Annotated[str | None, typer.Option(help="The jobs' payload, as JSON")] = None,
+    overlap: Annotated[
+        str | None, typer.Option(help="allow_all, skip, buffer_one or cancel_previous")
+    ] = None,
+    catchup_window: Annotated[float | None, typer.Option(help="Seconds a fire may be late")] = None,
+    endpoint_url: EndpointOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Change a runtime schedule; what is not given stays."""
+    given = {"job": job, "cron": cron, "rate": rate, "overlap": overlap, "catchup_window": catchup_window}
+    changes: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+    if payload is not None:
+        changes["payload"] = json.loads(payload)
+    loaded = load_app(app, endpoint_url)
+    with guarded(loaded):
+        view = loaded.schedules.update(name, tenant=tenant, **changes)
+    _print_view(view, json_out)
+
+
+@schedules_cli.command()
+def pause(name: str, app: AppOpt, tenant: TenantOpt = None, endpoint_url: EndpointOpt = None) -> None:
+    """Stop a runtime schedule firing until resume."""
+    loaded = load_app(app, endpoint_url)
+    with guarded(loaded):
+        _print_view(loaded.schedules.pause(name, tenant=tenant), False)
+
+
+@schedules_cli.command()
+def resume(name: str, app: AppOpt, tenant: TenantOpt = None, endpoint_url: EndpointOpt = None) -> None:
+    """Fire again, making what it missed within its catch-up window."""
+    loaded = load_app(app, endpoint_url)
+    with guarded(loaded):
+        _print_view(loaded.schedules.resume(name, tenant=tenant), False)
+
+
+@schedules_cli.command()
+def delete(name: str, app: AppOpt, tenant: TenantOpt = None, endpoint_url: EndpointOpt = None) -> None:
+    """Delete a runtime schedule."""
+    loaded = load_app(app, endpoint_url)
+    with guarded(loaded):
+        deleted = loaded.schedules.delete(name, tenant=tenant)
+    console.print("deleted" if deleted else "no such schedule: nothing changed", highlight=False)
+
+
+@schedules_cli.command()
+def show(
+    name: str,
+    app: AppOpt,
+    tenant: TenantOpt = None,
+    endpoint_url: EndpointOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """One runtime schedule: its state, last fire (its job and outcome) and next fires."""
+    loaded = load_app(app, endpoint_url)
+    with guarded(loaded):
+        _print_view(loaded.schedules.describe(name, tenant=tenant), json_out)
+
+
+@schedules_cli.command("runtime")
+def runtime_list(
+    app: AppOpt,
+    tenant: TenantOpt = None,
+    declared: Annotated[bool, typer.Option(help="Show the declared schedules' last fires too")] = False,
+    endpoint_url: EndpointOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Runtime schedules (one tenant's with --tenant) with their last fire, its job and outcome."""
+    loaded = load_app(app, endpoint_url)
+    with guarded(loaded):
+        views = loaded.schedules.list(tenant=tenant)
+        if declared:
+            views += loaded.schedules.declared()
+    if not views and not json_out:
+        console.print("no runtime schedules")
+    for view in views:
+        _print_view(view, json_out)

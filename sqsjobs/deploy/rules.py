@@ -179,7 +179,22 @@ API_ACTIONS: Mapping[str, tuple[str, ...]] = {
     "s3": ("s3:GetObject", "s3:PutObject"),
     # The key HTTP workers' leases are signed with, read once at a cold start (``remote/lease.py``).
     "secretsmanager": ("secretsmanager:GetSecretValue",),
+    # Runtime schedules (``schedules/runtime.py``: POST /schedules...), on the runtime group and its
+    # schedules only; the group is made by infra (CreateScheduleGroup: an emulator's first schedule).
+    # CreateSchedule and UpdateSchedule also need iam:PassRole on the Scheduler role
+    # (``RUNTIME_SCHEDULE_PASS_ROLE``), granted with it: it is not a call the code makes.
+    "scheduler": (
+        "scheduler:CreateSchedule",
+        "scheduler:UpdateSchedule",
+        "scheduler:DeleteSchedule",
+        "scheduler:ListSchedules",
+        "scheduler:CreateScheduleGroup",
+    ),
 }
+#: What creating or updating a schedule needs besides the scheduler actions: passing the role
+#: Scheduler assumes (https://docs.aws.amazon.com/scheduler/latest/UserGuide/setting-up.html), only to
+#: ``scheduler.amazonaws.com`` and only that role.
+RUNTIME_SCHEDULE_PASS_ROLE: tuple[str, ...] = ("iam:PassRole",)
 
 #: SQS batch APIs are authorised by the single-message action.
 #: https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-api-permissions-reference.html
@@ -354,6 +369,7 @@ def runtime_environment(settings: Settings, app_path: str) -> dict[str, str]:
         "SQSJOBS_VISIBILITY_TIMEOUT_S": str(settings.visibility_timeout_s),
         "SQSJOBS_DRAIN_TIMEOUT_S": f"{settings.drain_timeout_s:g}",
         "SQSJOBS_SCHEDULE_GROUP": settings.schedule_group,
+        "SQSJOBS_RUNTIME_SCHEDULE_GROUP": settings.runtime_schedule_group,
         "SQSJOBS_PAYLOAD_BUCKET": settings.payload_bucket,
         # Producers and workers must agree on which queues have levels or serialize keys.
         **(

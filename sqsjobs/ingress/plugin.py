@@ -38,7 +38,7 @@ from sqsjobs.observability.tracing import AWS_TRACE_HEADER, TRACEPARENT
 from sqsjobs.observability.tracing import parse as parse_trace
 from sqsjobs.producer import JobRequest, build_new_job, enqueue_jobs_flow
 from sqsjobs.runtime.seams import Plugin
-from sqsjobs.schedules.namespace import empty_payload
+from sqsjobs.schedules.spec import empty_payload
 
 if TYPE_CHECKING:
     from sqsjobs.delivery import Delivery

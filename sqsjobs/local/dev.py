@@ -9,9 +9,12 @@ firing loop of the app's schedules (no EventBridge Scheduler needed) and, given 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from typing import TYPE_CHECKING, Any
 
+from sqsjobs._aws import Call, one
+from sqsjobs.errors import SchedulerError
 from sqsjobs.local.emulator import EmbeddedMoto
 from sqsjobs.runtime.sweeper import run_sweeper
 from sqsjobs.runtime.worker import Worker
@@ -24,6 +27,9 @@ if TYPE_CHECKING:
     from sqsjobs.app import App
     from sqsjobs.deploy.provision import ProvisionReport
 
+#: The role runtime schedules name in moto's Scheduler, which never assumes it (nor fires: the local
+#: loop does), when the App names none.
+DEV_SCHEDULER_ROLE = "arn:aws:iam::000000000000:role/sqsjobs-dev-scheduler"
 #: moto accepts any credentials; set these only when the environment has none.
 _FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "sqsjobs-dev", "AWS_SECRET_ACCESS_KEY": "sqsjobs-dev"}
 
@@ -48,8 +54,23 @@ class DevStack:
         url = self._server.start()
         # moto ignores PartiQL conditions, so the embedded emulator refuses PartiQL: single writes.
         # The sweeper relays the change stream to the event bus (an App without ``event_bus`` has none).
-        self.app.configure(endpoint_url=url, **{"batch_writes": False, "event_relay": True, **self._settings})
+        defaults: dict[str, Any] = {"batch_writes": False, "event_relay": True}
+        if not self.app.settings.scheduler_role_arn:
+            defaults["scheduler_role_arn"] = DEV_SCHEDULER_ROLE
+        self.app.configure(endpoint_url=url, **{**defaults, **self._settings})
         self.report = self.app.provision()
+        # moto answers CreateSchedule in a missing group with a 500 (KeyError), not the
+        # ResourceNotFoundException AWS and MiniStack answer, on which runtime.create_flow makes it.
+        with contextlib.suppress(SchedulerError):  # exists already: ConflictException
+            self.app.run(
+                one(
+                    Call(
+                        "scheduler",
+                        "create_schedule_group",
+                        {"Name": self.app.settings.runtime_schedule_group},
+                    )
+                )
+            )
         return self
 
     def __exit__(

@@ -9,6 +9,13 @@ the start, as Scheduler does for a schedule without a StartDate), at() once.
 The clock is injectable: ``due()`` and ``tick()`` read ``clock.now()`` and never sleep, so tests
 step a ``FakeClock``. Each occurrence fires at most once; if the clock jumps over several
 occurrences (a laptop that slept), only the latest fires, as Scheduler does not backfill either.
+
+Schedules made at runtime (``app.schedules.create``) fire here too: each tick reads their items
+(``runtime.items_flow``: ListSchedules of the runtime group on the emulator, one BatchGetItem) and sends
+what came due since the last fire the item shows, the loop's own last send or the schedule's resume,
+whichever is latest: after a restart of the loop (the firing side's outage), the occurrences within
+the schedule's catch-up window are each sent once, older ones are counted ``missed``. A paused one
+sends nothing; its resume sends what it missed (``runtime.resume_flow``).
 """
 
 from __future__ import annotations
@@ -21,8 +28,11 @@ from typing import TYPE_CHECKING
 from sqsjobs._aws import Call
 from sqsjobs.envelope import Fire
 from sqsjobs.errors import AwsError
+from sqsjobs.schedules import records, runtime
 from sqsjobs.schedules.expressions import iso_utc
 from sqsjobs.schedules.sync import Scheduling, check_declarations
+from sqsjobs.store.apply import apply
+from sqsjobs.store.codec import num_attr, str_attr
 from sqsjobs.transport import sqs
 
 if TYPE_CHECKING:
@@ -63,6 +73,8 @@ class LocalScheduler:
         self._next = {s.name: s.next_fire(self.anchor - 1e-3, anchor=self.anchor) for s in app.schedules}
         #: Every fire sent, in order (for tests and the dev console).
         self.sent: list[LocalFire] = []
+        #: Runtime schedules: the instant up to which this loop has sent each one's fires.
+        self._runtime_upto: dict[str, float] = {}
 
     def next_due(self) -> float | None:
         """The earliest upcoming fire instant, or None when nothing will fire again."""
@@ -96,17 +108,44 @@ class LocalScheduler:
         for fire in fires:
             yield Call("sqs", "send_message", sqs.send_one(urls[fire.queue], fire.body))
 
+    def runtime_flow(self) -> Flow[list[LocalFire]]:
+        """Send the runtime schedules' fires due since each one's last (in its catch-up window)."""
+        k, now = self.app.kernel, self.clock.now()
+        items = yield from runtime.items_flow(k)
+        fires: list[LocalFire] = []
+        for key, item in items.items():
+            if str_attr(item, "state") == records.PAUSED:
+                continue
+            spec = runtime.spec_of(key, item)
+            created = num_attr(item, "created_at") or now
+            marks = (records.last_slot(item), num_attr(item, "resumed_at"), self._runtime_upto.get(key))
+            since = max([created - 1e-3, *(m for m in marks if m is not None)])
+            slots, older = runtime.catch_up(spec, since=since, now=now, anchor=created)
+            payload = records.payload_of(item)
+            queue = self.app.registry.get(spec.job).queue
+            fires += [
+                LocalFire(key, s, queue, Fire(key, iso_utc(s), spec.job, payload).to_body()) for s in slots
+            ]
+            if older:
+                yield from apply(records.count(k.settings.table_name, key, "missed", older, runtime=True))
+            self._runtime_upto[key] = now
+        if fires:
+            yield from self.send_flow(fires)
+            self.sent += fires
+        return fires
+
     async def tick(self) -> list[LocalFire]:
         """Send what is due now; a failed send is retried at the next tick."""
         fires = self.due()
         if fires:
             await self.app.kernel.arun(self.send_flow(fires))
             self.mark_sent(fires)
-            for fire in fires:
-                self.app.kernel.logger.info(
-                    "schedule fired locally",
-                    extra={"schedule": fire.schedule, "slot": iso_utc(fire.slot), "queue": fire.queue},
-                )
+        fires += await self.app.kernel.arun(self.runtime_flow())
+        for fire in fires:
+            self.app.kernel.logger.info(
+                "schedule fired locally",
+                extra={"schedule": fire.schedule, "slot": iso_utc(fire.slot), "queue": fire.queue},
+            )
         return fires
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -1,95 +1,46 @@
-"""Schedule declarations: ``app.schedule(...)`` records a ScheduleSpec, validated on the spot.
+"""``app.schedules``: the declared schedules (``app.schedule`` is ``add``), and schedules made at runtime.
 
-Recurring and one-time jobs are declared in code next to their handlers; ``sqsjobs schedules
-plan/apply`` (``sqsjobs.schedules.sync``) makes EventBridge Scheduler match them, and ``sqsjobs dev``
-fires them locally (``sqsjobs.schedules.local``). A declaration that AWS would refuse raises
-``ConfigurationError`` naming the schedule when the module declaring it is imported, long before
-anything is sent.
-
-Which job a schedule names, and whether its payload fits the handler, is checked when the
-declarations are used (plan, apply, dev): handlers may be registered after the schedule. A
-schedule without ``payload=`` sends the empty payload its handler accepts (``empty_payload``).
+Declarations are recorded by ``spec.Declarations`` and applied by ``sqsjobs schedules apply``. The
+verbs below make, change, pause, resume, delete and list schedules at runtime, per tenant if given,
+in their own Scheduler group that ``apply`` never touches (``sqsjobs.schedules.runtime``; costs and
+IAM in docs/schedules.md). Each has a blocking and an awaitable form (``create``/``acreate``).
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqsjobs.errors import ConfigurationError, ExpressionError, PayloadInvalid
-from sqsjobs.schedules import expressions
+from sqsjobs._aws import async_verb, sync_verb
+from sqsjobs.runtime.kernel import Namespace
+from sqsjobs.schedules import runtime
+from sqsjobs.schedules.spec import (
+    ALLOW_ALL,
+    DEFAULT_CATCHUP_S,
+    NAME_PATTERN,
+    Declarations,
+    ScheduleSpec,
+    empty_payload,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-    from zoneinfo import ZoneInfo
+    from collections.abc import Callable
+    from datetime import datetime, timedelta
 
-    from sqsjobs.registry import HandlerSpec
+    from sqsjobs._aws import Flow
+    from sqsjobs.runtime.kernel import Kernel
+    from sqsjobs.schedules.runtime import ScheduleView
 
-#: Schedule and group names: 1-64 of ``[0-9a-zA-Z-_.]`` (CreateSchedule API reference).
-NAME_PATTERN = re.compile(r"^[0-9a-zA-Z_.-]{1,64}$")
-#: ``FlexibleTimeWindow.MaximumWindowInMinutes`` range.
-MIN_FLEXIBLE_WINDOW_MIN, MAX_FLEXIBLE_WINDOW_MIN = 1, 1440
-
-
-@dataclass(frozen=True)
-class ScheduleSpec:
-    """One declared schedule: when it fires and which job each fire enqueues."""
-
-    #: Unique in the app; the Scheduler schedule's name and half of each fire's idempotency key.
-    name: str
-    #: ``cron(...)``, ``rate(...)`` or ``at(...)``, exactly as sent to Scheduler.
-    expression: str
-    #: The registered job type each fire enqueues.
-    job: str
-    #: ``expression`` parsed.
-    parsed: expressions.Expression = field(compare=False, repr=False)
-    #: JSON-serialisable payload of every job this schedule enqueues; None: the empty payload
-    #: the handler accepts (``empty_payload``).
-    payload: Any = None
-    #: IANA time zone that cron and at() are evaluated in.
-    timezone: str = "UTC"
-    #: Scheduler may delay each fire by up to this many minutes to spread load; None means on time.
-    flexible_window_minutes: int | None = None
-
-    @property
-    def kind(self) -> str:
-        """``cron``, ``rate`` or ``at``."""
-        return self.expression.partition("(")[0]
-
-    @property
-    def tz(self) -> ZoneInfo:
-        """The time zone object."""
-        return expressions.timezone(self.timezone)
-
-    def next_fire(self, after: float, *, anchor: float) -> float | None:
-        """The first fire strictly after ``after``; ``anchor`` is where a rate starts counting."""
-        p = self.parsed
-        if isinstance(p, expressions.Rate):
-            return p.next_after(after, anchor)
-        if isinstance(p, expressions.At):
-            instant = p.instant(self.tz)
-            return instant if instant > after else None
-        return p.next_after(after, self.tz)
-
-    def slot_at_or_before(self, when: float, *, anchor: float = 0.0) -> float | None:
-        """The occurrence a fire sent at ``when`` belongs to: the last one at or before it."""
-        p = self.parsed
-        if isinstance(p, expressions.Rate):
-            return p.latest_at_or_before(when, anchor)
-        if isinstance(p, expressions.At):
-            return p.instant(self.tz)
-        return p.latest_at_or_before(when, self.tz)
+__all__ = ["NAME_PATTERN", "ScheduleSpec", "Schedules", "empty_payload"]
 
 
-class Schedules:
-    """The app's schedule declarations, by name (``app.schedule`` is ``app.schedules.add``)."""
+class Schedules(Declarations, Namespace):
+    """``app.schedules``: the declarations, and the verbs of runtime schedules."""
 
-    def __init__(self) -> None:
-        self._specs: dict[str, ScheduleSpec] = {}
+    def __init__(self, kernel: Callable[[], Kernel]) -> None:
+        Declarations.__init__(self)
+        Namespace.__init__(self, kernel)
 
-    def add(
+    def _create(
         self,
         name: str,
         *,
@@ -99,106 +50,69 @@ class Schedules:
         at: str | datetime | None = None,
         timezone: str = "UTC",
         payload: Any = None,
-        flexible_window_minutes: int | None = None,
-    ) -> ScheduleSpec:
-        """Declare a schedule that enqueues ``job`` with ``payload`` at each fire.
+        tenant: str | None = None,
+        overlap: str = ALLOW_ALL,
+        catchup_window: timedelta | float | None = DEFAULT_CATCHUP_S,
+        paused: bool = False,
+    ) -> Flow[ScheduleView]:
+        """Make a schedule at runtime (``ScheduleExists`` if the tenant has one of that name).
 
-        Give exactly one of ``cron`` (``"cron(0 2 * * ? *)"``), ``rate`` (``"rate(10 minutes)"``)
-        or ``at`` (``"2026-12-01T09:00:00"`` or a datetime: one time). The wrapper may be left out
-        (``cron="0 2 * * ? *"``). ``timezone`` applies to cron and at. Every fire becomes one job
-        whose idempotency key is (schedule, scheduled time), so repeated deliveries of a fire never
-        make a second job.
-
-        Raises:
-            ConfigurationError: the name, expression, time zone or window would be refused by AWS,
-                or the name is already declared.
+        Takes what ``app.schedule`` takes, plus ``tenant`` (its jobs carry it, and ``list(tenant=)``
+        finds it) and ``paused`` (made disabled). ``overlap``: ``allow_all``, ``skip``, ``buffer_one``
+        or ``cancel_previous``; ``catchup_window``: how old a fire may be when it is made (after an
+        outage, or missed while paused).
         """
-        if not NAME_PATTERN.match(name):
-            raise ConfigurationError(
-                f"schedule name {name!r} must be 1-64 characters of letters, digits, '-', '_' or '.'"
-            )
-        if name in self._specs:
-            raise ConfigurationError(f"schedule {name!r} is declared twice")
-        given = [(k, v) for k, v in (("cron", cron), ("rate", rate), ("at", at)) if v is not None]
-        if len(given) != 1:
-            raise ConfigurationError(
-                f"schedule {name!r}: give exactly one of cron=, rate= or at= (got {len(given)})"
-            )
-        try:
-            expression = _expression(*given[0])
-            parsed = expressions.parse(expression)
-            expressions.timezone(timezone)
-        except ExpressionError as exc:
-            raise ConfigurationError(f"schedule {name!r}: {exc}") from None
-        if flexible_window_minutes is not None and not (
-            MIN_FLEXIBLE_WINDOW_MIN <= flexible_window_minutes <= MAX_FLEXIBLE_WINDOW_MIN
-        ):
-            raise ConfigurationError(
-                f"schedule {name!r}: flexible_window_minutes must be "
-                f"{MIN_FLEXIBLE_WINDOW_MIN}..{MAX_FLEXIBLE_WINDOW_MIN}, got {flexible_window_minutes}"
-            )
-        if not job:
-            raise ConfigurationError(f"schedule {name!r}: job= must name a registered job type")
-        spec = ScheduleSpec(
-            name=name,
-            expression=expression,
+        return runtime.create_flow(
+            self.kernel,
+            name,
             job=job,
-            payload=payload,
+            cron=cron,
+            rate=rate,
+            at=at,
             timezone=timezone,
-            flexible_window_minutes=flexible_window_minutes,
-            parsed=parsed,
+            payload=payload,
+            tenant=tenant,
+            overlap=overlap,
+            catchup_window=catchup_window,
+            paused=paused,
         )
-        self._specs[name] = spec
-        return spec
 
-    def get(self, name: str) -> ScheduleSpec | None:
-        """The declaration named ``name``, if any."""
-        return self._specs.get(name)
+    def _update(self, /, name: str, *, tenant: str | None = None, **changes: Any) -> Flow[ScheduleView]:
+        """Change a runtime schedule (``ScheduleNotFound`` if there is none).
 
-    def __contains__(self, name: object) -> bool:
-        return name in self._specs
+        Takes ``cron``/``rate``/``at``, ``timezone``, ``job``, ``payload``, ``overlap``, ``catchup_window``.
+        """
+        return runtime.update_flow(self.kernel, name, tenant=tenant, **changes)
 
-    def __iter__(self) -> Iterator[ScheduleSpec]:
-        return iter(self._specs.values())
+    def _pause(self, name: str, *, tenant: str | None = None) -> Flow[ScheduleView]:
+        """Stop a runtime schedule firing until ``resume``."""
+        return runtime.pause_flow(self.kernel, name, tenant=tenant)
 
-    def __len__(self) -> int:
-        return len(self._specs)
+    def _resume(self, name: str, *, tenant: str | None = None) -> Flow[ScheduleView]:
+        """Fire again, making the fires missed while paused that are within the catch-up window."""
+        return runtime.resume_flow(self.kernel, name, tenant=tenant)
 
+    def _delete(self, name: str, *, tenant: str | None = None) -> Flow[bool]:
+        """Delete a runtime schedule; False if there was none."""
+        return runtime.delete_flow(self.kernel, name, tenant=tenant)
 
-def empty_payload(handler: HandlerSpec) -> Any:
-    """What a schedule without ``payload=`` sends: the first of ``None`` and ``{}`` the handler validates.
+    def _describe(self, name: str, *, tenant: str | None = None, count: int = 3) -> Flow[ScheduleView]:
+        """One runtime schedule: its definition, state, last fire (its job and outcome), next fires."""
+        return runtime.get_flow(self.kernel, name, tenant=tenant, count=count)
 
-    The handler's own validation decides, so ``{}`` serves a dict or a model whose fields all have
-    defaults (stored with those defaults), and ``None``, tried first, keeps what Optional, Any and
-    unannotated handlers always got, so schedules applied before show no change in a plan.
+    def _list(self, *, tenant: str | None = None, count: int = 3) -> Flow[list[ScheduleView]]:
+        """The runtime schedules of ``tenant`` (all tenants' when None), each as ``get`` shows it."""
+        return runtime.list_flow(self.kernel, tenant=tenant, count=count)
 
-    Raises:
-        PayloadInvalid: no empty payload validates (a model with required fields), naming the job
-            type and what it expects; the caller adds the schedule's name.
-    """
-    error: PayloadInvalid | None = None
-    candidates: tuple[Any, ...] = (None, {})
-    for candidate in candidates:
-        try:
-            return handler.dump(candidate)
-        except PayloadInvalid as exc:
-            error = exc
-    expected = handler.payload_type
-    shown = expected.__qualname__ if isinstance(expected, type) else repr(expected)
-    raise PayloadInvalid(
-        f"no payload given, and job type {handler.name!r} expects {shown}, "
-        f"which an empty payload does not fit ({error}); pass payload= to app.schedule"
-    )
+    def _declared(self, *, count: int = 3) -> Flow[list[ScheduleView]]:
+        """The declared schedules with their last fire and next fires."""
+        return runtime.declared_flow(self.kernel, list(self), count=count)
 
-
-def _expression(kind: str, value: str | datetime) -> str:
-    """The AWS expression for a declaration, wrapping a bare value (``0 2 * * ? *`` → ``cron(...)``)."""
-    if isinstance(value, datetime):
-        if value.tzinfo is not None:
-            raise ExpressionError(
-                "at= takes a naive datetime (wall-clock time in the schedule's timezone=), "
-                f"got {value.isoformat()}"
-            )
-        value = value.strftime("%Y-%m-%dT%H:%M:%S")
-    text = value.strip()
-    return text if text.startswith(f"{kind}(") else f"{kind}({text})"
+    create, acreate = sync_verb(_create), async_verb(_create)
+    update, aupdate = sync_verb(_update), async_verb(_update)
+    pause, apause = sync_verb(_pause), async_verb(_pause)
+    resume, aresume = sync_verb(_resume), async_verb(_resume)
+    delete, adelete = sync_verb(_delete), async_verb(_delete)
+    describe, adescribe = sync_verb(_describe), async_verb(_describe)
+    list, alist = sync_verb(_list), async_verb(_list)
+    declared, adeclared = sync_verb(_declared), async_verb(_declared)

@@ -26,8 +26,10 @@ from sqsjobs.envelope import SCHEDULED_TIME, Fire
 from sqsjobs.errors import AwsError, HandlerNotFound, IdempotencyConflict, PayloadError
 from sqsjobs.producer import JobRequest, build_new_job, enqueue_many_flow
 from sqsjobs.runtime.seams import Plugin
+from sqsjobs.schedules import overlap, records
 from sqsjobs.schedules.expressions import MIN_PERIOD_S, iso_utc, parse_instant
-from sqsjobs.schedules.namespace import empty_payload
+from sqsjobs.schedules.spec import ALLOW_ALL, DEFAULT_CATCHUP_S, empty_payload
+from sqsjobs.transport import lifespan
 
 if TYPE_CHECKING:
     from sqsjobs.delivery import Delivery
@@ -74,7 +76,10 @@ async def handle_fire(kernel: Kernel, schedules: Schedules, fire: Fire, delivery
         payload = fire.payload
         if payload is None:
             payload = empty_payload(kernel.registry.get(fire.job_type))
-        request = JobRequest(fire.job_type, payload, idempotency_key=idempotency_key(fire.schedule, slot))
+        tenant = records.split_key(fire.schedule)[0] if records.is_runtime(fire.schedule) else None
+        request = JobRequest(
+            fire.job_type, payload, idempotency_key=idempotency_key(fire.schedule, slot), tenant=tenant
+        )
         job = build_new_job(
             request, registry=kernel.registry, settings=kernel.settings, now=kernel.clock.now()
         )
@@ -85,6 +90,40 @@ async def handle_fire(kernel: Kernel, schedules: Schedules, fire: Fire, delivery
             job_type=fire.job_type,
             error=failure_record(exc),
             queue=delivery.queue,
+        )
+    # A declared schedule's policy is its declaration's (a fire of one no longer declared: the
+    # defaults); a runtime schedule's is read from its item by the turn.
+    spec = None if records.is_runtime(fire.schedule) else schedules.get(fire.schedule)
+    declared = None if records.is_runtime(fire.schedule) else (ALLOW_ALL, DEFAULT_CATCHUP_S)
+    if spec is not None:
+        declared = (spec.overlap, spec.catchup_s)
+    now = kernel.clock.now()
+    try:
+        turn = await kernel.arun(
+            overlap.turn_flow(
+                kernel.settings,
+                fire.schedule,
+                slot=slot,
+                job_id=job.id,
+                now=now,
+                declared=declared,
+            )
+        )
+    except AwsError as exc:
+        kernel.logger.warning(
+            "schedule fire not decided; left for redelivery", extra={**fields, "error": str(exc)}
+        )
+        return LEAVE
+    if turn.verdict == overlap.WAIT:
+        kernel.logger.info("schedule fire waits for the previous job", extra=fields)
+        redrive = lifespan.redrive_limit(kernel.settings, kernel.registry.max_attempts())
+        return lifespan.waiting(delivery, overlap.BUFFER_RECHECK_S, redrive)
+    if turn.verdict != overlap.MAKE:
+        kernel.logger.info(f"schedule fire not made: {turn.verdict}", extra=fields)
+        return DELETE
+    if turn.cancelled:
+        kernel.logger.info(
+            "schedule fire cancelled the previous job", extra={**fields, "cancelled": turn.cancelled}
         )
     try:
         await kernel.arun(
@@ -107,6 +146,13 @@ async def handle_fire(kernel: Kernel, schedules: Schedules, fire: Fire, delivery
             "schedule fire not enqueued; left for redelivery", extra={**fields, "error": str(exc)}
         )
         return LEAVE
+    if declared is not None and declared[0] == ALLOW_ALL:
+        try:
+            await kernel.arun(
+                overlap.recorded_flow(kernel.settings, fire.schedule, slot=slot, job_id=job.id, now=now)
+            )
+        except AwsError as exc:  # the job is made; only the schedule's "last fire" lags
+            kernel.logger.warning("schedule fire not recorded", extra={**fields, "error": str(exc)})
     kernel.logger.info("schedule fired", extra={**fields, "job_id": job.id})
     return DELETE
 

@@ -30,16 +30,18 @@ from sqsjobs.errors import (
     TransportError,
 )
 from sqsjobs.schedules import expressions
-from sqsjobs.schedules.namespace import NAME_PATTERN, ScheduleSpec, empty_payload
+from sqsjobs.schedules.spec import NAME_PATTERN, ScheduleSpec, empty_payload
 from sqsjobs.transport.queues import dlq_key
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from sqsjobs._aws import Flow
+    from sqsjobs.config import Settings
     from sqsjobs.registry import Registry
     from sqsjobs.runtime.kernel import Kernel
-    from sqsjobs.schedules.namespace import Schedules
+    from sqsjobs.schedules.spec import Declarations as Schedules
+    from sqsjobs.transport.queues import QueueUrls
 
 
 class Scheduling(Protocol):
@@ -160,8 +162,9 @@ def check_declarations(app: Scheduling) -> dict[str, Any]:
     return payloads
 
 
-def _role_arn(app: Scheduling) -> str:
-    role = app.kernel.settings.scheduler_role_arn
+def role_arn(settings: Settings) -> str:
+    """The role Scheduler assumes to send fires (``SQSJOBS_SCHEDULER_ROLE_ARN``), checked."""
+    role = settings.scheduler_role_arn
     if not role:
         raise ConfigurationError(
             "schedules need the IAM role EventBridge Scheduler assumes to send to SQS: "
@@ -172,10 +175,10 @@ def _role_arn(app: Scheduling) -> str:
     return role
 
 
-def _queue_arns_flow(app: Scheduling, queues: set[str]) -> Flow[dict[str, str]]:
+def queue_arns_flow(queue_urls: QueueUrls, queues: set[str]) -> Flow[dict[str, str]]:
     """Queue ARN by logical queue, and for its DLQ under the key ``App.queue_urls_flow`` uses."""
     try:
-        urls = yield from app.kernel.queue_urls.flow(sorted(queues))
+        urls = yield from queue_urls.flow(sorted(queues))
     except TransportError as exc:
         raise ConfigurationError(
             f"a schedule's queue does not exist ({exc}); run `sqsjobs provision` or deploy infra first"
@@ -196,39 +199,62 @@ def desired_flow(app: Scheduling) -> Flow[dict[str, dict[str, Any]]]:
     payloads = check_declarations(app)
     if not len(app.schedules):
         return {}
-    role = _role_arn(app)
+    role = role_arn(app.kernel.settings)
     queue_of = {spec.name: app.registry.get(spec.job).queue for spec in app.schedules}
-    arns = yield from _queue_arns_flow(app, set(queue_of.values()))
+    arns = yield from queue_arns_flow(app.kernel.queue_urls, set(queue_of.values()))
     requests: dict[str, dict[str, Any]] = {}
     for spec in app.schedules:
         queue = queue_of[spec.name]
-        window: dict[str, Any] = (
-            {"Mode": "FLEXIBLE", "MaximumWindowInMinutes": spec.flexible_window_minutes}
-            if spec.flexible_window_minutes
-            else {"Mode": "OFF"}
+        requests[spec.name] = schedule_request(
+            spec,
+            name=spec.name,
+            group=group,
+            input_body=fire_input(spec, payloads[spec.name]),
+            arns=(arns[queue], arns[dlq_key(queue)]),
+            role=role,
+            description=f"sqsjobs app {app.kernel.name}: enqueues {spec.job}",
         )
-        requests[spec.name] = {
-            "Name": spec.name,
-            "GroupName": group,
-            "ScheduleExpression": spec.expression,
-            "ScheduleExpressionTimezone": spec.timezone,
-            "FlexibleTimeWindow": window,
-            "Target": {
-                "Arn": arns[queue],
-                "RoleArn": role,
-                "Input": fire_input(spec, payloads[spec.name]),
-                "RetryPolicy": {
-                    "MaximumEventAgeInSeconds": RETRY_MAX_EVENT_AGE_S,
-                    "MaximumRetryAttempts": RETRY_MAX_ATTEMPTS,
-                },
-                "DeadLetterConfig": {"Arn": arns[dlq_key(queue)]},
-            },
-            "State": "ENABLED",
-            # A one-time schedule removes itself after its fire, keeping the account's quota clean.
-            "ActionAfterCompletion": "DELETE" if spec.kind == "at" else "NONE",
-            "Description": f"sqsjobs app {app.kernel.name}: enqueues {spec.job}"[:512],
-        }
     return requests
+
+
+def schedule_request(
+    spec: ScheduleSpec,
+    *,
+    name: str,
+    group: str,
+    input_body: str,
+    arns: tuple[str, str],
+    role: str,
+    description: str,
+    enabled: bool = True,
+) -> dict[str, Any]:
+    """The CreateSchedule (and UpdateSchedule) request of one schedule; ``arns``: its queue's and DLQ's."""
+    window: dict[str, Any] = (
+        {"Mode": "FLEXIBLE", "MaximumWindowInMinutes": spec.flexible_window_minutes}
+        if spec.flexible_window_minutes
+        else {"Mode": "OFF"}
+    )
+    return {
+        "Name": name,
+        "GroupName": group,
+        "ScheduleExpression": spec.expression,
+        "ScheduleExpressionTimezone": spec.timezone,
+        "FlexibleTimeWindow": window,
+        "Target": {
+            "Arn": arns[0],
+            "RoleArn": role,
+            "Input": input_body,
+            "RetryPolicy": {
+                "MaximumEventAgeInSeconds": RETRY_MAX_EVENT_AGE_S,
+                "MaximumRetryAttempts": RETRY_MAX_ATTEMPTS,
+            },
+            "DeadLetterConfig": {"Arn": arns[1]},
+        },
+        "State": "ENABLED" if enabled else "DISABLED",
+        # A one-time schedule removes itself after its fire, keeping the account's quota clean.
+        "ActionAfterCompletion": "DELETE" if spec.kind == "at" else "NONE",
+        "Description": description[:512],
+    }
 
 
 def _group(app: Scheduling) -> str:

@@ -41,7 +41,13 @@ def succeeded(app: App, job_id: str) -> bool:
 
 
 def count_jobs(app: App) -> int:
-    scan = {"TableName": app.settings.table_name, "Select": "COUNT"}
+    # Job records only: a fire also writes its schedule's item (schedule#<name>, no status).
+    scan = {
+        "TableName": app.settings.table_name,
+        "Select": "COUNT",
+        "FilterExpression": "attribute_exists(#s)",
+        "ExpressionAttributeNames": {"#s": "status"},
+    }
     return int(app.run(one(Call("dynamodb", "scan", scan)))["Count"])
 
 

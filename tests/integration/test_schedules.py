@@ -59,11 +59,14 @@ def succeeded(app: App, job_id: str) -> bool:
 
 
 def count_jobs(app: App) -> int:
-    return int(
-        app.run(one(Call("dynamodb", "scan", {"TableName": app.settings.table_name, "Select": "COUNT"})))[
-            "Count"
-        ]
-    )
+    """Job records: the table's control items (a schedule's last fire: ``schedule#...``) have no status."""
+    scan = {
+        "TableName": app.settings.table_name,
+        "Select": "COUNT",
+        "FilterExpression": "attribute_exists(#s)",
+        "ExpressionAttributeNames": {"#s": "status"},
+    }
+    return int(app.run(one(Call("dynamodb", "scan", scan)))["Count"])
 
 
 def plan(app: App):

@@ -45,6 +45,7 @@ WORKER_MODULES = [
     "steps/book.py",  # ctx.step's records
     "notify/sender.py",  # a notification's delivery (its own targets: NOTIFY_TARGET_ACTIONS)
     "slow_runs/records.py",  # the slow-run watch reads its types' baselines
+    "schedules/overlap.py",  # a fire's turn: the schedule's item, the previous job, its cancel
 ]
 #: What a notification's delivery calls on the targets a caller names, which no deployment can
 #: know: another queue (sqs:SendMessage, granted on the App's own queues only), a bus, a secret.
@@ -88,6 +89,7 @@ API_MODULES = [
     "steps/namespace.py",  # a token's answer
     "chains/namespace.py",
     "batches/namespace.py",
+    "schedules/runtime.py",  # POST /schedules...: runtime schedules, their items, a resume's fires
     # The HTTP worker protocol (POST /leases...): the claim and record stages a worker runs, from the API.
     "remote/lease_server.py",
     "remote/lease.py",  # the lease key's secret
