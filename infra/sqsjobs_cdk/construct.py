@@ -328,7 +328,13 @@ class SqsJobs(Construct):
                 queue_arns=queue_arns,
                 object_arns=bucket_arns,
                 secret_arns=[self.lease_key.secret_arn],
-                schedule_arns=runtime_schedule_arns(self, settings.runtime_schedule_group),
+                schedule_arns=(schedule_arns := runtime_schedule_arns(self, settings.runtime_schedule_group)),
+            )
+            acknowledge(
+                self.api_function.role,
+                wildcard_resource_finding(self, schedule_arns[-1]),
+                "The schedules of the runtime group only (schedule/<group>/*): the API creates, changes and "
+                "deletes schedules an application names at runtime, whose names it cannot know in advance.",
             )
             grant_metric_reads(self.api_function.role)
             CfnOutput(self, "ApiUrl", value=self.http_api.api_endpoint, description="the HTTP API (IAM)")
