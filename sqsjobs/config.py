@@ -111,6 +111,10 @@ class Settings:
     #: Hosts, addresses and CIDR blocks a notify webhook may reach although they are not public (and
     #: over plain http): ``SQSJOBS_WEBHOOK_ALLOW=10.0.0.0/8,hooks.internal``. Empty: public HTTPS only.
     webhook_allow: frozenset[str] = frozenset()
+    #: Tag names whose values become dimensions of the job metrics (``enqueue(tags=)``): each
+    #: distinct value is a CloudWatch metric of its own ($0.30 a month each), so name only tags of
+    #: few values (a plan, a region), never one per customer or order. ``SQSJOBS_METRIC_TAGS=plan,region``.
+    metric_tags: frozenset[str] = frozenset()
     #: Give a job's tenant as ``MessageGroupId`` on standard queues (SQS fair queues: a tenant with a
     #: deep backlog does not hold up the others' messages). Off only for a consumer that rejects it.
     fair_queues: bool = True
@@ -288,7 +292,7 @@ class Settings:
             raise ConfigurationError(
                 f"charts_source must be auto, records or cloudwatch, got {self.charts_source!r}"
             )
-        for name in ("priority_queues", "serialized_queues", "webhook_allow"):
+        for name in ("priority_queues", "serialized_queues", "webhook_allow", "metric_tags"):
             object.__setattr__(self, name, frozenset(getattr(self, name)))
         if self.lower_priority_every < 2:
             raise ConfigurationError(
@@ -380,7 +384,7 @@ class Settings:
         for f in dataclasses.fields(cls):
             if f.name in ("app_name", "endpoint_url", "region", "queue_concurrency", "retention"):
                 continue
-            if f.name in ("priority_queues", "serialized_queues", "webhook_allow"):
+            if f.name in ("priority_queues", "serialized_queues", "webhook_allow", "metric_tags"):
                 listed = env.get(f"SQSJOBS_{f.name.upper()}")
                 if listed is not None:
                     values[f.name] = frozenset(filter(None, (q.strip() for q in listed.split(","))))

@@ -1,6 +1,8 @@
 """Metrics for every job transition, as CloudWatch EMF lines written by Powertools.
 
-Per job type (and per tenant, as a second dimension set, when the job has one)::
+Per job type (and per tenant, as a second dimension set, when the job has one; and with the job's
+tags named in ``Settings.metric_tags`` as further dimensions: each distinct value is a CloudWatch
+metric of its own, so only tags of few values belong there)::
 
     JobsEnqueued   JobsStarted   JobsSucceeded   JobsRetried   JobsDead   JobsCancelled   (Count)
     JobRunTime     claim → outcome recorded                                        (Milliseconds)
@@ -93,7 +95,8 @@ OUTCOME_COUNTS: dict[str, str] = {
     AttemptOutcome.CANCELLED: CANCELLED,
 }
 
-_Key = tuple[str, str | None]
+#: (job type, tenant, the job's declared tags as sorted (name, value) pairs).
+_Key = tuple[str, str | None, tuple[tuple[str, str], ...]]
 
 
 class JobMetrics:
@@ -110,8 +113,12 @@ class JobMetrics:
         flush_interval_s: float = 60.0,
         write: Callable[[str], None] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        tag_dimensions: frozenset[str] = frozenset(),
     ) -> None:
-        """``write`` receives each EMF line (default: stdout, looked up at write time)."""
+        """``write`` receives each EMF line (default: stdout, looked up at write time).
+
+        ``tag_dimensions``: the tag names a job's transitions carry as dimensions (``metric_tags``).
+        """
         self.service = os.environ.get("POWERTOOLS_SERVICE_NAME") or service
         self.namespace = namespace or os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or DEFAULT_NAMESPACE
         self.flush_interval_s = flush_interval_s
@@ -119,6 +126,7 @@ class JobMetrics:
         self.traced = False
         self._write = write
         self._monotonic = monotonic
+        self.tag_dimensions = tag_dimensions
         self._lock = threading.Lock()
         self._counts: dict[_Key, Counter[str]] = {}
         self._timings: dict[_Key, dict[str, list[float]]] = {}
@@ -132,7 +140,7 @@ class JobMetrics:
     def count(self, name: str, job_type: str, tenant: str | None = None, value: int = 1) -> None:
         """Add to a count."""
         with self._lock:
-            self._counts.setdefault((job_type, tenant), Counter())[name] += value
+            self._counts.setdefault((job_type, tenant, ()), Counter())[name] += value
         self._maybe_flush()
 
     def enqueued(self, job_type: str, tenant: str | None = None) -> None:
@@ -142,7 +150,7 @@ class JobMetrics:
     def timing(self, name: str, job_type: str, tenant: str | None, seconds: float) -> None:
         """Record one duration (stored in milliseconds)."""
         with self._lock:
-            series = self._timings.setdefault((job_type, tenant), {}).setdefault(name, [])
+            series = self._timings.setdefault((job_type, tenant, ()), {}).setdefault(name, [])
             series.append(round(max(seconds, 0.0) * 1000.0, 3))
             full = len(series) >= MAX_BUFFERED_VALUES
         self._maybe_flush(force=full)
@@ -163,8 +171,14 @@ class JobMetrics:
         name = OUTCOME_COUNTS.get(outcome) if isinstance(outcome, str) else None
         if name is None:
             return
+        declared = self.tag_dimensions
+        tags = (
+            tuple(sorted((k, v) for k, v in job.tags.items() if k in declared))
+            if declared and job.tags
+            else ()
+        )
         with self._lock:
-            key = (job.type, job.tenant)
+            key = (job.type, job.tenant, tags)
             self._counts.setdefault(key, Counter())[name] += 1
             timings = self._timings.setdefault(key, {})
             if outcome == AttemptOutcome.STARTED and isinstance(fields.get("wait_s"), int | float):
@@ -212,8 +226,8 @@ class JobMetrics:
             oldest, self._oldest = self._oldest, {}
             self._last_flush = self._monotonic()
         out: list[dict[str, Any]] = []
-        keys = set(counts) | set(timings) | {(job_type, None) for job_type in oldest}
-        for key in sorted(keys, key=lambda k: (k[0], k[1] or "")):
+        keys = set(counts) | set(timings) | {(job_type, None, ()) for job_type in oldest}
+        for key in sorted(keys, key=lambda k: (k[0], k[1] or "", k[2])):
             series = timings.get(key, {})
             chunks = max(
                 [1, *((len(v) + MAX_VALUES_PER_LINE - 1) // MAX_VALUES_PER_LINE for v in series.values())]
@@ -223,7 +237,7 @@ class JobMetrics:
                 if i == 0:
                     for name, total in sorted(counts.get(key, Counter()).items()):
                         metric_set[name] = _series(MetricUnit.Count, [float(total)])
-                    if key[1] is None and key[0] in oldest:
+                    if key[1] is None and not key[2] and key[0] in oldest:
                         metric_set[OLDEST_WAIT] = _series(MetricUnit.Seconds, [round(oldest[key[0]], 3)])
                 for name, values in sorted(series.items()):
                     part = values[i * MAX_VALUES_PER_LINE : (i + 1) * MAX_VALUES_PER_LINE]
@@ -256,12 +270,15 @@ class JobMetrics:
         # (job type, tenant) gets its own EMF line with its own dimensions.
         from aws_lambda_powertools.metrics import EphemeralMetrics
 
-        job_type, tenant = key
+        job_type, tenant, tags = key
         metrics = EphemeralMetrics(namespace=self.namespace, service=self.service)
         metrics.add_dimension(name="service", value=self.service)
         metrics.add_dimension(name="job_type", value=job_type)
         if tenant:
             metrics.add_dimensions(service=self.service, job_type=job_type, tenant=tenant)
+        if tags:  # a set of its own: the type's figures by declared tag (and tenant, if any)
+            named = {f"tag_{name}": value for name, value in tags}
+            metrics.add_dimensions(service=self.service, job_type=job_type, **named)
         return metrics
 
 

@@ -47,7 +47,10 @@ class Telemetry:
         if self._metrics is None:
             from sqsjobs.observability.metrics import JobMetrics
 
-            self._metrics = JobMetrics(self._name, flush_interval_s=self._settings().metrics_interval_s)
+            settings = self._settings()
+            self._metrics = JobMetrics(
+                self._name, flush_interval_s=settings.metrics_interval_s, tag_dimensions=settings.metric_tags
+            )
         return self._metrics
 
     @property

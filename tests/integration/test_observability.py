@@ -449,3 +449,29 @@ def test_a_refused_claim_is_counted_per_type(traced_app, capfd):
     docs = {(d["job_type"], d.get("tenant")): d for d in emf(json_lines(capfd.readouterr().out))}
     assert docs[("ok", "acme")]["ClaimsRefused"] == [1.0]
     assert "JobsStarted" not in docs[("ok", "acme")]
+
+
+def test_only_declared_tags_become_metric_dimensions(traced_app, capfd):
+    # GIVEN an App that declares the tag "plan" as a metric dimension, and jobs tagged with a plan and a customer
+    app = traced_app(metric_tags={"plan"})
+    app.enqueue("ok", {"n": "1"}, tags={"plan": "pro", "customer": "42"})
+    app.enqueue("ok", {"n": "2"}, tags={"plan": "free", "customer": "43"})
+    app.enqueue("ok", {"n": "3"})  # untagged
+    capfd.readouterr()
+
+    # WHEN the Lambda entry point runs them
+    run_lambda(app, 3)
+    out, _ = capfd.readouterr()
+
+    # THEN each plan has its own dimension set beside the type's; the customer is no dimension anywhere
+    docs = emf(json_lines(out))
+    by_plan = {d.get("tag_plan"): d for d in docs if d.get("job_type") == "ok"}
+    assert set(by_plan) == {"pro", "free", None}
+    assert by_plan["pro"]["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [
+        ["service", "job_type"],
+        ["service", "job_type", "tag_plan"],
+    ]
+    assert by_plan["pro"]["JobsSucceeded"] == by_plan["free"]["JobsSucceeded"] == [1.0]
+    assert all("tag_customer" not in d and "42" not in json.dumps(d) for d in docs)
+    # ... and the type's own figures still add up over every line (CloudWatch sums them)
+    assert sum(d.get("JobsSucceeded", [0.0])[0] for d in docs if d.get("job_type") == "ok") == 3.0
