@@ -53,6 +53,7 @@ from .api import http_api as build_http_api
 from .archive_relay import ArchiveRelay
 from .bucket import object_arns, payload_arns
 from .bucket import payload_bucket as build_payload_bucket
+from .encryption import grant_encryption
 from .iam import allow
 from .job_alarms import job_alarms_and_widgets
 from .job_events import JobEvents, JobEventsRelay
@@ -144,6 +145,7 @@ class SqsJobs(Construct):
         self.app_path = app_path or _find_app_path(app)
         self._rules = 0  # rules made by enqueue_from_rule, for their construct ids
         settings = app.settings
+        self._app = app
         if fargate is None and lambda_worker is None:
             raise ConfigurationError(
                 "nothing would run the jobs: pass fargate=..., lambda_worker=... or both"
@@ -215,6 +217,7 @@ class SqsJobs(Construct):
                 queue_arns=queue_arns,
                 object_arns=bucket_arns,
             )
+            grant_encryption(self, worker_role, app, self.table.table_arn)
             worker_log = logs.LogGroup(self, "WorkerLogs", retention=retention)
             worker_logs.append(worker_log)
             self.service = fg.worker_service(
@@ -268,6 +271,7 @@ class SqsJobs(Construct):
                 queue_arns=queue_arns,
                 object_arns=bucket_arns,
             )
+            grant_encryption(self, function.role, app, self.table.table_arn)
             if sweeper is not None and fargate is None:
                 swept = build_lambda_sweeper(
                     self,
@@ -337,6 +341,7 @@ class SqsJobs(Construct):
                 "deletes schedules an application names at runtime, whose names it cannot know in advance.",
             )
             grant_metric_reads(self.api_function.role)
+            grant_encryption(self, self.api_function.role, app, self.table.table_arn)
             CfnOutput(self, "ApiUrl", value=self.http_api.api_endpoint, description="the HTTP API (IAM)")
 
         if tracing is not None:  # after every function and the worker service exist
@@ -491,6 +496,7 @@ class SqsJobs(Construct):
             {"sqs": [a for a in sqs_actions if a == _RESOLVE_URL]},
             queue_arns=[arn for jq in self.queues.values() for arn in jq.arns],
         )
+        grant_encryption(self, principal, self._app, self.table.table_arn)  # it seals what it enqueues
 
     def enqueue_from_rule(
         self,

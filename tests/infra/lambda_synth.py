@@ -20,9 +20,19 @@ for path in (str(REPO / "infra"), str(REPO)):
 
 
 def print_stack(
-    outdir: Path, stack_name: str, app: Any, app_path: str, *, worker: Any = None, **options: Any
+    outdir: Path,
+    stack_name: str,
+    app: Any,
+    app_path: str,
+    *,
+    worker: Any = None,
+    then: Any = None,
+    **options: Any,
 ) -> None:
-    """Synthesize ``SqsJobs`` for ``app`` into ``outdir``; ``worker``: ``LambdaWorker``'s options beyond the code."""
+    """Synthesize ``SqsJobs`` for ``app`` into ``outdir``; ``worker``: ``LambdaWorker``'s options beyond the code.
+
+    ``then(stack, jobs)``: what the test adds to the stack beside the construct (a producer's role).
+    """
     import aws_cdk as cdk
     from aws_cdk import assertions
     from sqsjobs_cdk import LambdaWorker, SqsJobs
@@ -32,5 +42,9 @@ def print_stack(
     (code / "handler.py").write_text("")
     stack = cdk.Stack(cdk.App(outdir=str(outdir / "cdk.out")), stack_name)
     lambda_worker = LambdaWorker(code_path=str(code), timeout_s=5, **(worker or {}))
-    SqsJobs(stack, "Jobs", app=app, app_path=app_path, lambda_worker=lambda_worker, sweeper=None, **options)
+    jobs = SqsJobs(
+        stack, "Jobs", app=app, app_path=app_path, lambda_worker=lambda_worker, sweeper=None, **options
+    )
+    if then is not None:
+        then(stack, jobs)
     print(json.dumps(assertions.Template.from_stack(stack).to_json()))
