@@ -136,8 +136,10 @@ def check_replayable(registry: Registry, job: Job, *, settings: Settings, now: f
             f"deletes that message {retention} s after the enqueue (message_retention_s); give the "
             "payload again (retry with payload=..., `sqsjobs jobs retry --payload`)"
         )
-    if job.payload_ref is not None:
-        return ""  # an S3 object: the worker checks and validates it as it runs (no GET per replay here)
+    if job.payload_ref is not None or codec.sealed_key(job.payload) is not None:
+        # an S3 object, or a sealed payload (docs/encryption.md): the worker opens, checks and
+        # validates it as it runs (no GET, no KMS call per replay here)
+        return ""
     if job.payload_version > spec.version:
         return f"payload version {job.payload_version} is newer than the handler's {spec.version}"
     try:

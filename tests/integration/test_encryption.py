@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from sqsjobs import JobStatus, PayloadVersion
+from sqsjobs import JobStatus, PayloadVersion, PermanentError
 from sqsjobs._aws import Call, one
 from sqsjobs.ops.job_views import ENCRYPTED, job_to_dict
 from sqsjobs.store import requests, sealing
@@ -120,6 +120,33 @@ def test_an_encrypted_jobs_message_object_and_record_carry_no_plaintext_and_it_r
     shown = job_to_dict(job)
     assert shown["result"] == ENCRYPTED and shown["encrypted"] is True
     assert RESULT_MARKER not in json.dumps(shown) and PAYLOAD_MARKER not in json.dumps(shown)
+
+
+def test_a_dead_encrypted_job_is_retried_with_its_own_sealed_payload(backend_url, make_app):
+    probe = make_app(backend_url)
+    arn, _ = new_key(probe)
+    app = make_app(backend_url, encrypt=arn)
+    runs: list[str] = []
+
+    @app.job("enc.flaky")
+    def flaky(payload: dict[str, str], ctx: object) -> None:
+        runs.append(payload["secret"])
+        if len(runs) == 1:
+            raise PermanentError("the first run fails for good")
+
+    app.provision()
+    # GIVEN an encrypted job that died: its record keeps its payload, sealed
+    job_id = app.enqueue("enc.flaky", {"secret": PAYLOAD_MARKER})
+    work_until(app, all_finished(app, [job_id]), timeout_s=60)
+    assert app.get(job_id).status is JobStatus.DEAD
+    assert PAYLOAD_MARKER not in repr(raw_item(app, job_id))
+    # WHEN it is retried as it is (the operator's process opens nothing)
+    app.retry(job_id)
+    work_until(app, lambda: app.get(job_id).status.terminal, timeout_s=60)
+    # THEN it runs again with its payload, which stayed sealed throughout
+    assert app.get(job_id).status is JobStatus.SUCCEEDED
+    assert runs == [PAYLOAD_MARKER, PAYLOAD_MARKER]
+    assert PAYLOAD_MARKER not in repr(raw_item(app, job_id))
 
 
 def test_a_job_whose_key_was_disabled_ends_dead_with_the_reason(ministack_url, make_app):
