@@ -38,6 +38,7 @@ from sqsjobs.api.job_pages import job_search_router
 from sqsjobs.api.job_timeline import timeline_section
 from sqsjobs.api.models import JobId, WorkerId  # noqa: TC001 (FastAPI reads the annotations at runtime)
 from sqsjobs.api.priority_pages import priority_router
+from sqsjobs.api.schedule_pages import schedule_router
 from sqsjobs.api.security import PAGE_POLICY
 from sqsjobs.api.workflow_pages import workflow_router
 from sqsjobs.errors import JobNotFound, JobStateError, PayloadError, SqsJobsError
@@ -309,6 +310,7 @@ def dashboard_router(
     router.include_router(workflow_router(app, refresh_s=refresh_s, headers=HEADERS))
     router.include_router(job_search_router(app, refresh_s=refresh_s, headers=HEADERS))
     router.include_router(control_router(app, refresh_s=refresh_s, headers=HEADERS))
+    router.include_router(schedule_router(app, refresh_s=refresh_s, headers=HEADERS))
     router.include_router(priority_router(app, headers=HEADERS))
     router.include_router(chart_router(app, refresh_s=refresh_s, max_entries=max_entries, headers=HEADERS))
 

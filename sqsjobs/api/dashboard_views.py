@@ -105,7 +105,7 @@ def page(title: str, body: Html, *, refresh_s: float | None = None, flash: str |
         '<script src="/ui/static/dashboard.js" defer></script>'
         '<script src="/ui/static/job_live.js" defer></script></head>'
         f'<body><header><a href="/">sqsjobs</a> <span class="muted">{h(title)}</span>'
-        '<nav><a href="/ui/jobs">jobs</a> <a href="/ui/charts">charts</a> <a href="/ui/dead">dead by error</a> <a href="/ui/controls">controls</a> <a href="/ui/priority">priority</a></nav>'
+        '<nav><a href="/ui/jobs">jobs</a> <a href="/ui/charts">charts</a> <a href="/ui/dead">dead by error</a> <a href="/ui/controls">controls</a> <a href="/ui/schedules">schedules</a> <a href="/ui/priority">priority</a></nav>'
         '<span id="refresh-state" class="muted"></span>'
         f"{_signed_in()}</header>"
         f'<main id="live"{live}>{note}{body}</main></body></html>'

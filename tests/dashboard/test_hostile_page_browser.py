@@ -159,6 +159,7 @@ def test_the_docs_and_console_pages_render_under_their_policy_from_the_server_al
             "/ui/jobs",
             "/ui/dead",
             "/ui/controls",
+            "/ui/schedules",
             "/ui/charts",
             f"/ui/jobs/{world.dead_perm}",
         ):
