@@ -20,6 +20,7 @@ import typer
 from sqsjobs.cli.common import AppOpt, EndpointOpt, JsonOpt, guarded, load_app
 from sqsjobs.cli.common import out as console
 from sqsjobs.cli.confirm import YesOpt, consent_or_exit
+from sqsjobs.cli.render import print_json
 from sqsjobs.schedules import expressions
 from sqsjobs.schedules.sync import apply_flow, list_flow, plan_flow
 
@@ -280,27 +281,48 @@ def update(
 
 
 @schedules_cli.command()
-def pause(name: str, app: AppOpt, tenant: TenantOpt = None, endpoint_url: EndpointOpt = None) -> None:
+def pause(
+    name: str,
+    app: AppOpt,
+    tenant: TenantOpt = None,
+    endpoint_url: EndpointOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
     """Stop a runtime schedule firing until resume."""
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
-        _print_view(loaded.schedules.pause(name, tenant=tenant), False)
+        _print_view(loaded.schedules.pause(name, tenant=tenant), json_out)
 
 
 @schedules_cli.command()
-def resume(name: str, app: AppOpt, tenant: TenantOpt = None, endpoint_url: EndpointOpt = None) -> None:
+def resume(
+    name: str,
+    app: AppOpt,
+    tenant: TenantOpt = None,
+    endpoint_url: EndpointOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
     """Fire again, making what it missed within its catch-up window."""
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
-        _print_view(loaded.schedules.resume(name, tenant=tenant), False)
+        _print_view(loaded.schedules.resume(name, tenant=tenant), json_out)
 
 
 @schedules_cli.command()
-def delete(name: str, app: AppOpt, tenant: TenantOpt = None, endpoint_url: EndpointOpt = None) -> None:
+def delete(
+    name: str,
+    app: AppOpt,
+    tenant: TenantOpt = None,
+    endpoint_url: EndpointOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
     """Delete a runtime schedule."""
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
         deleted = loaded.schedules.delete(name, tenant=tenant)
+    if json_out:
+        print_json({"name": name, "tenant": tenant, "deleted": deleted})
+        return
     console.print("deleted" if deleted else "no such schedule: nothing changed", highlight=False)
 
 

@@ -72,7 +72,7 @@ def test_a_job_id_that_does_not_exist_is_one_line_and_exit_3(ledger):
 
 # ── every command, in process ────────────────────────────────────────────────────────────────
 def _commands_taking_app() -> list[list[str]]:
-    """The argv of every command with an --app option, required arguments filled with ``x``."""
+    """The argv of every command with an --app option, required arguments and options filled with ``x``."""
     found: list[list[str]] = []
 
     def walk(command, path: list[str]) -> None:
@@ -85,7 +85,13 @@ def _commands_taking_app() -> list[list[str]]:
         params = {p.name: p for p in command.params}
         if "app" in params and "--app" in params["app"].opts:
             args = ["x" for p in command.params if p.param_type_name == "argument" and p.required]
-            found.append([*path, *args])
+            options = [
+                a
+                for p in command.params
+                if p.param_type_name == "option" and p.required
+                for a in (p.opts[0], "x")
+            ]
+            found.append([*path, *args, *options])
 
     walk(typer.main.get_command(cli), [])
     return found

@@ -196,6 +196,7 @@ def test_a_slim_zip_keeps_botocore_data_for_the_services_sqsjobs_and_the_app_cal
         "dynamodbstreams",
         "cloudwatch",
         "secretsmanager",
+        "kms",  # an encrypted job's data key (sqsjobs.store.sealing)
     }
     assert data_dirs(slim) == sqsjobs_services | {"sts", "ses"}
     assert len(data_dirs(full)) > 300

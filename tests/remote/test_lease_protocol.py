@@ -326,8 +326,13 @@ def test_a_leased_job_costs_a_claim_a_read_per_heartbeat_and_a_read_and_a_write_
         calls.clear()
         for one in leased:
             assert api.post("/leases/heartbeat", json={"lease": one["lease"]}).status_code == 200
-        # a heartbeat reads the claim back (the server keeps nothing) and hides the message again
-        assert dict(calls) == {("dynamodb", "GetItem"): 3, ("sqs", "ChangeMessageVisibilityBatch"): 3}
+        # a heartbeat reads the claim back (the server keeps nothing) and hides the message again; the
+        # slow-run watch reads the type's baseline once (kept 5 minutes per process: docs/observability.md)
+        assert dict(calls) == {
+            ("dynamodb", "GetItem"): 3,
+            ("sqs", "ChangeMessageVisibilityBatch"): 3,
+            ("dynamodb", "BatchGetItem"): 1,
+        }
         calls.clear()
         # a heartbeat that carries a progress report renews the lease at once: the renewal is its one write
         report = {"fraction": 0.5, "message": "half way", "data": {"frames": 12}}
