@@ -6,16 +6,19 @@ Evidence: the files each run writes (tests/apps/signalled.py) and the records as
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from sqsjobs import JobStatus
+from tests.api.helpers import serving
 from tests.apps import signalled
-from tests.integration.helpers import kill_group, wait_until, worker_env, worker_process
+from tests.integration.helpers import kill_group, queue_url, sqs_call, wait_until, worker_env, worker_process
 
 pytestmark = pytest.mark.slow
 
@@ -169,3 +172,37 @@ def test_a_job_enqueued_before_its_cancel_signal_is_cancelled_at_its_claim_and_o
     assert first.status is JobStatus.CANCELLED and not (tmp_path / f"{before}.started").exists()
     assert "cancelled by signal order.cancelled order_id=7" in str(first.reason or first.last_error)
     assert app.get(after).result == {"shipped": True}
+
+
+def test_a_signal_posted_over_http_and_one_sent_by_an_aws_service_as_a_message_wake_their_waiters(
+    app, tmp_path
+):
+    # GIVEN a worker and two jobs waiting, for orders 5 and 6
+    worker = worker_process(app, APP, concurrency=4)
+    try:
+        by_http = wait_for_payment(app, tmp_path, 5, timeout_s=120)
+        by_message = wait_for_payment(app, tmp_path, 6, timeout_s=120)
+        asleep(app, tmp_path, by_http)
+        asleep(app, tmp_path, by_message)
+        # WHEN order 5's payment is POSTed with the API token, and order 6's is put on the
+        # queue as a foreign message of the built-in type sqsjobs.signal (an EventBridge rule's target)
+        with serving(app, token="s3cret-token-0123") as url:
+            auth = {"Authorization": "Bearer s3cret-token-0123"}
+            body = {"name": "order.paid", "data": {"order_id": 5}}
+            assert httpx.post(url + "/signals", json=body).status_code == 401
+            posted = httpx.post(url + "/signals", json=body, headers=auth)
+            assert posted.json() == {"name": "order.paid", "answered": 1, "cancelled": 0}
+            keyless = httpx.post(url + "/signals", json={"name": "order.paid", "data": {}}, headers=auth)
+            assert keyless.status_code == 422
+        message = {
+            "sqsjobs": 1,
+            "type": "sqsjobs.signal",
+            "payload": {"name": "order.paid", "data": {"order_id": 6}},
+        }
+        sqs_call(app, "send_message", QueueUrl=queue_url(app), MessageBody=json.dumps(message))
+        # THEN both wake with their data
+        wait_until(lambda: all(app.get(j).status.terminal for j in (by_http, by_message)), 30, "both woke")
+    finally:
+        kill_group(worker)
+    assert app.get(by_http).result == {"paid": {"order_id": 5}}
+    assert app.get(by_message).result == {"paid": {"order_id": 6}}

@@ -90,6 +90,7 @@ API_MODULES = [
     "ops/worker_views.py",  # a worker's drain
     "limits/namespace.py",  # pause, resume, a breaker's close
     "steps/namespace.py",  # a token's answer
+    "api/signal_routes.py",  # POST /signals: app.signals.send (signals/namespace.py, with the workers')
     "chains/namespace.py",
     "batches/namespace.py",
     "schedules/runtime.py",  # POST /schedules...: runtime schedules, their items, a resume's fires
