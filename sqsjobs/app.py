@@ -40,6 +40,8 @@ from sqsjobs.registry import Registry
 from sqsjobs.runtime.kernel import Feature, Kernel, features_of, locate
 from sqsjobs.schedules.namespace import Schedules
 from sqsjobs.schedules.plugin import fires_plugin
+from sqsjobs.signals.namespace import Signals
+from sqsjobs.signals.plugin import signal_spec, signals_plugin
 from sqsjobs.slow_runs.namespace import SlowRuns
 from sqsjobs.slow_runs.plugin import slow_runs_plugin
 from sqsjobs.steps.namespace import Tokens
@@ -82,6 +84,8 @@ class App:
     #: Durable steps (``ctx.step``); this namespace answers their wait tokens (docs/steps.md).
     tokens = Feature(steps_plugin, Tokens)
     _children = Feature(children_plugin, built_ins=wake_spec)  # ctx.children: awaited without a slot
+    #: Signals a job waits for or is cancelled by (``ctx.signals.wait``, ``cancel_on``; docs/signals.md).
+    signals = Feature.declared(signals_plugin, Signals, built_ins=signal_spec)
     _events = Feature(events_plugin)  # job events: the change stream relayed to the bus by the sweeper
     _notify = Feature(notify_plugin, built_ins=delivery_spec)  # enqueue(notify=...): a delivery job
     #: Runs far longer than their type's usual time, flagged (docs/observability.md, "Slow runs").

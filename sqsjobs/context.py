@@ -65,6 +65,8 @@ class JobContext:
     _steps_run: Any = field(default=None, repr=False)
     #: Awaits children (``sqsjobs.children.namespace.ChildBook``): set by the worker; see ``children``.
     _children: Any = field(default=None, repr=False)
+    #: Waits for signals (``sqsjobs.signals.waits.SignalBook``): set by the worker; see ``signals``.
+    _signals: Any = field(default=None, repr=False)
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
     _interrupt: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     _interrupt_reason: InterruptReason | None = field(default=None, repr=False)
@@ -246,6 +248,18 @@ class JobContext:
                 "this context has no children: ctx.children works in a handler run by a worker"
             )
         return self._children.calls(self)
+
+    @property
+    def signals(self) -> Any:
+        """Signals waited for without holding a slot (``sqsjobs.signals.waits.SignalCalls``; docs/signals.md).
+
+        ``ctx.signals.wait("order.paid", match={"order_id": 7}, timeout=3600)``: the data of the first
+        matching ``app.signals.send`` after the call, or ``SignalTimeout``. The run ends while it
+        waits (no attempt used) and the job replays its steps to here when the signal comes.
+        """
+        if self._signals is None:
+            raise RuntimeError("this context has no signals: ctx.signals works in a handler run by a worker")
+        return self._signals.calls(self)
 
     def _book(self) -> Any:
         if self.steps is None:

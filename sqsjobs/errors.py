@@ -417,6 +417,10 @@ class TokenTimeout(SqsJobsError):
     """Raised in a job by ``ctx.wait_for_token``: nobody completed the token before its timeout."""
 
 
+class SignalTimeout(TokenTimeout):
+    """Raised in a job by ``ctx.signals.wait``: no matching signal came before the wait's timeout."""
+
+
 class TokenFailed(SqsJobsError):
     """Raised in a job by ``ctx.wait_for_token``: the token was failed (``app.tokens.fail``) with this message."""
 

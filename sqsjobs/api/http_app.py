@@ -36,6 +36,7 @@ from sqsjobs.api import (
     queue_routes,
     schedule_routes,
     series_routes,
+    signal_routes,
     token_routes,
     type_routes,
     watch,
@@ -157,6 +158,7 @@ def create_app(
         series_routes.router,
         workflow_routes.router,
         token_routes.router,
+        signal_routes.router,
         type_routes.router,
         *extra_routers,
     ]

@@ -158,20 +158,23 @@ _SUPERSEDE_SETS: tuple[tuple[str, Expr], ...] = (
     refusals=(Refusal.CHANGED,),
     owner="dedupe",
 )
-def supersede(table: str, job_id: str, *, now: float, by: str, retention_s: float) -> Write:
+def supersede(
+    table: str, job_id: str, *, now: float, by: str, retention_s: float, reason: str | None = None
+) -> Write:
     """Running → cancelled, by the enqueue that replaced it: the run's claim is dropped with its lease.
 
     The run's fenced writes (its success, a retry, its own abort) are then refused: it never
     commits. Its worker's next renewal is refused too, and finds the record cancelled: its handler
     is told as of a cancel request (``ctx.cancelled``). Refused for a job with a ``notify`` target
     (its delivery is written by the run's own abort: ``Replace`` asks that one to stop instead), a
-    batch item or a chain step (``Replace`` is refused for both at enqueue).
+    batch item or a chain step (``Replace`` is refused for both at enqueue). ``reason``: what the
+    record says, when not a replacement (a ``cancel_on`` signal, ``sqsjobs.signals``).
     """
     values = {
         ":running": av_s(JobStatus.RUNNING),
         ":cancelled": av_s(JobStatus.CANCELLED),
         ":now": av_n(now),
-        ":reason": av_s(f"replaced by job {by}"),
+        ":reason": av_s(reason or f"replaced by job {by}"),
         ":ttl": av_n(int(now + retention_s)),
     }
     return Write(

@@ -31,8 +31,12 @@ if TYPE_CHECKING:
 WAITING = (JobStatus.QUEUED, JobStatus.RETRY_SCHEDULED)
 
 
-def cancel_flow(settings: Settings, registry: Registry, job_id: str, now: float) -> Flow[str]:
+def cancel_flow(
+    settings: Settings, registry: Registry, job_id: str, now: float, *, reason: str | None = None
+) -> Flow[str]:
     """Cancel a waiting job (``cancelled``), or ask a running one to stop (``requested``).
+
+    ``reason``: what a plain job's record says (default: ``cancelled by request``).
 
     A plain job's cancel is one conditional write. One that a batch counts or a target is told of
     is refused by it (the refusal shows the record), then cancelled in one transaction with its count
@@ -41,7 +45,9 @@ def cancel_flow(settings: Settings, registry: Registry, job_id: str, now: float)
     table = settings.table_name
     # ALL_NEW: the record it cancelled says whether it waited on children (no read, no extra unit).
     retention_s = settings.retention_for("", JobStatus.CANCELLED)
-    write = operator.cancel(table, job_id, now=now, retention_s=retention_s, untold=True)
+    write = operator.cancel(
+        table, job_id, now=now, retention_s=retention_s, untold=True, reason=reason or "cancelled by request"
+    )
     cancelled = yield from apply(dataclasses.replace(write, returns="ALL_NEW"))
     if isinstance(cancelled, Landed):
         yield from _cancel_children(settings, registry, job_id, cancelled.attributes or {}, now)

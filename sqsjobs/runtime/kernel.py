@@ -275,10 +275,16 @@ class Feature(Generic[N]):
         self._init(lambda core, _namespace: plugin(core), plugin, namespace, built_ins)
 
     @classmethod
-    def declared(cls, plugin: Callable[[Kernel, N], Plugin], namespace: type[N]) -> Feature[N]:
+    def declared(
+        cls,
+        plugin: Callable[[Kernel, N], Plugin],
+        namespace: type[N],
+        *,
+        built_ins: Callable[[Callable[[], Kernel]], HandlerSpec] | None = None,
+    ) -> Feature[N]:
         """A feature whose plug-in reads what was declared in its namespace (limits, schedules)."""
         feature: Feature[N] = cls.__new__(cls)
-        feature._init(plugin, plugin, namespace, None)
+        feature._init(plugin, plugin, namespace, built_ins)
         return feature
 
     def _init(

@@ -77,6 +77,7 @@ GUARDED = [
     ("GET", "/ui/chains/x"),
     ("POST", "/dead/groups/retry"),
     ("POST", "/tokens/x"),
+    ("POST", "/signals"),
     ("GET", "/openapi.json"),
     ("GET", "/docs"),
     ("GET", "/redoc"),

@@ -46,6 +46,9 @@ WORKER_MODULES = [
     "notify/sender.py",  # a notification's delivery (its own targets: NOTIFY_TARGET_ACTIONS)
     "slow_runs/records.py",  # the slow-run watch reads its types' baselines
     "schedules/overlap.py",  # a fire's turn: the schedule's item, the previous job, its cancel
+    "signals/waits.py",  # ctx.signals.wait: the waiter on its signal item
+    "signals/plugin.py",  # a cancel_on type's claim registers it; the sqsjobs.signal type sends
+    "signals/namespace.py",  # a handler (or the sqsjobs.signal type) sends a signal: answers, cancels
 ]
 #: What a notification's delivery calls on the targets a caller names, which no deployment can
 #: know: another queue (sqs:SendMessage, granted on the App's own queues only), a bus, a secret.
@@ -87,6 +90,7 @@ API_MODULES = [
     "ops/worker_views.py",  # a worker's drain
     "limits/namespace.py",  # pause, resume, a breaker's close
     "steps/namespace.py",  # a token's answer
+    "api/signal_routes.py",  # POST /signals: app.signals.send (signals/namespace.py, with the workers')
     "chains/namespace.py",
     "batches/namespace.py",
     "schedules/runtime.py",  # POST /schedules...: runtime schedules, their items, a resume's fires

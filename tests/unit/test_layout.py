@@ -37,6 +37,7 @@ ROLES = {
     "slow_runs",
     "archive",
     "children",
+    "signals",
 }
 #: The model, and the AWS seam in two: `_aws` drives flows with client sets, `_client_config` configures a client;
 #: `options` holds what `@app.job` takes beside the handler (dedup modes, hooks, versions, batch handlers).
@@ -184,6 +185,7 @@ LAYERS: list[set[str]] = [
     {"events"},  # job events: they read batch and chain records from the change stream
     {"deploy"},
     {"ops"},
+    {"signals"},  # signals waited for (steps' tokens) or cancelling jobs (ops' cancel, dedupe's supersede)
     {"slow_runs"},  # runs far longer than usual: its baselines are the charts' series (ops)
     {"archive"},  # finished records to S3: a reader of the change stream, as the events are
     {"outbox"},  # jobs written in a Postgres transaction: rows the relay enqueues through the producer
@@ -212,6 +214,7 @@ FEATURES = {
     "slow_runs",
     "archive",
     "children",
+    "signals",
 }
 #: The parts a feature folder is made of, under the same name in every folder that has one: what the
 #: kernel sees (``plugin``: the ``Plugin`` factory and the seams it fills), its items in the jobs table

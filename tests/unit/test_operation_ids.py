@@ -47,6 +47,7 @@ PINNED = {
     ("POST", "/schedules/{name}/resume"): "resume_schedule",
     ("GET", "/queues"): "queues",
     ("GET", "/series"): "job_series",
+    ("POST", "/signals"): "send_signal",
     ("POST", "/tokens/{token_id}"): "answer_token",
     ("POST", "/tokens/{token_id}/answer"): "answer_token_by_url",
     ("GET", "/types"): "list_types",
