@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -289,9 +289,7 @@ def pause(
     json_out: JsonOpt = False,
 ) -> None:
     """Stop a runtime schedule firing until resume."""
-    loaded = load_app(app, endpoint_url)
-    with guarded(loaded):
-        _print_view(loaded.schedules.pause(name, tenant=tenant), json_out)
+    _switch("pause", name, app, tenant, endpoint_url, json_out)
 
 
 @schedules_cli.command()
@@ -303,9 +301,21 @@ def resume(
     json_out: JsonOpt = False,
 ) -> None:
     """Fire again, making what it missed within its catch-up window."""
+    _switch("resume", name, app, tenant, endpoint_url, json_out)
+
+
+def _switch(
+    verb: Literal["pause", "resume"],
+    name: str,
+    app: str,
+    tenant: str | None,
+    endpoint_url: str | None,
+    json_out: bool,
+) -> None:
     loaded = load_app(app, endpoint_url)
     with guarded(loaded):
-        _print_view(loaded.schedules.resume(name, tenant=tenant), json_out)
+        flip = loaded.schedules.pause if verb == "pause" else loaded.schedules.resume
+        _print_view(flip(name, tenant=tenant), json_out)
 
 
 @schedules_cli.command()

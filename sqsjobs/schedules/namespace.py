@@ -77,12 +77,35 @@ class Schedules(Declarations, Namespace):
             paused=paused,
         )
 
-    def _update(self, /, name: str, *, tenant: str | None = None, **changes: Any) -> Flow[ScheduleView]:
-        """Change a runtime schedule (``ScheduleNotFound`` if there is none).
-
-        Takes ``cron``/``rate``/``at``, ``timezone``, ``job``, ``payload``, ``overlap``, ``catchup_window``.
-        """
-        return runtime.update_flow(self.kernel, name, tenant=tenant, **changes)
+    def _update(
+        self,
+        /,
+        name: str,
+        *,
+        tenant: str | None = None,
+        job: str | None = None,
+        cron: str | None = None,
+        rate: str | None = None,
+        at: str | datetime | None = None,
+        timezone: str | None = None,
+        payload: Any = runtime.UNCHANGED,
+        overlap: str | None = None,
+        catchup_window: timedelta | float | None = runtime.UNCHANGED,
+    ) -> Flow[ScheduleView]:
+        """Change a runtime schedule (``ScheduleNotFound`` if there is none); what is not given stays."""
+        return runtime.update_flow(
+            self.kernel,
+            name,
+            tenant=tenant,
+            job=job,
+            cron=cron,
+            rate=rate,
+            at=at,
+            timezone=timezone,
+            payload=payload,
+            overlap=overlap,
+            catchup_window=catchup_window,
+        )
 
     def _pause(self, name: str, *, tenant: str | None = None) -> Flow[ScheduleView]:
         """Stop a runtime schedule firing until ``resume``."""

@@ -272,28 +272,50 @@ def _item_flow(k: Kernel, tenant: str | None, name: str) -> Flow[tuple[str, Item
     return key, dict(found["Item"])
 
 
-def update_flow(k: Kernel, name: str, *, tenant: str | None = None, **changes: Any) -> Flow[ScheduleView]:
+class _Unchanged:
+    """``update``'s default for an option that may be set to None (``payload``, ``catchup_window``)."""
+
+    def __repr__(self) -> str:
+        return "UNCHANGED"
+
+
+#: What ``update`` leaves as it is.
+UNCHANGED: Any = _Unchanged()
+
+
+def update_flow(
+    k: Kernel,
+    name: str,
+    *,
+    tenant: str | None = None,
+    job: str | None = None,
+    cron: str | None = None,
+    rate: str | None = None,
+    at: str | datetime | None = None,
+    timezone: str | None = None,
+    payload: Any = UNCHANGED,
+    overlap: str | None = None,
+    catchup_window: timedelta | float | None = UNCHANGED,
+) -> Flow[ScheduleView]:
     """Change a runtime schedule's definition; what is not given stays, and so do its history and state.
 
-    ``changes``: ``cron``/``rate``/``at``, ``timezone``, ``job``, ``payload``, ``overlap``, ``catchup_window``.
+    One of ``cron``/``rate``/``at`` replaces the schedule's expression; ``payload`` and
+    ``catchup_window`` may be set to None (no payload, no window), so they default to ``UNCHANGED``.
     """
     key, item = yield from _item_flow(k, tenant, name)
     old = spec_of(key, item)
-    when: dict[str, Any] = {w: changes.pop(w) for w in ("cron", "rate", "at") if changes.get(w) is not None}
+    when: dict[str, Any] = {w: v for w, v in (("cron", cron), ("rate", rate), ("at", at)) if v is not None}
     if not when:
         when = {old.kind: old.expression[len(old.kind) + 1 : -1]}
-    unknown = set(changes) - {"timezone", "job", "payload", "overlap", "catchup_window"}
-    if unknown:
-        raise ConfigurationError(f"schedule {name!r}: cannot update {', '.join(sorted(unknown))}")
     spec = replace(
         build_spec(
             name,
-            job=changes.get("job") or old.job,
+            job=job or old.job,
             when=when,
-            timezone=changes.get("timezone") or old.timezone,
-            payload=changes.get("payload", old.payload),
-            overlap=changes.get("overlap") or old.overlap,
-            catchup_window=changes.get("catchup_window", old.catchup_s),
+            timezone=timezone or old.timezone,
+            payload=old.payload if payload is UNCHANGED else payload,
+            overlap=overlap or old.overlap,
+            catchup_window=old.catchup_s if catchup_window is UNCHANGED else catchup_window,
         ),
         name=key,
     )
