@@ -204,3 +204,50 @@ def test_cancelling_a_waiting_parent_cancels_its_children_not_yet_run(app, runs)
     assert len(cancelled) >= 20 and not set(cancelled) & ran
     assert app.get(parent).status is JobStatus.CANCELLED
     assert len(edges(runs, "parents", "in")) == 1
+
+
+def test_on_the_lambda_adapter_a_parent_awaits_its_children_without_holding_an_invocation(app, runs):
+    # GIVEN a parent mapping 6 squares, then shouting a word, run only by the Lambda adapter: each
+    # batch of received messages is one invocation, as the event source mapping makes them
+    from sqsjobs.runtime.lambda_sqs import LambdaWorker
+    from tests.integration.lambda_events import FakeContext, event_from
+
+    parent = app.enqueue("parent", {"count": 6, "words": ["hi"]})
+    url = helpers.queue_url(app)
+    adapter = LambdaWorker(app)
+    invocations: list[tuple[float, float, int]] = []
+    try:
+        deadline = time.monotonic() + 90
+        while not app.get(parent).status.terminal:
+            assert time.monotonic() < deadline, "the parent did not end"
+            got = helpers.sqs_call(
+                app,
+                "receive_message",
+                QueueUrl=url,
+                MaxNumberOfMessages=10,
+                WaitTimeSeconds=1,
+                MessageSystemAttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            ).get("Messages", [])
+            if got:
+                began = time.time()
+                adapter(event_from(app, got), FakeContext(start_ms=900_000))  # a 15-minute function
+                invocations.append((began, time.time(), len(got)))
+    finally:
+        adapter.close()
+
+    # THEN the results come back in order, the parent's step ran once, and no attempt was used
+    job = app.get(parent)
+    assert (job.status, job.result) == (
+        JobStatus.SUCCEEDED,
+        {"squares": [0, 1, 4, 9, 16, 25], "words": ["HI"]},
+    )
+    assert len(tp.read(runs, "before")) == 1 and job.attempt == 1
+    # ... every run of the parent left its invocation before the children it waited for started:
+    # the invocation that asked for them had ended (nothing held while they ran)
+    parent_outs = [e["at"] for e in tp.read(runs, "parents") if e["edge"] == "out" and e.get("asleep")]
+    first_child = min(e["at"] for e in edges(runs, "children", "in"))
+    assert parent_outs and parent_outs[0] < first_child
+    asked = next(i for i in invocations if i[0] <= parent_outs[0] <= i[1])
+    assert asked[1] <= first_child  # that invocation had returned when the first child started
+    assert len(edges(runs, "children", "in")) == 6  # each child ran once
