@@ -27,9 +27,6 @@ if TYPE_CHECKING:
     from sqsjobs.app import App
     from sqsjobs.schedules.runtime import ScheduleView
 
-#: The runtime verbs a button may ask for.
-ACTIONS = ("pause", "resume", "delete")
-
 
 def _button(view: ScheduleView, action: str) -> Html:
     tenant = f'<input type="hidden" name="tenant" value="{h(view.tenant)}">' if view.tenant else ""
@@ -122,10 +119,7 @@ def schedule_router(app: App, *, refresh_s: float, headers: Mapping[str, str]) -
         body = schedules_body(runtime, declared, app.clock.now())
         return HTMLResponse(dashboard_views.page("schedules", body, refresh_s=refresh_s), headers=secure)
 
-    @router.post("/ui/schedules/{name}/{action}")
     async def act(name: str, action: str, request: Request) -> Response:
-        if action not in ACTIONS:
-            return _refused(secure, 404, "Not found", f"No schedule action {action!r}.")
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
         tenant = (form.get("tenant") or [""])[0] or None
         verb = {
@@ -141,6 +135,18 @@ def schedule_router(app: App, *, refresh_s: float, headers: Mapping[str, str]) -
             return _refused(secure, 409, f"{action.capitalize()} refused", str(exc))
         audit(app, request, f"{action}_schedule", schedule=name, tenant=tenant)
         return RedirectResponse("/ui/schedules", status_code=303, headers=secure)
+
+    @router.post("/ui/schedules/{name}/pause")
+    async def pause(name: str, request: Request) -> Response:
+        return await act(name, "pause", request)
+
+    @router.post("/ui/schedules/{name}/resume")
+    async def resume(name: str, request: Request) -> Response:
+        return await act(name, "resume", request)
+
+    @router.post("/ui/schedules/{name}/delete")
+    async def delete(name: str, request: Request) -> Response:
+        return await act(name, "delete", request)
 
     return router
 

@@ -167,17 +167,28 @@ def test_without_an_sdk_the_lambda_s_x_ray_trace_travels_with_the_job_in_both_fo
     assert ended["trace_id"] == root
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def otel_spans():
+    """An in-memory exporter on the process's SDK provider, installed once per process.
+
+    OpenTelemetry lets a process set its provider once. Module-scoped, this fixture was made again in
+    a process that xdist's worksteal handed this module's tests twice: its second provider was refused
+    ("Overriding of current TracerProvider is not allowed") and its exporter saw no span (fresh-clone
+    run 61). Session-scoped, and adding to a provider already installed, it sees every span.
+    """
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    trace.set_tracer_provider(provider)
+    current = trace.get_tracer_provider()
+    if isinstance(current, TracerProvider):
+        current.add_span_processor(SimpleSpanProcessor(exporter))
+    else:
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
     return exporter
 
 
