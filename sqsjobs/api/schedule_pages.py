@@ -19,6 +19,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqsjobs.api import dashboard_views
 from sqsjobs.api.audit import audit
 from sqsjobs.api.dashboard_views import Html, ago, h, job_link, join, status_badge
+from sqsjobs.api.schedule_routes import ScheduleName  # noqa: TC001 (FastAPI reads the annotations at runtime)
 from sqsjobs.errors import ConfigurationError, ScheduleNotFound
 
 if TYPE_CHECKING:
@@ -137,15 +138,15 @@ def schedule_router(app: App, *, refresh_s: float, headers: Mapping[str, str]) -
         return RedirectResponse("/ui/schedules", status_code=303, headers=secure)
 
     @router.post("/ui/schedules/{name}/pause")
-    async def pause(name: str, request: Request) -> Response:
+    async def pause(name: ScheduleName, request: Request) -> Response:
         return await act(name, "pause", request)
 
     @router.post("/ui/schedules/{name}/resume")
-    async def resume(name: str, request: Request) -> Response:
+    async def resume(name: ScheduleName, request: Request) -> Response:
         return await act(name, "resume", request)
 
     @router.post("/ui/schedules/{name}/delete")
-    async def delete(name: str, request: Request) -> Response:
+    async def delete(name: ScheduleName, request: Request) -> Response:
         return await act(name, "delete", request)
 
     return router
