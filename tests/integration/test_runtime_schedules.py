@@ -125,7 +125,10 @@ class Gate:
 
 
 def gated_app(make_app, url: str, gate: Gate) -> App:
-    app = make_app(url, scheduler_role_arn=ROLE, visibility_timeout_s=6)
+    # lease 4 s: a running job's lease is renewed every 2 s, and a renewal is where it learns of a
+    # cancel request (cancel_previous); at the default 60 s, it learnt only ~30 s later, and a loaded
+    # fresh-clone run (63) missed the test's 30 s bound
+    app = make_app(url, scheduler_role_arn=ROLE, visibility_timeout_s=6, lease_s=4.0)
 
     @app.job("report.build")
     def build(payload: dict, ctx):
