@@ -19,7 +19,7 @@ import time
 from collections.abc import Generator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, Protocol, TypeVar, cast, get_args
 
 import tenacity
 
@@ -42,17 +42,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 P = ParamSpec("P")
 
-SERVICES = (
-    "dynamodb",
-    "sqs",
-    "scheduler",
-    "s3",
-    "events",
-    "dynamodbstreams",
-    "cloudwatch",
-    "secretsmanager",
-    "kms",
-)
 #: Where a Call goes: an AWS service, ``clock`` for a pause the driver sleeps through, or ``flows``
 #: for flows the driver runs at once (``together``).
 Service = Literal[
@@ -68,6 +57,9 @@ Service = Literal[
     "clock",
     "flows",
 ]
+#: The AWS services among them (what the drivers make clients for): read from ``Service``, so the two
+#: cannot drift apart (each new service was added to both by hand).
+SERVICES = tuple(name for name in get_args(Service) if name not in ("clock", "flows"))
 
 
 @dataclass(frozen=True)
